@@ -1,0 +1,366 @@
+/*
+ * gpuwire.h - the whole public API of libgpuwire.
+ *
+ * libgpuwire moves memory (host or GPU) between processes and machines with
+ * one-sided put/get, put with a notification, and tagged send/recv.  It picks
+ * the fastest transport both sides can use (verbs, intra-host, tcp), agrees
+ * on it in a handshake, and tells you which one it took and why.
+ *
+ * Object model and lifetimes (parents outlive children):
+ *
+ *     gw_context_t ──┬── gw_mem_t        (registered memory region)
+ *                    ├── gw_listener_t   (accepts endpoints)
+ *                    └── gw_ep_t ─────── gw_rkey_t (remote key unpacked on it)
+ *                                 └───── gw_request_t (one operation)
+ *
+ *  - gw_context_destroy() returns GW_ERR_BUSY while any endpoint, listener or
+ *    memory region of it is alive, and leaves everything untouched.
+ *  - gw_mem_dereg() returns GW_ERR_BUSY while a local operation still reads or
+ *    writes the region.  Once it returns GW_OK, every remote key packed from the
+ *    region is revoked: a later remote put/get through it fails with
+ *    GW_ERR_INVALID_KEY at the initiator and the memory is not touched.
+ *  - gw_ep_close() first lets outstanding operations finish (up to its
+ *    timeout), fails the rest with GW_ERR_CANCELED, then frees the endpoint.
+ *    It returns GW_ERR_BUSY while remote keys unpacked on it are alive.
+ *  - A request belongs to the caller until gw_request_free(); its status stays
+ *    readable after its endpoint is gone.
+ *  - Every destroy/close/free function accepts NULL and does nothing.
+ *
+ * Threading: a context and everything under it must be used by one thread at
+ * a time (the caller serialises).  Different contexts are independent.
+ *
+ * Errors: every function returns a gw_status_t.  GW_OK is 0, GW_INPROGRESS is
+ * 1, errors are negative.  gw_status_str() names a status; gw_last_error()
+ * gives the detail of the context's most recent failure (what failed, on which
+ * object, why, with what input).
+ *
+ * Settings are GPUWIRE_* environment variables read at gw_context_create();
+ * `gpuwire info` lists each with its value and help.  The main ones:
+ *   GPUWIRE_TRANSPORTS        allowed transports, in preference order (default "verbs,intra,tcp")
+ *   GPUWIRE_TCP_STREAMS       tcp connections per endpoint that stripe large transfers
+ *   GPUWIRE_PEER_TIMEOUT_MS   how long a silent peer may stay silent before its endpoint fails
+ *   GPUWIRE_CONNECT_TIMEOUT_MS  connect + handshake limit
+ *   GPUWIRE_AUTH_SECRET / GPUWIRE_AUTH_SECRET_FILE   shared secret for HMAC peer authentication
+ *   GPUWIRE_LOG_LEVEL         error, warn, info, debug, trace
+ */
+#ifndef GPUWIRE_H
+#define GPUWIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GW_VERSION_MAJOR 0
+#define GW_VERSION_MINOR 1
+#define GW_VERSION_PATCH 0
+#define GW_VERSION_STRING "0.1.0"
+
+#if defined(__GNUC__)
+#define GW_API __attribute__((visibility("default")))
+#else
+#define GW_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes.  Numbers are stable: never renumber, retire as placeholder. */
+/* ------------------------------------------------------------------------ */
+
+/* X(name, value, text) */
+#define GW_STATUS_MAP(X)                                                                 \
+    X(GW_OK, 0, "success")                                                               \
+    X(GW_INPROGRESS, 1, "operation in progress")                                         \
+    /* -1 .. -19: caller and local resource errors */                                    \
+    X(GW_ERR_INVALID, -1, "invalid argument")                                            \
+    X(GW_ERR_NOMEM, -2, "out of memory")                                                 \
+    X(GW_ERR_UNSUPPORTED, -3, "operation not supported by this transport or memory")     \
+    X(GW_ERR_NOT_BUILT, -4, "feature not compiled into this build")                      \
+    X(GW_ERR_UNAVAILABLE, -5, "feature not available on this machine")                  \
+    X(GW_ERR_BUSY, -6, "object still has live children or outstanding work")             \
+    X(GW_ERR_TIMEOUT, -7, "timed out")                                                   \
+    X(GW_ERR_CANCELED, -8, "operation canceled")                                         \
+    X(GW_ERR_TRUNCATED, -9, "message longer than the receive buffer (truncated)")        \
+    X(GW_ERR_SYSTEM, -10, "system call failed")                                          \
+    X(GW_ERR_NO_RESOURCE, -11, "out of a limited resource")                              \
+    X(GW_ERR_MEMLOCK, -12, "locked-memory limit too small for the registration")         \
+    X(GW_ERR_NOT_FOUND, -13, "no such object or device")                                 \
+    X(GW_ERR_CUDA, -14, "CUDA driver call failed")                                       \
+    X(GW_ERR_VERBS, -15, "verbs call failed")                                            \
+    X(GW_ERR_CONFIG, -16, "invalid setting")                                             \
+    /* -20 .. -39: remote access errors (the target refused; memory untouched) */        \
+    X(GW_ERR_OUT_OF_BOUNDS, -20, "remote access outside the registered region")          \
+    X(GW_ERR_ACCESS, -21, "remote access not permitted by the region's access flags")    \
+    X(GW_ERR_INVALID_KEY, -22, "remote key unknown, malformed or revoked")               \
+    /* -40 .. -59: connection and endpoint errors (UCS_IS_ENDPOINT_ERROR style) */       \
+    X(GW_ERR_CONN_REFUSED, -40, "connection refused")                                    \
+    X(GW_ERR_CONN_RESET, -41, "connection to the peer lost")                             \
+    X(GW_ERR_PEER_TIMEOUT, -42, "peer stopped answering")                                \
+    X(GW_ERR_PROTOCOL, -43, "malformed or unexpected message from the peer")             \
+    X(GW_ERR_VERSION, -44, "peer speaks an incompatible protocol version")               \
+    X(GW_ERR_AUTH, -45, "peer authentication failed")                                    \
+    X(GW_ERR_NO_TRANSPORT, -46, "no transport usable by both sides")                     \
+    X(GW_ERR_ENDPOINT_FAILED, -47, "endpoint failed earlier; see its first error")       \
+    X(GW_ERR_ADDRESS, -48, "cannot resolve or bind the address")
+
+typedef enum gw_status {
+#define GW_STATUS_ENUM_(name, value, text) name = (value),
+    GW_STATUS_MAP(GW_STATUS_ENUM_)
+#undef GW_STATUS_ENUM_
+} gw_status_t;
+
+/* True for errors that mean the endpoint is unusable. */
+#define GW_IS_ENDPOINT_ERROR(s) ((s) <= -40 && (s) > -60)
+
+/* Name of a status ("invalid argument"); never NULL, also for unknown values. */
+GW_API const char *gw_status_str(gw_status_t status);
+/* Symbol of a status ("GW_ERR_INVALID"); never NULL. */
+GW_API const char *gw_status_name(gw_status_t status);
+
+/* ------------------------------------------------------------------------ */
+/* Opaque objects                                                           */
+/* ------------------------------------------------------------------------ */
+typedef struct gw_context gw_context_t;
+typedef struct gw_mem gw_mem_t;
+typedef struct gw_listener gw_listener_t;
+typedef struct gw_ep gw_ep_t;
+typedef struct gw_rkey gw_rkey_t;
+typedef struct gw_request gw_request_t;
+
+/* ------------------------------------------------------------------------ */
+/* Version and build                                                        */
+/* ------------------------------------------------------------------------ */
+/* Library version string, e.g. "0.1.0". */
+GW_API const char *gw_version(void);
+/* Space-separated list of features compiled in, e.g. "tcp verbs cuda auth". */
+GW_API const char *gw_build_features(void);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Extensible: set .size = sizeof(gw_config_t); fields past the caller's size
+ * take their defaults.  A NULL config means all defaults. */
+typedef struct gw_config {
+    size_t size;             /* sizeof(gw_config_t) as the caller compiled it */
+    const char *transports;  /* NULL: GPUWIRE_TRANSPORTS or "verbs,intra,tcp" */
+    int log_level;           /* -1: GPUWIRE_LOG_LEVEL or warn (0 err .. 4 trace) */
+    /* version 1 ends here */
+} gw_config_t;
+
+/* Creates a context: reads settings, opens the transports usable here (an
+ * absent optional dependency is noted, not an error).  Errors: GW_ERR_INVALID
+ * (NULL out, bad config size), GW_ERR_CONFIG (a setting does not parse; the
+ * message is written to stderr since no context exists), GW_ERR_NOMEM. */
+GW_API gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out);
+
+/* Destroys a context.  GW_ERR_BUSY (and nothing is freed) while endpoints,
+ * listeners or memory regions of it are alive. */
+GW_API gw_status_t gw_context_destroy(gw_context_t *ctx);
+
+/* Detail of the most recent failure in this context, "" if none.  Valid until
+ * the next call on the context. */
+GW_API const char *gw_last_error(const gw_context_t *ctx);
+
+/* Runs the progress engine once without blocking: moves bytes, completes
+ * requests, accepts connections.  Returns the number of events processed
+ * (>= 0) or a negative status on a context-wide failure. */
+GW_API int gw_progress(gw_context_t *ctx);
+
+/* A file descriptor for epoll/poll users: it becomes readable when
+ * gw_progress() has work to do.  Owned by the context; do not close or read
+ * it.  Before sleeping on it, call gw_progress() until it returns 0. */
+GW_API gw_status_t gw_context_fd(gw_context_t *ctx, int *fd);
+
+/* Blocks up to timeout_ms (-1: forever) until there may be progress to make.
+ * Convenience over gw_context_fd() + poll(). */
+GW_API gw_status_t gw_context_wait(gw_context_t *ctx, int timeout_ms);
+
+/* ------------------------------------------------------------------------ */
+/* Memory registration                                                      */
+/* ------------------------------------------------------------------------ */
+enum {
+    GW_ACCESS_LOCAL = 0,             /* only local operations use the region */
+    GW_ACCESS_REMOTE_READ = 1u << 0, /* peers may get from it */
+    GW_ACCESS_REMOTE_WRITE = 1u << 1 /* peers may put into it */
+};
+
+typedef enum gw_mem_type {
+    GW_MEM_HOST = 0,
+    GW_MEM_CUDA = 1
+} gw_mem_type_t;
+
+/* Registers [addr, addr+len) for use by operations and, with remote access
+ * flags, for peers through a packed remote key.  The memory type is detected
+ * from the pointer (CUDA device memory when libcuda is present and the pointer
+ * is a device pointer, host otherwise).  len may be 0.  The caller keeps
+ * ownership of the memory and must not free it before gw_mem_dereg().
+ * Errors: GW_ERR_INVALID (NULL addr with len > 0, unknown flags),
+ * GW_ERR_MEMLOCK (locked-memory limit; the detail names the limit and the
+ * fix), GW_ERR_CUDA, GW_ERR_VERBS, GW_ERR_NOMEM. */
+GW_API gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigned access,
+                              gw_mem_t **out);
+
+/* Deregisters and revokes every remote key of the region.  GW_ERR_BUSY while
+ * a local operation still uses it (nothing changes then). */
+GW_API gw_status_t gw_mem_dereg(gw_mem_t *mem);
+
+typedef struct gw_mem_info {
+    size_t size;           /* sizeof(gw_mem_info_t), set by the caller */
+    void *addr;
+    size_t len;
+    unsigned access;
+    gw_mem_type_t type;
+    int cuda_device;       /* CUDA ordinal, -1 for host memory */
+    char pci_bus_id[16];   /* of the GPU, "" for host memory */
+    /* How each transport can reach the region, one line each, with the
+     * reason for every downgrade, e.g. "verbs: staging (dma-buf: ...; peermem: ...)". */
+    char path[512];
+} gw_mem_info_t;
+
+GW_API gw_status_t gw_mem_query(const gw_mem_t *mem, gw_mem_info_t *info);
+
+/* Packs the region's remote key into buf.  Call with buf == NULL to learn
+ * the size in *len.  GW_ERR_INVALID if *len is too small (then *len is the
+ * size needed) or the region grants no remote access.  The blob is
+ * self-describing (magic, version) and safe to send anywhere. */
+GW_API gw_status_t gw_mem_pack_rkey(const gw_mem_t *mem, void *buf, size_t *len);
+
+/* Unpacks a remote key received from the peer of ep.  Errors:
+ * GW_ERR_INVALID_KEY (malformed, wrong magic/version, or not from this
+ * endpoint's peer). */
+GW_API gw_status_t gw_rkey_unpack(gw_ep_t *ep, const void *buf, size_t len, gw_rkey_t **out);
+GW_API void gw_rkey_destroy(gw_rkey_t *rkey);
+
+/* Remote address range an rkey covers (as the owner registered it). */
+GW_API gw_status_t gw_rkey_range(const gw_rkey_t *rkey, uint64_t *addr, size_t *len);
+
+/* ------------------------------------------------------------------------ */
+/* Endpoints                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Listens on "host:port", ":port", "[v6]:port" (port 0 picks one).  The
+ * listener accepts and handshakes during gw_progress(). */
+GW_API gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out);
+/* The bound address as "host:port". */
+GW_API gw_status_t gw_listener_addr(const gw_listener_t *l, char *buf, size_t len);
+/* Takes the next endpoint whose handshake completed.  timeout_ms: 0 returns
+ * GW_INPROGRESS at once when none is ready; -1 waits forever; otherwise
+ * GW_ERR_TIMEOUT when it expires.  Handshakes that fail are logged and
+ * counted; the listener keeps serving others. */
+GW_API gw_status_t gw_accept(gw_listener_t *l, int timeout_ms, gw_ep_t **out);
+GW_API void gw_listener_destroy(gw_listener_t *l);
+
+/* Connects to "host:port" and completes the handshake (blocking, bounded by
+ * GPUWIRE_CONNECT_TIMEOUT_MS; progress of other endpoints continues).
+ * Errors: GW_ERR_ADDRESS, GW_ERR_CONN_REFUSED, GW_ERR_TIMEOUT,
+ * GW_ERR_VERSION, GW_ERR_PROTOCOL, GW_ERR_AUTH, GW_ERR_NO_TRANSPORT. */
+GW_API gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out);
+
+/* Closes gracefully: waits up to timeout_ms (-1 forever) for outstanding
+ * operations, fails the rest with GW_ERR_CANCELED, tells the peer, frees the
+ * endpoint.  GW_ERR_BUSY (nothing done) while rkeys unpacked on it live. */
+GW_API gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms);
+
+typedef struct gw_ep_info {
+    size_t size;            /* sizeof(gw_ep_info_t), set by the caller */
+    char transport[16];     /* "tcp", "verbs", "intra" */
+    char peer[64];          /* peer address "host:port" */
+    char path[256];         /* e.g. "tcp: 4 streams" or "verbs rxe0:1 gid 1 mtu 1024" */
+    char downgrades[512];   /* why better transports were not taken, "" if none */
+    gw_status_t error;      /* first error of the endpoint, GW_OK if healthy */
+} gw_ep_info_t;
+
+GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
+
+/* ------------------------------------------------------------------------ */
+/* Operations.  All are non-blocking.  On GW_OK *req (when req != NULL) holds
+ * a request to test/wait/free; pass req == NULL to not track the operation
+ * (its errors then surface on the endpoint and in the next gw_flush()).
+ * The local buffer must stay valid until the request completes.  lmem may be
+ * NULL for host memory; it must be given for GPU memory.
+ * Completion means: put - the data is in the target's memory; get - the data
+ * is in the local buffer; send - the peer has the message; recv - the
+ * message is in the buffer.
+ * Errors at posting: GW_ERR_INVALID, GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS
+ * (checked against the rkey before anything is sent), GW_ERR_ENDPOINT_FAILED.
+ * ------------------------------------------------------------------------ */
+GW_API gw_status_t gw_put(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
+                          uint64_t raddr, gw_rkey_t *rkey, gw_request_t **req);
+GW_API gw_status_t gw_get(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr,
+                          gw_rkey_t *rkey, gw_request_t **req);
+/* Put, then deliver `value` to the target's notification queue after the
+ * data of this put and of every put posted before it on this endpoint is in
+ * the target's memory.  Notifications arrive in posting order. */
+GW_API gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
+                                 uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
+                                 gw_request_t **req);
+/* Takes the oldest notification received on ep.  timeout_ms as gw_accept().
+ * Returns GW_INPROGRESS / GW_ERR_TIMEOUT when none came. */
+GW_API gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value);
+
+/* Tagged messages of any size.  A receive matches the oldest message on ep
+ * with (msg_tag & mask) == (tag & mask).  Messages that arrive before their
+ * receive are kept.  A message longer than the buffer completes the receive
+ * with GW_ERR_TRUNCATED after filling the buffer. */
+GW_API gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
+                           uint64_t tag, gw_request_t **req);
+GW_API gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t tag,
+                           uint64_t mask, gw_request_t **req);
+
+/* Completes when every put and get posted on ep before it is complete (puts
+ * visible at the target).  Its status is the first error among untracked
+ * operations since the previous flush, else GW_OK. */
+GW_API gw_status_t gw_flush(gw_ep_t *ep, gw_request_t **req);
+
+/* ------------------------------------------------------------------------ */
+/* Requests                                                                 */
+/* ------------------------------------------------------------------------ */
+/* GW_INPROGRESS, GW_OK or the operation's error.  Does not progress. */
+GW_API gw_status_t gw_request_test(const gw_request_t *req);
+/* Progresses the context until the request completes or timeout_ms passes
+ * (-1: no limit; GW_ERR_TIMEOUT then, the request stays valid). */
+GW_API gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms);
+
+typedef struct gw_request_info {
+    size_t size;          /* sizeof(gw_request_info_t), set by the caller */
+    gw_status_t status;
+    size_t length;        /* bytes moved; for a recv the message length (may
+                             exceed the buffer when truncated) */
+    uint64_t tag;         /* for a recv: the tag of the matched message */
+} gw_request_info_t;
+GW_API gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info);
+
+/* Releases a request.  If it is still in progress the operation continues
+ * and its completion is discarded. */
+GW_API void gw_request_free(gw_request_t *req);
+
+/* ------------------------------------------------------------------------ */
+/* Settings registry (what `gpuwire info` prints)                           */
+/* ------------------------------------------------------------------------ */
+typedef struct gw_setting_desc {
+    const char *name;       /* "GPUWIRE_TCP_STREAMS" */
+    const char *default_value;
+    const char *help;
+} gw_setting_desc_t;
+
+/* The i-th known setting, or NULL past the end. */
+GW_API const gw_setting_desc_t *gw_setting_at(size_t i);
+/* The value the context is using for a setting, or NULL if unknown. */
+GW_API const char *gw_setting_value(const gw_context_t *ctx, const char *name);
+
+/* Transports compiled in and whether each is usable here, with the reason
+ * when not.  Returns GW_ERR_NOT_FOUND past the end. */
+typedef struct gw_transport_info {
+    size_t size;
+    char name[16];
+    int usable;
+    char detail[256];       /* device list when usable, reason when not */
+} gw_transport_info_t;
+GW_API gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transport_info_t *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUWIRE_H */

@@ -1,0 +1,62 @@
+/* api.h - the public objects behind gpuwire.h (api layer). */
+#ifndef GW_API_API_H
+#define GW_API_API_H
+
+#include "core/core.h"
+#include "core/request.h"
+#include "mem/mem.h"
+#include "transport/base/ep_base.h"
+#include "transport/base/tl.h"
+
+struct gw_context {
+    gw_core_t core; /* first: transports see only this */
+    gw_tl_iface_t *tl[GW_TL_COUNT];  /* NULL when not usable here */
+    char tl_why[GW_TL_COUNT][256];   /* why not usable */
+    int tl_order[GW_TL_COUNT];       /* allowed transports, preference order */
+    int tl_norder;
+    gw_list_t eps, listeners, mems;
+    size_t n_eps, n_listeners, n_mems;
+    uint8_t auth_secret[256];
+    size_t auth_secret_len;
+    int auth_enabled;
+    long connect_timeout_ms;
+};
+
+typedef enum gw_ep_state {
+    GW_EP_HANDSHAKE = 0,
+    GW_EP_READY,
+    GW_EP_FAILED,
+    GW_EP_CLOSING
+} gw_ep_state_t;
+
+struct gw_hs; /* handshake in progress (api/handshake.c) */
+
+struct gw_ep {
+    gw_ep_base_t base; /* first: transports see only this */
+    gw_context_t *ctx;
+    gw_list_t link;    /* context's list, or listener's accept queue */
+    gw_ep_state_t state;
+    int tl_id;
+    gw_tl_ep_t *tl;
+    const gw_tl_ops_t *ops;
+    uint64_t peer_uuid;
+    uint64_t token;    /* server-assigned, names it in extra connections */
+    size_t n_rkeys;
+    char path[256];
+    char downgrades[512];
+    struct gw_hs *hs;
+    struct gw_listener *listener; /* accepted from, while queued */
+};
+
+struct gw_listener {
+    gw_context_t *ctx;
+    gw_list_t link;
+    gw_io_t io;
+    int fd;
+    char addr[80];
+    gw_list_t ready;    /* endpoints whose handshake completed, not yet accepted */
+    gw_list_t pending;  /* handshakes in progress */
+    unsigned long failed_handshakes;
+};
+
+#endif

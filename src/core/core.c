@@ -1,0 +1,238 @@
+/* core.c - event loop, detail message, request pool. */
+#include "core/core.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/request.h"
+
+gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof(*c));
+    c->epfd = c->evfd = -1;
+    gw_list_init(&c->req_free);
+    gw_list_init(&c->req_slabs);
+    gw_hmap_init(&c->regions);
+    gw_status_t st = gw_settings_load(&c->settings, err, errlen);
+    if (st != GW_OK)
+        return st;
+    int lvl = gw_log_parse_level(gw_settings_str(&c->settings, GW_SET_LOG_LEVEL));
+    if (lvl < 0) {
+        snprintf(err, errlen, "GPUWIRE_LOG_LEVEL=\"%s\": expected error, warn, info, debug or trace",
+                 gw_settings_str(&c->settings, GW_SET_LOG_LEVEL));
+        st = GW_ERR_CONFIG;
+        goto err_settings;
+    }
+    if (c->settings.from_env[GW_SET_LOG_LEVEL])
+        gw_log_set_level(lvl);
+    st = gw_settings_int(&c->settings, GW_SET_PEER_TIMEOUT_MS, 1, 86400000L, &c->peer_timeout_ms,
+                         err, errlen);
+    if (st != GW_OK)
+        goto err_settings;
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->epfd < 0) {
+        snprintf(err, errlen, "epoll_create1() failed: %s", strerror(errno));
+        st = GW_ERR_SYSTEM;
+        goto err_settings;
+    }
+    c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->evfd < 0) {
+        snprintf(err, errlen, "eventfd() failed: %s", strerror(errno));
+        st = GW_ERR_SYSTEM;
+        goto err_epoll;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev) != 0) {
+        snprintf(err, errlen, "epoll_ctl(ADD eventfd) failed: %s", strerror(errno));
+        st = GW_ERR_SYSTEM;
+        goto err_evfd;
+    }
+    do {
+        gw_random_bytes(&c->uuid, sizeof(c->uuid));
+    } while (c->uuid == 0);
+    c->host_id = gw_host_id();
+    return GW_OK;
+
+err_evfd:
+    close(c->evfd);
+err_epoll:
+    close(c->epfd);
+err_settings:
+    gw_settings_free(&c->settings);
+    return st;
+}
+
+void gw_core_fini(gw_core_t *c)
+{
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &c->req_slabs) {
+        gw_list_del(p);
+        free(p);
+    }
+    gw_hmap_fini(&c->regions);
+    if (c->evfd >= 0)
+        close(c->evfd);
+    if (c->epfd >= 0)
+        close(c->epfd);
+    gw_settings_free(&c->settings);
+}
+
+gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
+    va_end(ap);
+    gw_log(GW_LOG_DEBUG, "%s: %s", gw_status_name(st), c->errbuf);
+    return st;
+}
+
+gw_status_t gw_io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg)
+{
+    io->fd = fd;
+    io->events = events;
+    io->cb = cb;
+    io->arg = arg;
+    struct epoll_event ev = {.events = events, .data.ptr = io};
+    if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return gw_err(c, GW_ERR_SYSTEM, "epoll_ctl(ADD fd=%d) failed: %s", fd, strerror(errno));
+    return GW_OK;
+}
+
+gw_status_t gw_io_mod(gw_core_t *c, gw_io_t *io, uint32_t events)
+{
+    if (io->events == events)
+        return GW_OK;
+    struct epoll_event ev = {.events = events, .data.ptr = io};
+    if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, io->fd, &ev) != 0)
+        return gw_err(c, GW_ERR_SYSTEM, "epoll_ctl(MOD fd=%d) failed: %s", io->fd, strerror(errno));
+    io->events = events;
+    return GW_OK;
+}
+
+void gw_io_del(gw_core_t *c, gw_io_t *io)
+{
+    if (io->fd >= 0)
+        epoll_ctl(c->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+    io->cb = NULL;
+}
+
+gw_status_t gw_core_add_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg)
+{
+    if (c->npollers == (int)GW_ARRAY_SIZE(c->pollers))
+        return gw_err(c, GW_ERR_NO_RESOURCE, "too many pollers (%d)", c->npollers);
+    c->pollers[c->npollers] = cb;
+    c->poller_args[c->npollers] = arg;
+    c->npollers++;
+    return GW_OK;
+}
+
+void gw_core_del_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg)
+{
+    for (int i = 0; i < c->npollers; i++) {
+        if (c->pollers[i] == cb && c->poller_args[i] == arg) {
+            c->pollers[i] = c->pollers[c->npollers - 1];
+            c->poller_args[i] = c->poller_args[c->npollers - 1];
+            c->npollers--;
+            return;
+        }
+    }
+}
+
+void gw_core_signal(gw_core_t *c)
+{
+    if (c->ev_armed)
+        return;
+    uint64_t one = 1;
+    ssize_t n = write(c->evfd, &one, sizeof(one));
+    (void)n;
+    c->ev_armed = 1;
+}
+
+int gw_core_dispatch(gw_core_t *c, int timeout_ms)
+{
+    struct epoll_event evs[64];
+    int n = epoll_wait(c->epfd, evs, 64, timeout_ms);
+    if (n < 0)
+        return errno == EINTR ? 0 : -1;
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        gw_io_t *io = evs[i].data.ptr;
+        if (!io) { /* the eventfd */
+            uint64_t v;
+            ssize_t r = read(c->evfd, &v, sizeof(v));
+            (void)r;
+            c->ev_armed = 0;
+            continue;
+        }
+        if (io->cb) {
+            io->cb(io->arg, evs[i].events);
+            count++;
+        }
+    }
+    for (int i = 0; i < c->npollers; i++)
+        count += c->pollers[i](c->poller_args[i]);
+    return count;
+}
+
+/* ---- request pool --------------------------------------------------------------- */
+#define REQ_SLAB 64
+
+gw_request_t *gw_req_alloc(gw_core_t *c)
+{
+    if (gw_list_empty(&c->req_free)) {
+        /* slab: a list head followed by REQ_SLAB requests */
+        size_t hdr = (sizeof(gw_list_t) + 63) & ~(size_t)63;
+        char *slab = calloc(1, hdr + REQ_SLAB * sizeof(gw_request_t));
+        if (!slab)
+            return NULL;
+        gw_list_push_back(&c->req_slabs, (gw_list_t *)slab);
+        gw_request_t *rs = (gw_request_t *)(slab + hdr);
+        for (int i = 0; i < REQ_SLAB; i++)
+            gw_list_push_back(&c->req_free, &rs[i].link);
+    }
+    gw_list_t *l = gw_list_first(&c->req_free);
+    gw_list_del(l);
+    gw_request_t *r = gw_container_of(l, gw_request_t, link);
+    memset(r, 0, sizeof(*r));
+    gw_list_init(&r->link);
+    gw_list_init(&r->tl_link);
+    r->core = c;
+    r->status = GW_INPROGRESS;
+    r->first_err = GW_OK;
+    return r;
+}
+
+static void req_recycle(gw_request_t *r)
+{
+    r->status = GW_ERR_CANCELED;
+    r->flags = 0;
+    gw_list_push_front(&r->core->req_free, &r->link);
+}
+
+void gw_req_complete(gw_request_t *r, gw_status_t status)
+{
+    if (r->status != GW_INPROGRESS)
+        return;
+    r->status = status;
+    if (r->use_count) { /* the local region's count of operations using it */
+        (*r->use_count)--;
+        r->use_count = NULL;
+    }
+    if (!(r->flags & GW_REQF_USER) || (r->flags & GW_REQF_FREED))
+        req_recycle(r);
+}
+
+void gw_req_release(gw_request_t *r)
+{
+    if (!r)
+        return;
+    if (r->status == GW_INPROGRESS)
+        r->flags |= GW_REQF_FREED;
+    else
+        req_recycle(r);
+}

@@ -1,0 +1,70 @@
+/* core.h - the per-context core: settings, detail message, event loop,
+ * request pool, region table.  Every layer above gets a gw_core_t *. */
+#ifndef GW_CORE_CORE_H
+#define GW_CORE_CORE_H
+
+#include <stdint.h>
+#include <sys/epoll.h>
+
+#include "gpuwire.h"
+#include "hmap.h"
+#include "list.h"
+#include "log.h"
+#include "settings.h"
+#include "util.h"
+
+typedef struct gw_core gw_core_t;
+
+/* An fd watched by the context's epoll set.  events: EPOLLIN/EPOLLOUT. */
+typedef void (*gw_io_cb_t)(void *arg, uint32_t events);
+typedef struct gw_io {
+    int fd;
+    uint32_t events;
+    gw_io_cb_t cb;
+    void *arg;
+} gw_io_t;
+
+/* A hook run on every gw_progress() (transports that poll, e.g. CQs). */
+typedef int (*gw_poll_cb_t)(void *arg);
+
+struct gw_core {
+    gw_settings_t settings;
+    char errbuf[1024];
+    int epfd;       /* the fd gw_context_fd() hands out */
+    int evfd;       /* eventfd: "software work pending" */
+    int ev_armed;
+    gw_list_t req_free;
+    gw_list_t req_slabs;
+    gw_hmap_t regions; /* region id -> gw_mem_t * (for targets of remote access) */
+    uint64_t uuid;     /* random id of this context, sent in handshakes */
+    uint64_t host_id;
+    gw_poll_cb_t pollers[8];
+    void *poller_args[8];
+    int npollers;
+    long peer_timeout_ms;
+};
+
+gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen);
+void gw_core_fini(gw_core_t *c);
+
+/* Records the detail of a failure (what, on which object, why, input) in the
+ * context's message, logs it at debug level, and returns st. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...);
+
+gw_status_t gw_io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
+gw_status_t gw_io_mod(gw_core_t *c, gw_io_t *io, uint32_t events);
+void gw_io_del(gw_core_t *c, gw_io_t *io);
+gw_status_t gw_core_add_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg);
+void gw_core_del_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg);
+
+/* Makes the context fd readable until the next progress call (software
+ * events such as completions that need no fd). */
+void gw_core_signal(gw_core_t *c);
+
+/* Waits up to timeout_ms for events and dispatches them; returns the count. */
+int gw_core_dispatch(gw_core_t *c, int timeout_ms);
+
+#endif

@@ -1,0 +1,69 @@
+/* request.h - one posted operation (core layer).  The same object is the
+ * user's gw_request_t handle and the transport's work item. */
+#ifndef GW_CORE_REQUEST_H
+#define GW_CORE_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "list.h"
+
+struct gw_ep;
+struct gw_mem;
+struct gw_rkey;
+
+typedef enum gw_op_type {
+    GW_OP_PUT = 1,
+    GW_OP_GET,
+    GW_OP_PUT_NOTIFY,
+    GW_OP_SEND,
+    GW_OP_RECV,
+    GW_OP_FLUSH
+} gw_op_type_t;
+
+enum {
+    GW_REQF_USER = 1u << 0,  /* the caller holds the handle */
+    GW_REQF_FREED = 1u << 1, /* the caller freed it while in progress */
+    GW_REQF_QUEUED = 1u << 2 /* on the endpoint's outstanding list */
+};
+
+struct gw_request {
+    gw_status_t status; /* GW_INPROGRESS until complete */
+    uint8_t op;
+    uint8_t flags;
+    uint16_t tl_flags;   /* transport-private */
+    uint32_t slot;       /* transport-private id */
+    size_t length;       /* result: bytes moved / message length */
+    uint64_t rtag;       /* result: matched tag */
+    gw_core_t *core;
+    struct gw_ep *ep;
+    gw_status_t *err_sink; /* untracked requests report errors here */
+    uint32_t *use_count;   /* decremented on completion (local region in use) */
+    gw_list_t link;        /* pool, or the endpoint's outstanding list */
+    gw_list_t tl_link;     /* transport-private list membership */
+    uint64_t seq;          /* posting order on the endpoint */
+    /* the operation */
+    void *buf;
+    size_t len;
+    struct gw_mem *lmem;
+    struct gw_rkey *rkey;
+    uint64_t raddr;
+    uint64_t value; /* notification value / tag */
+    uint64_t mask;
+    /* transport progress */
+    size_t posted;      /* bytes handed to the wire */
+    size_t done;        /* bytes confirmed */
+    uint32_t pending;   /* frames/work requests in flight */
+    gw_status_t first_err;
+    uint64_t tl[6];     /* transport scratch */
+};
+
+/* Takes a request from the core's pool (zeroed, status GW_INPROGRESS). */
+struct gw_request *gw_req_alloc(gw_core_t *c);
+/* Marks complete; recycles it if the caller freed it or never held it. */
+void gw_req_complete(struct gw_request *r, gw_status_t status);
+/* Caller's free: recycle now if complete, else when it completes. */
+void gw_req_release(struct gw_request *r);
+
+#endif

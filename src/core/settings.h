@@ -1,0 +1,37 @@
+/* settings.h - the GPUWIRE_* registry (core layer). */
+#ifndef GW_CORE_SETTINGS_H
+#define GW_CORE_SETTINGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gpuwire.h"
+
+typedef enum gw_setting_id {
+#define X(id, name, def, help) GW_SET_##id,
+#include "settings.def"
+#undef X
+    GW_SET_COUNT
+} gw_setting_id_t;
+
+typedef struct gw_settings {
+    char *value[GW_SET_COUNT]; /* resolved: env, else default; owned */
+    unsigned from_env[GW_SET_COUNT];
+} gw_settings_t;
+
+/* Resolves every setting from the environment; warns (once per name) about
+ * unknown GPUWIRE_* variables, suggesting the nearest known name. */
+gw_status_t gw_settings_load(gw_settings_t *s, char *err, size_t errlen);
+void gw_settings_free(gw_settings_t *s);
+
+const char *gw_settings_name(gw_setting_id_t id);
+const char *gw_settings_str(const gw_settings_t *s, gw_setting_id_t id);
+/* Parse helpers; on failure write "GPUWIRE_X=value: why" into err. */
+gw_status_t gw_settings_int(const gw_settings_t *s, gw_setting_id_t id, long min, long max,
+                            long *out, char *err, size_t errlen);
+/* Sizes accept K, M, G, T suffixes (powers of 1024). */
+gw_status_t gw_settings_size(const gw_settings_t *s, gw_setting_id_t id, uint64_t min,
+                             uint64_t max, uint64_t *out, char *err, size_t errlen);
+/* Parses "4K", "1M", "3G", "123" into bytes; -1 on error. */
+int gw_parse_size(const char *str, uint64_t *out);
+
+#endif

@@ -1,0 +1,51 @@
+/* util.c - randomness and host identity. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+static uint64_t fnv1a(const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+void gw_random_bytes(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = getrandom(p + got, len - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got < len) { /* no entropy source: still unique enough for ids */
+        uint64_t x = gw_now_ns() ^ ((uint64_t)getpid() << 32);
+        for (; got < len; got++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            p[got] = (uint8_t)x;
+        }
+    }
+}
+
+uint64_t gw_host_id(void)
+{
+    char buf[256] = {0};
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = -1;
+    if (fd >= 0) {
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+    }
+    if (n <= 0) {
+        gethostname(buf, sizeof(buf) - 1);
+        n = (ssize_t)strlen(buf);
+    }
+    return fnv1a(buf, (size_t)n);
+}

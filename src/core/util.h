@@ -1,0 +1,55 @@
+/* util.h - small helpers shared by every layer (core layer). */
+#ifndef GW_CORE_UTIL_H
+#define GW_CORE_UTIL_H
+
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define GW_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define GW_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define GW_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define GW_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GW_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+static inline uint64_t gw_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Little-endian encoders for wire formats (never memcpy structs). */
+static inline void gw_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void gw_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void gw_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t gw_get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t gw_get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t gw_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* Fills buf with random bytes (getrandom, falling back to time^pid mixing). */
+void gw_random_bytes(void *buf, size_t len);
+/* A stable identifier of this host (boot id, else hostname), hashed. */
+uint64_t gw_host_id(void);
+
+#endif

@@ -1,0 +1,56 @@
+/* mem.h - registered memory regions (mem layer). */
+#ifndef GW_MEM_MEM_H
+#define GW_MEM_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+#define GW_TL_MAX 4 /* transports a region can be registered with */
+
+struct gw_mem {
+    gw_core_t *core;
+    void *addr;
+    size_t len;
+    unsigned access;
+    gw_mem_type_t type;
+    int cuda_device;        /* ordinal, -1 for host */
+    char pci_bus_id[16];
+    uint64_t id;            /* random, nonzero; names the region in remote keys */
+    uint32_t inflight;      /* local operations using the region */
+    uint32_t incoming;      /* remote writes streaming into it right now */
+    void *tl_reg[GW_TL_MAX]; /* per-transport registration (e.g. verbs MR) */
+    char path[512];         /* how each transport reaches it, with downgrade reasons */
+    gw_list_t link;         /* context's list */
+};
+typedef struct gw_mem gw_mem_t;
+
+/* An rkey unpacked on an endpoint: what the initiator knows of a peer region. */
+#define GW_RKEY_TL_BLOB_MAX 64
+struct gw_rkey {
+    struct gw_ep *ep;
+    uint64_t owner_uuid;    /* context that registered it */
+    uint64_t id;            /* region id at the owner */
+    uint64_t addr;
+    uint64_t len;
+    unsigned access;
+    gw_mem_type_t type;
+    /* transport blob for the endpoint's transport (e.g. verbs rkey), len 0 if none */
+    uint8_t tl_blob[GW_RKEY_TL_BLOB_MAX];
+    size_t tl_blob_len;
+};
+typedef struct gw_rkey gw_rkey_t;
+
+/* Detects the memory type of [addr, addr+len): host, or CUDA device memory
+ * (fills cuda_device/pci_bus_id) when the CUDA driver is loaded.  Implemented
+ * in mem/cuda_mem.c; host-only builds report GW_MEM_HOST. */
+gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m);
+
+/* True when [addr, addr+len) lies inside the region (overflow-safe). */
+static inline int gw_range_inside(uint64_t base, uint64_t blen, uint64_t addr, uint64_t len)
+{
+    return addr >= base && len <= blen && addr - base <= blen - len;
+}
+
+#endif

@@ -1,0 +1,176 @@
+/* ep_base.c - shared endpoint state: ordering, flush, notifications, matching. */
+#include "transport/base/ep_base.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core)
+{
+    memset(b, 0, sizeof(*b));
+    b->core = core;
+    b->error = GW_OK;
+    b->implicit_err = GW_OK;
+    gw_list_init(&b->outstanding);
+    gw_list_init(&b->flushes);
+    gw_list_init(&b->posted);
+    gw_list_init(&b->unexpected);
+    b->last_rx_ns = gw_now_ns();
+}
+
+void gw_ep_base_fini(gw_ep_base_t *b)
+{
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &b->unexpected) {
+        gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
+        gw_list_del(p);
+        free(u->data);
+        free(u);
+    }
+    free(b->notify_q);
+    b->notify_q = NULL;
+}
+
+void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
+{
+    req->seq = ++b->next_seq;
+    req->flags |= GW_REQF_QUEUED;
+    gw_list_push_back(&b->outstanding, &req->link);
+}
+
+uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b)
+{
+    gw_list_t *f = gw_list_first(&b->outstanding);
+    return f ? gw_container_of(f, gw_request_t, link)->seq : UINT64_MAX;
+}
+
+static void check_flushes(gw_ep_base_t *b)
+{
+    uint64_t oldest = gw_ep_oldest_seq(b);
+    gw_list_t *p;
+    while ((p = gw_list_first(&b->flushes)) != NULL) {
+        gw_request_t *f = gw_container_of(p, gw_request_t, link);
+        if (f->seq >= oldest)
+            break;
+        gw_list_del(p);
+        f->flags &= (uint8_t)~GW_REQF_QUEUED;
+        gw_status_t st = b->error != GW_OK ? b->error : b->implicit_err;
+        b->implicit_err = GW_OK;
+        gw_req_complete(f, st);
+    }
+}
+
+void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
+{
+    if (req->flags & GW_REQF_QUEUED) {
+        gw_list_del(&req->link);
+        req->flags &= (uint8_t)~GW_REQF_QUEUED;
+    }
+    if (status != GW_OK && req->err_sink && *req->err_sink == GW_OK)
+        *req->err_sink = status;
+    gw_req_complete(req, status);
+    check_flushes(b);
+}
+
+void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req)
+{
+    req->seq = b->next_seq; /* covers everything posted so far */
+    req->flags |= GW_REQF_QUEUED;
+    gw_list_push_back(&b->flushes, &req->link);
+    check_flushes(b);
+}
+
+void gw_ep_fail(gw_ep_base_t *b, gw_status_t status, const char *fmt, ...)
+{
+    if (b->error == GW_OK) {
+        b->error = status;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(b->error_detail, sizeof(b->error_detail), fmt, ap);
+        va_end(ap);
+        gw_log(GW_LOG_INFO, "endpoint to %s failed: %s (%s)", b->peer, b->error_detail,
+               gw_status_str(status));
+    }
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &b->outstanding) {
+        gw_request_t *r = gw_container_of(p, gw_request_t, link);
+        gw_ep_op_done(b, r, b->error);
+    }
+    gw_list_for_each_safe(p, t, &b->posted) {
+        gw_request_t *r = gw_container_of(p, gw_request_t, link);
+        gw_list_del(p);
+        r->flags &= (uint8_t)~GW_REQF_QUEUED;
+        gw_req_complete(r, b->error);
+    }
+    check_flushes(b);
+    gw_core_signal(b->core);
+}
+
+int gw_ep_notify_push(gw_ep_base_t *b, uint64_t value)
+{
+    if (b->notify_count == b->notify_cap) {
+        size_t ncap = b->notify_cap ? b->notify_cap * 2 : 64;
+        uint64_t *q = malloc(ncap * sizeof(*q));
+        if (!q)
+            return -1;
+        for (size_t i = 0; i < b->notify_count; i++)
+            q[i] = b->notify_q[(b->notify_head + i) % b->notify_cap];
+        free(b->notify_q);
+        b->notify_q = q;
+        b->notify_cap = ncap;
+        b->notify_head = 0;
+    }
+    b->notify_q[(b->notify_head + b->notify_count) % b->notify_cap] = value;
+    b->notify_count++;
+    return 0;
+}
+
+int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value)
+{
+    if (!b->notify_count)
+        return -1;
+    *value = b->notify_q[b->notify_head];
+    b->notify_head = (b->notify_head + 1) % b->notify_cap;
+    b->notify_count--;
+    return 0;
+}
+
+gw_request_t *gw_ep_match_posted(gw_ep_base_t *b, uint64_t tag)
+{
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &b->posted) {
+        gw_request_t *r = gw_container_of(p, gw_request_t, link);
+        if ((r->value & r->mask) == (tag & r->mask)) {
+            gw_list_del(p);
+            r->flags &= (uint8_t)~GW_REQF_QUEUED;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
+{
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &b->unexpected) {
+        gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
+        if ((u->tag & mask) == (tag & mask)) {
+            gw_list_del(p);
+            return u;
+        }
+    }
+    return NULL;
+}
+
+void gw_ep_recv_done(gw_ep_base_t *b, gw_request_t *req, size_t msg_len, uint64_t tag,
+                     gw_status_t status)
+{
+    (void)b;
+    req->length = msg_len;
+    req->rtag = tag;
+    if (status == GW_OK && msg_len > req->len)
+        status = GW_ERR_TRUNCATED;
+    if (status != GW_OK && req->err_sink && *req->err_sink == GW_OK)
+        *req->err_sink = status;
+    gw_req_complete(req, status);
+}

@@ -1,0 +1,72 @@
+/* ep_base.h - endpoint state every transport shares with the api layer
+ * (transport layer): first error, outstanding operations in posting order,
+ * flushes, received notifications, tag matching queues. */
+#ifndef GW_TRANSPORT_EP_BASE_H
+#define GW_TRANSPORT_EP_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "core/request.h"
+
+/* A message that arrived before its receive was posted. */
+typedef struct gw_unexp {
+    gw_list_t link;
+    uint64_t tag;
+    size_t len;       /* full message length */
+    void *data;       /* eager payload (malloc'd, len bytes), NULL for rendezvous */
+    uint64_t handle;  /* transport's id of a rendezvous (e.g. sender op id) */
+    uint64_t handle2;
+} gw_unexp_t;
+
+typedef struct gw_ep_base {
+    gw_core_t *core;
+    gw_status_t error;        /* first error, GW_OK while healthy */
+    char error_detail[384];
+    gw_status_t implicit_err; /* first error of an untracked op since the last flush */
+    gw_list_t outstanding;    /* requests in posting order (put/get/put_notify/send) */
+    gw_list_t flushes;        /* flush requests waiting, in posting order */
+    uint64_t next_seq;
+    /* notifications received, FIFO ring */
+    uint64_t *notify_q;
+    size_t notify_head, notify_count, notify_cap;
+    gw_list_t posted;         /* posted receives, in posting order */
+    gw_list_t unexpected;     /* gw_unexp_t, in arrival order */
+    char peer[64];
+    uint64_t last_rx_ns;      /* last time anything came from the peer */
+} gw_ep_base_t;
+
+void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core);
+/* Frees queued notifications and unexpected messages. */
+void gw_ep_base_fini(gw_ep_base_t *b);
+
+/* Queues req (sets seq) as outstanding. */
+void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req);
+/* Completes an outstanding request and any flush it was holding back. */
+void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status);
+/* Adds a flush; completes it at once when nothing older is outstanding. */
+void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req);
+/* Seq of the oldest outstanding op, UINT64_MAX when none. */
+uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b);
+
+/* Fails the endpoint: keeps the first error (later ones are consequences),
+ * fails every outstanding request, flush and posted receive with it. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+void gw_ep_fail(gw_ep_base_t *b, gw_status_t status, const char *fmt, ...);
+
+int gw_ep_notify_push(gw_ep_base_t *b, uint64_t value);
+int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value);
+
+/* Tag matching.  match_posted removes and returns the oldest posted receive
+ * that matches tag; match_unexp the oldest unexpected message for a receive. */
+gw_request_t *gw_ep_match_posted(gw_ep_base_t *b, uint64_t tag);
+gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask);
+/* Completes a receive: length = full message length; truncated when
+ * msg_len > req->len. */
+void gw_ep_recv_done(gw_ep_base_t *b, gw_request_t *req, size_t msg_len, uint64_t tag,
+                     gw_status_t status);
+
+#endif

@@ -1,0 +1,122 @@
+/* tl.h - the interface every transport implements (transport layer).
+ *
+ * A transport is a `const gw_tl_ops_t` filled with designated initializers.
+ * No slot is ever NULL: operations a transport lacks point at the
+ * gw_tl_unsupported_* defaults in tl_default.c, which return
+ * GW_ERR_UNSUPPORTED.  The table starts with its size (versioned ABI).
+ *
+ * Life of an endpoint:
+ *   1. ep_prepare(): make local resources, return the local address blob the
+ *      handshake carries to the peer.
+ *   2. the handshake (api/handshake.c) exchanges blobs and agrees on one
+ *      transport; the others' tl endpoints get ep_destroy().
+ *   3. ep_connect(): finish with the peer's blob.  The transport may adopt the
+ *      bootstrap socket (tcp does: it becomes stream 0).
+ *   4. operations; completions through gw_ep_op_done() (ep_base.h).
+ *   5. ep_close() (graceful: tell the peer) then ep_destroy().
+ */
+#ifndef GW_TRANSPORT_TL_H
+#define GW_TRANSPORT_TL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+#include "core/request.h"
+#include "mem/mem.h"
+#include "transport/base/ep_base.h"
+
+enum { GW_TL_VERBS = 0, GW_TL_INTRA = 1, GW_TL_TCP = 2, GW_TL_COUNT = 3 };
+
+typedef struct gw_tl_iface gw_tl_iface_t;
+typedef struct gw_tl_ep gw_tl_ep_t;
+typedef struct gw_tl_ops gw_tl_ops_t;
+
+/* Transport-private iface structs embed this first (container_of style). */
+struct gw_tl_iface {
+    const gw_tl_ops_t *ops;
+    gw_core_t *core;
+    int id; /* GW_TL_* */
+};
+
+/* Transport-private endpoint structs embed this first. */
+struct gw_tl_ep {
+    gw_tl_iface_t *iface;
+    gw_ep_base_t *base; /* the generic endpoint this serves */
+};
+
+/* What the handshake needs to know of the peer. */
+typedef struct gw_tl_peer {
+    uint64_t uuid;      /* peer context */
+    uint64_t host_id;   /* equal to ours: same host */
+    int is_server;      /* we are the accepting side */
+    int bootstrap_fd;   /* connected socket of the handshake; -1 once adopted */
+    const char *peer_addr; /* "host:port" of the peer */
+    uint64_t ep_token;  /* server-assigned endpoint token (for extra connections) */
+} gw_tl_peer_t;
+
+struct gw_tl_ops {
+    size_t size; /* sizeof(gw_tl_ops_t) the transport was built against */
+    const char *name;
+
+    /* context level.  iface_open returns GW_ERR_UNAVAILABLE / GW_ERR_NOT_BUILT
+     * with `why` filled when the transport cannot run here (absent: logged at
+     * info by the caller; any other error is "broken" and logged at warn). */
+    gw_status_t (*iface_open)(gw_core_t *core, gw_tl_iface_t **out, char *why, size_t whylen);
+    void (*iface_close)(gw_tl_iface_t *iface);
+    /* One line about the usable devices, for `gpuwire info`. */
+    gw_status_t (*iface_describe)(gw_tl_iface_t *iface, char *buf, size_t len);
+
+    /* memory: make the region reachable through this transport; write how
+     * (and why not better) into the region's path text. */
+    gw_status_t (*mem_reg)(gw_tl_iface_t *iface, gw_mem_t *mem);
+    gw_status_t (*mem_dereg)(gw_tl_iface_t *iface, gw_mem_t *mem);
+    /* transport part of a packed rkey (e.g. verbs rkey + addr); *len in/out */
+    gw_status_t (*rkey_pack)(gw_tl_iface_t *iface, const gw_mem_t *mem, uint8_t *buf, size_t *len);
+
+    /* endpoints */
+    gw_status_t (*ep_prepare)(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out,
+                              uint8_t *addr, size_t *addrlen);
+    /* Can this transport reach the peer described by its blob? (before choosing) */
+    gw_status_t (*ep_reachable)(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
+                                const uint8_t *peer_addr, size_t len, char *why, size_t whylen);
+    gw_status_t (*ep_connect)(gw_tl_ep_t *ep, gw_tl_peer_t *peer, const uint8_t *peer_addr,
+                              size_t len);
+    /* A further connection for this endpoint arrived at the listener (tcp
+     * stripes).  The transport takes ownership of fd. */
+    gw_status_t (*ep_join)(gw_tl_ep_t *ep, int fd, unsigned stream_index);
+    gw_status_t (*ep_close)(gw_tl_ep_t *ep); /* graceful: start telling the peer */
+    void (*ep_destroy)(gw_tl_ep_t *ep);
+    /* One line for gw_ep_query()'s path. */
+    gw_status_t (*ep_describe)(gw_tl_ep_t *ep, char *buf, size_t len);
+
+    /* operations: the api layer validated arguments, bounds and access,
+     * queued the request on base->outstanding (put/get/put_notify/send) and
+     * set req->seq.  The transport completes it with gw_ep_op_done(). */
+    gw_status_t (*put)(gw_tl_ep_t *ep, gw_request_t *req);
+    gw_status_t (*get)(gw_tl_ep_t *ep, gw_request_t *req);
+    gw_status_t (*put_notify)(gw_tl_ep_t *ep, gw_request_t *req);
+    gw_status_t (*send)(gw_tl_ep_t *ep, gw_request_t *req);
+    /* recv: the api layer first matches base->unexpected; the transport is
+     * called with the request already posted on base->posted (to e.g. send a
+     * rendezvous reply for an unexpected RTS it matched: see ep_base.h). */
+    gw_status_t (*recv_matched)(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
+};
+
+
+/* Defaults for absent operations: they return GW_ERR_UNSUPPORTED. */
+gw_status_t gw_tl_unsupported_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem);
+gw_status_t gw_tl_unsupported_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem);
+gw_status_t gw_tl_unsupported_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *mem, uint8_t *buf,
+                                        size_t *len);
+gw_status_t gw_tl_unsupported_ep_join(gw_tl_ep_t *ep, int fd, unsigned stream_index);
+gw_status_t gw_tl_unsupported_op(gw_tl_ep_t *ep, gw_request_t *req);
+gw_status_t gw_tl_unsupported_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
+gw_status_t gw_tl_unsupported_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
+                                        const uint8_t *peer_addr, size_t len, char *why,
+                                        size_t whylen);
+
+/* The transports compiled in, in GW_TL_* order (NULL for ones not built). */
+extern const gw_tl_ops_t *const gw_tl_table[GW_TL_COUNT];
+
+#endif

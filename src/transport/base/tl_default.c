@@ -1,0 +1,42 @@
+/* tl_default.c - "unsupported" implementations for absent transport ops. */
+#include "transport/base/tl.h"
+
+gw_status_t gw_tl_unsupported_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
+{
+    (void)iface; (void)mem;
+    return GW_ERR_UNSUPPORTED;
+}
+gw_status_t gw_tl_unsupported_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
+{
+    (void)iface; (void)mem;
+    return GW_ERR_UNSUPPORTED;
+}
+gw_status_t gw_tl_unsupported_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *mem, uint8_t *buf,
+                                        size_t *len)
+{
+    (void)iface; (void)mem; (void)buf;
+    *len = 0;
+    return GW_ERR_UNSUPPORTED;
+}
+gw_status_t gw_tl_unsupported_ep_join(gw_tl_ep_t *ep, int fd, unsigned stream_index)
+{
+    (void)ep; (void)fd; (void)stream_index;
+    return GW_ERR_UNSUPPORTED;
+}
+gw_status_t gw_tl_unsupported_op(gw_tl_ep_t *ep, gw_request_t *req)
+{
+    (void)ep; (void)req;
+    return GW_ERR_UNSUPPORTED;
+}
+gw_status_t gw_tl_unsupported_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg)
+{
+    (void)ep; (void)req; (void)msg;
+    return GW_ERR_UNSUPPORTED;
+}
+gw_status_t gw_tl_unsupported_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
+                                        const uint8_t *peer_addr, size_t len, char *why,
+                                        size_t whylen)
+{
+    (void)iface; (void)peer; (void)peer_addr; (void)len; (void)why; (void)whylen;
+    return GW_OK; /* no constraint known: assume reachable */
+}

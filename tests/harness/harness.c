@@ -1,0 +1,153 @@
+/* harness.c - see harness.h. */
+#include "harness.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int gwt_failures = 0;
+
+int gwt_done(const char *name)
+{
+    if (gwt_failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, gwt_failures);
+        return 1;
+    }
+    fprintf(stderr, "%s: all checks passed\n", name);
+    return 0;
+}
+
+int gwt_spawn(int (*fn)(void *), void *arg)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int rc = fn(arg);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(rc);
+    }
+    return (int)pid;
+}
+
+int gwt_wait(int pid, int timeout_s)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) {
+            if (WIFEXITED(status))
+                return WEXITSTATUS(status);
+            if (WIFSIGNALED(status))
+                return 128 + WTERMSIG(status);
+            return 1;
+        }
+        if (r < 0)
+            return -1;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec >= timeout_s) {
+            fprintf(stderr, "child %d ran past %d s: killed\n", pid, timeout_s);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return 128 + SIGKILL;
+        }
+        usleep(2000);
+    }
+}
+
+int gwt_chan_pair(gwt_chan_t *parent, gwt_chan_t *child)
+{
+    int a[2], b[2];
+    if (pipe(a) || pipe(b))
+        return -1;
+    parent->wfd = a[1];
+    child->rfd = a[0];
+    child->wfd = b[1];
+    parent->rfd = b[0];
+    return 0;
+}
+
+static int full_io(int fd, void *buf, size_t len, int wr, int timeout_ms)
+{
+    char *p = buf;
+    while (len) {
+        if (!wr) {
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int pr = poll(&pfd, 1, timeout_ms);
+            if (pr <= 0)
+                return -1;
+        }
+        ssize_t n = wr ? write(fd, p, len) : read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int gwt_chan_send(gwt_chan_t *c, const void *buf, uint32_t len)
+{
+    if (full_io(c->wfd, &len, sizeof(len), 1, -1))
+        return -1;
+    return full_io(c->wfd, (void *)buf, len, 1, -1);
+}
+
+int gwt_chan_recv(gwt_chan_t *c, void *buf, uint32_t cap, int timeout_ms)
+{
+    uint32_t len;
+    if (full_io(c->rfd, &len, sizeof(len), 0, timeout_ms) || len > cap)
+        return -1;
+    if (full_io(c->rfd, buf, len, 0, timeout_ms))
+        return -1;
+    return (int)len;
+}
+
+static inline uint64_t mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+void gwt_fill(void *buf, size_t len, uint64_t seed)
+{
+    uint8_t *p = buf;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t v = mix(seed + i);
+        memcpy(p + i, &v, 8);
+    }
+    if (i < len) {
+        uint64_t v = mix(seed + i);
+        memcpy(p + i, &v, len - i);
+    }
+}
+
+long long gwt_verify(const void *buf, size_t len, uint64_t seed)
+{
+    const uint8_t *p = buf;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t v = mix(seed + i);
+        if (memcmp(p + i, &v, 8) != 0)
+            return (long long)i;
+    }
+    if (i < len) {
+        uint64_t v = mix(seed + i);
+        if (memcmp(p + i, &v, len - i) != 0)
+            return (long long)i;
+    }
+    return -1;
+}

@@ -1,0 +1,86 @@
+/* harness.h - minimal test helpers: checks that say what failed, skips,
+ * child processes with timeouts. */
+#ifndef GW_TEST_HARNESS_H
+#define GW_TEST_HARNESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuwire.h"
+
+#define GW_TEST_SKIP 77
+
+extern int gwt_failures;
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
+            gwt_failures++;                                                                    \
+        }                                                                                      \
+    } while (0)
+
+/* Asserts a status and prints both sides by name on mismatch. */
+#define CHECK_ST(expr, want)                                                                   \
+    do {                                                                                       \
+        gw_status_t st_ = (expr);                                                              \
+        if (st_ != (want)) {                                                                   \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__, #expr, \
+                    gw_status_name(st_), gw_status_name(want));                                \
+            gwt_failures++;                                                                    \
+        }                                                                                      \
+    } while (0)
+
+/* Fatal variant: stop the test (child or parent). */
+#define REQUIRE(cond)                                                                          \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond);         \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define REQUIRE_OK(expr)                                                                       \
+    do {                                                                                       \
+        gw_status_t st_ = (expr);                                                              \
+        if (st_ != GW_OK) {                                                                    \
+            fprintf(stderr, "%s:%d: %s returned %s\n", __FILE__, __LINE__, #expr,              \
+                    gw_status_name(st_));                                                      \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+#define SKIP(...)                                                                              \
+    do {                                                                                       \
+        fprintf(stderr, "SKIP: ");                                                             \
+        fprintf(stderr, __VA_ARGS__);                                                          \
+        fprintf(stderr, "\n");                                                                 \
+        exit(GW_TEST_SKIP);                                                                    \
+    } while (0)
+
+/* Ends a test: prints a summary and returns the exit code. */
+int gwt_done(const char *name);
+
+/* Runs fn(arg) in a child process; returns its pid. */
+int gwt_spawn(int (*fn)(void *), void *arg);
+/* Waits for pid up to timeout_s, killing it past that; returns its exit code
+ * (128+signal when killed). */
+int gwt_wait(int pid, int timeout_s);
+
+/* A pipe-based rendezvous between parent and child: pass small blobs. */
+typedef struct gwt_chan {
+    int rfd, wfd;
+} gwt_chan_t;
+/* Two channels (a: parent->child, b: child->parent) made before fork. */
+int gwt_chan_pair(gwt_chan_t *parent, gwt_chan_t *child);
+int gwt_chan_send(gwt_chan_t *c, const void *buf, uint32_t len);
+/* Returns length received, -1 on EOF/error/timeout. */
+int gwt_chan_recv(gwt_chan_t *c, void *buf, uint32_t cap, int timeout_ms);
+
+/* Fills buf with a pattern derived from seed; verify returns the first
+ * mismatching offset or -1. */
+void gwt_fill(void *buf, size_t len, uint64_t seed);
+long long gwt_verify(const void *buf, size_t len, uint64_t seed);
+
+#endif
