@@ -227,7 +227,7 @@ static int target_main(void *arg)
         if (t.ep[i] && gw_ep_close(t.ep[i], 2000) != GW_OK)
             rc = 1;
     for (int i = 0; i < cfg->n_regions; i++) {
-        gw_status_t st = gw_mem_dereg(t.mem[i]);
+        gw_status_t st = t.mem[i] ? gw_mem_dereg(t.mem[i]) : GW_OK;
         if (st != GW_OK) {
             fprintf(stderr, "target: gw_mem_dereg(region %d): %s\n", i, gw_status_name(st));
             rc = 1;
