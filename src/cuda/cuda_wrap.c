@@ -110,7 +110,8 @@ static void load_once(void)
         goto fail_dl;
     }
 #define GW_CUDA_REQ_(name, abi, params)                                                            \
-    if (resolve(getproc, v2, #name, abi, (void **)&g_cuda.name) != 0) {                            \
+    if (resolve(getproc, v2, #name, abi, (void **)&g_cuda.name) != 0 &&                            \
+        resolve(getproc, v2, #name, ver, (void **)&g_cuda.name) != 0) {                            \
         snprintf(g_why, sizeof(g_why), "cuGetProcAddress(%s, version %d) failed (driver %d, %s)",  \
                  #name, abi, ver, lib);                                                            \
         goto fail_dl;                                                                              \

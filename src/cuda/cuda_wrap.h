@@ -158,7 +158,7 @@ enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100, CU_FLUSH_GPU_DIRECT_RDMA_
     REQ(cuStreamDestroy, 4000, (CUstream s))                                                       \
     REQ(cuStreamSynchronize, 2000, (CUstream s))                                                   \
     REQ(cuStreamQuery, 2000, (CUstream s))                                                         \
-    REQ(cuStreamWaitEvent, 2000, (CUstream s, CUevent e, unsigned flags))                          \
+    REQ(cuStreamWaitEvent, 3020, (CUstream s, CUevent e, unsigned flags))                          \
     REQ(cuEventCreate, 2000, (CUevent * e, unsigned flags))                                        \
     REQ(cuEventDestroy, 4000, (CUevent e))                                                         \
     REQ(cuEventRecord, 2000, (CUevent e, CUstream s))                                              \
