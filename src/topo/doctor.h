@@ -97,6 +97,11 @@ typedef struct gw_doctor_env {
     const char *live_absent_why;
 } gw_doctor_env_t;
 
+/* Fills e with this build's real hooks (CUDA driver, libibverbs) and NVLink
+ * hook, or NULL hooks with the reason; roots NULL (GPUWIRE_SYSFS_ROOT, /proc,
+ * /boot).  The live test is the caller's (the tool wires one). */
+void gw_doctor_env_default(gw_doctor_env_t *e);
+
 /* Runs every check into rep (which the caller zero-initialises and frees
  * with gw_doctor_report_free).  Returns GW_ERR_NOMEM only; everything a check
  * meets is a verdict. */

@@ -476,8 +476,14 @@ static void compute(gw_topo_t *t, const gw_topo_opts_t *o)
     if (!o)
         o = &none;
     int (*set)[GW_TOPO_MAX_DEV] = calloc(GW_TOPO_MAX_DEV, sizeof(*set));
-    if (set && o->nvlink_file && o->nvlink_file[0])
-        read_nvlink_file(t, o->nvlink_file, set);
+    char auto_file[600];
+    const char *nvf = o->nvlink_file;
+    if (!nvf) {
+        snprintf(auto_file, sizeof(auto_file), "%s/gpuwire-nvlink.txt", t->root);
+        nvf = access(auto_file, F_OK) == 0 ? auto_file : "";
+    }
+    if (set && nvf[0])
+        read_nvlink_file(t, nvf, set);
     if (o->nvlink) {
         for (int i = 0; i < t->ngpu; i++)
             for (int j = i + 1; j < t->ngpu; j++) {

@@ -114,12 +114,16 @@ typedef int (*gw_topo_nvlink_fn)(void *arg, const gw_topo_dev_t *a, const gw_top
 
 typedef struct gw_topo_opts {
     size_t size;              /* sizeof(gw_topo_opts_t) */
-    gw_topo_nvlink_fn nvlink; /* NULL: no NVLink information (PCIe classes only) */
+    gw_topo_nvlink_fn nvlink; /* NULL: no NVLink hook */
     void *nvlink_arg;
-    /* File of "BDF BDF LINKS" lines (recorded runs, fixtures); read when set.
-     * It wins over the hook for the pairs it names. */
+    /* File of "BDF BDF LINKS" lines (recorded runs, fixtures).  It wins over
+     * the hook for the pairs it names.  NULL: <root>/gpuwire-nvlink.txt when
+     * that exists (recorded trees carry it; a live /sys never does); "": none. */
     const char *nvlink_file;
 } gw_topo_opts_t;
+
+/* Options with this build's NVLink hook (the CUDA driver, when loadable). */
+void gw_topo_opts_default(gw_topo_opts_t *o);
 
 typedef struct gw_topo {
     char root[512];           /* sysfs root as given */

@@ -19,7 +19,7 @@ void fx_build(fx_t *f, const char *name)
     snprintf(f->sys, sizeof(f->sys), "%s/sys", f->dir);
     snprintf(f->proc, sizeof(f->proc), "%s/proc", f->dir);
     snprintf(f->boot, sizeof(f->boot), "%s/boot", f->dir);
-    snprintf(f->nvlink, sizeof(f->nvlink), "%s/nvlink.txt", f->dir);
+    snprintf(f->nvlink, sizeof(f->nvlink), "%s/sys/gpuwire-nvlink.txt", f->dir);
     pid_t pid = fork();
     if (pid == 0) {
         execlp("bash", "bash", GW_MKFIXTURE, name, f->dir, (char *)NULL);

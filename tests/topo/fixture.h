@@ -7,7 +7,7 @@ typedef struct fx {
     char sys[300];    /* OUTDIR/sys */
     char proc[300];
     char boot[300];
-    char nvlink[300]; /* OUTDIR/nvlink.txt (may not exist) */
+    char nvlink[300]; /* OUTDIR/sys/gpuwire-nvlink.txt (may not exist) */
 } fx_t;
 
 /* Builds machine `name` in a fresh temporary directory; exits the test on failure. */

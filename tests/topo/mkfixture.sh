@@ -5,7 +5,8 @@
 #                 class/infiniband, class/net, class/iommu, module, kernel/iommu_groups
 #   OUTDIR/proc   cmdline, modules, sys/kernel/osrelease
 #   OUTDIR/boot   config-<release>
-#   OUTDIR/nvlink.txt  "BDF BDF LINKS" (what CUDA/NVML would report), when the machine has NVLink
+#   OUTDIR/sys/gpuwire-nvlink.txt  "BDF BDF LINKS" (what CUDA/NVML would report), when the
+#                 machine has NVLink; gw_topo_create() reads it from a recorded tree
 # Layout and link shapes follow a real /sys: devices hang under
 # devices/pciDDDD:BB/<root port>/<switch ports>/..., reached through relative
 # symlinks.  Config space is a binary file with the PCIe capability at 0x40
@@ -39,8 +40,11 @@ updots() {
 #   after an AER capability so the walk is exercised)
 config() {
     local file=$1 ven=$2 dev=$3 cls=$4 typ=$5 hdr=$6 acs=$7 size=$8
+    # only the bytes up to the last capability are written; truncate pads with zeros
     local -a B
-    for ((i = 0; i < size; i++)); do B[i]=0; done
+    local n=$((size < 0x70 ? size : 0x70))
+    [ "$acs" != "-" ] && ((size >= 4096)) && n=0x160
+    for ((i = 0; i < n; i++)); do B[i]=0; done
     B[0]=$((ven & 255)); B[1]=$((ven >> 8))
     B[2]=$((dev & 255)); B[3]=$((dev >> 8))
     B[6]=$((0x10))                                 # status: capability list
@@ -61,6 +65,7 @@ config() {
     local fmt
     printf -v fmt '\\x%02x' "${B[@]}"
     printf "$fmt" >"$file"
+    truncate -s "$size" "$file"
 }
 
 # pcidev PATH VENDOR DEVICE CLASS TYPE NUMA [ACS] [CFGSIZE]
@@ -201,10 +206,10 @@ dgx8() {
         nic "$up/0000:$(printf %02x $((b + 2))):02.0/0000:$(printf %02x $((b + 5))):00.0" "mlx5_$k" "ibp$((b + 5))s0" "$n" ib 4 4092
         k=$((k + 1))
     done
-    : >"$OUT/nvlink.txt"
+    : >"$S/gpuwire-nvlink.txt"
     local g=(0000:03:00.0 0000:04:00.0 0000:23:00.0 0000:24:00.0 0000:83:00.0 0000:84:00.0 0000:a3:00.0 0000:a4:00.0)
     for ((i = 0; i < 8; i++)); do
-        for ((j = i + 1; j < 8; j++)); do echo "${g[$i]} ${g[$j]} 12" >>"$OUT/nvlink.txt"; done
+        for ((j = i + 1; j < 8; j++)); do echo "${g[$i]} ${g[$j]} 12" >>"$S/gpuwire-nvlink.txt"; done
     done
 }
 
@@ -274,7 +279,7 @@ broken() {
     mkdir -p "$S/bus/pci/devices/0000:00:1f.0"
     echo 0x10de >"$S/bus/pci/devices/0000:00:1f.0/vendor"
     echo zz >"$S/bus/pci/devices/0000:00:1f.0/class"
-    printf '0000:03:00.0 0000:05:00.0\nnonsense line here\n0000:03:00.0 0000:77:00.0 4\n' >"$OUT/nvlink.txt"
+    printf '0000:03:00.0 0000:05:00.0\nnonsense line here\n0000:03:00.0 0000:77:00.0 4\n' >"$S/gpuwire-nvlink.txt"
 }
 
 case "$NAME" in

@@ -125,8 +125,9 @@ static void test_dgx8(void)
 {
     fx_t f;
     fx_build(&f, "dgx8");
-    /* PCIe only */
-    gw_topo_t *t = load(&f, NULL);
+    /* PCIe only ("" turns the recorded NVLink file off) */
+    gw_topo_opts_t pcie_only = {sizeof(pcie_only), NULL, NULL, ""};
+    gw_topo_t *t = load(&f, &pcie_only);
     CHECK(t->ngpu == 8);
     CHECK(t->nnic == 4);
     CHECK(t->nnodes == 2);
@@ -194,9 +195,12 @@ static void test_dgx8(void)
     free(js);
     gw_topo_destroy(t);
 
-    /* NVLink from the recorded file */
+    /* NVLink from the recorded file, named or found in the tree */
     gw_topo_opts_t o = {sizeof(o), NULL, NULL, f.nvlink};
     t = load(&f, &o);
+    CHECK_CELL(t, "GPU3", "GPU4", "NV12");
+    gw_topo_destroy(t);
+    t = load(&f, NULL);
     for (int i = 0; i < 8; i++)
         for (int j = 0; j < 8; j++)
             if (i != j)
@@ -210,14 +214,14 @@ static void test_dgx8(void)
     gw_topo_destroy(t);
 
     /* NVLink from a hook (what the CUDA driver reports) */
-    gw_topo_opts_t oh = {sizeof(oh), nv_same_switch, NULL, NULL};
+    gw_topo_opts_t oh = {sizeof(oh), nv_same_switch, NULL, ""};
     t = load(&f, &oh);
     CHECK(nvhook_calls == 28);
     CHECK_CELL(t, "GPU0", "GPU1", "NV4");
     CHECK_CELL(t, "GPU0", "GPU2", "NODE");
     CHECK_CELL(t, "GPU6", "GPU7", "NV4");
     gw_topo_destroy(t);
-    gw_topo_opts_t ou = {sizeof(ou), nv_unknown_count, NULL, NULL};
+    gw_topo_opts_t ou = {sizeof(ou), nv_unknown_count, NULL, ""};
     t = load(&f, &ou);
     CHECK_CELL(t, "GPU0", "GPU5", "NV");
     gw_topo_destroy(t);
