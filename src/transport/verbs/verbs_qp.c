@@ -176,7 +176,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
     memcpy(la->gids, vif->port.gids, sizeof(la->gids[0]) * (size_t)la->ngids);
     if (la->ngids)
         memcpy(la->subnet, la->gids[0].raw, 8);
-    snprintf(la->dev, sizeof(la->dev), "%s", dev);
+    snprintf(la->dev, sizeof(la->dev), "%.31s", dev);
     size_t n = gw_verbs_addr_pack(la, addr, *addrlen);
     if (!n) {
         st = gw_err(c, GW_ERR_INVALID, "verbs address needs more than %zu bytes", *addrlen);
