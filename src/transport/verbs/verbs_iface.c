@@ -176,7 +176,8 @@ static gw_status_t verbs_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
         st = GW_ERR_UNAVAILABLE;
         goto err_ctx;
     }
-    vif->max_mr = vif->dattr.max_mr_size ? vif->dattr.max_mr_size : (1ull << 32);
+    /* (capped at 2^48 so piece arithmetic cannot overflow; rxe says 2^64-1) */
+    vif->max_mr = vif->dattr.max_mr_size ? GW_MIN(vif->dattr.max_mr_size, 1ull << 48) : (1ull << 32);
     if (max_mr && max_mr < vif->max_mr)
         vif->max_mr = max_mr;
     long pg = sysconf(_SC_PAGESIZE);

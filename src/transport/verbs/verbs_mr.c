@@ -43,7 +43,7 @@ gw_status_t gw_verbs_reg_create(gw_verbs_iface_t *vif, void *addr, size_t len, i
 {
     gw_core_t *c = vif->super.core;
     uint64_t chunk = vif->max_mr;
-    uint64_t n = len ? (len + chunk - 1) / chunk : 1;
+    uint64_t n = len ? (len - 1) / chunk + 1 : 1;
     if (n > GW_VERBS_MAX_MRS)
         return gw_err(c, GW_ERR_NO_RESOURCE,
                       "register(dev=%s, len=%zu) failed: needs %llu memory regions of at most "
