@@ -36,6 +36,9 @@ typedef struct conn {
     int fd;
     gw_io_t io;
     int want_out;
+    int lazy;            /* holds acknowledgements not yet written (see send_lazy) */
+    uint64_t lazy_gen;
+    gw_list_t lazy_link;
     tx_item_t *txh, *txt;
     size_t tx_bytes;     /* queued, for choosing the least-loaded stream */
     uint8_t *rbuf;
@@ -54,6 +57,8 @@ typedef struct conn {
 typedef struct tcp_iface {
     gw_tl_iface_t super;
     gw_list_t eps;
+    gw_list_t lazy;      /* streams holding acknowledgements, oldest first */
+    uint64_t gen;        /* progress calls seen */
     long streams;
     uint64_t stripe_min, chunk, eager_max, sockbuf;
     uint8_t *scratch; /* discard target */
@@ -315,6 +320,10 @@ static int conn_flush(conn_t *c)
         /* a partial item stays at the head; loop to try again */
     }
     conn_set_out(c, 0);
+    if (c->lazy) {
+        c->lazy = 0;
+        gw_list_del(&c->lazy_link);
+    }
     return 0;
 }
 
@@ -357,6 +366,31 @@ static int send_ctl(tcp_ep_t *ep, conn_t *c, uint8_t type, int32_t aux, uint64_t
     gw_tcp_hdr_t h = {.type = type, .aux = aux, .id = id, .key = key, .addr = addr, .len = len, .val = val};
     (void)ep;
     return send_frame(c, &h, NULL, 0, NULL);
+}
+
+/* Acknowledgements wait for the next frame on the stream to carry them (one
+ * write instead of two in request/response patterns), or for the next
+ * progress call, which the context fd is woken for. */
+static int send_lazy(conn_t *c, uint8_t type, int32_t aux, uint64_t id, uint64_t len)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->fd < 0)
+        return -1;
+    tx_item_t *t = tx_alloc(ep);
+    if (!t) {
+        tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
+        return -1;
+    }
+    gw_tcp_hdr_t h = {.type = type, .aux = aux, .id = id, .len = len};
+    gw_tcp_hdr_encode(t->hdr, &h);
+    tx_push(c, t);
+    if (!c->lazy && !c->want_out) {
+        c->lazy = 1;
+        c->lazy_gen = ep->tif->gen;
+        gw_list_push_back(&ep->tif->lazy, &c->lazy_link);
+        gw_core_signal(CORE(ep));
+    }
+    return 0;
 }
 
 static conn_t *least_loaded(tcp_ep_t *ep)
@@ -655,7 +689,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         op_finish(ep, r, (gw_status_t)h->aux);
         return 0;
     case GW_TCP_PING:
-        return send_ctl(ep, c, GW_TCP_PONG, 0, 0, 0, 0, 0, 0);
+        return send_lazy(c, GW_TCP_PONG, 0, 0, 0);
     case GW_TCP_PONG:
         return 0;
     case GW_TCP_CLOSE:
@@ -689,7 +723,7 @@ static int finish_payload(conn_t *c)
             }
             gw_core_signal(CORE(ep));
         }
-        return send_ctl(ep, c, GW_TCP_PUT_ACK, st, h->id, 0, 0, st == GW_OK ? h->len : 0, 0);
+        return send_lazy(c, GW_TCP_PUT_ACK, st, h->id, st == GW_OK ? h->len : 0);
     }
     case GW_TCP_GET_RESP:
         r->done += h->len;
@@ -712,7 +746,7 @@ static int finish_payload(conn_t *c)
             slot_free(ep, r);
             gw_ep_recv_done(B(ep), r, r->length, r->rtag, GW_OK);
             gw_core_signal(CORE(ep));
-            return send_ctl(ep, &ep->conns[0], GW_TCP_MSG_ACK, 0, sender, 0, 0, 0, 0);
+            return send_lazy(&ep->conns[0], GW_TCP_MSG_ACK, 0, sender, 0);
         }
         return 0;
     default:
@@ -857,6 +891,10 @@ static void conn_close(conn_t *c)
     gw_io_del(CORE(ep), &c->io);
     close(c->fd);
     c->fd = -1;
+    if (c->lazy) {
+        c->lazy = 0;
+        gw_list_del(&c->lazy_link);
+    }
     if (c->dst_region) {
         c->dst_region->incoming--;
         c->dst_region = NULL;
@@ -964,9 +1002,25 @@ static int ep_busy(tcp_ep_t *ep)
 static int tcp_poll(void *arg)
 {
     tcp_iface_t *tif = arg;
+    gw_list_t *lp;
+    int n = 0;
+    tif->gen++;
+    while ((lp = gw_list_first(&tif->lazy)) != NULL) {
+        conn_t *c = gw_container_of(lp, conn_t, lazy_link);
+        if (c->lazy_gen + 2 > tif->gen) { /* queued during this call: one more chance to ride along */
+            gw_core_signal(tif->super.core);
+            break;
+        }
+        conn_flush(c); /* takes it off the list */
+        if (c->lazy) { /* failed: make sure it is off */
+            c->lazy = 0;
+            gw_list_del(&c->lazy_link);
+        }
+        n++;
+    }
     uint64_t now = gw_now_ns();
     if (now - tif->last_timer_ns < 20000000ull)
-        return 0;
+        return n;
     tif->last_timer_ns = now;
     uint64_t limit = (uint64_t)tif->super.core->peer_timeout_ms * 1000000ull;
     gw_list_t *p, *t;
@@ -1012,6 +1066,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     tif->super.core = core;
     tif->super.id = GW_TL_TCP;
     gw_list_init(&tif->eps);
+    gw_list_init(&tif->lazy);
     st = gw_core_add_poller(core, tcp_poll, tif);
     if (st != GW_OK) {
         snprintf(why, whylen, "%s", core->errbuf);
