@@ -1,12 +1,83 @@
-/* cuda_mem.c - memory type detection.  Placeholder until the CUDA loader
- * lands: every pointer is host memory. */
+/* cuda_mem.c - memory type detection through the CUDA driver's pointer
+ * attributes (mem layer).
+ *
+ * A range is CUDA device memory when every byte of it lies in device
+ * allocations of one GPU: cuMemAlloc'ed or VMM-mapped (cuMemCreate +
+ * cuMemMap), whole or in part, possibly spanning several adjacent
+ * allocations.  Host memory (malloc'ed, mmap'ed, cuMemHostAlloc'ed or
+ * registered) and managed memory are GW_MEM_HOST: the CPU can address them.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "cuda/cuda_wrap.h"
 #include "mem/mem.h"
 
-gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
+static void set_host(gw_mem_t *m)
 {
-    (void)c;
     m->type = GW_MEM_HOST;
     m->cuda_device = -1;
     m->pci_bus_id[0] = '\0';
+}
+
+gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
+{
+    char why[256], eb[160];
+    set_host(m);
+    if (!m->addr || m->len == 0)
+        return GW_OK;
+    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+    if (!cu)
+        return GW_OK; /* no driver: every pointer is a host pointer */
+
+    uint64_t p = (uint64_t)(uintptr_t)m->addr;
+    uint64_t end = p + m->len;
+    int dev0 = -1;
+    int pieces = 0;
+    while (p < end) {
+        int attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                        CU_POINTER_ATTRIBUTE_IS_MANAGED};
+        unsigned memtype = 0;
+        int ordinal = -1;
+        int managed = 0;
+        void *data[3] = {&memtype, &ordinal, &managed};
+        CUresult r = cu->cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)p);
+        if (r != CUDA_SUCCESS || memtype != CU_MEMORYTYPE_DEVICE || managed) {
+            if (pieces == 0)
+                return GW_OK; /* unknown to CUDA, pinned host or managed: host */
+            return gw_err(c, GW_ERR_INVALID,
+                          "gw_mem_reg(addr=%p, len=%zu) failed: the range starts in CUDA device "
+                          "memory of device %d but byte offset %" PRIu64
+                          " is not device memory (%s)",
+                          m->addr, m->len, dev0, p - (uint64_t)(uintptr_t)m->addr,
+                          r != CUDA_SUCCESS ? gw_cuda_strerror(r, eb, sizeof(eb))
+                          : managed         ? "managed memory"
+                                            : "host or unmapped memory");
+        }
+        if (pieces == 0) {
+            dev0 = ordinal;
+        } else if (ordinal != dev0) {
+            return gw_err(c, GW_ERR_INVALID,
+                          "gw_mem_reg(addr=%p, len=%zu) failed: the range spans two GPUs "
+                          "(device %d, then device %d at offset %" PRIu64 ")",
+                          m->addr, m->len, dev0, ordinal, p - (uint64_t)(uintptr_t)m->addr);
+        }
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        r = cu->cuMemGetAddressRange(&base, &size, (CUdeviceptr)p);
+        if (r != CUDA_SUCCESS || size == 0 || base + size <= p)
+            return gw_err(c, GW_ERR_CUDA,
+                          "gw_mem_reg(addr=%p, len=%zu) failed: cuMemGetAddressRange(0x%" PRIx64
+                          ") failed: %s",
+                          m->addr, m->len, p, gw_cuda_strerror(r, eb, sizeof(eb)));
+        /* GPUDirect consumers must see every synchronous copy complete */
+        int one = 1;
+        cu->cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, base);
+        p = base + size;
+        pieces++;
+    }
+    m->type = GW_MEM_CUDA;
+    m->cuda_device = dev0;
+    gw_cuda_pci_bus_id(dev0, m->pci_bus_id, sizeof(m->pci_bus_id));
     return GW_OK;
 }

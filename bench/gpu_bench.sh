@@ -1,0 +1,98 @@
+#!/bin/bash
+# gpu_bench.sh - the GPU benchmarks side by side, one run, with ratios.
+#   1. intra-host put GPU0 -> GPU1 (gpuwire, two processes) vs cuMemcpyPeer
+#      (one process, peer access) vs NCCL send/recv (two processes)
+#   2. GPU -> GPU between two processes over tcp loopback (gpuwire, staged)
+#      vs NCCL forced onto sockets (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket)
+#   3. staged (tcp) vs direct (intra) for the same transfer: latency and CPU use
+# Builds against an existing build tree ($BUILD, default build/) and compiles
+# the NCCL benchmark only where nccl.h (and cuda_runtime.h, which it includes)
+# exist.  Sizes: 8 B .. GWB_MAX_SIZE (default 1 GiB).
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export NCCL_NVLS_ENABLE=0
+B=$BUILD/gpu-bench
+mkdir -p "$B"
+CC=${CC:-cc}
+CFLAGS="-O2 -Wall -Iinclude -Isrc -Itests/harness"
+LIBS="$BUILD/libgpuwire.a -ldl -lpthread -lm"
+[ -f "$BUILD/libgpuwire.a" ] || { echo "gpu_bench: $BUILD/libgpuwire.a missing: build first"; exit 1; }
+$CC $CFLAGS bench/gpu_peer_bench.c -o "$B/gpu_peer_bench" $LIBS || exit 1
+have_put=0
+if [ -f bench/gpu_put_bench.c ] && $CC $CFLAGS bench/gpu_put_bench.c -o "$B/gpu_put_bench" \
+    $BUILD/tests/harness/libgw_testlib.a $LIBS $( [ -f "$BUILD/libgw_testlib.a" ] && echo "$BUILD/libgw_testlib.a") 2>"$B/put_build.log"; then
+  have_put=1
+else
+  echo "gpu_bench: gpu_put_bench not built:"; head -5 "$B/put_build.log"
+fi
+# NCCL: header, its CUDA runtime headers, and the library
+ncinc=""; nclib=""; cuinc=""
+pyroot=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null || true)
+for d in /usr/local/cuda/include /usr/include $pyroot/nvidia/nccl/include; do
+  [ -f "$d/nccl.h" ] && { ncinc=$d; break; }
+done
+for d in /usr/local/cuda/include $pyroot/nvidia/cuda_runtime/include $pyroot/nvidia/cu13/include; do
+  [ -f "$d/cuda_runtime.h" ] && { cuinc=$d; break; }
+done
+for d in /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu $pyroot/nvidia/nccl/lib; do
+  ls "$d"/libnccl.so* >/dev/null 2>&1 && { nclib=$d; break; }
+done
+have_nccl=0
+if [ -n "$ncinc" ] && [ -n "$cuinc" ] && [ -n "$nclib" ]; then
+  nso=$(ls "$nclib"/libnccl.so* | head -1)
+  if $CC $CFLAGS -I"$ncinc" -I"$cuinc" bench/gpu_nccl_bench.c -o "$B/gpu_nccl_bench" \
+       $LIBS "$nso" -Wl,-rpath,"$nclib" 2>"$B/nccl_build.log"; then
+    have_nccl=1
+  else
+    echo "gpu_bench: NCCL benchmark failed to build:"; head -5 "$B/nccl_build.log"
+  fi
+else
+  echo "gpu_bench: NCCL benchmark skipped (nccl.h: ${ncinc:-none}, cuda_runtime.h: ${cuinc:-none}, libnccl: ${nclib:-none})"
+fi
+R=$B/results.txt
+: >"$R"
+echo "== cuMemcpyPeer (one process, peer access)"
+"$B/gpu_peer_bench" | tee -a "$R"
+if [ $have_nccl = 1 ]; then
+  echo "== NCCL send/recv (two processes, default transports)"
+  "$B/gpu_nccl_bench" nccl | tee -a "$R"
+  echo "== NCCL send/recv forced onto sockets"
+  NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo \
+    "$B/gpu_nccl_bench" nccl_socket | tee -a "$R"
+fi
+if [ $have_put = 1 ]; then
+  echo "== gpuwire put GPU0 -> GPU1, intra-host transport"
+  GPUWIRE_TRANSPORTS=intra "$B/gpu_put_bench" gw_intra | tee -a "$R"
+  echo "== gpuwire put GPU0 -> GPU1, tcp loopback (host-staged)"
+  GPUWIRE_TRANSPORTS=tcp "$B/gpu_put_bench" gw_tcp | tee -a "$R"
+fi
+echo
+echo "== summary (bw in GB/s; lat in us)"
+python3 - "$R" <<'PY'
+import sys, collections
+lat = collections.defaultdict(dict); bw = collections.defaultdict(dict); extra = []
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f and f[0] == "RESULT":
+        b, n = f[1], int(f[2])
+        kv = dict(x.split("=", 1) for x in f[3:])
+        lat[b][n] = float(kv["lat_us"]); bw[b][n] = float(kv["bw_GBps"])
+        if "cpu_pct" in kv: extra.append((b, n, kv["cpu_pct"], kv["lat_us"]))
+def g(d, b, n): return d.get(b, {}).get(n)
+def fmt(x): return "-" if x is None else ("%.2f" % x)
+def ratio(a, b): return "-" if a is None or not b else "%.2f" % (a / b)
+sizes = sorted({n for d in bw.values() for n in d})
+print("%11s | %8s %8s %8s %6s %6s | %7s %9s %6s | %8s %8s %8s" % ("bytes", "intra", "peer", "nccl",
+      "x_peer", "x_nccl", "gw_tcp", "nccl_sock", "x_sock", "lat_intr", "lat_nccl", "lat_tcp"))
+for n in sizes:
+    i, p, c = g(bw, "gw_intra", n), g(bw, "memcpy_peer", n), g(bw, "nccl", n)
+    t, s = g(bw, "gw_tcp", n), g(bw, "nccl_socket", n)
+    print("%11d | %8s %8s %8s %6s %6s | %7s %9s %6s | %8s %8s %8s" % (n, fmt(i), fmt(p), fmt(c),
+          ratio(i, p), ratio(i, c), fmt(t), fmt(s), ratio(t, s),
+          fmt(g(lat, "gw_intra", n)), fmt(g(lat, "nccl", n)), fmt(g(lat, "gw_tcp", n))))
+if extra:
+    print("\nstaged (tcp) vs direct (intra): CPU use of the initiating process during the bandwidth loop")
+    for b, n, c, l in extra:
+        print("  %-9s %11d bytes  cpu %5s%%  lat %s us" % (b, n, c, l))
+PY

@@ -1,0 +1,36 @@
+#!/bin/bash
+# gpu-device-run.sh - builds gpuwire and runs its GPU tests and GPU benchmarks
+# on a GPU host (written for the two-H200 NVLink machine), logging under
+# $OUT (default ./gpu-logs).  Usage: scripts/gpu-device-run.sh [tests|bench|all]
+#   tests: ctest -L gpu plus the intra-host tests (every op, 1 B .. 1 GiB)
+#   bench: bench/gpu_bench.sh (intra put vs cuMemcpyPeer vs NCCL, tcp vs NCCL sockets,
+#          staged vs direct)
+# NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take shared GPUs down.
+set -u
+what=${1:-all}
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-logs}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+BUILD=${BUILD:-/tmp/gw-build}
+{
+  echo "== host"; date -u; uname -r; nproc
+  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv 2>&1
+  nvidia-smi topo -m 2>&1 | head -20
+} >"$OUT/host.txt" 2>&1
+cat "$OUT/host.txt"
+echo "== build"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.log" 2>&1
+cmake --build "$BUILD" -j "$(nproc)" -- -k >>"$OUT/build.log" 2>&1 || echo "build: some targets failed (see build.log)"
+grep -E "error|warning:" "$OUT/build.log" | head -20
+rc=0
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  echo "== tests"
+  (cd "$BUILD" && ctest -L "gpu|intra" -V --timeout 300 2>&1) >"$OUT/tests.log"; grep -E "Test +#|tests passed|SKIP|CHECK|REQUIRE|returned" "$OUT/tests.log" | tail -60
+  grep -q "tests passed, 0 tests failed\|100% tests passed" "$OUT/tests.log" || rc=1
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  echo "== bench"
+  BUILD="$BUILD" bench/gpu_bench.sh 2>&1 | tee "$OUT/bench.log" | tail -80
+fi
+exit $rc

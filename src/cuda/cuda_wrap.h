@@ -1,0 +1,240 @@
+/* cuda_wrap.h - the CUDA driver API, loaded at run time (mem layer helper).
+ *
+ * gpuwire never links against CUDA and needs no CUDA header to build.  The
+ * driver library (libcuda.so.1, or GPUWIRE_CUDA_LIB) is dlopen'ed on first
+ * use; cuDriverGetVersion() is checked, then every entry point of the one
+ * X-macro list below is resolved with cuGetProcAddress() at the ABI version
+ * written next to it (so "cuMemAlloc" at 3020 is the 64-bit cuMemAlloc_v2).
+ * The runtime library (libcudart) is never used.
+ *
+ *     char why[256];
+ *     const gw_cuda_t *cu = gw_cuda_get(why, sizeof why);
+ *     if (!cu) ... why says "libcuda.so.1 not found: no NVIDIA driver" (absent)
+ *                  or what is broken (wrong version, missing symbol, cuInit).
+ *     cu->cuMemAlloc(&p, n);
+ *
+ * The table is process-wide and immutable once loaded; calls through it are
+ * thread-safe as far as the driver's are.
+ */
+#ifndef GW_CUDA_CUDA_WRAP_H
+#define GW_CUDA_CUDA_WRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuwire.h"
+
+/* ---- the few driver types gpuwire uses (ABI-compatible with cuda.h) ---- */
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUipcMemHandle_st {
+    char reserved[64];
+} CUipcMemHandle;
+
+typedef struct CUmemLocation_st {
+    int type; /* CU_MEM_LOCATION_TYPE_* */
+    int id;
+} CUmemLocation;
+
+typedef struct CUmemAllocationProp_st {
+    int type;                 /* CU_MEM_ALLOCATION_TYPE_* */
+    int requestedHandleTypes; /* CU_MEM_HANDLE_TYPE_* bits */
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+
+typedef struct CUmemAccessDesc_st {
+    CUmemLocation location;
+    int flags; /* CU_MEM_ACCESS_FLAGS_* */
+} CUmemAccessDesc;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_ALREADY_MAPPED = 208,
+    CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+    CUDA_ERROR_NOT_SUPPORTED = 801
+};
+enum {
+    CU_POINTER_ATTRIBUTE_CONTEXT = 1,
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+    CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3,
+    CU_POINTER_ATTRIBUTE_SYNC_MEMOPS = 6,
+    CU_POINTER_ATTRIBUTE_BUFFER_ID = 7,
+    CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 10,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
+    CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+    CU_POINTER_ATTRIBUTE_MAPPED = 13,
+    CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES = 14,
+    CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE = 15,
+    CU_POINTER_ATTRIBUTE_MAPPING_SIZE = 18,
+    CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR = 19
+};
+enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_ARRAY = 3, CU_MEMORYTYPE_UNIFIED = 4 };
+enum {
+    CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
+    CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
+    CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41,
+    CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50,
+    CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+    CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
+    CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 116,
+    CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS = 117,
+    CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124
+};
+enum { CU_MEM_HANDLE_TYPE_NONE = 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 };
+enum { CU_MEM_ALLOCATION_TYPE_PINNED = 1 };
+enum { CU_MEM_LOCATION_TYPE_DEVICE = 1 };
+enum { CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 };
+enum { CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1 };
+enum { CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1 };
+enum { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1 };
+enum { CU_STREAM_NON_BLOCKING = 1 };
+enum { CU_EVENT_DISABLE_TIMING = 2 };
+enum { CU_MEMHOSTALLOC_PORTABLE = 1 };
+enum { CU_MEMHOSTREGISTER_PORTABLE = 1 };
+enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST = 1 };
+enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX = 0 };
+enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES = 200 };
+
+/* ---- the entry points: X(name, abi_version, return, params) ----
+ * REQ: needed for gpuwire to use CUDA at all; OPT: newer features, NULL when
+ * the driver lacks them (callers check and say why they fall back). */
+#define GW_CUDA_SYMS(REQ, OPT)                                                                     \
+    REQ(cuInit, 2000, (unsigned flags))                                                            \
+    REQ(cuDeviceGet, 2000, (CUdevice * dev, int ordinal))                                          \
+    REQ(cuDeviceGetCount, 2000, (int *count))                                                      \
+    REQ(cuDeviceGetName, 2000, (char *name, int len, CUdevice dev))                                \
+    REQ(cuDeviceGetAttribute, 2000, (int *v, int attr, CUdevice dev))                              \
+    REQ(cuDeviceGetPCIBusId, 4010, (char *buf, int len, CUdevice dev))                             \
+    REQ(cuDeviceCanAccessPeer, 4000, (int *can, CUdevice dev, CUdevice peer))                      \
+    REQ(cuDevicePrimaryCtxRetain, 7000, (CUcontext * ctx, CUdevice dev))                           \
+    REQ(cuDevicePrimaryCtxRelease, 11000, (CUdevice dev))                                          \
+    REQ(cuCtxGetCurrent, 4000, (CUcontext * ctx))                                                  \
+    REQ(cuCtxSetCurrent, 4000, (CUcontext ctx))                                                    \
+    REQ(cuCtxGetDevice, 2000, (CUdevice * dev))                                                    \
+    REQ(cuCtxEnablePeerAccess, 4000, (CUcontext peer, unsigned flags))                             \
+    REQ(cuGetErrorName, 6000, (CUresult e, const char **s))                                        \
+    REQ(cuGetErrorString, 6000, (CUresult e, const char **s))                                      \
+    REQ(cuPointerGetAttribute, 4000, (void *data, int attr, CUdeviceptr p))                        \
+    REQ(cuPointerGetAttributes, 7000, (unsigned n, int *attrs, void **data, CUdeviceptr p))        \
+    REQ(cuPointerSetAttribute, 6000, (const void *value, int attr, CUdeviceptr p))                 \
+    REQ(cuMemGetAddressRange, 3020, (CUdeviceptr * base, size_t *size, CUdeviceptr p))             \
+    REQ(cuMemAlloc, 3020, (CUdeviceptr * p, size_t n))                                             \
+    REQ(cuMemFree, 3020, (CUdeviceptr p))                                                          \
+    REQ(cuMemHostAlloc, 2020, (void **p, size_t n, unsigned flags))                                \
+    REQ(cuMemFreeHost, 2000, (void *p))                                                            \
+    REQ(cuMemHostRegister, 6050, (void *p, size_t n, unsigned flags))                              \
+    REQ(cuMemHostUnregister, 4000, (void *p))                                                      \
+    REQ(cuMemcpy, 4000, (CUdeviceptr dst, CUdeviceptr src, size_t n))                              \
+    REQ(cuMemcpyAsync, 4000, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s))             \
+    REQ(cuMemcpyPeer, 4000, (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,     \
+                             size_t n))                                                            \
+    REQ(cuMemcpyPeerAsync, 4000, (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,                \
+                                  CUcontext sctx, size_t n, CUstream s))                           \
+    REQ(cuMemcpyHtoD, 3020, (CUdeviceptr dst, const void *src, size_t n))                          \
+    REQ(cuMemcpyDtoH, 3020, (void *dst, CUdeviceptr src, size_t n))                                \
+    REQ(cuMemcpyHtoDAsync, 3020, (CUdeviceptr dst, const void *src, size_t n, CUstream s))         \
+    REQ(cuMemcpyDtoHAsync, 3020, (void *dst, CUdeviceptr src, size_t n, CUstream s))               \
+    REQ(cuMemsetD8, 3020, (CUdeviceptr p, unsigned char v, size_t n))                              \
+    REQ(cuStreamCreate, 2000, (CUstream * s, unsigned flags))                                      \
+    REQ(cuStreamDestroy, 4000, (CUstream s))                                                       \
+    REQ(cuStreamSynchronize, 2000, (CUstream s))                                                   \
+    REQ(cuStreamQuery, 2000, (CUstream s))                                                         \
+    REQ(cuStreamWaitEvent, 3020, (CUstream s, CUevent e, unsigned flags))                          \
+    REQ(cuEventCreate, 2000, (CUevent * e, unsigned flags))                                        \
+    REQ(cuEventDestroy, 4000, (CUevent e))                                                         \
+    REQ(cuEventRecord, 2000, (CUevent e, CUstream s))                                              \
+    REQ(cuEventQuery, 2000, (CUevent e))                                                           \
+    REQ(cuEventSynchronize, 2000, (CUevent e))                                                     \
+    REQ(cuEventElapsedTime, 2000, (float *ms, CUevent a, CUevent b))                               \
+    REQ(cuCtxSynchronize, 2000, (void))                                                            \
+    REQ(cuIpcGetMemHandle, 4010, (CUipcMemHandle * h, CUdeviceptr p))                              \
+    REQ(cuIpcOpenMemHandle, 11000, (CUdeviceptr * p, CUipcMemHandle h, unsigned flags))            \
+    REQ(cuIpcCloseMemHandle, 4010, (CUdeviceptr p))                                                \
+    OPT(cuMemCreate, 10020, (CUmemGenericAllocationHandle * h, size_t n,                           \
+                             const CUmemAllocationProp *prop, unsigned long long flags))           \
+    OPT(cuMemRelease, 10020, (CUmemGenericAllocationHandle h))                                     \
+    OPT(cuMemAddressReserve, 10020, (CUdeviceptr * p, size_t n, size_t align, CUdeviceptr addr,    \
+                                     unsigned long long flags))                                    \
+    OPT(cuMemAddressFree, 10020, (CUdeviceptr p, size_t n))                                        \
+    OPT(cuMemMap, 10020, (CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h,     \
+                          unsigned long long flags))                                               \
+    OPT(cuMemUnmap, 10020, (CUdeviceptr p, size_t n))                                              \
+    OPT(cuMemSetAccess, 10020, (CUdeviceptr p, size_t n, const CUmemAccessDesc *desc,              \
+                                size_t count))                                                     \
+    OPT(cuMemGetAllocationGranularity, 10020, (size_t *g, const CUmemAllocationProp *prop,         \
+                                               int option))                                        \
+    OPT(cuMemGetAllocationPropertiesFromHandle, 10020, (CUmemAllocationProp * prop,                \
+                                                        CUmemGenericAllocationHandle h))           \
+    OPT(cuMemRetainAllocationHandle, 11000, (CUmemGenericAllocationHandle * h, void *addr))        \
+    OPT(cuMemExportToShareableHandle, 10020, (void *out, CUmemGenericAllocationHandle h,           \
+                                              int type, unsigned long long flags))                 \
+    OPT(cuMemImportFromShareableHandle, 10020, (CUmemGenericAllocationHandle * h, void *os,        \
+                                                int type))                                         \
+    OPT(cuMemGetHandleForAddressRange, 11070, (void *handle, CUdeviceptr p, size_t n, int type,    \
+                                               unsigned long long flags))                          \
+    OPT(cuFlushGPUDirectRDMAWrites, 11030, (int target, int scope))
+
+typedef struct gw_cuda {
+    int driver_version; /* e.g. 13000 */
+    int device_count;
+#define GW_CUDA_PFN_(name, ver, params) CUresult (*name) params;
+    GW_CUDA_SYMS(GW_CUDA_PFN_, GW_CUDA_PFN_)
+#undef GW_CUDA_PFN_
+} gw_cuda_t;
+
+/* Loads the driver once per process.  Returns NULL with the reason in why:
+ * "libcuda.so.1 not found: no NVIDIA driver" when absent (logged at info),
+ * anything else when broken (logged at warn).  Later calls return the same
+ * table or the same reason. */
+const gw_cuda_t *gw_cuda_get(char *why, size_t whylen);
+
+/* "cuMemAlloc(...) failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)" style
+ * text for a CUresult: writes "NAME (description)" into buf, returns buf. */
+const char *gw_cuda_strerror(CUresult r, char *buf, size_t len);
+
+/* Makes the primary context of dev current on the calling thread (retaining
+ * it once per device per process).  Returns the context, NULL on failure
+ * with the reason in why. */
+CUcontext gw_cuda_ctx_for_device(int dev, char *why, size_t whylen);
+
+/* PCI bus id "0000:3b:00.0" of a device ordinal; "" on failure. */
+void gw_cuda_pci_bus_id(int dev, char *buf, size_t len);
+
+/* A dma-buf file descriptor for the device range [ptr, ptr+len), for
+ * ibv_reg_dmabuf_mr().  cuMemGetHandleForAddressRange() wants a range whose
+ * start and size are multiples of the host page size, so the range is widened
+ * to page boundaries; *dmabuf_off receives the offset of ptr inside the
+ * exported range (pass it as ibv_reg_dmabuf_mr's `offset`, with iova = ptr and
+ * length = len).  The caller closes *fd after registering.
+ * Errors: GW_ERR_UNAVAILABLE (no driver), GW_ERR_UNSUPPORTED (driver lacks the
+ * call, or the device lacks dma-buf: CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is
+ * 0, or the kernel refused), GW_ERR_CUDA; why holds the cause either way. */
+gw_status_t gw_cuda_dmabuf_fd(const void *ptr, size_t len, int *fd, uint64_t *dmabuf_off, char *why,
+                              size_t whylen);
+
+/* Makes completed GPUDirect RDMA writes into device memory visible to the GPU
+ * (cuFlushGPUDirectRDMAWrites, to all devices).  Returns GW_OK when done or
+ * when the driver/device does not need it (then nothing is flushed and the
+ * caller may use a read fence instead: *fenced_by_flush tells which). */
+gw_status_t gw_cuda_flush_rdma_writes(int *fenced_by_flush);
+
+#endif

@@ -1,0 +1,233 @@
+/* staging.c - pipelined host staging engine for GPU memory (see staging.h). */
+#include "mem/staging.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda/cuda_wrap.h"
+
+struct gw_staging {
+    gw_core_t *core;
+    const gw_cuda_t *cu;
+    int device;
+    CUcontext ctx;
+    CUstream d2h, h2d;
+    size_t chunk;
+    unsigned nbufs;
+    unsigned next; /* FIFO hand-out position */
+    gw_stage_slot_t *slots;
+};
+
+size_t gw_staging_chunk(const gw_staging_t *st) { return st->chunk; }
+unsigned gw_staging_nbufs(const gw_staging_t *st) { return st->nbufs; }
+int gw_staging_device(const gw_staging_t *st) { return st->device; }
+
+static gw_status_t cu_fail(gw_core_t *c, const char *what, int dev, CUresult r)
+{
+    char eb[160];
+    return gw_err(c, GW_ERR_CUDA, "staging: %s (device %d) failed: %s", what, dev,
+                  gw_cuda_strerror(r, eb, sizeof(eb)));
+}
+
+static int set_ctx(gw_staging_t *st)
+{
+    CUcontext cur = NULL;
+    st->cu->cuCtxGetCurrent(&cur);
+    if (cur == st->ctx)
+        return 0;
+    return st->cu->cuCtxSetCurrent(st->ctx) == CUDA_SUCCESS ? 0 : -1;
+}
+
+gw_status_t gw_staging_create(gw_core_t *c, int device, size_t chunk, unsigned nbufs,
+                              gw_staging_t **out)
+{
+    char why[256];
+    gw_status_t st_ = GW_OK;
+    CUresult r;
+    *out = NULL;
+    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+    if (!cu)
+        return gw_err(c, GW_ERR_UNAVAILABLE, "staging engine(device %d): CUDA unavailable: %s",
+                      device, why);
+    if (chunk == 0) {
+        uint64_t v = 0;
+        st_ = gw_settings_size(&c->settings, GW_SET_STAGING_CHUNK, 4096, 1ull << 30, &v, why,
+                               sizeof(why));
+        if (st_ != GW_OK)
+            return gw_err(c, st_, "staging engine: %s", why);
+        chunk = (size_t)v;
+    }
+    if (nbufs == 0) {
+        long v = 0;
+        st_ = gw_settings_int(&c->settings, GW_SET_STAGING_BUFFERS, 1, 64, &v, why, sizeof(why));
+        if (st_ != GW_OK)
+            return gw_err(c, st_, "staging engine: %s", why);
+        nbufs = (unsigned)v;
+    }
+    gw_staging_t *st = calloc(1, sizeof(*st));
+    if (!st)
+        return gw_err(c, GW_ERR_NOMEM, "staging engine(device %d): out of memory", device);
+    st->core = c;
+    st->cu = cu;
+    st->device = device;
+    st->chunk = chunk;
+    st->nbufs = nbufs;
+    st->slots = calloc(nbufs, sizeof(*st->slots));
+    if (!st->slots) {
+        st_ = gw_err(c, GW_ERR_NOMEM, "staging engine(device %d): out of memory", device);
+        goto err_st;
+    }
+    st->ctx = gw_cuda_ctx_for_device(device, why, sizeof(why));
+    if (!st->ctx) {
+        st_ = gw_err(c, GW_ERR_CUDA, "staging engine: %s", why);
+        goto err_slots;
+    }
+    r = cu->cuStreamCreate(&st->d2h, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+        st_ = cu_fail(c, "cuStreamCreate(D2H)", device, r);
+        goto err_slots;
+    }
+    r = cu->cuStreamCreate(&st->h2d, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+        st_ = cu_fail(c, "cuStreamCreate(H2D)", device, r);
+        goto err_d2h;
+    }
+    for (unsigned i = 0; i < nbufs; i++) {
+        gw_stage_slot_t *s = &st->slots[i];
+        s->index = i;
+        r = cu->cuMemHostAlloc(&s->host, chunk, CU_MEMHOSTALLOC_PORTABLE);
+        if (r != CUDA_SUCCESS) {
+            s->host = NULL;
+            char what[96];
+            snprintf(what, sizeof(what), "cuMemHostAlloc(%zu bytes, bounce %u of %u)", chunk, i,
+                     nbufs);
+            st_ = cu_fail(c, what, device, r);
+            goto err_slots_alloc;
+        }
+        r = cu->cuEventCreate((CUevent *)&s->event, CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+            s->event = NULL;
+            st_ = cu_fail(c, "cuEventCreate", device, r);
+            goto err_slots_alloc;
+        }
+    }
+    *out = st;
+    return GW_OK;
+
+err_slots_alloc:
+    for (unsigned i = 0; i < nbufs; i++) {
+        if (st->slots[i].event)
+            cu->cuEventDestroy((CUevent)st->slots[i].event);
+        if (st->slots[i].host)
+            cu->cuMemFreeHost(st->slots[i].host);
+    }
+    cu->cuStreamDestroy(st->h2d);
+err_d2h:
+    cu->cuStreamDestroy(st->d2h);
+err_slots:
+    free(st->slots);
+err_st:
+    free(st);
+    return st_;
+}
+
+void gw_staging_destroy(gw_staging_t *st)
+{
+    if (!st)
+        return;
+    const gw_cuda_t *cu = st->cu;
+    set_ctx(st);
+    cu->cuStreamSynchronize(st->d2h);
+    cu->cuStreamSynchronize(st->h2d);
+    for (unsigned i = 0; i < st->nbufs; i++) {
+        cu->cuEventDestroy((CUevent)st->slots[i].event);
+        cu->cuMemFreeHost(st->slots[i].host);
+    }
+    cu->cuStreamDestroy(st->h2d);
+    cu->cuStreamDestroy(st->d2h);
+    free(st->slots);
+    free(st);
+}
+
+gw_stage_slot_t *gw_staging_acquire(gw_staging_t *st)
+{
+    gw_stage_slot_t *s = &st->slots[st->next];
+    if (s->busy)
+        return NULL; /* FIFO: the oldest is still out, so are the rest */
+    s->busy = 1;
+    s->copying = 0;
+    s->len = 0;
+    st->next = (st->next + 1) % st->nbufs;
+    return s;
+}
+
+static gw_status_t start_copy(gw_staging_t *st, gw_stage_slot_t *slot, CUdeviceptr dst,
+                              CUdeviceptr src, size_t len, CUstream stream, const char *what)
+{
+    if (!slot->busy || len > st->chunk)
+        return gw_err(st->core, GW_ERR_INVALID,
+                      "staging %s(slot %u, %zu bytes) failed: slot not acquired or len > chunk %zu",
+                      what, slot->index, len, st->chunk);
+    if (set_ctx(st) != 0)
+        return gw_err(st->core, GW_ERR_CUDA, "staging %s: cuCtxSetCurrent(device %d) failed",
+                      what, st->device);
+    CUresult r = st->cu->cuMemcpyAsync(dst, src, len, stream);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(st->core, what, st->device, r);
+    r = st->cu->cuEventRecord((CUevent)slot->event, stream);
+    if (r != CUDA_SUCCESS) {
+        st->cu->cuStreamSynchronize(stream);
+        return cu_fail(st->core, "cuEventRecord", st->device, r);
+    }
+    slot->len = len;
+    slot->copying = 1;
+    return GW_OK;
+}
+
+gw_status_t gw_staging_d2h(gw_staging_t *st, gw_stage_slot_t *slot, const void *dev_src, size_t len)
+{
+    return start_copy(st, slot, (CUdeviceptr)(uintptr_t)slot->host, (CUdeviceptr)(uintptr_t)dev_src,
+                      len, st->d2h, "cuMemcpyAsync(D2H)");
+}
+
+gw_status_t gw_staging_h2d(gw_staging_t *st, gw_stage_slot_t *slot, void *dev_dst, size_t len)
+{
+    return start_copy(st, slot, (CUdeviceptr)(uintptr_t)dev_dst, (CUdeviceptr)(uintptr_t)slot->host,
+                      len, st->h2d, "cuMemcpyAsync(H2D)");
+}
+
+int gw_staging_test(gw_staging_t *st, gw_stage_slot_t *slot)
+{
+    if (!slot->copying)
+        return 1;
+    CUresult r = st->cu->cuEventQuery((CUevent)slot->event);
+    if (r == CUDA_SUCCESS) {
+        slot->copying = 0;
+        return 1;
+    }
+    if (r == CUDA_ERROR_NOT_READY)
+        return 0;
+    slot->copying = 0;
+    return cu_fail(st->core, "cuEventQuery(staging copy)", st->device, r);
+}
+
+void gw_staging_release(gw_staging_t *st, gw_stage_slot_t *slot)
+{
+    (void)st;
+    slot->busy = 0;
+    slot->copying = 0;
+}
+
+gw_status_t gw_staging_copy_sync(gw_core_t *c, int device, void *dst, const void *src, size_t len)
+{
+    char why[256];
+    if (len == 0)
+        return GW_OK;
+    if (!gw_cuda_ctx_for_device(device, why, sizeof(why)))
+        return gw_err(c, GW_ERR_CUDA, "staging copy(%zu bytes): %s", len, why);
+    const gw_cuda_t *cu = gw_cuda_get(NULL, 0);
+    CUresult r = cu->cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(c, "cuMemcpy", device, r);
+    return GW_OK;
+}
