@@ -307,10 +307,10 @@ static void case_idle_then_busy(int progress)
 
 static void case_long_put(void)
 {
-    enum { LEN = 1u << 30 };
-    fprintf(stderr, "F. one put of 1 GiB with GPUWIRE_PEER_TIMEOUT_MS=500 on both sides\n");
-    g_target_env = "GPUWIRE_PEER_TIMEOUT_MS=500";
-    gw_context_t *ctx = ctx_timeout("500");
+    enum { LEN = 512u << 20 };
+    fprintf(stderr, "F. one put of 512 MiB with GPUWIRE_PEER_TIMEOUT_MS=200 on both sides\n");
+    g_target_env = "GPUWIRE_PEER_TIMEOUT_MS=200";
+    gw_context_t *ctx = ctx_timeout("200");
     it_target_t T;
     gw_ep_t *ep;
     gw_rkey_t *rk;
@@ -321,7 +321,9 @@ static void case_long_put(void)
     double t0 = it_now();
     IT_OK(ctx, gw_put(ep, b, LEN, NULL, ra, rk, &r));
     gw_status_t st = it_wait_free(r, 20000);
-    fprintf(stderr, "  put %s after %.2f s (%s)\n", gw_status_name(st), it_now() - t0, gw_last_error(ctx));
+    double took = it_now() - t0;
+    fprintf(stderr, "  put %s after %.2f s (%s)%s\n", gw_status_name(st), took, gw_last_error(ctx),
+            took < 0.2 ? "; faster than the timeout: the case proved nothing" : "");
     CHECK_ST(st, GW_OK);
     CHECK(it_target_stop(&T, ctx) == 0);
     g_target_env = NULL;
