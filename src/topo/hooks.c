@@ -17,6 +17,9 @@
 
 #include "cuda/cuda_wrap.h"
 #include "topo/doctor.h"
+#if GW_HAVE_VERBS
+#include "transport/verbs/ibv_syms.h"
+#endif
 
 /* CUDA ordinal of the GPU at a PCI address; -1 if CUDA does not see it. */
 static int cuda_ordinal(const gw_cuda_t *cu, const char *bdf)
@@ -88,12 +91,58 @@ static int cuda_query(void *arg, gw_doctor_cuda_t *out, char *why, size_t whylen
     return 0;
 }
 
+#if GW_HAVE_VERBS
+/* rdma-core's answer: ibv_reg_dmabuf_mr present, and each port's active MTU
+ * (not in sysfs for InfiniBand). */
+static int verbs_query(void *arg, gw_doctor_verbs_t *out, char *why, size_t whylen)
+{
+    (void)arg;
+    const gw_ibv_t *ibv = gw_ibv_get(why, whylen);
+    if (!ibv)
+        return -1;
+    snprintf(out->library, sizeof(out->library), "%s", ibv->lib);
+    out->has_reg_dmabuf_mr = ibv->reg_dmabuf_mr != NULL;
+    out->nports = 0;
+    int n = 0;
+    struct ibv_device **list = gw_ibv_device_list(ibv, &n);
+    if (!list)
+        return 0; /* the library works; ports stay unknown */
+    for (int i = 0; i < n; i++) {
+        struct ibv_context *ctx = ibv->open_device(list[i]);
+        if (!ctx)
+            continue;
+        struct ibv_device_attr da;
+        if (ibv->query_device(ctx, &da) == 0) {
+            for (int p = 1; p <= da.phys_port_cnt && out->nports < 64; p++) {
+                struct ibv_port_attr pa;
+                if (gw_ibv_query_port(ibv, ctx, (uint8_t)p, &pa) != 0)
+                    continue;
+                snprintf(out->port[out->nports].dev, sizeof(out->port[0].dev), "%s",
+                         ibv->get_device_name(list[i]));
+                out->port[out->nports].port = p;
+                /* enum ibv_mtu: 1 = 256 ... 5 = 4096; 0 before the port is up */
+                out->port[out->nports].active_mtu =
+                    pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= IBV_MTU_4096 ? 128 << pa.active_mtu : 0;
+                out->nports++;
+            }
+        }
+        ibv->close_device(ctx);
+    }
+    ibv->free_device_list(list);
+    return 0;
+}
+#endif
+
 void gw_doctor_env_default(gw_doctor_env_t *e)
 {
     memset(e, 0, sizeof(*e));
     e->size = sizeof(*e);
     gw_topo_opts_default(&e->topo_opts);
     e->cuda_query = cuda_query;
-    e->verbs_absent_why = "built without the verbs loader (src/transport/verbs)";
-    e->live_absent_why = "built without the live test (needs the CUDA and verbs loaders)";
+#if GW_HAVE_VERBS
+    e->verbs_query = verbs_query;
+#else
+    e->verbs_absent_why = "built without the verbs transport (infiniband/verbs.h was missing at build time)";
+#endif
+    e->live_absent_why = "no live test in this caller (`gpuwire doctor` has one)";
 }
