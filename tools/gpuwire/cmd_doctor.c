@@ -128,8 +128,21 @@ static gw_verdict_t live_test(void *arg, const gw_topo_dev_t *gpu, const gw_topo
         snprintf(ev, evlen, "the buffer was not detected as GPU memory (path: %s)", mi.path);
         goto out;
     }
-    if (strstr(mi.path, "staging")) {
-        snprintf(ev, evlen, "GPU memory on %s goes through host staging, not GPUDirect: %s", dev, mi.path);
+    /* the verbs part of the path: "verbs: ..." up to the next "; " */
+    char vpath[256] = "";
+    const char *vp = strstr(mi.path, "verbs:");
+    if (vp) {
+        size_t n = strcspn(vp, ";");
+        snprintf(vpath, sizeof(vpath), "%.*s", (int)(n < sizeof(vpath) ? n : sizeof(vpath) - 1), vp);
+    }
+    if (!vpath[0] || strstr(vpath, "not registered")) {
+        snprintf(ev, evlen, "the verbs transport did not register %s memory on %s: %s", gpu->name, dev,
+                 vpath[0] ? vpath : mi.path);
+        snprintf(fix, fixlen, "see gpu.peermem, gpu.dmabuf, kernel.dmabuf and rdma_core.dmabuf");
+        goto out;
+    }
+    if (strstr(vpath, "staging") || strstr(vpath, "staged")) {
+        snprintf(ev, evlen, "GPU memory on %s goes through host staging, not GPUDirect: %s", dev, vpath);
         snprintf(fix, fixlen, "load nvidia-peermem, or use dma-buf (open GPU kernel modules, Linux 5.12+)");
         goto out;
     }
@@ -152,6 +165,10 @@ static gw_verdict_t live_test(void *arg, const gw_topo_dev_t *gpu, const gw_topo
     }
     gw_ep_info_t ei = {.size = sizeof(ei)};
     gw_ep_query(ep, &ei);
+    if (strcmp(ei.transport, "verbs") != 0) {
+        snprintf(ev, evlen, "the loopback endpoint took %s, not verbs (%s)", ei.transport, ei.downgrades);
+        goto out;
+    }
     if ((st = gw_rkey_unpack(ep, key, keylen, &rk)) != GW_OK) {
         snprintf(ev, evlen, "gw_rkey_unpack failed: %s", gw_last_error(cctx));
         goto out;
@@ -186,7 +203,7 @@ static gw_verdict_t live_test(void *arg, const gw_topo_dev_t *gpu, const gw_topo
         goto out;
     }
     snprintf(ev, evlen, "registered %u MiB on %s (%s), put and got it back through %s (%s): all bytes match",
-             LIVE_BYTES >> 20, gpu->name, mi.path, dev, ei.path);
+             LIVE_BYTES >> 20, gpu->name, vpath, dev, ei.path);
     v = GW_VERDICT_PASS;
 out:
     if (req)
