@@ -90,7 +90,7 @@ int main(void)
     REQUIRE_OK(load_captured(&s, err, sizeof(err), cap, sizeof(cap)));
     uint64_t v;
     CHECK_ST(gw_settings_size(&s, GW_SET_TCP_CHUNK, 1, UINT64_MAX, &v, err, sizeof(err)), GW_OK);
-    CHECK(v == 2u << 20);
+    CHECK(v == 1u << 20);
     CHECK_ST(gw_settings_size(&s, GW_SET_TCP_STRIPE_MIN, 1, UINT64_MAX, &v, err, sizeof(err)), GW_OK);
     CHECK(v == 512u << 10);
     long l;

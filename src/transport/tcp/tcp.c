@@ -1369,8 +1369,12 @@ static int tcp_poll(void *arg)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &tif->eps) {
         tcp_ep_t *ep = gw_container_of(p, tcp_ep_t, link);
-        if (ep->failed || !ep_busy(ep))
+        if (ep->failed)
             continue;
+        if (!ep_busy(ep)) { /* silence without work outstanding is no sign of death */
+            B(ep)->last_rx_ns = now;
+            continue;
+        }
         uint64_t idle = now - B(ep)->last_rx_ns;
         if (idle > limit) {
             tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
