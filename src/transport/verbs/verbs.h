@@ -228,7 +228,7 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_HDR 40
 #define GW_VERBS_EAGER_MAX 8192 /* payload bytes of an eager message */
 #define GW_VERBS_SLOT (GW_VERBS_HDR + GW_VERBS_EAGER_MAX)
-#define GW_VERBS_NSLOTS 64
+#define GW_VERBS_NSLOTS 128
 #define GW_VERBS_NRECV 128
 #define GW_VERBS_SQ_DEPTH 256
 

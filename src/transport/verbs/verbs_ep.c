@@ -528,10 +528,12 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     }
 }
 
-static void post_pending(gw_verbs_ep_t *ep)
+/* Posts what is queued; returns the number of WRs handed to the device. */
+static int post_pending(gw_verbs_ep_t *ep)
 {
     if (ep->dead || !ep->connected)
-        return;
+        return 0;
+    uint64_t before = ep->wr_posted;
     batch_t b;
     memset(b.n, 0, sizeof(b.n));
     /* control messages first (FIN unblocks the peer) */
@@ -554,16 +556,17 @@ static void post_pending(gw_verbs_ep_t *ep)
             break;
         }
         if (ep->dead)
-            return;
+            return 1;
     }
     gw_list_for_each_safe(p, t, &ep->rdv_recvs) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
         if ((req->tl_flags & TLF_ALLPOSTED) || !post_req(ep, &b, req))
             continue;
         if (ep->dead)
-            return;
+            return 1;
     }
     batch_flush(ep, &b);
+    return (int)(ep->wr_posted - before);
 }
 
 /* ---- failure ------------------------------------------------------------------------ */
@@ -861,10 +864,13 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
         ep->dead = 1;
         ep_forget_all(ep, 0, ep->super.base->error);
     }
-    post_pending(ep);
-    int n = poll_cq(ep);
-    if (n)
-        post_pending(ep);
+    /* posted work counts as progress: a caller that progresses until 0
+     * before sleeping on the context fd has handed everything to the device */
+    int n = post_pending(ep);
+    int c = poll_cq(ep);
+    if (c)
+        n += post_pending(ep);
+    n += c;
     if (n == 0 && !ep->cq_armed) {
         /* going idle: arm the CQ so the context fd wakes a sleeping caller */
         if (ibv_req_notify_cq(ep->cq, 0) == 0)
@@ -887,10 +893,9 @@ static gw_status_t enqueue(gw_tl_ep_t *e, gw_request_t *req)
     req->pending = 0;
     req->tl_flags = 0;
     memset(req->tl, 0, sizeof(req->tl));
-    int was_empty = gw_list_empty(&ep->pending);
+    /* posted by the next progress call, batched with whatever else is queued
+     * by then (callers progress before they sleep, so no wake-up is needed) */
     gw_list_push_back(&ep->pending, &req->tl_link);
-    if (was_empty)
-        gw_core_signal(ep_core(ep)); /* have the next progress (or wait) post it */
     return GW_OK;
 }
 

@@ -259,8 +259,8 @@ gw_status_t gw_verbs_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t
         gw_verbs_gid_str(la->gids[ep->sgid_i].raw, lg, sizeof(lg));
         gw_verbs_gid_str(pa->gids[ep->dgid_i].raw, pg, sizeof(pg));
     }
-    int rd = vif->dattr.max_qp_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_rd_atom, 16) : 1;
-    int rd_dest = vif->dattr.max_qp_init_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_init_rd_atom, 16) : 1;
+    int rd = vif->dattr.max_qp_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_rd_atom, 128) : 1;
+    int rd_dest = vif->dattr.max_qp_init_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_init_rd_atom, 128) : 1;
     for (int i = 0; i < ep->nqps; i++) {
         struct ibv_qp *qp = ep->qps[i].qp;
         struct ibv_qp_attr a;
