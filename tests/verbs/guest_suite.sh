@@ -20,6 +20,7 @@ run() {  # name, command...
 echo "guest: kernel $(uname -r); rxe0 gid $RXE_GID_INDEX; pair ${RXE_PAIR:-none}"
 run smoke_rxe0 "$T/verbs_smoke" rxe0
 run api_loopback_rxe0 "$T/verbs_api" rxe0 rxe0
+run negotiate_rxe0 "$T/verbs_negotiate" rxe0
 if [ -n "${RXE_PAIR:-}" ]; then
   run smoke_rxea "$T/verbs_smoke" rxea
   # the client (rxeb) side drops its RoCE packets for one test: retry exceeded

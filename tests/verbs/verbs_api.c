@@ -234,6 +234,15 @@ int main(int argc, char **argv)
             gwt_failures++;
         }
     }
+    /* out of range: refused before anything is sent, endpoint unharmed */
+    {
+        gw_request_t *r = NULL;
+        CHECK_ST(gw_put(ep, buf, 16, NULL, base + REGION - 8, rk, &r), GW_ERR_OUT_OF_BOUNDS);
+        CHECK_ST(gw_get(ep, buf, 1, NULL, base - 1, rk, &r), GW_ERR_OUT_OF_BOUNDS);
+        gw_ep_info_t ei = {.size = sizeof(ei)};
+        gw_ep_query(ep, &ei);
+        CHECK_ST(ei.error, GW_OK);
+    }
     /* puts of many sizes at offset 6 MiB + x, read back with a get */
     uint8_t *pb = malloc(2 * MB);
     for (size_t i = 0; i < 9; i++) {

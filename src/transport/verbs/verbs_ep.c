@@ -275,6 +275,11 @@ static int remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint6
         return -1;
     int n = k->tl_blob[1];
     uint64_t base = gw_get_u64(k->tl_blob + 4), chunk = gw_get_u64(k->tl_blob + 12);
+    if (n == 0) { /* a zero-length region: only zero-length operations reach it */
+        *rkey = 0;
+        *left = UINT64_MAX;
+        return 0;
+    }
     if (n < 1 || n > GW_VERBS_MAX_MRS || k->tl_blob_len < 20 + 4 * (size_t)n || chunk == 0 ||
         raddr < base)
         return -1;

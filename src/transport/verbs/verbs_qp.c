@@ -215,8 +215,12 @@ gw_status_t gw_verbs_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer
         char w[256];
         if (gw_verbs_gid_pair(vif->port.gids, vif->port.ngids, pa.gids, pa.ngids, &oi, &pi, w,
                               sizeof(w)) != 0) {
-            snprintf(why, whylen, "local %s:%d cannot address peer %s:%u: %s", vif->port.dev,
-                     vif->port.port, pa.dev, pa.port, w);
+            /* w reads "no common GID family: local ..., peer ...": say which side is which */
+            const char *me = peer && peer->is_server ? "server" : "client";
+            const char *them = peer && peer->is_server ? "client" : "server";
+            snprintf(why, whylen, "%s %s:%d cannot address %s %s:%u (%s; local = %s, peer = %s; "
+                     "set GPUWIRE_IB_GID_INDEX to GIDs of one family)", me, vif->port.dev,
+                     vif->port.port, them, pa.dev, pa.port, w, me, them);
             return GW_ERR_UNAVAILABLE;
         }
     } else {
