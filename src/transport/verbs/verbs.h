@@ -204,6 +204,8 @@ typedef struct gw_verbs_ep {
     uint8_t *rbuf;
     struct ibv_mr *rmr;
     unsigned nrecv;
+    uint16_t repost[32];     /* receive buffers to hand back after this poll */
+    unsigned nrepost;
     /* control messages waiting for a slot */
     gw_verbs_ctrl_t ctrlq[64];
     unsigned ctrl_head, ctrl_count;

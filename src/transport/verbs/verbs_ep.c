@@ -680,16 +680,34 @@ static void wc_fail(gw_verbs_ep_t *ep, const struct ibv_wc *wc, const gw_verbs_w
 }
 
 /* ---- receive side --------------------------------------------------------------------- */
+/* Consumed receive buffers are handed back in one ibv_post_recv() per poll. */
 static void repost_recv(gw_verbs_ep_t *ep, unsigned idx)
 {
-    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(ep->rbuf + (size_t)idx * GW_VERBS_SLOT),
-                          .length = GW_VERBS_SLOT,
-                          .lkey = ep->rmr->lkey};
-    struct ibv_recv_wr w = {.wr_id = RECV_WRID | idx, .sg_list = &sge, .num_sge = 1}, *bad;
-    int rc = ibv_post_recv(ep->qps[0].qp, &w, &bad);
+    ep->repost[ep->nrepost++] = (uint16_t)idx;
+}
+
+static void repost_flush(gw_verbs_ep_t *ep)
+{
+    unsigned n = ep->nrepost;
+    if (!n || ep->dead)
+        return;
+    struct ibv_sge sge[32];
+    struct ibv_recv_wr w[32], *bad;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned idx = ep->repost[i];
+        sge[i].addr = (uint64_t)(uintptr_t)(ep->rbuf + (size_t)idx * GW_VERBS_SLOT);
+        sge[i].length = GW_VERBS_SLOT;
+        sge[i].lkey = ep->rmr->lkey;
+        w[i].wr_id = RECV_WRID | idx;
+        w[i].sg_list = &sge[i];
+        w[i].num_sge = 1;
+        w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+    }
+    ep->nrepost = 0;
+    int rc = ibv_post_recv(ep->qps[0].qp, w, &bad);
     if (rc)
-        ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x) failed: %s", ep->qps[0].qp->qp_num,
-               strerror(rc));
+        ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, %u buffers) failed: %s",
+               ep->qps[0].qp->qp_num, n, strerror(rc));
 }
 
 static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, uint64_t len,
@@ -855,6 +873,7 @@ static int poll_cq(gw_verbs_ep_t *ep)
             else
                 retire(ep, (int)(wc[i].wr_id >> 48), wc[i].wr_id & 0xffffffffffffull);
         }
+        repost_flush(ep);
         total += n;
     } while (n == 32);
     return total;
