@@ -495,6 +495,11 @@ static int conn_flush_(conn_t *c)
             return -1;
         }
         size_t left = (size_t)w;
+        /* The peer's kernel takes our bytes, so the peer is alive, and once its
+         * buffers are full, so is the process reading them: a long transfer
+         * in one direction (our PINGs queue behind it) is not silence. */
+        if (w > 0)
+            B(ep)->last_rx_ns = gw_now_ns();
         c->tx_bytes -= GW_MIN(c->tx_bytes, left);
         while (left && c->txh) {
             tx_item_t *t = c->txh;
