@@ -20,7 +20,12 @@ struct gw_context {
     size_t auth_secret_len;
     int auth_enabled;
     long connect_timeout_ms;
+    int hs_poller; /* handshake-timeout poller registered */
+    gw_hmap_t tokens; /* endpoint token -> gw_ep (tcp stream joins) */
 };
+
+/* Progress until done(arg) or timeout_ms (-1: none); GW_ERR_TIMEOUT. */
+gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms);
 
 typedef enum gw_ep_state {
     GW_EP_HANDSHAKE = 0,
@@ -46,6 +51,8 @@ struct gw_ep {
     char downgrades[512];
     struct gw_hs *hs;
     struct gw_listener *listener; /* accepted from, while queued */
+    int ctl_fd;        /* handshake socket kept for liveness when the transport did not adopt it */
+    gw_io_t ctl_io;
 };
 
 struct gw_listener {

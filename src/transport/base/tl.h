@@ -53,6 +53,11 @@ typedef struct gw_tl_peer {
     int bootstrap_fd;   /* connected socket of the handshake; -1 once adopted */
     const char *peer_addr; /* "host:port" of the peer */
     uint64_t ep_token;  /* server-assigned endpoint token (for extra connections) */
+    /* Client side: opens further connection number idx of this endpoint to
+     * the peer (connect + JOIN, done by the api layer); returns a connected
+     * fd or -1 with the reason in the context's detail message. */
+    int (*open_stream)(void *arg, unsigned idx);
+    void *open_stream_arg;
 } gw_tl_peer_t;
 
 struct gw_tl_ops {
@@ -118,5 +123,6 @@ gw_status_t gw_tl_unsupported_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t
 
 /* The transports compiled in, in GW_TL_* order (NULL for ones not built). */
 extern const gw_tl_ops_t *const gw_tl_table[GW_TL_COUNT];
+extern const char *const gw_tl_names[GW_TL_COUNT];
 
 #endif

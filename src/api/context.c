@@ -1,0 +1,289 @@
+/* context.c - context life cycle, progress, settings and transport queries. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api.h"
+
+static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *err, size_t errlen)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", list);
+    ctx->tl_norder = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        int found = -1;
+        for (int i = 0; i < GW_TL_COUNT; i++)
+            if (!strcmp(tok, gw_tl_names[i]))
+                found = i;
+        if (found < 0) {
+            snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": unknown transport \"%s\" (known: verbs, intra, tcp)",
+                     list, tok);
+            return GW_ERR_CONFIG;
+        }
+        int dup = 0;
+        for (int i = 0; i < ctx->tl_norder; i++)
+            dup |= ctx->tl_order[i] == found;
+        if (!dup)
+            ctx->tl_order[ctx->tl_norder++] = found;
+    }
+    if (!ctx->tl_norder) {
+        snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\" names no transport", list);
+        return GW_ERR_CONFIG;
+    }
+    return GW_OK;
+}
+
+static int tl_allowed(const gw_context_t *ctx, int id)
+{
+    for (int i = 0; i < ctx->tl_norder; i++)
+        if (ctx->tl_order[i] == id)
+            return 1;
+    return 0;
+}
+
+/* A transport table with a NULL slot is a bug in that transport: refuse it. */
+static const char *null_slot(const gw_tl_ops_t *o)
+{
+#define S(f) if (!o->f) return #f;
+    S(iface_open) S(iface_close) S(iface_describe) S(mem_reg) S(mem_dereg) S(rkey_pack)
+    S(ep_prepare) S(ep_reachable) S(ep_connect) S(ep_join) S(ep_close) S(ep_destroy)
+    S(ep_describe) S(put) S(get) S(put_notify) S(send) S(recv_matched)
+#undef S
+    return NULL;
+}
+
+static gw_status_t load_secret(gw_context_t *ctx, char *err, size_t errlen)
+{
+    const char *file = gw_settings_str(&ctx->core.settings, GW_SET_AUTH_SECRET_FILE);
+    const char *val = gw_settings_str(&ctx->core.settings, GW_SET_AUTH_SECRET);
+    if (file[0]) {
+        int fd = open(file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            snprintf(err, errlen, "GPUWIRE_AUTH_SECRET_FILE=\"%s\": cannot open: %s", file, strerror(errno));
+            return GW_ERR_CONFIG;
+        }
+        ssize_t n = read(fd, ctx->auth_secret, sizeof(ctx->auth_secret));
+        close(fd);
+        if (n < 0) {
+            snprintf(err, errlen, "GPUWIRE_AUTH_SECRET_FILE=\"%s\": cannot read: %s", file, strerror(errno));
+            return GW_ERR_CONFIG;
+        }
+        while (n > 0 && (ctx->auth_secret[n - 1] == '\n' || ctx->auth_secret[n - 1] == '\r'))
+            n--;
+        if (n == 0) {
+            snprintf(err, errlen, "GPUWIRE_AUTH_SECRET_FILE=\"%s\" is empty", file);
+            return GW_ERR_CONFIG;
+        }
+        ctx->auth_secret_len = (size_t)n;
+    } else if (val[0]) {
+        size_t n = strlen(val);
+        if (n > sizeof(ctx->auth_secret))
+            n = sizeof(ctx->auth_secret);
+        memcpy(ctx->auth_secret, val, n);
+        ctx->auth_secret_len = n;
+    }
+    if (!ctx->auth_secret_len)
+        return GW_OK;
+#if !GW_HAVE_AUTH
+    snprintf(err, errlen, "a shared secret is set but this build has no authentication support "
+                          "(rebuild with OpenSSL libcrypto: apt-get install libssl-dev)");
+    return GW_ERR_NOT_BUILT;
+#else
+    ctx->auth_enabled = 1;
+    return GW_OK;
+#endif
+}
+
+gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
+{
+    char err[512] = "";
+    if (!out)
+        return GW_ERR_INVALID;
+    *out = NULL;
+    if (config && (config->size < sizeof(size_t) || config->size > 4096)) {
+        fprintf(stderr, "gpuwire: gw_context_create: config->size=%zu is not sizeof(gw_config_t)\n",
+                config->size);
+        return GW_ERR_INVALID;
+    }
+    gw_context_t *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return GW_ERR_NOMEM;
+    gw_status_t st = gw_core_init(&ctx->core, err, sizeof(err));
+    if (st != GW_OK)
+        goto err_free;
+    gw_list_init(&ctx->eps);
+    gw_list_init(&ctx->listeners);
+    gw_list_init(&ctx->mems);
+    gw_hmap_init(&ctx->tokens);
+    size_t csize = config ? config->size : 0;
+    if (csize >= offsetof(gw_config_t, log_level) + sizeof(int) && config->log_level >= 0)
+        gw_log_set_level(config->log_level);
+    const char *tls = (csize >= offsetof(gw_config_t, transports) + sizeof(char *) && config->transports)
+                          ? config->transports
+                          : gw_settings_str(&ctx->core.settings, GW_SET_TRANSPORTS);
+    if ((st = parse_transports(ctx, tls, err, sizeof(err))) != GW_OK)
+        goto err_core;
+    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_CONNECT_TIMEOUT_MS, 1, 3600000L,
+                              &ctx->connect_timeout_ms, err, sizeof(err))) != GW_OK)
+        goto err_core;
+    if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
+        goto err_core;
+
+    for (int i = 0; i < GW_TL_COUNT; i++) {
+        const gw_tl_ops_t *ops = gw_tl_table[i];
+        const char *slot;
+        if (!ops) {
+            snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "not compiled into this build");
+            continue;
+        }
+        if (!tl_allowed(ctx, i)) {
+            snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "not in GPUWIRE_TRANSPORTS=\"%s\"", tls);
+            continue;
+        }
+        if ((slot = null_slot(ops)) != NULL) {
+            gw_log(GW_LOG_ERROR, "transport %s has no %s operation: disabled (a bug)", gw_tl_names[i], slot);
+            snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "broken: no %s operation", slot);
+            continue;
+        }
+        char why[256] = "";
+        st = ops->iface_open(&ctx->core, &ctx->tl[i], why, sizeof(why));
+        if (st == GW_OK)
+            continue;
+        ctx->tl[i] = NULL;
+        if (st == GW_ERR_CONFIG) {
+            snprintf(err, sizeof(err), "%s", why);
+            goto err_ifaces;
+        }
+        snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "%s", why[0] ? why : gw_status_str(st));
+        if (st == GW_ERR_UNAVAILABLE || st == GW_ERR_NOT_BUILT)
+            gw_log(GW_LOG_INFO, "transport %s not available here: %s", gw_tl_names[i], ctx->tl_why[i]);
+        else
+            gw_log(GW_LOG_WARN, "transport %s is broken: %s (%s)", gw_tl_names[i], ctx->tl_why[i],
+                   gw_status_name(st));
+    }
+    *out = ctx;
+    return GW_OK;
+
+err_ifaces:
+    for (int i = 0; i < GW_TL_COUNT; i++)
+        if (ctx->tl[i])
+            ctx->tl[i]->ops->iface_close(ctx->tl[i]);
+err_core:
+    gw_hmap_fini(&ctx->tokens);
+    gw_core_fini(&ctx->core);
+err_free:
+    free(ctx);
+    if (err[0])
+        gw_log(GW_LOG_ERROR, "gw_context_create failed: %s", err);
+    return st;
+}
+
+gw_status_t gw_context_destroy(gw_context_t *ctx)
+{
+    if (!ctx)
+        return GW_OK;
+    if (ctx->n_eps || ctx->n_listeners || ctx->n_mems)
+        return gw_err(&ctx->core, GW_ERR_BUSY,
+                      "gw_context_destroy: %zu endpoint(s), %zu listener(s) and %zu memory region(s) are still alive; "
+                      "close, destroy and deregister them first",
+                      ctx->n_eps, ctx->n_listeners, ctx->n_mems);
+    for (int i = 0; i < GW_TL_COUNT; i++)
+        if (ctx->tl[i])
+            ctx->tl[i]->ops->iface_close(ctx->tl[i]);
+    gw_hmap_fini(&ctx->tokens);
+    gw_core_fini(&ctx->core);
+    free(ctx);
+    return GW_OK;
+}
+
+const char *gw_last_error(const gw_context_t *ctx)
+{
+    return ctx ? ctx->core.errbuf : "no context";
+}
+
+int gw_progress(gw_context_t *ctx)
+{
+    if (!ctx)
+        return GW_ERR_INVALID;
+    int n = gw_core_dispatch(&ctx->core, 0);
+    return n < 0 ? GW_ERR_SYSTEM : n;
+}
+
+gw_status_t gw_context_fd(gw_context_t *ctx, int *fd)
+{
+    if (!ctx || !fd)
+        return GW_ERR_INVALID;
+    *fd = ctx->core.epfd;
+    return GW_OK;
+}
+
+gw_status_t gw_context_wait(gw_context_t *ctx, int timeout_ms)
+{
+    if (!ctx)
+        return GW_ERR_INVALID;
+    struct pollfd p = {.fd = ctx->core.epfd, .events = POLLIN};
+    int r = poll(&p, 1, timeout_ms);
+    if (r < 0 && errno != EINTR)
+        return gw_err(&ctx->core, GW_ERR_SYSTEM, "poll(context fd) failed: %s", strerror(errno));
+    return r > 0 ? GW_OK : GW_ERR_TIMEOUT;
+}
+
+/* Progress until *done says so or the deadline passes.  Spins for a short
+ * while after the last event (latency), then sleeps on the context fd with
+ * short timeouts (timers keep running). */
+gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms)
+{
+    uint64_t start = gw_now_ns(), last_event = start;
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        if (done(arg))
+            return GW_OK;
+        int n = gw_progress(ctx);
+        uint64_t now = gw_now_ns();
+        if (n > 0)
+            last_event = now;
+        if (done(arg))
+            return GW_OK;
+        if (now >= deadline)
+            return GW_ERR_TIMEOUT;
+        if (now - last_event > 2000000ull) { /* idle for 2 ms: sleep on the fd */
+            uint64_t left_ms = deadline == UINT64_MAX ? 10 : (deadline - now) / 1000000ull + 1;
+            gw_context_wait(ctx, (int)GW_MIN(left_ms, 10));
+            last_event = gw_now_ns() - 1000000ull; /* spin briefly after waking */
+        }
+    }
+}
+
+const char *gw_setting_value(const gw_context_t *ctx, const char *name)
+{
+    if (!ctx || !name)
+        return NULL;
+    for (size_t i = 0; i < GW_SET_COUNT; i++)
+        if (!strcmp(gw_settings_name((gw_setting_id_t)i), name))
+            return gw_settings_str(&ctx->core.settings, (gw_setting_id_t)i);
+    return NULL;
+}
+
+gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transport_info_t *info)
+{
+    if (!ctx || !info || info->size < sizeof(size_t))
+        return GW_ERR_INVALID;
+    if (i >= GW_TL_COUNT)
+        return GW_ERR_NOT_FOUND;
+    gw_transport_info_t out;
+    memset(&out, 0, sizeof(out));
+    out.size = info->size;
+    snprintf(out.name, sizeof(out.name), "%s", gw_tl_names[i]);
+    out.usable = ctx->tl[i] != NULL;
+    if (ctx->tl[i])
+        ctx->tl[i]->ops->iface_describe(ctx->tl[i], out.detail, sizeof(out.detail));
+    else
+        snprintf(out.detail, sizeof(out.detail), "%s", ctx->tl_why[i]);
+    memcpy(info, &out, GW_MIN(info->size, sizeof(out)));
+    return GW_OK;
+}

@@ -1,0 +1,949 @@
+/* ep.c - listeners, connect/accept with the handshake, close, query.
+ *
+ * Handshake (wire format in bootstrap/wire.h), over the first tcp
+ * connection, each step bounded by GPUWIRE_CONNECT_TIMEOUT_MS:
+ *   client HELLO   uuid, host, nonce_c, allowed transports in preference
+ *                  order, an address blob for each usable one, AUTH flag
+ *   server ACCEPT  uuid, host, nonce_s, the chosen transport and its blob,
+ *                  why better ones were not taken, HMAC proof when auth is on
+ *   client CONFIRM HMAC proof when auth is on
+ *   server READY   endpoint token (names the endpoint in tcp stream joins)
+ * Either side answers a bad message with ERROR (status + reason) and closes.
+ * The server decides the transport, so both sides always agree.  No memory
+ * is reachable before READY: remote keys travel only afterwards.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "api/auth.h"
+#include "bootstrap/wire.h"
+#include "core/sock.h"
+
+#define BLOB_MAX 1024
+
+typedef enum { HS_FIRST, HS_WAIT_ACCEPT, HS_WAIT_CONFIRM, HS_WAIT_READY, HS_DONE, HS_FAILED } hs_state_t;
+
+struct gw_hs {
+    gw_context_t *ctx;
+    gw_listener_t *l; /* server side */
+    gw_ep_t *ep;
+    int fd;
+    gw_io_t io;
+    int io_on;
+    int is_server;
+    hs_state_t state;
+    uint8_t in[GW_HS_HDR_LEN + GW_HS_MAX_BODY];
+    size_t in_len, in_need;
+    uint8_t nonce_local[GW_HS_NONCE_LEN], nonce_peer[GW_HS_NONCE_LEN];
+    uint64_t peer_host;
+    uint64_t deadline_ns;
+    gw_tl_ep_t *tl_eps[GW_TL_COUNT];
+    uint8_t peer_blob[BLOB_MAX];
+    size_t peer_blob_len;
+    int chosen;
+    gw_status_t result;
+    char peer[64];
+    struct sockaddr_storage ss; /* client: where further streams connect */
+    socklen_t sslen;
+    gw_list_t link;
+};
+typedef struct gw_hs gw_hs_t;
+
+static void hs_event(void *arg, uint32_t events);
+
+/* ---- helpers ---------------------------------------------------------------------- */
+static int tl_allowed(const gw_context_t *ctx, int id)
+{
+    for (int i = 0; i < ctx->tl_norder; i++)
+        if (ctx->tl_order[i] == id)
+            return 1;
+    return 0;
+}
+
+static gw_ep_t *ep_new(gw_context_t *ctx, const char *peer)
+{
+    gw_ep_t *ep = calloc(1, sizeof(*ep));
+    if (!ep)
+        return NULL;
+    gw_ep_base_init(&ep->base, &ctx->core);
+    snprintf(ep->base.peer, sizeof(ep->base.peer), "%s", peer);
+    ep->ctx = ctx;
+    ep->tl_id = -1;
+    ep->ctl_fd = -1;
+    gw_list_init(&ep->link);
+    return ep;
+}
+
+static void ep_free(gw_ep_t *ep)
+{
+    if (ep->tl)
+        ep->ops->ep_destroy(ep->tl);
+    ep->tl = NULL;
+    gw_ep_fail(&ep->base, GW_ERR_CANCELED, "endpoint closed");
+    if (ep->ctl_fd >= 0) {
+        gw_io_del(&ep->ctx->core, &ep->ctl_io);
+        close(ep->ctl_fd);
+    }
+    if (ep->token)
+        gw_hmap_del(&ep->ctx->tokens, ep->token);
+    gw_ep_base_fini(&ep->base);
+    free(ep);
+}
+
+static void hs_destroy_tl_eps(gw_hs_t *hs, int keep)
+{
+    for (int i = 0; i < GW_TL_COUNT; i++) {
+        if (hs->tl_eps[i] && i != keep) {
+            hs->ctx->tl[i]->ops->ep_destroy(hs->tl_eps[i]);
+            hs->tl_eps[i] = NULL;
+        }
+    }
+}
+
+static gw_status_t hs_send(gw_hs_t *hs, const gw_hs_msg_t *m)
+{
+    static uint8_t buf[GW_HS_HDR_LEN + GW_HS_MAX_BODY];
+    size_t n = gw_hs_encode(m, buf, sizeof(buf));
+    if (!n)
+        return gw_err(&hs->ctx->core, GW_ERR_INVALID, "handshake message type %u does not fit %d bytes", m->type,
+                      GW_HS_MAX_BODY);
+    if (gw_sock_write_full(hs->fd, buf, n, 2000) != 0)
+        return gw_err(&hs->ctx->core, GW_ERR_CONN_RESET, "sending handshake message to %s failed: %s", hs->peer,
+                      strerror(errno));
+    return GW_OK;
+}
+
+static void hs_io_off(gw_hs_t *hs)
+{
+    if (hs->io_on) {
+        gw_io_del(&hs->ctx->core, &hs->io);
+        hs->io_on = 0;
+    }
+}
+
+static void hs_free(gw_hs_t *hs)
+{
+    hs_io_off(hs);
+    if (hs->fd >= 0)
+        close(hs->fd);
+    hs_destroy_tl_eps(hs, -1);
+    if (hs->l)
+        gw_list_del(&hs->link);
+    if (hs->ep)
+        hs->ep->hs = NULL;
+    free(hs);
+}
+
+/* Fails a handshake: tells the peer why (unless it told us), records the
+ * reason, and frees what the handshake made. */
+static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    if (tell_peer && hs->fd >= 0) {
+        gw_hs_msg_t m;
+        memset(&m, 0, sizeof(m));
+        m.type = GW_HS_ERROR;
+        m.status = st;
+        snprintf(m.text, sizeof(m.text), "%s", why);
+        gw_sock_nonblock(hs->fd, 1);
+        static uint8_t buf[GW_HS_HDR_LEN + 1024];
+        size_t n = gw_hs_encode(&m, buf, sizeof(buf));
+        if (n) {
+            ssize_t w = send(hs->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)w;
+        }
+    }
+    hs->state = HS_FAILED;
+    hs->result = st;
+    if (hs->is_server) {
+        hs->l->failed_handshakes++;
+        gw_log(GW_LOG_WARN, "handshake from %s on %s refused: %s (%s)", hs->peer, hs->l->addr, why,
+               gw_status_name(st));
+        if (hs->ep) {
+            hs->ep->hs = NULL;
+            ep_free(hs->ep);
+            hs->ep = NULL;
+        }
+        hs_free(hs);
+    } else {
+        gw_err(&hs->ctx->core, st, "connect to %s: %s", hs->peer, why);
+        hs->ep->state = GW_EP_FAILED;
+        hs_io_off(hs);
+        hs_destroy_tl_eps(hs, -1);
+    }
+}
+
+/* Reads at most the rest of the current message.  1: a whole message is in
+ * hs->in; 0: need more; -1: failed (hs may be freed). */
+static int hs_read(gw_hs_t *hs)
+{
+    for (;;) {
+        ssize_t n = recv(hs->fd, hs->in + hs->in_len, hs->in_need - hs->in_len, MSG_DONTWAIT);
+        if (n == 0) {
+            hs_fail(hs, GW_ERR_CONN_RESET, 0, "peer closed the connection during the handshake%s",
+                    hs->in_len ? " (in the middle of a message: truncated)" : "");
+            return -1;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            hs_fail(hs, GW_ERR_CONN_RESET, 0, "recv failed during the handshake: %s", strerror(errno));
+            return -1;
+        }
+        hs->in_len += (size_t)n;
+        if (hs->in_len < hs->in_need)
+            continue;
+        if (hs->in_need == GW_HS_HDR_LEN) {
+            uint16_t ver, type;
+            uint32_t body;
+            char why[256];
+            gw_status_t st = gw_hs_decode_header(hs->in, hs->in_len, &ver, &type, &body, why, sizeof(why));
+            if (st != GW_OK) {
+                hs_fail(hs, st, 1, "%s", why);
+                return -1;
+            }
+            hs->in_need = GW_HS_HDR_LEN + body;
+            if (body)
+                continue;
+        }
+        return 1;
+    }
+}
+
+static int open_stream_cb(void *arg, unsigned idx);
+
+/* ---- server side -------------------------------------------------------------------- */
+static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
+{
+    gw_context_t *ctx = hs->ctx;
+    gw_ep_t *ep = gw_hmap_get(&ctx->tokens, m->token);
+    if (!ep || ep->state != GW_EP_READY || !ep->tl) {
+        hs_fail(hs, GW_ERR_PROTOCOL, 1, "stream join names no live endpoint (token %016llx)",
+                (unsigned long long)m->token);
+        return;
+    }
+    hs_io_off(hs);
+    int fd = hs->fd;
+    hs->fd = -1;
+    gw_status_t st = ep->ops->ep_join(ep->tl, fd, m->stream);
+    if (st != GW_OK)
+        gw_log(GW_LOG_WARN, "stream %u from %s refused: %s", m->stream, hs->peer, ctx->core.errbuf);
+    hs_free(hs);
+}
+
+static void server_on_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
+{
+    gw_context_t *ctx = hs->ctx;
+    if ((m->flags & GW_HS_FLAG_AUTH) && !ctx->auth_enabled) {
+        hs_fail(hs, GW_ERR_AUTH, 1,
+                "the client requires authentication but this server has no shared secret "
+                "(set GPUWIRE_AUTH_SECRET or GPUWIRE_AUTH_SECRET_FILE on both sides)");
+        return;
+    }
+    if (!(m->flags & GW_HS_FLAG_AUTH) && ctx->auth_enabled) {
+        hs_fail(hs, GW_ERR_AUTH, 1,
+                "this server requires authentication and the client has no shared secret "
+                "(set GPUWIRE_AUTH_SECRET or GPUWIRE_AUTH_SECRET_FILE on both sides)");
+        return;
+    }
+    memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
+    hs->peer_host = m->host_id;
+    /* choose: the client's order, among what both can use */
+    char reasons[512] = "";
+    size_t rl = 0;
+    int chosen = -1;
+    const gw_hs_blob_t *cblob = NULL;
+    gw_tl_peer_t peer = {.uuid = m->uuid, .host_id = m->host_id, .is_server = 1, .bootstrap_fd = hs->fd,
+                         .peer_addr = hs->peer};
+    for (int i = 0; i < m->npref && chosen < 0; i++) {
+        int id = m->pref[i];
+        char why[256] = "";
+        const gw_hs_blob_t *b = NULL;
+        for (int j = 0; j < m->nblob; j++)
+            if (m->blob[j].tl == id)
+                b = &m->blob[j];
+        if (id >= GW_TL_COUNT)
+            continue;
+        if (!tl_allowed(ctx, id))
+            snprintf(why, sizeof(why), "not allowed by the server's GPUWIRE_TRANSPORTS");
+        else if (!ctx->tl[id])
+            snprintf(why, sizeof(why), "unavailable on the server: %s", ctx->tl_why[id]);
+        else if (!b)
+            snprintf(why, sizeof(why), "unavailable on the client (its log or `gpuwire info` says why)");
+        else if (ctx->tl[id]->ops->ep_reachable(ctx->tl[id], &peer, b->data, b->len, why, sizeof(why)) != GW_OK)
+            ; /* why filled */
+        else {
+            chosen = id;
+            cblob = b;
+            break;
+        }
+        rl += (size_t)snprintf(reasons + rl, rl < sizeof(reasons) ? sizeof(reasons) - rl : 0, "%s%s: %s",
+                               rl ? "; " : "", gw_tl_names[id], why);
+        if (rl >= sizeof(reasons))
+            rl = sizeof(reasons) - 1;
+    }
+    if (chosen < 0) {
+        hs_fail(hs, GW_ERR_NO_TRANSPORT, 1, "no transport usable by both sides (%s)",
+                reasons[0] ? reasons : "the client offered none");
+        return;
+    }
+    if (cblob->len > BLOB_MAX) {
+        hs_fail(hs, GW_ERR_PROTOCOL, 1, "the client's %s address is %u bytes (limit %d)", gw_tl_names[chosen],
+                cblob->len, BLOB_MAX);
+        return;
+    }
+    memcpy(hs->peer_blob, cblob->data, cblob->len);
+    hs->peer_blob_len = cblob->len;
+    hs->chosen = chosen;
+    gw_ep_t *ep = ep_new(ctx, hs->peer);
+    if (!ep) {
+        hs_fail(hs, GW_ERR_NOMEM, 1, "server out of memory");
+        return;
+    }
+    hs->ep = ep;
+    ep->hs = hs;
+    ep->peer_uuid = m->uuid;
+    ep->tl_id = chosen;
+    ep->ops = ctx->tl[chosen]->ops;
+    snprintf(ep->downgrades, sizeof(ep->downgrades), "%s", reasons);
+    uint8_t blob[BLOB_MAX];
+    size_t blen = sizeof(blob);
+    gw_status_t st = ep->ops->ep_prepare(ctx->tl[chosen], &ep->base, &hs->tl_eps[chosen], blob, &blen);
+    if (st != GW_OK) {
+        hs_fail(hs, st, 1, "server could not prepare its %s endpoint: %s", gw_tl_names[chosen], ctx->core.errbuf);
+        return;
+    }
+    gw_hs_msg_t a;
+    memset(&a, 0, sizeof(a));
+    a.type = GW_HS_ACCEPT;
+    a.uuid = ctx->core.uuid;
+    a.host_id = ctx->core.host_id;
+    gw_random_bytes(hs->nonce_local, GW_HS_NONCE_LEN);
+    memcpy(a.nonce, hs->nonce_local, GW_HS_NONCE_LEN);
+    a.has_nonce = 1;
+    a.has_chosen = 1;
+    a.chosen = (uint8_t)chosen;
+    a.blob[0] = (gw_hs_blob_t){.tl = (uint8_t)chosen, .len = (uint16_t)blen, .data = blob};
+    a.nblob = 1;
+    snprintf(a.text, sizeof(a.text), "%s", reasons);
+    if (ctx->auth_enabled) {
+        a.flags = GW_HS_FLAG_AUTH;
+        if (gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-server", hs->nonce_peer, hs->nonce_local,
+                        m->uuid, ctx->core.uuid, a.mac) != 0) {
+            hs_fail(hs, GW_ERR_AUTH, 1, "server could not compute its HMAC");
+            return;
+        }
+        a.has_mac = 1;
+    }
+    if ((st = hs_send(hs, &a)) != GW_OK) {
+        hs_fail(hs, st, 0, "%s", ctx->core.errbuf);
+        return;
+    }
+    hs->state = HS_WAIT_CONFIRM;
+}
+
+static void ctl_event(void *arg, uint32_t events)
+{
+    gw_ep_t *ep = arg;
+    char buf[256];
+    ssize_t n = recv(ep->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+        return;
+    (void)events;
+    gw_io_del(&ep->ctx->core, &ep->ctl_io);
+    close(ep->ctl_fd);
+    ep->ctl_fd = -1;
+    if (ep->state == GW_EP_READY)
+        gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "control connection to %s closed (peer exited?)", ep->base.peer);
+}
+
+/* The transport is connected: keep the handshake socket for liveness if it
+ * did not take it. */
+static gw_status_t finish_ep(gw_hs_t *hs, gw_tl_peer_t *peer)
+{
+    gw_ep_t *ep = hs->ep;
+    gw_status_t st = ep->ops->ep_connect(hs->tl_eps[hs->chosen], peer, hs->peer_blob, hs->peer_blob_len);
+    if (st != GW_OK)
+        return st;
+    ep->tl = hs->tl_eps[hs->chosen];
+    hs->tl_eps[hs->chosen] = NULL;
+    if (peer->bootstrap_fd >= 0) {
+        ep->ctl_fd = peer->bootstrap_fd;
+        gw_sock_nonblock(ep->ctl_fd, 1);
+        gw_io_add(&ep->ctx->core, &ep->ctl_io, ep->ctl_fd, EPOLLIN, ctl_event, ep);
+    }
+    hs->fd = -1; /* owned by the transport or the endpoint now */
+    ep->state = GW_EP_READY;
+    ep->base.last_rx_ns = gw_now_ns();
+    ep->ops->ep_describe(ep->tl, ep->path, sizeof(ep->path));
+    return GW_OK;
+}
+
+static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
+{
+    gw_context_t *ctx = hs->ctx;
+    gw_ep_t *ep = hs->ep;
+    if (ctx->auth_enabled) {
+        uint8_t want[GW_AUTH_MAC_LEN];
+        if (!m->has_mac ||
+            gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-client", hs->nonce_local, hs->nonce_peer,
+                        ep->peer_uuid, ctx->core.uuid, want) != 0 ||
+            !gw_auth_equal(want, m->mac, GW_AUTH_MAC_LEN)) {
+            hs_fail(hs, GW_ERR_AUTH, 1, "client failed authentication: its proof does not match the shared secret");
+            return;
+        }
+    }
+    do {
+        gw_random_bytes(&ep->token, sizeof(ep->token));
+    } while (ep->token == 0 || ep->token == UINT64_MAX || gw_hmap_get(&ctx->tokens, ep->token));
+    if (gw_hmap_put(&ctx->tokens, ep->token, ep) != 0) {
+        ep->token = 0;
+        hs_fail(hs, GW_ERR_NOMEM, 1, "server out of memory");
+        return;
+    }
+    hs_io_off(hs);
+    gw_hs_msg_t r;
+    memset(&r, 0, sizeof(r));
+    r.type = GW_HS_READY;
+    r.token = ep->token;
+    gw_status_t st = hs_send(hs, &r);
+    gw_tl_peer_t peer = {.uuid = ep->peer_uuid, .host_id = hs->peer_host, .is_server = 1, .bootstrap_fd = hs->fd,
+                         .peer_addr = hs->peer, .ep_token = ep->token};
+    if (st == GW_OK)
+        st = finish_ep(hs, &peer);
+    if (st != GW_OK) {
+        hs_fail(hs, st, 0, "%s", ctx->core.errbuf);
+        return;
+    }
+    gw_listener_t *l = hs->l;
+    ep->hs = NULL;
+    hs->ep = NULL;
+    ep->listener = l;
+    gw_list_push_back(&l->ready, &ep->link);
+    gw_log(GW_LOG_INFO, "endpoint from %s accepted on %s: %s", ep->base.peer, l->addr, ep->path);
+    hs_free(hs);
+    gw_core_signal(&ctx->core);
+}
+
+/* ---- client side -------------------------------------------------------------------- */
+static void client_on_accept(gw_hs_t *hs, const gw_hs_msg_t *m)
+{
+    gw_context_t *ctx = hs->ctx;
+    gw_ep_t *ep = hs->ep;
+    if (m->chosen >= GW_TL_COUNT || !hs->tl_eps[m->chosen]) {
+        hs_fail(hs, GW_ERR_PROTOCOL, 1, "server chose transport %u, which this side did not offer", m->chosen);
+        return;
+    }
+    const gw_hs_blob_t *b = NULL;
+    for (int j = 0; j < m->nblob; j++)
+        if (m->blob[j].tl == m->chosen)
+            b = &m->blob[j];
+    if (!b || b->len > BLOB_MAX) {
+        hs_fail(hs, GW_ERR_PROTOCOL, 1, "server sent no usable %s address", gw_tl_names[m->chosen]);
+        return;
+    }
+    memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
+    ep->peer_uuid = m->uuid;
+    hs->peer_host = m->host_id;
+    gw_hs_msg_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = GW_HS_CONFIRM;
+    if (ctx->auth_enabled) {
+        uint8_t want[GW_AUTH_MAC_LEN];
+        if (!(m->flags & GW_HS_FLAG_AUTH) || !m->has_mac) {
+            hs_fail(hs, GW_ERR_AUTH, 1, "the server did not prove it knows the shared secret");
+            return;
+        }
+        if (gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-server", hs->nonce_local, hs->nonce_peer,
+                        ctx->core.uuid, m->uuid, want) != 0 ||
+            !gw_auth_equal(want, m->mac, GW_AUTH_MAC_LEN)) {
+            hs_fail(hs, GW_ERR_AUTH, 1, "server failed authentication: its proof does not match the shared secret");
+            return;
+        }
+        gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-client", hs->nonce_peer, hs->nonce_local,
+                    ctx->core.uuid, m->uuid, c.mac);
+        c.has_mac = 1;
+    }
+    hs->chosen = m->chosen;
+    memcpy(hs->peer_blob, b->data, b->len);
+    hs->peer_blob_len = b->len;
+    hs_destroy_tl_eps(hs, hs->chosen);
+    ep->tl_id = hs->chosen;
+    ep->ops = ctx->tl[hs->chosen]->ops;
+    snprintf(ep->downgrades, sizeof(ep->downgrades), "%s", m->text);
+    gw_status_t st = hs_send(hs, &c);
+    if (st != GW_OK) {
+        hs_fail(hs, st, 0, "%s", ctx->core.errbuf);
+        return;
+    }
+    hs->state = HS_WAIT_READY;
+}
+
+static void client_on_ready(gw_hs_t *hs, const gw_hs_msg_t *m)
+{
+    gw_ep_t *ep = hs->ep;
+    ep->token = m->token;
+    hs_io_off(hs);
+    gw_tl_peer_t peer = {.uuid = ep->peer_uuid, .host_id = hs->peer_host, .is_server = 0, .bootstrap_fd = hs->fd,
+                         .peer_addr = hs->peer, .ep_token = m->token, .open_stream = open_stream_cb,
+                         .open_stream_arg = hs};
+    gw_status_t st = finish_ep(hs, &peer);
+    if (st != GW_OK) {
+        if (peer.bootstrap_fd < 0)
+            hs->fd = -1;
+        hs_fail(hs, st, 0, "%s", hs->ctx->core.errbuf);
+        return;
+    }
+    hs->state = HS_DONE;
+}
+
+/* Opens tcp stream idx: a new connection that joins the endpoint. */
+static int open_stream_cb(void *arg, unsigned idx)
+{
+    gw_hs_t *hs = arg;
+    gw_context_t *ctx = hs->ctx;
+    uint64_t sockbuf = 0;
+    char why[128];
+    gw_settings_size(&ctx->core.settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &sockbuf, why, sizeof(why));
+    int fd = gw_sock_connect(&hs->ss, hs->sslen, (int)sockbuf, (int)ctx->connect_timeout_ms);
+    if (fd < 0) {
+        gw_err(&ctx->core, GW_ERR_CONN_REFUSED, "connect(%s) for stream %u failed: %s", hs->peer, idx, strerror(errno));
+        return -1;
+    }
+    gw_hs_msg_t j;
+    memset(&j, 0, sizeof(j));
+    j.type = GW_HS_JOIN;
+    j.token = hs->ep->token;
+    j.stream = (uint16_t)idx;
+    uint8_t buf[128];
+    size_t n = gw_hs_encode(&j, buf, sizeof(buf));
+    if (!n || gw_sock_write_full(fd, buf, n, (int)ctx->connect_timeout_ms) != 0) {
+        gw_err(&ctx->core, GW_ERR_CONN_RESET, "joining stream %u to %s failed: %s", idx, hs->peer, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+static void hs_event(void *arg, uint32_t events)
+{
+    gw_hs_t *hs = arg;
+    (void)events;
+    int r = hs_read(hs);
+    if (r <= 0)
+        return;
+    gw_hs_msg_t m;
+    char why[256];
+    gw_status_t st = gw_hs_decode(hs->in, hs->in_len, &m, why, sizeof(why));
+    hs->in_len = 0;
+    hs->in_need = GW_HS_HDR_LEN;
+    if (st != GW_OK) {
+        hs_fail(hs, st, 1, "%s", why);
+        return;
+    }
+    if (m.type == GW_HS_ERROR) {
+        gw_status_t peer_st = (gw_status_t)m.status;
+        if (!GW_IS_ENDPOINT_ERROR(peer_st) && peer_st != GW_ERR_NOMEM && peer_st != GW_ERR_INVALID)
+            peer_st = GW_ERR_PROTOCOL;
+        hs_fail(hs, peer_st, 0, "peer refused: %s", m.text[0] ? m.text : gw_status_str(peer_st));
+        return;
+    }
+    switch (hs->state) {
+    case HS_FIRST:
+        if (m.type == GW_HS_HELLO)
+            server_on_hello(hs, &m);
+        else if (m.type == GW_HS_JOIN)
+            server_on_join(hs, &m);
+        else
+            hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected HELLO or JOIN, got message type %u", m.type);
+        return;
+    case HS_WAIT_CONFIRM:
+        if (m.type == GW_HS_CONFIRM)
+            server_on_confirm(hs, &m);
+        else
+            hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected CONFIRM, got message type %u", m.type);
+        return;
+    case HS_WAIT_ACCEPT:
+        if (m.type == GW_HS_ACCEPT)
+            client_on_accept(hs, &m);
+        else
+            hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected ACCEPT, got message type %u", m.type);
+        return;
+    case HS_WAIT_READY:
+        if (m.type == GW_HS_READY)
+            client_on_ready(hs, &m);
+        else
+            hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected READY, got message type %u", m.type);
+        return;
+    default:
+        return;
+    }
+}
+
+static gw_hs_t *hs_new(gw_context_t *ctx, int fd, int is_server, const char *peer)
+{
+    gw_hs_t *hs = calloc(1, sizeof(*hs));
+    if (!hs)
+        return NULL;
+    hs->ctx = ctx;
+    hs->fd = fd;
+    hs->is_server = is_server;
+    hs->in_need = GW_HS_HDR_LEN;
+    hs->chosen = -1;
+    hs->deadline_ns = gw_now_ns() + (uint64_t)ctx->connect_timeout_ms * 1000000ull;
+    snprintf(hs->peer, sizeof(hs->peer), "%s", peer);
+    gw_list_init(&hs->link);
+    gw_sock_nonblock(fd, 1);
+    if (gw_io_add(&ctx->core, &hs->io, fd, EPOLLIN, hs_event, hs) != GW_OK) {
+        free(hs);
+        return NULL;
+    }
+    hs->io_on = 1;
+    return hs;
+}
+
+/* ---- listener ----------------------------------------------------------------------- */
+static void listener_event(void *arg, uint32_t events)
+{
+    gw_listener_t *l = arg;
+    (void)events;
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+                gw_log(GW_LOG_WARN, "accept on %s failed: %s", l->addr, strerror(errno));
+            return;
+        }
+        char peer[64];
+        gw_sock_addr_str((struct sockaddr *)&ss, peer, sizeof(peer));
+        gw_hs_t *hs = hs_new(l->ctx, fd, 1, peer);
+        if (!hs) {
+            gw_log(GW_LOG_WARN, "dropping connection from %s: out of resources", peer);
+            close(fd);
+            continue;
+        }
+        hs->l = l;
+        gw_list_push_back(&l->pending, &hs->link);
+    }
+}
+
+/* Fails server handshakes that ran past their deadline. */
+static int hs_timeouts(void *arg)
+{
+    gw_context_t *ctx = arg;
+    uint64_t now = gw_now_ns();
+    gw_list_t *lp, *p, *t;
+    for (lp = ctx->listeners.next; lp != &ctx->listeners; lp = lp->next) {
+        gw_listener_t *l = gw_container_of(lp, gw_listener_t, link);
+        gw_list_for_each_safe(p, t, &l->pending) {
+            gw_hs_t *hs = gw_container_of(p, gw_hs_t, link);
+            if (now > hs->deadline_ns)
+                hs_fail(hs, GW_ERR_TIMEOUT, 1, "handshake not completed within %ld ms (GPUWIRE_CONNECT_TIMEOUT_MS)",
+                        ctx->connect_timeout_ms);
+        }
+    }
+    return 0;
+}
+
+gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out)
+{
+    if (!ctx || !out)
+        return GW_ERR_INVALID;
+    *out = NULL;
+    gw_core_t *core = &ctx->core;
+    if (!ctx->tl[GW_TL_TCP] && !ctx->tl[GW_TL_VERBS] && !ctx->tl[GW_TL_INTRA])
+        return gw_err(core, GW_ERR_NO_TRANSPORT, "gw_listen(%s): no transport is usable in this context", addr);
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    char why[256];
+    gw_status_t st = gw_sock_resolve(addr, 1, &ss, &sl, why, sizeof(why));
+    if (st != GW_OK)
+        return gw_err(core, st, "gw_listen: %s", why);
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return gw_err(core, GW_ERR_SYSTEM, "gw_listen(%s): socket() failed: %s", addr, strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    uint64_t sockbuf = 0;
+    gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &sockbuf, why, sizeof(why));
+    gw_sock_tune(fd, (int)sockbuf, 0); /* accepted sockets inherit the buffer sizes */
+    if (bind(fd, (struct sockaddr *)&ss, sl) != 0) {
+        st = gw_err(core, GW_ERR_ADDRESS, "gw_listen(%s): bind failed: %s", addr, strerror(errno));
+        goto err_close;
+    }
+    if (listen(fd, 256) != 0) {
+        st = gw_err(core, GW_ERR_SYSTEM, "gw_listen(%s): listen failed: %s", addr, strerror(errno));
+        goto err_close;
+    }
+    gw_listener_t *l = calloc(1, sizeof(*l));
+    if (!l) {
+        st = gw_err(core, GW_ERR_NOMEM, "gw_listen: out of memory");
+        goto err_close;
+    }
+    l->ctx = ctx;
+    l->fd = fd;
+    gw_list_init(&l->ready);
+    gw_list_init(&l->pending);
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof(bound);
+    getsockname(fd, (struct sockaddr *)&bound, &bl);
+    gw_sock_addr_str((struct sockaddr *)&bound, l->addr, sizeof(l->addr));
+    if ((st = gw_io_add(core, &l->io, fd, EPOLLIN, listener_event, l)) != GW_OK) {
+        free(l);
+        goto err_close;
+    }
+    if (!ctx->hs_poller && gw_core_add_poller(core, hs_timeouts, ctx) == GW_OK)
+        ctx->hs_poller = 1;
+    gw_list_push_back(&ctx->listeners, &l->link);
+    ctx->n_listeners++;
+    *out = l;
+    return GW_OK;
+err_close:
+    close(fd);
+    return st;
+}
+
+gw_status_t gw_listener_addr(const gw_listener_t *l, char *buf, size_t len)
+{
+    if (!l || !buf || !len)
+        return GW_ERR_INVALID;
+    if ((size_t)snprintf(buf, len, "%s", l->addr) >= len)
+        return GW_ERR_INVALID;
+    return GW_OK;
+}
+
+static int ready_nonempty(void *arg)
+{
+    return !gw_list_empty(&((gw_listener_t *)arg)->ready);
+}
+
+gw_status_t gw_accept(gw_listener_t *l, int timeout_ms, gw_ep_t **out)
+{
+    if (!l || !out)
+        return GW_ERR_INVALID;
+    *out = NULL;
+    gw_context_t *ctx = l->ctx;
+    if (gw_list_empty(&l->ready)) {
+        if (timeout_ms == 0) {
+            gw_progress(ctx);
+            if (gw_list_empty(&l->ready))
+                return GW_INPROGRESS;
+        } else if (gw_ctx_progress_until(ctx, ready_nonempty, l, timeout_ms) != GW_OK) {
+            return gw_err(&ctx->core, GW_ERR_TIMEOUT, "gw_accept on %s: no endpoint within %d ms (%lu handshake(s) failed)",
+                          l->addr, timeout_ms, l->failed_handshakes);
+        }
+    }
+    gw_list_t *f = gw_list_first(&l->ready);
+    gw_list_del(f);
+    gw_ep_t *ep = gw_container_of(f, gw_ep_t, link);
+    ep->listener = NULL;
+    gw_list_push_back(&ctx->eps, &ep->link);
+    ctx->n_eps++;
+    *out = ep;
+    return GW_OK;
+}
+
+void gw_listener_destroy(gw_listener_t *l)
+{
+    if (!l)
+        return;
+    gw_context_t *ctx = l->ctx;
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &l->pending) {
+        gw_hs_t *hs = gw_container_of(p, gw_hs_t, link);
+        if (hs->ep) {
+            hs->ep->hs = NULL;
+            ep_free(hs->ep);
+            hs->ep = NULL;
+        }
+        hs_free(hs);
+    }
+    gw_list_for_each_safe(p, t, &l->ready) {
+        gw_ep_t *ep = gw_container_of(p, gw_ep_t, link);
+        gw_list_del(p);
+        if (ep->tl)
+            ep->ops->ep_close(ep->tl);
+        ep_free(ep);
+    }
+    gw_io_del(&ctx->core, &l->io);
+    close(l->fd);
+    gw_list_del(&l->link);
+    ctx->n_listeners--;
+    if (!ctx->n_listeners && ctx->hs_poller) {
+        gw_core_del_poller(&ctx->core, hs_timeouts, ctx);
+        ctx->hs_poller = 0;
+    }
+    free(l);
+}
+
+/* ---- connect ------------------------------------------------------------------------ */
+static int hs_finished(void *arg)
+{
+    gw_hs_t *hs = arg;
+    return hs->state == HS_DONE || hs->state == HS_FAILED;
+}
+
+gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
+{
+    if (!ctx || !out || !addr)
+        return GW_ERR_INVALID;
+    *out = NULL;
+    gw_core_t *core = &ctx->core;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    char why[256];
+    gw_status_t st = gw_sock_resolve(addr, 0, &ss, &sl, why, sizeof(why));
+    if (st != GW_OK)
+        return gw_err(core, st, "gw_connect: %s", why);
+    char peer[64];
+    gw_sock_addr_str((struct sockaddr *)&ss, peer, sizeof(peer));
+    uint64_t sockbuf = 0;
+    gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &sockbuf, why, sizeof(why));
+    int fd = gw_sock_connect(&ss, sl, (int)sockbuf, (int)ctx->connect_timeout_ms);
+    if (fd < 0) {
+        int e = errno;
+        return gw_err(core, e == ETIMEDOUT ? GW_ERR_TIMEOUT : e == ECONNREFUSED ? GW_ERR_CONN_REFUSED : GW_ERR_CONN_RESET,
+                      "gw_connect(%s): connect failed: %s", addr, strerror(e));
+    }
+    gw_ep_t *ep = ep_new(ctx, peer);
+    gw_hs_t *hs = ep ? hs_new(ctx, fd, 0, peer) : NULL;
+    if (!hs) {
+        free(ep);
+        close(fd);
+        return gw_err(core, GW_ERR_NOMEM, "gw_connect(%s): out of memory", addr);
+    }
+    hs->ep = ep;
+    ep->hs = hs;
+    memcpy(&hs->ss, &ss, sl);
+    hs->sslen = sl;
+
+    gw_hs_msg_t h;
+    memset(&h, 0, sizeof(h));
+    h.type = GW_HS_HELLO;
+    h.uuid = core->uuid;
+    h.host_id = core->host_id;
+    h.flags = ctx->auth_enabled ? GW_HS_FLAG_AUTH : 0;
+    gw_random_bytes(hs->nonce_local, GW_HS_NONCE_LEN);
+    memcpy(h.nonce, hs->nonce_local, GW_HS_NONCE_LEN);
+    h.has_nonce = 1;
+    static uint8_t blobs[GW_TL_COUNT][BLOB_MAX];
+    char reasons[512] = "";
+    size_t rl = 0;
+    for (int i = 0; i < ctx->tl_norder; i++) {
+        int id = ctx->tl_order[i];
+        h.pref[h.npref++] = (uint8_t)id;
+        if (!ctx->tl[id]) {
+            rl += (size_t)snprintf(reasons + rl, rl < sizeof(reasons) ? sizeof(reasons) - rl : 0, "%s%s: %s",
+                                   rl ? "; " : "", gw_tl_names[id], ctx->tl_why[id]);
+            if (rl >= sizeof(reasons))
+                rl = sizeof(reasons) - 1;
+            continue;
+        }
+        size_t blen = BLOB_MAX;
+        st = ctx->tl[id]->ops->ep_prepare(ctx->tl[id], &ep->base, &hs->tl_eps[id], blobs[id], &blen);
+        if (st != GW_OK) {
+            gw_log(GW_LOG_WARN, "transport %s could not prepare an endpoint: %s", gw_tl_names[id], core->errbuf);
+            hs->tl_eps[id] = NULL;
+            continue;
+        }
+        h.blob[h.nblob++] = (gw_hs_blob_t){.tl = (uint8_t)id, .len = (uint16_t)blen, .data = blobs[id]};
+    }
+    if (!h.nblob) {
+        hs_free(hs);
+        ep_free(ep);
+        return gw_err(core, GW_ERR_NO_TRANSPORT, "gw_connect(%s): no transport usable here (%s)", addr, reasons);
+    }
+    hs->state = HS_WAIT_ACCEPT;
+    if ((st = hs_send(hs, &h)) != GW_OK) {
+        hs_free(hs);
+        ep_free(ep);
+        return st;
+    }
+    st = gw_ctx_progress_until(ctx, hs_finished, hs, (int)ctx->connect_timeout_ms);
+    if (st == GW_ERR_TIMEOUT && !hs_finished(hs))
+        hs_fail(hs, GW_ERR_TIMEOUT, 1, "handshake not completed within %ld ms (GPUWIRE_CONNECT_TIMEOUT_MS)",
+                ctx->connect_timeout_ms);
+    if (hs->state != HS_DONE) {
+        st = hs->result;
+        char keep[sizeof(core->errbuf)];
+        snprintf(keep, sizeof(keep), "%s", core->errbuf);
+        hs_free(hs);
+        ep_free(ep);
+        snprintf(core->errbuf, sizeof(core->errbuf), "%s", keep);
+        return st;
+    }
+    if (reasons[0] && !ep->downgrades[0]) /* the server's reasons cover ours otherwise */
+        snprintf(ep->downgrades, sizeof(ep->downgrades), "%s", reasons);
+    hs_free(hs);
+    gw_list_push_back(&ctx->eps, &ep->link);
+    ctx->n_eps++;
+    gw_log(GW_LOG_INFO, "connected to %s: %s", ep->base.peer, ep->path);
+    *out = ep;
+    return GW_OK;
+}
+
+/* ---- close, query ------------------------------------------------------------------- */
+static int idle(void *arg)
+{
+    gw_ep_t *ep = arg;
+    return gw_list_empty(&ep->base.outstanding) || ep->base.error != GW_OK;
+}
+
+gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
+{
+    if (!ep)
+        return GW_OK;
+    gw_context_t *ctx = ep->ctx;
+    if (ep->n_rkeys)
+        return gw_err(&ctx->core, GW_ERR_BUSY, "gw_ep_close(%s): %zu remote key(s) unpacked on it are alive; "
+                      "gw_rkey_destroy() them first", ep->base.peer, ep->n_rkeys);
+    if (ep->state == GW_EP_READY && !idle(ep))
+        gw_ctx_progress_until(ctx, idle, ep, timeout_ms);
+    if (ep->tl && ep->base.error == GW_OK)
+        ep->ops->ep_close(ep->tl);
+    ep->state = GW_EP_CLOSING;
+    gw_list_del(&ep->link);
+    ctx->n_eps--;
+    ep_free(ep);
+    return GW_OK;
+}
+
+gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info)
+{
+    if (!ep || !info || info->size < sizeof(size_t))
+        return GW_ERR_INVALID;
+    gw_ep_info_t o;
+    memset(&o, 0, sizeof(o));
+    o.size = info->size;
+    snprintf(o.transport, sizeof(o.transport), "%s", ep->tl_id >= 0 ? gw_tl_names[ep->tl_id] : "none");
+    snprintf(o.peer, sizeof(o.peer), "%s", ep->base.peer);
+    if (ep->tl)
+        ep->ops->ep_describe(ep->tl, o.path, sizeof(o.path));
+    else
+        snprintf(o.path, sizeof(o.path), "%s", ep->path);
+    snprintf(o.downgrades, sizeof(o.downgrades), "%s", ep->downgrades);
+    o.error = ep->base.error;
+    memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
+    return GW_OK;
+}

@@ -1,0 +1,277 @@
+/* ops.c - put, get, put_notify, send, recv, flush, notifications:
+ * argument, bounds and access checks, then the endpoint's transport. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "api/api.h"
+
+static const char *op_name(int op)
+{
+    static const char *const n[] = {"?", "gw_put", "gw_get", "gw_put_notify", "gw_send", "gw_recv", "gw_flush"};
+    return op >= 0 && op <= GW_OP_FLUSH ? n[op] : "?";
+}
+
+static gw_status_t ep_usable(gw_ep_t *ep, int op)
+{
+    if (ep->base.error != GW_OK)
+        return gw_err(&ep->ctx->core, GW_ERR_ENDPOINT_FAILED, "%s: endpoint to %s failed earlier: %s (%s)",
+                      op_name(op), ep->base.peer, ep->base.error_detail, gw_status_name(ep->base.error));
+    if (ep->state != GW_EP_READY)
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: endpoint to %s is %s", op_name(op), ep->base.peer,
+                      ep->state == GW_EP_CLOSING ? "closing" : "not connected");
+    return GW_OK;
+}
+
+static gw_status_t check_local(gw_ep_t *ep, int op, const void *buf, size_t len, gw_mem_t *lmem)
+{
+    if (!buf && len)
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: NULL buffer with length %zu", op_name(op), len);
+    if (lmem && !gw_range_inside((uint64_t)(uintptr_t)lmem->addr, lmem->len, (uint64_t)(uintptr_t)buf, len))
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID,
+                      "%s: local buffer [%p, +%zu) is not inside its registered region [%p, +%zu)", op_name(op),
+                      buf, len, lmem->addr, lmem->len);
+    if (lmem && lmem->core != &ep->ctx->core)
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: local region belongs to another context", op_name(op));
+    return GW_OK;
+}
+
+static gw_status_t check_remote(gw_ep_t *ep, int op, size_t len, uint64_t raddr, gw_rkey_t *rkey, unsigned need)
+{
+    gw_core_t *core = &ep->ctx->core;
+    if (!rkey)
+        return gw_err(core, GW_ERR_INVALID, "%s: NULL remote key", op_name(op));
+    if (rkey->ep != ep)
+        return gw_err(core, GW_ERR_INVALID_KEY, "%s: the remote key was unpacked on another endpoint (%s), not %s",
+                      op_name(op), rkey->ep->base.peer, ep->base.peer);
+    if (!gw_range_inside(rkey->addr, rkey->len, raddr, len))
+        return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
+                      "%s: remote range [0x%llx, +%zu) is outside the region [0x%llx, +%llu) the key covers",
+                      op_name(op), (unsigned long long)raddr, len, (unsigned long long)rkey->addr,
+                      (unsigned long long)rkey->len);
+    if (!(rkey->access & need))
+        return gw_err(core, GW_ERR_ACCESS, "%s: the remote region at 0x%llx grants %s, not %s", op_name(op),
+                      (unsigned long long)rkey->addr,
+                      rkey->access == GW_ACCESS_REMOTE_READ    ? "remote read only"
+                      : rkey->access == GW_ACCESS_REMOTE_WRITE ? "remote write only"
+                                                               : "no remote access",
+                      need == GW_ACCESS_REMOTE_READ ? "remote read" : "remote write");
+    return GW_OK;
+}
+
+static gw_request_t *new_req(gw_ep_t *ep, int op, gw_request_t **user)
+{
+    gw_request_t *r = gw_req_alloc(&ep->ctx->core);
+    if (!r)
+        return NULL;
+    r->op = (uint8_t)op;
+    r->ep = ep;
+    if (user)
+        r->flags |= GW_REQF_USER;
+    else
+        r->err_sink = &ep->base.implicit_err;
+    return r;
+}
+
+/* Hands the request to the transport; on a posting error nothing is left behind. */
+static gw_status_t submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
+                          gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *), int tracked)
+{
+    if (r->lmem) {
+        r->lmem->inflight++;
+        r->use_count = &r->lmem->inflight;
+    }
+    if (tracked)
+        gw_ep_op_start(&ep->base, r);
+    /* hold the request while posting: a synchronous completion must not recycle it */
+    r->flags |= GW_REQF_USER;
+    gw_status_t st = fn(ep->tl, r);
+    if (st != GW_OK) {
+        if (r->flags & GW_REQF_QUEUED) {
+            gw_list_del(&r->link);
+            r->flags &= (uint8_t)~GW_REQF_QUEUED;
+        }
+        if (r->use_count) {
+            (*r->use_count)--;
+            r->use_count = NULL;
+        }
+        r->status = st;
+        r->flags = 0;
+        gw_req_release(r);
+        return st;
+    }
+    if (user) {
+        *user = r;
+    } else {
+        r->flags &= (uint8_t)~GW_REQF_USER;
+        if (r->status != GW_INPROGRESS)
+            gw_req_release(r); /* untracked and already complete */
+    }
+    return GW_OK;
+}
+
+static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr,
+                       gw_rkey_t *rkey, uint64_t value, gw_request_t **req)
+{
+    if (!ep)
+        return GW_ERR_INVALID;
+    if (req)
+        *req = NULL;
+    gw_status_t st;
+    if ((st = ep_usable(ep, op)) || (st = check_local(ep, op, buf, len, lmem)) ||
+        (st = check_remote(ep, op, len, raddr, rkey, op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE)))
+        return st;
+    gw_request_t *r = new_req(ep, op, req);
+    if (!r)
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
+    r->buf = buf;
+    r->len = len;
+    r->lmem = lmem;
+    r->rkey = rkey;
+    r->raddr = raddr;
+    r->value = value;
+    const gw_tl_ops_t *o = ep->ops;
+    return submit(ep, r, req, op == GW_OP_PUT ? o->put : op == GW_OP_GET ? o->get : o->put_notify, 1);
+}
+
+gw_status_t gw_put(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr, gw_rkey_t *rkey,
+                   gw_request_t **req)
+{
+    return rma(ep, GW_OP_PUT, (void *)buf, len, lmem, raddr, rkey, 0, req);
+}
+
+gw_status_t gw_get(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr, gw_rkey_t *rkey,
+                   gw_request_t **req)
+{
+    return rma(ep, GW_OP_GET, buf, len, lmem, raddr, rkey, 0, req);
+}
+
+gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr,
+                          gw_rkey_t *rkey, uint64_t value, gw_request_t **req)
+{
+    return rma(ep, GW_OP_PUT_NOTIFY, (void *)buf, len, lmem, raddr, rkey, value, req);
+}
+
+gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t tag, gw_request_t **req)
+{
+    if (!ep)
+        return GW_ERR_INVALID;
+    if (req)
+        *req = NULL;
+    gw_status_t st;
+    if ((st = ep_usable(ep, GW_OP_SEND)) || (st = check_local(ep, GW_OP_SEND, buf, len, lmem)))
+        return st;
+    gw_request_t *r = new_req(ep, GW_OP_SEND, req);
+    if (!r)
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_send: out of memory for a request");
+    r->buf = (void *)buf;
+    r->len = len;
+    r->lmem = lmem;
+    r->value = tag;
+    return submit(ep, r, req, ep->ops->send, 1);
+}
+
+static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
+{
+    gw_ep_t *ep = r->ep;
+    gw_unexp_t *u = gw_ep_match_unexp(&ep->base, r->value, r->mask);
+    if (!u) {
+        r->flags |= GW_REQF_QUEUED;
+        gw_list_push_back(&ep->base.posted, &r->link);
+        return GW_OK;
+    }
+    if (u->data) { /* eager message already here */
+        memcpy(r->buf, u->data, GW_MIN(u->len, r->len));
+        gw_ep_recv_done(&ep->base, r, u->len, u->tag, GW_OK);
+        free(u->data);
+        free(u);
+        return GW_OK;
+    }
+    return ep->ops->recv_matched(tl, r, u);
+}
+
+gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t tag, uint64_t mask,
+                    gw_request_t **req)
+{
+    if (!ep)
+        return GW_ERR_INVALID;
+    if (req)
+        *req = NULL;
+    gw_status_t st;
+    if ((st = check_local(ep, GW_OP_RECV, buf, len, lmem)))
+        return st;
+    if ((st = ep_usable(ep, GW_OP_RECV))) {
+        /* messages that arrived before the endpoint failed or the peer closed
+         * it can still be received */
+        gw_list_t *p;
+        int have = 0;
+        for (p = ep->base.unexpected.next; p != &ep->base.unexpected; p = p->next) {
+            gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
+            if (u->data && (u->tag & mask) == (tag & mask)) {
+                have = 1;
+                break;
+            }
+        }
+        if (!have)
+            return st;
+    }
+    gw_request_t *r = new_req(ep, GW_OP_RECV, req);
+    if (!r)
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_recv: out of memory for a request");
+    r->buf = buf;
+    r->len = len;
+    r->lmem = lmem;
+    r->value = tag;
+    r->mask = mask;
+    return submit(ep, r, req, recv_post, 0);
+}
+
+gw_status_t gw_flush(gw_ep_t *ep, gw_request_t **req)
+{
+    if (!ep)
+        return GW_ERR_INVALID;
+    if (req)
+        *req = NULL;
+    gw_status_t st = ep_usable(ep, GW_OP_FLUSH);
+    if (st != GW_OK)
+        return st;
+    gw_request_t *r = new_req(ep, GW_OP_FLUSH, req);
+    if (!r)
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_flush: out of memory for a request");
+    r->err_sink = NULL;
+    r->flags |= GW_REQF_USER;
+    gw_ep_flush_start(&ep->base, r);
+    if (!req)
+        r->flags &= (uint8_t)~GW_REQF_USER;
+    if (req)
+        *req = r;
+    else if (r->status != GW_INPROGRESS)
+        gw_req_release(r);
+    return GW_OK;
+}
+
+static int notify_ready(void *arg)
+{
+    gw_ep_t *ep = arg;
+    return ep->base.notify_count > 0 || ep->base.error != GW_OK;
+}
+
+gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value)
+{
+    if (!ep || !value)
+        return GW_ERR_INVALID;
+    if (gw_ep_notify_pop(&ep->base, value) == 0)
+        return GW_OK;
+    if (ep->base.error != GW_OK)
+        return ep_usable(ep, GW_OP_PUT_NOTIFY);
+    if (timeout_ms == 0) {
+        gw_progress(ep->ctx);
+        return gw_ep_notify_pop(&ep->base, value) == 0 ? GW_OK : GW_INPROGRESS;
+    }
+    gw_ctx_progress_until(ep->ctx, notify_ready, ep, timeout_ms);
+    if (gw_ep_notify_pop(&ep->base, value) == 0)
+        return GW_OK;
+    if (ep->base.error != GW_OK)
+        return ep_usable(ep, GW_OP_PUT_NOTIFY);
+    return gw_err(&ep->ctx->core, GW_ERR_TIMEOUT, "gw_notify_wait: no notification from %s within %d ms",
+                  ep->base.peer, timeout_ms);
+}

@@ -1,0 +1,40 @@
+/* request.c - the public request calls. */
+#include "api/api.h"
+
+gw_status_t gw_request_test(const gw_request_t *req)
+{
+    return req ? req->status : GW_ERR_INVALID;
+}
+
+static int req_done(void *arg)
+{
+    return ((gw_request_t *)arg)->status != GW_INPROGRESS;
+}
+
+gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
+{
+    if (!req)
+        return GW_ERR_INVALID;
+    if (req->status != GW_INPROGRESS)
+        return req->status;
+    gw_context_t *ctx = gw_container_of(req->core, gw_context_t, core);
+    gw_status_t st = gw_ctx_progress_until(ctx, req_done, req, timeout_ms);
+    if (st == GW_ERR_TIMEOUT)
+        return gw_err(req->core, GW_ERR_TIMEOUT, "gw_request_wait: operation still in progress after %d ms",
+                      timeout_ms);
+    return req->status;
+}
+
+gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info)
+{
+    if (!req || !info || info->size < sizeof(size_t))
+        return GW_ERR_INVALID;
+    gw_request_info_t o = {.size = info->size, .status = req->status, .length = req->length, .tag = req->rtag};
+    memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
+    return GW_OK;
+}
+
+void gw_request_free(gw_request_t *req)
+{
+    gw_req_release(req);
+}

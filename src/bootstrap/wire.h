@@ -1,0 +1,99 @@
+/* wire.h - wire formats of the handshake and of packed remote keys
+ * (bootstrap layer).  Both carry a magic and a version; decoders never trust
+ * a length they have not checked and are fuzzed (tests/fuzz).
+ *
+ * Handshake frame (little-endian):
+ *   0  u32 magic  "GWHS"        4  u16 version (GW_HS_VERSION)
+ *   6  u16 type (gw_hs_type_t)  8  u32 body length (<= GW_HS_MAX_BODY)
+ *  12  body: TLVs { u16 tag, u16 len, len bytes }; unknown tags are skipped.
+ * Exchange: client HELLO -> server ACCEPT -> client CONFIRM -> server READY;
+ * either side may answer ERROR instead, then closes.  JOIN opens a further
+ * connection of an established endpoint (tcp stripes).
+ *
+ * Packed remote key:
+ *   0  u32 magic "GWRK"  4 u16 version  6 u16 total length
+ *   8  u64 owner context uuid  16 u64 region id  24 u64 addr  32 u64 len
+ *  40  u32 access  44 u8 memory type  45 u8 transport blob count
+ *  46  blobs { u8 transport id, u8 len, len bytes }
+ */
+#ifndef GW_BOOTSTRAP_WIRE_H
+#define GW_BOOTSTRAP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuwire.h"
+
+#define GW_HS_MAGIC 0x53485747u /* "GWHS" */
+#define GW_HS_VERSION 1
+#define GW_HS_HDR_LEN 12
+#define GW_HS_MAX_BODY 16384
+#define GW_HS_MAX_TL 8
+#define GW_HS_NONCE_LEN 32
+#define GW_HS_MAC_LEN 32
+
+typedef enum gw_hs_type {
+    GW_HS_HELLO = 1,
+    GW_HS_ACCEPT = 2,
+    GW_HS_CONFIRM = 3,
+    GW_HS_READY = 4,
+    GW_HS_ERROR = 5,
+    GW_HS_JOIN = 6
+} gw_hs_type_t;
+
+enum { GW_HS_FLAG_AUTH = 1u << 0 };
+
+typedef struct gw_hs_blob {
+    uint8_t tl;
+    uint16_t len;
+    const uint8_t *data; /* points into the decoded buffer */
+} gw_hs_blob_t;
+
+typedef struct gw_hs_msg {
+    uint16_t version;
+    uint16_t type;
+    uint64_t uuid, host_id, token;
+    uint32_t flags;
+    int has_nonce, has_mac;
+    uint8_t nonce[GW_HS_NONCE_LEN];
+    uint8_t mac[GW_HS_MAC_LEN];
+    uint8_t pref[GW_HS_MAX_TL]; /* transports in preference order */
+    int npref;
+    gw_hs_blob_t blob[GW_HS_MAX_TL];
+    int nblob;
+    int has_chosen;
+    uint8_t chosen;
+    int32_t status;   /* ERROR */
+    char text[512];   /* ERROR reason / ACCEPT downgrades */
+    uint16_t stream;  /* JOIN */
+} gw_hs_msg_t;
+
+/* Header check: GW_OK with *type and *body_len, GW_ERR_PROTOCOL (bad magic,
+ * oversized body) or GW_ERR_VERSION (*version set). */
+gw_status_t gw_hs_decode_header(const uint8_t *hdr, size_t len, uint16_t *version, uint16_t *type,
+                                uint32_t *body_len, char *why, size_t whylen);
+/* Decodes a whole frame (header + body).  Blob pointers point into buf. */
+gw_status_t gw_hs_decode(const uint8_t *buf, size_t len, gw_hs_msg_t *out, char *why, size_t whylen);
+/* Encodes msg into buf (cap bytes); returns the length, 0 if it does not fit. */
+size_t gw_hs_encode(const gw_hs_msg_t *msg, uint8_t *buf, size_t cap);
+
+#define GW_RKEY_MAGIC 0x4b525747u /* "GWRK" */
+#define GW_RKEY_VERSION 1
+#define GW_RKEY_FIXED_LEN 46
+#define GW_RKEY_MAX_LEN 512
+
+typedef struct gw_rkey_wire {
+    uint64_t owner_uuid, id, addr, len;
+    uint32_t access;
+    uint8_t mem_type;
+    int nblob;
+    gw_hs_blob_t blob[GW_HS_MAX_TL];
+} gw_rkey_wire_t;
+
+gw_status_t gw_rkey_decode(const uint8_t *buf, size_t len, gw_rkey_wire_t *out, char *why,
+                           size_t whylen);
+/* Returns the encoded length (also when buf is NULL or cap too small: then
+ * nothing is written). */
+size_t gw_rkey_encode(const gw_rkey_wire_t *rk, uint8_t *buf, size_t cap);
+
+#endif

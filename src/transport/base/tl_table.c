@@ -1,0 +1,19 @@
+/* tl_table.c - the transports compiled in.  A transport that is not linked
+ * into this build resolves to NULL (weak reference). */
+#include "transport/base/tl.h"
+
+extern const gw_tl_ops_t gw_tl_verbs_ops __attribute__((weak));
+extern const gw_tl_ops_t gw_tl_intra_ops __attribute__((weak));
+extern const gw_tl_ops_t gw_tl_tcp_ops;
+
+const gw_tl_ops_t *const gw_tl_table[GW_TL_COUNT] = {
+    [GW_TL_VERBS] = &gw_tl_verbs_ops,
+    [GW_TL_INTRA] = &gw_tl_intra_ops,
+    [GW_TL_TCP] = &gw_tl_tcp_ops,
+};
+
+const char *const gw_tl_names[GW_TL_COUNT] = {
+    [GW_TL_VERBS] = "verbs",
+    [GW_TL_INTRA] = "intra",
+    [GW_TL_TCP] = "tcp",
+};
