@@ -26,7 +26,7 @@ grep -E "error|warning:" "$OUT/build.log" | head -20
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== tests"
-  (cd "$BUILD" && ctest -L "gpu|intra" -V --timeout 300 2>&1) >"$OUT/tests.log"; grep -E "Test +#|tests passed|SKIP|CHECK|REQUIRE|returned" "$OUT/tests.log" | tail -60
+  (cd "$BUILD" && ctest -L "gpu|intra" ${GW_CTEST_EXCLUDE:+-E "$GW_CTEST_EXCLUDE"} -V --timeout ${GW_CTEST_TIMEOUT:-300} 2>&1) >"$OUT/tests.log"; grep -E "Test +#|tests passed|SKIP|CHECK|REQUIRE|returned" "$OUT/tests.log" | tail -60
   grep -q "tests passed, 0 tests failed\|100% tests passed" "$OUT/tests.log" || rc=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then

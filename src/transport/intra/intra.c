@@ -912,13 +912,14 @@ static gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
     gw_core_t *c = tep->iface->core;
     int gpu = req->lmem && req->lmem->type == GW_MEM_CUDA;
     if (!gpu && req->len <= GW_INTRA_EAGER_MAX) {
-        gw_intra_hdr_t h = {.type = GW_INTRA_M_EAGER, .len = (uint32_t)req->len, .a = req->value};
+        /* completes on the receiver's FIN: "the peer has the message" */
+        req->tl[T_OPID] = ++e->next_op;
+        gw_intra_hdr_t h = {.type = GW_INTRA_M_EAGER, .len = (uint32_t)req->len, .a = req->value,
+                            .b = req->tl[T_OPID]};
         gw_status_t st = out_msg(e, &h, req->buf);
         if (st != GW_OK)
             return st;
-        req->length = req->len;
-        gw_ep_op_done(tep->base, req, GW_OK);
-        check_notifies(e);
+        gw_list_push_back(&e->sends, &req->tl_link);
         return GW_OK;
     }
     uint64_t slot1 = 0;
@@ -1078,6 +1079,7 @@ static void on_rts(intra_ep_t *e, const gw_intra_hdr_t *h)
 static void on_eager(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *payload)
 {
     gw_request_t *req = gw_ep_match_posted(e->super.base, h->a);
+    ep_send_fin(e, h->b, GW_OK);
     if (req) {
         deliver_eager(e, req, payload, h->len, h->a);
         return;
