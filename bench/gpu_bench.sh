@@ -52,19 +52,19 @@ fi
 R=$B/results.txt
 : >"$R"
 echo "== cuMemcpyPeer (one process, peer access)"
-"$B/gpu_peer_bench" | tee -a "$R"
+timeout 300 "$B/gpu_peer_bench" | tee -a "$R"
 if [ $have_nccl = 1 ]; then
   echo "== NCCL send/recv (two processes, default transports)"
-  "$B/gpu_nccl_bench" nccl | tee -a "$R"
+  timeout 300 "$B/gpu_nccl_bench" nccl | tee -a "$R"
   echo "== NCCL send/recv forced onto sockets"
   NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo \
-    "$B/gpu_nccl_bench" nccl_socket | tee -a "$R"
+    timeout 300 "$B/gpu_nccl_bench" nccl_socket | tee -a "$R"
 fi
 if [ $have_put = 1 ]; then
   echo "== gpuwire put GPU0 -> GPU1, intra-host transport"
-  GPUWIRE_TRANSPORTS=intra "$B/gpu_put_bench" gw_intra | tee -a "$R"
+  GPUWIRE_TRANSPORTS=intra timeout 300 "$B/gpu_put_bench" gw_intra | tee -a "$R"
   echo "== gpuwire put GPU0 -> GPU1, tcp loopback (host-staged)"
-  GPUWIRE_TRANSPORTS=tcp "$B/gpu_put_bench" gw_tcp | tee -a "$R"
+  GPUWIRE_TRANSPORTS=tcp timeout 300 "$B/gpu_put_bench" gw_tcp | tee -a "$R"
 fi
 echo
 echo "== summary (bw in GB/s; lat in us)"

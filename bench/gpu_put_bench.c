@@ -87,15 +87,16 @@ int main(int argc, char **argv)
 {
     const char *label = argc > 1 ? argv[1] : "gw";
     size_t maxs = gwb_max_size();
-    {
-        char why[256];
-        if (!gw_cuda_get(why, sizeof(why)))
-            SKIP("no CUDA: %s", why);
-    }
+    gpu_require_before_fork(2);
     REQUIRE(pipe(c2s) == 0 && pipe(s2c) == 0);
     int pid = fork();
-    if (pid == 0)
+    if (pid == 0) {
+        close(c2s[1]);
+        close(s2c[0]);
         _exit(server(maxs));
+    }
+    close(c2s[0]);
+    close(s2c[1]); /* a dead server reads as EOF, never a hang */
     gw_context_t *ctx = NULL;
     const gw_cuda_t *cu = gpu_require(2);
     char why[256];

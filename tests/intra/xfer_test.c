@@ -18,6 +18,7 @@
 #include "core/util.h"
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
+#include "../gpu/gpu_util.h"
 
 static const char *g_transport = "intra", *g_client = "host", *g_server = "host";
 static size_t g_max = 8u << 20;
@@ -255,17 +256,12 @@ int main(int argc, char **argv)
     /* decide about skipping before the fork, without creating a context:
      * gw_cuda_get() only loads the driver and runs cuInit */
     if (strcmp(g_client, "host") || strcmp(g_server, "host")) {
-        char why[256];
-        const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-        if (!cu)
-            SKIP("GPU memory needs CUDA: %s", why);
         int need = 0;
         if (strcmp(g_client, "host"))
             need = GW_MAX(need, atoi(g_client + 3) + 1);
         if (strcmp(g_server, "host"))
             need = GW_MAX(need, atoi(g_server + 3) + 1);
-        if (cu->device_count < need)
-            SKIP("needs %d GPUs, found %d", need, cu->device_count);
+        gpu_require_before_fork(need);
     }
     fprintf(stderr, "xfer_test: transport %s, client %s, server %s, sizes 1 .. %zu\n", g_transport, g_client,
             g_server, g_sizes[g_nsizes - 1]);

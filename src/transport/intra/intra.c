@@ -1609,7 +1609,7 @@ static gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw
     gw_list_init(&e->blobs);
     uint64_t rnd;
     gw_random_bytes(&rnd, sizeof(rnd));
-    snprintf(e->lname, sizeof(e->lname), "gpuwire-intra-%d-%016" PRIx64, (int)ifc->pid, rnd);
+    snprintf(e->lname, sizeof(e->lname), "gw-intra-%d-%016" PRIx64, (int)ifc->pid, rnd);
     e->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_un sa;
     socklen_t sl = abstract_addr(&sa, e->lname);
