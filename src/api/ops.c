@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "api/api.h"
+#include "mem/staging.h"
 
 static const char *op_name(int op)
 {
@@ -180,8 +181,12 @@ static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
         return GW_OK;
     }
     if (u->data) { /* eager message already here */
-        memcpy(r->buf, u->data, GW_MIN(u->len, r->len));
-        gw_ep_recv_done(&ep->base, r, u->len, u->tag, GW_OK);
+        gw_status_t st = GW_OK;
+        if (r->lmem && r->lmem->type == GW_MEM_CUDA)
+            st = gw_staging_copy_sync(&ep->ctx->core, r->lmem->cuda_device, r->buf, u->data, GW_MIN(u->len, r->len));
+        else
+            memcpy(r->buf, u->data, GW_MIN(u->len, r->len));
+        gw_ep_recv_done(&ep->base, r, u->len, u->tag, st);
         free(u->data);
         free(u);
         return GW_OK;

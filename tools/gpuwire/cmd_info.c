@@ -1,3 +1,194 @@
+/* cmd_info.c - `gpuwire info`: version, build features, transports (usable
+ * or why not), every GPUWIRE_* setting with its value and help, and with
+ * --topo the PCIe/NUMA topology (printed by topo_print.c when built in). */
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuwire.h"
 #include "subcommands.h"
-int cmd_info(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "not yet\n"); return 2; }
+
+#if defined(__has_include)
+#if __has_include("topo_print.h")
+#include "topo_print.h"
+#endif
+#endif
+
+/* Weak: the topology printer lives in topo_print.c; a tool built without it
+ * still links and says so. */
+int gw_tool_print_topo(FILE *out, int json) __attribute__((weak));
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gpuwire info [--transports] [--settings] [--topo] [--json]\n"
+            "\n"
+            "With no selection, prints everything except the topology:\n"
+            "  version and build features, the transports compiled in and whether each is\n"
+            "  usable here (why not, when not), and every GPUWIRE_* setting with the value\n"
+            "  in effect, where it came from (env or default) and its help.\n"
+            "\n"
+            "  -t, --transports   only the transports\n"
+            "  -s, --settings     only the settings\n"
+            "  -T, --topo         the PCIe/NUMA topology: GPUs, NICs and their distance\n"
+            "  -j, --json         with --topo: machine-readable output\n"
+            "  -h, --help         this text\n");
+}
+
+/* Wraps text at width columns, each line prefixed by indent spaces. */
+static void print_wrapped(const char *text, int indent, int width)
+{
+    const char *p = text;
+    while (*p) {
+        int avail = width - indent;
+        size_t n = strlen(p);
+        size_t take = n;
+        if ((int)n > avail) {
+            take = (size_t)avail;
+            while (take > 0 && p[take] != ' ')
+                take--;
+            if (take == 0)
+                take = (size_t)avail;
+        }
+        printf("%*s%.*s\n", indent, "", (int)take, p);
+        p += take;
+        while (*p == ' ')
+            p++;
+    }
+}
+
+static int print_transports(gw_context_t *ctx)
+{
+    printf("transports (in GPUWIRE_TRANSPORTS order of preference when allowed):\n");
+    int usable = 0;
+    for (size_t i = 0;; i++) {
+        gw_transport_info_t ti;
+        memset(&ti, 0, sizeof(ti));
+        ti.size = sizeof(ti);
+        gw_status_t st = gw_transport_at(ctx, i, &ti);
+        if (st == GW_ERR_NOT_FOUND)
+            break;
+        if (st != GW_OK) {
+            printf("  #%zu: query failed: %s (%s)\n", i, gw_status_name(st), gw_last_error(ctx));
+            continue;
+        }
+        usable += ti.usable != 0;
+        printf("  %-6s %-10s %s\n", ti.name, ti.usable ? "usable" : "not usable",
+               ti.detail[0] ? ti.detail : "");
+    }
+    if (!usable)
+        printf("  (no transport is usable: connections will fail with GW_ERR_NO_TRANSPORT)\n");
+    return 0;
+}
+
+static void print_settings(gw_context_t *ctx)
+{
+    printf("settings (environment variables, read at gw_context_create()):\n");
+    for (size_t i = 0;; i++) {
+        const gw_setting_desc_t *d = gw_setting_at(i);
+        if (!d)
+            break;
+        const char *val = ctx ? gw_setting_value(ctx, d->name) : NULL;
+        const char *env = getenv(d->name);
+        if (!val)
+            val = env ? env : d->default_value;
+        const char *src = env ? "env" : "default";
+        printf("  %s=%s%s%s  [%s", d->name, *val ? "\"" : "", *val ? val : "(unset)",
+               *val ? "\"" : "", src);
+        if (env && strcmp(d->default_value, val) != 0)
+            printf("; default \"%s\"", d->default_value);
+        printf("]\n");
+        print_wrapped(d->help, 6, 92);
+    }
+    /* unknown GPUWIRE_* variables: gw_context_create() warned already; list them again here */
+    extern char **environ;
+    int header = 0;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "GPUWIRE_", 8) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+        int known = 0;
+        for (size_t i = 0; gw_setting_at(i); i++) {
+            const char *name = gw_setting_at(i)->name;
+            if (strlen(name) == n && strncmp(name, *e, n) == 0) {
+                known = 1;
+                break;
+            }
+        }
+        if (!known) {
+            if (!header)
+                printf("unknown GPUWIRE_* variables in the environment (ignored):\n");
+            header = 1;
+            printf("  %.*s\n", (int)n, *e);
+        }
+    }
+}
+
+static int print_topo(int json)
+{
+    if (!gw_tool_print_topo) {
+        fprintf(stderr, "gpuwire info --topo: topology support not built into this tool\n");
+        return 1;
+    }
+    return gw_tool_print_topo(stdout, json) == 0 ? 0 : 1;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"transports", no_argument, NULL, 't'},
+        {"settings", no_argument, NULL, 's'},
+        {"topo", no_argument, NULL, 'T'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int want_tl = 0, want_set = 0, want_topo = 0, json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "tsTjh", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': want_tl = 1; break;
+        case 's': want_set = 1; break;
+        case 'T': want_topo = 1; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpuwire info: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (json && !want_topo) {
+        fprintf(stderr, "gpuwire info: --json applies to --topo only\n");
+        return 2;
+    }
+    if (want_topo && !want_tl && !want_set)
+        return print_topo(json);
+    int all = !want_tl && !want_set;
+
+    gw_context_t *ctx = NULL;
+    gw_status_t st = gw_context_create(NULL, &ctx);
+    if (all) {
+        printf("gpuwire %s (header %s)\n", gw_version(), GW_VERSION_STRING);
+        printf("features: %s\n", gw_build_features());
+    }
+    if (st != GW_OK) {
+        /* the settings still print: a bad setting is the usual cause */
+        printf("context: gw_context_create() failed: %s (%s); the message above names the "
+               "setting\n",
+               gw_status_name(st), gw_status_str(st));
+    }
+    if ((all || want_tl) && ctx)
+        print_transports(ctx);
+    if (all || want_set)
+        print_settings(ctx);
+    int rc = st == GW_OK ? 0 : 1;
+    if (want_topo && print_topo(0) != 0)
+        rc = 1;
+    gw_context_destroy(ctx);
+    return rc;
+}

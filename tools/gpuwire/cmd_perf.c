@@ -1,3 +1,264 @@
-#include <stdio.h>
+/* cmd_perf.c - `gpuwire perf`: options, server / client / --loopback. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "perf.h"
 #include "subcommands.h"
-int cmd_perf(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "not yet\n"); return 2; }
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: gpuwire perf --server [--port P] [--bind HOST] [--once]\n"
+        "       gpuwire perf HOST[:P] [options]\n"
+        "       gpuwire perf --loopback [options]\n"
+        "\n"
+        "Measures one operation between two processes, perftest-style.  For each size it\n"
+        "runs a latency phase (ping-pong; one-way latency = round trip / 2; for get the\n"
+        "round trip of one get) and a bandwidth phase (a window of outstanding operations;\n"
+        "bandwidth in GB/s = 1e9 bytes/s, message rate = operations/s), and prints one row:\n"
+        "bytes, iterations, bandwidth, message rate, latency avg/p50/p99 and the CPU use of\n"
+        "each side during the bandwidth phase (getrusage user+system over wall time).\n"
+        "\n"
+        "  -o, --op OP          put (default), get, send or put_notify\n"
+        "  -s, --size S         a size (K/M/G suffixes), MIN:MAX (powers of two from MIN to\n"
+        "                       MAX) or a comma list; default 8:1M\n"
+        "  -n, --iters N        operations per phase (default: run for --duration)\n"
+        "  -d, --duration SEC   seconds per phase and size (default 1)\n"
+        "  -w, --window W       outstanding operations in the bandwidth phase (default 32)\n"
+        "  -c, --check          verify every payload (pattern written, read back, compared)\n"
+        "  -j, --json           one JSON object per size per line, nothing else on stdout\n"
+        "  -b, --busy-poll      spin in the bandwidth phase too (default: wait on the fd)\n"
+        "      --lat-only       only the latency phase\n"
+        "      --bw-only        only the bandwidth phase\n"
+        "  -S, --server         wait for clients (one at a time)\n"
+        "  -p, --port P         server port, or the client's default port (%d)\n"
+        "      --bind HOST      server: listen on this address only\n"
+        "      --once           server: exit after one client\n"
+        "  -l, --loopback       start a server on 127.0.0.1 in a child process and measure\n"
+        "  -h, --help           this text\n"
+        "\n"
+        "The transport is chosen as by any gpuwire program (GPUWIRE_TRANSPORTS etc.;\n"
+        "see `gpuwire info`); the header line names the transport and path taken.\n",
+        PERF_DEFAULT_PORT);
+}
+
+/* "host" -> "host:port", "h:p" and "[v6]:p" as given, "v6" -> "[v6]:port". */
+static void make_addr(const char *target, unsigned port, char *buf, size_t len)
+{
+    const char *first = strchr(target, ':');
+    if (target[0] == '[' && strstr(target, "]:"))
+        snprintf(buf, len, "%s", target);
+    else if (target[0] == '[')
+        snprintf(buf, len, "%s:%u", target, port);
+    else if (first && strchr(first + 1, ':'))
+        snprintf(buf, len, "[%s]:%u", target, port);
+    else if (first)
+        snprintf(buf, len, "%s", target);
+    else
+        snprintf(buf, len, "%s:%u", target, port);
+}
+
+static int run_loopback(perf_opts_t *o)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        fprintf(stderr, "gpuwire perf: pipe() failed: %s\n", strerror(errno));
+        return 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "gpuwire perf: fork() failed: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        close(fds[0]);
+        perf_opts_t so = *o;
+        so.server = 1;
+        so.once = 1;
+        so.bind = "127.0.0.1";
+        so.port = 0;
+        so.addr_fd = fds[1];
+        int rc = perf_server(&so);
+        fflush(stdout);
+        _exit(rc);
+    }
+    close(fds[1]);
+    char addr[128];
+    size_t got = 0;
+    int rc = 1;
+    while (got < sizeof(addr)) {
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        if (poll(&p, 1, 30000) <= 0)
+            break;
+        ssize_t n = read(fds[0], addr + got, sizeof(addr) - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (memchr(addr, '\0', got))
+            break;
+    }
+    close(fds[0]);
+    if (!got || !memchr(addr, '\0', got)) {
+        fprintf(stderr, "gpuwire perf --loopback: the server process did not start (see above)\n");
+        kill(pid, SIGTERM);
+    } else {
+        rc = perf_client(o, addr);
+        if (rc)
+            kill(pid, SIGTERM);
+    }
+    /* the server exits after its one client; give it a moment, then insist */
+    int status = 0;
+    for (int i = 0; i < 500; i++) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (i == 499) {
+            fprintf(stderr, "gpuwire perf --loopback: the server process did not exit: killed\n");
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
+        usleep(10000);
+    }
+    if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        fprintf(stderr, "gpuwire perf --loopback: the server process failed (status 0x%x)\n",
+                status);
+        rc = 1;
+    }
+    return rc;
+}
+
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE };
+
+int cmd_perf(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"op", required_argument, NULL, 'o'},
+        {"size", required_argument, NULL, 's'},
+        {"iters", required_argument, NULL, 'n'},
+        {"duration", required_argument, NULL, 'd'},
+        {"window", required_argument, NULL, 'w'},
+        {"check", no_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},
+        {"busy-poll", no_argument, NULL, 'b'},
+        {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
+        {"bw-only", no_argument, NULL, OPT_BW_ONLY},
+        {"server", no_argument, NULL, 'S'},
+        {"port", required_argument, NULL, 'p'},
+        {"bind", required_argument, NULL, OPT_BIND},
+        {"once", no_argument, NULL, OPT_ONCE},
+        {"loopback", no_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    perf_opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.op = PERF_PUT;
+    o.window = 32;
+    o.duration = 1.0;
+    o.port = PERF_DEFAULT_PORT;
+    o.addr_fd = -1;
+    const char *sizes = "8:1M";
+    int c;
+    char *end;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:s:n:d:w:cjbSp:lh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            if (perf_parse_op(optarg, &o.op) != 0) {
+                fprintf(stderr, "gpuwire perf: --op '%s': expected put, get, send or put_notify\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 's': sizes = optarg; break;
+        case 'n':
+            errno = 0;
+            o.iters = strtol(optarg, &end, 10);
+            if (errno || *end || o.iters <= 0) {
+                fprintf(stderr, "gpuwire perf: --iters '%s': expected a positive integer\n", optarg);
+                return 2;
+            }
+            break;
+        case 'd':
+            o.duration = strtod(optarg, &end);
+            if (*end || !(o.duration > 0) || o.duration > 86400) {
+                fprintf(stderr, "gpuwire perf: --duration '%s': expected seconds > 0\n", optarg);
+                return 2;
+            }
+            o.iters = 0;
+            break;
+        case 'w':
+            o.window = (int)strtol(optarg, &end, 10);
+            if (*end || o.window < 1 || o.window > PERF_MAX_WINDOW) {
+                fprintf(stderr, "gpuwire perf: --window '%s': expected 1..%d\n", optarg,
+                        PERF_MAX_WINDOW);
+                return 2;
+            }
+            break;
+        case 'c': o.check = 1; break;
+        case 'j': o.json = 1; break;
+        case 'b': o.busy_poll = 1; break;
+        case OPT_LAT_ONLY: o.no_bw = 1; break;
+        case OPT_BW_ONLY: o.no_lat = 1; break;
+        case 'S': o.server = 1; break;
+        case 'p': {
+            long p = strtol(optarg, &end, 10);
+            if (*end || p < 0 || p > 65535) {
+                fprintf(stderr, "gpuwire perf: --port '%s': expected 0..65535\n", optarg);
+                return 2;
+            }
+            o.port = (unsigned)p;
+            break;
+        }
+        case OPT_BIND: o.bind = optarg; break;
+        case OPT_ONCE: o.once = 1; break;
+        case 'l': o.loopback = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (o.no_lat && o.no_bw) {
+        fprintf(stderr, "gpuwire perf: --lat-only and --bw-only exclude each other\n");
+        return 2;
+    }
+    if (optind < argc)
+        o.target = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "gpuwire perf: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (o.server + o.loopback + (o.target != NULL) != 1) {
+        fprintf(stderr, "gpuwire perf: give exactly one of --server, --loopback or HOST[:PORT]\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (o.server)
+        return perf_server(&o);
+    if (perf_parse_sizes(sizes, &o.sizes, &o.nsizes) != 0) {
+        fprintf(stderr,
+                "gpuwire perf: --size '%s': expected a size (e.g. 4K, 1M), MIN:MAX or a comma "
+                "list\n",
+                sizes);
+        return 2;
+    }
+    int rc;
+    if (o.loopback) {
+        rc = run_loopback(&o);
+    } else {
+        char addr[256];
+        make_addr(o.target, o.port, addr, sizeof(addr));
+        rc = perf_client(&o, addr);
+    }
+    free(o.sizes);
+    return rc;
+}

@@ -2,7 +2,12 @@
  * into this build resolves to NULL (weak reference). */
 #include "transport/base/tl.h"
 
+#if GW_HAVE_VERBS
+/* strong when built: a weak reference would not pull it out of the static library */
+extern const gw_tl_ops_t gw_tl_verbs_ops;
+#else
 extern const gw_tl_ops_t gw_tl_verbs_ops __attribute__((weak));
+#endif
 extern const gw_tl_ops_t gw_tl_intra_ops; /* always built (no build-time dependency) */
 extern const gw_tl_ops_t gw_tl_tcp_ops;
 

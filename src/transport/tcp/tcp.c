@@ -11,11 +11,15 @@
 #include <unistd.h>
 
 #include "core/sock.h"
+#include "mem/staging.h"
 
 #define RBUF_CAP (256 * 1024)
 #define DIRECT_MIN (32 * 1024) /* payload left at least this: recv() straight into place */
 #define MAX_EAGER_RECV (64ull << 20) /* largest eager message we accept from a peer */
 #define IOV_MAX_BATCH 64
+#define TX_SLOTS 4       /* staging slots one GPU-sourced frame keeps in flight */
+#define RX_INFLIGHT 2    /* host-to-device copies one stream keeps in flight */
+#define MAX_DEV 16
 
 typedef struct tx_item {
     struct tx_item *next;
@@ -26,6 +30,13 @@ typedef struct tx_item {
     gw_request_t *req;   /* completed when fully written (eager sends) */
     uint64_t region_id;  /* GET_RESP streaming from a region */
     void *owned;         /* payload copy made when the region was revoked */
+    /* GPU-sourced payload: staged through pinned slots, copied ahead of the socket */
+    int gpu_dev;         /* CUDA ordinal, -1 for host memory */
+    size_t staged;       /* payload bytes whose device-to-host copy was started */
+    size_t sl_used;      /* bytes of the head slot already written */
+    gw_stage_slot_t *sl[TX_SLOTS];
+    size_t sl_len[TX_SLOTS];
+    int sl_head, sl_n;
 } tx_item_t;
 
 typedef struct tcp_ep tcp_ep_t;
@@ -52,6 +63,14 @@ typedef struct conn {
     gw_status_t cur_status;
     gw_request_t *rx_req;  /* receive or get being filled */
     gw_unexp_t *rx_unexp;  /* unexpected eager message being filled */
+    /* payload going to GPU memory: through pinned slots, copied to the device behind the socket */
+    int rx_dev;            /* CUDA ordinal, -1 for host memory */
+    gw_stage_slot_t *rx_slot;
+    size_t rx_fill, rx_slot_off;
+    gw_stage_slot_t *rx_in[RX_INFLIGHT];
+    int rx_nin;
+    int stg_wait;          /* a GPU-sourced frame waits for a copy: poll it */
+    gw_list_t stg_link;
 } conn_t;
 
 typedef struct tcp_iface {
@@ -63,6 +82,8 @@ typedef struct tcp_iface {
     uint64_t stripe_min, chunk, eager_max, sockbuf;
     uint8_t *scratch; /* discard target */
     uint64_t last_timer_ns;
+    gw_staging_t *stg_tx[MAX_DEV], *stg_rx[MAX_DEV]; /* per device, made on first use */
+    gw_list_t stg_wait;  /* streams whose head frame waits for a device-to-host copy */
 } tcp_iface_t;
 
 typedef struct dnotify {
@@ -95,6 +116,38 @@ static inline tcp_ep_t *to_ep(gw_tl_ep_t *e) { return gw_container_of(e, tcp_ep_
 static inline tcp_iface_t *to_if(gw_tl_iface_t *i) { return gw_container_of(i, tcp_iface_t, super); }
 static inline gw_ep_base_t *B(tcp_ep_t *ep) { return ep->super.base; }
 static inline gw_core_t *CORE(tcp_ep_t *ep) { return ep->tif->super.core; }
+
+/* ---- GPU staging ------------------------------------------------------------------- */
+static gw_staging_t *stg_get(tcp_iface_t *tif, int dev, int rx)
+{
+    if (dev < 0 || dev >= MAX_DEV) {
+        gw_err(tif->super.core, GW_ERR_INVALID, "tcp staging: CUDA device %d out of range", dev);
+        return NULL;
+    }
+    gw_staging_t **p = rx ? &tif->stg_rx[dev] : &tif->stg_tx[dev];
+    if (!*p && gw_staging_create(tif->super.core, dev, 0, 0, p) != GW_OK)
+        *p = NULL;
+    return *p;
+}
+
+/* Waits (bounded) for a slot's copy, then returns it to its ring. */
+static gw_status_t slot_finish(tcp_iface_t *tif, gw_staging_t *st, gw_stage_slot_t *sl)
+{
+    uint64_t deadline = gw_now_ns() + 10000000000ull;
+    int r;
+    while ((r = gw_staging_test(st, sl)) == 0 && gw_now_ns() < deadline)
+        ;
+    gw_staging_release(st, sl);
+    if (r == 1)
+        return GW_OK;
+    return r < 0 ? GW_ERR_CUDA
+                 : gw_err(tif->super.core, GW_ERR_CUDA, "tcp staging: a copy did not finish within 10 s");
+}
+
+static inline int mem_dev(const gw_mem_t *m)
+{
+    return m && m->type == GW_MEM_CUDA ? m->cuda_device : -1;
+}
 
 /* ---- frame header ------------------------------------------------------------------ */
 void gw_tcp_hdr_encode(uint8_t *b, const gw_tcp_hdr_t *h)
@@ -237,11 +290,28 @@ static tx_item_t *tx_alloc(tcp_ep_t *ep)
     t->req = NULL;
     t->region_id = 0;
     t->owned = NULL;
+    t->gpu_dev = -1;
+    t->staged = t->sl_used = 0;
+    t->sl_head = t->sl_n = 0;
     return t;
+}
+
+static void tx_drop_slots(tcp_ep_t *ep, tx_item_t *t)
+{
+    if (!t->sl_n)
+        return;
+    gw_staging_t *st = stg_get(ep->tif, t->gpu_dev, 0);
+    while (t->sl_n) {
+        if (st)
+            slot_finish(ep->tif, st, t->sl[t->sl_head]);
+        t->sl_head = (t->sl_head + 1) % TX_SLOTS;
+        t->sl_n--;
+    }
 }
 
 static void tx_release(tcp_ep_t *ep, tx_item_t *t)
 {
+    tx_drop_slots(ep, t);
     free(t->owned);
     t->owned = NULL;
     t->next = ep->txfree;
@@ -258,15 +328,131 @@ static void conn_set_out(conn_t *c, int on)
     gw_io_mod(CORE(c->ep), &c->io, EPOLLIN | (on ? EPOLLOUT : 0));
 }
 
+static void stg_wait_add(conn_t *c)
+{
+    if (!c->stg_wait) {
+        c->stg_wait = 1;
+        gw_list_push_back(&c->ep->tif->stg_wait, &c->stg_link);
+    }
+    gw_core_signal(CORE(c->ep));
+}
+
+static void tx_done(conn_t *c, tx_item_t *t);
+
+/* Writes the head frame whose payload is in GPU memory: device-to-host
+ * copies run up to TX_SLOTS slots ahead of the socket.  1: frame written;
+ * 0: waiting for the socket or a copy; -1: the endpoint failed. */
+static int flush_gpu_head(conn_t *c)
+{
+    tcp_ep_t *ep = c->ep;
+    tx_item_t *t = c->txh;
+    gw_staging_t *st = stg_get(ep->tif, t->gpu_dev, 0);
+    if (!st) {
+        tcp_fail(ep, GW_ERR_CUDA, "tcp: cannot stage GPU memory of device %d: %s", t->gpu_dev, CORE(ep)->errbuf);
+        return -1;
+    }
+    size_t chunk = gw_staging_chunk(st);
+    for (;;) {
+        while (t->staged < t->paylen && t->sl_n < TX_SLOTS) {
+            gw_stage_slot_t *sl = gw_staging_acquire(st);
+            if (!sl)
+                break;
+            size_t n = GW_MIN(chunk, t->paylen - t->staged);
+            if (gw_staging_d2h(st, sl, t->payload + t->staged, n) != GW_OK) {
+                gw_staging_release(st, sl);
+                tcp_fail(ep, GW_ERR_CUDA, "tcp: device-to-host staging copy failed: %s", CORE(ep)->errbuf);
+                return -1;
+            }
+            int i = (t->sl_head + t->sl_n) % TX_SLOTS;
+            t->sl[i] = sl;
+            t->sl_len[i] = n;
+            t->sl_n++;
+            t->staged += n;
+        }
+        const void *src;
+        size_t left;
+        if (t->off < GW_TCP_HDR) {
+            src = t->hdr + t->off;
+            left = GW_TCP_HDR - t->off;
+        } else if (t->off - GW_TCP_HDR == t->paylen) {
+            tx_done(c, t);
+            return 1;
+        } else {
+            if (!t->sl_n) { /* every slot is taken by other transfers */
+                stg_wait_add(c);
+                return 0;
+            }
+            gw_stage_slot_t *sl = t->sl[t->sl_head];
+            int r = gw_staging_test(st, sl);
+            if (r < 0) {
+                tcp_fail(ep, GW_ERR_CUDA, "tcp: device-to-host staging copy failed: %s", CORE(ep)->errbuf);
+                return -1;
+            }
+            if (r == 0) {
+                stg_wait_add(c);
+                return 0;
+            }
+            src = (const uint8_t *)sl->host + t->sl_used;
+            left = t->sl_len[t->sl_head] - t->sl_used;
+        }
+        ssize_t w = send(c->fd, src, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                conn_set_out(c, 1);
+                return 0;
+            }
+            tcp_fail(ep, GW_ERR_CONN_RESET, "send on tcp stream %d to %s failed: %s", c->idx, B(ep)->peer,
+                     strerror(errno));
+            return -1;
+        }
+        int in_payload = t->off >= GW_TCP_HDR;
+        t->off += (size_t)w;
+        c->tx_bytes -= GW_MIN(c->tx_bytes, (size_t)w);
+        if (in_payload) {
+            t->sl_used += (size_t)w;
+            if (t->sl_used == t->sl_len[t->sl_head]) {
+                gw_staging_release(st, t->sl[t->sl_head]);
+                t->sl_head = (t->sl_head + 1) % TX_SLOTS;
+                t->sl_n--;
+                t->sl_used = 0;
+            }
+        }
+    }
+}
+
+/* Pops a fully written head frame and completes what waited for it. */
+static void tx_done(conn_t *c, tx_item_t *t)
+{
+    tcp_ep_t *ep = c->ep;
+    c->txh = t->next;
+    if (!c->txh)
+        c->txt = NULL;
+    gw_request_t *r = t->req;
+    tx_release(ep, t);
+    if (r) { /* eager send: the message is on its way */
+        r->length = r->len;
+        gw_ep_op_done(B(ep), r, GW_OK);
+        check_deferred(ep);
+    }
+}
+
 /* Writes as much of the queue as the socket takes.  Returns -1 if the
  * endpoint failed. */
 static int conn_flush(conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
     while (c->txh && c->fd >= 0) {
+        if (c->txh->gpu_dev >= 0) {
+            int r = flush_gpu_head(c);
+            if (r <= 0)
+                return r;
+            continue;
+        }
         struct iovec iov[IOV_MAX_BATCH];
         int n = 0;
-        for (tx_item_t *t = c->txh; t && n < IOV_MAX_BATCH - 1; t = t->next) {
+        for (tx_item_t *t = c->txh; t && t->gpu_dev < 0 && n < IOV_MAX_BATCH - 1; t = t->next) {
             if (t->off < GW_TCP_HDR) {
                 iov[n].iov_base = t->hdr + t->off;
                 iov[n].iov_len = GW_TCP_HDR - t->off;
@@ -306,16 +492,7 @@ static int conn_flush(conn_t *c)
                 break;
             }
             left -= rem;
-            c->txh = t->next;
-            if (!c->txh)
-                c->txt = NULL;
-            gw_request_t *r = t->req;
-            tx_release(ep, t);
-            if (r) { /* eager send: the message is on its way */
-                r->length = r->len;
-                gw_ep_op_done(B(ep), r, GW_OK);
-                check_deferred(ep);
-            }
+            tx_done(c, t);
         }
         /* a partial item stays at the head; loop to try again */
     }
@@ -339,8 +516,8 @@ static void tx_push(conn_t *c, tx_item_t *t)
 }
 
 /* Queues a frame and writes it now when the stream is not backed up. */
-static int send_frame(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
-                      gw_request_t *req)
+static int send_frame_dev(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
+                          gw_request_t *req, int gpu_dev)
 {
     tcp_ep_t *ep = c->ep;
     if (c->fd < 0)
@@ -354,10 +531,17 @@ static int send_frame(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, siz
     t->payload = payload;
     t->paylen = paylen;
     t->req = req;
+    t->gpu_dev = paylen ? gpu_dev : -1;
     tx_push(c, t);
-    if (!c->want_out)
+    if (!c->want_out && !c->stg_wait)
         return conn_flush(c);
     return 0;
+}
+
+static int send_frame(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
+                      gw_request_t *req)
+{
+    return send_frame_dev(c, h, payload, paylen, req, -1);
 }
 
 static int send_ctl(tcp_ep_t *ep, conn_t *c, uint8_t type, int32_t aux, uint64_t id, uint64_t key,
@@ -468,13 +652,120 @@ static void op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
 }
 
 /* ---- receive ----------------------------------------------------------------------- */
-static void begin_payload(conn_t *c, uint8_t *dst, size_t keep, size_t total)
+static void begin_payload_dev(conn_t *c, uint8_t *dst, size_t keep, size_t total, int dev)
 {
     c->in_payload = 1;
     c->dst = dst;
     c->keep = keep;
     c->consumed = 0;
     c->remaining = total;
+    c->rx_dev = keep ? dev : -1;
+    c->rx_slot = NULL;
+    c->rx_fill = c->rx_slot_off = 0;
+}
+
+static void begin_payload(conn_t *c, uint8_t *dst, size_t keep, size_t total)
+{
+    begin_payload_dev(c, dst, keep, total, -1);
+}
+
+/* Starts the host-to-device copy of the filled slot. */
+static int rx_submit(conn_t *c, gw_staging_t *st)
+{
+    if (gw_staging_h2d(st, c->rx_slot, c->dst + c->rx_slot_off, c->rx_fill) != GW_OK) {
+        gw_staging_release(st, c->rx_slot);
+        c->rx_slot = NULL;
+        tcp_fail(c->ep, GW_ERR_CUDA, "tcp: host-to-device staging copy failed: %s", CORE(c->ep)->errbuf);
+        return -1;
+    }
+    c->rx_in[c->rx_nin++] = c->rx_slot;
+    c->rx_slot_off += c->rx_fill;
+    c->rx_slot = NULL;
+    c->rx_fill = 0;
+    return 0;
+}
+
+/* A slot to receive GPU-bound bytes into: the current one, a free one, or
+ * the oldest in-flight one once its copy is done.  NULL with *st set when
+ * every slot is held elsewhere (the caller copies synchronously). */
+static gw_stage_slot_t *rx_slot(conn_t *c, gw_staging_t **stp)
+{
+    tcp_iface_t *tif = c->ep->tif;
+    gw_staging_t *st = stg_get(tif, c->rx_dev, 1);
+    *stp = st;
+    if (!st)
+        return NULL;
+    if (c->rx_slot)
+        return c->rx_slot;
+    if (c->rx_nin < RX_INFLIGHT)
+        c->rx_slot = gw_staging_acquire(st);
+    if (!c->rx_slot && c->rx_nin) {
+        if (slot_finish(tif, st, c->rx_in[0]) != GW_OK) {
+            memmove(c->rx_in, c->rx_in + 1, (size_t)(--c->rx_nin) * sizeof(c->rx_in[0]));
+            tcp_fail(c->ep, GW_ERR_CUDA, "tcp: host-to-device staging copy failed: %s", CORE(c->ep)->errbuf);
+            return NULL;
+        }
+        memmove(c->rx_in, c->rx_in + 1, (size_t)(--c->rx_nin) * sizeof(c->rx_in[0]));
+        c->rx_slot = gw_staging_acquire(st);
+    }
+    c->rx_fill = 0;
+    return c->rx_slot;
+}
+
+/* Stores len received bytes bound for GPU memory at payload offset c->consumed. */
+static int gpu_store(conn_t *c, const uint8_t *src, size_t len)
+{
+    while (len) {
+        gw_staging_t *st;
+        gw_stage_slot_t *sl = rx_slot(c, &st);
+        if (c->fd < 0)
+            return -1;
+        if (!sl) {
+            if (!st) {
+                tcp_fail(c->ep, GW_ERR_CUDA, "tcp: cannot stage into GPU memory of device %d: %s", c->rx_dev,
+                         CORE(c->ep)->errbuf);
+                return -1;
+            }
+            /* every slot is busy elsewhere: one synchronous copy */
+            if (gw_staging_copy_sync(CORE(c->ep), c->rx_dev, c->dst + c->rx_slot_off, src, len) != GW_OK) {
+                tcp_fail(c->ep, GW_ERR_CUDA, "tcp: host-to-device copy failed: %s", CORE(c->ep)->errbuf);
+                return -1;
+            }
+            c->rx_slot_off += len;
+            return 0;
+        }
+        size_t n = GW_MIN(len, gw_staging_chunk(st) - c->rx_fill);
+        memcpy((uint8_t *)sl->host + c->rx_fill, src, n);
+        c->rx_fill += n;
+        src += n;
+        len -= n;
+        if (c->rx_fill == gw_staging_chunk(st) && rx_submit(c, st) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The payload is complete: its bytes are in GPU memory once every copy is done. */
+static int gpu_finish(conn_t *c)
+{
+    tcp_iface_t *tif = c->ep->tif;
+    gw_staging_t *st = stg_get(tif, c->rx_dev, 1);
+    int failed = 0;
+    if (st && c->rx_slot && c->rx_fill && rx_submit(c, st) < 0)
+        return -1;
+    if (st && c->rx_slot) {
+        gw_staging_release(st, c->rx_slot);
+        c->rx_slot = NULL;
+    }
+    for (int i = 0; i < c->rx_nin; i++)
+        failed |= st && slot_finish(tif, st, c->rx_in[i]) != GW_OK;
+    c->rx_nin = 0;
+    c->rx_dev = -1;
+    if (failed) {
+        tcp_fail(c->ep, GW_ERR_CUDA, "tcp: host-to-device staging copy failed: %s", CORE(c->ep)->errbuf);
+        return -1;
+    }
+    return 0;
 }
 
 static int finish_payload(conn_t *c);
@@ -507,8 +798,6 @@ static gw_status_t check_region(tcp_ep_t *ep, const gw_tcp_hdr_t *h, unsigned ne
         return GW_ERR_ACCESS;
     if (!gw_range_inside((uint64_t)(uintptr_t)m->addr, m->len, h->addr, h->len))
         return GW_ERR_OUT_OF_BOUNDS;
-    if (m->type != GW_MEM_HOST)
-        return GW_ERR_UNSUPPORTED; /* GPU memory over tcp: staging path */
     *out = m;
     return GW_OK;
 }
@@ -551,7 +840,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         c->dst_region = m;
         if (m)
             m->incoming++;
-        begin_payload(c, m ? (uint8_t *)(uintptr_t)h->addr : NULL, m ? h->len : 0, h->len);
+        begin_payload_dev(c, m ? (uint8_t *)(uintptr_t)h->addr : NULL, m ? h->len : 0, h->len, mem_dev(m));
         break;
     case GW_TCP_PUT_ACK:
         r = slot_get(ep, h->id, 1u << GW_OP_PUT | 1u << GW_OP_PUT_NOTIFY);
@@ -578,9 +867,10 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
             t->payload = (const uint8_t *)(uintptr_t)h->addr;
             t->paylen = h->len;
             t->region_id = m->id;
+            t->gpu_dev = h->len ? mem_dev(m) : -1;
         }
         tx_push(c, t);
-        return c->want_out ? 0 : conn_flush(c);
+        return c->want_out || c->stg_wait ? 0 : conn_flush(c);
     }
     case GW_TCP_GET_RESP:
         r = slot_get(ep, h->id, 1u << GW_OP_GET);
@@ -599,7 +889,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
             return protocol_error(c, "get response [%llu, +%llu) outside the %zu-byte buffer",
                                   (unsigned long long)h->val, (unsigned long long)h->len, r->len);
         c->rx_req = r;
-        begin_payload(c, (uint8_t *)r->buf + h->val, h->len, h->len);
+        begin_payload_dev(c, (uint8_t *)r->buf + h->val, h->len, h->len, mem_dev(r->lmem));
         break;
     case GW_TCP_NOTIFY:
         if (gw_ep_notify_push(B(ep), h->val) != 0) {
@@ -615,7 +905,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         r = gw_ep_match_posted(B(ep), h->val);
         if (r) {
             c->rx_req = r;
-            begin_payload(c, r->buf, h->len < r->len ? h->len : r->len, h->len);
+            begin_payload_dev(c, r->buf, h->len < r->len ? h->len : r->len, h->len, mem_dev(r->lmem));
         } else {
             gw_unexp_t *u = calloc(1, sizeof(*u));
             void *data = malloc(h->len ? h->len : 1);
@@ -665,7 +955,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
             size_t n = GW_MIN(piece, total - off);
             gw_tcp_hdr_t d = {.type = GW_TCP_RDATA, .key = h->key, .addr = off, .len = n};
             conn_t *dc = total >= ep->tif->stripe_min ? least_loaded(ep) : &ep->conns[0];
-            if (send_frame(dc, &d, (const uint8_t *)r->buf + off, n, NULL) < 0)
+            if (send_frame_dev(dc, &d, (const uint8_t *)r->buf + off, n, NULL, mem_dev(r->lmem)) < 0)
                 return -1;
         }
         return 0;
@@ -679,7 +969,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
                                   (unsigned long long)h->addr, (unsigned long long)h->len,
                                   (unsigned long long)r->tl[2]);
         c->rx_req = r;
-        begin_payload(c, (uint8_t *)r->buf + h->addr, h->len, h->len);
+        begin_payload_dev(c, (uint8_t *)r->buf + h->addr, h->len, h->len, mem_dev(r->lmem));
         break;
     case GW_TCP_MSG_ACK:
         r = slot_get(ep, h->id, 1u << GW_OP_SEND);
@@ -710,6 +1000,8 @@ static int finish_payload(conn_t *c)
     const gw_tcp_hdr_t *h = &c->cur;
     gw_request_t *r = c->rx_req;
     c->in_payload = 0;
+    if (c->rx_dev >= 0 && gpu_finish(c) < 0)
+        return -1;
     switch (h->type) {
     case GW_TCP_PUT: {
         if (c->dst_region)
@@ -766,7 +1058,10 @@ static int process_rbuf(conn_t *c)
             size_t take = GW_MIN(avail, c->remaining);
             if (c->consumed < c->keep) {
                 size_t k = GW_MIN(take, c->keep - c->consumed);
-                memcpy(c->dst + c->consumed, c->rbuf + c->rpos, k);
+                if (c->rx_dev < 0)
+                    memcpy(c->dst + c->consumed, c->rbuf + c->rpos, k);
+                else if (gpu_store(c, c->rbuf + c->rpos, k) < 0)
+                    return -1;
             }
             c->consumed += take;
             c->remaining -= take;
@@ -797,7 +1092,17 @@ static void conn_readable(conn_t *c)
             /* straight into place (or into scratch when discarding) */
             uint8_t *dst;
             size_t want;
-            if (c->consumed < c->keep) {
+            gw_staging_t *st = NULL;
+            gw_stage_slot_t *sl = NULL;
+            if (c->consumed < c->keep && c->rx_dev >= 0) {
+                sl = rx_slot(c, &st);
+                if (c->fd < 0)
+                    return;
+                if (!sl)
+                    goto via_rbuf;
+                dst = (uint8_t *)sl->host + c->rx_fill;
+                want = GW_MIN(GW_MIN(c->remaining, c->keep - c->consumed), gw_staging_chunk(st) - c->rx_fill);
+            } else if (c->consumed < c->keep) {
                 dst = c->dst + c->consumed;
                 want = GW_MIN(c->remaining, c->keep - c->consumed);
             } else {
@@ -809,11 +1114,17 @@ static void conn_readable(conn_t *c)
                 B(ep)->last_rx_ns = gw_now_ns();
                 c->consumed += (size_t)n;
                 c->remaining -= (size_t)n;
+                if (sl) {
+                    c->rx_fill += (size_t)n;
+                    if ((c->rx_fill == gw_staging_chunk(st) || c->consumed == c->keep) && rx_submit(c, st) < 0)
+                        return;
+                }
                 if (!c->remaining && finish_payload(c) < 0)
                     return;
                 continue;
             }
         } else {
+        via_rbuf:
             if (c->rpos == c->rlen)
                 c->rpos = c->rlen = 0;
             else if (c->rlen == RBUF_CAP || c->rpos > RBUF_CAP / 2) {
@@ -875,6 +1186,8 @@ static gw_status_t conn_open(tcp_ep_t *ep, int idx, int fd)
     c->want_out = 0;
     c->rpos = c->rlen = 0;
     c->in_payload = 0;
+    c->rx_dev = -1;
+    gw_list_init(&c->stg_link);
     gw_status_t st = gw_io_add(core, &c->io, fd, EPOLLIN, conn_event, c);
     if (st != GW_OK) {
         c->fd = -1;
@@ -894,6 +1207,20 @@ static void conn_close(conn_t *c)
     if (c->lazy) {
         c->lazy = 0;
         gw_list_del(&c->lazy_link);
+    }
+    if (c->stg_wait) {
+        c->stg_wait = 0;
+        gw_list_del(&c->stg_link);
+    }
+    if (c->rx_dev >= 0) {
+        gw_staging_t *st = stg_get(ep->tif, c->rx_dev, 1);
+        if (st && c->rx_slot)
+            gw_staging_release(st, c->rx_slot);
+        for (int i = 0; st && i < c->rx_nin; i++)
+            slot_finish(ep->tif, st, c->rx_in[i]);
+        c->rx_slot = NULL;
+        c->rx_nin = 0;
+        c->rx_dev = -1;
     }
     if (c->dst_region) {
         c->dst_region->incoming--;
@@ -935,7 +1262,7 @@ static gw_status_t post_pieces(tcp_ep_t *ep, gw_request_t *req, uint8_t type, ui
                           .val = type == GW_TCP_PUT && flags ? req->value : off};
         conn_t *c = striped ? least_loaded(ep) : &ep->conns[0];
         if (type == GW_TCP_PUT) {
-            if (send_frame(c, &h, (const uint8_t *)req->buf + off, n, NULL) < 0)
+            if (send_frame_dev(c, &h, (const uint8_t *)req->buf + off, n, NULL, mem_dev(req->lmem)) < 0)
                 return GW_OK; /* the endpoint failed and completed the request */
         } else if (send_frame(c, &h, NULL, 0, NULL) < 0) {
             return GW_OK;
@@ -970,7 +1297,7 @@ static gw_status_t tcp_send(gw_tl_ep_t *tep, gw_request_t *req)
     tcp_ep_t *ep = to_ep(tep);
     if (req->len <= ep->tif->eager_max) {
         gw_tcp_hdr_t h = {.type = GW_TCP_EAGER, .len = req->len, .val = req->value};
-        send_frame(&ep->conns[0], &h, req->buf, req->len, req);
+        send_frame_dev(&ep->conns[0], &h, req->buf, req->len, req, mem_dev(req->lmem));
         return GW_OK;
     }
     uint64_t id;
@@ -1018,6 +1345,22 @@ static int tcp_poll(void *arg)
         }
         n++;
     }
+    if (!gw_list_empty(&tif->stg_wait)) { /* frames waiting for device-to-host copies */
+        gw_list_t waiting;
+        gw_list_init(&waiting);
+        while ((lp = gw_list_first(&tif->stg_wait)) != NULL) {
+            gw_list_del(lp);
+            gw_list_push_back(&waiting, lp);
+        }
+        while ((lp = gw_list_first(&waiting)) != NULL) {
+            conn_t *c = gw_container_of(lp, conn_t, stg_link);
+            gw_list_del(lp);
+            c->stg_wait = 0;
+            if (c->fd >= 0 && !c->want_out)
+                conn_flush(c);
+            n++;
+        }
+    }
     uint64_t now = gw_now_ns();
     if (now - tif->last_timer_ns < 20000000ull)
         return n;
@@ -1026,8 +1369,12 @@ static int tcp_poll(void *arg)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &tif->eps) {
         tcp_ep_t *ep = gw_container_of(p, tcp_ep_t, link);
-        if (ep->failed || !ep_busy(ep))
+        if (ep->failed)
             continue;
+        if (!ep_busy(ep)) { /* silence without work outstanding is no sign of death */
+            B(ep)->last_rx_ns = now;
+            continue;
+        }
         uint64_t idle = now - B(ep)->last_rx_ns;
         if (idle > limit) {
             tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
@@ -1067,6 +1414,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     tif->super.id = GW_TL_TCP;
     gw_list_init(&tif->eps);
     gw_list_init(&tif->lazy);
+    gw_list_init(&tif->stg_wait);
     st = gw_core_add_poller(core, tcp_poll, tif);
     if (st != GW_OK) {
         snprintf(why, whylen, "%s", core->errbuf);
@@ -1084,6 +1432,10 @@ static void tcp_iface_close(gw_tl_iface_t *iface)
 {
     tcp_iface_t *tif = to_if(iface);
     gw_core_del_poller(iface->core, tcp_poll, tif);
+    for (int i = 0; i < MAX_DEV; i++) {
+        gw_staging_destroy(tif->stg_tx[i]);
+        gw_staging_destroy(tif->stg_rx[i]);
+    }
     free(tif->scratch);
     free(tif);
 }
@@ -1098,15 +1450,16 @@ static gw_status_t tcp_iface_describe(gw_tl_iface_t *iface, char *buf, size_t le
 
 static gw_status_t tcp_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
 {
-    (void)iface;
     size_t n = strlen(mem->path);
     if (mem->type == GW_MEM_HOST) {
         snprintf(mem->path + n, sizeof(mem->path) - n, "%stcp: direct (host memory)", n ? "; " : "");
         return GW_OK;
     }
-    snprintf(mem->path + n, sizeof(mem->path) - n, "%stcp: unavailable (GPU memory needs the staging path)",
-             n ? "; " : "");
-    return GW_ERR_UNSUPPORTED;
+    snprintf(mem->path + n, sizeof(mem->path) - n,
+             "%stcp: staged through pinned host buffers (%s x %s, copies overlapped with the socket)", n ? "; " : "",
+             gw_settings_str(&iface->core->settings, GW_SET_STAGING_BUFFERS),
+             gw_settings_str(&iface->core->settings, GW_SET_STAGING_CHUNK));
+    return GW_OK;
 }
 
 /* Revocation: stop writing into the region, and detach queued reads from it. */
@@ -1130,7 +1483,17 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
                 void *copy = malloc(t->paylen ? t->paylen : 1);
                 if (!copy)
                     return gw_err(iface->core, GW_ERR_NOMEM, "out of memory detaching a get from a deregistered region");
-                memcpy(copy, t->payload, t->paylen);
+                if (t->gpu_dev >= 0) {
+                    tx_drop_slots(ep, t); /* the rest now comes from the host copy */
+                    t->sl_used = 0;
+                    if (gw_staging_copy_sync(iface->core, t->gpu_dev, copy, t->payload, t->paylen) != GW_OK) {
+                        free(copy);
+                        return GW_ERR_CUDA;
+                    }
+                    t->gpu_dev = -1;
+                } else {
+                    memcpy(copy, t->payload, t->paylen);
+                }
                 t->owned = copy;
                 t->payload = copy;
                 t->region_id = 0;

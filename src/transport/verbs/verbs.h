@@ -1,0 +1,235 @@
+/* verbs.h - the verbs transport's private objects (transport layer).
+ *
+ *   gw_verbs_iface_t  one per context: device, port, PD, completion channel,
+ *                     registration cache; embeds gw_tl_iface_t first.
+ *   gw_verbs_ep_t     one per endpoint: a CQ, nqps RC queue pairs, eager
+ *                     bounce and receive buffers; embeds gw_tl_ep_t first.
+ *   gw_verbs_reg_t    a region's registration (several MRs when the region is
+ *                     larger than the device's largest MR).
+ *
+ * Files: ibv_loader.c (dlopen), verbs_dev.c (sysfs port/GID choice, address
+ * blob), verbs_mr.c (registration, cache, dma-buf), verbs_iface.c (context
+ * level, polling, ops table), verbs_ep.c (queue pairs and operations).
+ */
+#ifndef GW_VERBS_VERBS_H
+#define GW_VERBS_VERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/base/tl.h"
+#include "transport/verbs/ibv_syms.h"
+
+#define GW_VERBS_MAX_QPS 8
+#define GW_VERBS_MAX_GIDS 8
+#define GW_VERBS_MAX_MRS 11 /* MR pieces of one region: fits the 64-byte rkey blob */
+
+/* ---- device, port and GID choice (verbs_dev.c) ---------------------------- */
+enum { GW_VERBS_LL_IB = 1, GW_VERBS_LL_ETH = 2 };
+enum { GW_GID_IB = 0, GW_GID_ROCE_V1 = 1, GW_GID_ROCE_V2 = 2 };
+
+typedef struct gw_verbs_gid {
+    uint8_t index;
+    uint8_t type;       /* GW_GID_* */
+    uint8_t raw[16];
+    uint8_t v4;         /* IPv4-mapped (::ffff:a.b.c.d) */
+    uint8_t link_local; /* fe80::/10 */
+    char ndev[32];      /* netdev the GID belongs to (RoCE) */
+} gw_verbs_gid_t;
+
+/* An RDMA port as sysfs describes it. */
+typedef struct gw_verbs_port {
+    char dev[64];
+    int port;
+    int active;
+    int link_layer; /* GW_VERBS_LL_* */
+    uint16_t lid;
+    int numa_node;  /* -1 when unknown */
+    int ngids;      /* usable GIDs, best first (RoCE v2 IPv4, v2 global v6, v2 link-local) */
+    gw_verbs_gid_t gids[GW_VERBS_MAX_GIDS];
+    char note[128]; /* why not usable, "" when usable */
+} gw_verbs_port_t;
+
+/* Root of the sysfs tree: GPUWIRE_SYSFS_ROOT or /sys. */
+const char *gw_verbs_sysfs_root(void);
+/* Reads one port (dev, port) from sysfs under root.  -1 if it does not exist. */
+int gw_verbs_port_read(const char *root, const char *dev, int port, gw_verbs_port_t *out);
+/* Chooses the port: want is GPUWIRE_IB_DEVICE ("", "dev" or "dev:port");
+ * gid_index is GPUWIRE_IB_GID_INDEX (-1 = auto); numa_node the memory's node
+ * (-1 unknown).  On failure why lists every candidate and why it was
+ * rejected.  On success why says how the port was picked. */
+gw_status_t gw_verbs_port_select(const char *root, const char *want, int gid_index, int numa_node,
+                                 gw_verbs_port_t *out, char *why, size_t whylen);
+/* Formats a GID for messages: "::ffff:192.168.77.1" or "fe80::..." */
+void gw_verbs_gid_str(const uint8_t raw[16], char *buf, size_t len);
+
+/* The address blob ep_prepare() hands to the handshake (little-endian, versioned). */
+#define GW_VERBS_ADDR_VERSION 1
+typedef struct gw_verbs_addr {
+    uint8_t version;
+    uint8_t link_layer;
+    uint8_t port;
+    uint8_t mtu;          /* enum ibv_mtu of the port's active MTU */
+    uint16_t lid;
+    uint8_t nqps;
+    uint8_t ngids;
+    uint32_t max_msg;     /* largest message (port max_msg_sz) */
+    uint32_t qpn[GW_VERBS_MAX_QPS];
+    uint32_t psn[GW_VERBS_MAX_QPS];
+    gw_verbs_gid_t gids[GW_VERBS_MAX_GIDS]; /* index, type, raw only */
+    uint8_t subnet[8];    /* IB: GID 0 prefix */
+    char dev[32];
+} gw_verbs_addr_t;
+
+size_t gw_verbs_addr_pack(const gw_verbs_addr_t *a, uint8_t *buf, size_t cap);
+gw_status_t gw_verbs_addr_unpack(gw_verbs_addr_t *a, const uint8_t *buf, size_t len);
+
+/* The GIDs two sides use toward each other.  Returns 0 and fills the own
+ * and peer GID positions (into own->gids / peer->gids), or -1 with why. */
+int gw_verbs_gid_pair(const gw_verbs_gid_t *own, int nown, const gw_verbs_gid_t *peer, int npeer,
+                      int *own_i, int *peer_i, char *why, size_t whylen);
+
+/* ---- registration (verbs_mr.c) -------------------------------------------- */
+typedef struct gw_verbs_reg {
+    uint64_t base;   /* address of the first byte */
+    uint64_t len;
+    uint64_t chunk;  /* bytes per MR (the last may be shorter) */
+    int nmr;
+    struct ibv_mr *mr[GW_VERBS_MAX_MRS];
+} gw_verbs_reg_t;
+
+typedef struct gw_verbs_iface gw_verbs_iface_t;
+
+/* Registers [addr, addr+len) with ibv access flags, split into pieces no
+ * larger than the device's largest MR.  Errors name the device, range and
+ * cause; a locked-memory limit too small gives GW_ERR_MEMLOCK with the limit
+ * and the fix. */
+gw_status_t gw_verbs_reg_create(gw_verbs_iface_t *vif, void *addr, size_t len, int access,
+                                gw_verbs_reg_t **out);
+void gw_verbs_reg_destroy(gw_verbs_iface_t *vif, gw_verbs_reg_t *reg);
+/* lkey/rkey of the piece holding addr, and bytes left in that piece. */
+int gw_verbs_reg_piece(const gw_verbs_reg_t *reg, uint64_t addr, uint32_t *lkey, uint32_t *rkey,
+                       uint64_t *left);
+
+/* Registration cache for buffers passed without a registered region. */
+typedef struct gw_verbs_rc_entry {
+    gw_list_t link;  /* LRU order, most recent first */
+    uint64_t start, end;
+    int access;
+    unsigned refs;
+    gw_verbs_reg_t *reg;
+} gw_verbs_rc_entry_t;
+
+/* Finds or makes a registration covering [addr, addr+len) with at least
+ * `access`; the entry is held until gw_verbs_rcache_put(). */
+gw_status_t gw_verbs_rcache_get(gw_verbs_iface_t *vif, const void *addr, size_t len, int access,
+                                gw_verbs_rc_entry_t **out);
+void gw_verbs_rcache_put(gw_verbs_iface_t *vif, gw_verbs_rc_entry_t *e);
+void gw_verbs_rcache_flush(gw_verbs_iface_t *vif);
+
+/* dma-buf registration (for GPU memory: the cuda side passes the fd it
+ * exported).  GW_ERR_UNSUPPORTED with the reason when the library or the
+ * device cannot (libibverbs without ibv_reg_dmabuf_mr, EOPNOTSUPP). */
+gw_status_t gw_verbs_reg_dmabuf(gw_verbs_iface_t *vif, int fd, uint64_t offset, size_t len,
+                                uint64_t iova, int access, struct ibv_mr **out);
+
+/* ---- context level (verbs_iface.c) --------------------------------------- */
+struct gw_verbs_iface {
+    gw_tl_iface_t super;
+    const gw_ibv_t *ibv;
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *chan;
+    gw_io_t chan_io;
+    gw_io_t async_io;
+    struct ibv_device_attr dattr;
+    struct ibv_port_attr pattr;
+    gw_verbs_port_t port;
+    char how[256];        /* how the port was chosen */
+    int nqps;
+    uint8_t timeout, retry_cnt;
+    uint64_t max_mr;      /* largest MR piece */
+    uint64_t split_min;   /* transfers this large are striped over the QPs */
+    int rcache_on;
+    gw_list_t eps;
+    gw_list_t rcache;     /* gw_verbs_rc_entry_t, most recent first */
+    unsigned rcache_n;
+    uint64_t rcache_hits, rcache_misses;
+};
+
+/* ---- endpoint (verbs_ep.c) ------------------------------------------------ */
+typedef struct gw_verbs_wr {
+    gw_request_t *req; /* NULL for control messages */
+    uint16_t kind;
+    uint16_t slot;     /* bounce slot, 0xffff if none */
+    uint32_t len;
+} gw_verbs_wr_t;
+
+typedef struct gw_verbs_qp {
+    struct ibv_qp *qp;
+    uint32_t psn;
+    uint32_t depth;    /* send queue entries */
+    uint32_t used;     /* entries not yet retired (signalled or not) */
+    uint32_t unsig;    /* posted since the last signalled one */
+    uint64_t head;     /* sequence of the next WR */
+    uint64_t tail;     /* oldest WR not retired */
+    gw_verbs_wr_t *ring;
+} gw_verbs_qp_t;
+
+/* A control message waiting for a send slot. */
+typedef struct gw_verbs_ctrl {
+    uint8_t type;
+    uint32_t status;
+    uint64_t a, b;
+} gw_verbs_ctrl_t;
+
+typedef struct gw_verbs_ep {
+    gw_tl_ep_t super;
+    gw_verbs_iface_t *vif;
+    gw_list_t link;          /* iface's list */
+    struct ibv_cq *cq;
+    unsigned cq_unacked;
+    int cq_armed;
+    int nqps;
+    gw_verbs_qp_t qps[GW_VERBS_MAX_QPS];
+    int connected;
+    int dead;                /* a QP is in error: nothing more is posted */
+    gw_list_t pending;       /* requests not fully posted, FIFO (req->tl_link) */
+    gw_list_t rdv_recvs;     /* rendezvous receives in progress (req->tl_link) */
+    /* bounce (send) slots and receive buffers, registered once */
+    uint8_t *sbuf;
+    struct ibv_mr *smr;
+    uint16_t *sfree;
+    unsigned nsfree;
+    uint8_t *rbuf;
+    struct ibv_mr *rmr;
+    unsigned nrecv;
+    /* control messages waiting for a slot */
+    gw_verbs_ctrl_t ctrlq[64];
+    unsigned ctrl_head, ctrl_count;
+    /* rendezvous sends waiting for the receiver's FIN */
+    gw_request_t *rdv[64];
+    uint16_t rdv_gen[64];
+    /* chosen path */
+    gw_verbs_addr_t local, peer;
+    int sgid_i, dgid_i;      /* positions in local.gids / peer.gids, -1 for IB */
+    int path_mtu;            /* enum ibv_mtu */
+    uint32_t max_inline;
+    uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
+} gw_verbs_ep_t;
+
+/* ep operations and internals shared with verbs_iface.c */
+int gw_verbs_ep_progress(gw_verbs_ep_t *ep);
+void gw_verbs_ep_fail_qp(gw_verbs_ep_t *ep, struct ibv_qp *qp, const char *why);
+
+extern const gw_tl_ops_t gw_tl_verbs_ops;
+
+/* Wire sizes and limits. */
+#define GW_VERBS_HDR 40
+#define GW_VERBS_EAGER_MAX 8192 /* payload bytes of an eager message */
+#define GW_VERBS_SLOT (GW_VERBS_HDR + GW_VERBS_EAGER_MAX)
+#define GW_VERBS_NSLOTS 64
+#define GW_VERBS_NRECV 128
+#define GW_VERBS_SQ_DEPTH 256
+
+#endif

@@ -1,0 +1,349 @@
+/* verbs_qp.c - endpoint life: queue pairs from RESET to RTS, the address
+ * blob, reachability, teardown. */
+#include "transport/verbs/verbs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *mtu_str(int m)
+{
+    static const char *const s[] = {"?", "256", "512", "1024", "2048", "4096"};
+    return m >= 1 && m <= 5 ? s[m] : "?";
+}
+
+static void ep_free_res(gw_verbs_ep_t *ep)
+{
+    const gw_ibv_t *ibv = ep->vif->ibv;
+    for (int i = 0; i < GW_VERBS_MAX_QPS; i++) {
+        if (ep->qps[i].qp) {
+            int rc = ibv->destroy_qp(ep->qps[i].qp);
+            if (rc)
+                gw_log(GW_LOG_WARN, "ibv_destroy_qp(qp=0x%x) failed: %s", ep->qps[i].qp->qp_num,
+                       strerror(rc));
+        }
+        free(ep->qps[i].ring);
+    }
+    if (ep->cq) {
+        if (ep->cq_unacked)
+            ibv->ack_cq_events(ep->cq, ep->cq_unacked);
+        int rc = ibv->destroy_cq(ep->cq);
+        if (rc)
+            gw_log(GW_LOG_WARN, "ibv_destroy_cq(%s) failed: %s", ep->vif->port.dev, strerror(rc));
+    }
+    if (ep->smr)
+        ibv->dereg_mr(ep->smr);
+    if (ep->rmr)
+        ibv->dereg_mr(ep->rmr);
+    free(ep->sbuf);
+    free(ep->rbuf);
+    free(ep->sfree);
+    free(ep);
+}
+
+static gw_status_t post_initial_recvs(gw_verbs_ep_t *ep)
+{
+    for (unsigned i = 0; i < ep->nrecv; i++) {
+        struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(ep->rbuf + (size_t)i * GW_VERBS_SLOT),
+                              .length = GW_VERBS_SLOT,
+                              .lkey = ep->rmr->lkey};
+        struct ibv_recv_wr w = {.wr_id = (1ull << 63) | i, .sg_list = &sge, .num_sge = 1}, *bad;
+        int rc = ibv_post_recv(ep->qps[0].qp, &w, &bad);
+        if (rc)
+            return gw_err(ep->vif->super.core, GW_ERR_VERBS,
+                          "ibv_post_recv(qp=0x%x, buffer %u) failed: %s", ep->qps[0].qp->qp_num, i,
+                          strerror(rc));
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out,
+                                uint8_t *addr, size_t *addrlen)
+{
+    gw_verbs_iface_t *vif = (gw_verbs_iface_t *)iface;
+    gw_core_t *c = iface->core;
+    const gw_ibv_t *ibv = vif->ibv;
+    const char *dev = vif->port.dev;
+    gw_status_t st;
+    gw_verbs_ep_t *ep = calloc(1, sizeof(*ep));
+    if (!ep)
+        return gw_err(c, GW_ERR_NOMEM, "verbs endpoint: out of memory");
+    ep->super.iface = iface;
+    ep->super.base = base;
+    ep->vif = vif;
+    gw_list_init(&ep->link);
+    gw_list_init(&ep->pending);
+    gw_list_init(&ep->rdv_recvs);
+    ep->sgid_i = ep->dgid_i = -1;
+    ep->nqps = vif->nqps;
+    ep->nrecv = GW_VERBS_NRECV;
+
+    int cqe = ep->nqps * GW_VERBS_SQ_DEPTH + (int)ep->nrecv + 8;
+    if (vif->dattr.max_cqe > 0 && cqe > vif->dattr.max_cqe)
+        cqe = vif->dattr.max_cqe;
+    ep->cq = ibv->create_cq(vif->ctx, cqe, ep, vif->chan, 0);
+    if (!ep->cq) {
+        st = gw_err(c, GW_ERR_VERBS, "ibv_create_cq(dev=%s, cqe=%d) failed: %s", dev, cqe,
+                    strerror(errno));
+        goto err;
+    }
+    size_t sl = (size_t)GW_VERBS_NSLOTS * GW_VERBS_SLOT, rl = (size_t)ep->nrecv * GW_VERBS_SLOT;
+    if (posix_memalign((void **)&ep->sbuf, 4096, sl) != 0 ||
+        posix_memalign((void **)&ep->rbuf, 4096, rl) != 0 ||
+        !(ep->sfree = calloc(GW_VERBS_NSLOTS, sizeof(uint16_t)))) {
+        st = gw_err(c, GW_ERR_NOMEM, "verbs endpoint buffers (%zu bytes): out of memory", sl + rl);
+        goto err;
+    }
+    for (int i = 0; i < GW_VERBS_NSLOTS; i++)
+        ep->sfree[ep->nsfree++] = (uint16_t)(GW_VERBS_NSLOTS - 1 - i);
+    ep->smr = ibv->reg_mr(vif->pd, ep->sbuf, sl, IBV_ACCESS_LOCAL_WRITE);
+    ep->rmr = ep->smr ? ibv->reg_mr(vif->pd, ep->rbuf, rl, IBV_ACCESS_LOCAL_WRITE) : NULL;
+    if (!ep->smr || !ep->rmr) {
+        st = gw_err(c, errno == ENOMEM ? GW_ERR_MEMLOCK : GW_ERR_VERBS,
+                    "ibv_reg_mr(dev=%s, endpoint buffers of %zu bytes) failed: %s%s", dev, sl + rl,
+                    strerror(errno), errno == ENOMEM ? " (locked-memory limit: ulimit -l)" : "");
+        goto err;
+    }
+    ep->max_inline = 256;
+    for (int i = 0; i < ep->nqps; i++) {
+        gw_verbs_qp_t *q = &ep->qps[i];
+        q->depth = GW_VERBS_SQ_DEPTH;
+        if (vif->dattr.max_qp_wr > 0 && (int)q->depth > vif->dattr.max_qp_wr)
+            q->depth = (uint32_t)vif->dattr.max_qp_wr;
+        q->ring = calloc(q->depth, sizeof(*q->ring));
+        if (!q->ring) {
+            st = gw_err(c, GW_ERR_NOMEM, "verbs send ring: out of memory");
+            goto err;
+        }
+        struct ibv_qp_init_attr ia;
+        memset(&ia, 0, sizeof(ia));
+        ia.qp_context = ep;
+        ia.send_cq = ep->cq;
+        ia.recv_cq = ep->cq;
+        ia.qp_type = IBV_QPT_RC;
+        ia.sq_sig_all = 0;
+        ia.cap.max_send_wr = q->depth;
+        ia.cap.max_recv_wr = i == 0 ? ep->nrecv : 1;
+        ia.cap.max_send_sge = 1;
+        ia.cap.max_recv_sge = 1;
+        ia.cap.max_inline_data = ep->max_inline;
+        q->qp = ibv->create_qp(vif->pd, &ia);
+        if (!q->qp && ia.cap.max_inline_data) { /* provider without inline data */
+            ia.cap.max_inline_data = 0;
+            q->qp = ibv->create_qp(vif->pd, &ia);
+        }
+        if (!q->qp) {
+            st = gw_err(c, GW_ERR_VERBS, "ibv_create_qp(dev=%s, RC, send_wr=%u, recv_wr=%u) "
+                        "failed: %s", dev, q->depth, ia.cap.max_recv_wr, strerror(errno));
+            goto err;
+        }
+        if (ia.cap.max_inline_data < ep->max_inline)
+            ep->max_inline = ia.cap.max_inline_data;
+        uint32_t psn;
+        gw_random_bytes(&psn, sizeof(psn));
+        q->psn = psn & 0xffffff;
+        struct ibv_qp_attr a;
+        memset(&a, 0, sizeof(a));
+        a.qp_state = IBV_QPS_INIT;
+        a.pkey_index = 0;
+        a.port_num = (uint8_t)vif->port.port;
+        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+        int rc = ibv->modify_qp(q->qp, &a,
+                                IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+        if (rc) {
+            st = gw_err(c, GW_ERR_VERBS, "ibv_modify_qp(qp=0x%x, INIT, port %d) failed: %s",
+                        q->qp->qp_num, vif->port.port, strerror(rc));
+            goto err;
+        }
+    }
+    if ((st = post_initial_recvs(ep)) != GW_OK)
+        goto err;
+
+    gw_verbs_addr_t *la = &ep->local;
+    la->version = GW_VERBS_ADDR_VERSION;
+    la->link_layer = (uint8_t)vif->port.link_layer;
+    la->port = (uint8_t)vif->port.port;
+    la->mtu = (uint8_t)vif->pattr.active_mtu;
+    la->lid = vif->pattr.lid;
+    la->nqps = (uint8_t)ep->nqps;
+    la->ngids = (uint8_t)vif->port.ngids;
+    la->max_msg = vif->pattr.max_msg_sz ? vif->pattr.max_msg_sz : (1u << 31);
+    for (int i = 0; i < ep->nqps; i++) {
+        la->qpn[i] = ep->qps[i].qp->qp_num;
+        la->psn[i] = ep->qps[i].psn;
+    }
+    memcpy(la->gids, vif->port.gids, sizeof(la->gids[0]) * (size_t)la->ngids);
+    if (la->ngids)
+        memcpy(la->subnet, la->gids[0].raw, 8);
+    snprintf(la->dev, sizeof(la->dev), "%.31s", dev);
+    size_t n = gw_verbs_addr_pack(la, addr, *addrlen);
+    if (!n) {
+        st = gw_err(c, GW_ERR_INVALID, "verbs address needs more than %zu bytes", *addrlen);
+        goto err;
+    }
+    *addrlen = n;
+    gw_list_push_back(&vif->eps, &ep->link);
+    *out = &ep->super;
+    return GW_OK;
+err:
+    ep_free_res(ep);
+    return st;
+}
+
+static const char *ll_name(int ll) { return ll == GW_VERBS_LL_ETH ? "RoCE" : "InfiniBand"; }
+
+gw_status_t gw_verbs_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
+                                  const uint8_t *peer_addr, size_t len, char *why, size_t whylen)
+{
+    gw_verbs_iface_t *vif = (gw_verbs_iface_t *)iface;
+    (void)peer;
+    gw_verbs_addr_t pa;
+    if (gw_verbs_addr_unpack(&pa, peer_addr, len) != GW_OK) {
+        snprintf(why, whylen, "peer's verbs address is malformed (%zu bytes, version %u; we "
+                 "speak %d)", len, len ? peer_addr[0] : 0, GW_VERBS_ADDR_VERSION);
+        return GW_ERR_PROTOCOL;
+    }
+    if (pa.link_layer != vif->port.link_layer) {
+        snprintf(why, whylen, "link layers differ: local %s:%d is %s, peer %s:%u is %s", vif->port.dev,
+                 vif->port.port, ll_name(vif->port.link_layer), pa.dev, pa.port,
+                 ll_name(pa.link_layer));
+        return GW_ERR_UNAVAILABLE;
+    }
+    if (pa.link_layer == GW_VERBS_LL_ETH) {
+        int oi, pi;
+        char w[256];
+        if (gw_verbs_gid_pair(vif->port.gids, vif->port.ngids, pa.gids, pa.ngids, &oi, &pi, w,
+                              sizeof(w)) != 0) {
+            snprintf(why, whylen, "local %s:%d cannot address peer %s:%u: %s", vif->port.dev,
+                     vif->port.port, pa.dev, pa.port, w);
+            return GW_ERR_UNAVAILABLE;
+        }
+    } else {
+        if (pa.lid == 0 || vif->pattr.lid == 0) {
+            snprintf(why, whylen, "InfiniBand without a LID: local %s:%d lid %u, peer %s:%u lid %u "
+                     "(subnet manager running?)", vif->port.dev, vif->port.port, vif->pattr.lid,
+                     pa.dev, pa.port, pa.lid);
+            return GW_ERR_UNAVAILABLE;
+        }
+        if (vif->port.ngids && pa.ngids && memcmp(vif->port.gids[0].raw, pa.subnet, 8) != 0) {
+            snprintf(why, whylen, "different InfiniBand subnets (GID prefixes differ): local %s:%d, "
+                     "peer %s:%u; routing between subnets is not supported", vif->port.dev,
+                     vif->port.port, pa.dev, pa.port);
+            return GW_ERR_UNAVAILABLE;
+        }
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_verbs_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t *peer_addr,
+                                size_t len)
+{
+    gw_verbs_ep_t *ep = (gw_verbs_ep_t *)e;
+    gw_verbs_iface_t *vif = ep->vif;
+    gw_core_t *c = vif->super.core;
+    const gw_ibv_t *ibv = vif->ibv;
+    char why[256];
+    (void)peer;
+    gw_status_t st = gw_verbs_ep_reachable(&vif->super, peer, peer_addr, len, why, sizeof(why));
+    if (st != GW_OK)
+        return gw_err(c, st, "verbs connect to %s: %s", ep->super.base->peer, why);
+    gw_verbs_addr_unpack(&ep->peer, peer_addr, len);
+    gw_verbs_addr_t *pa = &ep->peer, *la = &ep->local;
+    ep->nqps = GW_MIN(la->nqps, pa->nqps);
+    ep->path_mtu = GW_MIN(la->mtu, pa->mtu);
+    char lg[64] = "-", pg[64] = "-";
+    if (pa->link_layer == GW_VERBS_LL_ETH) {
+        gw_verbs_gid_pair(la->gids, la->ngids, pa->gids, pa->ngids, &ep->sgid_i, &ep->dgid_i, why,
+                          sizeof(why));
+        gw_verbs_gid_str(la->gids[ep->sgid_i].raw, lg, sizeof(lg));
+        gw_verbs_gid_str(pa->gids[ep->dgid_i].raw, pg, sizeof(pg));
+    }
+    int rd = vif->dattr.max_qp_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_rd_atom, 16) : 1;
+    int rd_dest = vif->dattr.max_qp_init_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_init_rd_atom, 16) : 1;
+    for (int i = 0; i < ep->nqps; i++) {
+        struct ibv_qp *qp = ep->qps[i].qp;
+        struct ibv_qp_attr a;
+        memset(&a, 0, sizeof(a));
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = (enum ibv_mtu)ep->path_mtu;
+        a.dest_qp_num = pa->qpn[i];
+        a.rq_psn = pa->psn[i];
+        a.max_dest_rd_atomic = (uint8_t)rd;
+        a.min_rnr_timer = 1; /* 0.01 ms */
+        a.ah_attr.port_num = (uint8_t)vif->port.port;
+        if (pa->link_layer == GW_VERBS_LL_ETH) {
+            a.ah_attr.is_global = 1;
+            memcpy(a.ah_attr.grh.dgid.raw, pa->gids[ep->dgid_i].raw, 16);
+            a.ah_attr.grh.sgid_index = la->gids[ep->sgid_i].index;
+            a.ah_attr.grh.hop_limit = 64;
+        } else {
+            a.ah_attr.dlid = pa->lid;
+        }
+        int rc = ibv->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                                            IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+        if (rc)
+            return gw_err(c, GW_ERR_VERBS,
+                          "ibv_modify_qp(qp=0x%x, RTR) failed: %s; local %s:%d %s mtu %s gid[%d] %s "
+                          "lid %u, peer %s:%u qpn 0x%x mtu %s gid[%d] %s lid %u (path mtu %s; a "
+                          "GID of the wrong type or a missing route is the usual cause: set "
+                          "GPUWIRE_IB_GID_INDEX)",
+                          qp->qp_num, strerror(rc), vif->port.dev, vif->port.port,
+                          ll_name(la->link_layer), mtu_str(la->mtu),
+                          ep->sgid_i >= 0 ? la->gids[ep->sgid_i].index : -1, lg, la->lid, pa->dev,
+                          pa->port, pa->qpn[i], mtu_str(pa->mtu),
+                          ep->dgid_i >= 0 ? pa->gids[ep->dgid_i].index : -1, pg, pa->lid,
+                          mtu_str(ep->path_mtu));
+        memset(&a, 0, sizeof(a));
+        a.qp_state = IBV_QPS_RTS;
+        a.timeout = vif->timeout;
+        a.retry_cnt = vif->retry_cnt;
+        a.rnr_retry = 7; /* receive buffers are reposted promptly: wait as long as it takes */
+        a.sq_psn = la->psn[i];
+        a.max_rd_atomic = (uint8_t)rd_dest;
+        rc = ibv->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                        IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+        if (rc)
+            return gw_err(c, GW_ERR_VERBS, "ibv_modify_qp(qp=0x%x, RTS, timeout %u, retry %u) "
+                          "failed: %s", qp->qp_num, vif->timeout, vif->retry_cnt, strerror(rc));
+    }
+    ep->connected = 1;
+    gw_log(GW_LOG_DEBUG, "verbs: connected %s:%d -> %s:%u, %d QPs, path mtu %s, gid %s -> %s",
+           vif->port.dev, vif->port.port, pa->dev, pa->port, ep->nqps, mtu_str(ep->path_mtu), lg, pg);
+    return GW_OK;
+}
+
+gw_status_t gw_verbs_ep_close(gw_tl_ep_t *e)
+{
+    (void)e; /* nothing to tell the peer over verbs: the api layer closes the bootstrap socket */
+    return GW_OK;
+}
+
+void gw_verbs_ep_destroy(gw_tl_ep_t *e)
+{
+    if (!e)
+        return;
+    gw_verbs_ep_t *ep = (gw_verbs_ep_t *)e;
+    gw_list_del(&ep->link);
+    ep_free_res(ep);
+}
+
+gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
+{
+    gw_verbs_ep_t *ep = (gw_verbs_ep_t *)e;
+    gw_verbs_iface_t *vif = ep->vif;
+    if (ep->local.link_layer == GW_VERBS_LL_ETH && ep->sgid_i >= 0) {
+        char lg[64], pg[64];
+        gw_verbs_gid_str(ep->local.gids[ep->sgid_i].raw, lg, sizeof(lg));
+        gw_verbs_gid_str(ep->peer.gids[ep->dgid_i].raw, pg, sizeof(pg));
+        snprintf(buf, len, "verbs %s:%d gid %u (%s) -> %s gid %u (%s), RoCE v2, mtu %s, %d QPs",
+                 vif->port.dev, vif->port.port, ep->local.gids[ep->sgid_i].index, lg, ep->peer.dev,
+                 ep->peer.gids[ep->dgid_i].index, pg, mtu_str(ep->path_mtu), ep->nqps);
+    } else {
+        snprintf(buf, len, "verbs %s:%d lid %u -> %s lid %u, InfiniBand, mtu %s, %d QPs",
+                 vif->port.dev, vif->port.port, ep->local.lid, ep->peer.dev, ep->peer.lid,
+                 mtu_str(ep->path_mtu), ep->nqps);
+    }
+    return GW_OK;
+}

@@ -1,0 +1,289 @@
+/* fake_cuda.c - a stand-in for libcuda.so.1 so that CI, which has no GPU,
+ * runs gpuwire's GPU code paths (memory detection, the staging engine, GPU
+ * memory over tcp, CUDA IPC between processes).  Loaded with
+ * GPUWIRE_CUDA_LIB=/path/libgwfakecuda.so.
+ *
+ * It is honest in the ways that catch bugs:
+ *  - "device memory" is a memfd mapped twice: the address handed out is
+ *    PROT_NONE, so a host access to it crashes exactly as it would on a GPU;
+ *    only the fake's copy functions reach the bytes, through a second mapping.
+ *  - asynchronous copies and events complete only after they were queried
+ *    FAKECUDA_LAG times (default 2), so "not ready yet" paths run.
+ *  - IPC handles name the exporting process's memfd; another process maps
+ *    the same pages, as CUDA IPC maps the same device memory.
+ * It models one or FAKECUDA_DEVICES devices, no real copy engines, no
+ * timing: it says nothing about speed.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+enum { OK = 0, EINVAL_ = 1, ENOTINIT = 3, ENOMEM_ = 2, ENOTREADY = 600, ENOTSUP = 801, ENOTFOUND = 500 };
+
+#define MAXA 4096
+typedef struct alloc {
+    uintptr_t dev;   /* PROT_NONE address handed out */
+    uint8_t *host;   /* RW mapping of the same pages */
+    size_t size;
+    int fd, device, imported;
+} alloc_t;
+static alloc_t g_a[MAXA];
+static int g_inited, g_lag = -1, g_ndev = 1;
+static long g_serial;
+
+static void init_env(void)
+{
+    if (g_lag < 0) {
+        const char *l = getenv("FAKECUDA_LAG"), *d = getenv("FAKECUDA_DEVICES");
+        g_lag = l ? atoi(l) : 2;
+        g_ndev = d ? atoi(d) : 1;
+        if (g_ndev < 1)
+            g_ndev = 1;
+    }
+}
+
+static alloc_t *find(uintptr_t p)
+{
+    for (int i = 0; i < MAXA; i++)
+        if (g_a[i].size && p >= g_a[i].dev && p < g_a[i].dev + g_a[i].size)
+            return &g_a[i];
+    return NULL;
+}
+
+/* host-visible address for p (device or host pointer) */
+static uint8_t *hv(uintptr_t p, size_t n)
+{
+    alloc_t *a = find(p);
+    if (!a)
+        return (uint8_t *)p;
+    if (p + n > a->dev + a->size)
+        return NULL;
+    return a->host + (p - a->dev);
+}
+
+static int cur_dev;
+
+CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
+static CUresult cuInit(unsigned f) { (void)f; init_env(); g_inited = 1; return OK; }
+static CUresult cuDeviceGet(int *d, int o) { if (o < 0 || o >= g_ndev) return EINVAL_; *d = o; return OK; }
+static CUresult cuDeviceGetCount(int *c) { if (!g_inited) return ENOTINIT; *c = g_ndev; return OK; }
+static CUresult cuDeviceGetName(char *n, int len, int d) { snprintf(n, (size_t)len, "gpuwire fake GPU %d", d); return OK; }
+static CUresult cuDeviceGetAttribute(int *v, int attr, int d)
+{
+    switch (attr) {
+    case 33: *v = 0x90 + d; break;          /* PCI bus */
+    case 34: *v = 0; break;                 /* PCI device */
+    case 50: *v = 0; break;                 /* PCI domain */
+    case 41: *v = 1; break;                 /* unified addressing */
+    case 102: *v = 0; break;                /* VMM: not modelled */
+    default: *v = 0; break;                 /* GPUDirect RDMA, dma-buf: no */
+    }
+    return OK;
+}
+static CUresult cuDeviceGetPCIBusId(char *b, int len, int d) { snprintf(b, (size_t)len, "0000:%02x:00.0", 0x90 + d); return OK; }
+static CUresult cuDeviceCanAccessPeer(int *c, int a, int b) { *c = a != b; return OK; }
+static CUresult cuDevicePrimaryCtxRetain(void **ctx, int d) { *ctx = (void *)(uintptr_t)(0x1000 + d); return OK; }
+static CUresult cuDevicePrimaryCtxRelease(int d) { (void)d; return OK; }
+static CUresult cuCtxGetCurrent(void **c) { *c = (void *)(uintptr_t)(0x1000 + cur_dev); return OK; }
+static CUresult cuCtxSetCurrent(void *c) { if (c) cur_dev = (int)((uintptr_t)c - 0x1000); return OK; }
+static CUresult cuCtxGetDevice(int *d) { *d = cur_dev; return OK; }
+static CUresult cuCtxEnablePeerAccess(void *p, unsigned f) { (void)p; (void)f; return OK; }
+static CUresult cuCtxSynchronize(void) { return OK; }
+static CUresult cuGetErrorName(CUresult e, const char **s)
+{
+    *s = e == OK ? "CUDA_SUCCESS" : e == EINVAL_ ? "CUDA_ERROR_INVALID_VALUE" : e == ENOTREADY ? "CUDA_ERROR_NOT_READY"
+       : e == ENOTSUP ? "CUDA_ERROR_NOT_SUPPORTED" : e == ENOMEM_ ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_UNKNOWN";
+    return OK;
+}
+static CUresult cuGetErrorString(CUresult e, const char **s) { *s = e == OK ? "no error" : "fake driver error"; return OK; }
+
+static CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
+{
+    if (!n)
+        return EINVAL_;
+    int i;
+    for (i = 0; i < MAXA && g_a[i].size; i++)
+        ;
+    if (i == MAXA)
+        return ENOMEM_;
+    size_t sz = (n + 4095) & ~(size_t)4095;
+    int fd = memfd_create("fakecuda", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)sz) != 0)
+        return ENOMEM_;
+    void *dev = mmap(NULL, sz, PROT_NONE, MAP_SHARED, fd, 0);
+    void *host = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (dev == MAP_FAILED || host == MAP_FAILED) {
+        close(fd);
+        return ENOMEM_;
+    }
+    g_a[i] = (alloc_t){(uintptr_t)dev, host, sz, fd, cur_dev, 0};
+    *p = (CUdeviceptr)(uintptr_t)dev;
+    return OK;
+}
+
+static CUresult cuMemFree(CUdeviceptr p)
+{
+    alloc_t *a = find((uintptr_t)p);
+    if (!a || a->dev != (uintptr_t)p)
+        return EINVAL_;
+    munmap((void *)a->dev, a->size);
+    munmap(a->host, a->size);
+    if (a->fd >= 0)
+        close(a->fd);
+    memset(a, 0, sizeof(*a));
+    return OK;
+}
+
+static CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+    alloc_t *a = find((uintptr_t)p);
+    if (!a)
+        return EINVAL_;
+    if (base) *base = a->dev;
+    if (size) *size = a->size;
+    return OK;
+}
+
+static CUresult get_attr(void *data, int attr, CUdeviceptr p)
+{
+    alloc_t *a = find((uintptr_t)p);
+    switch (attr) {
+    case 2: *(unsigned *)data = a ? 2u : 0u; return a ? OK : EINVAL_;   /* memory type */
+    case 9: if (!a) return EINVAL_; *(int *)data = a->device; return OK;  /* ordinal */
+    case 8: *(int *)data = 0; return OK;                                  /* managed */
+    case 11: if (!a) return EINVAL_; *(CUdeviceptr *)data = a->dev; return OK;
+    case 12: if (!a) return EINVAL_; *(size_t *)data = a->size; return OK;
+    case 7: if (!a) return EINVAL_; *(unsigned long long *)data = (unsigned long long)(a - g_a) + 1; return OK;
+    default: return a ? OK : EINVAL_;
+    }
+}
+static CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) { return get_attr(data, attr, p); }
+static CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr p)
+{
+    /* like the real driver: success, with memory type 0 for pointers it does not know */
+    for (unsigned i = 0; i < n; i++)
+        if (get_attr(data[i], attrs[i], p) != OK && attrs[i] != 2)
+            memset(data[i], 0xff, sizeof(int));
+    return OK;
+}
+static CUresult cuPointerSetAttribute(const void *v, int a, CUdeviceptr p) { (void)v; (void)a; return find((uintptr_t)p) ? OK : EINVAL_; }
+
+static CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { (void)f; return posix_memalign(p, 4096, n ? n : 1) ? ENOMEM_ : OK; }
+static CUresult cuMemFreeHost(void *p) { free(p); return OK; }
+static CUresult cuMemHostRegister(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; return OK; }
+static CUresult cuMemHostUnregister(void *p) { (void)p; return OK; }
+
+static CUresult copy(uintptr_t dst, uintptr_t src, size_t n)
+{
+    if (!n)
+        return OK;
+    uint8_t *d = hv(dst, n), *s = hv(src, n);
+    if (!d || !s)
+        return EINVAL_;
+    memmove(d, s, n);
+    return OK;
+}
+static CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(d, s, n); }
+static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { (void)st; g_serial++; return copy(d, s, n); }
+static CUresult cuMemcpyPeer(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n) { (void)dc; (void)sc; return copy(d, s, n); }
+static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { (void)dc; (void)sc; (void)st; g_serial++; return copy(d, s, n); }
+static CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { return copy(d, (uintptr_t)s, n); }
+static CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { return copy((uintptr_t)d, s, n); }
+static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { (void)st; g_serial++; return copy(d, (uintptr_t)s, n); }
+static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { (void)st; g_serial++; return copy((uintptr_t)d, s, n); }
+static CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) { uint8_t *d = hv(p, n); if (!d) return EINVAL_; memset(d, v, n); return OK; }
+
+typedef struct fev { int queries; } fev_t;
+static CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = malloc(8); return OK; }
+static CUresult cuStreamDestroy(void *s) { free(s); return OK; }
+static CUresult cuStreamSynchronize(void *s) { (void)s; return OK; }
+static CUresult cuStreamQuery(void *s) { (void)s; return OK; }
+static CUresult cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return OK; }
+static CUresult cuEventCreate(void **e, unsigned f) { (void)f; *e = calloc(1, sizeof(fev_t)); return OK; }
+static CUresult cuEventDestroy(void *e) { free(e); return OK; }
+static CUresult cuEventRecord(void *e, void *s) { (void)s; ((fev_t *)e)->queries = 0; return OK; }
+static CUresult cuEventQuery(void *e) { fev_t *f = e; return f->queries++ >= g_lag ? OK : ENOTREADY; }
+static CUresult cuEventSynchronize(void *e) { ((fev_t *)e)->queries = g_lag; return OK; }
+static CUresult cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 0; return OK; }
+
+/* IPC: the handle names the exporter's memfd through /proc */
+typedef struct { char reserved[64]; } ipch_t;
+static CUresult cuIpcGetMemHandle(ipch_t *h, CUdeviceptr p)
+{
+    alloc_t *a = find((uintptr_t)p);
+    if (!a || a->dev != (uintptr_t)p)
+        return EINVAL_;
+    memset(h, 0, sizeof(*h));
+    snprintf(h->reserved, sizeof(h->reserved), "fakecuda %d %d %zu %d", (int)getpid(), a->fd, a->size, a->device);
+    return OK;
+}
+static CUresult cuIpcOpenMemHandle(CUdeviceptr *p, ipch_t h, unsigned f)
+{
+    (void)f;
+    int pid, fd, dev;
+    size_t size;
+    if (sscanf(h.reserved, "fakecuda %d %d %zu %d", &pid, &fd, &size, &dev) != 4)
+        return EINVAL_;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+    int nfd = open(path, O_RDWR | O_CLOEXEC);
+    if (nfd < 0)
+        return EINVAL_;
+    int i;
+    for (i = 0; i < MAXA && g_a[i].size; i++)
+        ;
+    void *dv = mmap(NULL, size, PROT_NONE, MAP_SHARED, nfd, 0);
+    void *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, nfd, 0);
+    if (i == MAXA || dv == MAP_FAILED || host == MAP_FAILED) {
+        close(nfd);
+        return ENOMEM_;
+    }
+    g_a[i] = (alloc_t){(uintptr_t)dv, host, size, nfd, dev, 1};
+    *p = (CUdeviceptr)(uintptr_t)dv;
+    return OK;
+}
+static CUresult cuIpcCloseMemHandle(CUdeviceptr p) { return cuMemFree(p); }
+
+static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, int t, unsigned long long f)
+{
+    (void)h; (void)p; (void)n; (void)t; (void)f;
+    return ENOTSUP; /* the fake GPU has no dma-buf */
+}
+
+#define F(n) {#n, (void *)n}
+static const struct { const char *name; void *fn; } g_tab[] = {
+    F(cuInit), F(cuDeviceGet), F(cuDeviceGetCount), F(cuDeviceGetName), F(cuDeviceGetAttribute),
+    F(cuDeviceGetPCIBusId), F(cuDeviceCanAccessPeer), F(cuDevicePrimaryCtxRetain), F(cuDevicePrimaryCtxRelease),
+    F(cuCtxGetCurrent), F(cuCtxSetCurrent), F(cuCtxGetDevice), F(cuCtxEnablePeerAccess), F(cuCtxSynchronize),
+    F(cuGetErrorName), F(cuGetErrorString), F(cuPointerGetAttribute), F(cuPointerGetAttributes),
+    F(cuPointerSetAttribute), F(cuMemGetAddressRange), F(cuMemAlloc), F(cuMemFree), F(cuMemHostAlloc),
+    F(cuMemFreeHost), F(cuMemHostRegister), F(cuMemHostUnregister), F(cuMemcpy), F(cuMemcpyAsync),
+    F(cuMemcpyPeer), F(cuMemcpyPeerAsync), F(cuMemcpyHtoD), F(cuMemcpyDtoH), F(cuMemcpyHtoDAsync),
+    F(cuMemcpyDtoHAsync), F(cuMemsetD8), F(cuStreamCreate), F(cuStreamDestroy), F(cuStreamSynchronize),
+    F(cuStreamQuery), F(cuStreamWaitEvent), F(cuEventCreate), F(cuEventDestroy), F(cuEventRecord),
+    F(cuEventQuery), F(cuEventSynchronize), F(cuEventElapsedTime), F(cuIpcGetMemHandle),
+    F(cuIpcOpenMemHandle), F(cuIpcCloseMemHandle), F(cuMemGetHandleForAddressRange),
+};
+
+CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status)
+{
+    (void)ver; (void)flags;
+    for (size_t i = 0; i < sizeof(g_tab) / sizeof(g_tab[0]); i++)
+        if (!strcmp(g_tab[i].name, sym)) {
+            *pfn = g_tab[i].fn;
+            if (status) *status = 0;
+            return OK;
+        }
+    *pfn = NULL;
+    if (status) *status = 1;
+    return ENOTFOUND;
+}

@@ -1,0 +1,276 @@
+/* it_peer_fail.c - a peer that dies, freezes or disconnects mid-transfer
+ * fails every outstanding request on that endpoint within a bounded time
+ * (GPUWIRE_PEER_TIMEOUT_MS for a silent peer), never a hang, never a crash;
+ * the failed endpoint refuses new work, reports its first error, closes
+ * cleanly, and the context can be destroyed.
+ *   A. the target is killed (SIGKILL) while 1 GiB of puts and gets is in flight
+ *   B. the target is frozen (SIGSTOP): outstanding gets/puts fail with
+ *      GW_ERR_PEER_TIMEOUT after GPUWIRE_PEER_TIMEOUT_MS
+ *   C. the target closes its endpoint while our receive and gets wait
+ *   D. we are the listener side and the connecting peer is killed while our
+ *      rendezvous send and receive wait */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "it.h"
+
+#define CHUNK (4u << 20)
+#define NPUT 256
+#define NGET 32
+#define TREGION (64u << 20)
+
+typedef struct wait_result {
+    int ok, failed, other;
+    gw_status_t first;
+    double last_s; /* seconds from t0 until the last request completed */
+} wait_result_t;
+
+/* Waits for every request (freeing them); classifies their outcomes. */
+static wait_result_t wait_all(gw_request_t **r, int n, double t0, int limit_ms)
+{
+    wait_result_t w = {0, 0, 0, GW_OK, 0};
+    for (int i = 0; i < n; i++) {
+        gw_status_t st = gw_request_wait(r[i], limit_ms);
+        if (st == GW_ERR_TIMEOUT) {
+            fprintf(stderr, "request %d still in progress after %d ms: a hang\n", i, limit_ms);
+            gwt_failures++;
+        }
+        gw_request_free(r[i]);
+        if (st == GW_OK)
+            w.ok++;
+        else if (GW_IS_ENDPOINT_ERROR(st) || st == GW_ERR_CANCELED) {
+            w.failed++;
+            if (w.first == GW_OK)
+                w.first = st;
+        } else {
+            w.other++;
+            fprintf(stderr, "request %d failed with %s, not an endpoint error\n", i, gw_status_name(st));
+        }
+    }
+    w.last_s = it_now() - t0;
+    return w;
+}
+
+static void check_failed_ep(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t raddr,
+                            gw_status_t want_first)
+{
+    gw_ep_info_t info = {.size = sizeof(info)};
+    IT_OK(ctx, gw_ep_query(ep, &info));
+    fprintf(stderr, "  endpoint error: %s; last error: %s\n", gw_status_name(info.error),
+            gw_last_error(ctx));
+    if (want_first != GW_OK)
+        CHECK_ST(info.error, want_first);
+    CHECK(GW_IS_ENDPOINT_ERROR(info.error));
+    /* new work is refused at once */
+    uint8_t b[8] = {0};
+    gw_request_t *r = NULL;
+    gw_status_t st = rk ? gw_put(ep, b, 8, NULL, raddr, rk, &r) : gw_send(ep, b, 8, NULL, 1, &r);
+    if (st == GW_OK) {
+        st = gw_request_wait(r, 2000);
+        gw_request_free(r);
+    }
+    CHECK(GW_IS_ENDPOINT_ERROR(st));
+    st = gw_flush(ep, &r);
+    if (st == GW_OK) {
+        st = gw_request_wait(r, 2000);
+        gw_request_free(r);
+    }
+    CHECK(GW_IS_ENDPOINT_ERROR(st));
+}
+
+static gw_context_t *ctx_timeout(const char *ms)
+{
+    setenv("GPUWIRE_PEER_TIMEOUT_MS", ms, 1);
+    gw_context_t *ctx = it_ctx();
+    unsetenv("GPUWIRE_PEER_TIMEOUT_MS");
+    return ctx;
+}
+
+static void connect_target(it_target_t *T, gw_context_t *ctx, gw_ep_t **ep, gw_rkey_t **rk,
+                           uint64_t *raddr, size_t len)
+{
+    it_target_cfg_t cfg = {.n_eps = 1, .n_regions = 1,
+                           .region = {{len, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 0}}};
+    char addr[128];
+    it_target_start(T, &cfg, addr, sizeof(addr));
+    *ep = it_connect(ctx, addr);
+    uint8_t keys[1][IT_KEY_MAX];
+    size_t klen[1];
+    REQUIRE(it_target_keys(T, keys, klen) == 0);
+    IT_OK(ctx, gw_rkey_unpack(*ep, keys[0], klen[0], rk));
+    size_t l;
+    IT_OK(ctx, gw_rkey_range(*rk, raddr, &l));
+}
+
+static void finish(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk)
+{
+    gw_rkey_destroy(rk);
+    double t0 = it_now();
+    CHECK_ST(gw_ep_close(ep, 2000), GW_OK);
+    CHECK(it_now() - t0 < 3);
+    IT_OK(ctx, gw_context_destroy(ctx));
+}
+
+static void case_killed(uint8_t *src, uint8_t *dst)
+{
+    fprintf(stderr, "A. target killed mid-transfer\n");
+    gw_context_t *ctx = ctx_timeout("10000"); /* the reset, not the timeout, must end it */
+    it_target_t T;
+    gw_ep_t *ep;
+    gw_rkey_t *rk;
+    uint64_t ra;
+    connect_target(&T, ctx, &ep, &rk, &ra, TREGION);
+    static gw_request_t *r[NPUT + NGET + 2];
+    int n = 0;
+    for (int i = 0; i < NPUT; i++) {
+        IT_OK(ctx, gw_put(ep, src, CHUNK, NULL, ra + (uint64_t)(i % 16) * CHUNK, rk, &r[n++]));
+        if (i < NGET)
+            IT_OK(ctx, gw_get(ep, dst + (size_t)i * CHUNK / 4, CHUNK / 4, NULL, ra, rk, &r[n++]));
+    }
+    IT_OK(ctx, gw_recv(ep, dst, 64, NULL, 42, ~0ull, &r[n++])); /* never sent */
+    IT_OK(ctx, gw_flush(ep, &r[n++]));
+    double t0 = it_now();
+    while (it_now() - t0 < 0.05)
+        gw_progress(ctx);
+    kill(T.pid, SIGKILL);
+    t0 = it_now();
+    wait_result_t w = wait_all(r, n, t0, 15000);
+    fprintf(stderr, "  %d completed before the kill, %d failed (first %s), last after %.2f s\n", w.ok,
+            w.failed, gw_status_name(w.first), w.last_s);
+    CHECK(w.failed >= 2); /* at least the receive and the flush */
+    CHECK(w.other == 0);
+    CHECK(w.last_s < 3.0);
+    check_failed_ep(ctx, ep, rk, ra, GW_OK);
+    CHECK(gwt_wait(T.pid, 5) == 128 + SIGKILL);
+    close(T.to_child.wfd);
+    close(T.to_parent.rfd);
+    finish(ctx, ep, rk);
+}
+
+static void case_frozen(uint8_t *src, uint8_t *dst)
+{
+    fprintf(stderr, "B. target frozen (SIGSTOP), GPUWIRE_PEER_TIMEOUT_MS=1500\n");
+    gw_context_t *ctx = ctx_timeout("1500");
+    it_target_t T;
+    gw_ep_t *ep;
+    gw_rkey_t *rk;
+    uint64_t ra;
+    connect_target(&T, ctx, &ep, &rk, &ra, TREGION);
+    kill(T.pid, SIGSTOP);
+    gw_request_t *r[64];
+    int n = 0;
+    for (int i = 0; i < 16; i++) {
+        IT_OK(ctx, gw_get(ep, dst + (size_t)i * (1u << 20), 1u << 20, NULL, ra, rk, &r[n++]));
+        IT_OK(ctx, gw_put(ep, src, CHUNK, NULL, ra + (uint64_t)i * CHUNK, rk, &r[n++]));
+    }
+    IT_OK(ctx, gw_flush(ep, &r[n++]));
+    double t0 = it_now();
+    wait_result_t w = wait_all(r, n, t0, 15000);
+    fprintf(stderr, "  %d completed, %d failed (first %s) after %.2f s\n", w.ok, w.failed,
+            gw_status_name(w.first), w.last_s);
+    CHECK(w.failed == n && w.ok == 0);
+    CHECK_ST(w.first, GW_ERR_PEER_TIMEOUT);
+    CHECK(w.last_s > 1.0 && w.last_s < 4.0);
+    check_failed_ep(ctx, ep, rk, ra, GW_ERR_PEER_TIMEOUT);
+    kill(T.pid, SIGKILL);
+    kill(T.pid, SIGCONT);
+    gwt_wait(T.pid, 5);
+    close(T.to_child.wfd);
+    close(T.to_parent.rfd);
+    finish(ctx, ep, rk);
+}
+
+static void case_closed(uint8_t *dst)
+{
+    fprintf(stderr, "C. target closes its endpoint while we wait\n");
+    gw_context_t *ctx = ctx_timeout("10000");
+    it_target_t T;
+    gw_ep_t *ep;
+    gw_rkey_t *rk;
+    uint64_t ra;
+    connect_target(&T, ctx, &ep, &rk, &ra, 1u << 20);
+    gw_request_t *r[4];
+    IT_OK(ctx, gw_recv(ep, dst, 64, NULL, 42, ~0ull, &r[0]));
+    IT_OK(ctx, gw_send(ep, dst, 8u << 20, NULL, 43, &r[1])); /* rendezvous: never received */
+    it_cmd_t c = {.type = IT_CMD_CLOSE_EP, .ep = 0};
+    double t0 = it_now();
+    it_reply_t rep = it_target_cmd(&T, &c, ctx);
+    CHECK_ST((gw_status_t)rep.a, GW_OK);
+    wait_result_t w = wait_all(r, 2, t0, 15000);
+    fprintf(stderr, "  %d failed (first %s) after %.2f s\n", w.failed, gw_status_name(w.first), w.last_s);
+    CHECK(w.failed == 2);
+    CHECK(w.last_s < 3.0);
+    check_failed_ep(ctx, ep, rk, ra, GW_OK);
+    CHECK(it_target_stop(&T, ctx) == 0);
+    finish(ctx, ep, rk);
+}
+
+static gwt_chan_t g_pc, g_cc;
+static int idle_initiator(void *arg)
+{
+    (void)arg;
+    char addr[128];
+    REQUIRE(gwt_chan_recv(&g_cc, addr, sizeof(addr), 10000) > 0);
+    gw_context_t *ctx = it_ctx();
+    gw_ep_t *ep = it_connect(ctx, addr);
+    (void)ep;
+    gwt_chan_send(&g_cc, "r", 1);
+    for (;;) { /* progresses (acks, keepalives) but never receives */
+        gw_progress(ctx);
+        gw_context_wait(ctx, 10);
+    }
+    return 0;
+}
+
+static void case_listener_side(uint8_t *dst)
+{
+    fprintf(stderr, "D. the connecting peer is killed while our send and receive wait\n");
+    gw_context_t *ctx = ctx_timeout("10000");
+    gw_listener_t *l = NULL;
+    IT_OK(ctx, gw_listen(ctx, "127.0.0.1:0", &l));
+    char addr[128];
+    IT_OK(ctx, gw_listener_addr(l, addr, sizeof(addr)));
+    REQUIRE(gwt_chan_pair(&g_pc, &g_cc) == 0);
+    int pid = gwt_spawn(idle_initiator, NULL);
+    gwt_chan_send(&g_pc, addr, (uint32_t)strlen(addr) + 1);
+    gw_ep_t *ep = NULL;
+    IT_OK(ctx, gw_accept(l, 10000, &ep));
+    char c;
+    REQUIRE(gwt_chan_recv(&g_pc, &c, 1, 10000) == 1);
+    gw_request_t *r[2];
+    IT_OK(ctx, gw_recv(ep, dst, 64, NULL, 1, ~0ull, &r[0]));
+    IT_OK(ctx, gw_send(ep, dst, 8u << 20, NULL, 2, &r[1]));
+    double t0 = it_now();
+    while (it_now() - t0 < 0.05)
+        gw_progress(ctx);
+    kill(pid, SIGKILL);
+    t0 = it_now();
+    wait_result_t w = wait_all(r, 2, t0, 15000);
+    fprintf(stderr, "  %d failed (first %s) after %.2f s\n", w.failed, gw_status_name(w.first), w.last_s);
+    CHECK(w.failed == 2);
+    CHECK(w.last_s < 3.0);
+    check_failed_ep(ctx, ep, NULL, 0, GW_OK);
+    gwt_wait(pid, 5);
+    CHECK_ST(gw_ep_close(ep, 2000), GW_OK);
+    gw_listener_destroy(l);
+    IT_OK(ctx, gw_context_destroy(ctx));
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    uint8_t *src = it_alloc(CHUNK), *dst = it_alloc(NGET * CHUNK);
+    gwt_fill(src, CHUNK, 3);
+    double t0 = it_now();
+    case_killed(src, dst);
+    case_frozen(src, dst);
+    case_closed(dst);
+    case_listener_side(dst);
+    fprintf(stderr, "all cases in %.1f s\n", it_now() - t0);
+    free(src);
+    free(dst);
+    return gwt_done("it_peer_fail");
+}

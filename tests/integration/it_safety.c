@@ -1,0 +1,223 @@
+/* it_safety.c - remote access safety.  A put/get outside the region an rkey
+ * covers, or without the access the region granted, fails at the initiator
+ * with a clear error and leaves the target's memory untouched; keys whose
+ * bytes were forged to claim more (length, access, another region) are
+ * refused by the target; malformed keys and keys of another peer do not
+ * unpack; deregistering a region revokes its keys (later puts/gets fail,
+ * memory untouched) while the endpoint stays usable; errors of untracked
+ * operations surface in the next flush. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/wire.h"
+#include "core/util.h"
+#include "it.h"
+
+#define RLEN 65536
+enum { R_RW = 0, R_RO = 1, R_WO = 2, R_DEREG = 3 };
+static const uint64_t g_seed[4] = {0xA0, 0xA1, 0xA2, 0xA3};
+
+static it_target_t T;
+static gw_context_t *ctx;
+static gw_ep_t *ep;
+
+static void untouched(int region, const char *after)
+{
+    it_cmd_t c = {.type = IT_CMD_VERIFY, .region = (uint32_t)region, .off = 0, .len = RLEN,
+                  .seed = g_seed[region]};
+    it_reply_t r = it_target_cmd(&T, &c, ctx);
+    if (r.a != -1) {
+        fprintf(stderr, "after %s: region %d changed at byte %lld\n", after, region, (long long)r.a);
+        gwt_failures++;
+    }
+}
+
+/* Posting must fail with want; the message must name the operation. */
+static void bad_post(gw_status_t st, gw_status_t want, const char *what)
+{
+    if (st != want) {
+        fprintf(stderr, "%s: got %s, expected %s (%s)\n", what, gw_status_name(st),
+                gw_status_name(want), gw_last_error(ctx));
+        gwt_failures++;
+        return;
+    }
+    fprintf(stderr, "%s -> %s: %s\n", what, gw_status_name(st), gw_last_error(ctx));
+    CHECK(strlen(gw_last_error(ctx)) > 10);
+}
+
+/* Either the operation is refused when posted or its completion fails.
+ * r is read after the call that sets it (argument order is unspecified). */
+static gw_status_t op_result(gw_status_t post, gw_request_t **r)
+{
+    if (post != GW_OK) {
+        fprintf(stderr, "  (refused when posted: %s)\n", gw_last_error(ctx));
+        return post;
+    }
+    return it_wait_free(*r, 10000);
+}
+
+/* Rewrites one field of a packed key; NULL when the forgery does not unpack. */
+static gw_rkey_t *forge(const uint8_t *key, size_t klen, size_t off, uint64_t val, int width)
+{
+    uint8_t k[IT_KEY_MAX];
+    memcpy(k, key, klen);
+    if (width == 8)
+        gw_put_u64(k + off, val);
+    else
+        gw_put_u32(k + off, (uint32_t)val);
+    gw_rkey_t *rk = NULL;
+    gw_status_t st = gw_rkey_unpack(ep, k, klen, &rk);
+    if (st != GW_OK) {
+        CHECK_ST(st, GW_ERR_INVALID_KEY); /* a key with an integrity check may refuse here */
+        return NULL;
+    }
+    return rk;
+}
+
+int main(void)
+{
+    it_target_cfg_t cfg = {.n_eps = 1, .n_regions = 4,
+                           .region = {{RLEN, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 0xA0},
+                                      {RLEN, GW_ACCESS_REMOTE_READ, 0xA1},
+                                      {RLEN, GW_ACCESS_REMOTE_WRITE, 0xA2},
+                                      {RLEN, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 0xA3}}};
+    char addr[128];
+    it_target_start(&T, &cfg, addr, sizeof(addr));
+    ctx = it_ctx();
+    ep = it_connect(ctx, addr);
+    uint8_t keys[4][IT_KEY_MAX];
+    size_t klen[4];
+    REQUIRE(it_target_keys(&T, keys, klen) == 0);
+    gw_rkey_t *rk[4];
+    uint64_t ra[4];
+    for (int i = 0; i < 4; i++) {
+        IT_OK(ctx, gw_rkey_unpack(ep, keys[i], klen[i], &rk[i]));
+        size_t l;
+        IT_OK(ctx, gw_rkey_range(rk[i], &ra[i], &l));
+        CHECK(l == RLEN);
+    }
+    uint8_t *buf = it_alloc(2 * RLEN);
+    gwt_fill(buf, 2 * RLEN, 0x5EED);
+    gw_request_t *r = NULL;
+
+    /* 1. out of bounds, checked before anything is sent */
+    bad_post(gw_put(ep, buf, 20, NULL, ra[R_RW] + RLEN - 10, rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+             "put crossing the end");
+    bad_post(gw_put(ep, buf, 1, NULL, ra[R_RW] - 1, rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+             "put before the start");
+    bad_post(gw_put(ep, buf, RLEN + 1, NULL, ra[R_RW], rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+             "put longer than the region");
+    bad_post(gw_put(ep, buf, 16, NULL, UINT64_MAX - 7, rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+             "put whose end wraps around");
+    bad_post(gw_get(ep, buf, 20, NULL, ra[R_RW] + RLEN - 10, rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+             "get crossing the end");
+    bad_post(gw_put_notify(ep, buf, 8, NULL, ra[R_RW] + RLEN, rk[R_RW], 1, &r), GW_ERR_OUT_OF_BOUNDS,
+             "put_notify past the end");
+    bad_post(gw_put(ep, buf, 20, NULL, ra[R_RW] + RLEN - 10, rk[R_RW], NULL), GW_ERR_OUT_OF_BOUNDS,
+             "untracked put crossing the end");
+
+    /* 2. access */
+    bad_post(gw_put(ep, buf, 8, NULL, ra[R_RO], rk[R_RO], &r), GW_ERR_ACCESS, "put into a read-only region");
+    bad_post(gw_put_notify(ep, buf, 8, NULL, ra[R_RO], rk[R_RO], 3, &r), GW_ERR_ACCESS,
+             "put_notify into a read-only region");
+    bad_post(gw_get(ep, buf, 8, NULL, ra[R_WO], rk[R_WO], &r), GW_ERR_ACCESS, "get from a write-only region");
+    for (int i = 0; i < 3; i++)
+        untouched(i, "refused accesses");
+
+    /* 3. forged keys: the target has the last word */
+    size_t fl[4];
+    memcpy(fl, klen, sizeof(fl));
+    gw_rkey_t *f = forge(keys[R_RW], fl[R_RW], 32, 2 * RLEN, 8); /* claims twice the length */
+    if (f) {
+        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, ra[R_RW] + RLEN + 64, f, &r), &r);
+        fprintf(stderr, "put through a key forged to twice the length -> %s\n", gw_status_name(st));
+        CHECK_ST(st, GW_ERR_OUT_OF_BOUNDS);
+        st = op_result(gw_get(ep, buf, 64, NULL, ra[R_RW] + RLEN + 64, f, &r), &r);
+        CHECK_ST(st, GW_ERR_OUT_OF_BOUNDS);
+        gw_rkey_destroy(f);
+    }
+    f = forge(keys[R_RO], fl[R_RO], 40, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 4);
+    if (f) {
+        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, ra[R_RO], f, &r), &r);
+        fprintf(stderr, "put through a key forged to grant write -> %s\n", gw_status_name(st));
+        CHECK_ST(st, GW_ERR_ACCESS);
+        gw_rkey_destroy(f);
+    }
+    f = forge(keys[R_RW], fl[R_RW], 16, 0x1234567890ull, 8); /* names no region */
+    if (f) {
+        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, ra[R_RW], f, &r), &r);
+        fprintf(stderr, "put through a key naming no region -> %s\n", gw_status_name(st));
+        CHECK_ST(st, GW_ERR_INVALID_KEY);
+        gw_rkey_destroy(f);
+    }
+    for (int i = 0; i < 3; i++)
+        untouched(i, "forged keys");
+
+    /* 4. malformed keys, keys of another peer, keys of local-only regions */
+    gw_rkey_t *bad = NULL;
+    CHECK_ST(gw_rkey_unpack(ep, keys[R_RW], klen[R_RW] - 1, &bad), GW_ERR_INVALID_KEY);
+    CHECK_ST(gw_rkey_unpack(ep, keys[R_RW], 3, &bad), GW_ERR_INVALID_KEY);
+    CHECK_ST(gw_rkey_unpack(ep, keys[R_RW], 0, &bad), GW_ERR_INVALID_KEY);
+    uint8_t k2[IT_KEY_MAX];
+    memcpy(k2, keys[R_RW], klen[R_RW]);
+    k2[0] ^= 0xFF;
+    CHECK_ST(gw_rkey_unpack(ep, k2, klen[R_RW], &bad), GW_ERR_INVALID_KEY);
+    memcpy(k2, keys[R_RW], klen[R_RW]);
+    k2[4] += 1; /* version */
+    CHECK_ST(gw_rkey_unpack(ep, k2, klen[R_RW], &bad), GW_ERR_INVALID_KEY);
+    fprintf(stderr, "key of another version: %s\n", gw_last_error(ctx));
+    CHECK(bad == NULL);
+    gw_mem_t *mine = NULL, *local = NULL;
+    IT_OK(ctx, gw_mem_reg(ctx, buf, RLEN, GW_ACCESS_REMOTE_WRITE, &mine));
+    IT_OK(ctx, gw_mem_reg(ctx, buf + RLEN, RLEN, GW_ACCESS_LOCAL, &local));
+    size_t ol = sizeof(k2);
+    IT_OK(ctx, gw_mem_pack_rkey(mine, k2, &ol));
+    CHECK_ST(gw_rkey_unpack(ep, k2, ol, &bad), GW_ERR_INVALID_KEY); /* ours, not the peer's */
+    fprintf(stderr, "key of another context: %s\n", gw_last_error(ctx));
+    ol = sizeof(k2);
+    CHECK_ST(gw_mem_pack_rkey(local, k2, &ol), GW_ERR_INVALID);
+    size_t need = 0;
+    CHECK_ST(gw_mem_pack_rkey(mine, NULL, &need), GW_OK);
+    CHECK(need > 0 && need <= IT_KEY_MAX);
+    ol = need - 1;
+    CHECK_ST(gw_mem_pack_rkey(mine, k2, &ol), GW_ERR_INVALID);
+    CHECK(ol == need);
+    IT_OK(ctx, gw_mem_dereg(mine));
+    IT_OK(ctx, gw_mem_dereg(local));
+
+    /* 5. revocation: the target deregisters; the key we hold stops working */
+    it_cmd_t d = {.type = IT_CMD_DEREG, .region = R_DEREG};
+    CHECK_ST((gw_status_t)it_target_cmd(&T, &d, ctx).a, GW_OK);
+    gw_status_t st = op_result(gw_put(ep, buf, 128, NULL, ra[R_DEREG], rk[R_DEREG], &r), &r);
+    fprintf(stderr, "put through a revoked key -> %s\n", gw_status_name(st));
+    CHECK_ST(st, GW_ERR_INVALID_KEY);
+    st = op_result(gw_get(ep, buf, 128, NULL, ra[R_DEREG], rk[R_DEREG], &r), &r);
+    CHECK_ST(st, GW_ERR_INVALID_KEY);
+    st = op_result(gw_put_notify(ep, buf, 128, NULL, ra[R_DEREG], rk[R_DEREG], 9, &r), &r);
+    CHECK_ST(st, GW_ERR_INVALID_KEY);
+    untouched(R_DEREG, "puts through a revoked key");
+    /* untracked: the next flush reports it, the one after is clean */
+    IT_OK(ctx, gw_put(ep, buf, 128, NULL, ra[R_DEREG], rk[R_DEREG], NULL));
+    IT_OK(ctx, gw_flush(ep, &r));
+    CHECK_ST(it_wait_free(r, 10000), GW_ERR_INVALID_KEY);
+    IT_OK(ctx, gw_flush(ep, &r));
+    CHECK_ST(it_wait_free(r, 10000), GW_OK);
+    untouched(R_DEREG, "an untracked put through a revoked key");
+
+    /* 6. the endpoint is still healthy: a valid put at the very end of the region */
+    gw_ep_info_t info = {.size = sizeof(info)};
+    IT_OK(ctx, gw_ep_query(ep, &info));
+    CHECK_ST(info.error, GW_OK);
+    IT_OK(ctx, gw_put(ep, buf, 1, NULL, ra[R_RW] + RLEN - 1, rk[R_RW], &r));
+    CHECK_ST(it_wait_free(r, 10000), GW_OK);
+    it_cmd_t v = {.type = IT_CMD_VERIFY, .region = R_RW, .off = 0, .len = RLEN - 1, .seed = 0xA0};
+    CHECK(it_target_cmd(&T, &v, ctx).a == -1);
+
+    for (int i = 0; i < 4; i++)
+        gw_rkey_destroy(rk[i]);
+    IT_OK(ctx, gw_ep_close(ep, 2000));
+    CHECK(it_target_stop(&T, ctx) == 0);
+    IT_OK(ctx, gw_context_destroy(ctx));
+    free(buf);
+    return gwt_done("it_safety");
+}

@@ -1,0 +1,87 @@
+#!/bin/sh
+# tool_smoke.sh GPUWIRE SETTINGS_DEF - the gpuwire tool end to end:
+# `info` lists every setting of settings.def and the tcp transport;
+# `perf --loopback` for every operation, sizes 0 .. 1 MiB, payload checked,
+# one JSON object per size with the documented keys; the table format;
+# a standalone server and client; option errors exit 2.
+set -u
+tool=$1 def=$2
+fail=0
+err() { echo "FAIL: $*"; fail=1; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"; [ -n "${spid:-}" ] && kill $spid 2>/dev/null' EXIT
+
+# ---- info
+"$tool" info >"$tmp/info" 2>&1 || err "gpuwire info exited $?"
+for name in $(grep -o '"GPUWIRE_[A-Z0-9_]*"' "$def" | tr -d '"' | sort -u); do
+  grep -q "^  $name=" "$tmp/info" || err "gpuwire info does not list $name"
+done
+grep -Eq '^  tcp +usable' "$tmp/info" || err "gpuwire info: tcp not usable"
+grep -q '^features: ' "$tmp/info" || err "gpuwire info: no features line"
+GPUWIRE_TCP_STREAMS=3 "$tool" info --settings | grep -q 'GPUWIRE_TCP_STREAMS="3"  \[env; default "2"\]' ||
+  err "gpuwire info does not show a value from the environment"
+GPUWIRE_TCP_STREMS=3 "$tool" info --settings >"$tmp/typo" 2>&1
+grep -q 'did you mean GPUWIRE_TCP_STREAMS' "$tmp/typo" || err "no suggestion for a misspelt setting"
+"$tool" info --topo >"$tmp/topo" 2>&1
+rc=$?
+[ $rc = 0 ] || grep -q 'topology support not built' "$tmp/topo" || err "info --topo exited $rc: $(cat "$tmp/topo")"
+
+# ---- perf, every operation, JSON
+for op in put get send put_notify; do
+  out="$tmp/perf-$op.json"
+  if ! "$tool" perf --loopback --op $op --size 0,1,4095,65537,1M --iters 20 --window 8 --check --json \
+       >"$out" 2>"$tmp/perf-$op.err"; then
+    err "perf --op $op failed:"; cat "$tmp/perf-$op.err"; continue
+  fi
+  n=$(wc -l <"$out")
+  [ "$n" = 5 ] || err "perf --op $op: $n lines of JSON, expected 5"
+  for key in op bytes iterations bw_GBps msg_rate lat_us_avg lat_us_p50 lat_us_p99 \
+             cpu_initiator_pct cpu_target_pct; do
+    c=$(grep -c "\"$key\":" "$out")
+    [ "$c" = 5 ] || err "perf --op $op: key $key in $c of 5 lines"
+  done
+  grep -q "\"op\":\"$op\"" "$out" || err "perf --op $op: op field"
+  for b in 0 1 4095 65537 1048576; do
+    grep -q "\"bytes\":$b," "$out" || err "perf --op $op: no line for $b bytes"
+  done
+  [ "$(grep -c '"checked":true' "$out")" = 5 ] || err "perf --op $op: not every size checked"
+  grep -q '"iterations":20,' "$out" || err "perf --op $op: --iters 20 not honoured"
+  if command -v python3 >/dev/null; then
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]): json.loads(l)' "$out" || err "perf --op $op: invalid JSON"
+  fi
+done
+head -2 "$tmp/perf-put.json"
+
+# ---- the table
+"$tool" perf --loopback --size 8:64 --duration 0.05 >"$tmp/table" 2>&1 || err "perf table run failed"
+grep -q '^#bytes' "$tmp/table" || err "perf: no table header"
+grep -q '^# transport tcp' "$tmp/table" || err "perf: transport line missing"
+[ "$(grep -c '^[0-9]' "$tmp/table")" = 4 ] || err "perf 8:64: expected 4 rows"
+cat "$tmp/table"
+
+# ---- a standalone server and a client
+"$tool" perf --server --bind 127.0.0.1 --port 0 --once >"$tmp/server" 2>&1 &
+spid=$!
+i=0
+while ! grep -q 'listening on' "$tmp/server" && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/server")
+if [ -z "$port" ]; then
+  err "server did not report its port: $(cat "$tmp/server")"
+else
+  "$tool" perf 127.0.0.1:$port --op get --size 4K --iters 10 --json >"$tmp/client" 2>&1 ||
+    err "client against the server failed: $(cat "$tmp/client")"
+  grep -q '"op":"get","bytes":4096' "$tmp/client" || err "client output: $(cat "$tmp/client")"
+  wait $spid || err "server --once exited $?"
+fi
+spid=
+
+# ---- usage errors
+for args in "--op fly --loopback" "--size 1Q --loopback" "--window 0 --loopback" "" "--loopback --server"; do
+  "$tool" perf $args >/dev/null 2>&1
+  rc=$?
+  [ $rc = 2 ] || err "perf $args exited $rc, expected 2"
+done
+"$tool" perf --loopback --size 1 --iters 1 --duration 0 >/dev/null 2>&1 && err "--duration 0 accepted"
+[ $fail = 0 ] && echo "tool_smoke: all checks passed"
+exit $fail

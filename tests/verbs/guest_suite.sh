@@ -1,0 +1,29 @@
+#!/bin/bash
+# guest_suite.sh BUILD_DIR - runs every verbs test inside the Soft-RoCE guest
+# (tests/rxe/run-in-rxe-vm.sh with RXEVM_PAIR=1): each test on one rxe device
+# (loopback, rxe0) and across the veth pair (rxea <-> rxeb).  One boot for all.
+set -u
+B=${1:?usage: guest_suite.sh BUILD_DIR}
+T=$B/tests/verbs
+fails=0; passes=0; skips=0
+run() {  # name, command...
+  local name=$1; shift
+  local t0=$(date +%s.%N)
+  timeout 240 "$@" > /tmp/gw-$name.log 2>&1; local rc=$?
+  local dt=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}")
+  if [ $rc = 0 ]; then passes=$((passes+1)); echo "PASS $name (${dt}s)"
+  elif [ $rc = 77 ]; then skips=$((skips+1)); echo "SKIP $name: $(grep SKIP /tmp/gw-$name.log | head -1)"
+  else fails=$((fails+1)); echo "FAIL $name (rc=$rc, ${dt}s); its output:"; tail -n 60 /tmp/gw-$name.log; fi
+  [ "${GW_VERBOSE:-0}" = 1 ] && [ $rc = 0 ] && cat /tmp/gw-$name.log
+  return 0
+}
+echo "guest: kernel $(uname -r); rxe0 gid $RXE_GID_INDEX; pair ${RXE_PAIR:-none}"
+run smoke_rxe0 "$T/verbs_smoke" rxe0
+run api_loopback_rxe0 "$T/verbs_api" rxe0 rxe0
+if [ -n "${RXE_PAIR:-}" ]; then
+  run smoke_rxea "$T/verbs_smoke" rxea
+  run api_pair_rxea_rxeb "$T/verbs_api" rxea rxeb
+fi
+[ -x "$T/verbs_select" ] && run select "$T/verbs_select"
+echo "verbs guest suite: $passes passed, $skips skipped, $fails failed"
+[ $fails = 0 ]

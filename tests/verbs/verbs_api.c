@@ -1,0 +1,383 @@
+/* verbs_api.c - every operation of the public API over the verbs transport
+ * (GPUWIRE_TRANSPORTS=verbs: no silent fallback), between two processes.
+ *
+ *   verbs_api [SERVER_DEV CLIENT_DEV]    e.g. rxe0 rxe0 (loopback) or rxea rxeb
+ *
+ * Phase 1 (endpoint A): get/put at many sizes (inline, bounce, cached
+ * registration, striped over QPs, across split MRs: the server caps MRs at
+ * 1 MiB), put_notify order (imm and 64-bit values), send/recv eager and
+ * rendezvous, expected and unexpected, truncated, flush, the context fd
+ * waking a sleeper, the registration cache not registering twice.
+ * Phase 2 (endpoint B): put through a revoked key: GW_ERR_INVALID_KEY with
+ * the verbs status text, target memory untouched.
+ * Phase 3 (endpoint C): the server process dies: outstanding work fails
+ * within a bounded time.
+ * Skips (77) when no RDMA device is present. */
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "api/api.h"
+#include "transport/verbs/verbs.h"
+
+#define REGION (8u << 20)
+#define MB (1u << 20)
+
+static gwt_chan_t pch, cch;
+static const char *sdev = "", *cdev = "";
+
+static void wait_ok(gw_request_t *r, int ms, const char *what)
+{
+    gw_status_t st = gw_request_wait(r, ms);
+    if (st != GW_OK) {
+        fprintf(stderr, "%s: %s: %s\n", what, gw_status_name(st), gw_last_error(r->ep ? r->ep->ctx : NULL));
+        gwt_failures++;
+    }
+    gw_request_free(r);
+}
+
+static void send_blob(gw_ep_t *ep, const void *b, size_t n, uint64_t tag)
+{
+    gw_request_t *r;
+    REQUIRE_OK(gw_send(ep, b, n, NULL, tag, &r));
+    wait_ok(r, 10000, "send_blob");
+}
+
+static size_t recv_blob(gw_ep_t *ep, void *b, size_t cap, uint64_t tag)
+{
+    gw_request_t *r;
+    REQUIRE_OK(gw_recv(ep, b, cap, NULL, tag, ~0ull, &r));
+    REQUIRE(gw_request_wait(r, 20000) == GW_OK);
+    gw_request_info_t ri = {.size = sizeof(ri)};
+    gw_request_info(r, &ri);
+    gw_request_free(r);
+    return ri.length;
+}
+
+static void send_key(gw_ep_t *ep, gw_mem_t *m, uint64_t tag)
+{
+    uint8_t key[512];
+    size_t klen = sizeof(key);
+    REQUIRE_OK(gw_mem_pack_rkey(m, key, &klen));
+    send_blob(ep, key, klen, tag);
+}
+
+static gw_rkey_t *recv_key(gw_ep_t *ep, uint64_t tag)
+{
+    uint8_t key[512];
+    size_t n = recv_blob(ep, key, sizeof(key), tag);
+    gw_rkey_t *rk;
+    REQUIRE_OK(gw_rkey_unpack(ep, key, n, &rk));
+    return rk;
+}
+
+/* ---------------------------------------------------------------------------------- */
+static int server(void *arg)
+{
+    (void)arg;
+    setenv("GPUWIRE_IB_DEVICE", sdev, 1);
+    setenv("GPUWIRE_IB_MAX_MR", "1M", 1); /* regions split into 1 MiB MRs */
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    gw_listener_t *l;
+    REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", &l));
+    char addr[80];
+    REQUIRE_OK(gw_listener_addr(l, addr, sizeof(addr)));
+    gwt_chan_send(&cch, addr, (uint32_t)strlen(addr) + 1);
+
+    /* ---- phase 1 */
+    gw_ep_t *ep;
+    REQUIRE_OK(gw_accept(l, 20000, &ep));
+    uint8_t *region = malloc(REGION);
+    gwt_fill(region, REGION, 7);
+    gw_mem_t *mem;
+    REQUIRE_OK(gw_mem_reg(ctx, region, REGION, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &mem));
+    gw_mem_info_t mi = {.size = sizeof(mi)};
+    gw_mem_query(mem, &mi);
+    fprintf(stderr, "server region path: %s\n", mi.path);
+    CHECK(strstr(mi.path, "8 MRs") != NULL);
+    send_key(ep, mem, 1);
+    /* notifications in order, each after its data */
+    uint64_t want[] = {1, 2, 3, 1ull << 40};
+    for (int i = 0; i < 4; i++) {
+        uint64_t v = 0;
+        CHECK_ST(gw_notify_wait(ep, 20000, &v), GW_OK);
+        if (v != want[i])
+            fprintf(stderr, "notification %d: got %llu, want %llu\n", i, (unsigned long long)v,
+                    (unsigned long long)want[i]);
+        CHECK(v == want[i]);
+        if (i == 1) /* 4 MiB of seed 42 at offset 2 MiB came before notification 2 */
+            CHECK(gwt_verify(region + 2 * MB, 4 * MB, 42) == -1);
+        if (i == 2)
+            CHECK(gwt_verify(region, MB, 99) == -1);
+    }
+    /* messages: rendezvous 3 MiB (sent before this recv: unexpected), eager 100 B
+     * into 16 B (truncated), rendezvous into a too-small buffer (truncated) */
+    usleep(100000);
+    uint8_t *big = malloc(3 * MB);
+    gw_request_t *r;
+    REQUIRE_OK(gw_recv(ep, big, 3 * MB, NULL, 5, ~0ull, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_info_t ri = {.size = sizeof(ri)};
+    gw_request_info(r, &ri);
+    CHECK(ri.length == 3 * MB && ri.tag == 5);
+    CHECK(gwt_verify(big, 3 * MB, 5) == -1);
+    gw_request_free(r);
+    char small[16];
+    REQUIRE_OK(gw_recv(ep, small, sizeof(small), NULL, 6, ~0ull, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_ERR_TRUNCATED);
+    CHECK(gwt_verify(small, sizeof(small), 5) == -1);
+    gw_request_free(r);
+    memset(big, 0, 3 * MB);
+    REQUIRE_OK(gw_recv(ep, big, MB, NULL, 7, ~0ull, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_ERR_TRUNCATED);
+    gw_request_info(r, &ri);
+    CHECK(ri.length == 3 * MB);
+    CHECK(gwt_verify(big, MB, 5) == -1);
+    CHECK(big[MB] == 0);
+    gw_request_free(r);
+    /* wake a sleeper: the client sleeps in poll() on its context fd */
+    char go[8];
+    recv_blob(ep, go, sizeof(go), 20);
+    usleep(300000);
+    send_blob(ep, "wake", 5, 21);
+    recv_blob(ep, go, sizeof(go), 99); /* done */
+
+    /* ---- phase 2: revoked key */
+    gw_ep_t *ep2;
+    REQUIRE_OK(gw_accept(l, 20000, &ep2));
+    uint8_t *r2 = malloc(65536);
+    gwt_fill(r2, 65536, 3);
+    gw_mem_t *m2;
+    REQUIRE_OK(gw_mem_reg(ctx, r2, 65536, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &m2));
+    send_key(ep2, m2, 1);
+    recv_blob(ep2, go, sizeof(go), 2);
+    CHECK_ST(gw_mem_dereg(m2), GW_OK); /* revokes the key */
+    send_blob(ep2, "gone", 5, 3);
+    recv_blob(ep, go, sizeof(go), 98); /* the client saw its put fail (told on endpoint A) */
+    CHECK(gwt_verify(r2, 65536, 3) == -1); /* untouched */
+
+    /* ---- phase 3: this process dies with endpoint C open */
+    gw_ep_t *ep3;
+    REQUIRE_OK(gw_accept(l, 20000, &ep3));
+    send_key(ep3, mem, 1);
+    recv_blob(ep3, go, sizeof(go), 2);
+    fprintf(stderr, "server: exiting abruptly with endpoint C open\n");
+    fflush(stderr);
+    _exit(gwt_failures ? 1 : 0);
+}
+
+/* ---------------------------------------------------------------------------------- */
+static gw_verbs_iface_t *verbs_iface(gw_context_t *ctx)
+{
+    return (gw_verbs_iface_t *)ctx->tl[GW_TL_VERBS];
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3) {
+        sdev = argv[1];
+        cdev = argv[2];
+    }
+    DIR *d = opendir("/sys/class/infiniband");
+    struct dirent *de = NULL;
+    while (d && (de = readdir(d)) && de->d_name[0] == '.')
+        ;
+    if (!d || !de)
+        SKIP("no RDMA device in /sys/class/infiniband (run in the Soft-RoCE VM: tests/rxe)");
+    closedir(d);
+    setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
+    signal(SIGPIPE, SIG_IGN);
+    gwt_chan_pair(&pch, &cch);
+    int pid = gwt_spawn(server, NULL);
+    char addr[80];
+    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
+    setenv("GPUWIRE_IB_DEVICE", cdev, 1);
+    setenv("GPUWIRE_IB_TIMEOUT", "12", 1);   /* 16 ms ACK timeout ... */
+    setenv("GPUWIRE_IB_RETRY_CNT", "3", 1);  /* ... 3 retries: a dead peer shows fast */
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    gw_ep_t *ep;
+    REQUIRE_OK(gw_connect(ctx, addr, &ep));
+    gw_ep_info_t info = {.size = sizeof(info)};
+    REQUIRE_OK(gw_ep_query(ep, &info));
+    fprintf(stderr, "endpoint: %s, %s; downgrades: %s\n", info.transport, info.path, info.downgrades);
+    CHECK(!strcmp(info.transport, "verbs"));
+    CHECK(strstr(info.path, "verbs ") != NULL && strstr(info.path, "mtu") != NULL);
+    gw_rkey_t *rk = recv_key(ep, 1);
+    uint64_t base;
+    size_t rlen;
+    gw_rkey_range(rk, &base, &rlen);
+    CHECK(rlen == REGION);
+
+    /* gets of many sizes, some crossing the server's 1 MiB MR pieces */
+    uint8_t *buf = malloc(REGION), *ref = malloc(REGION);
+    gwt_fill(ref, REGION, 7);
+    size_t sizes[] = {0, 1, 8, 200, 4095, 9000, 65536, 300000, MB, 3 * MB + 5, REGION};
+    size_t offs[] = {0, 3, MB - 4, MB - 100, 12345, MB - 4000, 2 * MB - 30000, 5 * MB - 1, 0, 1, 0};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t off = offs[i] + sizes[i] <= REGION ? offs[i] : 0;
+        memset(buf, 0xee, REGION);
+        gw_request_t *r;
+        REQUIRE_OK(gw_get(ep, buf, sizes[i], NULL, base + off, rk, &r));
+        wait_ok(r, 20000, "get");
+        if (memcmp(buf, ref + off, sizes[i]) != 0) {
+            fprintf(stderr, "get of %zu bytes at offset %zu: data differs\n", sizes[i], off);
+            gwt_failures++;
+        }
+    }
+    /* puts of many sizes at offset 6 MiB + x, read back with a get */
+    uint8_t *pb = malloc(2 * MB);
+    for (size_t i = 0; i < 9; i++) {
+        size_t n = sizes[i], off = 6 * MB + offs[i] % MB;
+        gwt_fill(pb, n, 100 + i);
+        gw_request_t *r;
+        REQUIRE_OK(gw_put(ep, pb, n, NULL, base + off, rk, &r));
+        wait_ok(r, 20000, "put");
+        memset(buf, 0, n + 1);
+        REQUIRE_OK(gw_get(ep, buf, n, NULL, base + off, rk, &r));
+        wait_ok(r, 20000, "get after put");
+        if (gwt_verify(buf, n, 100 + i) != -1) {
+            fprintf(stderr, "put of %zu bytes at offset %zu: read back differs\n", n, off);
+            gwt_failures++;
+        }
+    }
+    /* registration cache: repeated 1 MiB puts from one unregistered buffer register once */
+    gw_verbs_iface_t *vif = verbs_iface(ctx);
+    REQUIRE(vif != NULL);
+    uint64_t miss0 = vif->rcache_misses;
+    for (int i = 0; i < 5; i++) {
+        gw_request_t *r;
+        REQUIRE_OK(gw_put(ep, pb, MB, NULL, base + 6 * MB, rk, &r));
+        wait_ok(r, 20000, "cached put");
+    }
+    fprintf(stderr, "registration cache: %llu misses, %llu hits\n",
+            (unsigned long long)vif->rcache_misses, (unsigned long long)vif->rcache_hits);
+    CHECK(vif->rcache_misses - miss0 <= 1);
+    /* a registered local buffer is used as is */
+    gw_mem_t *lm;
+    REQUIRE_OK(gw_mem_reg(ctx, buf, REGION, GW_ACCESS_LOCAL, &lm));
+    {
+        gw_request_t *r;
+        memset(buf, 0, 2 * MB);
+        REQUIRE_OK(gw_get(ep, buf, 2 * MB, lm, base + 6 * MB, rk, &r));
+        wait_ok(r, 20000, "get into registered memory");
+        CHECK(gwt_verify(buf, MB, 108) == -1 || gwt_verify(buf, MB, 100 + 8) == -1);
+    }
+
+    /* put_notify: 1 (small, imm), 2 (4 MiB striped), put 1 MiB + 3 (0 bytes), 2^40 (SEND) */
+    gwt_fill(pb, 8, 1);
+    REQUIRE_OK(gw_put_notify(ep, pb, 8, NULL, base + 7 * MB, rk, 1, NULL));
+    uint8_t *p4 = malloc(4 * MB);
+    gwt_fill(p4, 4 * MB, 42);
+    REQUIRE_OK(gw_put_notify(ep, p4, 4 * MB, NULL, base + 2 * MB, rk, 2, NULL));
+    gwt_fill(pb, MB, 99);
+    REQUIRE_OK(gw_put(ep, pb, MB, NULL, base, rk, NULL));
+    REQUIRE_OK(gw_put_notify(ep, pb, 0, NULL, base, rk, 3, NULL));
+    REQUIRE_OK(gw_put_notify(ep, pb, 0, NULL, base, rk, 1ull << 40, NULL));
+    gw_request_t *fr;
+    REQUIRE_OK(gw_flush(ep, &fr));
+    CHECK_ST(gw_request_wait(fr, 20000), GW_OK);
+    gw_request_free(fr);
+    /* messages */
+    uint8_t *big = malloc(3 * MB);
+    gwt_fill(big, 3 * MB, 5);
+    gw_request_t *r;
+    REQUIRE_OK(gw_send(ep, big, 3 * MB, NULL, 5, &r));
+    wait_ok(r, 20000, "rendezvous send");
+    REQUIRE_OK(gw_send(ep, big, 100, NULL, 6, &r));
+    wait_ok(r, 20000, "eager send");
+    REQUIRE_OK(gw_send(ep, big, 3 * MB, NULL, 7, &r));
+    wait_ok(r, 20000, "rendezvous send into a small buffer");
+    /* sleep on the context fd until a message arrives */
+    char wake[8];
+    REQUIRE_OK(gw_recv(ep, wake, sizeof(wake), NULL, 21, ~0ull, &r));
+    send_blob(ep, "go", 3, 20);
+    int fd;
+    REQUIRE_OK(gw_context_fd(ctx, &fd));
+    uint64_t t0 = gw_now_ns();
+    int sleeps = 0;
+    while (gw_request_test(r) == GW_INPROGRESS && gw_now_ns() - t0 < 5000000000ull) {
+        while (gw_progress(ctx) > 0)
+            ;
+        if (gw_request_test(r) != GW_INPROGRESS)
+            break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 3000) == 1)
+            sleeps++;
+        else
+            break; /* slept 3 s without a wake-up: the fd failed to signal */
+    }
+    CHECK_ST(gw_request_test(r), GW_OK);
+    fprintf(stderr, "context fd: woke %d time(s), message after %.0f ms\n", sleeps,
+            (double)(gw_now_ns() - t0) / 1e6);
+    CHECK(sleeps >= 1);
+    gw_request_free(r);
+    send_blob(ep, "done", 5, 99);
+
+    /* ---- phase 2: put through a revoked key */
+    gw_ep_t *ep2;
+    REQUIRE_OK(gw_connect(ctx, addr, &ep2));
+    gw_rkey_t *rk2 = recv_key(ep2, 1);
+    uint64_t b2;
+    gw_rkey_range(rk2, &b2, &rlen);
+    send_blob(ep2, "dereg", 6, 2);
+    char go[8];
+    recv_blob(ep2, go, sizeof(go), 3);
+    gwt_fill(pb, 4096, 77);
+    REQUIRE_OK(gw_put(ep2, pb, 4096, NULL, b2, rk2, &r));
+    gw_status_t st = gw_request_wait(r, 20000);
+    gw_request_free(r);
+    CHECK_ST(st, GW_ERR_INVALID_KEY);
+    REQUIRE_OK(gw_ep_query(ep2, &info));
+    fprintf(stderr, "revoked key: %s; endpoint error %s; detail: %s\n", gw_status_name(st),
+            gw_status_name(info.error), gw_last_error(ctx));
+    CHECK(strstr(gw_last_error(ctx), "remote access error") != NULL ||
+          strstr(gw_last_error(ctx), "REM_ACCESS") != NULL);
+    CHECK(strstr(gw_last_error(ctx), "RDMA WRITE") != NULL);
+    /* later operations on the failed endpoint are refused at once */
+    CHECK(gw_put(ep2, pb, 8, NULL, b2, rk2, NULL) != GW_OK);
+    send_blob(ep, "seen", 5, 98);
+    gw_rkey_destroy(rk2);
+    gw_ep_close(ep2, 1000);
+
+    /* ---- phase 3: dead peer */
+    gw_ep_t *ep3;
+    REQUIRE_OK(gw_connect(ctx, addr, &ep3));
+    gw_rkey_t *rk3 = recv_key(ep3, 1);
+    uint64_t b3;
+    gw_rkey_range(rk3, &b3, &rlen);
+    send_blob(ep3, "die", 4, 2);
+    CHECK(gwt_wait(pid, 60) == 0); /* the server checked everything and exited */
+    t0 = gw_now_ns();
+    st = GW_OK;
+    for (int i = 0; i < 10000 && st == GW_OK; i++) {
+        st = gw_put(ep3, pb, MB, NULL, b3, rk3, &r);
+        if (st != GW_OK)
+            break;
+        st = gw_request_wait(r, 30000);
+        gw_request_free(r);
+    }
+    double dt = (double)(gw_now_ns() - t0) / 1e9;
+    gw_ep_query(ep3, &info);
+    fprintf(stderr, "dead peer: %s after %.2f s; endpoint error %s\n", gw_status_name(st), dt,
+            gw_status_name(info.error));
+    CHECK(st != GW_OK);
+    CHECK(GW_IS_ENDPOINT_ERROR(info.error));
+    CHECK(dt < 15.0);
+    gw_rkey_destroy(rk3);
+    gw_ep_close(ep3, 1000);
+
+    gw_rkey_destroy(rk);
+    CHECK_ST(gw_mem_dereg(lm), GW_OK);
+    CHECK_ST(gw_ep_close(ep, 1000), GW_OK);
+    CHECK_ST(gw_context_destroy(ctx), GW_OK);
+    free(buf);
+    free(ref);
+    free(pb);
+    free(p4);
+    free(big);
+    return gwt_done("verbs_api");
+}

@@ -1,0 +1,114 @@
+/* perf.h - `gpuwire perf`: shared pieces of the client (initiator) and the
+ * server (target): options, the control protocol, the data pattern.
+ *
+ * Control protocol: small tagged messages (PERF_TAG_CTRL) in both directions,
+ * each a 64-byte little-endian header and an optional blob (a packed rkey).
+ * The client drives: HELLO (op, window, largest size, its rkey) -> HELLO
+ * reply (the server's rkey); then per size and phase BEGIN -> ack, the
+ * measurement, END -> ack carrying the server's CPU time and check result;
+ * finally QUIT -> ack.  Data messages of --op send use PERF_TAG_DATA.
+ *
+ * Buffers: each side registers 2 * max_size bytes with remote read+write.
+ * Zone 0 ([0, max)) is where the initiator sends from and where the target
+ * receives; zone 1 ([max, 2*max)) is where the initiator receives (gets,
+ * pongs) so that --check tests both directions. */
+#ifndef GW_TOOL_PERF_H
+#define GW_TOOL_PERF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gpuwire.h"
+
+#define PERF_DEFAULT_PORT 18515 /* perftest's default, for muscle memory */
+#define PERF_TAG_CTRL 0x6770657266000001ull /* "gperf" .. 1 */
+#define PERF_TAG_DATA 0x6770657266000002ull
+#define PERF_CTRL_HDR 64
+#define PERF_CTRL_MAX 4096
+#define PERF_CTRL_TIMEOUT_MS 120000
+#define PERF_MAX_WINDOW 1024
+
+typedef enum perf_op { PERF_PUT = 0, PERF_GET, PERF_SEND, PERF_PUT_NOTIFY } perf_op_t;
+
+typedef enum perf_msg_type {
+    PERF_MSG_HELLO = 1,
+    PERF_MSG_BEGIN,
+    PERF_MSG_END,
+    PERF_MSG_QUIT,
+    PERF_MSG_REPLY
+} perf_msg_type_t;
+
+typedef enum perf_phase { PERF_PHASE_IDLE = 0, PERF_PHASE_LAT, PERF_PHASE_BW } perf_phase_t;
+
+typedef struct perf_msg {
+    uint16_t type;
+    uint16_t phase;
+    uint32_t op;
+    uint64_t size;   /* HELLO: largest size; BEGIN: this size */
+    uint64_t seed;   /* pattern seed, 0 when not checking */
+    uint64_t a, b;   /* END reply: cpu ns, wall ns; END: ops the client posted */
+    uint32_t window; /* HELLO */
+    uint32_t flags;  /* PERF_F_* */
+    int32_t status;  /* reply: GW_OK, or why the request failed / the check failed */
+    uint32_t bloblen;
+    const uint8_t *blob;
+} perf_msg_t;
+
+enum { PERF_F_BUSY_POLL = 1u << 0, PERF_F_CHECK = 1u << 1 };
+
+typedef struct perf_opts {
+    int server;
+    int loopback;
+    const char *target; /* HOST[:PORT] */
+    const char *bind;   /* server: listen address host part */
+    unsigned port;
+    perf_op_t op;
+    uint64_t *sizes;
+    size_t nsizes;
+    long iters;      /* > 0: fixed count per phase */
+    double duration; /* seconds per phase when iters == 0 */
+    int window;
+    int json;
+    int check;
+    int busy_poll;
+    int no_lat, no_bw;
+    int once;        /* server: serve one client, then exit */
+    int addr_fd;     /* server: write the bound address here (loopback), -1 otherwise */
+} perf_opts_t;
+
+const char *perf_op_name(perf_op_t op);
+int perf_parse_op(const char *s, perf_op_t *op);
+/* "S", "MIN:MAX" (powers of two from MIN to MAX, MAX included), "A,B,C". */
+int perf_parse_sizes(const char *s, uint64_t **out, size_t *n);
+void perf_format_size(uint64_t v, char *buf, size_t len);
+
+/* Encodes msg into buf (PERF_CTRL_MAX bytes); returns the length. */
+size_t perf_msg_encode(const perf_msg_t *msg, uint8_t *buf);
+/* Decodes len bytes; blob points into buf.  -1 when malformed. */
+int perf_msg_decode(const uint8_t *buf, size_t len, perf_msg_t *msg);
+
+void perf_fill(void *buf, size_t len, uint64_t seed);
+/* First differing offset, or -1. */
+long long perf_verify(const void *buf, size_t len, uint64_t seed);
+
+uint64_t perf_now_ns(void);
+uint64_t perf_cpu_ns(void); /* user + system time of this process */
+
+/* Requests the side keeps an eye on (replies, pongs): reaped when done. */
+typedef struct perf_reqs {
+    gw_request_t **r;
+    size_t n, cap;
+} perf_reqs_t;
+int perf_reqs_add(perf_reqs_t *q, gw_request_t *r);
+/* Frees the completed ones; returns the first error among them, else GW_OK. */
+gw_status_t perf_reqs_reap(perf_reqs_t *q);
+void perf_reqs_free(perf_reqs_t *q);
+
+/* A fatal failure of a library call: names the call and gives the detail. */
+int perf_fail(gw_context_t *ctx, const char *what, gw_status_t st);
+
+int perf_server(const perf_opts_t *o);
+int perf_client(const perf_opts_t *o, const char *addr);
+
+#endif

@@ -1,0 +1,513 @@
+/* perf_client.c - the initiator side of `gpuwire perf`: per size a latency
+ * phase (ping-pong, or one round trip per get) and a bandwidth phase (a
+ * window of outstanding operations), then one table row or JSON object. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf.h"
+
+typedef struct cli {
+    const perf_opts_t *o;
+    gw_context_t *ctx;
+    gw_ep_t *ep;
+    uint8_t *buf;
+    size_t max;
+    gw_mem_t *mem;
+    gw_rkey_t *rkey;
+    uint64_t raddr; /* start of the server's buffer */
+    uint8_t tx[PERF_CTRL_MAX], rx[PERF_CTRL_MAX];
+    gw_ep_info_t info;
+    uint64_t seq;
+} cli_t;
+
+typedef struct result {
+    uint64_t bytes;
+    uint64_t bw_iters, lat_iters;
+    double bw_GBps, msg_rate, elapsed_s;
+    double lat_avg, lat_p50, lat_p99;
+    double cpu_init, cpu_target;
+    int checked;
+} result_t;
+
+/* Sends a control message and waits for the server's reply. */
+static gw_status_t ctrl_call(cli_t *c, const perf_msg_t *m, perf_msg_t *reply)
+{
+    gw_request_t *rr = NULL, *sr = NULL;
+    gw_status_t st = gw_recv(c->ep, c->rx, sizeof(c->rx), NULL, PERF_TAG_CTRL, ~0ull, &rr);
+    if (st != GW_OK)
+        return perf_fail(c->ctx, "gw_recv(control)", st), st;
+    size_t len = perf_msg_encode(m, c->tx);
+    st = gw_send(c->ep, c->tx, len, NULL, PERF_TAG_CTRL, &sr);
+    if (st != GW_OK) {
+        gw_request_free(rr);
+        return perf_fail(c->ctx, "gw_send(control)", st), st;
+    }
+    st = gw_request_wait(sr, PERF_CTRL_TIMEOUT_MS);
+    gw_request_free(sr);
+    if (st != GW_OK) {
+        gw_request_free(rr);
+        return perf_fail(c->ctx, "control send", st), st;
+    }
+    st = gw_request_wait(rr, PERF_CTRL_TIMEOUT_MS);
+    gw_request_info_t info = {.size = sizeof(info)};
+    gw_request_info(rr, &info);
+    gw_request_free(rr);
+    if (st != GW_OK)
+        return perf_fail(c->ctx, "waiting for the server's reply", st), st;
+    if (perf_msg_decode(c->rx, info.length, reply) != 0 || reply->type != PERF_MSG_REPLY) {
+        fprintf(stderr, "gpuwire perf: malformed reply from the server (%zu bytes)\n", info.length);
+        return GW_ERR_PROTOCOL;
+    }
+    return GW_OK;
+}
+
+/* Busy-polls one request to completion. */
+static gw_status_t spin_wait(cli_t *c, gw_request_t *r)
+{
+    gw_status_t st;
+    while ((st = gw_request_test(r)) == GW_INPROGRESS)
+        if (gw_progress(c->ctx) < 0)
+            break;
+    if (st == GW_INPROGRESS)
+        st = gw_request_wait(r, PERF_CTRL_TIMEOUT_MS);
+    return st;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int done_yet(const perf_opts_t *o, uint64_t n, uint64_t t0, uint64_t now)
+{
+    if (o->iters > 0)
+        return n >= (uint64_t)o->iters;
+    return n > 0 && (double)(now - t0) >= o->duration * 1e9;
+}
+
+/* One ping-pong (or one get round trip); returns its time in ns, 0 on error. */
+static uint64_t one_lat(cli_t *c, uint64_t size, uint64_t value, gw_status_t *stp)
+{
+    gw_status_t st;
+    gw_request_t *a = NULL, *b = NULL;
+    uint8_t *zone1 = c->buf + c->max;
+    uint64_t t0 = perf_now_ns(), v;
+    switch (c->o->op) {
+    case PERF_PUT:
+    case PERF_PUT_NOTIFY:
+        st = gw_put_notify(c->ep, c->buf, size, c->mem, c->raddr, c->rkey, value, &a);
+        if (st != GW_OK)
+            goto fail_post;
+        for (;;) {
+            if (gw_progress(c->ctx) < 0)
+                break;
+            st = gw_notify_wait(c->ep, 0, &v);
+            if (st == GW_OK)
+                break;
+            if (st != GW_INPROGRESS && st != GW_ERR_TIMEOUT)
+                goto fail;
+        }
+        if (st != GW_OK)
+            goto fail;
+        if (v != value) {
+            fprintf(stderr, "gpuwire perf: pong %llu came back as %llu\n",
+                    (unsigned long long)value, (unsigned long long)v);
+            st = GW_ERR_PROTOCOL;
+            goto fail;
+        }
+        st = spin_wait(c, a);
+        break;
+    case PERF_GET:
+        st = gw_get(c->ep, zone1, size, c->mem, c->raddr, c->rkey, &a);
+        if (st != GW_OK)
+            goto fail_post;
+        st = spin_wait(c, a);
+        break;
+    case PERF_SEND:
+        st = gw_recv(c->ep, zone1, size, c->mem, PERF_TAG_DATA, ~0ull, &b);
+        if (st != GW_OK)
+            goto fail_post;
+        st = gw_send(c->ep, c->buf, size, c->mem, PERF_TAG_DATA, &a);
+        if (st != GW_OK)
+            goto fail_post;
+        st = spin_wait(c, b);
+        if (st == GW_OK)
+            st = spin_wait(c, a);
+        break;
+    default:
+        st = GW_ERR_INVALID;
+    }
+    if (st != GW_OK)
+        goto fail;
+    uint64_t t = perf_now_ns() - t0;
+    gw_request_free(a);
+    gw_request_free(b);
+    return t ? t : 1;
+fail_post:
+    perf_fail(c->ctx, "posting a latency operation", st);
+    *stp = st;
+    gw_request_free(a);
+    gw_request_free(b);
+    return 0;
+fail:
+    perf_fail(c->ctx, "latency operation", st);
+    *stp = st;
+    gw_request_free(a);
+    gw_request_free(b);
+    return 0;
+}
+
+static gw_status_t run_lat(cli_t *c, uint64_t size, result_t *res)
+{
+    const perf_opts_t *o = c->o;
+    gw_status_t st = GW_OK;
+    perf_msg_t m = {.type = PERF_MSG_BEGIN, .phase = PERF_PHASE_LAT, .op = o->op, .size = size}, r;
+    if (o->check) {
+        m.flags |= PERF_F_CHECK;
+        m.seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
+        perf_fill(c->buf, size, m.seed);
+        memset(c->buf + c->max, 0, size);
+    }
+    if ((st = ctrl_call(c, &m, &r)) != GW_OK)
+        return st;
+    if (r.status != GW_OK)
+        return (gw_status_t)r.status;
+    /* warm up: connections, caches, the server's spinning */
+    int warm = size >= (16u << 20) ? 1 : 8;
+    for (int i = 0; i < warm; i++)
+        if (!one_lat(c, size, (uint64_t)i, &st))
+            return st;
+    uint64_t cap = 1024, n = 0;
+    uint64_t *samples = malloc(cap * sizeof(*samples));
+    if (!samples)
+        return GW_ERR_NOMEM;
+    uint64_t t0 = perf_now_ns(), sum = 0;
+    while (!done_yet(o, n, t0, perf_now_ns())) {
+        uint64_t t = one_lat(c, size, warm + n, &st);
+        if (!t) {
+            free(samples);
+            return st;
+        }
+        if (n == cap) {
+            uint64_t *ns = realloc(samples, 2 * cap * sizeof(*ns));
+            if (!ns) {
+                free(samples);
+                return GW_ERR_NOMEM;
+            }
+            samples = ns;
+            cap *= 2;
+        }
+        samples[n++] = t;
+        sum += t;
+    }
+    qsort(samples, n, sizeof(*samples), cmp_u64);
+    /* one-way latency for ping-pongs, the whole round trip for a get */
+    double div = o->op == PERF_GET ? 1000.0 : 2000.0;
+    res->lat_iters = n;
+    res->lat_avg = (double)sum / (double)n / div;
+    res->lat_p50 = (double)samples[(n - 1) / 2] / div;
+    size_t i99 = (size_t)ceil(0.99 * (double)n) - 1;
+    res->lat_p99 = (double)samples[i99 < n ? i99 : n - 1] / div;
+    free(samples);
+
+    m.type = PERF_MSG_END;
+    if ((st = ctrl_call(c, &m, &r)) != GW_OK)
+        return st;
+    if (r.status != GW_OK)
+        return (gw_status_t)r.status;
+    if (o->check) {
+        long long bad = perf_verify(c->buf + c->max, size, m.seed);
+        if (bad >= 0) {
+            fprintf(stderr,
+                    "gpuwire perf: --check: %s latency, %llu bytes: byte %lld of what came back "
+                    "differs from what was sent\n",
+                    perf_op_name(o->op), (unsigned long long)size, bad);
+            return GW_ERR_PROTOCOL;
+        }
+        res->checked = 1;
+    }
+    return GW_OK;
+}
+
+static gw_status_t post_bw(cli_t *c, uint64_t size, uint64_t n, gw_request_t **r)
+{
+    uint8_t *zone1 = c->buf + c->max;
+    switch (c->o->op) {
+    case PERF_PUT: return gw_put(c->ep, c->buf, size, c->mem, c->raddr, c->rkey, r);
+    case PERF_GET: return gw_get(c->ep, zone1, size, c->mem, c->raddr, c->rkey, r);
+    case PERF_SEND: return gw_send(c->ep, c->buf, size, c->mem, PERF_TAG_DATA, r);
+    case PERF_PUT_NOTIFY:
+        return gw_put_notify(c->ep, c->buf, size, c->mem, c->raddr, c->rkey, n, r);
+    }
+    return GW_ERR_INVALID;
+}
+
+static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
+{
+    const perf_opts_t *o = c->o;
+    gw_status_t st = GW_OK;
+    perf_msg_t m = {.type = PERF_MSG_BEGIN, .phase = PERF_PHASE_BW, .op = o->op, .size = size}, r;
+    if (o->busy_poll)
+        m.flags |= PERF_F_BUSY_POLL;
+    if (o->check) {
+        m.flags |= PERF_F_CHECK;
+        m.seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
+        perf_fill(c->buf, size, m.seed);
+        memset(c->buf + c->max, 0, size);
+    }
+    if ((st = ctrl_call(c, &m, &r)) != GW_OK)
+        return st;
+    if (r.status != GW_OK)
+        return (gw_status_t)r.status;
+
+    gw_request_t *win[PERF_MAX_WINDOW] = {0};
+    int w = o->window;
+    uint64_t posted = 0, done = 0, inflight = 0;
+    uint64_t cpu0 = perf_cpu_ns(), t0 = perf_now_ns();
+    for (;;) {
+        int more = !done_yet(o, posted, t0, perf_now_ns());
+        for (int i = 0; more && i < w; i++) {
+            if (win[i])
+                continue;
+            st = post_bw(c, size, posted, &win[i]);
+            if (st != GW_OK) {
+                perf_fail(c->ctx, "posting a bandwidth operation", st);
+                goto out;
+            }
+            posted++;
+            inflight++;
+            more = !done_yet(o, posted, t0, perf_now_ns());
+        }
+        int n = gw_progress(c->ctx);
+        if (n < 0) {
+            st = (gw_status_t)n;
+            perf_fail(c->ctx, "gw_progress", st);
+            goto out;
+        }
+        int completed = 0;
+        for (int i = 0; i < w; i++) {
+            if (!win[i])
+                continue;
+            gw_status_t s = gw_request_test(win[i]);
+            if (s == GW_INPROGRESS)
+                continue;
+            gw_request_free(win[i]);
+            win[i] = NULL;
+            inflight--;
+            if (s != GW_OK) {
+                st = s;
+                perf_fail(c->ctx, "bandwidth operation", st);
+                goto out;
+            }
+            done++;
+            completed++;
+        }
+        if (!more && inflight == 0)
+            break;
+        if (n == 0 && !completed && !o->busy_poll)
+            gw_context_wait(c->ctx, 10);
+    }
+    gw_request_t *f = NULL;
+    if ((st = gw_flush(c->ep, &f)) != GW_OK) {
+        perf_fail(c->ctx, "gw_flush", st);
+        goto out;
+    }
+    st = gw_request_wait(f, PERF_CTRL_TIMEOUT_MS);
+    gw_request_free(f);
+    if (st != GW_OK) {
+        perf_fail(c->ctx, "flush", st);
+        goto out;
+    }
+    uint64_t t1 = perf_now_ns(), cpu1 = perf_cpu_ns();
+    double secs = (double)(t1 - t0) / 1e9;
+    res->bw_iters = done;
+    res->elapsed_s = secs;
+    res->bw_GBps = (double)size * (double)done / secs / 1e9;
+    res->msg_rate = (double)done / secs;
+    res->cpu_init = 100.0 * (double)(cpu1 - cpu0) / (double)(t1 - t0);
+
+    m.type = PERF_MSG_END;
+    m.a = done;
+    if ((st = ctrl_call(c, &m, &r)) != GW_OK)
+        return st;
+    if (r.status != GW_OK) {
+        fprintf(stderr, "gpuwire perf: the server reports %s for %s of %llu bytes\n",
+                gw_status_name((gw_status_t)r.status), perf_op_name(o->op),
+                (unsigned long long)size);
+        return (gw_status_t)r.status;
+    }
+    res->cpu_target = r.b ? 100.0 * (double)r.a / (double)r.b : 0.0;
+    if (o->check && o->op == PERF_GET) {
+        long long bad = perf_verify(c->buf + c->max, size, m.seed);
+        if (bad >= 0) {
+            fprintf(stderr, "gpuwire perf: --check: get of %llu bytes: byte %lld differs\n",
+                    (unsigned long long)size, bad);
+            return GW_ERR_PROTOCOL;
+        }
+    }
+    if (o->check)
+        res->checked = 1;
+    return GW_OK;
+out:
+    for (int i = 0; i < w; i++)
+        gw_request_free(win[i]);
+    return st;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void print_header(cli_t *c)
+{
+    const perf_opts_t *o = c->o;
+    if (o->json)
+        return;
+    printf("# gpuwire perf: op %s, window %d, %s%s\n", perf_op_name(o->op), o->window,
+           o->busy_poll ? "busy polling" : "bandwidth phase waits on the context fd",
+           o->check ? ", payload checked" : "");
+    printf("# transport %s: %s, peer %s\n", c->info.transport, c->info.path, c->info.peer);
+    if (c->info.downgrades[0])
+        printf("# not taken: %s\n", c->info.downgrades);
+    printf("# latency: %s; CPU: of the bandwidth phase, per side (100%% = one core)\n",
+           o->op == PERF_GET ? "round trip of one get" : "half the round trip of a ping-pong");
+    printf("%-10s %10s %10s %12s %10s %10s %10s %9s %9s\n", "#bytes", "iters", "BW[GB/s]",
+           "MsgRate[M/s]", "lat_avg", "lat_p50", "lat_p99", "CPU_init", "CPU_tgt");
+    printf("%-10s %10s %10s %12s %10s %10s %10s %9s %9s\n", "#", "", "", "", "[us]", "[us]",
+           "[us]", "[%]", "[%]");
+    fflush(stdout);
+}
+
+static void print_result(cli_t *c, const result_t *r)
+{
+    const perf_opts_t *o = c->o;
+    if (!o->json) {
+        printf("%-10llu %10llu %10.3f %12.4f %10.2f %10.2f %10.2f %9.1f %9.1f\n",
+               (unsigned long long)r->bytes, (unsigned long long)r->bw_iters, r->bw_GBps,
+               r->msg_rate / 1e6, r->lat_avg, r->lat_p50, r->lat_p99, r->cpu_init, r->cpu_target);
+        fflush(stdout);
+        return;
+    }
+    printf("{\"op\":\"%s\",\"bytes\":%llu,\"iterations\":%llu,\"lat_iterations\":%llu,"
+           "\"bw_GBps\":%.6f,\"msg_rate\":%.1f,\"lat_us_avg\":%.3f,\"lat_us_p50\":%.3f,"
+           "\"lat_us_p99\":%.3f,\"cpu_initiator_pct\":%.1f,\"cpu_target_pct\":%.1f,"
+           "\"elapsed_s\":%.4f,\"window\":%d,\"checked\":%s,\"transport\":",
+           perf_op_name(o->op), (unsigned long long)r->bytes, (unsigned long long)r->bw_iters,
+           (unsigned long long)r->lat_iters, r->bw_GBps, r->msg_rate, r->lat_avg, r->lat_p50,
+           r->lat_p99, r->cpu_init, r->cpu_target, r->elapsed_s, o->window,
+           r->checked ? "true" : "false");
+    json_str(stdout, c->info.transport);
+    printf(",\"path\":");
+    json_str(stdout, c->info.path);
+    printf("}\n");
+    fflush(stdout);
+}
+
+int perf_client(const perf_opts_t *o, const char *addr)
+{
+    cli_t c;
+    memset(&c, 0, sizeof(c));
+    c.o = o;
+    int rc = 1;
+    gw_status_t st;
+    uint64_t max = 0;
+    for (size_t i = 0; i < o->nsizes; i++)
+        if (o->sizes[i] > max)
+            max = o->sizes[i];
+    c.max = max ? (size_t)max : 64;
+    if ((st = gw_context_create(NULL, &c.ctx)) != GW_OK)
+        return perf_fail(NULL, "gw_context_create", st);
+    if (posix_memalign((void **)&c.buf, 4096, 2 * c.max) != 0) {
+        fprintf(stderr, "gpuwire perf: cannot allocate 2 x %zu bytes\n", c.max);
+        goto err_ctx;
+    }
+    memset(c.buf, 0, 2 * c.max);
+    st = gw_mem_reg(c.ctx, c.buf, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &c.mem);
+    if (st != GW_OK) {
+        perf_fail(c.ctx, "gw_mem_reg", st);
+        goto err_buf;
+    }
+    st = gw_connect(c.ctx, addr, &c.ep);
+    if (st != GW_OK) {
+        perf_fail(c.ctx, "gw_connect", st);
+        goto err_mem;
+    }
+    c.info.size = sizeof(c.info);
+    gw_ep_query(c.ep, &c.info);
+
+    uint8_t key[PERF_CTRL_MAX - PERF_CTRL_HDR];
+    size_t klen = sizeof(key);
+    if ((st = gw_mem_pack_rkey(c.mem, key, &klen)) != GW_OK) {
+        perf_fail(c.ctx, "gw_mem_pack_rkey", st);
+        goto err_ep;
+    }
+    perf_msg_t hello = {.type = PERF_MSG_HELLO, .op = o->op, .size = c.max,
+                        .window = (uint32_t)o->window, .bloblen = (uint32_t)klen, .blob = key},
+               r;
+    if ((st = ctrl_call(&c, &hello, &r)) != GW_OK)
+        goto err_ep;
+    if (r.status != GW_OK) {
+        fprintf(stderr, "gpuwire perf: the server refused the session: %s\n",
+                gw_status_name((gw_status_t)r.status));
+        goto err_ep;
+    }
+    uint8_t skey[PERF_CTRL_MAX];
+    memcpy(skey, r.blob, r.bloblen);
+    if ((st = gw_rkey_unpack(c.ep, skey, r.bloblen, &c.rkey)) != GW_OK) {
+        perf_fail(c.ctx, "gw_rkey_unpack(server key)", st);
+        goto err_ep;
+    }
+    size_t rlen = 0;
+    if ((st = gw_rkey_range(c.rkey, &c.raddr, &rlen)) != GW_OK || rlen < 2 * c.max) {
+        fprintf(stderr, "gpuwire perf: the server's buffer is too small (%zu bytes)\n", rlen);
+        goto err_rkey;
+    }
+
+    print_header(&c);
+    for (size_t i = 0; i < o->nsizes; i++) {
+        result_t res;
+        memset(&res, 0, sizeof(res));
+        res.bytes = o->sizes[i];
+        if (!o->no_lat && (st = run_lat(&c, o->sizes[i], &res)) != GW_OK) {
+            fprintf(stderr, "gpuwire perf: %s latency of %llu bytes failed: %s\n",
+                    perf_op_name(o->op), (unsigned long long)o->sizes[i], gw_status_name(st));
+            goto err_rkey;
+        }
+        if (!o->no_bw && (st = run_bw(&c, o->sizes[i], &res)) != GW_OK) {
+            fprintf(stderr, "gpuwire perf: %s bandwidth of %llu bytes failed: %s\n",
+                    perf_op_name(o->op), (unsigned long long)o->sizes[i], gw_status_name(st));
+            goto err_rkey;
+        }
+        print_result(&c, &res);
+    }
+    perf_msg_t quit = {.type = PERF_MSG_QUIT};
+    if (ctrl_call(&c, &quit, &r) == GW_OK)
+        rc = 0;
+
+err_rkey:
+    gw_rkey_destroy(c.rkey);
+err_ep:
+    if ((st = gw_ep_close(c.ep, 2000)) != GW_OK)
+        perf_fail(c.ctx, "gw_ep_close", st);
+err_mem:
+    if ((st = gw_mem_dereg(c.mem)) != GW_OK)
+        perf_fail(c.ctx, "gw_mem_dereg", st);
+err_buf:
+    free(c.buf);
+err_ctx:
+    if ((st = gw_context_destroy(c.ctx)) != GW_OK)
+        perf_fail(c.ctx, "gw_context_destroy", st);
+    return rc;
+}

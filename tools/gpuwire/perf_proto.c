@@ -1,0 +1,286 @@
+/* perf_proto.c - `gpuwire perf` control messages, size parsing, the data
+ * pattern, timing and request bookkeeping. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "core/settings.h" /* gw_parse_size: one size syntax for settings and the tool */
+#include "perf.h"
+
+#define PERF_MAGIC 0x46505747u /* "GWPF" */
+#define PERF_VERSION 1
+
+static const char *const g_op_names[] = {"put", "get", "send", "put_notify"};
+
+const char *perf_op_name(perf_op_t op)
+{
+    return (unsigned)op < 4 ? g_op_names[op] : "?";
+}
+
+int perf_parse_op(const char *s, perf_op_t *op)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, g_op_names[i]) == 0) {
+            *op = (perf_op_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+static int add_size(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        uint64_t *nv = realloc(*v, nc * sizeof(*nv));
+        if (!nv)
+            return -1;
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+int perf_parse_sizes(const char *s, uint64_t **out, size_t *n)
+{
+    uint64_t *v = NULL;
+    size_t cnt = 0, cap = 0;
+    char *dup = strdup(s), *save = NULL;
+    if (!dup)
+        return -1;
+    for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        uint64_t lo, hi;
+        if (colon) {
+            *colon = '\0';
+            if (gw_parse_size(tok, &lo) || gw_parse_size(colon + 1, &hi) || lo > hi)
+                goto bad;
+            for (uint64_t x = lo;;) {
+                if (add_size(&v, &cnt, &cap, x))
+                    goto bad;
+                if (x == hi)
+                    break;
+                uint64_t next = x ? x * 2 : 1;
+                if (next > hi || next < x)
+                    next = hi;
+                x = next;
+            }
+        } else {
+            if (gw_parse_size(tok, &lo) || add_size(&v, &cnt, &cap, lo))
+                goto bad;
+        }
+    }
+    free(dup);
+    if (!cnt) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+bad:
+    free(dup);
+    free(v);
+    return -1;
+}
+
+void perf_format_size(uint64_t v, char *buf, size_t len)
+{
+    static const char sfx[] = "KMGT";
+    int i = -1;
+    while (v && (v & 1023) == 0 && i < 3) {
+        v >>= 10;
+        i++;
+    }
+    if (i < 0)
+        snprintf(buf, len, "%llu", (unsigned long long)v);
+    else
+        snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
+}
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* layout: magic 0, version 4, type 6, phase 8, zero 10, op 12,
+ * size 16, seed 24, a 32, b 40, window 48, status 52, flags 56, bloblen 60 */
+size_t perf_msg_encode(const perf_msg_t *m, uint8_t *buf)
+{
+    memset(buf, 0, PERF_CTRL_HDR);
+    put32(buf + 0, PERF_MAGIC);
+    put16(buf + 4, PERF_VERSION);
+    put16(buf + 6, m->type);
+    put16(buf + 8, m->phase);
+    put32(buf + 12, m->op);
+    put64(buf + 16, m->size);
+    put64(buf + 24, m->seed);
+    put64(buf + 32, m->a);
+    put64(buf + 40, m->b);
+    put32(buf + 48, m->window);
+    put32(buf + 52, (uint32_t)m->status);
+    put32(buf + 56, m->flags);
+    uint32_t bl = m->bloblen;
+    if (bl > PERF_CTRL_MAX - PERF_CTRL_HDR)
+        bl = PERF_CTRL_MAX - PERF_CTRL_HDR;
+    put32(buf + 60, bl);
+    if (bl)
+        memcpy(buf + PERF_CTRL_HDR, m->blob, bl);
+    return PERF_CTRL_HDR + bl;
+}
+
+int perf_msg_decode(const uint8_t *buf, size_t len, perf_msg_t *m)
+{
+    if (len < PERF_CTRL_HDR || get32(buf) != PERF_MAGIC || get16(buf + 4) != PERF_VERSION)
+        return -1;
+    memset(m, 0, sizeof(*m));
+    m->type = get16(buf + 6);
+    m->phase = get16(buf + 8);
+    m->op = get32(buf + 12);
+    m->size = get64(buf + 16);
+    m->seed = get64(buf + 24);
+    m->a = get64(buf + 32);
+    m->b = get64(buf + 40);
+    m->window = get32(buf + 48);
+    m->status = (int32_t)get32(buf + 52);
+    m->flags = get32(buf + 56);
+    m->bloblen = get32(buf + 60);
+    if (m->bloblen > len - PERF_CTRL_HDR)
+        return -1;
+    m->blob = buf + PERF_CTRL_HDR;
+    return 0;
+}
+
+static inline uint64_t mix(uint64_t x)
+{
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    x ^= x >> 33;
+    return x;
+}
+
+void perf_fill(void *buf, size_t len, uint64_t seed)
+{
+    uint8_t *p = buf;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t v = mix(seed + i);
+        memcpy(p + i, &v, 8);
+    }
+    if (i < len) {
+        uint64_t v = mix(seed + i);
+        memcpy(p + i, &v, len - i);
+    }
+}
+
+long long perf_verify(const void *buf, size_t len, uint64_t seed)
+{
+    const uint8_t *p = buf;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t v = mix(seed + i);
+        if (memcmp(p + i, &v, 8) != 0) {
+            for (size_t j = 0; j < 8; j++)
+                if (p[i + j] != ((uint8_t *)&v)[j])
+                    return (long long)(i + j);
+        }
+    }
+    if (i < len) {
+        uint64_t v = mix(seed + i);
+        for (size_t j = 0; j < len - i; j++)
+            if (p[i + j] != ((uint8_t *)&v)[j])
+                return (long long)(i + j);
+    }
+    return -1;
+}
+
+uint64_t perf_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t perf_cpu_ns(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
+
+int perf_reqs_add(perf_reqs_t *q, gw_request_t *r)
+{
+    if (q->n == q->cap) {
+        size_t nc = q->cap ? q->cap * 2 : 64;
+        gw_request_t **nr = realloc(q->r, nc * sizeof(*nr));
+        if (!nr)
+            return -1;
+        q->r = nr;
+        q->cap = nc;
+    }
+    q->r[q->n++] = r;
+    return 0;
+}
+
+gw_status_t perf_reqs_reap(perf_reqs_t *q)
+{
+    gw_status_t first = GW_OK;
+    size_t j = 0;
+    for (size_t i = 0; i < q->n; i++) {
+        gw_status_t st = gw_request_test(q->r[i]);
+        if (st == GW_INPROGRESS) {
+            q->r[j++] = q->r[i];
+            continue;
+        }
+        if (st != GW_OK && first == GW_OK)
+            first = st;
+        gw_request_free(q->r[i]);
+    }
+    q->n = j;
+    return first;
+}
+
+void perf_reqs_free(perf_reqs_t *q)
+{
+    for (size_t i = 0; i < q->n; i++)
+        gw_request_free(q->r[i]);
+    free(q->r);
+    q->r = NULL;
+    q->n = q->cap = 0;
+}
+
+int perf_fail(gw_context_t *ctx, const char *what, gw_status_t st)
+{
+    fprintf(stderr, "gpuwire perf: %s failed: %s (%s)%s%s\n", what, gw_status_name(st),
+            gw_status_str(st), ctx && *gw_last_error(ctx) ? ": " : "",
+            ctx ? gw_last_error(ctx) : "");
+    return 1;
+}
