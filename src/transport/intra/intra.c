@@ -44,6 +44,7 @@ typedef struct intra_iface {
     const gw_cuda_t *cu; /* NULL: host memory only */
     char cuda_why[256];
     void *bounce;        /* pinned, INTRA_BOUNCE bytes, for GPU <-> peer host */
+    uint64_t gen;        /* progress calls seen */
 } intra_iface_t;
 
 typedef struct intra_import {
@@ -86,6 +87,7 @@ typedef struct intra_ep {
     intra_iface_t *ifc;
     gw_list_t link;
     int lfd, fd;
+    int bootfd;  /* the handshake socket, adopted and held (liveness is the Unix socket's job) */
     gw_io_t lio, io;
     int lio_on, io_on;
     char lname[80];
@@ -95,6 +97,8 @@ typedef struct intra_ep {
     gw_intra_slot_t *peer_table;
     int ready;   /* socket connected and peer table mapped */
     int failed;
+    int bye;     /* the peer closed: fail on the next progress call */
+    uint64_t bye_gen;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     uint8_t *in;
@@ -686,8 +690,12 @@ static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r
 {
     gw_core_t *c = e->super.iface->core;
     const gw_rkey_t *rk = req->rkey;
+    if (rk->tl_blob_len == 0)
+        return gw_err(c, GW_ERR_UNSUPPORTED,
+                      "intra: the remote region 0x%" PRIx64 " (+%" PRIu64 ") is not reachable through the intra-host "
+                      "transport (its owner could not export it: see gw_mem_query's path there)", rk->addr, rk->len);
     if (rk->tl_blob_len != 12)
-        return gw_err(c, GW_ERR_INVALID_KEY, "intra: the remote key has no intra part (%zu bytes)", rk->tl_blob_len);
+        return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (%zu-byte intra part)", rk->tl_blob_len);
     uint32_t si = gw_get_u32(rk->tl_blob);
     uint64_t id = gw_get_u64(rk->tl_blob + 4);
     if (si >= GW_INTRA_SLOTS || id != rk->id)
@@ -699,6 +707,19 @@ static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r
     if (atomic_load(&s->id) != id) {
         atomic_fetch_sub(&s->inflight, 1);
         goto revoked;
+    }
+    /* the owner's table has the last word, not the key (keys can be forged) */
+    unsigned need = req->op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
+    if (!gw_range_inside(s->addr, s->len, req->raddr, req->len)) {
+        atomic_fetch_sub(&s->inflight, 1);
+        return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
+                      "intra: remote range [0x%" PRIx64 ", +%zu) is outside the region [0x%" PRIx64 ", +%" PRIu64
+                      ") its owner registered", req->raddr, req->len, s->addr, s->len);
+    }
+    if (!(s->access & need)) {
+        atomic_fetch_sub(&s->inflight, 1);
+        return gw_err(c, GW_ERR_ACCESS, "intra: the owner registered region 0x%" PRIx64 " without remote %s access",
+                      s->addr, need == GW_ACCESS_REMOTE_READ ? "read" : "write");
     }
     r->gpu = s->kind != GW_INTRA_SLOT_HOST;
     r->slot = si;
@@ -1134,7 +1155,11 @@ static int handle_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *pay
     case GW_INTRA_M_FDREQ: on_fdreq(e, h); break;
     case GW_INTRA_M_FDREP: on_fdrep(e, h); break;
     case GW_INTRA_M_BYE:
-        ep_fail(e, GW_ERR_CONN_RESET, "intra: %s", "the peer closed the endpoint");
+        /* what arrived before the goodbye completes in this progress call;
+         * the endpoint fails in the next, so the caller sees both in order */
+        e->bye = 1;
+        e->bye_gen = e->ifc->gen;
+        gw_core_signal(e->super.iface->core);
         return -1;
     default:
         st = gw_err(e->super.iface->core, GW_ERR_PROTOCOL, "intra: unknown control message type %u", h->type);
@@ -1193,7 +1218,12 @@ static void ep_read(intra_ep_t *e)
             }
         }
         if (n == 0) {
-            ep_fail(e, GW_ERR_CONN_RESET, "intra: %s", "the peer closed the control socket (exited?)");
+            if (!e->bye)
+                ep_fail(e, GW_ERR_CONN_RESET, "intra: %s", "the peer closed the control socket (exited?)");
+            else if (e->io_on) {
+                gw_io_del(e->super.iface->core, &e->io);
+                e->io_on = 0;
+            }
             return;
         }
         e->in_len += (size_t)n;
@@ -1281,11 +1311,17 @@ static int intra_poll(void *arg)
     intra_iface_t *ifc = arg;
     int n = 0, busy = 0;
     gw_list_t *p, *t;
+    ifc->gen++;
     gw_list_for_each_safe(p, t, &ifc->eps) {
         intra_ep_t *e = gw_container_of(p, intra_ep_t, link);
         if (e->ncp && !ep_dead(e))
             n += poll_inflight(e);
-        busy |= e->ncp != 0;
+        if (e->bye == 1 && ifc->gen > e->bye_gen + 1 && !ep_dead(e)) {
+            e->bye = 2;
+            ep_fail(e, GW_ERR_CONN_RESET, "intra: %s", "the peer closed the endpoint");
+            n++;
+        }
+        busy |= e->ncp != 0 || e->bye == 1;
     }
     if (busy)
         gw_core_signal(ifc->super.core); /* CUDA copies have no fd: keep the loop spinning */
@@ -1443,8 +1479,13 @@ static gw_status_t export_gpu(intra_iface_t *ifc, gw_mem_t *m, gw_intra_slot_t *
         sg->base = base;
         sg->size = size;
         sg->fd = -1;
-        int legacy = 0;
-        cu->cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, (CUdeviceptr)p);
+        /* cuMemAlloc memory takes a legacy handle; VMM memory refuses one
+         * (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE says so too, but
+         * the call itself is the authority) and is exported as an fd */
+        int legacy = 1;
+        if (cu->cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, (CUdeviceptr)p) !=
+            CUDA_SUCCESS)
+            legacy = 1;
         uint32_t kind;
         if (legacy && cu->cuIpcGetMemHandle(&sg->ipc, base) == CUDA_SUCCESS) {
             kind = GW_INTRA_SLOT_IPC;
@@ -1599,7 +1640,7 @@ static gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw
     e->super.iface = iface;
     e->super.base = base;
     e->ifc = ifc;
-    e->fd = e->lfd = -1;
+    e->fd = e->lfd = e->bootfd = -1;
     gw_list_init(&e->waiting);
     gw_list_init(&e->waiting_recv);
     gw_list_init(&e->notifies);
@@ -1674,6 +1715,12 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
         return gw_err(c, st, "intra: %s", why);
     if (cma_probe(e->peer_pid, e->peer_probe, why, sizeof(why)) != 0)
         return gw_err(c, GW_ERR_UNAVAILABLE, "intra: the server chose the intra-host transport but %s", why);
+    /* adopt the handshake socket: a peer's orderly close then reaches us as
+     * BYE after its last messages, not as an abrupt end of that socket */
+    if (peer->bootstrap_fd >= 0) {
+        e->bootfd = peer->bootstrap_fd;
+        peer->bootstrap_fd = -1;
+    }
     if (peer->is_server) {
         /* wait for the client's connection on our listener */
         st = gw_io_add(c, &e->lio, e->lfd, EPOLLIN, listen_event, e);
@@ -1760,6 +1807,8 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
         close(e->fd);
     if (e->lfd >= 0)
         close(e->lfd);
+    if (e->bootfd >= 0)
+        close(e->bootfd);
     if (e->peer_table)
         munmap(e->peer_table, sizeof(gw_intra_slot_t) * GW_INTRA_SLOTS);
     free(e->out);
