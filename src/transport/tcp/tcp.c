@@ -47,6 +47,7 @@ typedef struct conn {
     int fd;
     gw_io_t io;
     int want_out;
+    int in_flush;        /* conn_flush is on the stack: completions it runs must not re-enter it */
     int lazy;            /* holds acknowledgements not yet written (see send_lazy) */
     uint64_t lazy_gen;
     gw_list_t lazy_link;
@@ -440,7 +441,19 @@ static void tx_done(conn_t *c, tx_item_t *t)
 
 /* Writes as much of the queue as the socket takes.  Returns -1 if the
  * endpoint failed. */
+static int conn_flush_(conn_t *c);
+
 static int conn_flush(conn_t *c)
+{
+    if (c->in_flush) /* the running flush picks up what was queued */
+        return 0;
+    c->in_flush = 1;
+    int r = conn_flush_(c);
+    c->in_flush = 0;
+    return r;
+}
+
+static int conn_flush_(conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
     while (c->txh && c->fd >= 0) {
