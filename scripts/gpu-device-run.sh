@@ -23,6 +23,7 @@ echo "== build"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.log" 2>&1
 cmake --build "$BUILD" -j "$(nproc)" -- -k >>"$OUT/build.log" 2>&1 || echo "build: some targets failed (see build.log)"
 grep -E "error|warning:" "$OUT/build.log" | head -20
+"$BUILD/gpuwire" info >"$OUT/info.txt" 2>&1; grep -iE "cuda|intra|gpu" "$OUT/info.txt" | head -12
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== tests"
