@@ -20,7 +20,9 @@ LIBS="$BUILD/libgpuwire.a -ldl -lpthread -lm"
 [ -f "$BUILD/libgpuwire.a" ] || { echo "gpu_bench: $BUILD/libgpuwire.a missing: build first"; exit 1; }
 $CC $CFLAGS bench/gpu_peer_bench.c -o "$B/gpu_peer_bench" $LIBS || exit 1
 have_put=0
-if $CC $CFLAGS bench/gpu_put_bench.c -o "$B/gpu_put_bench" $LIBS 2>"$B/put_build.log"; then
+# the library may need libcrypto (HMAC authentication) when built with it
+if $CC $CFLAGS bench/gpu_put_bench.c -o "$B/gpu_put_bench" $LIBS -lcrypto 2>"$B/put_build.log" ||
+   $CC $CFLAGS bench/gpu_put_bench.c -o "$B/gpu_put_bench" $LIBS 2>"$B/put_build.log"; then
   have_put=1
 else
   echo "gpu_bench: gpu_put_bench not built:"; head -5 "$B/put_build.log"

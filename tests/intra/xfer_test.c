@@ -120,7 +120,11 @@ static void xfill(xmem_t *m, size_t off, size_t n, uint64_t seed)
         return;
     }
     gwt_fill(g_tmp, n, seed);
-    REQUIRE(gw_cuda_get(NULL, 0)->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)m->p + off, g_tmp, n) == 0);
+    const gw_cuda_t *cu = gw_cuda_get(NULL, 0);
+    REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)m->p + off, g_tmp, n) == 0);
+    /* from pageable memory cuMemcpyHtoD may return before the DMA lands:
+     * the peer reads this memory next, so wait for it */
+    REQUIRE(cu->cuCtxSynchronize() == 0);
 }
 
 static long long xverify(xmem_t *m, size_t off, size_t n, uint64_t seed)

@@ -1682,7 +1682,11 @@ static gw_status_t parse_blob(const uint8_t *p, size_t len, pid_t *pid, uint64_t
     }
     *pid = (pid_t)gw_get_u32(p + 4);
     *probe = gw_get_u64(p + 8);
-    snprintf(name, nlen, "%s", (const char *)p + 24);
+    size_t nl = strnlen((const char *)p + 24, INTRA_BLOB_LEN - 24);
+    if (nl >= nlen)
+        nl = nlen - 1;
+    memcpy(name, p + 24, nl);
+    name[nl] = '\0';
     return GW_OK;
 }
 
