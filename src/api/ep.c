@@ -244,8 +244,9 @@ static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
     int fd = hs->fd;
     hs->fd = -1;
     gw_status_t st = ep->ops->ep_join(ep->tl, fd, m->stream);
-    if (st != GW_OK)
-        gw_log(GW_LOG_WARN, "stream %u from %s refused: %s", m->stream, hs->peer, ctx->core.errbuf);
+    if (st != GW_OK) /* expected when the endpoint failed or is closing; a bug otherwise */
+        gw_log(ep->base.error != GW_OK ? GW_LOG_DEBUG : GW_LOG_WARN, "stream %u from %s refused: %s", m->stream,
+               hs->peer, ctx->core.errbuf);
     hs_free(hs);
 }
 
@@ -818,6 +819,18 @@ gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
         return gw_err(core, st, "gw_connect: %s", why);
     char peer[64];
     gw_sock_addr_str((struct sockaddr *)&ss, peer, sizeof(peer));
+    int usable = 0;
+    char none[512] = "";
+    size_t nl = 0;
+    for (int i = 0; i < ctx->tl_norder; i++) {
+        int id = ctx->tl_order[i];
+        usable += ctx->tl[id] != NULL;
+        if (!ctx->tl[id] && nl < sizeof(none))
+            nl += (size_t)snprintf(none + nl, sizeof(none) - nl, "%s%s: %s", nl ? "; " : "", gw_tl_names[id],
+                                   ctx->tl_why[id]);
+    }
+    if (!usable) /* say so before bothering the peer */
+        return gw_err(core, GW_ERR_NO_TRANSPORT, "gw_connect(%s): no transport usable here (%s)", addr, none);
     uint64_t sockbuf = 0;
     gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &sockbuf, why, sizeof(why));
     int fd = gw_sock_connect(&ss, sl, (int)sockbuf, (int)ctx->connect_timeout_ms);
@@ -944,6 +957,7 @@ gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info)
         snprintf(o.path, sizeof(o.path), "%s", ep->path);
     snprintf(o.downgrades, sizeof(o.downgrades), "%s", ep->downgrades);
     o.error = ep->base.error;
+    snprintf(o.error_detail, sizeof(o.error_detail), "%s", ep->base.error_detail);
     memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
     return GW_OK;
 }
