@@ -90,7 +90,7 @@ typedef struct intra_ep {
     int bootfd;  /* the handshake socket, adopted and held (liveness is the Unix socket's job) */
     gw_io_t lio, io;
     int lio_on, io_on;
-    char lname[80];
+    char lname[40];
     pid_t peer_pid;
     uint64_t peer_probe;
     char peer_name[80];
