@@ -159,6 +159,12 @@ static int server(void *arg)
     recv_blob(ep, go, sizeof(go), 98); /* the client saw its put fail (told on endpoint A) */
     CHECK(gwt_verify(r2, 65536, 3) == -1); /* untouched */
 
+    /* ---- phase 2b: the client breaks the path under endpoint D (pair runs) */
+    gw_ep_t *ep4;
+    REQUIRE_OK(gw_accept(l, 20000, &ep4));
+    send_key(ep4, mem, 1);
+    recv_blob(ep, go, sizeof(go), 97);
+
     /* ---- phase 3: this process dies with endpoint C open */
     gw_ep_t *ep3;
     REQUIRE_OK(gw_accept(l, 20000, &ep3));
@@ -195,7 +201,7 @@ int main(int argc, char **argv)
     char addr[80];
     REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
     setenv("GPUWIRE_IB_DEVICE", cdev, 1);
-    setenv("GPUWIRE_IB_TIMEOUT", "12", 1);   /* 16 ms ACK timeout ... */
+    setenv("GPUWIRE_IB_TIMEOUT", "16", 1);   /* 268 ms ACK timeout ... */
     setenv("GPUWIRE_IB_RETRY_CNT", "3", 1);  /* ... 3 retries: a dead peer shows fast */
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
@@ -227,6 +233,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "get of %zu bytes at offset %zu: data differs\n", sizes[i], off);
             gwt_failures++;
         }
+    }
+    /* out of range: refused before anything is sent, endpoint unharmed */
+    {
+        gw_request_t *r = NULL;
+        CHECK_ST(gw_put(ep, buf, 16, NULL, base + REGION - 8, rk, &r), GW_ERR_OUT_OF_BOUNDS);
+        CHECK_ST(gw_get(ep, buf, 1, NULL, base - 1, rk, &r), GW_ERR_OUT_OF_BOUNDS);
+        gw_ep_info_t ei = {.size = sizeof(ei)};
+        gw_ep_query(ep, &ei);
+        CHECK_ST(ei.error, GW_OK);
     }
     /* puts of many sizes at offset 6 MiB + x, read back with a get */
     uint8_t *pb = malloc(2 * MB);
@@ -342,6 +357,38 @@ int main(int argc, char **argv)
     send_blob(ep, "seen", 5, 98);
     gw_rkey_destroy(rk2);
     gw_ep_close(ep2, 1000);
+
+    /* ---- phase 2b: a broken path (GW_TEST_BREAK_LINK: a command that drops
+     * the RoCE packets, GW_TEST_RESTORE_LINK undoes it): retry exceeded */
+    gw_ep_t *ep4;
+    REQUIRE_OK(gw_connect(ctx, addr, &ep4));
+    gw_rkey_t *rk4 = recv_key(ep4, 1);
+    uint64_t b4;
+    gw_rkey_range(rk4, &b4, &rlen);
+    const char *brk = getenv("GW_TEST_BREAK_LINK"), *fix = getenv("GW_TEST_RESTORE_LINK");
+    if (brk && fix && system(brk) == 0) {
+        t0 = gw_now_ns();
+        REQUIRE_OK(gw_put(ep4, pb, 65536, NULL, b4 + 7 * MB, rk4, &r));
+        st = gw_request_wait(r, 30000);
+        gw_request_free(r);
+        double bt = (double)(gw_now_ns() - t0) / 1e9;
+        fprintf(stderr, "broken path: %s after %.2f s: %s\n", gw_status_name(st), bt, gw_last_error(ctx));
+        CHECK_ST(st, GW_ERR_PEER_TIMEOUT);
+        CHECK(strstr(gw_last_error(ctx), "retry") != NULL);
+        CHECK(bt < 10.0);
+        CHECK(system(fix) == 0);
+    } else {
+        fprintf(stderr, "broken path: not tested (GW_TEST_BREAK_LINK unset or failed)\n");
+    }
+    gw_rkey_destroy(rk4);
+    gw_ep_close(ep4, 1000);
+    send_blob(ep, "next", 5, 97);
+    /* endpoint A still works after the path came back */
+    {
+        gw_request_t *rr;
+        REQUIRE_OK(gw_get(ep, buf, 4096, NULL, base, rk, &rr));
+        wait_ok(rr, 20000, "get after the path came back");
+    }
 
     /* ---- phase 3: dead peer */
     gw_ep_t *ep3;

@@ -204,6 +204,8 @@ typedef struct gw_verbs_ep {
     uint8_t *rbuf;
     struct ibv_mr *rmr;
     unsigned nrecv;
+    uint16_t repost[32];     /* receive buffers to hand back after this poll */
+    unsigned nrepost;
     /* control messages waiting for a slot */
     gw_verbs_ctrl_t ctrlq[64];
     unsigned ctrl_head, ctrl_count;
@@ -228,7 +230,7 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_HDR 40
 #define GW_VERBS_EAGER_MAX 8192 /* payload bytes of an eager message */
 #define GW_VERBS_SLOT (GW_VERBS_HDR + GW_VERBS_EAGER_MAX)
-#define GW_VERBS_NSLOTS 64
+#define GW_VERBS_NSLOTS 128
 #define GW_VERBS_NRECV 128
 #define GW_VERBS_SQ_DEPTH 256
 

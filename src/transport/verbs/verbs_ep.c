@@ -275,6 +275,11 @@ static int remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint6
         return -1;
     int n = k->tl_blob[1];
     uint64_t base = gw_get_u64(k->tl_blob + 4), chunk = gw_get_u64(k->tl_blob + 12);
+    if (n == 0) { /* a zero-length region: only zero-length operations reach it */
+        *rkey = 0;
+        *left = UINT64_MAX;
+        return 0;
+    }
     if (n < 1 || n > GW_VERBS_MAX_MRS || k->tl_blob_len < 20 + 4 * (size_t)n || chunk == 0 ||
         raddr < base)
         return -1;
@@ -528,10 +533,12 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     }
 }
 
-static void post_pending(gw_verbs_ep_t *ep)
+/* Posts what is queued; returns the number of WRs handed to the device. */
+static int post_pending(gw_verbs_ep_t *ep)
 {
     if (ep->dead || !ep->connected)
-        return;
+        return 0;
+    uint64_t before = ep->wr_posted;
     batch_t b;
     memset(b.n, 0, sizeof(b.n));
     /* control messages first (FIN unblocks the peer) */
@@ -554,16 +561,17 @@ static void post_pending(gw_verbs_ep_t *ep)
             break;
         }
         if (ep->dead)
-            return;
+            return 1;
     }
     gw_list_for_each_safe(p, t, &ep->rdv_recvs) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
         if ((req->tl_flags & TLF_ALLPOSTED) || !post_req(ep, &b, req))
             continue;
         if (ep->dead)
-            return;
+            return 1;
     }
     batch_flush(ep, &b);
+    return (int)(ep->wr_posted - before);
 }
 
 /* ---- failure ------------------------------------------------------------------------ */
@@ -672,16 +680,34 @@ static void wc_fail(gw_verbs_ep_t *ep, const struct ibv_wc *wc, const gw_verbs_w
 }
 
 /* ---- receive side --------------------------------------------------------------------- */
+/* Consumed receive buffers are handed back in one ibv_post_recv() per poll. */
 static void repost_recv(gw_verbs_ep_t *ep, unsigned idx)
 {
-    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(ep->rbuf + (size_t)idx * GW_VERBS_SLOT),
-                          .length = GW_VERBS_SLOT,
-                          .lkey = ep->rmr->lkey};
-    struct ibv_recv_wr w = {.wr_id = RECV_WRID | idx, .sg_list = &sge, .num_sge = 1}, *bad;
-    int rc = ibv_post_recv(ep->qps[0].qp, &w, &bad);
+    ep->repost[ep->nrepost++] = (uint16_t)idx;
+}
+
+static void repost_flush(gw_verbs_ep_t *ep)
+{
+    unsigned n = ep->nrepost;
+    if (!n || ep->dead)
+        return;
+    struct ibv_sge sge[32];
+    struct ibv_recv_wr w[32], *bad;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned idx = ep->repost[i];
+        sge[i].addr = (uint64_t)(uintptr_t)(ep->rbuf + (size_t)idx * GW_VERBS_SLOT);
+        sge[i].length = GW_VERBS_SLOT;
+        sge[i].lkey = ep->rmr->lkey;
+        w[i].wr_id = RECV_WRID | idx;
+        w[i].sg_list = &sge[i];
+        w[i].num_sge = 1;
+        w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+    }
+    ep->nrepost = 0;
+    int rc = ibv_post_recv(ep->qps[0].qp, w, &bad);
     if (rc)
-        ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x) failed: %s", ep->qps[0].qp->qp_num,
-               strerror(rc));
+        ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, %u buffers) failed: %s",
+               ep->qps[0].qp->qp_num, n, strerror(rc));
 }
 
 static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, uint64_t len,
@@ -847,6 +873,7 @@ static int poll_cq(gw_verbs_ep_t *ep)
             else
                 retire(ep, (int)(wc[i].wr_id >> 48), wc[i].wr_id & 0xffffffffffffull);
         }
+        repost_flush(ep);
         total += n;
     } while (n == 32);
     return total;
@@ -861,10 +888,13 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
         ep->dead = 1;
         ep_forget_all(ep, 0, ep->super.base->error);
     }
-    post_pending(ep);
-    int n = poll_cq(ep);
-    if (n)
-        post_pending(ep);
+    /* posted work counts as progress: a caller that progresses until 0
+     * before sleeping on the context fd has handed everything to the device */
+    int n = post_pending(ep);
+    int c = poll_cq(ep);
+    if (c)
+        n += post_pending(ep);
+    n += c;
     if (n == 0 && !ep->cq_armed) {
         /* going idle: arm the CQ so the context fd wakes a sleeping caller */
         if (ibv_req_notify_cq(ep->cq, 0) == 0)
@@ -887,10 +917,9 @@ static gw_status_t enqueue(gw_tl_ep_t *e, gw_request_t *req)
     req->pending = 0;
     req->tl_flags = 0;
     memset(req->tl, 0, sizeof(req->tl));
-    int was_empty = gw_list_empty(&ep->pending);
+    /* posted by the next progress call, batched with whatever else is queued
+     * by then (callers progress before they sleep, so no wake-up is needed) */
     gw_list_push_back(&ep->pending, &req->tl_link);
-    if (was_empty)
-        gw_core_signal(ep_core(ep)); /* have the next progress (or wait) post it */
     return GW_OK;
 }
 

@@ -275,8 +275,15 @@ static const char *mtu_str(int m)
 static gw_status_t verbs_iface_describe(gw_tl_iface_t *iface, char *buf, size_t len)
 {
     gw_verbs_iface_t *vif = (gw_verbs_iface_t *)iface;
-    snprintf(buf, len, "%s, active MTU %s, %d QPs per endpoint, largest MR %llu", vif->how,
-             mtu_str(vif->pattr.active_mtu), vif->nqps, (unsigned long long)vif->max_mr);
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    uint64_t v = vif->max_mr;
+    int u = 0;
+    while (u < 4 && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%s, active MTU %s, %d QPs per endpoint, largest MR %llu %s", vif->how,
+             mtu_str(vif->pattr.active_mtu), vif->nqps, (unsigned long long)v, unit[u]);
     return GW_OK;
 }
 

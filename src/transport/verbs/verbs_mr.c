@@ -43,7 +43,7 @@ gw_status_t gw_verbs_reg_create(gw_verbs_iface_t *vif, void *addr, size_t len, i
 {
     gw_core_t *c = vif->super.core;
     uint64_t chunk = vif->max_mr;
-    uint64_t n = len ? (len - 1) / chunk + 1 : 1;
+    uint64_t n = len ? (len - 1) / chunk + 1 : 0; /* a zero-length region needs no MR */
     if (n > GW_VERBS_MAX_MRS)
         return gw_err(c, GW_ERR_NO_RESOURCE,
                       "register(dev=%s, len=%zu) failed: needs %llu memory regions of at most "
@@ -56,11 +56,9 @@ gw_status_t gw_verbs_reg_create(gw_verbs_iface_t *vif, void *addr, size_t len, i
     r->base = (uint64_t)(uintptr_t)addr;
     r->len = len;
     r->chunk = chunk;
-    /* a zero-length region still gets an MR (of one byte's page) so it has keys */
-    static uint8_t zero_page_byte;
     for (uint64_t i = 0; i < n; i++) {
-        uint8_t *a = len ? (uint8_t *)addr + i * chunk : &zero_page_byte;
-        size_t l = len ? (size_t)GW_MIN(chunk, len - i * chunk) : 1;
+        uint8_t *a = (uint8_t *)addr + i * chunk;
+        size_t l = (size_t)GW_MIN(chunk, len - i * chunk);
         errno = 0;
         struct ibv_mr *mr = vif->ibv->reg_mr(vif->pd, a, l, access);
         if (!mr) {
@@ -91,7 +89,7 @@ void gw_verbs_reg_destroy(gw_verbs_iface_t *vif, gw_verbs_reg_t *reg)
 int gw_verbs_reg_piece(const gw_verbs_reg_t *reg, uint64_t addr, uint32_t *lkey, uint32_t *rkey,
                        uint64_t *left)
 {
-    if (addr < reg->base || (reg->len && addr - reg->base > reg->len))
+    if (reg->nmr == 0 || addr < reg->base || addr - reg->base > reg->len)
         return -1;
     uint64_t off = addr - reg->base;
     uint64_t i = off / reg->chunk;

@@ -215,8 +215,12 @@ gw_status_t gw_verbs_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer
         char w[256];
         if (gw_verbs_gid_pair(vif->port.gids, vif->port.ngids, pa.gids, pa.ngids, &oi, &pi, w,
                               sizeof(w)) != 0) {
-            snprintf(why, whylen, "local %s:%d cannot address peer %s:%u: %s", vif->port.dev,
-                     vif->port.port, pa.dev, pa.port, w);
+            /* w reads "no common GID family: local ..., peer ...": say which side is which */
+            const char *me = peer && peer->is_server ? "server" : "client";
+            const char *them = peer && peer->is_server ? "client" : "server";
+            snprintf(why, whylen, "%s %s:%d cannot address %s %s:%u (%s; local = %s, peer = %s; "
+                     "set GPUWIRE_IB_GID_INDEX to GIDs of one family)", me, vif->port.dev,
+                     vif->port.port, them, pa.dev, pa.port, w, me, them);
             return GW_ERR_UNAVAILABLE;
         }
     } else {
@@ -259,8 +263,8 @@ gw_status_t gw_verbs_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t
         gw_verbs_gid_str(la->gids[ep->sgid_i].raw, lg, sizeof(lg));
         gw_verbs_gid_str(pa->gids[ep->dgid_i].raw, pg, sizeof(pg));
     }
-    int rd = vif->dattr.max_qp_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_rd_atom, 16) : 1;
-    int rd_dest = vif->dattr.max_qp_init_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_init_rd_atom, 16) : 1;
+    int rd = vif->dattr.max_qp_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_rd_atom, 128) : 1;
+    int rd_dest = vif->dattr.max_qp_init_rd_atom > 0 ? GW_MIN(vif->dattr.max_qp_init_rd_atom, 128) : 1;
     for (int i = 0; i < ep->nqps; i++) {
         struct ibv_qp *qp = ep->qps[i].qp;
         struct ibv_qp_attr a;

@@ -1,0 +1,236 @@
+/* gw_verbs_bench.c - gpuwire over verbs measured the way perftest measures,
+ * for side-by-side runs (bench/verbs_rxe.sh).
+ *
+ *   gw_verbs_bench OP SIZE ITERS [SERVER_DEV CLIENT_DEV]
+ *     OP: put (like ib_write_bw), get (ib_read_bw), send (ib_send_bw),
+ *         lat (8-byte put ping-pong, each side polling its memory for the
+ *         peer's write, like ib_write_lat; prints half the round trip)
+ *   prints one line: "OP SIZE bw_gbps=X" or "lat SIZE usec=X"
+ *
+ * Bandwidth keeps WINDOW (128, perftest's default tx depth) operations in
+ * flight from one registered buffer, as perftest does, and times ITERS of
+ * them.  Server and client are two processes on one
+ * host; GPUWIRE_TRANSPORTS=verbs. */
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define WINDOW 128
+
+static gwt_chan_t pch, cch;
+static const char *op;
+static size_t size;
+static long iters;
+static const char *sdev = "", *cdev = "";
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void xfer_key(gw_ep_t *ep, gw_mem_t *m)
+{
+    uint8_t key[512];
+    size_t klen = sizeof(key);
+    REQUIRE_OK(gw_mem_pack_rkey(m, key, &klen));
+    gw_request_t *r;
+    REQUIRE_OK(gw_send(ep, key, klen, NULL, 1, &r));
+    REQUIRE_OK(gw_request_wait(r, 20000));
+    gw_request_free(r);
+}
+
+static gw_rkey_t *get_key(gw_ep_t *ep)
+{
+    uint8_t key[512];
+    gw_request_t *r;
+    REQUIRE_OK(gw_recv(ep, key, sizeof(key), NULL, 1, ~0ull, &r));
+    REQUIRE_OK(gw_request_wait(r, 20000));
+    gw_request_info_t ri = {.size = sizeof(ri)};
+    gw_request_info(r, &ri);
+    gw_request_free(r);
+    gw_rkey_t *rk;
+    REQUIRE_OK(gw_rkey_unpack(ep, key, ri.length, &rk));
+    return rk;
+}
+
+static void sync_msg(gw_ep_t *ep, int sending, uint64_t tag)
+{
+    char b[8] = "sync";
+    gw_request_t *r;
+    if (sending)
+        REQUIRE_OK(gw_send(ep, b, 5, NULL, tag, &r));
+    else
+        REQUIRE_OK(gw_recv(ep, b, sizeof(b), NULL, tag, ~0ull, &r));
+    REQUIRE_OK(gw_request_wait(r, 60000));
+    gw_request_free(r);
+}
+
+static int server(void *arg)
+{
+    (void)arg;
+    setenv("GPUWIRE_IB_DEVICE", sdev, 1);
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    gw_listener_t *l;
+    REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", &l));
+    char addr[80];
+    REQUIRE_OK(gw_listener_addr(l, addr, sizeof(addr)));
+    gwt_chan_send(&cch, addr, (uint32_t)strlen(addr) + 1);
+    gw_ep_t *ep;
+    REQUIRE_OK(gw_accept(l, 20000, &ep));
+    size_t len = size < 64 ? 64 : size;
+    volatile uint8_t *buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+    memset((void *)buf, 0, len);
+    gw_mem_t *m;
+    REQUIRE_OK(gw_mem_reg(ctx, (void *)buf, len, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &m));
+    xfer_key(ep, m);
+    if (!strcmp(op, "send")) {
+        gw_request_t **rs = calloc((size_t)iters, sizeof(*rs));
+        for (long i = 0; i < iters; i++)
+            REQUIRE_OK(gw_recv(ep, (void *)buf, size, m, 7, ~0ull, &rs[i]));
+        sync_msg(ep, 1, 2);
+        for (long i = 0; i < iters; i++) {
+            REQUIRE_OK(gw_request_wait(rs[i], 60000));
+            gw_request_free(rs[i]);
+        }
+        free(rs);
+    } else if (!strcmp(op, "lat")) {
+        gw_rkey_t *rk = get_key(ep);
+        uint64_t rbase;
+        size_t rlen;
+        gw_rkey_range(rk, &rbase, &rlen);
+        uint8_t out[8];
+        long total = iters + iters / 10 + 1; /* warm-up included, as the client */
+        for (long i = 1; i <= total; i++) {
+            while (buf[size - 1] != (uint8_t)i)
+                gw_progress(ctx);
+            memset(out, (int)(uint8_t)i, sizeof(out));
+            REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, NULL));
+        }
+        while (gw_progress(ctx) > 0)
+            ;
+        sync_msg(ep, 0, 3);
+        gw_rkey_destroy(rk);
+    }
+    sync_msg(ep, 0, 9);
+    gw_mem_dereg(m);
+    gw_ep_close(ep, 2000);
+    gw_listener_destroy(l);
+    gw_context_destroy(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s put|get|send|lat SIZE ITERS [SERVER_DEV CLIENT_DEV]\n", argv[0]);
+        return 2;
+    }
+    op = argv[1];
+    size = (size_t)strtoull(argv[2], NULL, 0);
+    iters = strtol(argv[3], NULL, 0);
+    if (argc >= 6) {
+        sdev = argv[4];
+        cdev = argv[5];
+    }
+    setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
+    gwt_chan_pair(&pch, &cch);
+    int pid = gwt_spawn(server, NULL);
+    char addr[80];
+    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
+    setenv("GPUWIRE_IB_DEVICE", cdev, 1);
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    gw_ep_t *ep;
+    REQUIRE_OK(gw_connect(ctx, addr, &ep));
+    gw_rkey_t *rk = get_key(ep);
+    uint64_t rbase;
+    size_t rlen;
+    gw_rkey_range(rk, &rbase, &rlen);
+    size_t len = size < 64 ? 64 : size;
+    volatile uint8_t *buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+    memset((void *)buf, 0, len);
+    gw_mem_t *m;
+    REQUIRE_OK(gw_mem_reg(ctx, (void *)buf, len, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &m));
+    double t0 = 0, t1 = 0;
+    if (!strcmp(op, "put") || !strcmp(op, "get")) {
+        int put = !strcmp(op, "put");
+        gw_request_t *win[WINDOW] = {0};
+        /* warm up */
+        for (int i = 0; i < 16; i++) {
+            gw_request_t *r;
+            REQUIRE_OK(put ? gw_put(ep, (void *)buf, size, m, rbase, rk, &r)
+                           : gw_get(ep, (void *)buf, size, m, rbase, rk, &r));
+            REQUIRE_OK(gw_request_wait(r, 20000));
+            gw_request_free(r);
+        }
+        t0 = now_s();
+        for (long i = 0; i < iters; i++) {
+            gw_request_t **slot = &win[i % WINDOW];
+            if (*slot) {
+                REQUIRE_OK(gw_request_wait(*slot, 60000));
+                gw_request_free(*slot);
+            }
+            REQUIRE_OK(put ? gw_put(ep, (void *)buf, size, m, rbase, rk, slot)
+                           : gw_get(ep, (void *)buf, size, m, rbase, rk, slot));
+        }
+        for (int i = 0; i < WINDOW; i++)
+            if (win[i]) {
+                REQUIRE_OK(gw_request_wait(win[i], 60000));
+                gw_request_free(win[i]);
+            }
+        t1 = now_s();
+        printf("%s %zu bw_gbps=%.4f\n", op, size, (double)size * (double)iters * 8 / (t1 - t0) / 1e9);
+    } else if (!strcmp(op, "send")) {
+        sync_msg(ep, 0, 2); /* the server's receives are posted */
+        gw_request_t *win[WINDOW] = {0};
+        t0 = now_s();
+        for (long i = 0; i < iters; i++) {
+            gw_request_t **slot = &win[i % WINDOW];
+            if (*slot) {
+                REQUIRE_OK(gw_request_wait(*slot, 60000));
+                gw_request_free(*slot);
+            }
+            REQUIRE_OK(gw_send(ep, (void *)buf, size, m, 7, slot));
+        }
+        for (int i = 0; i < WINDOW; i++)
+            if (win[i]) {
+                REQUIRE_OK(gw_request_wait(win[i], 60000));
+                gw_request_free(win[i]);
+            }
+        t1 = now_s();
+        printf("send %zu bw_gbps=%.4f\n", size, (double)size * (double)iters * 8 / (t1 - t0) / 1e9);
+    } else if (!strcmp(op, "lat")) {
+        /* the server needs our key to answer */
+        uint8_t key[512];
+        size_t klen = sizeof(key);
+        REQUIRE_OK(gw_mem_pack_rkey(m, key, &klen));
+        gw_request_t *r;
+        REQUIRE_OK(gw_send(ep, key, klen, NULL, 1, &r));
+        REQUIRE_OK(gw_request_wait(r, 20000));
+        gw_request_free(r);
+        uint8_t out[8];
+        long warm = iters / 10 + 1;
+        for (long i = 1; i <= iters + warm; i++) {
+            if (i == warm + 1)
+                t0 = now_s();
+            memset(out, (int)(uint8_t)i, sizeof(out));
+            REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, NULL));
+            while (buf[size - 1] != (uint8_t)i)
+                gw_progress(ctx);
+        }
+        t1 = now_s();
+        sync_msg(ep, 1, 3);
+        printf("lat %zu usec=%.3f\n", size, (t1 - t0) / (double)iters / 2 * 1e6);
+    }
+    fflush(stdout);
+    sync_msg(ep, 1, 9);
+    gw_rkey_destroy(rk);
+    gw_mem_dereg(m);
+    gw_ep_close(ep, 2000);
+    gw_context_destroy(ctx);
+    return gwt_wait(pid, 60) == 0 ? 0 : 1;
+}
