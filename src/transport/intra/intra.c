@@ -24,6 +24,8 @@
 #define INTRA_MAX_RXFD 64
 #define INTRA_BOUNCE (4u << 20)
 #define INTRA_DEREG_WAIT_MS 10000
+#define INTRA_CMA_SYNC_MAX (256u << 10) /* larger CMA copies run piecewise in progress */
+#define INTRA_CMA_BUDGET (4u << 20)     /* CMA bytes one progress call moves per endpoint */
 #define INTRA_BLOB_LEN 64
 
 /* ------------------------------------------------------------------------ */
@@ -75,11 +77,15 @@ typedef struct intra_blob { /* unexpected eager payload (kept off u->data: see r
     uint8_t data[];
 } intra_blob_t;
 
-typedef struct intra_cp { /* one CUDA copy in flight (kept off the request: see ep_abort) */
-    CUevent ev;
+typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_abort) */
+    CUevent ev;             /* CUDA copy; NULL for a CMA copy done piecewise in progress */
     gw_request_t *req;
     gw_intra_slot_t *slot;
     int op;
+    int to_remote;          /* CMA: direction, buffer, remote address, progress */
+    char *lbuf;
+    uint64_t raddr;
+    size_t len, done;
 } intra_cp_t;
 
 typedef struct intra_ep {
@@ -262,8 +268,10 @@ static void ep_abort(intra_ep_t *e, gw_status_t st, int external)
     e->failed = 1;
     for (size_t i = 0; i < e->ncp; i++) {
         intra_cp_t *cp = &e->cps[i];
-        cu->cuEventSynchronize(cp->ev);
-        cu->cuEventDestroy(cp->ev);
+        if (cp->ev) {
+            cu->cuEventSynchronize(cp->ev);
+            cu->cuEventDestroy(cp->ev);
+        }
         if (cp->slot)
             atomic_fetch_sub(&cp->slot->inflight, 1);
         if (cp->op == GW_OP_RECV)
@@ -559,6 +567,20 @@ static int local_dev(const gw_request_t *req)
     return req->lmem && req->lmem->type == GW_MEM_CUDA ? req->lmem->cuda_device : -1;
 }
 
+static gw_status_t cp_push(intra_ep_t *e, const intra_cp_t *cp)
+{
+    if (e->ncp == e->capcp) {
+        size_t cap = e->capcp ? e->capcp * 2 : 32;
+        intra_cp_t *n = realloc(e->cps, cap * sizeof(*n));
+        if (!n)
+            return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory");
+        e->cps = n;
+        e->capcp = cap;
+    }
+    e->cps[e->ncp++] = *cp;
+    return GW_OK;
+}
+
 /* GPU buffer <-> peer host memory, through the pinned bounce, synchronous. */
 static gw_status_t staged_host(intra_ep_t *e, int to_remote, void *lbuf, int ldev, uint64_t raddr, size_t len)
 {
@@ -608,7 +630,18 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
     if (!r->gpu) {
         if (ldev < 0) {
             e->n_cma++;
-            return cma_copy(c, e->peer_pid, to_remote, lbuf, r->addr, len);
+            if (len <= INTRA_CMA_SYNC_MAX)
+                return cma_copy(c, e->peer_pid, to_remote, lbuf, r->addr, len);
+            /* large: piecewise from the progress engine, so posting never
+             * blocks for long and other endpoints keep moving */
+            intra_cp_t cp = {.ev = NULL, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT],
+                             .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr, .len = len};
+            gw_status_t st = cp_push(e, &cp);
+            if (st != GW_OK)
+                return st;
+            req->tl[T_SLOT] = 0;
+            gw_core_signal(c);
+            return GW_INPROGRESS;
         }
         return staged_host(e, to_remote, lbuf, ldev, r->addr, len);
     }
@@ -623,7 +656,7 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
         dev = 0;
     /* find the segment (allocation) holding the range; ranges crossing
      * allocations are copied piecewise on the same stream */
-    CUstream stream;
+    CUstream stream = NULL;
     gw_status_t st = ep_stream(e, dev, &stream);
     if (st != GW_OK)
         return st;
@@ -637,7 +670,7 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
         if (sg == s->nseg)
             return gw_err(c, GW_ERR_OUT_OF_BOUNDS, "intra: remote address 0x%" PRIx64 " is in no allocation of the "
                           "peer's region", ra);
-        CUdeviceptr base;
+        CUdeviceptr base = 0;
         st = import_seg(e, r->slot, s, r->id, sg, dev, &base);
         if (st == GW_INPROGRESS) {
             if (left != len)
@@ -667,18 +700,12 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
         cu->cuStreamSynchronize(stream);
         return cu_err(c, "cuEventCreate/cuEventRecord", cr);
     }
-    if (e->ncp == e->capcp) {
-        size_t cap = e->capcp ? e->capcp * 2 : 32;
-        intra_cp_t *n = realloc(e->cps, cap * sizeof(*n));
-        if (!n) {
-            cu->cuEventSynchronize(ev);
-            cu->cuEventDestroy(ev);
-            return gw_err(c, GW_ERR_NOMEM, "intra: out of memory");
-        }
-        e->cps = n;
-        e->capcp = cap;
+    intra_cp_t rec = {.ev = ev, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT], .op = req->op};
+    if (cp_push(e, &rec) != GW_OK) {
+        cu->cuEventSynchronize(ev);
+        cu->cuEventDestroy(ev);
+        return GW_ERR_NOMEM;
     }
-    e->cps[e->ncp++] = (intra_cp_t){ev, req, (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT], req->op};
     req->tl[T_SLOT] = 0; /* the record owns the slot count now */
     req->tl[T_STATE] = ST_COPYING;
     e->n_cuda++;
@@ -794,22 +821,39 @@ static void op_finished(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 static int poll_inflight(intra_ep_t *e)
 {
     int n = 0;
-    size_t i = 0;
+    size_t i = 0, budget = INTRA_CMA_BUDGET;
     while (i < e->ncp) {
-        intra_cp_t cp = e->cps[i];
-        CUresult r = e->ifc->cu->cuEventQuery(cp.ev);
-        if (r == CUDA_ERROR_NOT_READY) {
-            i++;
-            continue;
-        }
-        e->cps[i] = e->cps[--e->ncp]; /* order of completion does not matter: notifies wait on seq */
-        e->ifc->cu->cuEventDestroy(cp.ev);
-        if (cp.slot)
-            atomic_fetch_sub(&cp.slot->inflight, 1);
+        intra_cp_t *cp = &e->cps[i];
         gw_status_t st = GW_OK;
-        if (r != CUDA_SUCCESS)
-            st = cu_err(e->super.iface->core, "GPU copy to/from the peer (cuEventQuery)", r);
-        op_finished(e, cp.req, st);
+        if (!cp->ev) { /* piecewise CMA */
+            if (!budget) {
+                i++;
+                continue;
+            }
+            size_t k = GW_MIN(budget, cp->len - cp->done);
+            st = cma_copy(e->super.iface->core, e->peer_pid, cp->to_remote, cp->lbuf + cp->done,
+                          cp->raddr + cp->done, k);
+            cp->done += k;
+            budget -= k;
+            if (st == GW_OK && cp->done < cp->len) {
+                i++;
+                continue;
+            }
+        } else {
+            CUresult r = e->ifc->cu->cuEventQuery(cp->ev);
+            if (r == CUDA_ERROR_NOT_READY) {
+                i++;
+                continue;
+            }
+            e->ifc->cu->cuEventDestroy(cp->ev);
+            if (r != CUDA_SUCCESS)
+                st = cu_err(e->super.iface->core, "GPU copy to/from the peer (cuEventQuery)", r);
+        }
+        intra_cp_t done = *cp;
+        e->cps[i] = e->cps[--e->ncp]; /* completion order does not matter: notifies wait on seq */
+        if (done.slot)
+            atomic_fetch_sub(&done.slot->inflight, 1);
+        op_finished(e, done.req, st);
         n++;
         if (e->failed)
             break;
@@ -1105,21 +1149,20 @@ static void on_eager(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *payl
         deliver_eager(e, req, payload, h->len, h->a);
         return;
     }
+    /* kept as an ordinary eager message (u->data): the api layer copies it
+     * into a later receive, GPU buffers included, even after the peer left */
     gw_unexp_t *u = calloc(1, sizeof(*u));
-    intra_blob_t *b = malloc(sizeof(*b) + h->len);
-    if (!u || !b) {
+    void *data = malloc(h->len ? h->len : 1);
+    if (!u || !data) {
         free(u);
-        free(b);
+        free(data);
         gw_log(GW_LOG_WARN, "intra: out of memory: dropped an unexpected message (tag 0x%" PRIx64 ")", h->a);
         return;
     }
-    b->len = h->len;
-    memcpy(b->data, payload, h->len);
-    gw_list_push_back(&e->blobs, &b->link);
+    memcpy(data, payload, h->len);
     u->tag = h->a;
     u->len = h->len;
-    u->handle = 0;
-    u->handle2 = (uint64_t)(uintptr_t)b;
+    u->data = data;
     gw_list_push_back(&e->super.base->unexpected, &u->link);
 }
 
