@@ -63,7 +63,9 @@ sleep 0.3
 run_gw() { # name, perf args...
   name=$1
   shift
-  "$tool" perf --loopback --duration "$dur" --json "$@" $extra >"$tmp/$name.$i" 2>>"$tmp/err" ||
+  # tcp, not the intra-host transport that loopback would otherwise pick
+  GPUWIRE_TRANSPORTS=${GPUWIRE_TRANSPORTS:-tcp} \
+    "$tool" perf --loopback --duration "$dur" --json "$@" $extra >"$tmp/$name.$i" 2>>"$tmp/err" ||
     { echo "gpuwire perf $* failed:"; cat "$tmp/err"; exit 1; }
 }
 for i in $(seq "$rep"); do

@@ -409,6 +409,7 @@ static int flush_gpu_head(conn_t *c)
             return -1;
         }
         int in_payload = t->off >= GW_TCP_HDR;
+        B(ep)->last_rx_ns = gw_now_ns(); /* bytes moving: the peer is alive */
         t->off += (size_t)w;
         c->tx_bytes -= GW_MIN(c->tx_bytes, (size_t)w);
         if (in_payload) {
@@ -496,6 +497,8 @@ static int conn_flush_(conn_t *c)
         }
         size_t left = (size_t)w;
         c->tx_bytes -= GW_MIN(c->tx_bytes, left);
+        if (w > 0) /* the peer's kernel took bytes: its side of the stream is moving */
+            B(ep)->last_rx_ns = gw_now_ns();
         while (left && c->txh) {
             tx_item_t *t = c->txh;
             size_t rem = GW_TCP_HDR + t->paylen - t->off;
