@@ -104,6 +104,7 @@ typedef struct intra_ep {
     int ready;   /* socket connected and peer table mapped */
     int failed;
     int bye;     /* the peer closed: fail on the next progress call */
+    int connected; /* ep_connect succeeded */
     uint64_t bye_gen;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
@@ -713,7 +714,11 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
 }
 
 /* Looks a peer slot up for an rkey-addressed access and counts us in. */
-static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
+/* The key's intra part, copied into the request when it is posted: the
+ * caller may destroy the rkey while the operation waits (T_SRC: slot | a
+ * valid bit, T_SRC2: region id named by the blob, T_OPID: the key's id). */
+#define RK_VALID (1ull << 63)
+static gw_status_t rkey_capture(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_rkey_t *rk = req->rkey;
@@ -721,11 +726,24 @@ static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r
         return gw_err(c, GW_ERR_UNSUPPORTED,
                       "intra: the remote region 0x%" PRIx64 " (+%" PRIu64 ") is not reachable through the intra-host "
                       "transport (its owner could not export it: see gw_mem_query's path there)", rk->addr, rk->len);
-    if (rk->tl_blob_len != 12)
-        return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (%zu-byte intra part)", rk->tl_blob_len);
-    uint32_t si = gw_get_u32(rk->tl_blob);
-    uint64_t id = gw_get_u64(rk->tl_blob + 4);
-    if (si >= GW_INTRA_SLOTS || id != rk->id)
+    req->tl[T_SRC] = 0;
+    if (rk->tl_blob_len == 12) {
+        req->tl[T_SRC] = RK_VALID | gw_get_u32(rk->tl_blob);
+        req->tl[T_SRC2] = gw_get_u64(rk->tl_blob + 4);
+    }
+    req->tl[T_OPID] = rk->id;
+    return GW_OK;
+}
+
+/* Looks a peer slot up for an rkey-addressed access and counts us in. */
+static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
+{
+    gw_core_t *c = e->super.iface->core;
+    if (!(req->tl[T_SRC] & RK_VALID))
+        return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (bad intra part)");
+    uint32_t si = (uint32_t)(req->tl[T_SRC] & 0xffffffffu);
+    uint64_t id = req->tl[T_SRC2];
+    if (si >= GW_INTRA_SLOTS || id != req->tl[T_OPID])
         return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (slot %u)", si);
     gw_intra_slot_t *s = &e->peer_table[si];
     if (atomic_load(&s->id) != id)
@@ -756,8 +774,8 @@ static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r
     return GW_OK;
 revoked:
     return gw_err(c, GW_ERR_INVALID_KEY,
-                  "%s: the remote region 0x%" PRIx64 " (+%" PRIu64 ") was deregistered by its owner",
-                  req->op == GW_OP_GET ? "gw_get" : "gw_put", rk->addr, rk->len);
+                  "%s: the remote region holding 0x%" PRIx64 " was deregistered by its owner",
+                  req->op == GW_OP_GET ? "gw_get" : "gw_put", req->raddr);
 }
 
 static void slot_leave(intra_ep_t *e, gw_request_t *req)
@@ -957,6 +975,9 @@ static gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
     req->tl[T_STATE] = ST_NEW;
+    gw_status_t st = rkey_capture(e, req);
+    if (st != GW_OK)
+        return st;
     if (!e->ready) {
         gw_list_push_back(&e->waiting, &req->tl_link);
         return GW_OK;
@@ -1774,6 +1795,7 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
         if (st != GW_OK)
             return st;
         e->lio_on = 1;
+        e->connected = 1;
         return GW_OK;
     }
     close(e->lfd);
@@ -1787,6 +1809,7 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
             close(fd);
         return st;
     }
+    e->connected = 1; /* from here on destroy cleans up through the endpoint */
     return ep_attach(e, fd);
 }
 
@@ -1813,8 +1836,10 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
     gw_core_t *c = tep->iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
     gw_list_t *p, *t;
-    /* copies in flight must land before their buffers can go */
-    if (!ep_dead(e))
+    /* copies in flight must land before their buffers can go.  An endpoint
+     * that never connected has none, and its generic endpoint may already
+     * be gone (a failed handshake frees it first): leave it alone then. */
+    if (e->connected && !ep_dead(e))
         ep_abort(e, GW_ERR_CANCELED, 0);
     free(e->cps);
     gw_list_for_each_safe(p, t, &e->imports) import_close(e, gw_container_of(p, intra_import_t, link));
@@ -1829,14 +1854,6 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
     gw_list_for_each_safe(p, t, &e->blobs) {
         gw_list_del(p);
         free(gw_container_of(p, intra_blob_t, link));
-    }
-    /* unexpected rendezvous/eager entries point at blobs just freed */
-    gw_list_for_each_safe(p, t, &tep->base->unexpected) {
-        gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
-        if (!u->data) {
-            gw_list_del(p);
-            free(u);
-        }
     }
     for (int d = 0; d < INTRA_MAX_DEV; d++)
         if (e->stream[d]) {
