@@ -1884,8 +1884,11 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
 static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     intra_ep_t *e = to_ep(tep);
-    snprintf(buf, len, "intra: peer pid %d, Unix socket @%s; CMA for host memory, CUDA IPC for GPU memory%s",
-             (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)");
+    snprintf(buf, len,
+             "intra: peer pid %d, Unix socket @%s; CMA for host memory, CUDA IPC for GPU memory%s; copies so far: "
+             "%lu CMA, %lu copy engine, %lu staged",
+             (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
+             e->n_cma, e->n_cuda, e->n_staged);
     return GW_OK;
 }
 
