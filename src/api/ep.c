@@ -175,6 +175,7 @@ static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt,
         hs->l->failed_handshakes++;
         gw_log(GW_LOG_WARN, "handshake from %s on %s refused: %s (%s)", hs->peer, hs->l->addr, why,
                gw_status_name(st));
+        hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
         if (hs->ep) {
             hs->ep->hs = NULL;
             ep_free(hs->ep);
@@ -773,6 +774,7 @@ void gw_listener_destroy(gw_listener_t *l)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &l->pending) {
         gw_hs_t *hs = gw_container_of(p, gw_hs_t, link);
+        hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
         if (hs->ep) {
             hs->ep->hs = NULL;
             ep_free(hs->ep);

@@ -24,6 +24,8 @@
 #define INTRA_MAX_RXFD 64
 #define INTRA_BOUNCE (4u << 20)
 #define INTRA_DEREG_WAIT_MS 10000
+#define INTRA_CMA_SYNC_MAX (256u << 10) /* larger CMA copies run piecewise in progress */
+#define INTRA_CMA_BUDGET (4u << 20)     /* CMA bytes one progress call moves per endpoint */
 #define INTRA_BLOB_LEN 64
 
 /* ------------------------------------------------------------------------ */
@@ -75,11 +77,15 @@ typedef struct intra_blob { /* unexpected eager payload (kept off u->data: see r
     uint8_t data[];
 } intra_blob_t;
 
-typedef struct intra_cp { /* one CUDA copy in flight (kept off the request: see ep_abort) */
-    CUevent ev;
+typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_abort) */
+    CUevent ev;             /* CUDA copy; NULL for a CMA copy done piecewise in progress */
     gw_request_t *req;
     gw_intra_slot_t *slot;
     int op;
+    int to_remote;          /* CMA: direction, buffer, remote address, progress */
+    char *lbuf;
+    uint64_t raddr;
+    size_t len, done;
 } intra_cp_t;
 
 typedef struct intra_ep {
@@ -90,7 +96,7 @@ typedef struct intra_ep {
     int bootfd;  /* the handshake socket, adopted and held (liveness is the Unix socket's job) */
     gw_io_t lio, io;
     int lio_on, io_on;
-    char lname[80];
+    char lname[40];
     pid_t peer_pid;
     uint64_t peer_probe;
     char peer_name[80];
@@ -98,6 +104,7 @@ typedef struct intra_ep {
     int ready;   /* socket connected and peer table mapped */
     int failed;
     int bye;     /* the peer closed: fail on the next progress call */
+    int connected; /* ep_connect succeeded */
     uint64_t bye_gen;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
@@ -262,8 +269,10 @@ static void ep_abort(intra_ep_t *e, gw_status_t st, int external)
     e->failed = 1;
     for (size_t i = 0; i < e->ncp; i++) {
         intra_cp_t *cp = &e->cps[i];
-        cu->cuEventSynchronize(cp->ev);
-        cu->cuEventDestroy(cp->ev);
+        if (cp->ev) {
+            cu->cuEventSynchronize(cp->ev);
+            cu->cuEventDestroy(cp->ev);
+        }
         if (cp->slot)
             atomic_fetch_sub(&cp->slot->inflight, 1);
         if (cp->op == GW_OP_RECV)
@@ -559,6 +568,20 @@ static int local_dev(const gw_request_t *req)
     return req->lmem && req->lmem->type == GW_MEM_CUDA ? req->lmem->cuda_device : -1;
 }
 
+static gw_status_t cp_push(intra_ep_t *e, const intra_cp_t *cp)
+{
+    if (e->ncp == e->capcp) {
+        size_t cap = e->capcp ? e->capcp * 2 : 32;
+        intra_cp_t *n = realloc(e->cps, cap * sizeof(*n));
+        if (!n)
+            return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory");
+        e->cps = n;
+        e->capcp = cap;
+    }
+    e->cps[e->ncp++] = *cp;
+    return GW_OK;
+}
+
 /* GPU buffer <-> peer host memory, through the pinned bounce, synchronous. */
 static gw_status_t staged_host(intra_ep_t *e, int to_remote, void *lbuf, int ldev, uint64_t raddr, size_t len)
 {
@@ -608,7 +631,18 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
     if (!r->gpu) {
         if (ldev < 0) {
             e->n_cma++;
-            return cma_copy(c, e->peer_pid, to_remote, lbuf, r->addr, len);
+            if (len <= INTRA_CMA_SYNC_MAX)
+                return cma_copy(c, e->peer_pid, to_remote, lbuf, r->addr, len);
+            /* large: piecewise from the progress engine, so posting never
+             * blocks for long and other endpoints keep moving */
+            intra_cp_t cp = {.ev = NULL, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT],
+                             .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr, .len = len};
+            gw_status_t st = cp_push(e, &cp);
+            if (st != GW_OK)
+                return st;
+            req->tl[T_SLOT] = 0;
+            gw_core_signal(c);
+            return GW_INPROGRESS;
         }
         return staged_host(e, to_remote, lbuf, ldev, r->addr, len);
     }
@@ -623,7 +657,7 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
         dev = 0;
     /* find the segment (allocation) holding the range; ranges crossing
      * allocations are copied piecewise on the same stream */
-    CUstream stream;
+    CUstream stream = NULL;
     gw_status_t st = ep_stream(e, dev, &stream);
     if (st != GW_OK)
         return st;
@@ -637,7 +671,7 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
         if (sg == s->nseg)
             return gw_err(c, GW_ERR_OUT_OF_BOUNDS, "intra: remote address 0x%" PRIx64 " is in no allocation of the "
                           "peer's region", ra);
-        CUdeviceptr base;
+        CUdeviceptr base = 0;
         st = import_seg(e, r->slot, s, r->id, sg, dev, &base);
         if (st == GW_INPROGRESS) {
             if (left != len)
@@ -667,18 +701,12 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
         cu->cuStreamSynchronize(stream);
         return cu_err(c, "cuEventCreate/cuEventRecord", cr);
     }
-    if (e->ncp == e->capcp) {
-        size_t cap = e->capcp ? e->capcp * 2 : 32;
-        intra_cp_t *n = realloc(e->cps, cap * sizeof(*n));
-        if (!n) {
-            cu->cuEventSynchronize(ev);
-            cu->cuEventDestroy(ev);
-            return gw_err(c, GW_ERR_NOMEM, "intra: out of memory");
-        }
-        e->cps = n;
-        e->capcp = cap;
+    intra_cp_t rec = {.ev = ev, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT], .op = req->op};
+    if (cp_push(e, &rec) != GW_OK) {
+        cu->cuEventSynchronize(ev);
+        cu->cuEventDestroy(ev);
+        return GW_ERR_NOMEM;
     }
-    e->cps[e->ncp++] = (intra_cp_t){ev, req, (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT], req->op};
     req->tl[T_SLOT] = 0; /* the record owns the slot count now */
     req->tl[T_STATE] = ST_COPYING;
     e->n_cuda++;
@@ -686,7 +714,11 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
 }
 
 /* Looks a peer slot up for an rkey-addressed access and counts us in. */
-static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
+/* The key's intra part, copied into the request when it is posted: the
+ * caller may destroy the rkey while the operation waits (T_SRC: slot | a
+ * valid bit, T_SRC2: region id named by the blob, T_OPID: the key's id). */
+#define RK_VALID (1ull << 63)
+static gw_status_t rkey_capture(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_rkey_t *rk = req->rkey;
@@ -694,11 +726,24 @@ static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r
         return gw_err(c, GW_ERR_UNSUPPORTED,
                       "intra: the remote region 0x%" PRIx64 " (+%" PRIu64 ") is not reachable through the intra-host "
                       "transport (its owner could not export it: see gw_mem_query's path there)", rk->addr, rk->len);
-    if (rk->tl_blob_len != 12)
-        return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (%zu-byte intra part)", rk->tl_blob_len);
-    uint32_t si = gw_get_u32(rk->tl_blob);
-    uint64_t id = gw_get_u64(rk->tl_blob + 4);
-    if (si >= GW_INTRA_SLOTS || id != rk->id)
+    req->tl[T_SRC] = 0;
+    if (rk->tl_blob_len == 12) {
+        req->tl[T_SRC] = RK_VALID | gw_get_u32(rk->tl_blob);
+        req->tl[T_SRC2] = gw_get_u64(rk->tl_blob + 4);
+    }
+    req->tl[T_OPID] = rk->id;
+    return GW_OK;
+}
+
+/* Looks a peer slot up for an rkey-addressed access and counts us in. */
+static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
+{
+    gw_core_t *c = e->super.iface->core;
+    if (!(req->tl[T_SRC] & RK_VALID))
+        return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (bad intra part)");
+    uint32_t si = (uint32_t)(req->tl[T_SRC] & 0xffffffffu);
+    uint64_t id = req->tl[T_SRC2];
+    if (si >= GW_INTRA_SLOTS || id != req->tl[T_OPID])
         return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (slot %u)", si);
     gw_intra_slot_t *s = &e->peer_table[si];
     if (atomic_load(&s->id) != id)
@@ -729,8 +774,8 @@ static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r
     return GW_OK;
 revoked:
     return gw_err(c, GW_ERR_INVALID_KEY,
-                  "%s: the remote region 0x%" PRIx64 " (+%" PRIu64 ") was deregistered by its owner",
-                  req->op == GW_OP_GET ? "gw_get" : "gw_put", rk->addr, rk->len);
+                  "%s: the remote region holding 0x%" PRIx64 " was deregistered by its owner",
+                  req->op == GW_OP_GET ? "gw_get" : "gw_put", req->raddr);
 }
 
 static void slot_leave(intra_ep_t *e, gw_request_t *req)
@@ -794,22 +839,39 @@ static void op_finished(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 static int poll_inflight(intra_ep_t *e)
 {
     int n = 0;
-    size_t i = 0;
+    size_t i = 0, budget = INTRA_CMA_BUDGET;
     while (i < e->ncp) {
-        intra_cp_t cp = e->cps[i];
-        CUresult r = e->ifc->cu->cuEventQuery(cp.ev);
-        if (r == CUDA_ERROR_NOT_READY) {
-            i++;
-            continue;
-        }
-        e->cps[i] = e->cps[--e->ncp]; /* order of completion does not matter: notifies wait on seq */
-        e->ifc->cu->cuEventDestroy(cp.ev);
-        if (cp.slot)
-            atomic_fetch_sub(&cp.slot->inflight, 1);
+        intra_cp_t *cp = &e->cps[i];
         gw_status_t st = GW_OK;
-        if (r != CUDA_SUCCESS)
-            st = cu_err(e->super.iface->core, "GPU copy to/from the peer (cuEventQuery)", r);
-        op_finished(e, cp.req, st);
+        if (!cp->ev) { /* piecewise CMA */
+            if (!budget) {
+                i++;
+                continue;
+            }
+            size_t k = GW_MIN(budget, cp->len - cp->done);
+            st = cma_copy(e->super.iface->core, e->peer_pid, cp->to_remote, cp->lbuf + cp->done,
+                          cp->raddr + cp->done, k);
+            cp->done += k;
+            budget -= k;
+            if (st == GW_OK && cp->done < cp->len) {
+                i++;
+                continue;
+            }
+        } else {
+            CUresult r = e->ifc->cu->cuEventQuery(cp->ev);
+            if (r == CUDA_ERROR_NOT_READY) {
+                i++;
+                continue;
+            }
+            e->ifc->cu->cuEventDestroy(cp->ev);
+            if (r != CUDA_SUCCESS)
+                st = cu_err(e->super.iface->core, "GPU copy to/from the peer (cuEventQuery)", r);
+        }
+        intra_cp_t done = *cp;
+        e->cps[i] = e->cps[--e->ncp]; /* completion order does not matter: notifies wait on seq */
+        if (done.slot)
+            atomic_fetch_sub(&done.slot->inflight, 1);
+        op_finished(e, done.req, st);
         n++;
         if (e->failed)
             break;
@@ -913,6 +975,9 @@ static gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
     req->tl[T_STATE] = ST_NEW;
+    gw_status_t st = rkey_capture(e, req);
+    if (st != GW_OK)
+        return st;
     if (!e->ready) {
         gw_list_push_back(&e->waiting, &req->tl_link);
         return GW_OK;
@@ -1105,21 +1170,20 @@ static void on_eager(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *payl
         deliver_eager(e, req, payload, h->len, h->a);
         return;
     }
+    /* kept as an ordinary eager message (u->data): the api layer copies it
+     * into a later receive, GPU buffers included, even after the peer left */
     gw_unexp_t *u = calloc(1, sizeof(*u));
-    intra_blob_t *b = malloc(sizeof(*b) + h->len);
-    if (!u || !b) {
+    void *data = malloc(h->len ? h->len : 1);
+    if (!u || !data) {
         free(u);
-        free(b);
+        free(data);
         gw_log(GW_LOG_WARN, "intra: out of memory: dropped an unexpected message (tag 0x%" PRIx64 ")", h->a);
         return;
     }
-    b->len = h->len;
-    memcpy(b->data, payload, h->len);
-    gw_list_push_back(&e->blobs, &b->link);
+    memcpy(data, payload, h->len);
     u->tag = h->a;
     u->len = h->len;
-    u->handle = 0;
-    u->handle2 = (uint64_t)(uintptr_t)b;
+    u->data = data;
     gw_list_push_back(&e->super.base->unexpected, &u->link);
 }
 
@@ -1731,6 +1795,7 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
         if (st != GW_OK)
             return st;
         e->lio_on = 1;
+        e->connected = 1;
         return GW_OK;
     }
     close(e->lfd);
@@ -1744,6 +1809,7 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
             close(fd);
         return st;
     }
+    e->connected = 1; /* from here on destroy cleans up through the endpoint */
     return ep_attach(e, fd);
 }
 
@@ -1770,8 +1836,10 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
     gw_core_t *c = tep->iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
     gw_list_t *p, *t;
-    /* copies in flight must land before their buffers can go */
-    if (!ep_dead(e))
+    /* copies in flight must land before their buffers can go.  An endpoint
+     * that never connected has none, and its generic endpoint may already
+     * be gone (a failed handshake frees it first): leave it alone then. */
+    if (e->connected && !ep_dead(e))
         ep_abort(e, GW_ERR_CANCELED, 0);
     free(e->cps);
     gw_list_for_each_safe(p, t, &e->imports) import_close(e, gw_container_of(p, intra_import_t, link));
@@ -1786,14 +1854,6 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
     gw_list_for_each_safe(p, t, &e->blobs) {
         gw_list_del(p);
         free(gw_container_of(p, intra_blob_t, link));
-    }
-    /* unexpected rendezvous/eager entries point at blobs just freed */
-    gw_list_for_each_safe(p, t, &tep->base->unexpected) {
-        gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
-        if (!u->data) {
-            gw_list_del(p);
-            free(u);
-        }
     }
     for (int d = 0; d < INTRA_MAX_DEV; d++)
         if (e->stream[d]) {
@@ -1824,8 +1884,11 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
 static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     intra_ep_t *e = to_ep(tep);
-    snprintf(buf, len, "intra: peer pid %d, Unix socket @%s; CMA for host memory, CUDA IPC for GPU memory%s",
-             (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)");
+    snprintf(buf, len,
+             "intra: peer pid %d, Unix socket @%s; CMA for host memory, CUDA IPC for GPU memory%s; copies so far: "
+             "%lu CMA, %lu copy engine, %lu staged",
+             (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
+             e->n_cma, e->n_cuda, e->n_staged);
     return GW_OK;
 }
 
