@@ -47,6 +47,7 @@ typedef struct intra_iface {
     char cuda_why[256];
     void *bounce;        /* pinned, INTRA_BOUNCE bytes, for GPU <-> peer host */
     uint64_t gen;        /* progress calls seen */
+    uint64_t last_timer_ns;
 } intra_iface_t;
 
 typedef struct intra_import {
@@ -106,6 +107,7 @@ typedef struct intra_ep {
     int bye;     /* the peer closed: fail on the next progress call */
     int connected; /* ep_connect succeeded */
     uint64_t bye_gen;
+    uint64_t last_ping_ns;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     uint8_t *in;
@@ -1218,6 +1220,12 @@ static int handle_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *pay
     case GW_INTRA_M_FIN: on_fin(e, h); break;
     case GW_INTRA_M_FDREQ: on_fdreq(e, h); break;
     case GW_INTRA_M_FDREP: on_fdrep(e, h); break;
+    case GW_INTRA_M_PING: {
+        gw_intra_hdr_t r = {.type = GW_INTRA_M_PONG};
+        st = out_msg(e, &r, NULL);
+        break;
+    }
+    case GW_INTRA_M_PONG: break; /* its arrival refreshed last_rx_ns */
     case GW_INTRA_M_BYE:
         /* what arrived before the goodbye completes in this progress call;
          * the endpoint fails in the next, so the caller sees both in order */
@@ -1386,6 +1394,34 @@ static int intra_poll(void *arg)
             n++;
         }
         busy |= e->ncp != 0 || e->bye == 1;
+    }
+    uint64_t now = gw_now_ns();
+    if (now - ifc->last_timer_ns >= 20000000ull) { /* peer liveness, as tcp does it */
+        ifc->last_timer_ns = now;
+        uint64_t limit = (uint64_t)ifc->super.core->peer_timeout_ms * 1000000ull;
+        gw_list_for_each_safe(p, t, &ifc->eps) {
+            intra_ep_t *e = gw_container_of(p, intra_ep_t, link);
+            gw_ep_base_t *b = e->super.base;
+            if (ep_dead(e) || e->bye)
+                continue;
+            if (gw_list_empty(&b->outstanding) && !e->ncp) {
+                b->last_rx_ns = now; /* silence without work outstanding is no sign of death */
+                continue;
+            }
+            uint64_t idle = now - b->last_rx_ns;
+            if (idle > limit) {
+                char why[160];
+                snprintf(why, sizeof(why), "no message from the peer for %llu ms with work outstanding "
+                         "(GPUWIRE_PEER_TIMEOUT_MS=%ld)", (unsigned long long)(idle / 1000000),
+                         ifc->super.core->peer_timeout_ms);
+                ep_fail(e, GW_ERR_PEER_TIMEOUT, "intra: %s", why);
+                n++;
+            } else if (idle > limit / 3 && now - e->last_ping_ns > limit / 3) {
+                e->last_ping_ns = now;
+                gw_intra_hdr_t ping = {.type = GW_INTRA_M_PING};
+                out_msg(e, &ping, NULL);
+            }
+        }
     }
     if (busy)
         gw_core_signal(ifc->super.core); /* CUDA copies have no fd: keep the loop spinning */

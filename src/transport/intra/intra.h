@@ -75,7 +75,9 @@ enum gw_intra_msg {
     GW_INTRA_M_FIN = 5,    /* a = sender op, b = status (negative gw_status_t) */
     GW_INTRA_M_FDREQ = 6,  /* a = slot, b = region id */
     GW_INTRA_M_FDREP = 7,  /* a = slot, b = region id, c = fds attached, d = status */
-    GW_INTRA_M_BYE = 8
+    GW_INTRA_M_BYE = 8,
+    GW_INTRA_M_PING = 9,   /* liveness probe while work is outstanding */
+    GW_INTRA_M_PONG = 10
 };
 
 typedef struct gw_intra_hdr {
