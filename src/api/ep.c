@@ -569,36 +569,31 @@ static void hs_event(void *arg, uint32_t events)
         hs_fail(hs, peer_st, 0, "peer refused: %s", m.text[0] ? m.text : gw_status_str(peer_st));
         return;
     }
-    switch (hs->state) {
-    case HS_FIRST:
-        if (m.type == GW_HS_HELLO)
-            server_on_hello(hs, &m);
-        else if (m.type == GW_HS_JOIN)
-            server_on_join(hs, &m);
-        else
-            hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected HELLO or JOIN, got message type %u", m.type);
-        return;
-    case HS_WAIT_CONFIRM:
-        if (m.type == GW_HS_CONFIRM)
-            server_on_confirm(hs, &m);
-        else
-            hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected CONFIRM, got message type %u", m.type);
-        return;
-    case HS_WAIT_ACCEPT:
-        if (m.type == GW_HS_ACCEPT)
-            client_on_accept(hs, &m);
-        else
-            hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected ACCEPT, got message type %u", m.type);
-        return;
-    case HS_WAIT_READY:
-        if (m.type == GW_HS_READY)
-            client_on_ready(hs, &m);
-        else
-            hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected READY, got message type %u", m.type);
-        return;
-    default:
-        return;
+    /* what each state expects next; the server's first message may also be a JOIN */
+    static const struct {
+        hs_state_t state;
+        uint16_t type;
+        void (*fn)(gw_hs_t *, const gw_hs_msg_t *);
+        const char *expect;
+    } steps[] = {
+        {HS_FIRST, GW_HS_HELLO, server_on_hello, "HELLO or JOIN"},
+        {HS_FIRST, GW_HS_JOIN, server_on_join, "HELLO or JOIN"},
+        {HS_WAIT_CONFIRM, GW_HS_CONFIRM, server_on_confirm, "CONFIRM"},
+        {HS_WAIT_ACCEPT, GW_HS_ACCEPT, client_on_accept, "ACCEPT"},
+        {HS_WAIT_READY, GW_HS_READY, client_on_ready, "READY"},
+    };
+    const char *expect = NULL;
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        if (steps[i].state != hs->state)
+            continue;
+        if (steps[i].type == m.type) {
+            steps[i].fn(hs, &m);
+            return;
+        }
+        expect = steps[i].expect;
     }
+    if (expect)
+        hs_fail(hs, GW_ERR_PROTOCOL, 1, "expected %s, got message type %u", expect, m.type);
 }
 
 static gw_hs_t *hs_new(gw_context_t *ctx, int fd, int is_server, const char *peer)
