@@ -109,7 +109,7 @@ static void hs_destroy_tl_eps(gw_hs_t *hs, int keep)
 
 static gw_status_t hs_send(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
-    static uint8_t buf[GW_HS_HDR_LEN + GW_HS_MAX_BODY];
+    uint8_t buf[GW_HS_HDR_LEN + GW_HS_MAX_BODY]; /* not static: other threads' contexts handshake too */
     size_t n = gw_hs_encode(m, buf, sizeof(buf));
     if (!n)
         return gw_err(&hs->ctx->core, GW_ERR_INVALID, "handshake message type %u does not fit %d bytes", m->type,
@@ -162,7 +162,7 @@ static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt,
         m.status = st;
         snprintf(m.text, sizeof(m.text), "%s", why);
         gw_sock_nonblock(hs->fd, 1);
-        static uint8_t buf[GW_HS_HDR_LEN + 1024];
+        uint8_t buf[GW_HS_HDR_LEN + 1024];
         size_t n = gw_hs_encode(&m, buf, sizeof(buf));
         if (n) {
             ssize_t w = send(hs->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -847,7 +847,7 @@ gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
     gw_random_bytes(hs->nonce_local, GW_HS_NONCE_LEN);
     memcpy(h.nonce, hs->nonce_local, GW_HS_NONCE_LEN);
     h.has_nonce = 1;
-    static uint8_t blobs[GW_TL_COUNT][BLOB_MAX];
+    uint8_t blobs[GW_TL_COUNT][BLOB_MAX];
     char reasons[512] = "";
     size_t rl = 0;
     for (int i = 0; i < ctx->tl_norder; i++) {

@@ -99,6 +99,8 @@ enum {
     CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS = 117,
     CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124
 };
+/* cuDeviceGetP2PAttribute (topo: NVLink detection) */
+enum { CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED = 2, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED = 3 };
 enum { CU_MEM_HANDLE_TYPE_NONE = 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 };
 enum { CU_MEM_ALLOCATION_TYPE_PINNED = 1 };
 enum { CU_MEM_LOCATION_TYPE_DEVICE = 1 };
@@ -191,7 +193,8 @@ enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100, CU_FLUSH_GPU_DIRECT_RDMA_
                                                 int type))                                         \
     OPT(cuMemGetHandleForAddressRange, 11070, (void *handle, CUdeviceptr p, size_t n, int type,    \
                                                unsigned long long flags))                          \
-    OPT(cuFlushGPUDirectRDMAWrites, 11030, (int target, int scope))
+    OPT(cuFlushGPUDirectRDMAWrites, 11030, (int target, int scope))                               \
+    OPT(cuDeviceGetP2PAttribute, 8000, (int *value, int attrib, CUdevice src, CUdevice dst))
 
 typedef struct gw_cuda {
     int driver_version; /* e.g. 13000 */

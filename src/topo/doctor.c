@@ -486,7 +486,7 @@ static void check_paths(dctx_t *x)
         char blocked[700] = "", unknown[700] = "", fine[700] = "", fixbuf[256] = "";
         for (int i = 0; i < n; i++) {
             char rel[600], why[256];
-            static uint8_t cfg[4096];
+            uint8_t cfg[4096];
             uint16_t caps = 0, ctrl = 0;
             int off = 0;
             snprintf(rel, sizeof(rel), "%s/config", path[i]->sysdir);

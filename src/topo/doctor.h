@@ -60,7 +60,7 @@ typedef struct gw_doctor_cuda {
 
 /* What libibverbs says (hook output). */
 typedef struct gw_doctor_verbs {
-    char library[128];    /* which library was loaded */
+    char library[256];    /* which library was loaded */
     int has_reg_dmabuf_mr;/* ibv_reg_dmabuf_mr present (rdma-core >= 34): 1, 0 */
     int nports;
     struct {

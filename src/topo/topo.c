@@ -188,10 +188,11 @@ static void fill_pci(gw_topo_t *t, gw_topo_dev_t *d)
             else
                 b->port_type = GW_PCIE_UPSTREAM;
         }
-        snprintf(b->unit, sizeof(b->unit), "%s", b->bdf);
+        _Static_assert(sizeof(b->unit) == sizeof(b->bdf), "unit holds a bdf");
+        memcpy(b->unit, b->bdf, sizeof(b->unit));
         if (b->port_type == GW_PCIE_DOWNSTREAM && k > 0 &&
             d->chain[k - 1].port_type == GW_PCIE_UPSTREAM) /* a switch counts as one bridge */
-            snprintf(b->unit, sizeof(b->unit), "%s", d->chain[k - 1].bdf);
+            memcpy(b->unit, d->chain[k - 1].bdf, sizeof(b->unit));
     }
 
     snprintf(rel, sizeof(rel), "%s/numa_node", d->sysdir);

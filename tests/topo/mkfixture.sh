@@ -12,7 +12,7 @@
 # symlinks.  Config space is a binary file with the PCIe capability at 0x40
 # and, for bridges that have one, the ACS extended capability.
 #
-# Machines: cloudvm dgx8 acs numa broken (see each function below).
+# Machines: cloudvm dgx8 acs numa broken fakegpu (see each function below).
 set -eu
 NAME=$1
 OUT=$2
@@ -282,10 +282,25 @@ broken() {
     printf '0000:03:00.0 0000:05:00.0\nnonsense line here\n0000:03:00.0 0000:77:00.0 4\n' >"$S/gpuwire-nvlink.txt"
 }
 
+# Where tests/fakecuda's stand-in driver says its GPUs are (0000:90:00.0,
+# 0000:91:00.0), under one switch with a RoCE NIC: the real CUDA hook of the
+# doctor runs against that driver on this tree.
+fakegpu() {
+    nodes 1
+    host 6.8.0-40-generic 1 ""
+    local up=pci0000:80/0000:80:01.0/0000:81:00.0
+    rootport pci0000:80/0000:80:01.0 0
+    upstream "$up" 0
+    for dn in 0 1 2; do downstream "$up/0000:82:0$dn.0" 0 0x0000; done
+    gpu "$up/0000:82:00.0/0000:90:00.0" 0
+    gpu "$up/0000:82:01.0/0000:91:00.0" 0
+    nic "$up/0000:82:02.0/0000:92:00.0" mlx5_0 ens92np0 0 eth 4 9000
+}
+
 case "$NAME" in
-cloudvm | dgx8 | acs | numa | broken) "$NAME" ;;
+cloudvm | dgx8 | acs | numa | broken | fakegpu) "$NAME" ;;
 *)
-    echo "mkfixture.sh: unknown machine '$NAME' (cloudvm dgx8 acs numa broken)" >&2
+    echo "mkfixture.sh: unknown machine '$NAME' (cloudvm dgx8 acs numa broken fakegpu)" >&2
     exit 2
     ;;
 esac

@@ -4,9 +4,65 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "topo/doctor.h"
+
+static char *topo_json(const char *root)
+{
+    char err[512];
+    gw_topo_t *t = NULL;
+    gw_topo_opts_t o = {sizeof(o), NULL, NULL, ""};
+    if (gw_topo_create(root, &o, &t, err, sizeof(err)) != GW_OK) {
+        fprintf(stderr, "gw_topo_create(%s): %s\n", root, err);
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    gw_topo_print_json(t, f);
+    fclose(f);
+    gw_topo_destroy(t);
+    /* drop the root so that the two can be compared */
+    char *body = strstr(buf, "\"numa_nodes\"");
+    char *out = strdup(body ? body : buf);
+    free(buf);
+    return out;
+}
+
+/* scripts/record-sysfs.sh on this machine: the recording must read back as
+ * the same topology as the live /sys. */
+static void check_recording(void)
+{
+    char dir[] = "/tmp/gwtopo-rec-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", 1);
+        dup2(fd, 1);
+        execlp("bash", "bash", GW_RECORD_SCRIPT, dir, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char rec[300];
+    snprintf(rec, sizeof(rec), "%s/sys", dir);
+    char *live = topo_json("/sys"), *recd = topo_json(rec);
+    CHECK(live && recd);
+    if (live && recd && strcmp(live, recd) != 0) {
+        fprintf(stderr, "live:     %s\nrecorded: %s\n", live, recd);
+        gwt_failures++;
+    }
+    free(live);
+    free(recd);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
 
 int main(void)
 {
@@ -48,5 +104,6 @@ int main(void)
     }
     gw_doctor_report_free(&rep);
     gw_doctor_report_free(&rep); /* twice is harmless */
+    check_recording();
     return gwt_done("topo_host");
 }

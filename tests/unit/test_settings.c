@@ -83,19 +83,28 @@ int main(void)
     check_size("99999999999999999999999", -1, 0);
     CHECK(gw_parse_size(NULL, &(uint64_t){0}) == -1);
 
-    /* defaults of size settings parse */
+    /* every default parses as what its setting is (sizes for the size settings) */
     gw_settings_t s;
     char err[256] = "", cap[4096];
     unsetenv("GPUWIRE_TCP_CHUNK");
     REQUIRE_OK(load_captured(&s, err, sizeof(err), cap, sizeof(cap)));
     uint64_t v;
-    CHECK_ST(gw_settings_size(&s, GW_SET_TCP_CHUNK, 1, UINT64_MAX, &v, err, sizeof(err)), GW_OK);
-    CHECK(v == 1u << 20);
-    CHECK_ST(gw_settings_size(&s, GW_SET_TCP_STRIPE_MIN, 1, UINT64_MAX, &v, err, sizeof(err)), GW_OK);
-    CHECK(v == 512u << 10);
+    uint64_t want;
+    static const gw_setting_id_t size_ids[] = {GW_SET_TCP_CHUNK, GW_SET_TCP_STRIPE_MIN,
+                                               GW_SET_TCP_EAGER_MAX, GW_SET_TCP_SOCKBUF,
+                                               GW_SET_STAGING_CHUNK};
+    for (size_t i = 0; i < sizeof(size_ids) / sizeof(size_ids[0]); i++) {
+        const char *def = gw_setting_at(size_ids[i])->default_value;
+        CHECK(gw_parse_size(def, &want) == 0);
+        CHECK_ST(gw_settings_size(&s, size_ids[i], 0, UINT64_MAX, &v, err, sizeof(err)), GW_OK);
+        CHECK(v == want);
+        CHECK(strcmp(gw_settings_str(&s, size_ids[i]), def) == 0);
+    }
     long l;
     CHECK_ST(gw_settings_int(&s, GW_SET_TCP_STREAMS, 1, 16, &l, err, sizeof(err)), GW_OK);
-    CHECK(l == 2);
+    CHECK(l == atol(gw_setting_at(GW_SET_TCP_STREAMS)->default_value));
+    CHECK_ST(gw_settings_int(&s, GW_SET_PEER_TIMEOUT_MS, 1, 86400000L, &l, err, sizeof(err)), GW_OK);
+    CHECK_ST(gw_settings_int(&s, GW_SET_CONNECT_TIMEOUT_MS, 1, 86400000L, &l, err, sizeof(err)), GW_OK);
     CHECK(s.from_env[GW_SET_TCP_STREAMS] == 0);
     gw_settings_free(&s);
 

@@ -34,7 +34,10 @@ static void usage(FILE *f)
         "  -w, --window W       outstanding operations in the bandwidth phase (default 32)\n"
         "  -c, --check          verify every payload (pattern written, read back, compared)\n"
         "  -j, --json           one JSON object per size per line, nothing else on stdout\n"
-        "  -b, --busy-poll      spin in the bandwidth phase too (default: wait on the fd)\n"
+        "  -b, --busy-poll      never sleep: spin on gw_progress() (lowest latency when\n"
+        "                       each side has a core of its own)\n"
+        "      --spin-us US     spin this long without events, then sleep on the context\n"
+        "                       fd (default 0: sleep at once, as blocking sockets do)\n"
         "      --lat-only       only the latency phase\n"
         "      --bw-only        only the bandwidth phase\n"
         "  -S, --server         wait for clients (one at a time)\n"
@@ -137,7 +140,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE };
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -150,6 +153,7 @@ int cmd_perf(int argc, char **argv)
         {"check", no_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},
         {"busy-poll", no_argument, NULL, 'b'},
+        {"spin-us", required_argument, NULL, OPT_SPIN},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
         {"server", no_argument, NULL, 'S'},
@@ -165,6 +169,7 @@ int cmd_perf(int argc, char **argv)
     o.op = PERF_PUT;
     o.window = 32;
     o.duration = 1.0;
+    o.spin_us = 0;
     o.port = PERF_DEFAULT_PORT;
     o.addr_fd = -1;
     const char *sizes = "8:1M";
@@ -208,6 +213,13 @@ int cmd_perf(int argc, char **argv)
         case 'c': o.check = 1; break;
         case 'j': o.json = 1; break;
         case 'b': o.busy_poll = 1; break;
+        case OPT_SPIN:
+            o.spin_us = strtol(optarg, &end, 10);
+            if (*end || o.spin_us < 0 || o.spin_us > 10000000) {
+                fprintf(stderr, "gpuwire perf: --spin-us '%s': expected 0..10000000\n", optarg);
+                return 2;
+            }
+            break;
         case OPT_LAT_ONLY: o.no_bw = 1; break;
         case OPT_BW_ONLY: o.no_lat = 1; break;
         case 'S': o.server = 1; break;

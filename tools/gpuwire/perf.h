@@ -47,7 +47,8 @@ typedef struct perf_msg {
     uint32_t op;
     uint64_t size;   /* HELLO: largest size; BEGIN: this size */
     uint64_t seed;   /* pattern seed, 0 when not checking */
-    uint64_t a, b;   /* END reply: cpu ns, wall ns; END: ops the client posted */
+    uint64_t a, b;   /* BEGIN: spin budget in ns (UINT64_MAX: never sleep);
+                        END: ops the client completed; END reply: cpu ns, wall ns */
     uint32_t window; /* HELLO */
     uint32_t flags;  /* PERF_F_* */
     int32_t status;  /* reply: GW_OK, or why the request failed / the check failed */
@@ -55,7 +56,7 @@ typedef struct perf_msg {
     const uint8_t *blob;
 } perf_msg_t;
 
-enum { PERF_F_BUSY_POLL = 1u << 0, PERF_F_CHECK = 1u << 1 };
+enum { PERF_F_CHECK = 1u << 1 };
 
 typedef struct perf_opts {
     int server;
@@ -71,7 +72,8 @@ typedef struct perf_opts {
     int window;
     int json;
     int check;
-    int busy_poll;
+    int busy_poll;   /* never sleep on the context fd */
+    long spin_us;    /* spin this long without events before sleeping on the fd */
     int no_lat, no_bw;
     int once;        /* server: serve one client, then exit */
     int addr_fd;     /* server: write the bound address here (loopback), -1 otherwise */
@@ -93,6 +95,15 @@ void perf_fill(void *buf, size_t len, uint64_t seed);
 long long perf_verify(const void *buf, size_t len, uint64_t seed);
 
 uint64_t perf_now_ns(void);
+
+/* Waiting for events: spin (progress in a loop) while events come; once none
+ * came for spin_ns, sleep on the context fd until one may. */
+typedef struct perf_idle {
+    uint64_t since;   /* 0: not idle */
+    uint64_t spin_ns; /* UINT64_MAX: never sleep */
+} perf_idle_t;
+/* Call after each progress round; busy: the round found something to do. */
+void perf_idle(perf_idle_t *p, gw_context_t *ctx, int busy);
 uint64_t perf_cpu_ns(void); /* user + system time of this process */
 
 /* Requests the side keeps an eye on (replies, pongs): reaped when done. */

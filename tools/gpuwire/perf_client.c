@@ -19,6 +19,7 @@ typedef struct cli {
     uint8_t tx[PERF_CTRL_MAX], rx[PERF_CTRL_MAX];
     gw_ep_info_t info;
     uint64_t seq;
+    perf_idle_t idle;
 } cli_t;
 
 typedef struct result {
@@ -62,13 +63,18 @@ static gw_status_t ctrl_call(cli_t *c, const perf_msg_t *m, perf_msg_t *reply)
     return GW_OK;
 }
 
-/* Busy-polls one request to completion. */
+/* Polls one request to completion (spinning, then sleeping: perf_idle). */
 static gw_status_t spin_wait(cli_t *c, gw_request_t *r)
 {
     gw_status_t st;
-    while ((st = gw_request_test(r)) == GW_INPROGRESS)
-        if (gw_progress(c->ctx) < 0)
+    while ((st = gw_request_test(r)) == GW_INPROGRESS) {
+        int n = gw_progress(c->ctx);
+        if (n < 0)
             break;
+        if (gw_request_test(r) != GW_INPROGRESS)
+            continue;
+        perf_idle(&c->idle, c->ctx, n > 0);
+    }
     if (st == GW_INPROGRESS)
         st = gw_request_wait(r, PERF_CTRL_TIMEOUT_MS);
     return st;
@@ -101,13 +107,15 @@ static uint64_t one_lat(cli_t *c, uint64_t size, uint64_t value, gw_status_t *st
         if (st != GW_OK)
             goto fail_post;
         for (;;) {
-            if (gw_progress(c->ctx) < 0)
+            int n = gw_progress(c->ctx);
+            if (n < 0)
                 break;
             st = gw_notify_wait(c->ep, 0, &v);
             if (st == GW_OK)
                 break;
             if (st != GW_INPROGRESS && st != GW_ERR_TIMEOUT)
                 goto fail;
+            perf_idle(&c->idle, c->ctx, n > 0);
         }
         if (st != GW_OK)
             goto fail;
@@ -163,7 +171,8 @@ static gw_status_t run_lat(cli_t *c, uint64_t size, result_t *res)
 {
     const perf_opts_t *o = c->o;
     gw_status_t st = GW_OK;
-    perf_msg_t m = {.type = PERF_MSG_BEGIN, .phase = PERF_PHASE_LAT, .op = o->op, .size = size}, r;
+    perf_msg_t m = {.type = PERF_MSG_BEGIN, .phase = PERF_PHASE_LAT, .op = o->op, .size = size,
+                    .a = c->idle.spin_ns}, r;
     if (o->check) {
         m.flags |= PERF_F_CHECK;
         m.seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
@@ -248,9 +257,8 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
 {
     const perf_opts_t *o = c->o;
     gw_status_t st = GW_OK;
-    perf_msg_t m = {.type = PERF_MSG_BEGIN, .phase = PERF_PHASE_BW, .op = o->op, .size = size}, r;
-    if (o->busy_poll)
-        m.flags |= PERF_F_BUSY_POLL;
+    perf_msg_t m = {.type = PERF_MSG_BEGIN, .phase = PERF_PHASE_BW, .op = o->op, .size = size,
+                    .a = c->idle.spin_ns}, r;
     if (o->check) {
         m.flags |= PERF_F_CHECK;
         m.seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
@@ -306,8 +314,7 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
         }
         if (!more && inflight == 0)
             break;
-        if (n == 0 && !completed && !o->busy_poll)
-            gw_context_wait(c->ctx, 10);
+        perf_idle(&c->idle, c->ctx, n > 0 || completed);
     }
     gw_request_t *f = NULL;
     if ((st = gw_flush(c->ep, &f)) != GW_OK) {
@@ -375,9 +382,12 @@ static void print_header(cli_t *c)
     const perf_opts_t *o = c->o;
     if (o->json)
         return;
-    printf("# gpuwire perf: op %s, window %d, %s%s\n", perf_op_name(o->op), o->window,
-           o->busy_poll ? "busy polling" : "bandwidth phase waits on the context fd",
-           o->check ? ", payload checked" : "");
+    if (o->busy_poll)
+        printf("# gpuwire perf: op %s, window %d, busy polling%s\n", perf_op_name(o->op), o->window,
+               o->check ? ", payload checked" : "");
+    else
+        printf("# gpuwire perf: op %s, window %d, spin %ld us then sleep on the context fd%s\n",
+               perf_op_name(o->op), o->window, o->spin_us, o->check ? ", payload checked" : "");
     printf("# transport %s: %s, peer %s\n", c->info.transport, c->info.path, c->info.peer);
     if (c->info.downgrades[0])
         printf("# not taken: %s\n", c->info.downgrades);
@@ -420,6 +430,7 @@ int perf_client(const perf_opts_t *o, const char *addr)
     cli_t c;
     memset(&c, 0, sizeof(c));
     c.o = o;
+    c.idle.spin_ns = o->busy_poll ? UINT64_MAX : (uint64_t)o->spin_us * 1000u;
     int rc = 1;
     gw_status_t st;
     uint64_t max = 0;

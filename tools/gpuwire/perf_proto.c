@@ -227,6 +227,21 @@ uint64_t perf_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void perf_idle(perf_idle_t *p, gw_context_t *ctx, int busy)
+{
+    if (busy || p->spin_ns == UINT64_MAX) {
+        p->since = 0;
+        return;
+    }
+    uint64_t now = perf_now_ns();
+    if (!p->since)
+        p->since = now;
+    if (now - p->since >= p->spin_ns) {
+        gw_context_wait(ctx, 100);
+        p->since = 0;
+    }
+}
+
 uint64_t perf_cpu_ns(void)
 {
     struct rusage ru;

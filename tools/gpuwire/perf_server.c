@@ -33,6 +33,7 @@ typedef struct srv {
     uint64_t notes, notes_bad, next_note;
     uint64_t data_msgs;
     int quit;
+    perf_idle_t idle;
 } srv_t;
 
 static gw_status_t post_ctrl_rx(srv_t *s)
@@ -116,6 +117,7 @@ static gw_status_t on_begin(srv_t *s, const perf_msg_t *m)
     s->size = m->size;
     s->seed = m->seed;
     s->flags = m->flags;
+    s->idle.spin_ns = m->a;
     s->notes = s->notes_bad = s->next_note = 0;
     s->data_msgs = 0;
     if (s->flags & PERF_F_CHECK) {
@@ -179,6 +181,7 @@ static gw_status_t on_end(srv_t *s, const perf_msg_t *m)
         }
     }
     s->phase = PERF_PHASE_IDLE;
+    s->idle.spin_ns = 0;
     perf_msg_t r = {.type = PERF_MSG_REPLY, .status = st, .a = cpu, .b = wall};
     return reply(s, &r);
 }
@@ -311,9 +314,7 @@ static int serve(gw_context_t *ctx, gw_ep_t *ep)
             perf_fail(ctx, "pong", st);
             s.quit = -1;
         }
-        int spin = s.phase == PERF_PHASE_LAT || (s.flags & PERF_F_BUSY_POLL);
-        if (n == 0 && !handled && !spin)
-            gw_context_wait(ctx, 100);
+        perf_idle(&s.idle, ctx, n > 0 || handled);
     }
     session_end(&s);
     return s.quit == 1 ? 0 : 1;

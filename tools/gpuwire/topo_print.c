@@ -1,6 +1,8 @@
 /* topo_print.c - see topo_print.h. */
 #include "topo_print.h"
 
+#include <string.h>
+
 #include "topo/topo.h"
 
 int gw_tool_print_topo(FILE *out, int json)
@@ -9,6 +11,8 @@ int gw_tool_print_topo(FILE *out, int json)
     gw_topo_t *t = NULL;
     gw_topo_opts_t opts;
     gw_topo_opts_default(&opts);
+    if (strcmp(gw_topo_default_root(), "/sys") != 0)
+        opts.nvlink = NULL; /* a recorded tree: this machine's CUDA cannot speak for it */
     gw_status_t st = gw_topo_create(NULL, &opts, &t, err, sizeof(err));
     if (st != GW_OK) {
         fprintf(stderr, "gpuwire: reading the topology failed: %s\n", err);
