@@ -898,6 +898,8 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
     uint64_t now = gw_now_ns();
     if (n)
         ep->active_ns = now;
+    if (c)
+        ep->super.base->last_rx_ns = now; /* completions are the peer's acknowledgements */
     if (n == 0 && !ep->cq_armed) {
         /* Arming costs a system call and makes every completion a channel
          * event (another one).  While completions keep coming (less than
