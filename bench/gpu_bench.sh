@@ -20,8 +20,9 @@ LIBS="$BUILD/libgpuwire.a -ldl -lpthread -lm"
 [ -f "$BUILD/libgpuwire.a" ] || { echo "gpu_bench: $BUILD/libgpuwire.a missing: build first"; exit 1; }
 $CC $CFLAGS bench/gpu_peer_bench.c -o "$B/gpu_peer_bench" $LIBS || exit 1
 have_put=0
-if [ -f bench/gpu_put_bench.c ] && $CC $CFLAGS bench/gpu_put_bench.c -o "$B/gpu_put_bench" \
-    $BUILD/tests/harness/libgw_testlib.a $LIBS $( [ -f "$BUILD/libgw_testlib.a" ] && echo "$BUILD/libgw_testlib.a") 2>"$B/put_build.log"; then
+# the library may need libcrypto (HMAC authentication) when built with it
+if $CC $CFLAGS bench/gpu_put_bench.c -o "$B/gpu_put_bench" $LIBS -lcrypto 2>"$B/put_build.log" ||
+   $CC $CFLAGS bench/gpu_put_bench.c -o "$B/gpu_put_bench" $LIBS 2>"$B/put_build.log"; then
   have_put=1
 else
   echo "gpu_bench: gpu_put_bench not built:"; head -5 "$B/put_build.log"
@@ -53,19 +54,19 @@ fi
 R=$B/results.txt
 : >"$R"
 echo "== cuMemcpyPeer (one process, peer access)"
-"$B/gpu_peer_bench" | tee -a "$R"
+timeout 300 "$B/gpu_peer_bench" | tee -a "$R"
 if [ $have_nccl = 1 ]; then
   echo "== NCCL send/recv (two processes, default transports)"
-  "$B/gpu_nccl_bench" nccl | tee -a "$R"
+  timeout 300 "$B/gpu_nccl_bench" nccl | tee -a "$R"
   echo "== NCCL send/recv forced onto sockets"
   NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo \
-    "$B/gpu_nccl_bench" nccl_socket | tee -a "$R"
+    timeout 300 "$B/gpu_nccl_bench" nccl_socket | tee -a "$R"
 fi
 if [ $have_put = 1 ]; then
   echo "== gpuwire put GPU0 -> GPU1, intra-host transport"
-  GPUWIRE_TRANSPORTS=intra "$B/gpu_put_bench" gw_intra | tee -a "$R"
+  GPUWIRE_TRANSPORTS=intra timeout 300 "$B/gpu_put_bench" gw_intra | tee -a "$R"
   echo "== gpuwire put GPU0 -> GPU1, tcp loopback (host-staged)"
-  GPUWIRE_TRANSPORTS=tcp "$B/gpu_put_bench" gw_tcp | tee -a "$R"
+  GPUWIRE_TRANSPORTS=tcp timeout 300 "$B/gpu_put_bench" gw_tcp | tee -a "$R"
 fi
 echo
 echo "== summary (bw in GB/s; lat in us)"
@@ -78,7 +79,7 @@ for line in open(sys.argv[1]):
         b, n = f[1], int(f[2])
         kv = dict(x.split("=", 1) for x in f[3:])
         lat[b][n] = float(kv["lat_us"]); bw[b][n] = float(kv["bw_GBps"])
-        if "cpu_pct" in kv: extra.append((b, n, kv["cpu_pct"], kv["lat_us"]))
+        if "cpu_pct" in kv: extra.append((b, n, kv["cpu_pct"], kv.get("srv_cpu_pct", "-"), kv["lat_us"], kv["bw_GBps"]))
 def g(d, b, n): return d.get(b, {}).get(n)
 def fmt(x): return "-" if x is None else ("%.2f" % x)
 def ratio(a, b): return "-" if a is None or not b else "%.2f" % (a / b)
@@ -92,7 +93,8 @@ for n in sizes:
           ratio(i, p), ratio(i, c), fmt(t), fmt(s), ratio(t, s),
           fmt(g(lat, "gw_intra", n)), fmt(g(lat, "nccl", n)), fmt(g(lat, "gw_tcp", n))))
 if extra:
-    print("\nstaged (tcp) vs direct (intra): CPU use of the initiating process during the bandwidth loop")
-    for b, n, c, l in extra:
-        print("  %-9s %11d bytes  cpu %5s%%  lat %s us" % (b, n, c, l))
+    print("\nstaged (tcp) vs direct (intra), same transfer GPU0 -> GPU1: latency, bandwidth, CPU")
+    print("  (cpu: percent of one core during the bandwidth loop, initiator / target)")
+    for b, n, c, sc, l, bwv in extra:
+        print("  %-9s %11d bytes  lat %9s us  bw %8s GB/s  cpu %5s%% / %5s%%" % (b, n, l, bwv, c, sc))
 PY

@@ -270,6 +270,8 @@ typedef struct gw_ep_info {
     char path[256];         /* e.g. "tcp: 4 streams" or "verbs rxe0:1 gid 1 mtu 1024" */
     char downgrades[512];   /* why better transports were not taken, "" if none */
     gw_status_t error;      /* first error of the endpoint, GW_OK if healthy */
+    /* version 1 ends here */
+    char error_detail[384]; /* what the first error was, e.g. "no data from peer ... for 10000 ms" */
 } gw_ep_info_t;
 
 GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);

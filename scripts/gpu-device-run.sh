@@ -23,10 +23,11 @@ echo "== build"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.log" 2>&1
 cmake --build "$BUILD" -j "$(nproc)" -- -k >>"$OUT/build.log" 2>&1 || echo "build: some targets failed (see build.log)"
 grep -E "error|warning:" "$OUT/build.log" | head -20
+"$BUILD/gpuwire" info >"$OUT/info.txt" 2>&1; grep -iE "cuda|intra|gpu" "$OUT/info.txt" | head -12
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== tests"
-  (cd "$BUILD" && ctest -L "gpu|intra" -V --timeout 300 2>&1) >"$OUT/tests.log"; grep -E "Test +#|tests passed|SKIP|CHECK|REQUIRE|returned" "$OUT/tests.log" | tail -60
+  (cd "$BUILD" && ctest -L "gpu|intra" ${GW_CTEST_EXCLUDE:+-E "$GW_CTEST_EXCLUDE"} -V --timeout ${GW_CTEST_TIMEOUT:-300} 2>&1) >"$OUT/tests.log"; grep -E "Test +#|tests passed|SKIP|CHECK|REQUIRE|returned" "$OUT/tests.log" | tail -60
   grep -q "tests passed, 0 tests failed\|100% tests passed" "$OUT/tests.log" || rc=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then

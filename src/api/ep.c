@@ -175,6 +175,7 @@ static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt,
         hs->l->failed_handshakes++;
         gw_log(GW_LOG_WARN, "handshake from %s on %s refused: %s (%s)", hs->peer, hs->l->addr, why,
                gw_status_name(st));
+        hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
         if (hs->ep) {
             hs->ep->hs = NULL;
             ep_free(hs->ep);
@@ -244,8 +245,9 @@ static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
     int fd = hs->fd;
     hs->fd = -1;
     gw_status_t st = ep->ops->ep_join(ep->tl, fd, m->stream);
-    if (st != GW_OK)
-        gw_log(GW_LOG_WARN, "stream %u from %s refused: %s", m->stream, hs->peer, ctx->core.errbuf);
+    if (st != GW_OK) /* expected when the endpoint failed or is closing; a bug otherwise */
+        gw_log(ep->base.error != GW_OK ? GW_LOG_DEBUG : GW_LOG_WARN, "stream %u from %s refused: %s", m->stream,
+               hs->peer, ctx->core.errbuf);
     hs_free(hs);
 }
 
@@ -772,6 +774,7 @@ void gw_listener_destroy(gw_listener_t *l)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &l->pending) {
         gw_hs_t *hs = gw_container_of(p, gw_hs_t, link);
+        hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
         if (hs->ep) {
             hs->ep->hs = NULL;
             ep_free(hs->ep);
@@ -818,6 +821,18 @@ gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
         return gw_err(core, st, "gw_connect: %s", why);
     char peer[64];
     gw_sock_addr_str((struct sockaddr *)&ss, peer, sizeof(peer));
+    int usable = 0;
+    char none[512] = "";
+    size_t nl = 0;
+    for (int i = 0; i < ctx->tl_norder; i++) {
+        int id = ctx->tl_order[i];
+        usable += ctx->tl[id] != NULL;
+        if (!ctx->tl[id] && nl < sizeof(none))
+            nl += (size_t)snprintf(none + nl, sizeof(none) - nl, "%s%s: %s", nl ? "; " : "", gw_tl_names[id],
+                                   ctx->tl_why[id]);
+    }
+    if (!usable) /* say so before bothering the peer */
+        return gw_err(core, GW_ERR_NO_TRANSPORT, "gw_connect(%s): no transport usable here (%s)", addr, none);
     uint64_t sockbuf = 0;
     gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &sockbuf, why, sizeof(why));
     int fd = gw_sock_connect(&ss, sl, (int)sockbuf, (int)ctx->connect_timeout_ms);
@@ -944,6 +959,7 @@ gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info)
         snprintf(o.path, sizeof(o.path), "%s", ep->path);
     snprintf(o.downgrades, sizeof(o.downgrades), "%s", ep->downgrades);
     o.error = ep->base.error;
+    snprintf(o.error_detail, sizeof(o.error_detail), "%s", ep->base.error_detail);
     memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
     return GW_OK;
 }

@@ -42,6 +42,10 @@ struct gw_core {
     void *poller_args[8];
     int npollers;
     long peer_timeout_ms;
+    /* RDMA device the topology puts nearest to this process's GPU, for the
+     * verbs transport's default ("" when unknown), and how it was chosen */
+    char nic_hint[64];
+    char nic_hint_why[192];
 };
 
 gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen);

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
@@ -64,6 +65,40 @@ static inline void gpu_vmm_free(const gw_cuda_t *cu, CUdeviceptr va, size_t tota
     for (int i = 0; i < pieces; i++)
         cu->cuMemRelease(h[i]);
     cu->cuMemAddressFree(va, total);
+}
+
+/* For programs that fork: CUDA must not be initialised before fork(), so
+ * the "is there a usable driver with `need` GPUs" question is asked in a
+ * throw-away child.  Exits 77 with the reason when not. */
+#include <sys/wait.h>
+#include <unistd.h>
+static inline void gpu_require_before_fork(int need)
+{
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    int pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        char why[256] = "";
+        const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+        if (cu && cu->device_count < need)
+            snprintf(why, sizeof(why), "needs %d GPUs, found %d", need, cu->device_count);
+        else if (cu)
+            why[0] = '\0';
+        ssize_t w = write(fds[1], why, strlen(why) + 1);
+        (void)w;
+        _exit(0);
+    }
+    close(fds[1]);
+    char why[256] = "";
+    ssize_t n = read(fds[0], why, sizeof(why) - 1);
+    close(fds[0]);
+    waitpid(pid, NULL, 0);
+    if (n <= 0)
+        SKIP("CUDA probe child died");
+    why[sizeof(why) - 1] = '\0';
+    if (why[0])
+        SKIP("GPU memory needs CUDA: %s", why);
 }
 
 #endif

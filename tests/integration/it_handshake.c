@@ -4,10 +4,12 @@
  * Server side (the listener runs in this process, its log captured): raw
  * sockets send garbage, a header of another protocol version, a message cut
  * short then closed, a message cut short then left silent (timed out by
- * GPUWIRE_CONNECT_TIMEOUT_MS), and a valid client connects while the silent
- * one is still open.  Client side (gw_connect against a fake server in a
+ * GPUWIRE_CONNECT_TIMEOUT_MS), a HELLO offering only an unusable transport
+ * (GW_ERR_NO_TRANSPORT naming each candidate), and a valid client connects
+ * while the silent one is still open.  Client side (gw_connect against a fake server in a
  * child): garbage, a wrong version, a close after HELLO, a truncated reply,
- * a silent server, nothing listening, a malformed address.
+ * a silent server, nothing listening, a malformed address, no transport in
+ * common, an unknown name in GPUWIRE_TRANSPORTS.
  *
  * The wire format (bootstrap/wire.h) is used to build the bad messages and
  * to read the ERROR frames the listener answers with. */
@@ -198,7 +200,27 @@ static void server_side(void)
     close(fd);
     close(silent_garbage);
 
-    /* e. and once more at the end: the listener still serves */
+    /* e. a HELLO offering only a transport the listener cannot use: refused,
+     * every candidate named in the answer */
+    fd = raw_connect(g_addr);
+    gw_hs_msg_t h;
+    memset(&h, 0, sizeof(h));
+    h.type = GW_HS_HELLO;
+    h.uuid = 42;
+    h.host_id = 43;
+    h.has_nonce = 1;
+    h.pref[0] = 0; /* verbs */
+    h.npref = 1;
+    static uint8_t hello[GW_HS_HDR_LEN + 1024];
+    size_t hn = gw_hs_encode(&h, hello, sizeof(hello));
+    REQUIRE(hn > 0 && send(fd, hello, hn, 0) == (ssize_t)hn);
+    n = drain_until_eof(ctx, l, fd, in, sizeof(in), 5);
+    CHECK_ST(error_frame(in, n, text, sizeof(text)), GW_ERR_NO_TRANSPORT);
+    fprintf(stderr, "only verbs offered -> the peer was told: %s\n", text);
+    CHECK(strstr(text, "verbs") != NULL);
+    close(fd);
+
+    /* f. and once more at the end: the listener still serves */
     expect_good_client(ctx, l);
     gw_listener_destroy(l);
     IT_OK(ctx, gw_context_destroy(ctx));
@@ -320,5 +342,22 @@ int main(void)
     gw_listener_t *l = NULL;
     CHECK_ST(gw_listen(ctx, "127.0.0.1:notaport", &l), GW_ERR_ADDRESS);
     IT_OK(ctx, gw_context_destroy(ctx));
+
+    /* no transport both sides may use: refused, every candidate named */
+    it_target_t T;
+    it_target_cfg_t cfg = {.n_eps = 0, .n_regions = 0, .env = {"GPUWIRE_TRANSPORTS=tcp"}};
+    char addr[128];
+    it_target_start(&T, &cfg, addr, sizeof(addr));
+    gw_config_t only_verbs = {.size = sizeof(only_verbs), .transports = "verbs", .log_level = -1};
+    IT_OK(NULL, gw_context_create(&only_verbs, &ctx));
+    CHECK_ST(gw_connect(ctx, addr, &ep), GW_ERR_NO_TRANSPORT);
+    fprintf(stderr, "no common transport: %s\n", gw_last_error(ctx));
+    CHECK(strstr(gw_last_error(ctx), "verbs") != NULL);
+    IT_OK(ctx, gw_context_destroy(ctx));
+    CHECK(it_target_stop(&T, NULL) == 0);
+    /* a transport list that names no transport is a configuration error */
+    setenv("GPUWIRE_TRANSPORTS", "tcp,carrier-pigeon", 1);
+    CHECK_ST(gw_context_create(NULL, &ctx), GW_ERR_CONFIG);
+    unsetenv("GPUWIRE_TRANSPORTS");
     return gwt_done("it_handshake");
 }

@@ -37,7 +37,7 @@ static void usage(FILE *f)
         "  -b, --busy-poll      never sleep: spin on gw_progress() (lowest latency when\n"
         "                       each side has a core of its own)\n"
         "      --spin-us US     spin this long without events, then sleep on the context\n"
-        "                       fd (default 0: sleep at once, as blocking sockets do)\n"
+        "                       fd (default 200: a round trip on loopback fits, idle waits sleep)\n"
         "      --lat-only       only the latency phase\n"
         "      --bw-only        only the bandwidth phase\n"
         "  -S, --server         wait for clients (one at a time)\n"
@@ -169,7 +169,7 @@ int cmd_perf(int argc, char **argv)
     o.op = PERF_PUT;
     o.window = 32;
     o.duration = 1.0;
-    o.spin_us = 0;
+    o.spin_us = 200;
     o.port = PERF_DEFAULT_PORT;
     o.addr_fd = -1;
     const char *sizes = "8:1M";

@@ -92,6 +92,8 @@ void gw_ep_fail(gw_ep_base_t *b, gw_status_t status, const char *fmt, ...)
         va_end(ap);
         gw_log(GW_LOG_INFO, "endpoint to %s failed: %s (%s)", b->peer, b->error_detail,
                gw_status_str(status));
+        /* the context's last error says why, also when only a request's status shows it */
+        gw_err(b->core, status, "endpoint to %s failed: %s", b->peer, b->error_detail);
     }
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &b->outstanding) {

@@ -8,7 +8,7 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #else
 extern const gw_tl_ops_t gw_tl_verbs_ops __attribute__((weak));
 #endif
-extern const gw_tl_ops_t gw_tl_intra_ops __attribute__((weak));
+extern const gw_tl_ops_t gw_tl_intra_ops; /* always built (no build-time dependency) */
 extern const gw_tl_ops_t gw_tl_tcp_ops;
 
 const gw_tl_ops_t *const gw_tl_table[GW_TL_COUNT] = {

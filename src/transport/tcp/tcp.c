@@ -409,6 +409,7 @@ static int flush_gpu_head(conn_t *c)
             return -1;
         }
         int in_payload = t->off >= GW_TCP_HDR;
+        B(ep)->last_rx_ns = gw_now_ns(); /* bytes moving: the peer is alive */
         t->off += (size_t)w;
         c->tx_bytes -= GW_MIN(c->tx_bytes, (size_t)w);
         if (in_payload) {
@@ -495,7 +496,14 @@ static int conn_flush_(conn_t *c)
             return -1;
         }
         size_t left = (size_t)w;
+        /* The peer's kernel takes our bytes, so the peer is alive, and once its
+         * buffers are full, so is the process reading them: a long transfer
+         * in one direction (our PINGs queue behind it) is not silence. */
+        if (w > 0)
+            B(ep)->last_rx_ns = gw_now_ns();
         c->tx_bytes -= GW_MIN(c->tx_bytes, left);
+        if (w > 0) /* the peer's kernel took bytes: its side of the stream is moving */
+            B(ep)->last_rx_ns = gw_now_ns();
         while (left && c->txh) {
             tx_item_t *t = c->txh;
             size_t rem = GW_TCP_HDR + t->paylen - t->off;

@@ -127,9 +127,21 @@ static gw_status_t verbs_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
     gw_list_init(&vif->eps);
     gw_list_init(&vif->rcache);
 
-    st = gw_verbs_port_select(gw_verbs_sysfs_root(), gw_settings_str(s, GW_SET_IB_DEVICE),
-                              (int)gid_index, current_numa_node(), &vif->port, vif->how,
-                              sizeof(vif->how));
+    /* GPUWIRE_IB_DEVICE, else the NIC the topology puts nearest to this
+     * process's GPU (api/context.c), else the NUMA-local active port */
+    const char *want = gw_settings_str(s, GW_SET_IB_DEVICE);
+    if (!want[0] && core->nic_hint[0])
+        want = core->nic_hint;
+    st = gw_verbs_port_select(gw_verbs_sysfs_root(), want, (int)gid_index, current_numa_node(), &vif->port,
+                              vif->how, sizeof(vif->how));
+    if (st != GW_OK && want != gw_settings_str(s, GW_SET_IB_DEVICE)) { /* the hint's port is down: any port */
+        gw_log(GW_LOG_INFO, "verbs: nearest NIC %s unusable (%s); choosing another", want, vif->how);
+        st = gw_verbs_port_select(gw_verbs_sysfs_root(), "", (int)gid_index, current_numa_node(), &vif->port,
+                                  vif->how, sizeof(vif->how));
+    } else if (st == GW_OK && want == core->nic_hint) {
+        size_t hl = strlen(vif->how);
+        snprintf(vif->how + hl, sizeof(vif->how) - hl, " (%s)", core->nic_hint_why);
+    }
     if (st != GW_OK) {
         snprintf(why, whylen, "%s", vif->how);
         goto err_free;
