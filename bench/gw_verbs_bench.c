@@ -23,12 +23,21 @@ static const char *op;
 static size_t size;
 static long iters;
 static const char *sdev = "", *cdev = "";
+/* lat: call gw_progress() every this many checks of the flag byte
+ * (GW_BENCH_POLL_EVERY, default 1: every check) */
+static unsigned poll_every = 1;
 
 static double now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 static void xfer_key(gw_ep_t *ep, gw_mem_t *m)
@@ -105,8 +114,9 @@ static int server(void *arg)
         uint8_t out[8];
         long total = iters + iters / 10 + 1; /* warm-up included, as the client */
         for (long i = 1; i <= total; i++) {
-            while (buf[size - 1] != (uint8_t)i)
-                gw_progress(ctx);
+            for (unsigned spin = 0; buf[size - 1] != (uint8_t)i; spin++)
+                if (spin % poll_every == poll_every - 1)
+                    gw_progress(ctx);
             memset(out, (int)(uint8_t)i, sizeof(out));
             REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, NULL));
         }
@@ -136,6 +146,8 @@ int main(int argc, char **argv)
         sdev = argv[4];
         cdev = argv[5];
     }
+    if (getenv("GW_BENCH_POLL_EVERY"))
+        poll_every = atoi(getenv("GW_BENCH_POLL_EVERY")) > 0 ? (unsigned)atoi(getenv("GW_BENCH_POLL_EVERY")) : 1;
     setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
@@ -214,17 +226,27 @@ int main(int argc, char **argv)
         gw_request_free(r);
         uint8_t out[8];
         long warm = iters / 10 + 1;
+        double *rtt = calloc((size_t)iters, sizeof(double)), ti = 0;
         for (long i = 1; i <= iters + warm; i++) {
             if (i == warm + 1)
                 t0 = now_s();
+            if (i > warm)
+                ti = now_s();
             memset(out, (int)(uint8_t)i, sizeof(out));
             REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, NULL));
-            while (buf[size - 1] != (uint8_t)i)
-                gw_progress(ctx);
+            for (unsigned spin = 0; buf[size - 1] != (uint8_t)i; spin++)
+                if (spin % poll_every == poll_every - 1)
+                    gw_progress(ctx);
+            if (i > warm)
+                rtt[i - warm - 1] = now_s() - ti;
         }
         t1 = now_s();
         sync_msg(ep, 1, 3);
-        printf("lat %zu usec=%.3f\n", size, (t1 - t0) / (double)iters / 2 * 1e6);
+        /* one-way = half the round trip; the median is perftest's t_typical */
+        qsort(rtt, (size_t)iters, sizeof(double), cmp_double);
+        printf("lat %zu usec=%.3f typical_usec=%.3f\n", size, (t1 - t0) / (double)iters / 2 * 1e6,
+               rtt[iters / 2] / 2 * 1e6);
+        free(rtt);
     }
     fflush(stdout);
     sync_msg(ep, 1, 9);

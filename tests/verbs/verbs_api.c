@@ -201,9 +201,7 @@ int main(int argc, char **argv)
     char addr[80];
     REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
     setenv("GPUWIRE_IB_DEVICE", cdev, 1);
-    setenv("GPUWIRE_IB_TIMEOUT", "16", 1);   /* 268 ms ACK timeout ... */
-    setenv("GPUWIRE_IB_RETRY_CNT", "3", 1);  /* ... 3 retries: a dead peer shows fast */
-    gw_context_t *ctx;
+    gw_context_t *ctx; /* default ACK timeout and retries */
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_ep_t *ep;
     REQUIRE_OK(gw_connect(ctx, addr, &ep));
@@ -360,8 +358,16 @@ int main(int argc, char **argv)
 
     /* ---- phase 2b: a broken path (GW_TEST_BREAK_LINK: a command that drops
      * the RoCE packets, GW_TEST_RESTORE_LINK undoes it): retry exceeded */
+    /* a context of its own with a short ACK timeout (16: 268 ms) and 3
+     * retries, so that the broken path shows within about a second */
+    setenv("GPUWIRE_IB_TIMEOUT", "16", 1);
+    setenv("GPUWIRE_IB_RETRY_CNT", "3", 1);
+    gw_context_t *ctx4;
+    REQUIRE_OK(gw_context_create(NULL, &ctx4));
+    unsetenv("GPUWIRE_IB_TIMEOUT");
+    unsetenv("GPUWIRE_IB_RETRY_CNT");
     gw_ep_t *ep4;
-    REQUIRE_OK(gw_connect(ctx, addr, &ep4));
+    REQUIRE_OK(gw_connect(ctx4, addr, &ep4));
     gw_rkey_t *rk4 = recv_key(ep4, 1);
     uint64_t b4;
     gw_rkey_range(rk4, &b4, &rlen);
@@ -372,9 +378,9 @@ int main(int argc, char **argv)
         st = gw_request_wait(r, 30000);
         gw_request_free(r);
         double bt = (double)(gw_now_ns() - t0) / 1e9;
-        fprintf(stderr, "broken path: %s after %.2f s: %s\n", gw_status_name(st), bt, gw_last_error(ctx));
+        fprintf(stderr, "broken path: %s after %.2f s: %s\n", gw_status_name(st), bt, gw_last_error(ctx4));
         CHECK_ST(st, GW_ERR_PEER_TIMEOUT);
-        CHECK(strstr(gw_last_error(ctx), "retry") != NULL);
+        CHECK(strstr(gw_last_error(ctx4), "retry") != NULL);
         CHECK(bt < 10.0);
         CHECK(system(fix) == 0);
     } else {
@@ -382,6 +388,7 @@ int main(int argc, char **argv)
     }
     gw_rkey_destroy(rk4);
     gw_ep_close(ep4, 1000);
+    CHECK_ST(gw_context_destroy(ctx4), GW_OK);
     send_blob(ep, "next", 5, 97);
     /* endpoint A still works after the path came back */
     {

@@ -190,6 +190,7 @@ typedef struct gw_verbs_ep {
     struct ibv_cq *cq;
     unsigned cq_unacked;
     int cq_armed;
+    uint64_t active_ns;      /* last post or completion */
     int nqps;
     gw_verbs_qp_t qps[GW_VERBS_MAX_QPS];
     int connected;
@@ -231,7 +232,8 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_EAGER_MAX 8192 /* payload bytes of an eager message */
 #define GW_VERBS_SLOT (GW_VERBS_HDR + GW_VERBS_EAGER_MAX)
 #define GW_VERBS_NSLOTS 128
-#define GW_VERBS_NRECV 128
+#define GW_VERBS_NRECV 256
+#define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
 #define GW_VERBS_SQ_DEPTH 256
 
 #endif

@@ -895,7 +895,19 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
     if (c)
         n += post_pending(ep);
     n += c;
+    uint64_t now = gw_now_ns();
+    if (n)
+        ep->active_ns = now;
+    if (c)
+        ep->super.base->last_rx_ns = now; /* completions are the peer's acknowledgements */
     if (n == 0 && !ep->cq_armed) {
+        /* Arming costs a system call and makes every completion a channel
+         * event (another one).  While completions keep coming (less than
+         * GW_VERBS_ARM_IDLE_NS since the last), report activity instead, so a
+         * caller progressing until 0 keeps polling for that long; after it,
+         * arm so the context fd wakes a sleeper. */
+        if (now - ep->active_ns < GW_VERBS_ARM_IDLE_NS)
+            return 1;
         /* going idle: arm the CQ so the context fd wakes a sleeping caller */
         if (ibv_req_notify_cq(ep->cq, 0) == 0)
             ep->cq_armed = 1;
@@ -918,8 +930,17 @@ static gw_status_t enqueue(gw_tl_ep_t *e, gw_request_t *req)
     req->tl_flags = 0;
     memset(req->tl, 0, sizeof(req->tl));
     /* posted by the next progress call, batched with whatever else is queued
-     * by then (callers progress before they sleep, so no wake-up is needed) */
+     * by then (callers progress before they sleep, so no wake-up is needed);
+     * on an idle endpoint there is nothing to batch with: post at once
+     * (latency) */
+    int idle = gw_list_empty(&ep->pending);
+    for (int qi = 0; idle && qi < ep->nqps; qi++)
+        idle = ep->qps[qi].used < 4; /* (a few unreaped completions: still idle) */
     gw_list_push_back(&ep->pending, &req->tl_link);
+    if (idle) {
+        post_pending(ep);
+        ep->active_ns = gw_now_ns();
+    }
     return GW_OK;
 }
 
