@@ -85,7 +85,8 @@ static CUresult cuDeviceGetAttribute(int *v, int attr, int d)
     case 50: *v = 0; break;                 /* PCI domain */
     case 41: *v = 1; break;                 /* unified addressing */
     case 102: *v = 0; break;                /* VMM: not modelled */
-    default: *v = 0; break;                 /* GPUDirect RDMA, dma-buf: no */
+    case 124: *v = getenv("FAKECUDA_DMABUF") != NULL; break; /* dma-buf export (see below) */
+    default: *v = 0; break;                 /* GPUDirect RDMA: no */
     }
     return OK;
 }
@@ -253,10 +254,20 @@ static CUresult cuIpcOpenMemHandle(CUdeviceptr *p, ipch_t h, unsigned f)
 }
 static CUresult cuIpcCloseMemHandle(CUdeviceptr p) { return cuMemFree(p); }
 
+/* With FAKECUDA_DMABUF set, "exports" a range as a dup of its memfd: not a
+ * real dma-buf, but enough to reach the NIC's own verdict (Soft-RoCE refuses
+ * every dma-buf registration with EOPNOTSUPP before looking at the fd). */
 static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, int t, unsigned long long f)
 {
-    (void)h; (void)p; (void)n; (void)t; (void)f;
-    return ENOTSUP; /* the fake GPU has no dma-buf */
+    (void)f;
+    alloc_t *a = find((uintptr_t)p);
+    if (!getenv("FAKECUDA_DMABUF") || t != 1 || !a || (uintptr_t)p + n > a->dev + a->size)
+        return ENOTSUP;
+    int fd = dup(a->fd);
+    if (fd < 0)
+        return ENOMEM_;
+    *(int *)h = fd;
+    return OK;
 }
 
 #define F(n) {#n, (void *)n}

@@ -21,6 +21,10 @@ echo "guest: kernel $(uname -r); rxe0 gid $RXE_GID_INDEX; pair ${RXE_PAIR:-none}
 run smoke_rxe0 "$T/verbs_smoke" rxe0
 run api_loopback_rxe0 "$T/verbs_api" rxe0 rxe0
 run negotiate_rxe0 "$T/verbs_negotiate" rxe0
+# the GPU registration ladder against the fake CUDA driver (its dma-buf reaches rxe's real refusal)
+if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
+  GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_ladder_rxe0 "$T/verbs_gpu_ladder" rxe0
+fi
 if [ -n "${RXE_PAIR:-}" ]; then
   run smoke_rxea "$T/verbs_smoke" rxea
   # the client (rxeb) side drops its RoCE packets for one test: retry exceeded

@@ -149,6 +149,7 @@ struct gw_verbs_iface {
     int nqps;
     uint8_t timeout, retry_cnt;
     uint64_t max_mr;      /* largest MR piece */
+    int gpu_mrs;          /* GPU regions registered for GPUDirect RDMA (dma-buf or peermem) */
     uint64_t split_min;   /* transfers this large are striped over the QPs */
     int rcache_on;
     gw_list_t eps;

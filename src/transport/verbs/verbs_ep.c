@@ -21,6 +21,7 @@
  * status, the operation and a hint; the flush errors after it are ignored.
  * A QP in error is never reused: the endpoint stays failed.
  */
+#include "cuda/cuda_wrap.h"
 #include "transport/verbs/verbs.h"
 
 #include <arpa/inet.h>
@@ -54,6 +55,18 @@ enum {
 
 static gw_verbs_ep_t *to_vep(gw_tl_ep_t *e) { return (gw_verbs_ep_t *)e; }
 static gw_core_t *ep_core(gw_verbs_ep_t *ep) { return ep->vif->super.core; }
+
+/* Before telling anyone that the NIC's writes into GPU memory are there
+ * (a notification, a received message), make them visible to the GPU:
+ * cuFlushGPUDirectRDMAWrites where the driver has it (mem/gpu_reg.h). */
+static void gpu_fence(gw_verbs_ep_t *ep)
+{
+    if (!ep->vif->gpu_mrs)
+        return;
+    int flushed = 0;
+    if (gw_cuda_flush_rdma_writes(&flushed) != GW_OK)
+        gw_log(GW_LOG_WARN, "verbs: cuFlushGPUDirectRDMAWrites failed: %s", ep_core(ep)->errbuf);
+}
 
 static const char *op_name(int kind)
 {
@@ -187,6 +200,8 @@ static void req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
         req_release(ep, req);
         rdv_recv_forget(ep, req);
         ctrl_queue(ep, CT_FIN, 0, opid, 0);
+        if (req->lmem && req->lmem->type != GW_MEM_HOST)
+            gpu_fence(ep);
         gw_ep_recv_done(base, req, mlen, req->rtag, GW_OK);
         return;
     }
@@ -731,6 +746,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
     base->last_rx_ns = gw_now_ns();
     if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         uint32_t imm = ntohl(wc->imm_data);
+        gpu_fence(ep);
         if (gw_ep_notify_push(base, imm & 0x7fffffffu) != 0)
             ep_die(ep, GW_ERR_NOMEM, "notification queue: out of memory");
         repost_recv(ep, idx);
@@ -810,6 +826,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_NOTIFY:
+        gpu_fence(ep);
         if (gw_ep_notify_push(base, tag) != 0)
             ep_die(ep, GW_ERR_NOMEM, "notification queue: out of memory");
         break;

@@ -1,6 +1,7 @@
 /* verbs_iface.c - the verbs transport at context level: opening the device,
  * completion channel and async events in the context's epoll set, the
  * progress poller, region registration, and the ops table. */
+#include "mem/gpu_reg.h"
 #include "transport/verbs/verbs.h"
 
 #include <errno.h>
@@ -300,26 +301,92 @@ static gw_status_t verbs_iface_describe(gw_tl_iface_t *iface, char *buf, size_t 
 }
 
 /* ---- regions ------------------------------------------------------------------- */
-static gw_status_t verbs_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
+static int ibv_access_of(const gw_mem_t *mem)
 {
-    gw_verbs_iface_t *vif = (gw_verbs_iface_t *)iface;
-    if (mem->type != GW_MEM_HOST) {
-        snprintf(mem->path + strlen(mem->path), sizeof(mem->path) - strlen(mem->path),
-                 "%sverbs: not registered (GPU memory: dma-buf/peermem/staging not built in "
-                 "this transport yet)", mem->path[0] ? "; " : "");
-        return GW_ERR_UNSUPPORTED;
-    }
     int access = IBV_ACCESS_LOCAL_WRITE;
     if (mem->access & GW_ACCESS_REMOTE_READ)
         access |= IBV_ACCESS_REMOTE_READ;
     if (mem->access & GW_ACCESS_REMOTE_WRITE)
         access |= IBV_ACCESS_REMOTE_WRITE;
+    return access;
+}
+
+/* GPU ladder rung 1: the dma-buf fd of the device range, one MR. */
+static gw_status_t gpu_reg_dmabuf(void *arg, gw_mem_t *m, int fd, uint64_t offset, uint64_t iova, char *why,
+                                  size_t whylen)
+{
+    gw_verbs_iface_t *vif = arg;
+    if (m->len > vif->max_mr) {
+        snprintf(why, whylen, "the %zu-byte range exceeds the device's largest MR (%llu bytes)", m->len,
+                 (unsigned long long)vif->max_mr);
+        return GW_ERR_UNSUPPORTED;
+    }
+    gw_verbs_reg_t *reg = calloc(1, sizeof(*reg));
+    if (!reg) {
+        snprintf(why, whylen, "out of memory");
+        return GW_ERR_NOMEM;
+    }
+    struct ibv_mr *mr;
+    gw_status_t st = gw_verbs_reg_dmabuf(vif, fd, offset, m->len, iova, ibv_access_of(m), &mr);
+    if (st != GW_OK) {
+        snprintf(why, whylen, "%s", vif->super.core->errbuf);
+        free(reg);
+        return st;
+    }
+    reg->base = (uint64_t)(uintptr_t)m->addr;
+    reg->len = m->len;
+    reg->chunk = m->len ? m->len : 1;
+    reg->nmr = 1;
+    reg->mr[0] = mr;
+    m->tl_reg[GW_TL_VERBS] = reg;
+    vif->gpu_mrs++;
+    return GW_OK;
+}
+
+/* GPU ladder rung 2: nvidia-peermem lets ibv_reg_mr take the device pointer. */
+static gw_status_t gpu_reg_peermem(void *arg, gw_mem_t *m, char *why, size_t whylen)
+{
+    gw_verbs_iface_t *vif = arg;
     gw_verbs_reg_t *reg;
-    gw_status_t st = gw_verbs_reg_create(vif, mem->addr, mem->len, access, &reg);
+    gw_status_t st = gw_verbs_reg_create(vif, m->addr, m->len, ibv_access_of(m), &reg);
+    if (st != GW_OK) {
+        snprintf(why, whylen, "%s", vif->super.core->errbuf);
+        return st;
+    }
+    m->tl_reg[GW_TL_VERBS] = reg;
+    vif->gpu_mrs++;
+    return GW_OK;
+}
+
+static gw_status_t verbs_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
+{
+    gw_verbs_iface_t *vif = (gw_verbs_iface_t *)iface;
+    size_t u = strlen(mem->path);
+    if (mem->type != GW_MEM_HOST) {
+        /* GPUDirect RDMA: dma-buf, then peer memory, else staging (mem/gpu_reg.h) */
+        gw_gpu_reg_ops_t ops = {.reg_dmabuf = gpu_reg_dmabuf, .reg_peermem = gpu_reg_peermem, .arg = vif};
+        gw_gpu_reg_result_t res;
+        gw_status_t st = gw_gpu_reg_ladder(iface->core, mem, "verbs", &ops, &res);
+        if (st == GW_ERR_UNSUPPORTED) /* a forced rung was refused: fail the registration, not just verbs */
+            return GW_ERR_UNAVAILABLE;
+        if (st != GW_OK)
+            return st;
+        snprintf(mem->path + u, sizeof(mem->path) - u, "%s%s on %s:%d", u ? "; " : "", res.path, vif->port.dev,
+                 vif->port.port);
+        if (res.rung == GW_GPU_RUNG_STAGING) {
+            /* no MR of the device range: this build's verbs transport does not
+             * yet move GPU memory through bounce buffers, so operations on the
+             * region over verbs are refused with this reason (tcp stages) */
+            mem->tl_reg[GW_TL_VERBS] = NULL;
+            return GW_ERR_UNSUPPORTED;
+        }
+        return GW_OK;
+    }
+    gw_verbs_reg_t *reg;
+    gw_status_t st = gw_verbs_reg_create(vif, mem->addr, mem->len, ibv_access_of(mem), &reg);
     if (st != GW_OK)
         return st;
     mem->tl_reg[GW_TL_VERBS] = reg;
-    size_t u = strlen(mem->path);
     snprintf(mem->path + u, sizeof(mem->path) - u, "%sverbs: host memory registered on %s:%d "
              "(%d MR%s)", u ? "; " : "", vif->port.dev, vif->port.port, reg->nmr,
              reg->nmr > 1 ? "s, split at the device's largest MR" : "");
@@ -336,6 +403,8 @@ static gw_status_t verbs_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
      * fails at the initiator with a remote access error */
     gw_verbs_reg_destroy(vif, reg);
     mem->tl_reg[GW_TL_VERBS] = NULL;
+    if (mem->type != GW_MEM_HOST)
+        vif->gpu_mrs--;
     return GW_OK;
 }
 
