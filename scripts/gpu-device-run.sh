@@ -1,8 +1,10 @@
 #!/bin/bash
 # gpu-device-run.sh - builds gpuwire and runs its GPU tests and GPU benchmarks
 # on a GPU host (written for the two-H200 NVLink machine), logging under
-# $OUT (default ./gpu-logs).  Usage: scripts/gpu-device-run.sh [tests|bench|all]
+# $OUT (default ./gpu-logs).  Usage: scripts/gpu-device-run.sh [tests|bench|topo|all]
 #   tests: ctest -L gpu plus the intra-host tests (every op, 1 B .. 1 GiB)
+#   topo:  gpuwire info --topo (text, JSON), gpuwire doctor (text, JSON) and a
+#          recording of this machine's sysfs (scripts/record-sysfs.sh) for the fixtures
 #   bench: bench/gpu_bench.sh (intra put vs cuMemcpyPeer vs NCCL, tcp vs NCCL sockets,
 #          staged vs direct)
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take shared GPUs down.
@@ -29,6 +31,20 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== tests"
   (cd "$BUILD" && ctest -L "gpu|intra" ${GW_CTEST_EXCLUDE:+-E "$GW_CTEST_EXCLUDE"} -V --timeout ${GW_CTEST_TIMEOUT:-300} 2>&1) >"$OUT/tests.log"; grep -E "Test +#|tests passed|SKIP|CHECK|REQUIRE|returned" "$OUT/tests.log" | tail -60
   grep -q "tests passed, 0 tests failed\|100% tests passed" "$OUT/tests.log" || rc=1
+fi
+if [ "$what" = topo ] || [ "$what" = all ]; then
+  echo "== topology and doctor"
+  "$BUILD/gpuwire" info --topo >"$OUT/topo.txt" 2>&1; cat "$OUT/topo.txt"
+  "$BUILD/gpuwire" info --topo --json >"$OUT/topo.json" 2>&1
+  nvidia-smi topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1
+  "$BUILD/gpuwire" doctor -v >"$OUT/doctor.txt" 2>&1; echo "doctor exit $?" >>"$OUT/doctor.txt"; cat "$OUT/doctor.txt"
+  "$BUILD/gpuwire" doctor --json >"$OUT/doctor.json" 2>&1
+  rec=$(mktemp -d)
+  if scripts/record-sysfs.sh "$rec/rec" >/dev/null 2>&1; then
+    tar -C "$rec" -czf "$OUT/sysfs-record.tgz" rec && echo "sysfs recorded: $(du -h "$OUT/sysfs-record.tgz" | cut -f1)"
+    GPUWIRE_SYSFS_ROOT="$rec/rec/sys" "$BUILD/gpuwire" info --topo >"$OUT/topo-from-record.txt" 2>&1 || true
+  fi
+  rm -rf "$rec"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== bench"
