@@ -14,23 +14,13 @@ static int server(void *arg)
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_listener_t *l;
-    REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", &l));
-    char addr[80];
-    REQUIRE_OK(gw_listener_addr(l, addr, sizeof(addr)));
-    gwt_chan_send(&cch, addr, (uint32_t)strlen(addr) + 1);
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_accept(l, 10000, &ep));
+    gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
     uint8_t *region = malloc(REGION);
     gwt_fill(region, REGION, 7);
     gw_mem_t *mem;
     REQUIRE_OK(gw_mem_reg(ctx, region, REGION, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &mem));
-    uint8_t key[512];
-    size_t klen = sizeof(key);
-    REQUIRE_OK(gw_mem_pack_rkey(mem, key, &klen));
+    gwt_send_rkey(ep, mem, 1);
     gw_request_t *r;
-    REQUIRE_OK(gw_send(ep, key, klen, NULL, 1, &r));
-    REQUIRE_OK(gw_request_wait(r, 5000));
-    gw_request_free(r);
     /* notifications: values 1..3 in order */
     for (uint64_t want = 1; want <= 3; want++) {
         uint64_t v = 0;
@@ -81,18 +71,11 @@ int main(void)
     REQUIRE_OK(gw_ep_query(ep, &info));
     CHECK(!strcmp(info.transport, "tcp"));
     fprintf(stderr, "endpoint: %s, %s, downgrades: %s\n", info.transport, info.path, info.downgrades);
-    uint8_t key[512];
     gw_request_t *r;
-    REQUIRE_OK(gw_recv(ep, key, sizeof(key), NULL, 1, ~0ull, &r));
-    REQUIRE_OK(gw_request_wait(r, 5000));
-    gw_request_info_t ri = {.size = sizeof(ri)};
-    gw_request_info(r, &ri);
-    gw_request_free(r);
-    gw_rkey_t *rk;
-    REQUIRE_OK(gw_rkey_unpack(ep, key, ri.length, &rk));
     uint64_t base;
     size_t rlen;
-    gw_rkey_range(rk, &base, &rlen);
+    gw_rkey_t *rk = gwt_recv_rkey(ep, 1, &base);
+    gw_rkey_range(rk, NULL, &rlen);
     CHECK(rlen == REGION);
     /* get sizes 0, 1, 4095, 1 MiB, 8 MiB */
     size_t sizes[] = {0, 1, 4095, 1 << 20, REGION};

@@ -51,12 +51,7 @@ static int server(void *arg)
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_listener_t *l;
-    REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", &l));
-    char addr[80];
-    gw_listener_addr(l, addr, sizeof(addr));
-    gwt_chan_send(&cch, addr, (uint32_t)strlen(addr) + 1);
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_accept(l, 10000, &ep));
+    gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
     void *region = dev_alloc(cu, REGION);
     dev_fill(cu, region, REGION, 11);
     gw_mem_t *mem;
@@ -66,13 +61,8 @@ static int server(void *arg)
     CHECK(mi.type == GW_MEM_CUDA && mi.cuda_device == 0);
     CHECK(strstr(mi.path, "tcp: staged") != NULL);
     fprintf(stderr, "server region: %s (%s)\n", mi.path, mi.pci_bus_id);
-    uint8_t key[512];
-    size_t klen = sizeof(key);
-    REQUIRE_OK(gw_mem_pack_rkey(mem, key, &klen));
+    gwt_send_rkey(ep, mem, 1);
     gw_request_t *r;
-    REQUIRE_OK(gw_send(ep, key, klen, NULL, 1, &r));
-    REQUIRE_OK(gw_request_wait(r, 5000));
-    gw_request_free(r);
 
     uint64_t v;
     REQUIRE_OK(gw_notify_wait(ep, 20000, &v)); /* after the GPU->GPU put of 9 MiB at 0 */
@@ -123,17 +113,9 @@ int main(void)
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_ep_t *ep;
     REQUIRE_OK(gw_connect(ctx, addr, &ep));
-    uint8_t key[512];
     gw_request_t *r;
-    REQUIRE_OK(gw_recv(ep, key, sizeof(key), NULL, 1, ~0ull, &r));
-    REQUIRE_OK(gw_request_wait(r, 5000));
-    gw_request_info_t ri = {.size = sizeof(ri)};
-    gw_request_info(r, &ri);
-    gw_request_free(r);
-    gw_rkey_t *rk;
-    REQUIRE_OK(gw_rkey_unpack(ep, key, ri.length, &rk));
     uint64_t base;
-    gw_rkey_range(rk, &base, NULL);
+    gw_rkey_t *rk = gwt_recv_rkey(ep, 1, &base);
 
     void *src = dev_alloc(cu, REGION);
     gw_mem_t *smem;

@@ -151,3 +151,41 @@ long long gwt_verify(const void *buf, size_t len, uint64_t seed)
     }
     return -1;
 }
+
+void gwt_send_rkey(gw_ep_t *ep, const gw_mem_t *mem, uint64_t tag)
+{
+    uint8_t key[512];
+    size_t klen = sizeof(key);
+    REQUIRE_OK(gw_mem_pack_rkey(mem, key, &klen));
+    gw_request_t *r;
+    REQUIRE_OK(gw_send(ep, key, klen, NULL, tag, &r));
+    REQUIRE_OK(gw_request_wait(r, 10000));
+    gw_request_free(r);
+}
+
+gw_rkey_t *gwt_recv_rkey(gw_ep_t *ep, uint64_t tag, uint64_t *base)
+{
+    uint8_t key[512];
+    gw_request_t *r;
+    REQUIRE_OK(gw_recv(ep, key, sizeof(key), NULL, tag, ~0ull, &r));
+    REQUIRE_OK(gw_request_wait(r, 10000));
+    gw_request_info_t ri = {.size = sizeof(ri)};
+    gw_request_info(r, &ri);
+    gw_request_free(r);
+    gw_rkey_t *rk;
+    REQUIRE_OK(gw_rkey_unpack(ep, key, ri.length, &rk));
+    if (base)
+        gw_rkey_range(rk, base, NULL);
+    return rk;
+}
+
+gw_ep_t *gwt_listen_accept(gw_context_t *ctx, gwt_chan_t *chan, gw_listener_t **l)
+{
+    REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", l));
+    char addr[80];
+    REQUIRE_OK(gw_listener_addr(*l, addr, sizeof(addr)));
+    REQUIRE(gwt_chan_send(chan, addr, (uint32_t)strlen(addr) + 1) == 0);
+    gw_ep_t *ep;
+    REQUIRE_OK(gw_accept(*l, 10000, &ep));
+    return ep;
+}

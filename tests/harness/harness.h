@@ -78,6 +78,13 @@ int gwt_chan_send(gwt_chan_t *c, const void *buf, uint32_t len);
 /* Returns length received, -1 on EOF/error/timeout. */
 int gwt_chan_recv(gwt_chan_t *c, void *buf, uint32_t cap, int timeout_ms);
 
+/* Endpoint helpers for two-process tests: send a region's packed rkey as a
+ * tagged message; receive one and unpack it (base address in *base). */
+void gwt_send_rkey(gw_ep_t *ep, const gw_mem_t *mem, uint64_t tag);
+gw_rkey_t *gwt_recv_rkey(gw_ep_t *ep, uint64_t tag, uint64_t *base);
+/* Listens on 127.0.0.1:0, hands the address to the peer over chan, accepts. */
+gw_ep_t *gwt_listen_accept(gw_context_t *ctx, gwt_chan_t *chan, gw_listener_t **l);
+
 /* Fills buf with a pattern derived from seed; verify returns the first
  * mismatching offset or -1. */
 void gwt_fill(void *buf, size_t len, uint64_t seed);
