@@ -36,6 +36,8 @@ static void usage(FILE *f)
         "  -j, --json           one JSON object per size per line, nothing else on stdout\n"
         "  -b, --busy-poll      never sleep: spin on gw_progress() (lowest latency when\n"
         "                       each side has a core of its own)\n"
+        "      --mem KIND       this side's buffer: host (default), cuda or cuda:N (GPU N's\n"
+        "                       memory; the path taken, e.g. dma-buf or staging, is printed)\n"
         "      --spin-us US     spin this long without events, then sleep on the context\n"
         "                       fd (default 200: a round trip on loopback fits, idle waits sleep)\n"
         "      --lat-only       only the latency phase\n"
@@ -140,7 +142,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN };
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -154,6 +156,7 @@ int cmd_perf(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"busy-poll", no_argument, NULL, 'b'},
         {"spin-us", required_argument, NULL, OPT_SPIN},
+        {"mem", required_argument, NULL, OPT_MEM},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
         {"server", no_argument, NULL, 'S'},
@@ -170,6 +173,7 @@ int cmd_perf(int argc, char **argv)
     o.window = 32;
     o.duration = 1.0;
     o.spin_us = 200;
+    o.mem_dev = -1;
     o.port = PERF_DEFAULT_PORT;
     o.addr_fd = -1;
     const char *sizes = "8:1M";
@@ -213,6 +217,13 @@ int cmd_perf(int argc, char **argv)
         case 'c': o.check = 1; break;
         case 'j': o.json = 1; break;
         case 'b': o.busy_poll = 1; break;
+        case OPT_MEM:
+            o.mem_dev = perf_parse_mem(optarg);
+            if (o.mem_dev < -1) {
+                fprintf(stderr, "gpuwire perf: --mem '%s': expected host, cuda or cuda:N\n", optarg);
+                return 2;
+            }
+            break;
         case OPT_SPIN:
             o.spin_us = strtol(optarg, &end, 10);
             if (*end || o.spin_us < 0 || o.spin_us > 10000000) {

@@ -77,7 +77,24 @@ typedef struct perf_opts {
     int no_lat, no_bw;
     int once;        /* server: serve one client, then exit */
     int addr_fd;     /* server: write the bound address here (loopback), -1 otherwise */
+    int mem_dev;     /* --mem: -1 host memory, else the CUDA device of this side's buffer */
 } perf_opts_t;
+
+/* This side's buffer: host memory, or CUDA device memory (through the
+ * run-time driver; the pattern is written and checked by copies). */
+typedef struct perf_buf {
+    uint8_t *p;
+    size_t len;
+    int dev; /* -1: host */
+} perf_buf_t;
+/* 0, or -1 with the reason printed. */
+int perf_buf_alloc(perf_buf_t *b, size_t len, int dev);
+void perf_buf_free(perf_buf_t *b);
+void perf_buf_fill(perf_buf_t *b, size_t off, size_t len, uint64_t seed);
+void perf_buf_zero(perf_buf_t *b, size_t off, size_t len);
+long long perf_buf_verify(perf_buf_t *b, size_t off, size_t len, uint64_t seed);
+/* "--mem host|cuda|cuda:N" -> -1 / N; -2 when malformed. */
+int perf_parse_mem(const char *s);
 
 const char *perf_op_name(perf_op_t op);
 int perf_parse_op(const char *s, perf_op_t *op);

@@ -12,6 +12,7 @@ typedef struct cli {
     gw_context_t *ctx;
     gw_ep_t *ep;
     uint8_t *buf;
+    perf_buf_t pb; /* buf's memory: host or CUDA */
     size_t max;
     gw_mem_t *mem;
     gw_rkey_t *rkey;
@@ -176,8 +177,8 @@ static gw_status_t run_lat(cli_t *c, uint64_t size, result_t *res)
     if (o->check) {
         m.flags |= PERF_F_CHECK;
         m.seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
-        perf_fill(c->buf, size, m.seed);
-        memset(c->buf + c->max, 0, size);
+        perf_buf_fill(&c->pb, 0, size, m.seed);
+        perf_buf_zero(&c->pb, c->max, size);
     }
     if ((st = ctrl_call(c, &m, &r)) != GW_OK)
         return st;
@@ -227,7 +228,7 @@ static gw_status_t run_lat(cli_t *c, uint64_t size, result_t *res)
     if (r.status != GW_OK)
         return (gw_status_t)r.status;
     if (o->check) {
-        long long bad = perf_verify(c->buf + c->max, size, m.seed);
+        long long bad = perf_buf_verify(&c->pb, c->max, size, m.seed);
         if (bad >= 0) {
             fprintf(stderr,
                     "gpuwire perf: --check: %s latency, %llu bytes: byte %lld of what came back "
@@ -262,8 +263,8 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
     if (o->check) {
         m.flags |= PERF_F_CHECK;
         m.seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
-        perf_fill(c->buf, size, m.seed);
-        memset(c->buf + c->max, 0, size);
+        perf_buf_fill(&c->pb, 0, size, m.seed);
+        perf_buf_zero(&c->pb, c->max, size);
     }
     if ((st = ctrl_call(c, &m, &r)) != GW_OK)
         return st;
@@ -347,7 +348,7 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
     }
     res->cpu_target = r.b ? 100.0 * (double)r.a / (double)r.b : 0.0;
     if (o->check && o->op == PERF_GET) {
-        long long bad = perf_verify(c->buf + c->max, size, m.seed);
+        long long bad = perf_buf_verify(&c->pb, c->max, size, m.seed);
         if (bad >= 0) {
             fprintf(stderr, "gpuwire perf: --check: get of %llu bytes: byte %lld differs\n",
                     (unsigned long long)size, bad);
@@ -389,6 +390,10 @@ static void print_header(cli_t *c)
         printf("# gpuwire perf: op %s, window %d, spin %ld us then sleep on the context fd%s\n",
                perf_op_name(o->op), o->window, o->spin_us, o->check ? ", payload checked" : "");
     printf("# transport %s: %s, peer %s\n", c->info.transport, c->info.path, c->info.peer);
+    gw_mem_info_t mi = {.size = sizeof(mi)};
+    if (gw_mem_query(c->mem, &mi) == GW_OK)
+        printf("# initiator buffer: %s%s%s; %s\n", mi.type == GW_MEM_CUDA ? "CUDA device memory of GPU " : "host memory",
+               mi.type == GW_MEM_CUDA ? mi.pci_bus_id : "", "", mi.path[0] ? mi.path : "no transport path");
     if (c->info.downgrades[0])
         printf("# not taken: %s\n", c->info.downgrades);
     printf("# latency: %s; CPU: of the bandwidth phase, per side (100%% = one core)\n",
@@ -440,11 +445,9 @@ int perf_client(const perf_opts_t *o, const char *addr)
     c.max = max ? (size_t)max : 64;
     if ((st = gw_context_create(NULL, &c.ctx)) != GW_OK)
         return perf_fail(NULL, "gw_context_create", st);
-    if (posix_memalign((void **)&c.buf, 4096, 2 * c.max) != 0) {
-        fprintf(stderr, "gpuwire perf: cannot allocate 2 x %zu bytes\n", c.max);
+    if (perf_buf_alloc(&c.pb, 2 * c.max, o->mem_dev) != 0)
         goto err_ctx;
-    }
-    memset(c.buf, 0, 2 * c.max);
+    c.buf = c.pb.p;
     st = gw_mem_reg(c.ctx, c.buf, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &c.mem);
     if (st != GW_OK) {
         perf_fail(c.ctx, "gw_mem_reg", st);
@@ -516,7 +519,7 @@ err_mem:
     if ((st = gw_mem_dereg(c.mem)) != GW_OK)
         perf_fail(c.ctx, "gw_mem_dereg", st);
 err_buf:
-    free(c.buf);
+    perf_buf_free(&c.pb);
 err_ctx:
     if ((st = gw_context_destroy(c.ctx)) != GW_OK)
         perf_fail(c.ctx, "gw_context_destroy", st);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/settings.h" /* gw_parse_size: one size syntax for settings and the tool */
+#include "cuda/cuda_wrap.h"
 #include "perf.h"
 
 #define PERF_MAGIC 0x46505747u /* "GWPF" */
@@ -298,4 +299,96 @@ int perf_fail(gw_context_t *ctx, const char *what, gw_status_t st)
             gw_status_str(st), ctx && *gw_last_error(ctx) ? ": " : "",
             ctx ? gw_last_error(ctx) : "");
     return 1;
+}
+
+/* ---- buffers: host or CUDA device memory ---------------------------------------- */
+int perf_parse_mem(const char *s)
+{
+    if (!strcmp(s, "host"))
+        return -1;
+    if (!strcmp(s, "cuda"))
+        return 0;
+    if (!strncmp(s, "cuda:", 5) && s[5] >= '0' && s[5] <= '9') {
+        char *end;
+        long d = strtol(s + 5, &end, 10);
+        if (!*end && d < 1024)
+            return (int)d;
+    }
+    return -2;
+}
+
+int perf_buf_alloc(perf_buf_t *b, size_t len, int dev)
+{
+    b->len = len;
+    b->dev = dev;
+    b->p = NULL;
+    if (dev < 0) {
+        if (posix_memalign((void **)&b->p, 4096, len) != 0) {
+            fprintf(stderr, "gpuwire perf: cannot allocate %zu bytes\n", len);
+            return -1;
+        }
+        memset(b->p, 0, len); /* touch every page before measuring */
+        return 0;
+    }
+    char why[256];
+    if (!gw_cuda_ctx_for_device(dev, why, sizeof(why))) {
+        fprintf(stderr, "gpuwire perf: --mem cuda:%d: %s\n", dev, why);
+        return -1;
+    }
+    const gw_cuda_t *cu = gw_cuda_get(NULL, 0);
+    CUdeviceptr d;
+    CUresult r = cu->cuMemAlloc(&d, len);
+    if (r != CUDA_SUCCESS || cu->cuMemsetD8(d, 0, len) != CUDA_SUCCESS) {
+        fprintf(stderr, "gpuwire perf: cuMemAlloc(%zu bytes) on device %d failed: %s\n", len, dev,
+                gw_cuda_strerror(r, why, sizeof(why)));
+        return -1;
+    }
+    b->p = (uint8_t *)(uintptr_t)d;
+    return 0;
+}
+
+void perf_buf_free(perf_buf_t *b)
+{
+    if (!b->p)
+        return;
+    if (b->dev < 0)
+        free(b->p);
+    else
+        gw_cuda_get(NULL, 0)->cuMemFree((CUdeviceptr)(uintptr_t)b->p);
+    b->p = NULL;
+}
+
+void perf_buf_fill(perf_buf_t *b, size_t off, size_t len, uint64_t seed)
+{
+    if (b->dev < 0) {
+        perf_fill(b->p + off, len, seed);
+        return;
+    }
+    uint8_t *h = malloc(len ? len : 1);
+    if (!h)
+        return;
+    perf_fill(h, len, seed);
+    gw_cuda_get(NULL, 0)->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)(b->p + off), h, len);
+    free(h);
+}
+
+void perf_buf_zero(perf_buf_t *b, size_t off, size_t len)
+{
+    if (b->dev < 0)
+        memset(b->p + off, 0, len);
+    else
+        gw_cuda_get(NULL, 0)->cuMemsetD8((CUdeviceptr)(uintptr_t)(b->p + off), 0, len);
+}
+
+long long perf_buf_verify(perf_buf_t *b, size_t off, size_t len, uint64_t seed)
+{
+    if (b->dev < 0)
+        return perf_verify(b->p + off, len, seed);
+    uint8_t *h = malloc(len ? len : 1);
+    if (!h)
+        return 0;
+    gw_cuda_get(NULL, 0)->cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)(b->p + off), len);
+    long long bad = perf_verify(h, len, seed);
+    free(h);
+    return bad;
 }

@@ -13,6 +13,8 @@ typedef struct srv {
     gw_context_t *ctx;
     gw_ep_t *ep;
     uint8_t *buf;
+    perf_buf_t pb; /* buf's memory: host or CUDA */
+    int mem_dev;   /* --mem of this side */
     size_t max; /* zone size */
     gw_mem_t *mem;
     gw_rkey_t *peer_rkey;
@@ -76,11 +78,9 @@ static gw_status_t on_hello(srv_t *s, const perf_msg_t *m)
     s->op = (perf_op_t)m->op;
     s->window = m->window;
     s->max = m->size ? (size_t)m->size : 64;
-    if (posix_memalign((void **)&s->buf, 4096, 2 * s->max) != 0) {
-        fprintf(stderr, "gpuwire perf server: cannot allocate 2 x %zu bytes\n", s->max);
+    if (perf_buf_alloc(&s->pb, 2 * s->max, s->mem_dev) != 0)
         return GW_ERR_NOMEM;
-    }
-    memset(s->buf, 0, 2 * s->max); /* touch every page before measuring */
+    s->buf = s->pb.p;
     st = gw_mem_reg(s->ctx, s->buf, 2 * s->max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE,
                     &s->mem);
     if (st != GW_OK)
@@ -122,9 +122,9 @@ static gw_status_t on_begin(srv_t *s, const perf_msg_t *m)
     s->data_msgs = 0;
     if (s->flags & PERF_F_CHECK) {
         if (s->op == PERF_GET)
-            perf_fill(s->buf, s->size, s->seed); /* what the client will read */
+            perf_buf_fill(&s->pb, 0, s->size, s->seed); /* what the client will read */
         else
-            memset(s->buf, 0, s->size); /* what the client must overwrite */
+            perf_buf_zero(&s->pb, 0, s->size); /* what the client must overwrite */
     }
     s->cpu0 = perf_cpu_ns();
     s->wall0 = perf_now_ns();
@@ -161,7 +161,7 @@ static gw_status_t on_end(srv_t *s, const perf_msg_t *m)
     drain_notes(s);
     if (s->flags & PERF_F_CHECK) {
         if (s->op != PERF_GET) {
-            long long bad = perf_verify(s->buf, s->size, s->seed);
+            long long bad = perf_buf_verify(&s->pb, 0, s->size, s->seed);
             if (bad >= 0) {
                 fprintf(stderr,
                         "gpuwire perf server: --check: %s of %llu bytes: byte %lld of the target "
@@ -276,14 +276,15 @@ static void session_end(srv_t *s)
     st = gw_mem_dereg(s->mem);
     if (st != GW_OK)
         perf_fail(s->ctx, "gw_mem_dereg", st);
-    free(s->buf);
+    perf_buf_free(&s->pb);
 }
 
 /* Serves one client on ep until it says QUIT or fails.  0 on a clean end. */
-static int serve(gw_context_t *ctx, gw_ep_t *ep)
+static int serve(gw_context_t *ctx, gw_ep_t *ep, int mem_dev)
 {
     srv_t s;
     memset(&s, 0, sizeof(s));
+    s.mem_dev = mem_dev;
     s.ctx = ctx;
     s.ep = ep;
     gw_status_t st = post_ctrl_rx(&s);
@@ -360,7 +361,7 @@ int perf_server(const perf_opts_t *o)
             printf("client %s connected over %s (%s)\n", info.peer, info.transport, info.path);
             fflush(stdout);
         }
-        rc = serve(ctx, ep);
+        rc = serve(ctx, ep, o->mem_dev);
         if (o->addr_fd < 0) {
             printf("client %s %s\n", info.peer, rc ? "failed (see above)" : "done");
             fflush(stdout);
