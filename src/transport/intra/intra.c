@@ -141,9 +141,13 @@ static void retry_waiting(intra_ep_t *e);
 /* ------------------------------------------------------------------------ */
 /* helpers                                                                  */
 /* ------------------------------------------------------------------------ */
+/* The first word of a control frame: magic (8 bits), version (8), type (16). */
+#define INTRA_WIRE_MAGIC 0xA9u
+#define INTRA_WIRE_VERSION 1u
+
 static void hdr_encode(uint8_t *p, const gw_intra_hdr_t *h)
 {
-    gw_put_u32(p, h->type);
+    gw_put_u32(p, (INTRA_WIRE_MAGIC << 24) | (INTRA_WIRE_VERSION << 16) | (h->type & 0xffffu));
     gw_put_u32(p + 4, h->len);
     gw_put_u64(p + 8, h->a);
     gw_put_u64(p + 16, h->b);
@@ -152,15 +156,20 @@ static void hdr_encode(uint8_t *p, const gw_intra_hdr_t *h)
     gw_put_u64(p + 40, h->e);
 }
 
-static void hdr_decode(const uint8_t *p, gw_intra_hdr_t *h)
+/* 0, or -1 when the frame's magic or version is not ours. */
+static int hdr_decode(const uint8_t *p, gw_intra_hdr_t *h)
 {
-    h->type = gw_get_u32(p);
+    uint32_t w = gw_get_u32(p);
+    if ((w >> 24) != INTRA_WIRE_MAGIC || ((w >> 16) & 0xffu) != INTRA_WIRE_VERSION)
+        return -1;
+    h->type = w & 0xffffu;
     h->len = gw_get_u32(p + 4);
     h->a = gw_get_u64(p + 8);
     h->b = gw_get_u64(p + 16);
     h->c = gw_get_u64(p + 24);
     h->d = gw_get_u64(p + 32);
     h->e = gw_get_u64(p + 40);
+    return 0;
 }
 
 static int sock_nonblock(int fd)
@@ -1303,7 +1312,10 @@ static void ep_read(intra_ep_t *e)
         size_t off = 0;
         while (e->in_len - off >= INTRA_HDR) {
             gw_intra_hdr_t h;
-            hdr_decode(e->in + off, &h);
+            if (hdr_decode(e->in + off, &h) != 0) {
+                ep_fail(e, GW_ERR_PROTOCOL, "intra: %s", "control frame with a bad magic or version");
+                return;
+            }
             if (h.len > GW_INTRA_EAGER_MAX) {
                 ep_fail(e, GW_ERR_PROTOCOL, "intra: %s", "control message longer than the eager limit");
                 return;

@@ -66,7 +66,8 @@ typedef struct gw_intra_slot {
     gw_intra_seg_t seg[GW_INTRA_SEGS];
 } gw_intra_slot_t;
 
-/* Control messages: a 48-byte header, then `len` payload bytes. */
+/* Control messages: a 48-byte header (its first word: magic 0xA9, version,
+ * type), then `len` payload bytes. */
 enum gw_intra_msg {
     GW_INTRA_M_TABLE = 1,  /* fd attached: the sender's region table */
     GW_INTRA_M_NOTIFY = 2, /* a = value */
