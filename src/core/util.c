@@ -49,3 +49,36 @@ uint64_t gw_host_id(void)
     }
     return fnv1a(buf, (size_t)n);
 }
+
+static inline uint64_t pattern_word(uint64_t x) /* splitmix64 finaliser */
+{
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    x ^= x >> 33;
+    return x;
+}
+
+void gw_pattern_fill(void *buf, size_t len, uint64_t seed)
+{
+    uint8_t *p = buf;
+    for (size_t i = 0; i < len; i += 8) {
+        uint64_t v = pattern_word(seed + i);
+        memcpy(p + i, &v, len - i < 8 ? len - i : 8);
+    }
+}
+
+long long gw_pattern_verify(const void *buf, size_t len, uint64_t seed)
+{
+    const uint8_t *p = buf;
+    for (size_t i = 0; i < len; i += 8) {
+        uint64_t v = pattern_word(seed + i);
+        size_t n = len - i < 8 ? len - i : 8;
+        if (memcmp(p + i, &v, n) != 0)
+            for (size_t j = 0; j < n; j++)
+                if (p[i + j] != ((const uint8_t *)&v)[j])
+                    return (long long)(i + j);
+    }
+    return -1;
+}

@@ -47,6 +47,12 @@ static inline uint64_t gw_get_u64(const uint8_t *p)
     return v;
 }
 
+/* A reproducible test pattern (tests, `gpuwire perf --check`): fill writes
+ * it for seed; verify returns the offset of the first byte that differs, or
+ * -1 when the whole buffer matches. */
+void gw_pattern_fill(void *buf, size_t len, uint64_t seed);
+long long gw_pattern_verify(const void *buf, size_t len, uint64_t seed);
+
 /* Fills buf with random bytes (getrandom, falling back to time^pid mixing). */
 void gw_random_bytes(void *buf, size_t len);
 /* A stable identifier of this host (boot id, else hostname), hashed. */

@@ -1,5 +1,6 @@
 /* harness.c - see harness.h. */
 #include "harness.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -111,45 +112,15 @@ int gwt_chan_recv(gwt_chan_t *c, void *buf, uint32_t cap, int timeout_ms)
     return (int)len;
 }
 
-static inline uint64_t mix(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 void gwt_fill(void *buf, size_t len, uint64_t seed)
 {
-    uint8_t *p = buf;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t v = mix(seed + i);
-        memcpy(p + i, &v, 8);
-    }
-    if (i < len) {
-        uint64_t v = mix(seed + i);
-        memcpy(p + i, &v, len - i);
-    }
+    gw_pattern_fill(buf, len, seed);
 }
 
 long long gwt_verify(const void *buf, size_t len, uint64_t seed)
 {
-    const uint8_t *p = buf;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t v = mix(seed + i);
-        if (memcmp(p + i, &v, 8) != 0)
-            return (long long)i;
-    }
-    if (i < len) {
-        uint64_t v = mix(seed + i);
-        if (memcmp(p + i, &v, len - i) != 0)
-            return (long long)i;
-    }
-    return -1;
+    return gw_pattern_verify(buf, len, seed);
 }
 
 void gwt_send_rkey(gw_ep_t *ep, const gw_mem_t *mem, uint64_t tag)

@@ -315,3 +315,14 @@ int it_target_stop(it_target_t *t, gw_context_t *ctx)
     close(t->to_parent.rfd);
     return rc;
 }
+
+gw_rkey_t *it_single_key(it_target_t *t, gw_context_t *ctx, gw_ep_t *ep, uint64_t *raddr, size_t *rlen)
+{
+    uint8_t keys[1][IT_KEY_MAX];
+    size_t klen[1];
+    REQUIRE(t->cfg.n_regions == 1 && it_target_keys(t, keys, klen) == 0);
+    gw_rkey_t *rk = NULL;
+    IT_OK(ctx, gw_rkey_unpack(ep, keys[0], klen[0], &rk));
+    IT_OK(ctx, gw_rkey_range(rk, raddr, rlen));
+    return rk;
+}

@@ -16,14 +16,9 @@ int main(void)
     it_target_start(&T, &cfg, addr, sizeof(addr));
     gw_context_t *ctx = it_ctx();
     gw_ep_t *ep = it_connect(ctx, addr);
-    uint8_t keys[1][IT_KEY_MAX];
-    size_t klen[1];
-    REQUIRE(it_target_keys(&T, keys, klen) == 0);
-    gw_rkey_t *rk = NULL;
-    IT_OK(ctx, gw_rkey_unpack(ep, keys[0], klen[0], &rk));
     uint64_t raddr;
     size_t rlen;
-    IT_OK(ctx, gw_rkey_range(rk, &raddr, &rlen));
+    gw_rkey_t *rk = it_single_key(&T, ctx, ep, &raddr, &rlen);
     CHECK(rlen == BIG);
 
     uint8_t *buf = it_alloc(BIG);

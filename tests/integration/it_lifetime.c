@@ -21,14 +21,9 @@ int main(void)
     it_target_start(&T, &cfg, addr, sizeof(addr));
     gw_context_t *ctx = it_ctx();
     gw_ep_t *ep = it_connect(ctx, addr);
-    uint8_t keys[1][IT_KEY_MAX];
-    size_t klen[1];
-    REQUIRE(it_target_keys(&T, keys, klen) == 0);
-    gw_rkey_t *rk = NULL;
-    IT_OK(ctx, gw_rkey_unpack(ep, keys[0], klen[0], &rk));
     uint64_t ra;
     size_t rl;
-    IT_OK(ctx, gw_rkey_range(rk, &ra, &rl));
+    gw_rkey_t *rk = it_single_key(&T, ctx, ep, &ra, &rl);
     uint8_t *buf = it_alloc(BIG);
     gwt_fill(buf, BIG, 12);
     gw_mem_t *m = NULL;
@@ -100,9 +95,7 @@ int main(void)
     it_target_start(&T, &cfg, addr, sizeof(addr));
     ctx = it_ctx();
     ep = it_connect(ctx, addr);
-    REQUIRE(it_target_keys(&T, keys, klen) == 0);
-    IT_OK(ctx, gw_rkey_unpack(ep, keys[0], klen[0], &rk));
-    IT_OK(ctx, gw_rkey_range(rk, &ra, &rl));
+    rk = it_single_key(&T, ctx, ep, &ra, &rl);
     gw_request_t *gets[8];
     for (int i = 0; i < 8; i++)
         IT_OK(ctx, gw_get(ep, buf + (size_t)i * (8u << 20), 8u << 20, NULL, ra, rk, &gets[i]));

@@ -168,22 +168,33 @@ fail:
     return 0;
 }
 
+/* Tells the server a phase starts (with the pattern seed under --check, after
+ * writing this side's pattern and clearing what the peer will fill). */
+static gw_status_t begin_phase(cli_t *c, perf_phase_t phase, uint64_t size, perf_msg_t *m)
+{
+    const perf_opts_t *o = c->o;
+    perf_msg_t r;
+    *m = (perf_msg_t){.type = PERF_MSG_BEGIN, .phase = phase, .op = o->op, .size = size,
+                      .a = c->idle.spin_ns};
+    if (o->check) {
+        m->flags |= PERF_F_CHECK;
+        m->seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
+        perf_buf_fill(&c->pb, 0, size, m->seed);
+        perf_buf_zero(&c->pb, c->max, size);
+    }
+    gw_status_t st = ctrl_call(c, m, &r);
+    if (st != GW_OK)
+        return st;
+    return (gw_status_t)r.status;
+}
+
 static gw_status_t run_lat(cli_t *c, uint64_t size, result_t *res)
 {
     const perf_opts_t *o = c->o;
-    gw_status_t st = GW_OK;
-    perf_msg_t m = {.type = PERF_MSG_BEGIN, .phase = PERF_PHASE_LAT, .op = o->op, .size = size,
-                    .a = c->idle.spin_ns}, r;
-    if (o->check) {
-        m.flags |= PERF_F_CHECK;
-        m.seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
-        perf_buf_fill(&c->pb, 0, size, m.seed);
-        perf_buf_zero(&c->pb, c->max, size);
-    }
-    if ((st = ctrl_call(c, &m, &r)) != GW_OK)
+    gw_status_t st;
+    perf_msg_t m, r;
+    if ((st = begin_phase(c, PERF_PHASE_LAT, size, &m)) != GW_OK)
         return st;
-    if (r.status != GW_OK)
-        return (gw_status_t)r.status;
     /* warm up: connections, caches, the server's spinning */
     int warm = size >= (16u << 20) ? 1 : 8;
     for (int i = 0; i < warm; i++)
@@ -257,19 +268,10 @@ static gw_status_t post_bw(cli_t *c, uint64_t size, uint64_t n, gw_request_t **r
 static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
 {
     const perf_opts_t *o = c->o;
-    gw_status_t st = GW_OK;
-    perf_msg_t m = {.type = PERF_MSG_BEGIN, .phase = PERF_PHASE_BW, .op = o->op, .size = size,
-                    .a = c->idle.spin_ns}, r;
-    if (o->check) {
-        m.flags |= PERF_F_CHECK;
-        m.seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
-        perf_buf_fill(&c->pb, 0, size, m.seed);
-        perf_buf_zero(&c->pb, c->max, size);
-    }
-    if ((st = ctrl_call(c, &m, &r)) != GW_OK)
+    gw_status_t st;
+    perf_msg_t m, r;
+    if ((st = begin_phase(c, PERF_PHASE_BW, size, &m)) != GW_OK)
         return st;
-    if (r.status != GW_OK)
-        return (gw_status_t)r.status;
 
     gw_request_t *win[PERF_MAX_WINDOW] = {0};
     int w = o->window;

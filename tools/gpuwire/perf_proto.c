@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/settings.h" /* gw_parse_size: one size syntax for settings and the tool */
+#include "core/util.h"
 #include "cuda/cuda_wrap.h"
 #include "perf.h"
 
@@ -176,49 +177,15 @@ int perf_msg_decode(const uint8_t *buf, size_t len, perf_msg_t *m)
     return 0;
 }
 
-static inline uint64_t mix(uint64_t x)
-{
-    x ^= x >> 31;
-    x *= 0x7fb5d329728ea185ull;
-    x ^= x >> 27;
-    x *= 0x81dadef4bc2dd44dull;
-    x ^= x >> 33;
-    return x;
-}
 
 void perf_fill(void *buf, size_t len, uint64_t seed)
 {
-    uint8_t *p = buf;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t v = mix(seed + i);
-        memcpy(p + i, &v, 8);
-    }
-    if (i < len) {
-        uint64_t v = mix(seed + i);
-        memcpy(p + i, &v, len - i);
-    }
+    gw_pattern_fill(buf, len, seed);
 }
 
 long long perf_verify(const void *buf, size_t len, uint64_t seed)
 {
-    const uint8_t *p = buf;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t v = mix(seed + i);
-        if (memcmp(p + i, &v, 8) != 0) {
-            for (size_t j = 0; j < 8; j++)
-                if (p[i + j] != ((uint8_t *)&v)[j])
-                    return (long long)(i + j);
-        }
-    }
-    if (i < len) {
-        uint64_t v = mix(seed + i);
-        for (size_t j = 0; j < len - i; j++)
-            if (p[i + j] != ((uint8_t *)&v)[j])
-                return (long long)(i + j);
-    }
-    return -1;
+    return gw_pattern_verify(buf, len, seed);
 }
 
 uint64_t perf_now_ns(void)
