@@ -205,18 +205,10 @@ gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t
     if ((st = check_local(ep, GW_OP_RECV, buf, len, lmem)))
         return st;
     if ((st = ep_usable(ep, GW_OP_RECV))) {
-        /* messages that arrived before the endpoint failed or the peer closed
-         * it can still be received */
-        gw_list_t *p;
-        int have = 0;
-        for (p = ep->base.unexpected.next; p != &ep->base.unexpected; p = p->next) {
-            gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
-            if (u->data && (u->tag & mask) == (tag & mask)) {
-                have = 1;
-                break;
-            }
-        }
-        if (!have)
+        /* a whole message that arrived before the endpoint failed or the peer
+         * closed it can still be received */
+        gw_unexp_t *u = gw_ep_peek_unexp(&ep->base, tag, mask);
+        if (!u || !u->data)
             return st;
     }
     gw_request_t *r = new_req(ep, GW_OP_RECV, req);

@@ -153,17 +153,22 @@ gw_request_t *gw_ep_match_posted(gw_ep_base_t *b, uint64_t tag)
     return NULL;
 }
 
-gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
+gw_unexp_t *gw_ep_peek_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
 {
-    gw_list_t *p, *t;
-    gw_list_for_each_safe(p, t, &b->unexpected) {
+    for (gw_list_t *p = b->unexpected.next; p != &b->unexpected; p = p->next) {
         gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
-        if ((u->tag & mask) == (tag & mask)) {
-            gw_list_del(p);
+        if ((u->tag & mask) == (tag & mask))
             return u;
-        }
     }
     return NULL;
+}
+
+gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
+{
+    gw_unexp_t *u = gw_ep_peek_unexp(b, tag, mask);
+    if (u)
+        gw_list_del(&u->link);
+    return u;
 }
 
 void gw_ep_recv_done(gw_ep_base_t *b, gw_request_t *req, size_t msg_len, uint64_t tag,

@@ -64,6 +64,8 @@ int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value);
  * that matches tag; match_unexp the oldest unexpected message for a receive. */
 gw_request_t *gw_ep_match_posted(gw_ep_base_t *b, uint64_t tag);
 gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask);
+/* The message match_unexp would take, left in the queue (NULL if none). */
+gw_unexp_t *gw_ep_peek_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask);
 /* Completes a receive: length = full message length; truncated when
  * msg_len > req->len. */
 void gw_ep_recv_done(gw_ep_base_t *b, gw_request_t *req, size_t msg_len, uint64_t tag,
