@@ -24,6 +24,8 @@ run negotiate_rxe0 "$T/verbs_negotiate" rxe0
 # the GPU registration ladder against the fake CUDA driver (its dma-buf reaches rxe's real refusal)
 if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
   GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_ladder_rxe0 "$T/verbs_gpu_ladder" rxe0
+  # every operation with GPU regions on the staging rung (one side and both)
+  GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_staged_rxe0 "$T/verbs_gpu_staged" rxe0 rxe0
 fi
 if [ -n "${RXE_PAIR:-}" ]; then
   run smoke_rxea "$T/verbs_smoke" rxea
@@ -31,6 +33,9 @@ if [ -n "${RXE_PAIR:-}" ]; then
   GW_TEST_BREAK_LINK="tc qdisc add dev vb root netem loss 100%" \
   GW_TEST_RESTORE_LINK="tc qdisc del dev vb root" \
     run api_pair_rxea_rxeb "$T/verbs_api" rxea rxeb
+  if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
+    GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_staged_rxea_rxeb "$T/verbs_gpu_staged" rxea rxeb
+  fi
 fi
 [ -x "$T/verbs_select" ] && run select "$T/verbs_select"
 echo "verbs guest suite: $passes passed, $skips skipped, $fails failed"

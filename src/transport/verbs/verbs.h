@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mem/staging.h"
 #include "transport/base/tl.h"
 #include "transport/verbs/ibv_syms.h"
 
@@ -133,6 +134,66 @@ void gw_verbs_rcache_flush(gw_verbs_iface_t *vif);
 gw_status_t gw_verbs_reg_dmabuf(gw_verbs_iface_t *vif, int fd, uint64_t offset, size_t len,
                                 uint64_t iova, int access, struct ibv_mr **out);
 
+/* ---- the verbs part of a packed remote key (verbs_rkey.c) --------------- */
+/* version 1: u8 1, u8 n, u16 0, u64 base, u64 chunk, n x u32 rkey (MRs)
+ * version 2: u8 2, u8 flags (0), u16 0: a GPU region on the staging rung,
+ *            reached through its owner's bounce buffers (no rkey) */
+#define GW_VERBS_RKEY_MR 1
+#define GW_VERBS_RKEY_STAGED 2
+typedef struct gw_verbs_rkey_info {
+    int version;   /* GW_VERBS_RKEY_MR or GW_VERBS_RKEY_STAGED */
+    int n;         /* MR pieces (version 1) */
+    uint64_t base, chunk;
+    uint32_t rkey[GW_VERBS_MAX_MRS];
+} gw_verbs_rkey_info_t;
+/* Parses a verbs rkey blob; GW_ERR_INVALID_KEY with why when malformed. */
+gw_status_t gw_verbs_rkey_parse(const uint8_t *b, size_t len, gw_verbs_rkey_info_t *out, char *why,
+                                size_t whylen);
+/* Writes the blob for info into buf (cap bytes); returns its length, 0 if cap is too small. */
+size_t gw_verbs_rkey_format(const gw_verbs_rkey_info_t *info, uint8_t *buf, size_t cap);
+
+/* ---- staged GPU memory (verbs_ep.c, "staging rung") ------------------------------------- */
+/* One staging engine (mem/staging.h) with its bounce slots registered as MRs.
+ * Per device two: one for operations this side starts, one for the chunks
+ * peers ask it to move (separate so a loopback cannot starve itself). */
+#define GW_VERBS_STG_DEVS 8
+#define GW_VERBS_STG_CREDITS 16 /* chunk requests in flight to the peer per endpoint */
+#define GW_VERBS_STG_CHUNKS 64  /* initiator chunks in flight per endpoint */
+typedef struct gw_verbs_stgeng {
+    gw_staging_t *st;
+    struct ibv_mr **mr; /* per slot, registered on first use */
+    unsigned nslots;
+    int device;
+} gw_verbs_stgeng_t;
+
+struct gw_verbs_sreq;
+/* A chunk of a staged operation this side started. */
+typedef struct gw_verbs_schunk {
+    struct gw_verbs_sreq *sr; /* NULL: free */
+    uint8_t state;
+    uint8_t remote;           /* a chunk request to the peer (uses a credit) */
+    uint16_t gen;
+    size_t off;
+    uint32_t len;
+    gw_stage_slot_t *slot;
+} gw_verbs_schunk_t;
+
+/* A chunk the peer asked this side to move (target of a staged operation). */
+typedef struct gw_verbs_sjob {
+    uint8_t state;            /* 0 free */
+    uint8_t dir;              /* 0: peer puts (we READ and H2D), 1: peer gets (we D2H and WRITE) */
+    uint8_t by_rdv;           /* ident is a rendezvous send of ours, not a region id */
+    uint32_t cookie;
+    uint64_t ident;
+    uint64_t taddr, iaddr;
+    uint32_t irkey, len, done, piece;
+    gw_status_t status;
+    gw_mem_t *mem;            /* the region (NULL for a send buffer or once revoked) */
+    int device;
+    gw_stage_slot_t *slot;
+    gw_verbs_stgeng_t *eng;
+} gw_verbs_sjob_t;
+
 /* ---- context level (verbs_iface.c) --------------------------------------- */
 struct gw_verbs_iface {
     gw_tl_iface_t super;
@@ -156,6 +217,9 @@ struct gw_verbs_iface {
     gw_list_t rcache;     /* gw_verbs_rc_entry_t, most recent first */
     unsigned rcache_n;
     uint64_t rcache_hits, rcache_misses;
+    /* staging rung: engines per (device, role), regions on the rung */
+    gw_verbs_stgeng_t *stg_eng[GW_VERBS_STG_DEVS][2];
+    int stg_regions;
 };
 
 /* ---- endpoint (verbs_ep.c) ------------------------------------------------ */
@@ -164,6 +228,7 @@ typedef struct gw_verbs_wr {
     uint16_t kind;
     uint16_t slot;     /* bounce slot, 0xffff if none */
     uint32_t len;
+    uint32_t aux;      /* staged chunk / job index */
 } gw_verbs_wr_t;
 
 typedef struct gw_verbs_qp {
@@ -220,10 +285,21 @@ typedef struct gw_verbs_ep {
     int path_mtu;            /* enum ibv_mtu */
     uint32_t max_inline;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
+    /* staged GPU memory (verbs_ep.c) */
+    gw_list_t stg_reqs;      /* gw_verbs_sreq_t in posting order */
+    gw_verbs_schunk_t schunk[GW_VERBS_STG_CHUNKS];
+    unsigned stg_credits;    /* chunk requests to the peer in flight */
+    gw_verbs_sjob_t sjob[GW_VERBS_STG_CREDITS];
+    uint64_t stg_ops, stg_bytes, stg_served; /* counters for describe/tests */
 } gw_verbs_ep_t;
 
 /* ep operations and internals shared with verbs_iface.c */
 int gw_verbs_ep_progress(gw_verbs_ep_t *ep);
+/* staging rung (verbs_ep.c): region revoked (fails the peer's chunks on it),
+ * endpoint teardown (drops staged work), iface teardown (engines, slot MRs) */
+void gw_verbs_stage_revoke(gw_verbs_iface_t *vif, gw_mem_t *m);
+void gw_verbs_stage_ep_fini(gw_verbs_ep_t *ep);
+void gw_verbs_stage_fini(gw_verbs_iface_t *vif);
 void gw_verbs_ep_fail_qp(gw_verbs_ep_t *ep, struct ibv_qp *qp, const char *why);
 
 extern const gw_tl_ops_t gw_tl_verbs_ops;

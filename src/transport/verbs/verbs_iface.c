@@ -269,6 +269,7 @@ static void verbs_iface_close(gw_tl_iface_t *iface)
         gw_verbs_reg_destroy(vif, e->reg);
         free(e);
     }
+    gw_verbs_stage_fini(vif); /* staging engines and their slot MRs */
     int rc;
     if ((rc = vif->ibv->destroy_comp_channel(vif->chan)) != 0)
         gw_log(GW_LOG_WARN, "ibv_destroy_comp_channel(%s) failed: %s", vif->port.dev, strerror(rc));
@@ -374,11 +375,11 @@ static gw_status_t verbs_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
         snprintf(mem->path + u, sizeof(mem->path) - u, "%s%s on %s:%d", u ? "; " : "", res.path, vif->port.dev,
                  vif->port.port);
         if (res.rung == GW_GPU_RUNG_STAGING) {
-            /* no MR of the device range: this build's verbs transport does not
-             * yet move GPU memory through bounce buffers, so operations on the
-             * region over verbs are refused with this reason (tcp stages) */
+            /* no MR of the device range: operations move it through registered
+             * pinned bounce buffers, the owner's CPU cooperating for peers'
+             * access (verbs_ep.c, "staged GPU memory"); tl_reg stays NULL */
             mem->tl_reg[GW_TL_VERBS] = NULL;
-            return GW_ERR_UNSUPPORTED;
+            vif->stg_regions++;
         }
         return GW_OK;
     }
@@ -397,8 +398,13 @@ static gw_status_t verbs_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
 {
     gw_verbs_iface_t *vif = (gw_verbs_iface_t *)iface;
     gw_verbs_reg_t *reg = mem->tl_reg[GW_TL_VERBS];
-    if (!reg)
+    if (!reg) {
+        if (mem->type != GW_MEM_HOST) { /* staging rung: fail the peers' chunks still on it */
+            gw_verbs_stage_revoke(vif, mem);
+            vif->stg_regions--;
+        }
         return GW_OK;
+    }
     /* ibv_dereg_mr() invalidates the rkeys: later remote access through them
      * fails at the initiator with a remote access error */
     gw_verbs_reg_destroy(vif, reg);
@@ -408,12 +414,24 @@ static gw_status_t verbs_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
     return GW_OK;
 }
 
-/* rkey blob: u8 version(1), u8 n, u16 0, u64 base, u64 chunk, n x u32 rkey */
+/* rkey blob (verbs.h): version 1 u8 1, u8 n, u16 0, u64 base, u64 chunk, n x u32 rkey;
+ * version 2 (staging rung) u8 2, u8 0, u16 0 */
 static gw_status_t verbs_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *mem, uint8_t *buf,
                                    size_t *len)
 {
     (void)iface;
     const gw_verbs_reg_t *reg = mem->tl_reg[GW_TL_VERBS];
+    if (!reg && mem->type != GW_MEM_HOST) { /* staging rung: version 2, "ask the owner" */
+        gw_verbs_rkey_info_t ki = {.version = GW_VERBS_RKEY_STAGED};
+        uint8_t tmp[4];
+        size_t n = gw_verbs_rkey_format(&ki, buf && *len >= 4 ? buf : tmp, sizeof(tmp));
+        if (!buf || *len < n) {
+            *len = n;
+            return buf ? GW_ERR_INVALID : GW_OK;
+        }
+        *len = n;
+        return GW_OK;
+    }
     if (!reg) {
         *len = 0;
         return GW_ERR_UNSUPPORTED;

@@ -32,6 +32,7 @@ static void ep_free_res(gw_verbs_ep_t *ep)
         if (rc)
             gw_log(GW_LOG_WARN, "ibv_destroy_cq(%s) failed: %s", ep->vif->port.dev, strerror(rc));
     }
+    gw_verbs_stage_ep_fini(ep); /* (after the QPs: no NIC access to bounce slots is left) */
     if (ep->smr)
         ibv->dereg_mr(ep->smr);
     if (ep->rmr)
@@ -75,6 +76,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
     gw_list_init(&ep->link);
     gw_list_init(&ep->pending);
     gw_list_init(&ep->rdv_recvs);
+    gw_list_init(&ep->stg_reqs);
     ep->sgid_i = ep->dgid_i = -1;
     ep->nqps = vif->nqps;
     ep->nrecv = GW_VERBS_NRECV;
@@ -348,6 +350,12 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
         snprintf(buf, len, "verbs %s:%d lid %u -> %s lid %u, InfiniBand, mtu %s, %d QPs",
                  vif->port.dev, vif->port.port, ep->local.lid, ep->peer.dev, ep->peer.lid,
                  mtu_str(ep->path_mtu), ep->nqps);
+    }
+    if (vif->stg_regions || ep->stg_ops || ep->stg_served) {
+        size_t u = strlen(buf);
+        snprintf(buf + u, len - u, "; GPU memory on the staging rung: pinned bounce buffers "
+                 "(%llu staged ops, %llu chunks served)",
+                 (unsigned long long)ep->stg_ops, (unsigned long long)ep->stg_served);
     }
     return GW_OK;
 }
