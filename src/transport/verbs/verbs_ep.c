@@ -1116,7 +1116,10 @@ static int mem_staged(const gw_mem_t *m)
 
 static int rkey_staged(const gw_rkey_t *k)
 {
-    return k && k->tl_blob_len >= 1 && k->tl_blob[0] == GW_VERBS_RKEY_STAGED;
+    gw_verbs_rkey_info_t ki;
+    char why[128];
+    return k && gw_verbs_rkey_parse(k->tl_blob, k->tl_blob_len, &ki, why, sizeof(why)) == GW_OK &&
+           ki.version == GW_VERBS_RKEY_STAGED;
 }
 
 static gw_status_t stg_engine(gw_verbs_iface_t *vif, int device, int role, gw_verbs_stgeng_t **out)

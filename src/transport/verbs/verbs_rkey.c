@@ -16,6 +16,10 @@ gw_status_t gw_verbs_rkey_parse(const uint8_t *b, size_t len, gw_verbs_rkey_info
         return GW_ERR_INVALID_KEY;
     }
     out->version = b[0];
+    if (b[2] || b[3]) {
+        snprintf(why, whylen, "verbs key: reserved bytes 0x%02x%02x are not zero", b[3], b[2]);
+        return GW_ERR_INVALID_KEY;
+    }
     if (b[0] == GW_VERBS_RKEY_STAGED) {
         if (b[1] != 0 || len != 4) {
             snprintf(why, whylen, "staged verbs key: flags 0x%x, %zu bytes (expected 0 and 4)", b[1], len);
