@@ -20,6 +20,12 @@
  * Failure: the first error completion fails the endpoint with the verbs
  * status, the operation and a hint; the flush errors after it are ignored.
  * A QP in error is never reused: the endpoint stays failed.
+ *
+ * GPU memory on the staging rung (no MR: see the "staged GPU memory" section
+ * at the end): moved in chunks through registered pinned bounce buffers of a
+ * staging engine, D2H/H2D overlapped with the RDMA; a staged remote region is
+ * served by its owner on request (CT_SREQ -> RDMA READ/WRITE on its side ->
+ * CT_SACK with a status), which checks key, access and bounds itself.
  */
 #include "cuda/cuda_wrap.h"
 #include "transport/verbs/verbs.h"
