@@ -308,8 +308,11 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
             return GW_ERR_TIMEOUT;
         if (now - last_event > 2000000ull) { /* idle for 2 ms: sleep on the fd */
             uint64_t left_ms = deadline == UINT64_MAX ? 10 : (deadline - now) / 1000000ull + 1;
-            gw_context_wait(ctx, (int)GW_MIN(left_ms, 10));
-            last_event = gw_now_ns() - 1000000ull; /* spin briefly after waking */
+            /* woken by an event: spin briefly (more may follow); woken by
+             * the timeout: one pass for the timers, then sleep again */
+            if (gw_context_wait(ctx, (int)GW_MIN(left_ms, 10)) == GW_OK)
+                last_event = gw_now_ns() - 1000000ull;
+            left = stride = 1;
         }
     }
 }
