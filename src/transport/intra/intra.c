@@ -361,7 +361,7 @@ static gw_status_t out_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const void *p
         }
     }
     hdr_encode(e->out + e->out_len, h);
-    if (h->len)
+    if (h->len && payload)
         memcpy(e->out + e->out_len + INTRA_HDR, payload, h->len);
     e->out_len += INTRA_HDR + h->len;
     out_flush(e);
