@@ -433,6 +433,7 @@ int main(int argc, char **argv)
     CHECK_ST(gw_mem_dereg(ml), GW_OK);
     CHECK_ST(gw_mem_dereg(mhl), GW_OK);
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
+    free(hl);
     CHECK(gwt_wait(pid, 30) == 0);
     return gwt_done("verbs_gpu_staged");
 }
