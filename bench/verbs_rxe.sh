@@ -2,7 +2,10 @@
 # verbs_rxe.sh [BUILD_DIR] - gpuwire over verbs next to perftest, in one
 # Soft-RoCE guest run on the same rxe device (loopback on rxe0):
 #   put vs ib_write_bw, get vs ib_read_bw, send vs ib_send_bw (8 B .. 4 MiB),
-#   8-byte put ping-pong latency vs ib_write_lat.
+#   8-byte put ping-pong latency vs ib_write_lat;
+#   then GPU memory on the staging rung (the fake CUDA driver, both sides'
+#   buffers "device memory") vs host memory, put and get, with `gpuwire perf`:
+#   the cost of the staged pipeline relative to the host path (STAGED_SIZES).
 # Prints a table with the ratios (gpuwire / perftest).  Under emulation the
 # absolute figures mean little (ib_write_bw ~0.3-0.5 Gb/s); the ratios count.
 # Each figure is the best of REPS runs (default 3), gpuwire and perftest
@@ -80,3 +83,25 @@ for r in $(seq "$REPS"); do
 done
 printf "%-6s %9s %7s %9s us   %9s us   %7s   (median; averages %s us vs %s us)\n" lat 8 "$LAT_ITERS" \
   "${g:-fail}" "${p:-fail}" "$(ratio "$g" "$p")" "${ga:-?}" "${pa:-?}"
+# staged GPU memory (fake CUDA driver) vs host memory: gpuwire perf, both
+# sides' buffers of the kind, best of REPS; the ratio is staged / host.  The
+# fake driver's copies are memcpys: this measures the pipeline's overhead on
+# the wire side (extra round trips, owner serving), not a GPU's copy engines.
+FAKE=$B/tests/fakecuda/libgwfakecuda.so
+if [ -f "$FAKE" ]; then
+  gw_perf() {  # mem op size -> GB/s
+    GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=$DEV GPUWIRE_CUDA_LIB=$FAKE timeout 120 "$B/gpuwire" perf \
+      --loopback --mem "$1" --op "$2" --size "$3" --duration 1 --bw-only --json 2>/dev/null |
+      sed -n 's/.*"bw_GBps":\([0-9.]*\).*/\1/p' | head -1
+  }
+  printf "%-6s %9s %14s %14s %7s\n" op bytes "staged GPU" "host" ratio
+  for s in ${STAGED_SIZES:-65536 1048576 4194304}; do
+    for op in put get; do
+      g=""; h=""
+      for r in $(seq "$REPS"); do
+        g=$(max "$g" "$(gw_perf cuda "$op" "$s")"); h=$(max "$h" "$(gw_perf host "$op" "$s")")
+      done
+      printf "%-6s %9s %9s GB/s %9s GB/s %7s\n" "$op" "$s" "${g:-fail}" "${h:-fail}" "$(ratio "$g" "$h")"
+    done
+  done
+fi

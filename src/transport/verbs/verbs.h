@@ -292,6 +292,13 @@ typedef struct gw_verbs_ep {
     unsigned stg_credits;    /* chunk requests to the peer in flight */
     gw_verbs_sjob_t sjob[GW_VERBS_STG_CREDITS];
     uint64_t stg_ops, stg_bytes, stg_served; /* counters for describe/tests */
+    /* bounce slots a failed endpoint's NIC may still read or write: given
+     * back only once the QPs are destroyed (gw_verbs_stage_ep_fini) */
+    struct {
+        gw_verbs_stgeng_t *eng;
+        gw_stage_slot_t *slot;
+    } stg_zombie[GW_VERBS_STG_CHUNKS + GW_VERBS_STG_CREDITS];
+    unsigned stg_nzombie;
 } gw_verbs_ep_t;
 
 /* ep operations and internals shared with verbs_iface.c */

@@ -1237,6 +1237,21 @@ static int stg_applies(gw_verbs_ep_t *ep, gw_request_t *req)
     }
 }
 
+/* Gives a slot back, or parks it when the NIC may still use it (a WR on a
+ * queue pair that was not destroyed yet). */
+static void stg_slot_drop_or_park(gw_verbs_ep_t *ep, gw_verbs_stgeng_t *e, gw_stage_slot_t *s, int nic_busy)
+{
+    if (!s)
+        return;
+    if (nic_busy && ep->stg_nzombie < GW_ARRAY_SIZE(ep->stg_zombie)) {
+        ep->stg_zombie[ep->stg_nzombie].eng = e;
+        ep->stg_zombie[ep->stg_nzombie].slot = s;
+        ep->stg_nzombie++;
+        return;
+    }
+    stg_slot_drop(e, s);
+}
+
 static void stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req)
 {
     for (unsigned i = 0; i < GW_VERBS_STG_CHUNKS; i++) {
@@ -1245,7 +1260,8 @@ static void stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req)
             continue;
         if (ch->remote && ch->state == C_XFER && ep->stg_credits)
             ep->stg_credits--;
-        stg_slot_drop(sr->eng, ch->slot);
+        /* (a chunk in C_XFER has a WR or a peer's access outstanding on its slot) */
+        stg_slot_drop_or_park(ep, sr->eng, ch->slot, ch->state == C_XFER);
         ch->sr = NULL;
         ch->slot = NULL;
         ch->state = C_FREE;
@@ -1852,7 +1868,7 @@ static void stg_forget_all(gw_verbs_ep_t *ep, int own)
         gw_verbs_sjob_t *j = &ep->sjob[ji];
         if (!j->state)
             continue;
-        stg_slot_drop(j->eng, j->slot);
+        stg_slot_drop_or_park(ep, j->eng, j->slot, j->state == J_READ || j->state == J_WRITE);
         if (j->mem)
             j->mem->incoming -= j->dir == 0;
         memset(j, 0, sizeof(*j));
@@ -1864,6 +1880,10 @@ void gw_verbs_stage_ep_fini(gw_verbs_ep_t *ep)
 {
     if (ep->stg_reqs.next) /* (NULL when prepare failed before the lists were set up) */
         stg_forget_all(ep, 0);
+    /* the queue pairs are gone: no NIC access to parked slots is left */
+    for (unsigned i = 0; i < ep->stg_nzombie; i++)
+        stg_slot_drop(ep->stg_zombie[i].eng, ep->stg_zombie[i].slot);
+    ep->stg_nzombie = 0;
 }
 
 void gw_verbs_stage_revoke(gw_verbs_iface_t *vif, gw_mem_t *m)
