@@ -1845,13 +1845,21 @@ static int stg_progress(gw_verbs_ep_t *ep, batch_t *b)
     return busy;
 }
 
+/* 1 while staged work waits for something no fd announces: a CUDA copy in
+ * flight, or a step that a copy's end unblocks.  Waits for the network
+ * (completions, the peer's answers) are woken by the CQ like any other. */
 static int stg_busy(const gw_verbs_ep_t *ep)
 {
-    if (!gw_list_empty(&ep->stg_reqs))
-        return 1;
-    for (unsigned ji = 0; ji < GW_VERBS_STG_CREDITS; ji++)
-        if (ep->sjob[ji].state)
+    for (unsigned ci = 0; ci < GW_VERBS_STG_CHUNKS; ci++) {
+        uint8_t st = ep->schunk[ci].state;
+        if (ep->schunk[ci].sr && (st == C_D2H || st == C_H2D || st == C_READY))
             return 1;
+    }
+    for (unsigned ji = 0; ji < GW_VERBS_STG_CREDITS; ji++) {
+        uint8_t st = ep->sjob[ji].state;
+        if (st == J_SLOT || st == J_H2D || st == J_D2H)
+            return 1;
+    }
     return 0;
 }
 
