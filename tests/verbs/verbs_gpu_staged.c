@@ -16,7 +16,9 @@
  *   directions, expected and unexpected
  *   errors: forged out-of-range and write-to-read-only keys (the owner
  *   refuses: GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS), a deregistered region
- *   (GW_ERR_INVALID_KEY), the owner dying mid-transfer (bounded failure).
+ *   (GW_ERR_INVALID_KEY), the owner dying mid-transfer (bounded failure),
+ *   an initiator dying while the owner serves its chunks (the owner's
+ *   endpoint fails, the region deregisters, the context closes: no hang).
  * Skips (77) without GPUWIRE_CUDA_LIB or an RDMA device. */
 #include <stdlib.h>
 #include <unistd.h>
@@ -38,7 +40,7 @@ typedef struct cmd {
     uint64_t off, len, seed, notify, late;
 } cmd_t;
 
-static gwt_chan_t pch, cch;
+static gwt_chan_t pch, cch, pch2, cch2;
 static const char *sdev = "", *cdev = "";
 static const gw_cuda_t *cu;
 
@@ -205,6 +207,34 @@ static int server(void *arg)
     return gwt_done("verbs_gpu_staged server");
 }
 
+/* ---- an initiator that dies in the middle of a staged put ------------------------------------ */
+static int dier(void *arg)
+{
+    (void)arg;
+    char addr[80];
+    if (gwt_chan_recv(&cch2, addr, sizeof(addr), 240000) <= 0)
+        return 0; /* the main test ended early */
+    setenv("GPUWIRE_IB_DEVICE", sdev, 1); /* (the owner is on the client's device: rxea<->rxeb too) */
+    char why[256];
+    cu = gw_cuda_get(why, sizeof(why));
+    REQUIRE(cu != NULL);
+    gw_context_t *c;
+    REQUIRE_OK(gw_context_create(NULL, &c));
+    gw_ep_t *e;
+    REQUIRE_OK(gw_connect(c, addr, &e));
+    uint64_t b;
+    gw_rkey_t *k = gwt_recv_rkey(e, T_KEYS, &b);
+    void *src = dev_alloc(32 * MB);
+    gw_mem_t *m;
+    REQUIRE_OK(gw_mem_reg(c, src, 32 * MB, GW_ACCESS_LOCAL, &m));
+    REQUIRE_OK(gw_put(e, src, 32 * MB, m, b, k, NULL));
+    for (int i = 0; i < 200; i++) { /* chunks go out and the owner starts serving them */
+        gw_progress(c);
+        usleep(200);
+    }
+    _exit(0);
+}
+
 /* ---- client (initiator) -------------------------------------------------------------------- */
 static gw_ep_t *ep;
 static gw_context_t *ctx;
@@ -242,7 +272,9 @@ int main(int argc, char **argv)
     setenv("GPUWIRE_STAGING_CHUNK", "256K", 1); /* several chunks in flight even at 1 MiB */
     t_start = gw_now_ns();
     gwt_chan_pair(&pch, &cch);
-    int pid = gwt_spawn(server, NULL); /* (CUDA is initialised after the fork) */
+    gwt_chan_pair(&pch2, &cch2);
+    int pid = gwt_spawn(server, NULL); /* (CUDA is initialised after the forks) */
+    int pid2 = gwt_spawn(dier, NULL);
     char why[256];
     cu = gw_cuda_get(why, sizeof(why));
     if (!cu)
@@ -433,7 +465,31 @@ int main(int argc, char **argv)
     CHECK_ST(gw_mem_dereg(ml), GW_OK);
     CHECK_ST(gw_mem_dereg(mhl), GW_OK);
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
-    free(hl);
     CHECK(gwt_wait(pid, 30) == 0);
+
+    /* this process owns a staged region; the initiator dies mid-put */
+    {
+        REQUIRE_OK(gw_context_create(NULL, &ctx));
+        gw_listener_t *l;
+        gw_ep_t *e = gwt_listen_accept(ctx, &pch2, &l);
+        REQUIRE_OK(gw_mem_reg(ctx, lbuf, REGION, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &ml));
+        gwt_send_rkey(e, ml, T_KEYS);
+        gw_ep_info_t info = {.size = sizeof(info)};
+        uint64_t t0 = gw_now_ns();
+        do {
+            gw_progress(ctx);
+            gw_ep_query(e, &info);
+        } while (info.error == GW_OK && gw_now_ns() - t0 < 30000000000ull);
+        fprintf(stderr, "initiator died: owner's endpoint %s after %.1f s: %s\n", gw_status_name(info.error),
+                (double)(gw_now_ns() - t0) / 1e9, info.error_detail);
+        fprintf(stderr, "owner's endpoint: %s\n", info.path);
+        CHECK(info.error != GW_OK);
+        gw_ep_close(e, 1000);
+        CHECK_ST(gw_mem_dereg(ml), GW_OK);
+        gw_listener_destroy(l);
+        CHECK_ST(gw_context_destroy(ctx), GW_OK);
+        CHECK(gwt_wait(pid2, 30) == 0);
+    }
+    free(hl);
     return gwt_done("verbs_gpu_staged");
 }
