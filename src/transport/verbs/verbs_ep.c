@@ -245,11 +245,12 @@ static void req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
     }
     if (req->op == GW_OP_SEND && (req->tl_flags & TLF_WAIT_FIN))
         return; /* completes when the receiver's FIN arrives */
-    if (req->op == GW_OP_GET && req->tl[T_SLOT])
-        memcpy(req->buf, slot_ptr(ep, (int)req->tl[T_SLOT] - 1), req->len);
+    gw_status_t st = GW_OK;
+    if (req->op == GW_OP_GET && req->tl[T_SLOT]) /* (GPU memory: one synchronous cuMemcpy) */
+        st = copy_to_user(req, req->buf, slot_ptr(ep, (int)req->tl[T_SLOT] - 1), req->len);
     req->length = req->len;
     req_release(ep, req);
-    gw_ep_op_done(base, req, GW_OK);
+    gw_ep_op_done(base, req, st);
 }
 
 /* ---- local keys ---------------------------------------------------------------------- */
@@ -274,8 +275,12 @@ static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, si
         if (s < 0)
             return 0;
         req->tl[T_SLOT] = (uint64_t)s + 1;
-        if (!is_read_target)
-            memcpy(slot_ptr(ep, s), req->buf, len);
+        gw_status_t cst = is_read_target ? GW_OK : copy_from_user(req, slot_ptr(ep, s), req->buf, len);
+        if (cst != GW_OK) {
+            req_release(ep, req);
+            gw_ep_op_done(ep->super.base, req, cst);
+            return -1;
+        }
         req->tl_flags |= TLF_PREP;
         return 1;
     }
@@ -1229,7 +1234,10 @@ static int stg_applies(gw_verbs_ep_t *ep, gw_request_t *req)
     case GW_OP_PUT:
     case GW_OP_GET:
     case GW_OP_PUT_NOTIFY:
-        return mem_staged(req->lmem) || rkey_staged(req->rkey);
+        if (rkey_staged(req->rkey))
+            return 1;
+        /* small ones to an MR: a bounce slot and one synchronous copy (req_prep) */
+        return mem_staged(req->lmem) && req->len > GW_VERBS_EAGER_MAX;
     case GW_OP_RECV:
         return mem_staged(req->lmem) || ((req->tl[T_RKEY] >> 32) & RTS_STAGED);
     default:
