@@ -1322,7 +1322,7 @@ static void stg_fail(gw_verbs_sreq_t *sr, size_t off, gw_status_t st, const char
         return;
     sr->err = st;
     sr->err_off = off;
-    snprintf(sr->why, sizeof(sr->why), "%s", why);
+    snprintf(sr->why, sizeof(sr->why), "%.*s", (int)sizeof(sr->why) - 1, why);
 }
 
 static void stg_maybe_finish(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr)
