@@ -1461,6 +1461,10 @@ static void stg_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
             if (stg_local(ep, sr, NULL, &a, &lk, &rk, &left) == 0)
                 n = (size_t)GW_MIN((uint64_t)n, left);
         }
+        if (n == 0) { /* (cannot happen inside the bounds the api checked) */
+            stg_fail(sr, sr->next, GW_ERR_INVALID, "no bytes left in the registration piece");
+            return;
+        }
         if (!qp_room(ep, b, 0) || (sr->rstaged && !ep->nsfree))
             return;
         unsigned ci;
