@@ -1131,6 +1131,8 @@ typedef struct gw_verbs_sreq {
 } gw_verbs_sreq_t;
 
 #define SREQ_BYTES 64
+#define SREQ_EAGER 1u                             /* p[3]: the payload follows the request */
+#define STG_EAGER_MAX (GW_VERBS_SLOT - SREQ_BYTES) /* puts this small to a staged owner carry their data */
 
 static int mem_staged(const gw_mem_t *m)
 {
@@ -1439,9 +1441,55 @@ static int stg_chunk_xfer(gw_verbs_ep_t *ep, batch_t *b, unsigned ci)
     return 1;
 }
 
+/* A small put to a staged owner: the data rides in the chunk request, the
+ * owner copies it into GPU memory synchronously (no slot, no READ round). */
+static void stg_eager_put(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
+{
+    if (ep->stg_credits >= GW_VERBS_STG_CREDITS || !qp_room(ep, b, 0) || !ep->nsfree)
+        return;
+    unsigned ci;
+    for (ci = 0; ci < GW_VERBS_STG_CHUNKS && ep->schunk[ci].sr; ci++)
+        ;
+    if (ci == GW_VERBS_STG_CHUNKS)
+        return;
+    int s = slot_get(ep);
+    uint8_t *p = slot_ptr(ep, s);
+    gw_status_t st = copy_from_user(sr->req, p + SREQ_BYTES, sr->req->buf, sr->total);
+    if (st != GW_OK) {
+        slot_put(ep, s);
+        stg_fail(sr, 0, st, ep_core(ep)->errbuf);
+        return;
+    }
+    gw_verbs_schunk_t *ch = &ep->schunk[ci];
+    ch->sr = sr;
+    ch->slot = NULL;
+    ch->off = 0;
+    ch->len = (uint32_t)sr->total;
+    ch->remote = 1;
+    ch->state = C_XFER;
+    memset(p, 0, SREQ_BYTES);
+    p[0] = CT_SREQ;
+    p[1] = 0;
+    p[2] = sr->by_rdv;
+    p[3] = SREQ_EAGER;
+    gw_put_u32(p + 4, (uint32_t)ci | ((uint32_t)ch->gen << 8));
+    gw_put_u64(p + 8, sr->ident);
+    gw_put_u64(p + 16, sr->raddr);
+    gw_put_u32(p + 36, ch->len);
+    post_sendmsg(ep, b, NULL, s, (uint32_t)(SREQ_BYTES + sr->total));
+    ep->stg_credits++;
+    sr->next = sr->total;
+    sr->inflight++;
+}
+
 /* Starts new chunks of sr while slots, credits and queue room allow. */
 static void stg_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 {
+    if (sr->rstaged && sr->dir == 0 && sr->next == 0 && sr->total && sr->total <= STG_EAGER_MAX) {
+        if (sr->err == GW_OK)
+            stg_eager_put(ep, b, sr);
+        return;
+    }
     while (sr->err == GW_OK && sr->next < sr->total) {
         size_t n = sr->total - sr->next;
         n = GW_MIN(n, sr->lstaged ? gw_staging_chunk(sr->eng->st) : (size_t)GW_MAX_STG_HOST_CHUNK);
@@ -1688,6 +1736,19 @@ static void stg_on_sreq(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes)
     j->irkey = gw_get_u32(p + 32);
     j->len = gw_get_u32(p + 36);
     j->state = J_SLOT;
+    if (p[3] & SREQ_EAGER) { /* a small put carrying its data: copy it in now */
+        if (j->dir != 0 || j->len > bytes - SREQ_BYTES) {
+            ep_die(ep, GW_ERR_PROTOCOL, "verbs: staged chunk request from %s carries %u of %u bytes",
+                   ep->peer.dev, bytes - SREQ_BYTES, j->len);
+            return;
+        }
+        j->status = job_check(ep, j);
+        if (j->status == GW_OK)
+            j->status = gw_staging_copy_sync(ep_core(ep), j->device, (void *)(uintptr_t)j->taddr, p + SREQ_BYTES,
+                                             j->len);
+        job_finish(ep, j);
+        return;
+    }
     j->status = job_check(ep, j);
     if (j->status == GW_OK && j->len)
         j->status = stg_engine(ep->vif, j->device, 1, &j->eng);
