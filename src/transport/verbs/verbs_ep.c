@@ -64,7 +64,7 @@ enum {
 enum { WR_SPUT = 16, WR_SGET, WR_SREAD, WR_SWRITE }; /* chunk WRs (initiator: S*, owner: SREAD/SWRITE) */
 enum { CT_SREQ = 5, CT_SACK };                       /* chunk request / its acknowledgement */
 enum { C_FREE = 0, C_D2H, C_READY, C_XFER, C_H2D };  /* initiator chunk states */
-enum { J_FREE = 0, J_SLOT, J_READ, J_H2D, J_D2H, J_WRITE }; /* owner job states */
+enum { J_FREE = 0, J_SLOT, J_READ, J_H2D, J_D2H, J_WRITE, J_EAGER }; /* owner job states */
 #define TLF_STAGED (1u << 6)      /* the request moves through bounce buffers */
 #define T_STG 2                   /* staged: gw_verbs_sreq_t * (never striped) */
 #define RTS_STAGED (1u << 31)     /* in an RTS opid: the sender's buffer is staged */
@@ -81,7 +81,7 @@ static void stg_forget_all(gw_verbs_ep_t *ep, int own);
 static void stg_chunk_wr_done(gw_verbs_ep_t *ep, uint32_t aux);
 static void stg_job_wr_done(gw_verbs_ep_t *ep, uint32_t aux);
 static void stg_on_sreq(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes);
-static void stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st);
+static void stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, const uint8_t *data, uint32_t n);
 static gw_status_t copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n);
 static gw_status_t copy_to_user(gw_request_t *req, void *dst, const void *src, size_t n);
 
@@ -895,7 +895,8 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         stg_on_sreq(ep, p, wc->byte_len);
         break;
     case CT_SACK:
-        stg_on_sack(ep, (uint32_t)opid, (gw_status_t)(int32_t)gw_get_u32(p + 36));
+        stg_on_sack(ep, (uint32_t)opid, (gw_status_t)(int32_t)gw_get_u32(p + 36), p + GW_VERBS_HDR,
+                    wc->byte_len - GW_VERBS_HDR);
         break;
     case CT_NOTIFY:
         gpu_fence(ep);
@@ -1441,9 +1442,10 @@ static int stg_chunk_xfer(gw_verbs_ep_t *ep, batch_t *b, unsigned ci)
     return 1;
 }
 
-/* A small put to a staged owner: the data rides in the chunk request, the
- * owner copies it into GPU memory synchronously (no slot, no READ round). */
-static void stg_eager_put(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
+/* A small put or get to a staged owner: the data rides in the chunk request
+ * (put) or in its acknowledgement (get); the owner copies it with one
+ * synchronous cuMemcpy (no bounce slot, no READ/WRITE round). */
+static void stg_eager(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 {
     if (ep->stg_credits >= GW_VERBS_STG_CREDITS || !qp_room(ep, b, 0) || !ep->nsfree)
         return;
@@ -1454,7 +1456,7 @@ static void stg_eager_put(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
         return;
     int s = slot_get(ep);
     uint8_t *p = slot_ptr(ep, s);
-    gw_status_t st = copy_from_user(sr->req, p + SREQ_BYTES, sr->req->buf, sr->total);
+    gw_status_t st = sr->dir ? GW_OK : copy_from_user(sr->req, p + SREQ_BYTES, sr->req->buf, sr->total);
     if (st != GW_OK) {
         slot_put(ep, s);
         stg_fail(sr, 0, st, ep_core(ep)->errbuf);
@@ -1465,18 +1467,18 @@ static void stg_eager_put(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
     ch->slot = NULL;
     ch->off = 0;
     ch->len = (uint32_t)sr->total;
-    ch->remote = 1;
+    ch->remote = 2; /* (eager: no slot, the payload travels in the messages) */
     ch->state = C_XFER;
     memset(p, 0, SREQ_BYTES);
     p[0] = CT_SREQ;
-    p[1] = 0;
+    p[1] = sr->dir;
     p[2] = sr->by_rdv;
     p[3] = SREQ_EAGER;
     gw_put_u32(p + 4, (uint32_t)ci | ((uint32_t)ch->gen << 8));
     gw_put_u64(p + 8, sr->ident);
     gw_put_u64(p + 16, sr->raddr);
     gw_put_u32(p + 36, ch->len);
-    post_sendmsg(ep, b, NULL, s, (uint32_t)(SREQ_BYTES + sr->total));
+    post_sendmsg(ep, b, NULL, s, (uint32_t)(SREQ_BYTES + (sr->dir ? 0 : sr->total)));
     ep->stg_credits++;
     sr->next = sr->total;
     sr->inflight++;
@@ -1485,9 +1487,9 @@ static void stg_eager_put(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 /* Starts new chunks of sr while slots, credits and queue room allow. */
 static void stg_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 {
-    if (sr->rstaged && sr->dir == 0 && sr->next == 0 && sr->total && sr->total <= STG_EAGER_MAX) {
+    if (sr->rstaged && sr->next == 0 && sr->total && sr->total <= STG_EAGER_MAX) {
         if (sr->err == GW_OK)
-            stg_eager_put(ep, b, sr);
+            stg_eager(ep, b, sr);
         return;
     }
     while (sr->err == GW_OK && sr->next < sr->total) {
@@ -1649,7 +1651,7 @@ static void stg_chunk_wr_done(gw_verbs_ep_t *ep, uint32_t aux)
 }
 
 /* CT_SACK: the owner moved one chunk (or refused it). */
-static void stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st)
+static void stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, const uint8_t *data, uint32_t n)
 {
     unsigned ci = cookie & 0xff;
     if (ci >= GW_VERBS_STG_CHUNKS || !ep->schunk[ci].sr || !ep->schunk[ci].remote ||
@@ -1658,6 +1660,7 @@ static void stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st)
         return;
     }
     gw_verbs_schunk_t *ch = &ep->schunk[ci];
+    int eager = ch->remote == 2;
     ep->stg_credits--;
     ch->remote = 0;
     if (st != GW_OK) {
@@ -1665,8 +1668,21 @@ static void stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st)
         snprintf(why, sizeof(why), "the owner of the staged GPU memory refused the chunk: %s (%s)",
                  gw_status_name(st), gw_status_str(st));
         stg_fail(ch->sr, ch->off, st, why);
+    } else if (eager && ch->sr->dir) { /* a small get: the data is in the acknowledgement */
+        if (n != ch->len) {
+            ep_die(ep, GW_ERR_PROTOCOL, "verbs: staged get acknowledgement from %s carries %u of %u bytes",
+                   ep->peer.dev, n, ch->len);
+            return;
+        }
+        gw_verbs_sreq_t *sr = ch->sr;
+        st = copy_to_user(sr->req, (uint8_t *)sr->req->buf + ch->off, data, n);
+        if (st != GW_OK)
+            stg_fail(sr, ch->off, st, ep_core(ep)->errbuf);
     }
-    stg_chunk_arrived(ep, ch);
+    if (eager)
+        stg_chunk_done(ep, ch);
+    else
+        stg_chunk_arrived(ep, ch);
 }
 
 /* ---- owner (target) side ------------------------------------------------------------------ */
@@ -1736,8 +1752,21 @@ static void stg_on_sreq(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes)
     j->irkey = gw_get_u32(p + 32);
     j->len = gw_get_u32(p + 36);
     j->state = J_SLOT;
+    if ((p[3] & SREQ_EAGER) && j->dir) { /* a small get: answered with the data (stg_job_step) */
+        if (j->len > STG_EAGER_MAX) {
+            ep_die(ep, GW_ERR_PROTOCOL, "verbs: eager staged get of %u bytes from %s (at most %u)", j->len,
+                   ep->peer.dev, (unsigned)STG_EAGER_MAX);
+            return;
+        }
+        j->status = job_check(ep, j);
+        if (j->status != GW_OK)
+            job_finish(ep, j);
+        else
+            j->state = J_EAGER;
+        return;
+    }
     if (p[3] & SREQ_EAGER) { /* a small put carrying its data: copy it in now */
-        if (j->dir != 0 || j->len > bytes - SREQ_BYTES) {
+        if (j->len > bytes - SREQ_BYTES) {
             ep_die(ep, GW_ERR_PROTOCOL, "verbs: staged chunk request from %s carries %u of %u bytes",
                    ep->peer.dev, bytes - SREQ_BYTES, j->len);
             return;
@@ -1865,6 +1894,32 @@ static void stg_job_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
             j->state = J_WRITE;
             return;
         }
+        case J_EAGER: {
+            if (!j->by_rdv && !j->mem) { /* revoked meanwhile */
+                j->status = GW_ERR_INVALID_KEY;
+                job_finish(ep, j);
+                return;
+            }
+            if (!qp_room(ep, b, 0))
+                return;
+            int s = slot_get(ep);
+            if (s < 0)
+                return;
+            uint8_t *p = slot_ptr(ep, s);
+            gw_status_t st = gw_staging_copy_sync(ep_core(ep), j->device, p + GW_VERBS_HDR,
+                                                  (const void *)(uintptr_t)j->taddr, j->len);
+            if (st != GW_OK) {
+                slot_put(ep, s);
+                j->status = st;
+                job_finish(ep, j);
+                return;
+            }
+            hdr_fill(p, CT_SACK, 0, 0, j->len, 0, 0, j->cookie);
+            post_sendmsg(ep, b, NULL, s, GW_VERBS_HDR + j->len);
+            ep->stg_served++;
+            memset(j, 0, sizeof(*j));
+            return;
+        }
         default:
             return; /* J_READ, J_WRITE: waiting for the NIC */
         }
@@ -1930,7 +1985,7 @@ static int stg_busy(const gw_verbs_ep_t *ep)
     }
     for (unsigned ji = 0; ji < GW_VERBS_STG_CREDITS; ji++) {
         uint8_t st = ep->sjob[ji].state;
-        if (st == J_SLOT || st == J_H2D || st == J_D2H)
+        if (st == J_SLOT || st == J_H2D || st == J_D2H || st == J_EAGER)
             return 1;
     }
     return 0;
