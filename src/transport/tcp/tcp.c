@@ -1892,8 +1892,14 @@ static void tcp_ep_destroy(gw_tl_ep_t *tep)
 static gw_status_t tcp_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     tcp_ep_t *ep = to_ep(tep);
-    snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes", open_streams(ep),
-             (unsigned long long)ep->tif->stripe_min);
+    tcp_iface_t *tif = ep->tif;
+    if (tif->pool && tif->thread_min != UINT64_MAX)
+        snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes, %d helper thread(s) moving payloads from %llu bytes",
+                 open_streams(ep), (unsigned long long)tif->stripe_min, gw_tcp_pool_size(tif->pool),
+                 (unsigned long long)tif->thread_min);
+    else
+        snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes, no helper threads", open_streams(ep),
+                 (unsigned long long)tif->stripe_min);
     return GW_OK;
 }
 
