@@ -288,6 +288,23 @@ static void tcp_fail(tcp_ep_t *ep, gw_status_t st, const char *fmt, ...)
     gw_ep_fail(B(ep), st, "%s", msg);
 }
 
+/* A failed send/recv.  ETIMEDOUT is the kernel enforcing GPUWIRE_PEER_TIMEOUT_MS
+ * (TCP_USER_TIMEOUT, core/sock.c) on unacknowledged data: the same verdict as
+ * our own timer, whichever notices first. */
+static int timed_out_quietly(tcp_ep_t *ep);
+
+static void sock_fail(tcp_ep_t *ep, int e, const char *op, int idx)
+{
+    if (e != ETIMEDOUT && timed_out_quietly(ep))
+        e = ETIMEDOUT;
+    if (e == ETIMEDOUT)
+        tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
+                 "%s on tcp stream %d with %s failed: %s (unacknowledged data for GPUWIRE_PEER_TIMEOUT_MS=%ld)", op,
+                 idx, B(ep)->peer, strerror(e), CORE(ep)->peer_timeout_ms);
+    else
+        tcp_fail(ep, GW_ERR_CONN_RESET, "%s on tcp stream %d with %s failed: %s", op, idx, B(ep)->peer, strerror(e));
+}
+
 /* ---- transmit ---------------------------------------------------------------------- */
 static tx_item_t *tx_alloc(tcp_ep_t *ep)
 {
@@ -423,8 +440,7 @@ static int flush_gpu_head(conn_t *c)
                 conn_set_out(c, 1);
                 return 0;
             }
-            tcp_fail(ep, GW_ERR_CONN_RESET, "send on tcp stream %d to %s failed: %s", c->idx, B(ep)->peer,
-                     strerror(errno));
+            sock_fail(ep, errno, "send", c->idx);
             return -1;
         }
         int in_payload = t->off >= GW_TCP_HDR;
@@ -555,8 +571,7 @@ static int conn_flush_(conn_t *c)
                 conn_set_out(c, 1);
                 return 0;
             }
-            tcp_fail(ep, GW_ERR_CONN_RESET, "send on tcp stream %d to %s failed: %s", c->idx,
-                     B(ep)->peer, strerror(errno));
+            sock_fail(ep, errno, "send", c->idx);
             return -1;
         }
         size_t left = (size_t)w;
@@ -1277,17 +1292,19 @@ static void conn_readable(conn_t *c)
                 conn_close(c);
                 return;
             }
-            tcp_fail(ep, GW_ERR_CONN_RESET,
-                     "peer %s closed tcp stream %d without closing the endpoint (process exited or crashed?)",
-                     B(ep)->peer, c->idx);
+            if (timed_out_quietly(ep))
+                sock_fail(ep, ETIMEDOUT, "recv", c->idx);
+            else
+                tcp_fail(ep, GW_ERR_CONN_RESET,
+                         "peer %s closed tcp stream %d without closing the endpoint (process exited or crashed?)",
+                         B(ep)->peer, c->idx);
             return;
         }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return;
-        tcp_fail(ep, GW_ERR_CONN_RESET, "recv on tcp stream %d from %s failed: %s", c->idx,
-                 B(ep)->peer, strerror(errno));
+        sock_fail(ep, errno, "recv", c->idx);
         return;
     }
 }
@@ -1472,8 +1489,7 @@ static void tx_job_done(conn_t *c, gw_tcp_job_t *j)
         return;
     }
     if (j->err) {
-        tcp_fail(ep, GW_ERR_CONN_RESET, "send on tcp stream %d to %s failed: %s", c->idx, B(ep)->peer,
-                 strerror(j->err));
+        sock_fail(ep, j->err, "send", c->idx);
         return;
     }
     c->tx_bytes -= GW_MIN(c->tx_bytes, j->off - t->off);
@@ -1493,8 +1509,7 @@ static void rx_job_done(conn_t *c, gw_tcp_job_t *j)
         return;
     }
     if (j->err) {
-        tcp_fail(ep, GW_ERR_CONN_RESET, "recv on tcp stream %d from %s failed: %s", c->idx, B(ep)->peer,
-                 strerror(j->err));
+        sock_fail(ep, j->err, "recv", c->idx);
         return;
     }
     if (j->eof) {
@@ -1502,9 +1517,12 @@ static void rx_job_done(conn_t *c, gw_tcp_job_t *j)
             conn_close(c);
             return;
         }
-        tcp_fail(ep, GW_ERR_CONN_RESET,
-                 "peer %s closed tcp stream %d in the middle of a %llu-byte payload (process exited or crashed?)",
-                 B(ep)->peer, c->idx, (unsigned long long)j->len);
+        if (timed_out_quietly(ep))
+            sock_fail(ep, ETIMEDOUT, "recv", c->idx);
+        else
+            tcp_fail(ep, GW_ERR_CONN_RESET,
+                     "peer %s closed tcp stream %d in the middle of a %llu-byte payload (process exited or crashed?)",
+                     B(ep)->peer, c->idx, (unsigned long long)j->len);
         return;
     }
     B(ep)->last_rx_ns = gw_now_ns();
@@ -1525,6 +1543,31 @@ static void job_done(gw_tcp_job_t *j, void *arg)
         tx_job_done(c, j);
     else
         rx_job_done(c, j);
+}
+
+/* The last time the peer showed life, counting bytes a helper thread moved. */
+static uint64_t ep_last_ns(tcp_ep_t *ep)
+{
+    uint64_t last = B(ep)->last_rx_ns;
+    for (int i = 0; i < ep->nconns; i++) {
+        conn_t *c = &ep->conns[i];
+        if (c->tx_busy)
+            last = GW_MAX(last, gw_tcp_job_last_ns(&c->txj));
+        if (c->rx_busy)
+            last = GW_MAX(last, gw_tcp_job_last_ns(&c->rxj));
+    }
+    return last;
+}
+
+/* A stream ended or failed after about GPUWIRE_PEER_TIMEOUT_MS without a
+ * sign of life while work was outstanding: the kernel's TCP_USER_TIMEOUT
+ * (the same limit) tore it down, and the error it reported may have gone to
+ * another reader of the socket (a helper thread) leaving an end-of-stream
+ * here.  Either way the peer timed out. */
+static int timed_out_quietly(tcp_ep_t *ep)
+{
+    uint64_t limit = (uint64_t)CORE(ep)->peer_timeout_ms * 1000000ull;
+    return ep_busy(ep) && gw_now_ns() - ep_last_ns(ep) >= limit - limit / 10;
 }
 
 static int tcp_poll(void *arg)
@@ -1576,14 +1619,7 @@ static int tcp_poll(void *arg)
             B(ep)->last_rx_ns = now;
             continue;
         }
-        for (int i = 0; i < ep->nconns; i++) { /* bytes a helper thread moved count too */
-            conn_t *c = &ep->conns[i];
-            uint64_t l = c->tx_busy ? gw_tcp_job_last_ns(&c->txj) : 0;
-            if (c->rx_busy)
-                l = GW_MAX(l, gw_tcp_job_last_ns(&c->rxj));
-            if (l > B(ep)->last_rx_ns)
-                B(ep)->last_rx_ns = l;
-        }
+        B(ep)->last_rx_ns = ep_last_ns(ep);
         uint64_t idle = now - B(ep)->last_rx_ns;
         if (idle > limit) {
             tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
