@@ -506,6 +506,14 @@ static int offload_tx(conn_t *c)
     j->len = GW_TCP_HDR + t->paylen;
     j->keep = 0;
     j->off = t->off;
+    j->nnext = 0; /* large frames queued behind it go along: one hand-over for several */
+    for (tx_item_t *n = t->next; n && j->nnext < GW_TCP_JOB_FRAMES - 1 && offloadable(tif, n->paylen); n = n->next) {
+        gw_tcp_next_frame_t *f = &j->next[j->nnext++];
+        memcpy(f->hdr, n->hdr, GW_TCP_HDR);
+        f->src = n->payload;
+        f->len = GW_TCP_HDR + n->paylen;
+        f->dev = n->gpu_dev;
+    }
     gw_status_t st = gw_tcp_pool_submit(tif->pool, c->worker, j);
     if (st != GW_OK) {
         pool_trouble(tif, st);
@@ -1482,20 +1490,26 @@ static int ep_busy(tcp_ep_t *ep)
 static void tx_job_done(conn_t *c, gw_tcp_job_t *j)
 {
     tcp_ep_t *ep = c->ep;
-    tx_item_t *t = c->txh;
-    c->tx_busy = 0;
     if (j->cuda) {
+        c->tx_busy = 0;
         tcp_fail(ep, GW_ERR_CUDA, "tcp: device-to-host staging copy for stream %d failed: %s", c->idx, j->why);
         return;
     }
     if (j->err) {
+        c->tx_busy = 0;
         sock_fail(ep, j->err, "send", c->idx);
         return;
     }
-    c->tx_bytes -= GW_MIN(c->tx_bytes, j->off - t->off);
-    t->off = j->off;
     B(ep)->last_rx_ns = gw_now_ns(); /* the peer's kernel took the bytes */
-    tx_done(c, t);
+    /* tx_busy stays set until every frame of the job is popped: what their
+     * completions queue must not be flushed (or handed over) past them */
+    for (int i = 0; i < j->frames_done && c->txh && c->fd >= 0; i++) {
+        tx_item_t *t = c->txh;
+        c->tx_bytes -= GW_MIN(c->tx_bytes, GW_TCP_HDR + t->paylen - t->off);
+        t->off = GW_TCP_HDR + t->paylen;
+        tx_done(c, t);
+    }
+    c->tx_busy = 0;
     if (!ep->failed && c->fd >= 0)
         conn_flush(c);
 }
@@ -1762,7 +1776,10 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
                 void *copy = malloc(t->paylen ? t->paylen : 1);
                 if (!copy)
                     return gw_err(iface->core, GW_ERR_NOMEM, "out of memory detaching a get from a deregistered region");
-                int busy = c->tx_busy && t == c->txh; /* a worker is sending it: hold it still */
+                int idx = 0; /* a worker is sending it: hold it still */
+                for (tx_item_t *u = c->txh; u != t; u = u->next)
+                    idx++;
+                int busy = c->tx_busy && idx <= c->txj.nnext;
                 if (busy)
                     gw_tcp_job_lock(&c->txj);
                 if (t->gpu_dev >= 0) {
@@ -1779,7 +1796,7 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
                     memcpy(copy, t->payload, t->paylen);
                 }
                 if (busy) {
-                    gw_tcp_job_tx_detach(&c->txj, copy);
+                    gw_tcp_job_tx_detach(&c->txj, idx, copy);
                     gw_tcp_job_unlock(&c->txj);
                 }
                 t->owned = copy;

@@ -263,10 +263,8 @@ static int tx_step_gpu(gw_tcp_worker_t *w, gw_tcp_job_t *job)
     }
 }
 
-static int tx_step(gw_tcp_worker_t *w, gw_tcp_job_t *job)
+static int tx_frame_host(gw_tcp_job_t *job)
 {
-    if (job->dev >= 0)
-        return tx_step_gpu(w, job);
     size_t moved = 0;
     while (job->off < job->len) {
         struct iovec iov[2];
@@ -299,6 +297,26 @@ static int tx_step(gw_tcp_worker_t *w, gw_tcp_job_t *job)
             return STEP_MOVED;
     }
     return STEP_DONE;
+}
+
+static int tx_step(gw_tcp_worker_t *w, gw_tcp_job_t *job)
+{
+    for (;;) {
+        int r = job->dev >= 0 ? tx_step_gpu(w, job) : tx_frame_host(job);
+        if (r != STEP_DONE || job->err || job->cuda)
+            return r;
+        job->frames_done++;
+        if (job->next_i == job->nnext)
+            return STEP_DONE;
+        const gw_tcp_next_frame_t *f = &job->next[job->next_i++];
+        memcpy(job->hdr, f->hdr, GW_TCP_HDR);
+        job->src = f->src;
+        job->len = f->len;
+        job->dev = f->dev;
+        job->off = 0;
+        job->st = NULL;
+        job->staged = job->sl_used = 0;
+    }
 }
 
 /* rx into GPU memory: the slot being filled, started when full or at keep. */
@@ -505,6 +523,8 @@ gw_status_t gw_tcp_pool_submit(gw_tcp_pool_t *p, int wi, gw_tcp_job_t *job)
     job->staged = job->off >= GW_TCP_HDR && !job->rx ? job->off - GW_TCP_HDR : 0;
     job->sl_used = 0;
     job->fill = NULL;
+    job->frames_done = 0;
+    job->next_i = 0;
     touch(job);
     job->active = 1;
     pthread_mutex_lock(&w->qmu);
@@ -566,8 +586,16 @@ void gw_tcp_job_unlock(gw_tcp_job_t *job)
         pthread_mutex_unlock(&job->wk->mu);
 }
 
-void gw_tcp_job_tx_detach(gw_tcp_job_t *job, const void *host_copy)
+void gw_tcp_job_tx_detach(gw_tcp_job_t *job, int index, const void *host_copy)
 {
+    if (index < job->frames_done)
+        return; /* sent already */
+    if (index > job->frames_done) {
+        gw_tcp_next_frame_t *f = &job->next[job->next_i + (index - job->frames_done) - 1];
+        f->src = host_copy;
+        f->dev = -1;
+        return;
+    }
     if (job->dev >= 0 && job->wk)
         drop_slots(job, job->wk->errc);
     job->src = host_copy;

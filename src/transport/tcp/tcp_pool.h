@@ -36,10 +36,19 @@
 #include "mem/staging.h"
 #include "transport/tcp/tcp.h"
 
-#define GW_TCP_JOB_SLOTS 2 /* staging slots one GPU job keeps in flight */
+#define GW_TCP_JOB_SLOTS 2  /* staging slots one GPU job keeps in flight */
+#define GW_TCP_JOB_FRAMES 8 /* frames one send job may carry (fewer hand-overs) */
 
 typedef struct gw_tcp_pool gw_tcp_pool_t;
 typedef struct gw_tcp_worker gw_tcp_worker_t;
+
+/* A further frame of a send job, sent after the job's own. */
+typedef struct gw_tcp_next_frame {
+    uint8_t hdr[GW_TCP_HDR];
+    const uint8_t *src;
+    size_t len;           /* header + payload bytes */
+    int dev;
+} gw_tcp_next_frame_t;
 
 typedef struct gw_tcp_job {
     /* set by the progress thread before gw_tcp_pool_submit() */
@@ -53,7 +62,10 @@ typedef struct gw_tcp_job {
     size_t len;           /* tx: header + payload bytes; rx: payload bytes */
     size_t keep;          /* rx: bytes past keep are read and dropped */
     size_t off;           /* bytes done (tx counts the header) */
+    gw_tcp_next_frame_t next[GW_TCP_JOB_FRAMES - 1]; /* tx: frames that follow, in order */
+    int nnext;
     /* result, valid once reaped */
+    int frames_done;      /* tx: frames completely sent */
     int err;              /* errno of a failed send/recv, 0 */
     int eof;              /* rx: the peer closed the stream mid-payload */
     gw_status_t cuda;     /* a staging copy failed (why says how) */
@@ -68,6 +80,7 @@ typedef struct gw_tcp_job {
     size_t sl_len[GW_TCP_JOB_SLOTS];
     size_t sl_at[GW_TCP_JOB_SLOTS]; /* rx: payload offset the slot's bytes go to */
     int sl_head, sl_n;
+    int next_i;           /* tx: next[] entry the job moves to after its current frame */
     size_t staged;        /* tx: payload bytes whose device-to-host copy started */
     size_t sl_used;       /* tx: bytes of the head slot sent */
     gw_stage_slot_t *fill;/* rx: slot being received into */
@@ -98,10 +111,10 @@ uint64_t gw_tcp_job_last_ns(const gw_tcp_job_t *job);
  * unlock the job does not move, and the helpers change what it does next. */
 void gw_tcp_job_lock(gw_tcp_job_t *job);
 void gw_tcp_job_unlock(gw_tcp_job_t *job);
-/* tx: send the rest of the payload from host_copy (the whole payload,
- * already copied by the caller) instead of the original memory; waits for
- * and drops the job's staged slots. */
-void gw_tcp_job_tx_detach(gw_tcp_job_t *job, const void *host_copy);
+/* tx: frame `index` (0: the job's first) sends the rest of its payload from
+ * host_copy (the whole payload, already copied by the caller) instead of the
+ * original memory; waits for and drops the slots staged from it. */
+void gw_tcp_job_tx_detach(gw_tcp_job_t *job, int index, const void *host_copy);
 /* rx: store nothing more; read and drop the rest.  Waits for the job's
  * device copies into the old destination.  Returns the bytes stored. */
 size_t gw_tcp_job_rx_stop(gw_tcp_job_t *job);
