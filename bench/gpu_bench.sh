@@ -8,9 +8,9 @@
 # Builds against an existing build tree ($BUILD, default build/) and compiles
 # the NCCL benchmark only where nccl.h (and cuda_runtime.h, which it includes)
 # exist.  Sizes: 8 B .. GWB_MAX_SIZE (default 1 GiB).
-# GWB_TCP_SWEEP="T:S ...": also runs the tcp put once per pair with
-#   GPUWIRE_TCP_THREADS=T GPUWIRE_TCP_STREAMS=S (sizes up to GWB_SWEEP_MAX_SIZE,
-#   default 64 MiB), e.g. GWB_TCP_SWEEP="0:2 2:2 2:4 4:4 4:8 8:8".
+# GWB_TCP_SWEEP="T:S[:C] ...": also runs the tcp put once per entry with
+#   GPUWIRE_TCP_THREADS=T GPUWIRE_TCP_STREAMS=S [GPUWIRE_TCP_CHUNK=C] (sizes up
+#   to GWB_SWEEP_MAX_SIZE, default 64 MiB), e.g. GWB_TCP_SWEEP="0:2 2:2 4:4 4:4:4M 8:8".
 # GWB_ONLY=tcp: only the tcp comparison (NCCL on sockets, gpuwire tcp, sweep).
 set -u
 cd "$(dirname "$0")/.."
@@ -79,10 +79,11 @@ if [ $have_put = 1 ]; then
   echo "== gpuwire put GPU0 -> GPU1, tcp loopback (host-staged; $(env | grep '^GPUWIRE_TCP_' | tr '\n' ' '))"
   GPUWIRE_TRANSPORTS=tcp timeout 300 "$B/gpu_put_bench" gw_tcp | tee -a "$R"
   for ts in ${GWB_TCP_SWEEP:-}; do
-    t=${ts%%:*} s=${ts#*:}
-    echo "== gpuwire put GPU0 -> GPU1, tcp loopback, GPUWIRE_TCP_THREADS=$t GPUWIRE_TCP_STREAMS=$s"
-    GPUWIRE_TRANSPORTS=tcp GPUWIRE_TCP_THREADS=$t GPUWIRE_TCP_STREAMS=$s GWB_MAX_SIZE=${GWB_SWEEP_MAX_SIZE:-67108864} \
-      timeout 300 "$B/gpu_put_bench" "gw_tcp_t${t}_s${s}" | tee -a "$R"
+    t=$(echo "$ts" | cut -d: -f1) s=$(echo "$ts" | cut -d: -f2) c=$(echo "$ts" | cut -s -d: -f3)
+    label=gw_tcp_t${t}_s${s}${c:+_c$c}
+    echo "== gpuwire put GPU0 -> GPU1, tcp loopback, GPUWIRE_TCP_THREADS=$t GPUWIRE_TCP_STREAMS=$s${c:+ GPUWIRE_TCP_CHUNK=$c}"
+    env GPUWIRE_TRANSPORTS=tcp GPUWIRE_TCP_THREADS="$t" GPUWIRE_TCP_STREAMS="$s" ${c:+GPUWIRE_TCP_CHUNK=$c} \
+      GWB_MAX_SIZE="${GWB_SWEEP_MAX_SIZE:-67108864}" timeout 300 "$B/gpu_put_bench" "$label" | tee -a "$R"
   done
 fi
 echo
@@ -110,15 +111,20 @@ for n in sizes:
     print("%11d | %8s %8s %8s %6s %6s | %7s %9s %6s | %8s %8s %8s" % (n, fmt(i), fmt(p), fmt(c),
           ratio(i, p), ratio(i, c), fmt(t), fmt(s), ratio(t, s),
           fmt(g(lat, "gw_intra", n)), fmt(g(lat, "nccl", n)), fmt(g(lat, "gw_tcp", n))))
-sweep = sorted((b for b in bw if b.startswith("gw_tcp_t")),
-               key=lambda b: tuple(int(x[1:]) for x in b[len("gw_tcp_"):].split("_")))
+def sweep_key(b):
+    k = []
+    for x in b[len("gw_tcp_"):].split("_"):
+        num = x[1:].rstrip("KMGkmg")
+        k.append(int(num) * {"K": 1, "M": 1 << 10, "G": 1 << 20}.get(x[-1:].upper(), 1) if num.isdigit() else 0)
+    return tuple(k)
+sweep = sorted((b for b in bw if b.startswith("gw_tcp_t")), key=sweep_key)
 if sweep:
     print("\ntcp sweep: GPUWIRE_TCP_THREADS (t) x GPUWIRE_TCP_STREAMS (s), bw in GB/s, x_sock = / NCCL on sockets")
     cols = [n for n in (1 << 20, 4 << 20, 16 << 20, 64 << 20) if any(n in bw[b] for b in sweep)]
     print("  (cpu: percent of one core at the largest size, initiator/target)")
-    print("  %-10s" % "run" + "".join("%9s %6s" % ("%dMiB" % (n >> 20), "x_sock") for n in cols) + "  cpu")
+    print("  %-14s" % "run" + "".join("%9s %6s" % ("%dMiB" % (n >> 20), "x_sock") for n in cols) + "  cpu")
     for b in sweep:
-        print("  %-10s" % b[len("gw_tcp_"):] + "".join("%9s %6s" % (fmt(g(bw, b, n)), ratio(g(bw, b, n), g(bw, "nccl_socket", n))) for n in cols)
+        print("  %-14s" % b[len("gw_tcp_"):] + "".join("%9s %6s" % (fmt(g(bw, b, n)), ratio(g(bw, b, n), g(bw, "nccl_socket", n))) for n in cols)
               + "  " + cpu[b].get(cols[-1], "-"))
 if extra:
     print("\nstaged (tcp) vs direct (intra), same transfer GPU0 -> GPU1: latency, bandwidth, CPU")
