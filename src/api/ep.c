@@ -390,7 +390,7 @@ static gw_status_t finish_ep(gw_hs_t *hs, gw_tl_peer_t *peer)
     if (peer->bootstrap_fd >= 0) {
         ep->ctl_fd = peer->bootstrap_fd;
         gw_sock_nonblock(ep->ctl_fd, 1);
-        gw_io_add(&ep->ctx->core, &ep->ctl_io, ep->ctl_fd, EPOLLIN, ctl_event, ep);
+        gw_io_add_cold(&ep->ctx->core, &ep->ctl_io, ep->ctl_fd, EPOLLIN, ctl_event, ep);
     }
     hs->fd = -1; /* owned by the transport or the endpoint now */
     ep->state = GW_EP_READY;
@@ -610,7 +610,7 @@ static gw_hs_t *hs_new(gw_context_t *ctx, int fd, int is_server, const char *pee
     snprintf(hs->peer, sizeof(hs->peer), "%s", peer);
     gw_list_init(&hs->link);
     gw_sock_nonblock(fd, 1);
-    if (gw_io_add(&ctx->core, &hs->io, fd, EPOLLIN, hs_event, hs) != GW_OK) {
+    if (gw_io_add_cold(&ctx->core, &hs->io, fd, EPOLLIN, hs_event, hs) != GW_OK) {
         free(hs);
         return NULL;
     }
@@ -649,10 +649,12 @@ static void listener_event(void *arg, uint32_t events)
 static int hs_timeouts(void *arg)
 {
     gw_context_t *ctx = arg;
-    uint64_t now = gw_now_ns();
+    uint64_t now = 0; /* read only when a handshake is pending: progress stays free of system calls */
     gw_list_t *lp, *p, *t;
     for (lp = ctx->listeners.next; lp != &ctx->listeners; lp = lp->next) {
         gw_listener_t *l = gw_container_of(lp, gw_listener_t, link);
+        if (!now && !gw_list_empty(&l->pending))
+            now = gw_now_ns();
         gw_list_for_each_safe(p, t, &l->pending) {
             gw_hs_t *hs = gw_container_of(p, gw_hs_t, link);
             if (now > hs->deadline_ns)
@@ -706,7 +708,7 @@ gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out)
     socklen_t bl = sizeof(bound);
     getsockname(fd, (struct sockaddr *)&bound, &bl);
     gw_sock_addr_str((struct sockaddr *)&bound, l->addr, sizeof(l->addr));
-    if ((st = gw_io_add(core, &l->io, fd, EPOLLIN, listener_event, l)) != GW_OK) {
+    if ((st = gw_io_add_cold(core, &l->io, fd, EPOLLIN, listener_event, l)) != GW_OK) {
         free(l);
         goto err_close;
     }

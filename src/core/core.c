@@ -91,16 +91,32 @@ gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...)
     return st;
 }
 
-gw_status_t gw_io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg)
+static gw_status_t io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg,
+                          int hot)
 {
     io->fd = fd;
     io->events = events;
     io->cb = cb;
     io->arg = arg;
+    io->hot = 0;
     struct epoll_event ev = {.events = events, .data.ptr = io};
     if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
         return gw_err(c, GW_ERR_SYSTEM, "epoll_ctl(ADD fd=%d) failed: %s", fd, strerror(errno));
+    if (hot) {
+        io->hot = 1;
+        c->nhot++;
+    }
     return GW_OK;
+}
+
+gw_status_t gw_io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg)
+{
+    return io_add(c, io, fd, events, cb, arg, 1);
+}
+
+gw_status_t gw_io_add_cold(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg)
+{
+    return io_add(c, io, fd, events, cb, arg, 0);
 }
 
 gw_status_t gw_io_mod(gw_core_t *c, gw_io_t *io, uint32_t events)
@@ -119,6 +135,10 @@ void gw_io_del(gw_core_t *c, gw_io_t *io)
     if (io->fd >= 0)
         epoll_ctl(c->epfd, EPOLL_CTL_DEL, io->fd, NULL);
     io->cb = NULL;
+    if (io->hot) {
+        io->hot = 0;
+        c->nhot--;
+    }
 }
 
 gw_status_t gw_core_add_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg)
@@ -163,7 +183,9 @@ void gw_core_wake(gw_core_t *c)
 int gw_core_dispatch(gw_core_t *c, int timeout_ms)
 {
     struct epoll_event evs[64];
-    int n = epoll_wait(c->epfd, evs, 64, timeout_ms);
+    int n = 0;
+    if (timeout_ms != 0 || c->nhot > 0 || ++c->cold_pass % GW_CORE_COLD_EVERY == 0)
+        n = epoll_wait(c->epfd, evs, 64, timeout_ms);
     if (n < 0)
         return errno == EINTR ? 0 : -1;
     int count = 0;

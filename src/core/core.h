@@ -22,6 +22,7 @@ typedef struct gw_io {
     uint32_t events;
     gw_io_cb_t cb;
     void *arg;
+    uint8_t hot; /* counted in gw_core.nhot */
 } gw_io_t;
 
 /* A hook run on every gw_progress() (transports that poll, e.g. CQs). */
@@ -41,6 +42,8 @@ struct gw_core {
     gw_poll_cb_t pollers[8];
     void *poller_args[8];
     int npollers;
+    int nhot;           /* fds added by gw_io_add (not _cold) and not yet deleted */
+    unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
     long peer_timeout_ms;
     /* RDMA device the topology puts nearest to this process's GPU, for the
      * verbs transport's default ("" when unknown), and how it was chosen */
@@ -58,7 +61,15 @@ __attribute__((format(printf, 3, 4)))
 #endif
 gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...);
 
+/* A "hot" fd carries the data path (tcp streams, intra sockets): every
+ * progress call polls the epoll set while one exists.  A cold fd (a verbs
+ * completion channel, async events, listeners, bootstrap sockets) only
+ * matters to sleepers and slow paths: with no hot fd, a non-blocking progress
+ * call polls the set on every GW_CORE_COLD_EVERY-th call only, so busy-polling
+ * a verbs endpoint makes no system call (a sleeping wait always polls). */
+#define GW_CORE_COLD_EVERY 16u
 gw_status_t gw_io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
+gw_status_t gw_io_add_cold(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
 gw_status_t gw_io_mod(gw_core_t *c, gw_io_t *io, uint32_t events);
 void gw_io_del(gw_core_t *c, gw_io_t *io);
 gw_status_t gw_core_add_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg);

@@ -19,6 +19,18 @@ static inline uint64_t gw_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The same clock at tick resolution (1-4 ms), never later than gw_now_ns().
+ * It is read from the vDSO's data page without touching the clock hardware,
+ * so it stays cheap where CLOCK_MONOTONIC falls back to a system call (a
+ * guest whose clock source has no vDSO mode, e.g. under emulation).  For
+ * stamps compared with second-scale timeouts (peer liveness) on hot paths. */
+static inline uint64_t gw_now_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Little-endian encoders for wire formats (never memcpy structs). */
 static inline void gw_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static inline void gw_put_u32(uint8_t *p, uint32_t v)

@@ -34,7 +34,7 @@ void gw_ep_base_fini(gw_ep_base_t *b)
 void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
 {
     if (gw_list_empty(&b->outstanding)) /* the peer's silence counts from now */
-        b->last_rx_ns = gw_now_ns();
+        b->last_rx_ns = gw_now_coarse_ns();
     req->seq = ++b->next_seq;
     req->flags |= GW_REQF_QUEUED;
     gw_list_push_back(&b->outstanding, &req->link);

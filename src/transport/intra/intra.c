@@ -361,7 +361,7 @@ static gw_status_t out_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const void *p
         }
     }
     hdr_encode(e->out + e->out_len, h);
-    if (h->len)
+    if (h->len && payload)
         memcpy(e->out + e->out_len + INTRA_HDR, payload, h->len);
     e->out_len += INTRA_HDR + h->len;
     out_flush(e);
@@ -1420,7 +1420,7 @@ static int intra_poll(void *arg)
                 b->last_rx_ns = now; /* silence without work outstanding is no sign of death */
                 continue;
             }
-            uint64_t idle = now - b->last_rx_ns;
+            uint64_t idle = now > b->last_rx_ns ? now - b->last_rx_ns : 0; /* stamps may be later than now */
             if (idle > limit) {
                 char why[160];
                 snprintf(why, sizeof(why), "no message from the peer for %llu ms with work outstanding "

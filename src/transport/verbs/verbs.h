@@ -191,7 +191,8 @@ typedef struct gw_verbs_ep {
     struct ibv_cq *cq;
     unsigned cq_unacked;
     int cq_armed;
-    uint64_t active_ns;      /* last post or completion */
+    uint64_t active_ns;      /* first idle pass after the last post or completion; 0 unset */
+    unsigned idle_polls;     /* idle progress passes since then */
     int nqps;
     gw_verbs_qp_t qps[GW_VERBS_MAX_QPS];
     int connected;
@@ -235,6 +236,7 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_NSLOTS 128
 #define GW_VERBS_NRECV 256
 #define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
+#define GW_VERBS_IDLE_CLOCK 64u        /* idle progress passes per clock read */
 #define GW_VERBS_SQ_DEPTH 256
 
 #endif

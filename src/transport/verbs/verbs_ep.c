@@ -743,7 +743,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
 {
     gw_ep_base_t *base = ep->super.base;
     unsigned idx = (unsigned)(wc->wr_id & 0xffff);
-    base->last_rx_ns = gw_now_ns();
+    base->last_rx_ns = gw_now_coarse_ns();
     if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         uint32_t imm = ntohl(wc->imm_data);
         gpu_fence(ep);
@@ -912,17 +912,28 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
     if (c)
         n += post_pending(ep);
     n += c;
-    uint64_t now = gw_now_ns();
-    if (n)
-        ep->active_ns = now;
+    if (n) {
+        /* no clock read here: the busy path stays free of system calls
+         * (where the clock has no vDSO mode, as in an emulated guest, each
+         * read is one); the idle path below stamps the activity */
+        ep->active_ns = 0;
+        ep->idle_polls = 0;
+    }
     if (c)
-        ep->super.base->last_rx_ns = now; /* completions are the peer's acknowledgements */
+        ep->super.base->last_rx_ns = gw_now_coarse_ns(); /* completions are the peer's acks */
     if (n == 0 && !ep->cq_armed) {
         /* Arming costs a system call and makes every completion a channel
          * event (another one).  While completions keep coming (less than
          * GW_VERBS_ARM_IDLE_NS since the last), report activity instead, so a
          * caller progressing until 0 keeps polling for that long; after it,
-         * arm so the context fd wakes a sleeper. */
+         * arm so the context fd wakes a sleeper.  The clock is read on every
+         * GW_VERBS_IDLE_CLOCK-th idle pass only: the window is that much
+         * longer at most. */
+        if (++ep->idle_polls % GW_VERBS_IDLE_CLOCK)
+            return 1;
+        uint64_t now = gw_now_ns();
+        if (!ep->active_ns)
+            ep->active_ns = now;
         if (now - ep->active_ns < GW_VERBS_ARM_IDLE_NS)
             return 1;
         /* going idle: arm the CQ so the context fd wakes a sleeping caller */
@@ -956,7 +967,8 @@ static gw_status_t enqueue(gw_tl_ep_t *e, gw_request_t *req)
     gw_list_push_back(&ep->pending, &req->tl_link);
     if (idle) {
         post_pending(ep);
-        ep->active_ns = gw_now_ns();
+        ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
+        ep->idle_polls = 0;
     }
     return GW_OK;
 }

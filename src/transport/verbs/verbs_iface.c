@@ -217,11 +217,11 @@ static gw_status_t verbs_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
         st = GW_ERR_SYSTEM;
         goto err_chan;
     }
-    if ((st = gw_io_add(core, &vif->chan_io, vif->chan->fd, EPOLLIN, chan_cb, vif)) != GW_OK) {
+    if ((st = gw_io_add_cold(core, &vif->chan_io, vif->chan->fd, EPOLLIN, chan_cb, vif)) != GW_OK) {
         snprintf(why, whylen, "%s", core->errbuf);
         goto err_chan;
     }
-    if ((st = gw_io_add(core, &vif->async_io, vif->ctx->async_fd, EPOLLIN, async_cb, vif)) !=
+    if ((st = gw_io_add_cold(core, &vif->async_io, vif->ctx->async_fd, EPOLLIN, async_cb, vif)) !=
         GW_OK) {
         snprintf(why, whylen, "%s", core->errbuf);
         goto err_io;
