@@ -709,6 +709,10 @@ static size_t piece_size(tcp_ep_t *ep, size_t len)
     int n = open_streams(ep);
     size_t per = (len + (size_t)n - 1) / (size_t)(n ? n : 1);
     size_t chunk = (size_t)ep->tif->chunk;
+    /* with helper threads, pieces too small for one would stay on the
+     * progress thread: fewer, larger pieces (fewer streams) move faster */
+    if (ep->tif->pool && ep->tif->thread_min != UINT64_MAX && per < ep->tif->thread_min)
+        per = (size_t)GW_MIN((uint64_t)len, ep->tif->thread_min);
     return per < chunk ? per : chunk;
 }
 
@@ -1559,6 +1563,13 @@ static void job_done(gw_tcp_job_t *j, void *arg)
         rx_job_done(c, j);
 }
 
+/* now - then, where then may be later than now: a helper thread stamps its
+ * jobs with its own clock reads, which can follow ours. */
+static inline uint64_t elapsed(uint64_t now, uint64_t then)
+{
+    return now > then ? now - then : 0;
+}
+
 /* The last time the peer showed life, counting bytes a helper thread moved. */
 static uint64_t ep_last_ns(tcp_ep_t *ep)
 {
@@ -1581,7 +1592,10 @@ static uint64_t ep_last_ns(tcp_ep_t *ep)
 static int timed_out_quietly(tcp_ep_t *ep)
 {
     uint64_t limit = (uint64_t)CORE(ep)->peer_timeout_ms * 1000000ull;
-    return ep_busy(ep) && gw_now_ns() - ep_last_ns(ep) >= limit - limit / 10;
+    if (!ep_busy(ep))
+        return 0;
+    uint64_t last = ep_last_ns(ep);
+    return elapsed(gw_now_ns(), last) >= limit - limit / 10;
 }
 
 static int tcp_poll(void *arg)
@@ -1634,7 +1648,7 @@ static int tcp_poll(void *arg)
             continue;
         }
         B(ep)->last_rx_ns = ep_last_ns(ep);
-        uint64_t idle = now - B(ep)->last_rx_ns;
+        uint64_t idle = elapsed(now, B(ep)->last_rx_ns);
         if (idle > limit) {
             tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
                      "no data from peer %s for %llu ms with work outstanding (GPUWIRE_PEER_TIMEOUT_MS=%ld)",
@@ -1656,17 +1670,21 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         return GW_ERR_NOMEM;
     }
     gw_status_t st;
-    if ((st = gw_settings_int(&core->settings, GW_SET_TCP_STREAMS, 1, GW_TCP_MAX_STREAMS, &tif->streams, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_TCP_STRIPE_MIN, 1, UINT64_MAX, &tif->stripe_min, why, whylen)) ||
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_STREAMS), "auto"))
+        tif->streams = cpus >= 8 ? 4 : 2;
+    else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_STREAMS, 1, GW_TCP_MAX_STREAMS, &tif->streams, why,
+                                   whylen)) != GW_OK)
+        goto err;
+    if ((st = gw_settings_size(&core->settings, GW_SET_TCP_STRIPE_MIN, 1, UINT64_MAX, &tif->stripe_min, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_CHUNK, 4096, 1ull << 30, &tif->chunk, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_EAGER_MAX, 0, MAX_EAGER_RECV, &tif->eager_max, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &tif->sockbuf, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, 1, UINT64_MAX, &tif->thread_min, why, whylen)))
         goto err;
-    if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto")) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto"))
         tif->threads = cpus >= 4 ? GW_MIN(tif->streams, 4) : 0;
-    } else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_THREADS, 0, GW_TCP_MAX_STREAMS, &tif->threads, why,
+    else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_THREADS, 0, GW_TCP_MAX_STREAMS, &tif->threads, why,
                                      whylen)) != GW_OK) {
         goto err;
     }
