@@ -141,8 +141,8 @@ int main(int argc, char **argv)
      * cancelled; nothing hangs or crashes, on either side */
     gw_rkey_t *rk2 = NULL;
     IT_OK(ctx, gw_rkey_unpack(ep2, keys[R_RW], klen[R_RW], &rk2));
-    for (int i = 0; i < 4; i++)
-        IT_OK(ctx, gw_put(ep2, src, 16u << 20, msrc, ra[R_RW], rk2, &r[i]));
+    for (int i = 0; i < 4; i++) /* to [16 MiB, 48 MiB): nothing else writes there meanwhile */
+        IT_OK(ctx, gw_put(ep2, src, 8u << 20, msrc, ra[R_RW] + (16u << 20) + i * (8u << 20), rk2, &r[i]));
     gw_progress(ctx);
     gw_rkey_destroy(rk2);
     IT_OK(ctx, gw_ep_close(ep2, 0));
