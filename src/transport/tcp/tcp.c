@@ -1748,7 +1748,10 @@ static gw_status_t tcp_iface_describe(gw_tl_iface_t *iface, char *buf, size_t le
             snprintf(buf + n, len - (size_t)n, "; %d helper thread(s) move payloads of %llu bytes or more",
                      gw_tcp_pool_size(tif->pool), (unsigned long long)tif->thread_min);
         else
-            snprintf(buf + n, len - (size_t)n, "; no helper threads (GPUWIRE_TCP_THREADS=0)");
+            snprintf(buf + n, len - (size_t)n, "; no helper threads (GPUWIRE_TCP_THREADS=%s%s)",
+                     gw_settings_str(&iface->core->settings, GW_SET_TCP_THREADS),
+                     strcmp(gw_settings_str(&iface->core->settings, GW_SET_TCP_THREADS), "auto") ? ""
+                                                                                           : ": fewer than 4 CPUs online");
     }
     return GW_OK;
 }
