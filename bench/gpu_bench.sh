@@ -8,6 +8,10 @@
 # Builds against an existing build tree ($BUILD, default build/) and compiles
 # the NCCL benchmark only where nccl.h (and cuda_runtime.h, which it includes)
 # exist.  Sizes: 8 B .. GWB_MAX_SIZE (default 1 GiB).
+# GWB_TCP_SWEEP="T:S[:C] ...": also runs the tcp put once per entry with
+#   GPUWIRE_TCP_THREADS=T GPUWIRE_TCP_STREAMS=S [GPUWIRE_TCP_CHUNK=C] (sizes up
+#   to GWB_SWEEP_MAX_SIZE, default 64 MiB), e.g. GWB_TCP_SWEEP="0:2 2:2 4:4 4:4:4M 8:8".
+# GWB_ONLY=tcp: only the tcp comparison (NCCL on sockets, gpuwire tcp, sweep).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -53,33 +57,48 @@ else
 fi
 R=$B/results.txt
 : >"$R"
-echo "== cuMemcpyPeer (one process, peer access)"
-timeout 300 "$B/gpu_peer_bench" | tee -a "$R"
+only=${GWB_ONLY:-}
+if [ "$only" != tcp ]; then
+  echo "== cuMemcpyPeer (one process, peer access)"
+  timeout 300 "$B/gpu_peer_bench" | tee -a "$R"
+fi
 if [ $have_nccl = 1 ]; then
-  echo "== NCCL send/recv (two processes, default transports)"
-  timeout 300 "$B/gpu_nccl_bench" nccl | tee -a "$R"
+  if [ "$only" != tcp ]; then
+    echo "== NCCL send/recv (two processes, default transports)"
+    timeout 300 "$B/gpu_nccl_bench" nccl | tee -a "$R"
+  fi
   echo "== NCCL send/recv forced onto sockets"
   NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo \
     timeout 300 "$B/gpu_nccl_bench" nccl_socket | tee -a "$R"
 fi
 if [ $have_put = 1 ]; then
-  echo "== gpuwire put GPU0 -> GPU1, intra-host transport"
-  GPUWIRE_TRANSPORTS=intra timeout 300 "$B/gpu_put_bench" gw_intra | tee -a "$R"
-  echo "== gpuwire put GPU0 -> GPU1, tcp loopback (host-staged)"
+  if [ "$only" != tcp ]; then
+    echo "== gpuwire put GPU0 -> GPU1, intra-host transport"
+    GPUWIRE_TRANSPORTS=intra timeout 300 "$B/gpu_put_bench" gw_intra | tee -a "$R"
+  fi
+  echo "== gpuwire put GPU0 -> GPU1, tcp loopback (host-staged; $(env | grep '^GPUWIRE_TCP_' | tr '\n' ' '))"
   GPUWIRE_TRANSPORTS=tcp timeout 300 "$B/gpu_put_bench" gw_tcp | tee -a "$R"
+  for ts in ${GWB_TCP_SWEEP:-}; do
+    t=$(echo "$ts" | cut -d: -f1) s=$(echo "$ts" | cut -d: -f2) c=$(echo "$ts" | cut -s -d: -f3)
+    label=gw_tcp_t${t}_s${s}${c:+_c$c}
+    echo "== gpuwire put GPU0 -> GPU1, tcp loopback, GPUWIRE_TCP_THREADS=$t GPUWIRE_TCP_STREAMS=$s${c:+ GPUWIRE_TCP_CHUNK=$c}"
+    env GPUWIRE_TRANSPORTS=tcp GPUWIRE_TCP_THREADS="$t" GPUWIRE_TCP_STREAMS="$s" ${c:+GPUWIRE_TCP_CHUNK=$c} \
+      GWB_MAX_SIZE="${GWB_SWEEP_MAX_SIZE:-67108864}" timeout 300 "$B/gpu_put_bench" "$label" | tee -a "$R"
+  done
 fi
 echo
 echo "== summary (bw in GB/s; lat in us)"
 python3 - "$R" <<'PY'
 import sys, collections
-lat = collections.defaultdict(dict); bw = collections.defaultdict(dict); extra = []
+lat = collections.defaultdict(dict); bw = collections.defaultdict(dict); cpu = collections.defaultdict(dict); extra = []
 for line in open(sys.argv[1]):
     f = line.split()
     if f and f[0] == "RESULT":
         b, n = f[1], int(f[2])
         kv = dict(x.split("=", 1) for x in f[3:])
         lat[b][n] = float(kv["lat_us"]); bw[b][n] = float(kv["bw_GBps"])
-        if "cpu_pct" in kv: extra.append((b, n, kv["cpu_pct"], kv.get("srv_cpu_pct", "-"), kv["lat_us"], kv["bw_GBps"]))
+        if "cpu_pct" in kv: cpu[b][n] = "%s/%s" % (kv["cpu_pct"], kv.get("srv_cpu_pct", "-"))
+        if "cpu_pct" in kv and not b.startswith("gw_tcp_"): extra.append((b, n, kv["cpu_pct"], kv.get("srv_cpu_pct", "-"), kv["lat_us"], kv["bw_GBps"]))
 def g(d, b, n): return d.get(b, {}).get(n)
 def fmt(x): return "-" if x is None else ("%.2f" % x)
 def ratio(a, b): return "-" if a is None or not b else "%.2f" % (a / b)
@@ -92,6 +111,21 @@ for n in sizes:
     print("%11d | %8s %8s %8s %6s %6s | %7s %9s %6s | %8s %8s %8s" % (n, fmt(i), fmt(p), fmt(c),
           ratio(i, p), ratio(i, c), fmt(t), fmt(s), ratio(t, s),
           fmt(g(lat, "gw_intra", n)), fmt(g(lat, "nccl", n)), fmt(g(lat, "gw_tcp", n))))
+def sweep_key(b):
+    k = []
+    for x in b[len("gw_tcp_"):].split("_"):
+        num = x[1:].rstrip("KMGkmg")
+        k.append(int(num) * {"K": 1, "M": 1 << 10, "G": 1 << 20}.get(x[-1:].upper(), 1) if num.isdigit() else 0)
+    return tuple(k)
+sweep = sorted((b for b in bw if b.startswith("gw_tcp_t")), key=sweep_key)
+if sweep:
+    print("\ntcp sweep: GPUWIRE_TCP_THREADS (t) x GPUWIRE_TCP_STREAMS (s), bw in GB/s, x_sock = / NCCL on sockets")
+    cols = [n for n in (1 << 20, 4 << 20, 16 << 20, 64 << 20) if any(n in bw[b] for b in sweep)]
+    print("  (cpu: percent of one core at the largest size, initiator/target)")
+    print("  %-14s" % "run" + "".join("%9s %6s" % ("%dMiB" % (n >> 20), "x_sock") for n in cols) + "  cpu")
+    for b in sweep:
+        print("  %-14s" % b[len("gw_tcp_"):] + "".join("%9s %6s" % (fmt(g(bw, b, n)), ratio(g(bw, b, n), g(bw, "nccl_socket", n))) for n in cols)
+              + "  " + cpu[b].get(cols[-1], "-"))
 if extra:
     print("\nstaged (tcp) vs direct (intra), same transfer GPU0 -> GPU1: latency, bandwidth, CPU")
     print("  (cpu: percent of one core during the bandwidth loop, initiator / target)")

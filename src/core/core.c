@@ -173,6 +173,13 @@ void gw_core_signal(gw_core_t *c)
     c->ev_armed = 1;
 }
 
+void gw_core_wake(gw_core_t *c)
+{
+    uint64_t one = 1;
+    ssize_t n = write(c->evfd, &one, sizeof(one));
+    (void)n;
+}
+
 int gw_core_dispatch(gw_core_t *c, int timeout_ms)
 {
     struct epoll_event evs[64];

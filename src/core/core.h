@@ -78,6 +78,9 @@ void gw_core_del_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg);
 /* Makes the context fd readable until the next progress call (software
  * events such as completions that need no fd). */
 void gw_core_signal(gw_core_t *c);
+/* The same from another thread (a transport's helper threads): only writes
+ * the eventfd, never touches state the progress thread owns. */
+void gw_core_wake(gw_core_t *c);
 
 /* Waits up to timeout_ms for events and dispatches them; returns the count. */
 int gw_core_dispatch(gw_core_t *c, int timeout_ms);

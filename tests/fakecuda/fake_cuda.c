@@ -70,7 +70,7 @@ static uint8_t *hv(uintptr_t p, size_t n)
     return a->host + (p - a->dev);
 }
 
-static int cur_dev;
+static __thread int cur_dev; /* the current context is per thread, as in CUDA */
 
 CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
 static CUresult cuInit(unsigned f) { (void)f; init_env(); g_inited = 1; return OK; }
@@ -194,13 +194,13 @@ static CUresult copy(uintptr_t dst, uintptr_t src, size_t n)
     return OK;
 }
 static CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(d, s, n); }
-static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { (void)st; g_serial++; return copy(d, s, n); }
+static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { (void)st; __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
 static CUresult cuMemcpyPeer(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n) { (void)dc; (void)sc; return copy(d, s, n); }
-static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { (void)dc; (void)sc; (void)st; g_serial++; return copy(d, s, n); }
+static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { (void)dc; (void)sc; (void)st; __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
 static CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { return copy(d, (uintptr_t)s, n); }
 static CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { return copy((uintptr_t)d, s, n); }
-static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { (void)st; g_serial++; return copy(d, (uintptr_t)s, n); }
-static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { (void)st; g_serial++; return copy((uintptr_t)d, s, n); }
+static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { (void)st; __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, (uintptr_t)s, n); }
+static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { (void)st; __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy((uintptr_t)d, s, n); }
 static CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) { uint8_t *d = hv(p, n); if (!d) return EINVAL_; memset(d, v, n); return OK; }
 
 typedef struct fev { int queries; } fev_t;

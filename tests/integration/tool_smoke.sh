@@ -18,7 +18,7 @@ for name in $(grep -o '"GPUWIRE_[A-Z0-9_]*"' "$def" | tr -d '"' | sort -u); do
 done
 grep -Eq '^  tcp +usable' "$tmp/info" || err "gpuwire info: tcp not usable"
 grep -q '^features: ' "$tmp/info" || err "gpuwire info: no features line"
-GPUWIRE_TCP_STREAMS=3 "$tool" info --settings | grep -q 'GPUWIRE_TCP_STREAMS="3"  \[env; default "2"\]' ||
+GPUWIRE_TCP_STREAMS=3 "$tool" info --settings | grep -q 'GPUWIRE_TCP_STREAMS="3"  \[env; default "auto"\]' ||
   err "gpuwire info does not show a value from the environment"
 GPUWIRE_TCP_STREMS=3 "$tool" info --settings >"$tmp/typo" 2>&1
 grep -q 'did you mean GPUWIRE_TCP_STREAMS' "$tmp/typo" || err "no suggestion for a misspelt setting"

@@ -101,8 +101,8 @@ int main(void)
         CHECK(strcmp(gw_settings_str(&s, size_ids[i]), def) == 0);
     }
     long l;
-    CHECK_ST(gw_settings_int(&s, GW_SET_TCP_STREAMS, 1, 16, &l, err, sizeof(err)), GW_OK);
-    CHECK(l == atol(gw_setting_at(GW_SET_TCP_STREAMS)->default_value));
+    CHECK_ST(gw_settings_int(&s, GW_SET_STAGING_BUFFERS, 1, 64, &l, err, sizeof(err)), GW_OK);
+    CHECK(l == atol(gw_setting_at(GW_SET_STAGING_BUFFERS)->default_value));
     CHECK_ST(gw_settings_int(&s, GW_SET_PEER_TIMEOUT_MS, 1, 86400000L, &l, err, sizeof(err)), GW_OK);
     CHECK_ST(gw_settings_int(&s, GW_SET_CONNECT_TIMEOUT_MS, 1, 86400000L, &l, err, sizeof(err)), GW_OK);
     CHECK(s.from_env[GW_SET_TCP_STREAMS] == 0);

@@ -12,6 +12,7 @@
 
 #include "core/sock.h"
 #include "mem/staging.h"
+#include "transport/tcp/tcp_pool.h"
 
 #define RBUF_CAP (256 * 1024)
 #define DIRECT_MIN (32 * 1024) /* payload left at least this: recv() straight into place */
@@ -72,6 +73,13 @@ typedef struct conn {
     int rx_nin;
     int stg_wait;          /* a GPU-sourced frame waits for a copy: poll it */
     gw_list_t stg_link;
+    /* large payloads moved by a helper thread (tcp_pool.h): while tx_busy the
+     * head frame and the socket's sending side are the worker's, while
+     * rx_busy the payload being received and the socket's receiving side */
+    int tx_busy, rx_busy;
+    int hdr_only;          /* next read: just the next header (a worker may take its payload) */
+    int worker;
+    gw_tcp_job_t txj, rxj;
 } conn_t;
 
 typedef struct tcp_iface {
@@ -85,6 +93,10 @@ typedef struct tcp_iface {
     uint64_t last_timer_ns;
     gw_staging_t *stg_tx[MAX_DEV], *stg_rx[MAX_DEV]; /* per device, made on first use */
     gw_list_t stg_wait;  /* streams whose head frame waits for a device-to-host copy */
+    gw_tcp_pool_t *pool; /* helper threads, NULL when GPUWIRE_TCP_THREADS=0 */
+    long threads;
+    uint64_t thread_min;
+    unsigned next_worker;
 } tcp_iface_t;
 
 typedef struct dnotify {
@@ -276,6 +288,23 @@ static void tcp_fail(tcp_ep_t *ep, gw_status_t st, const char *fmt, ...)
     gw_ep_fail(B(ep), st, "%s", msg);
 }
 
+/* A failed send/recv.  ETIMEDOUT is the kernel enforcing GPUWIRE_PEER_TIMEOUT_MS
+ * (TCP_USER_TIMEOUT, core/sock.c) on unacknowledged data: the same verdict as
+ * our own timer, whichever notices first. */
+static int timed_out_quietly(tcp_ep_t *ep);
+
+static void sock_fail(tcp_ep_t *ep, int e, const char *op, int idx)
+{
+    if (e != ETIMEDOUT && timed_out_quietly(ep))
+        e = ETIMEDOUT;
+    if (e == ETIMEDOUT)
+        tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
+                 "%s on tcp stream %d with %s failed: %s (unacknowledged data for GPUWIRE_PEER_TIMEOUT_MS=%ld)", op,
+                 idx, B(ep)->peer, strerror(e), CORE(ep)->peer_timeout_ms);
+    else
+        tcp_fail(ep, GW_ERR_CONN_RESET, "%s on tcp stream %d with %s failed: %s", op, idx, B(ep)->peer, strerror(e));
+}
+
 /* ---- transmit ---------------------------------------------------------------------- */
 static tx_item_t *tx_alloc(tcp_ep_t *ep)
 {
@@ -321,12 +350,19 @@ static void tx_release(tcp_ep_t *ep, tx_item_t *t)
 
 static void check_deferred(tcp_ep_t *ep);
 
+/* The progress thread watches for reading unless a worker reads the stream. */
+static void conn_update_io(conn_t *c)
+{
+    if (c->fd >= 0)
+        gw_io_mod(CORE(c->ep), &c->io, (c->rx_busy ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0));
+}
+
 static void conn_set_out(conn_t *c, int on)
 {
     if (c->want_out == on || c->fd < 0)
         return;
     c->want_out = on;
-    gw_io_mod(CORE(c->ep), &c->io, EPOLLIN | (on ? EPOLLOUT : 0));
+    conn_update_io(c);
 }
 
 static void stg_wait_add(conn_t *c)
@@ -404,8 +440,7 @@ static int flush_gpu_head(conn_t *c)
                 conn_set_out(c, 1);
                 return 0;
             }
-            tcp_fail(ep, GW_ERR_CONN_RESET, "send on tcp stream %d to %s failed: %s", c->idx, B(ep)->peer,
-                     strerror(errno));
+            sock_fail(ep, errno, "send", c->idx);
             return -1;
         }
         int in_payload = t->off >= GW_TCP_HDR;
@@ -440,6 +475,55 @@ static void tx_done(conn_t *c, tx_item_t *t)
     }
 }
 
+/* A frame whose payload a helper thread moves (GPUWIRE_TCP_THREAD_MIN). */
+static inline int offloadable(const tcp_iface_t *tif, size_t paylen)
+{
+    return tif->pool && paylen >= tif->thread_min;
+}
+
+static void pool_trouble(tcp_iface_t *tif, gw_status_t st)
+{
+    gw_log(GW_LOG_WARN, "tcp: helper threads unavailable (%s: %s); moving every byte on the progress thread",
+           gw_status_name(st), tif->super.core->errbuf);
+    tif->thread_min = UINT64_MAX;
+}
+
+/* Hands the head frame to the stream's helper thread.  1: handed over. */
+static int offload_tx(conn_t *c)
+{
+    tcp_iface_t *tif = c->ep->tif;
+    tx_item_t *t = c->txh;
+    if (!offloadable(tif, t->paylen) || t->sl_n)
+        return 0;
+    gw_tcp_job_t *j = &c->txj;
+    j->rx = 0;
+    j->fd = c->fd;
+    j->dev = t->gpu_dev;
+    j->owner = c;
+    memcpy(j->hdr, t->hdr, GW_TCP_HDR);
+    j->src = t->payload;
+    j->dst = NULL;
+    j->len = GW_TCP_HDR + t->paylen;
+    j->keep = 0;
+    j->off = t->off;
+    j->nnext = 0; /* large frames queued behind it go along: one hand-over for several */
+    for (tx_item_t *n = t->next; n && j->nnext < GW_TCP_JOB_FRAMES - 1 && offloadable(tif, n->paylen); n = n->next) {
+        gw_tcp_next_frame_t *f = &j->next[j->nnext++];
+        memcpy(f->hdr, n->hdr, GW_TCP_HDR);
+        f->src = n->payload;
+        f->len = GW_TCP_HDR + n->paylen;
+        f->dev = n->gpu_dev;
+    }
+    gw_status_t st = gw_tcp_pool_submit(tif->pool, c->worker, j);
+    if (st != GW_OK) {
+        pool_trouble(tif, st);
+        return 0;
+    }
+    c->tx_busy = 1;
+    conn_set_out(c, 0); /* the worker watches the socket now */
+    return 1;
+}
+
 /* Writes as much of the queue as the socket takes.  Returns -1 if the
  * endpoint failed. */
 static int conn_flush_(conn_t *c);
@@ -458,6 +542,8 @@ static int conn_flush_(conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
     while (c->txh && c->fd >= 0) {
+        if (c->tx_busy || offload_tx(c))
+            return 0;
         if (c->txh->gpu_dev >= 0) {
             int r = flush_gpu_head(c);
             if (r <= 0)
@@ -467,6 +553,8 @@ static int conn_flush_(conn_t *c)
         struct iovec iov[IOV_MAX_BATCH];
         int n = 0;
         for (tx_item_t *t = c->txh; t && t->gpu_dev < 0 && n < IOV_MAX_BATCH - 1; t = t->next) {
+            if (n && offloadable(ep->tif, t->paylen))
+                break; /* goes to a helper thread once it is the head */
             if (t->off < GW_TCP_HDR) {
                 iov[n].iov_base = t->hdr + t->off;
                 iov[n].iov_len = GW_TCP_HDR - t->off;
@@ -491,8 +579,7 @@ static int conn_flush_(conn_t *c)
                 conn_set_out(c, 1);
                 return 0;
             }
-            tcp_fail(ep, GW_ERR_CONN_RESET, "send on tcp stream %d to %s failed: %s", c->idx,
-                     B(ep)->peer, strerror(errno));
+            sock_fail(ep, errno, "send", c->idx);
             return -1;
         }
         size_t left = (size_t)w;
@@ -622,6 +709,10 @@ static size_t piece_size(tcp_ep_t *ep, size_t len)
     int n = open_streams(ep);
     size_t per = (len + (size_t)n - 1) / (size_t)(n ? n : 1);
     size_t chunk = (size_t)ep->tif->chunk;
+    /* with helper threads, pieces too small for one would stay on the
+     * progress thread: fewer, larger pieces (fewer streams) move faster */
+    if (ep->tif->pool && ep->tif->thread_min != UINT64_MAX && per < ep->tif->thread_min)
+        per = (size_t)GW_MIN((uint64_t)len, ep->tif->thread_min);
     return per < chunk ? per : chunk;
 }
 
@@ -1104,11 +1195,46 @@ static int process_rbuf(conn_t *c)
     }
 }
 
+/* Hands the rest of the payload being received to the stream's helper
+ * thread.  1: handed over (or the endpoint failed). */
+static int offload_rx(conn_t *c)
+{
+    tcp_iface_t *tif = c->ep->tif;
+    if (!offloadable(tif, c->remaining))
+        return 0;
+    int dev = c->rx_dev;
+    if (dev >= 0 && gpu_finish(c) < 0) /* what the progress thread staged lands first */
+        return 1;
+    gw_tcp_job_t *j = &c->rxj;
+    j->rx = 1;
+    j->fd = c->fd;
+    j->dev = c->consumed < c->keep ? dev : -1;
+    j->owner = c;
+    j->src = NULL;
+    j->dst = c->dst;
+    j->len = c->consumed + c->remaining;
+    j->keep = c->keep;
+    j->off = c->consumed;
+    gw_status_t st = gw_tcp_pool_submit(tif->pool, c->worker, j);
+    if (st != GW_OK) {
+        pool_trouble(tif, st);
+        c->rx_dev = dev; /* gpu_finish left nothing staged: carry on here */
+        return 0;
+    }
+    c->rx_busy = 1;
+    conn_update_io(c);
+    return 1;
+}
+
 static void conn_readable(conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
+    if (c->rx_busy)
+        return;
     for (int iter = 0; iter < 16 && c->fd >= 0; iter++) {
         ssize_t n;
+        if (c->in_payload && c->rpos == c->rlen && offload_rx(c))
+            return;
         if (c->in_payload && c->rpos == c->rlen && c->remaining >= DIRECT_MIN) {
             /* straight into place (or into scratch when discarding) */
             uint8_t *dst;
@@ -1153,10 +1279,19 @@ static void conn_readable(conn_t *c)
                 c->rlen -= c->rpos;
                 c->rpos = 0;
             }
-            n = recv(c->fd, c->rbuf + c->rlen, RBUF_CAP - c->rlen, MSG_DONTWAIT);
+            size_t room = RBUF_CAP - c->rlen;
+            if (c->hdr_only) /* after a worker's payload: the next header alone, its payload may be a worker's too */
+                room = GW_MIN(room, GW_TCP_HDR - GW_MIN(GW_TCP_HDR, c->rlen - c->rpos));
+            if (!room) {
+                c->hdr_only = 0;
+                room = RBUF_CAP - c->rlen;
+            }
+            n = recv(c->fd, c->rbuf + c->rlen, room, MSG_DONTWAIT);
             if (n > 0) {
                 B(ep)->last_rx_ns = gw_now_ns();
                 c->rlen += (size_t)n;
+                if (c->rlen - c->rpos >= GW_TCP_HDR)
+                    c->hdr_only = 0;
                 if (process_rbuf(c) < 0)
                     return;
                 if ((size_t)n < (RBUF_CAP - c->rlen) / 2 && !c->in_payload)
@@ -1169,17 +1304,19 @@ static void conn_readable(conn_t *c)
                 conn_close(c);
                 return;
             }
-            tcp_fail(ep, GW_ERR_CONN_RESET,
-                     "peer %s closed tcp stream %d without closing the endpoint (process exited or crashed?)",
-                     B(ep)->peer, c->idx);
+            if (timed_out_quietly(ep))
+                sock_fail(ep, ETIMEDOUT, "recv", c->idx);
+            else
+                tcp_fail(ep, GW_ERR_CONN_RESET,
+                         "peer %s closed tcp stream %d without closing the endpoint (process exited or crashed?)",
+                         B(ep)->peer, c->idx);
             return;
         }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return;
-        tcp_fail(ep, GW_ERR_CONN_RESET, "recv on tcp stream %d from %s failed: %s", c->idx,
-                 B(ep)->peer, strerror(errno));
+        sock_fail(ep, errno, "recv", c->idx);
         return;
     }
 }
@@ -1187,7 +1324,7 @@ static void conn_readable(conn_t *c)
 static void conn_event(void *arg, uint32_t events)
 {
     conn_t *c = arg;
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+    if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && !c->rx_busy)
         conn_readable(c);
     if (c->fd >= 0 && (events & EPOLLOUT))
         conn_flush(c);
@@ -1208,6 +1345,8 @@ static gw_status_t conn_open(tcp_ep_t *ep, int idx, int fd)
     c->rpos = c->rlen = 0;
     c->in_payload = 0;
     c->rx_dev = -1;
+    c->tx_busy = c->rx_busy = c->hdr_only = 0;
+    c->worker = (int)(ep->tif->next_worker++);
     gw_list_init(&c->stg_link);
     gw_status_t st = gw_io_add(core, &c->io, fd, EPOLLIN, conn_event, c);
     if (st != GW_OK) {
@@ -1222,6 +1361,10 @@ static void conn_close(conn_t *c)
     if (c->fd < 0)
         return;
     tcp_ep_t *ep = c->ep;
+    /* a worker moving bytes on this socket lets go of it first */
+    gw_tcp_pool_cancel(ep->tif->pool, &c->txj);
+    gw_tcp_pool_cancel(ep->tif->pool, &c->rxj);
+    c->tx_busy = c->rx_busy = 0;
     gw_io_del(CORE(ep), &c->io);
     close(c->fd);
     c->fd = -1;
@@ -1347,12 +1490,120 @@ static int ep_busy(tcp_ep_t *ep)
     return 0;
 }
 
+/* ---- helper threads' finished jobs ------------------------------------------------ */
+static void tx_job_done(conn_t *c, gw_tcp_job_t *j)
+{
+    tcp_ep_t *ep = c->ep;
+    if (j->cuda) {
+        c->tx_busy = 0;
+        tcp_fail(ep, GW_ERR_CUDA, "tcp: device-to-host staging copy for stream %d failed: %s", c->idx, j->why);
+        return;
+    }
+    if (j->err) {
+        c->tx_busy = 0;
+        sock_fail(ep, j->err, "send", c->idx);
+        return;
+    }
+    B(ep)->last_rx_ns = gw_now_ns(); /* the peer's kernel took the bytes */
+    /* tx_busy stays set until every frame of the job is popped: what their
+     * completions queue must not be flushed (or handed over) past them */
+    for (int i = 0; i < j->frames_done && c->txh && c->fd >= 0; i++) {
+        tx_item_t *t = c->txh;
+        c->tx_bytes -= GW_MIN(c->tx_bytes, GW_TCP_HDR + t->paylen - t->off);
+        t->off = GW_TCP_HDR + t->paylen;
+        tx_done(c, t);
+    }
+    c->tx_busy = 0;
+    if (!ep->failed && c->fd >= 0)
+        conn_flush(c);
+}
+
+static void rx_job_done(conn_t *c, gw_tcp_job_t *j)
+{
+    tcp_ep_t *ep = c->ep;
+    c->rx_busy = 0;
+    if (j->cuda) {
+        tcp_fail(ep, GW_ERR_CUDA, "tcp: host-to-device staging copy for stream %d failed: %s", c->idx, j->why);
+        return;
+    }
+    if (j->err) {
+        sock_fail(ep, j->err, "recv", c->idx);
+        return;
+    }
+    if (j->eof) {
+        if (ep->peer_closed || ep->closing) {
+            conn_close(c);
+            return;
+        }
+        if (timed_out_quietly(ep))
+            sock_fail(ep, ETIMEDOUT, "recv", c->idx);
+        else
+            tcp_fail(ep, GW_ERR_CONN_RESET,
+                     "peer %s closed tcp stream %d in the middle of a %llu-byte payload (process exited or crashed?)",
+                     B(ep)->peer, c->idx, (unsigned long long)j->len);
+        return;
+    }
+    B(ep)->last_rx_ns = gw_now_ns();
+    c->consumed = j->off;
+    c->remaining = 0;
+    c->hdr_only = 1;
+    conn_update_io(c);
+    if (finish_payload(c) < 0 || c->fd < 0)
+        return;
+    conn_readable(c); /* what follows may be waiting already */
+}
+
+static void job_done(gw_tcp_job_t *j, void *arg)
+{
+    conn_t *c = j->owner;
+    (void)arg;
+    if (j == &c->txj)
+        tx_job_done(c, j);
+    else
+        rx_job_done(c, j);
+}
+
+/* now - then, where then may be later than now: a helper thread stamps its
+ * jobs with its own clock reads, which can follow ours. */
+static inline uint64_t elapsed(uint64_t now, uint64_t then)
+{
+    return now > then ? now - then : 0;
+}
+
+/* The last time the peer showed life, counting bytes a helper thread moved. */
+static uint64_t ep_last_ns(tcp_ep_t *ep)
+{
+    uint64_t last = B(ep)->last_rx_ns;
+    for (int i = 0; i < ep->nconns; i++) {
+        conn_t *c = &ep->conns[i];
+        if (c->tx_busy)
+            last = GW_MAX(last, gw_tcp_job_last_ns(&c->txj));
+        if (c->rx_busy)
+            last = GW_MAX(last, gw_tcp_job_last_ns(&c->rxj));
+    }
+    return last;
+}
+
+/* A stream ended or failed after about GPUWIRE_PEER_TIMEOUT_MS without a
+ * sign of life while work was outstanding: the kernel's TCP_USER_TIMEOUT
+ * (the same limit) tore it down, and the error it reported may have gone to
+ * another reader of the socket (a helper thread) leaving an end-of-stream
+ * here.  Either way the peer timed out. */
+static int timed_out_quietly(tcp_ep_t *ep)
+{
+    uint64_t limit = (uint64_t)CORE(ep)->peer_timeout_ms * 1000000ull;
+    if (!ep_busy(ep))
+        return 0;
+    uint64_t last = ep_last_ns(ep);
+    return elapsed(gw_now_ns(), last) >= limit - limit / 10;
+}
+
 static int tcp_poll(void *arg)
 {
     tcp_iface_t *tif = arg;
     gw_list_t *lp;
-    int n = 0;
     tif->gen++;
+    int n = gw_tcp_pool_reap(tif->pool, job_done, tif);
     while ((lp = gw_list_first(&tif->lazy)) != NULL) {
         conn_t *c = gw_container_of(lp, conn_t, lazy_link);
         if (c->lazy_gen + 2 > tif->gen) { /* queued during this call: one more chance to ride along */
@@ -1396,7 +1647,8 @@ static int tcp_poll(void *arg)
             B(ep)->last_rx_ns = now;
             continue;
         }
-        uint64_t idle = now - B(ep)->last_rx_ns;
+        B(ep)->last_rx_ns = ep_last_ns(ep);
+        uint64_t idle = elapsed(now, B(ep)->last_rx_ns);
         if (idle > limit) {
             tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
                      "no data from peer %s for %llu ms with work outstanding (GPUWIRE_PEER_TIMEOUT_MS=%ld)",
@@ -1418,12 +1670,35 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         return GW_ERR_NOMEM;
     }
     gw_status_t st;
-    if ((st = gw_settings_int(&core->settings, GW_SET_TCP_STREAMS, 1, GW_TCP_MAX_STREAMS, &tif->streams, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_TCP_STRIPE_MIN, 1, UINT64_MAX, &tif->stripe_min, why, whylen)) ||
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_STREAMS), "auto"))
+        tif->streams = cpus >= 8 ? 4 : 2;
+    else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_STREAMS, 1, GW_TCP_MAX_STREAMS, &tif->streams, why,
+                                   whylen)) != GW_OK)
+        goto err;
+    if ((st = gw_settings_size(&core->settings, GW_SET_TCP_STRIPE_MIN, 1, UINT64_MAX, &tif->stripe_min, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_CHUNK, 4096, 1ull << 30, &tif->chunk, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_EAGER_MAX, 0, MAX_EAGER_RECV, &tif->eager_max, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &tif->sockbuf, why, whylen)))
+        (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &tif->sockbuf, why, whylen)) ||
+        (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, 1, UINT64_MAX, &tif->thread_min, why, whylen)))
         goto err;
+    if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto"))
+        tif->threads = cpus >= 4 ? GW_MIN(tif->streams, 4) : 0;
+    else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_THREADS, 0, GW_TCP_MAX_STREAMS, &tif->threads, why,
+                                     whylen)) != GW_OK) {
+        goto err;
+    }
+    if (tif->threads > 0) {
+        uint64_t chunk;
+        long nbufs;
+        if ((st = gw_settings_size(&core->settings, GW_SET_STAGING_CHUNK, 4096, 1ull << 30, &chunk, why, whylen)) ||
+            (st = gw_settings_int(&core->settings, GW_SET_STAGING_BUFFERS, 1, 64, &nbufs, why, whylen)))
+            goto err;
+        if ((st = gw_tcp_pool_create(core, (int)tif->threads, (size_t)chunk, (unsigned)GW_MAX(nbufs, 2), &tif->pool))) {
+            snprintf(why, whylen, "%s", core->errbuf);
+            goto err;
+        }
+    }
     tif->scratch = malloc(RBUF_CAP);
     if (!tif->scratch) {
         snprintf(why, whylen, "out of memory");
@@ -1444,6 +1719,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     *out = &tif->super;
     return GW_OK;
 err:
+    gw_tcp_pool_destroy(tif->pool);
     free(tif->scratch);
     free(tif);
     return st;
@@ -1453,6 +1729,7 @@ static void tcp_iface_close(gw_tl_iface_t *iface)
 {
     tcp_iface_t *tif = to_if(iface);
     gw_core_del_poller(iface->core, tcp_poll, tif);
+    gw_tcp_pool_destroy(tif->pool);
     for (int i = 0; i < MAX_DEV; i++) {
         gw_staging_destroy(tif->stg_tx[i]);
         gw_staging_destroy(tif->stg_rx[i]);
@@ -1464,8 +1741,18 @@ static void tcp_iface_close(gw_tl_iface_t *iface)
 static gw_status_t tcp_iface_describe(gw_tl_iface_t *iface, char *buf, size_t len)
 {
     tcp_iface_t *tif = to_if(iface);
-    snprintf(buf, len, "%ld stream(s) per endpoint, striping from %llu bytes in pieces of up to %llu",
-             tif->streams, (unsigned long long)tif->stripe_min, (unsigned long long)tif->chunk);
+    int n = snprintf(buf, len, "%ld stream(s) per endpoint, striping from %llu bytes in pieces of up to %llu",
+                     tif->streams, (unsigned long long)tif->stripe_min, (unsigned long long)tif->chunk);
+    if (n >= 0 && (size_t)n < len) {
+        if (tif->pool)
+            snprintf(buf + n, len - (size_t)n, "; %d helper thread(s) move payloads of %llu bytes or more",
+                     gw_tcp_pool_size(tif->pool), (unsigned long long)tif->thread_min);
+        else
+            snprintf(buf + n, len - (size_t)n, "; no helper threads (GPUWIRE_TCP_THREADS=%s%s)",
+                     gw_settings_str(&iface->core->settings, GW_SET_TCP_THREADS),
+                     strcmp(gw_settings_str(&iface->core->settings, GW_SET_TCP_THREADS), "auto") ? ""
+                                                                                           : ": fewer than 4 CPUs online");
+    }
     return GW_OK;
 }
 
@@ -1493,7 +1780,13 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
         for (int i = 0; i < ep->nconns; i++) {
             conn_t *c = &ep->conns[i];
             if (c->in_payload && c->dst_region == mem) {
-                c->keep = c->consumed; /* discard the rest */
+                if (c->rx_busy) { /* the worker stores nothing more (waits for its copies into mem) */
+                    gw_tcp_job_lock(&c->rxj);
+                    c->keep = gw_tcp_job_rx_stop(&c->rxj);
+                    gw_tcp_job_unlock(&c->rxj);
+                } else {
+                    c->keep = c->consumed; /* discard the rest */
+                }
                 c->cur_status = GW_ERR_INVALID_KEY;
                 c->dst_region = NULL;
                 mem->incoming--;
@@ -1504,16 +1797,28 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
                 void *copy = malloc(t->paylen ? t->paylen : 1);
                 if (!copy)
                     return gw_err(iface->core, GW_ERR_NOMEM, "out of memory detaching a get from a deregistered region");
+                int idx = 0; /* a worker is sending it: hold it still */
+                for (tx_item_t *u = c->txh; u != t; u = u->next)
+                    idx++;
+                int busy = c->tx_busy && idx <= c->txj.nnext;
+                if (busy)
+                    gw_tcp_job_lock(&c->txj);
                 if (t->gpu_dev >= 0) {
                     tx_drop_slots(ep, t); /* the rest now comes from the host copy */
                     t->sl_used = 0;
                     if (gw_staging_copy_sync(iface->core, t->gpu_dev, copy, t->payload, t->paylen) != GW_OK) {
+                        if (busy)
+                            gw_tcp_job_unlock(&c->txj);
                         free(copy);
                         return GW_ERR_CUDA;
                     }
                     t->gpu_dev = -1;
                 } else {
                     memcpy(copy, t->payload, t->paylen);
+                }
+                if (busy) {
+                    gw_tcp_job_tx_detach(&c->txj, idx, copy);
+                    gw_tcp_job_unlock(&c->txj);
                 }
                 t->owned = copy;
                 t->payload = copy;
@@ -1621,7 +1926,8 @@ static gw_status_t tcp_ep_close(gw_tl_ep_t *tep)
     /* give the close frame (and what precedes it) a bounded chance to leave */
     uint64_t deadline = gw_now_ns() + 200000000ull;
     while (c->fd >= 0 && c->txh && gw_now_ns() < deadline) {
-        if (conn_flush(c) < 0)
+        gw_tcp_pool_reap(ep->tif->pool, job_done, ep->tif);
+        if (c->fd < 0 || conn_flush(c) < 0)
             break;
         if (c->txh)
             usleep(1000);
@@ -1660,8 +1966,14 @@ static void tcp_ep_destroy(gw_tl_ep_t *tep)
 static gw_status_t tcp_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     tcp_ep_t *ep = to_ep(tep);
-    snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes", open_streams(ep),
-             (unsigned long long)ep->tif->stripe_min);
+    tcp_iface_t *tif = ep->tif;
+    if (tif->pool && tif->thread_min != UINT64_MAX)
+        snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes, %d helper thread(s) moving payloads from %llu bytes",
+                 open_streams(ep), (unsigned long long)tif->stripe_min, gw_tcp_pool_size(tif->pool),
+                 (unsigned long long)tif->thread_min);
+    else
+        snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes, no helper threads", open_streams(ep),
+                 (unsigned long long)tif->stripe_min);
     return GW_OK;
 }
 

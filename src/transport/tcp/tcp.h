@@ -16,7 +16,9 @@
  *  32 u64 len  (payload length)
  *  40 u64 val  (notification value, tag, or local offset of a piece)
  * Data is read straight from and written straight into user memory: the
- * only copies are the kernel's.
+ * only copies are the kernel's.  The payloads of frames of at least
+ * GPUWIRE_TCP_THREAD_MIN bytes are moved by helper threads (tcp_pool.h);
+ * the wire format does not change.
  */
 #ifndef GW_TRANSPORT_TCP_H
 #define GW_TRANSPORT_TCP_H
