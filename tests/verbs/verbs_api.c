@@ -138,6 +138,30 @@ static int server(void *arg)
     CHECK(gwt_verify(big, MB, 5) == -1);
     CHECK(big[MB] == 0);
     gw_request_free(r);
+    /* rendezvous into the region (registered with remote write, 1 MiB MRs):
+     * 8 (256 KiB) fits one MR (the sender WRITEs), 9 crosses an MR edge (we
+     * READ), 10 (1 MiB) is truncated to 200000 bytes (WRITE of those only);
+     * the 3 MiB messages above were READ (at least GPUWIRE_IB_SPLIT_MIN) */
+    uint8_t keep = region[2 * MB + 200000];
+    REQUIRE_OK(gw_recv(ep, region, MB, mem, 8, ~0ull, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    CHECK(gwt_verify(region, 256 * 1024, 8) == -1);
+    gw_request_free(r);
+    REQUIRE_OK(gw_recv(ep, region + MB - 100, 300000, mem, 9, ~0ull, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    CHECK(gwt_verify(region + MB - 100, 300000, 9) == -1);
+    gw_request_free(r);
+    REQUIRE_OK(gw_recv(ep, region + 2 * MB, 200000, mem, 10, ~0ull, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_ERR_TRUNCATED);
+    gw_request_info(r, &ri);
+    CHECK(ri.length == MB);
+    CHECK(gwt_verify(region + 2 * MB, 200000, 10) == -1);
+    CHECK(region[2 * MB + 200000] == keep);
+    gw_request_free(r);
+    gw_ep_info_t sinfo = {.size = sizeof(sinfo)};
+    REQUIRE_OK(gw_ep_query(ep, &sinfo));
+    fprintf(stderr, "server endpoint: %s\n", sinfo.path);
+    CHECK(strstr(sinfo.path, "2 by the sender's RDMA WRITE, 3 by RDMA READ") != NULL);
     /* wake a sleeper: the client sleeps in poll() on its context fd */
     char go[8];
     recv_blob(ep, go, sizeof(go), 20);
@@ -304,6 +328,14 @@ int main(int argc, char **argv)
     wait_ok(r, 20000, "eager send");
     REQUIRE_OK(gw_send(ep, big, 3 * MB, NULL, 7, &r));
     wait_ok(r, 20000, "rendezvous send into a small buffer");
+    /* into the server's remote-writable region: by RDMA WRITE where the
+     * receive buffer lies in one MR, by READ where it crosses MRs */
+    for (uint64_t tag = 8; tag <= 10; tag++) {
+        size_t n = tag == 8 ? 256 * 1024 : tag == 9 ? 300000 : MB;
+        gwt_fill(big, n, tag);
+        REQUIRE_OK(gw_send(ep, big, n, NULL, tag, &r));
+        wait_ok(r, 20000, "rendezvous send into a registered region");
+    }
     /* sleep on the context fd until a message arrives */
     char wake[8];
     REQUIRE_OK(gw_recv(ep, wake, sizeof(wake), NULL, 21, ~0ull, &r));

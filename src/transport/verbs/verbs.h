@@ -286,6 +286,7 @@ typedef struct gw_verbs_ep {
     int path_mtu;            /* enum ibv_mtu */
     uint32_t max_inline;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
+    uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     /* staged GPU memory (verbs_ep.c) */
     gw_list_t stg_reqs;      /* gw_verbs_sreq_t in posting order */
     gw_verbs_schunk_t schunk[GW_VERBS_STG_CHUNKS];

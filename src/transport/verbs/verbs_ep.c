@@ -46,8 +46,17 @@ enum {
     TLF_DATA = 1u << 2,      /* put_notify: data WRs posted, notification next */
     TLF_WAIT_FIN = 1u << 3,  /* rendezvous send: RTS out, waiting for FIN */
     TLF_INLINE = 1u << 4,    /* put from the user buffer, inline */
-    TLF_RDV = 1u << 5        /* recv: rendezvous read */
+    TLF_RDV = 1u << 5,       /* recv: rendezvous read */
+    TLF_CTS = 1u << 7,       /* send: the receiver asked for the data by RDMA WRITE */
+    TLF_WFIN = 1u << 8       /* recv: CTS sent, the sender WRITEs and then says WFIN */
 };
+/* Rendezvous by RDMA WRITE (receive buffer in a region the user opened to
+ * remote writes, message below GPUWIRE_IB_SPLIT_MIN): the receiver answers
+ * the RTS with CT_CTS (its address, rkey and id), the sender WRITEs the data
+ * on QP 0 and then SENDs CT_WFIN there, which RC ordering delivers after the
+ * data.  Larger messages keep the striped RDMA READ: a WFIN after striped
+ * WRITEs would have to wait for the other QPs to drain (measured slower). */
+enum { CT_CTS = 7, CT_WFIN };
 #define RECV_WRID (1ull << 63)
 #define NO_SLOT 0xffff
 #define BATCH 32
@@ -323,7 +332,7 @@ static void local_piece(gw_verbs_ep_t *ep, gw_request_t *req, size_t off, uint64
 /* rkey of the remote piece holding raddr and the bytes left in it; -1 bad key */
 static int remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left)
 {
-    if (req->op == GW_OP_RECV) {
+    if (req->op == GW_OP_RECV || (req->tl_flags & TLF_CTS)) {
         *rkey = (uint32_t)req->tl[T_RKEY];
         *left = UINT64_MAX;
         return 0;
@@ -357,7 +366,7 @@ static int post_rdma(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int kind,
 {
     size_t stripe = total;
     int nq = 1;
-    if (total >= ep->vif->split_min && ep->nqps > 1) {
+    if (total >= ep->vif->split_min && ep->nqps > 1 && !(req->tl_flags & TLF_CTS)) {
         nq = ep->nqps;
         stripe = (total + (size_t)nq - 1) / (size_t)nq;
         stripe = (stripe + 4095) & ~(size_t)4095;
@@ -461,6 +470,36 @@ static void rdv_recv_forget(gw_verbs_ep_t *ep, gw_request_t *req)
 }
 
 /* 1 fully posted, 0 blocked (keep at the head of the queue). */
+/* Rendezvous receive: asks the sender to WRITE the data (CT_CTS) when the
+ * buffer lies in a region the user registered for remote writes (the peer
+ * gets no access the user did not grant) within one MR.  1: CTS posted,
+ * -1: blocked (no room now), 0: take the RDMA READ path instead. */
+static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
+{
+    const gw_mem_t *m = req->lmem;
+    if (n == 0 || !m || !m->tl_reg[GW_TL_VERBS] || !(m->access & GW_ACCESS_REMOTE_WRITE) ||
+        (n >= ep->vif->split_min && ep->nqps > 1))
+        return 0;
+    uint32_t rkey = 0;
+    uint64_t left = 0;
+    if (gw_verbs_reg_piece(m->tl_reg[GW_TL_VERBS], (uint64_t)(uintptr_t)req->buf, NULL, &rkey, &left) != 0 ||
+        left < n)
+        return 0;
+    if (!qp_room(ep, b, 0) || !ep->nsfree)
+        return -1;
+    int id = rdv_alloc(ep, req);
+    if (id < 0)
+        return 0;
+    int s = slot_get(ep);
+    uint64_t sender = (req->tl[T_RKEY] >> 32) & 0xffffffffu;
+    uint64_t myid = ((uint64_t)ep->rdv_gen[id] << 8) | (uint64_t)id;
+    hdr_fill(slot_ptr(ep, s), CT_CTS, 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey, sender);
+    post_sendmsg(ep, b, NULL, s, GW_VERBS_HDR);
+    req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED;
+    ep->rdv_by_write++;
+    return 1;
+}
+
 static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
 {
     int r;
@@ -519,6 +558,20 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         return 1;
     }
     case GW_OP_SEND: {
+        if (req->tl_flags & TLF_CTS) { /* the data by RDMA WRITE on QP 0, then WFIN */
+            r = post_rdma(ep, b, req, WR_PUT, (size_t)req->tl[T_MLEN], req->tl[T_RADDR]);
+            if (r <= 0)
+                return r < 0 ? 1 : 0;
+            if (!qp_room(ep, b, 0))
+                return 0;
+            int s = slot_get(ep);
+            if (s < 0)
+                return 0;
+            hdr_fill(slot_ptr(ep, s), CT_WFIN, 0, 0, 0, 0, 0, req->tl[T_RKEY] >> 32);
+            post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
+            req->tl_flags |= TLF_ALLPOSTED; /* done when the WFIN's SEND completes */
+            return 1;
+        }
         if (!qp_room(ep, b, 0))
             return 0;
         int s = slot_get(ep);
@@ -592,6 +645,8 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     }
     case GW_OP_RECV: { /* rendezvous read into the receive buffer */
         size_t n = GW_MIN(req->len, (size_t)req->tl[T_MLEN]);
+        if ((r = rdv_cts(ep, b, req, n)) != 0)
+            return r > 0;
         if ((r = req_prep(ep, req, 1, n)) <= 0)
             return r < 0 ? 1 : 0;
         if (n == 0) {
@@ -603,6 +658,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         if (r == 0)
             return 0;
         req->tl_flags |= TLF_ALLPOSTED;
+        ep->rdv_by_read++;
         return 1;
     }
     default:
@@ -889,6 +945,45 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
             gw_log(GW_LOG_DEBUG, "verbs: FIN for unknown rendezvous %llu (ignored)",
                    (unsigned long long)opid);
         }
+        break;
+    }
+    case CT_CTS: { /* the receiver wants our rendezvous data written to it */
+        unsigned id = (unsigned)(opid & 0xff);
+        gw_request_t *r = id < GW_ARRAY_SIZE(ep->rdv) && ((opid >> 8) & 0xffff) == ep->rdv_gen[id]
+                              ? ep->rdv[id] : NULL;
+        if (!r || r->op != GW_OP_SEND || !(r->tl_flags & TLF_WAIT_FIN) || (r->tl_flags & TLF_CTS) ||
+            mem_staged(r->lmem) || len > r->len) {
+            ep_die(ep, GW_ERR_PROTOCOL, "verbs: CTS from %s for rendezvous %llu (%llu bytes) matches no "
+                   "send of ours waiting for its receiver", ep->peer.dev, (unsigned long long)opid,
+                   (unsigned long long)len);
+            return;
+        }
+        ep->rdv[id] = NULL;
+        r->tl_flags = (uint16_t)((r->tl_flags & ~(TLF_WAIT_FIN | TLF_ALLPOSTED)) | TLF_CTS);
+        r->posted = 0;
+        r->tl[T_STRIPE] = 0;
+        r->tl[T_RADDR] = addr;
+        r->tl[T_RKEY] = (uint64_t)rkey | ((tag & 0xffffffffu) << 32);
+        r->tl[T_MLEN] = len;
+        gw_list_push_back(&ep->pending, &r->tl_link);
+        break;
+    }
+    case CT_WFIN: { /* the sender's WRITEs for our receive are in place */
+        unsigned id = (unsigned)(opid & 0xff);
+        gw_request_t *r = id < GW_ARRAY_SIZE(ep->rdv) && ((opid >> 8) & 0xffff) == ep->rdv_gen[id]
+                              ? ep->rdv[id] : NULL;
+        if (!r || r->op != GW_OP_RECV || !(r->tl_flags & TLF_WFIN)) {
+            ep_die(ep, GW_ERR_PROTOCOL, "verbs: WFIN from %s for receive %llu, which is not waiting "
+                   "for one", ep->peer.dev, (unsigned long long)opid);
+            return;
+        }
+        ep->rdv[id] = NULL;
+        size_t mlen = (size_t)r->tl[T_MLEN];
+        req_release(ep, r);
+        rdv_recv_forget(ep, r);
+        if (r->lmem && r->lmem->type != GW_MEM_HOST)
+            gpu_fence(ep);
+        gw_ep_recv_done(base, r, mlen, r->rtag, GW_OK);
         break;
     }
     case CT_SREQ:

@@ -351,6 +351,11 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                  vif->port.dev, vif->port.port, ep->local.lid, ep->peer.dev, ep->peer.lid,
                  mtu_str(ep->path_mtu), ep->nqps);
     }
+    if (ep->rdv_by_write || ep->rdv_by_read) {
+        size_t u = strlen(buf);
+        snprintf(buf + u, len - u, "; rendezvous receives: %llu by the sender's RDMA WRITE, %llu by RDMA READ",
+                 (unsigned long long)ep->rdv_by_write, (unsigned long long)ep->rdv_by_read);
+    }
     if (vif->stg_regions || ep->stg_ops || ep->stg_served) {
         size_t u = strlen(buf);
         snprintf(buf + u, len - u, "; GPU memory on the staging rung: pinned bounce buffers "
