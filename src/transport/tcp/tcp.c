@@ -305,6 +305,23 @@ static void sock_fail(tcp_ep_t *ep, int e, const char *op, int idx)
         tcp_fail(ep, GW_ERR_CONN_RESET, "%s on tcp stream %d with %s failed: %s", op, idx, B(ep)->peer, strerror(e));
 }
 
+/* End of stream on c (seen by the progress thread or a helper thread): an
+ * orderly close when the peer said BYE or we are closing, a peer timeout when
+ * the kernel gave up on our data, else the peer vanished `how`. */
+static void stream_ended(conn_t *c, const char *how)
+{
+    tcp_ep_t *ep = c->ep;
+    if (ep->peer_closed || ep->closing) {
+        conn_close(c);
+        return;
+    }
+    if (timed_out_quietly(ep))
+        sock_fail(ep, ETIMEDOUT, "recv", c->idx);
+    else
+        tcp_fail(ep, GW_ERR_CONN_RESET, "peer %s closed tcp stream %d %s (process exited or crashed?)", B(ep)->peer,
+                 c->idx, how);
+}
+
 /* ---- transmit ---------------------------------------------------------------------- */
 static tx_item_t *tx_alloc(tcp_ep_t *ep)
 {
@@ -1300,16 +1317,7 @@ static void conn_readable(conn_t *c)
             }
         }
         if (n == 0) {
-            if (ep->peer_closed || ep->closing) {
-                conn_close(c);
-                return;
-            }
-            if (timed_out_quietly(ep))
-                sock_fail(ep, ETIMEDOUT, "recv", c->idx);
-            else
-                tcp_fail(ep, GW_ERR_CONN_RESET,
-                         "peer %s closed tcp stream %d without closing the endpoint (process exited or crashed?)",
-                         B(ep)->peer, c->idx);
+            stream_ended(c, "without closing the endpoint");
             return;
         }
         if (errno == EINTR)
@@ -1531,16 +1539,9 @@ static void rx_job_done(conn_t *c, gw_tcp_job_t *j)
         return;
     }
     if (j->eof) {
-        if (ep->peer_closed || ep->closing) {
-            conn_close(c);
-            return;
-        }
-        if (timed_out_quietly(ep))
-            sock_fail(ep, ETIMEDOUT, "recv", c->idx);
-        else
-            tcp_fail(ep, GW_ERR_CONN_RESET,
-                     "peer %s closed tcp stream %d in the middle of a %llu-byte payload (process exited or crashed?)",
-                     B(ep)->peer, c->idx, (unsigned long long)j->len);
+        char what[64];
+        snprintf(what, sizeof(what), "in the middle of a %llu-byte payload", (unsigned long long)j->len);
+        stream_ended(c, what);
         return;
     }
     B(ep)->last_rx_ns = gw_now_ns();
