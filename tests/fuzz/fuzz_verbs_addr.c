@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     must(n > 0, "a decoded blob does not re-encode");
     memset(&b, 0, sizeof(b));
     must(gw_verbs_addr_unpack(&b, out, n) == GW_OK, "a re-encoded blob does not decode");
-    must(b.nqps == a.nqps && b.ngids == a.ngids && b.mtu == a.mtu && b.lid == a.lid &&
+    must(b.nqps == a.nqps && b.ngids == a.ngids && b.mtu == a.mtu && b.lid == a.lid && b.features == a.features &&
              !memcmp(b.qpn, a.qpn, sizeof(a.qpn[0]) * a.nqps) && !strcmp(b.dev, a.dev),
          "round trip changed the blob");
     return 0;

@@ -194,6 +194,7 @@ static void test_blob(void)
     a.ngids = 1;
     a.gids[0] = gid(1, "0:0:0:0:0:ffff:c0a8:4d01");
     a.max_msg = 1u << 30;
+    a.features = GW_VERBS_FEAT_WRITE_RDV;
     snprintf(a.dev, sizeof(a.dev), "rxe0");
     uint8_t buf[512];
     size_t n = gw_verbs_addr_pack(&a, buf, sizeof(buf));
@@ -203,8 +204,19 @@ static void test_blob(void)
     CHECK(b.nqps == 2 && b.qpn[1] == 0x12 && b.psn[0] == 0xabcdef && b.mtu == 3);
     CHECK(b.ngids == 1 && b.gids[0].index == 1 && b.gids[0].v4);
     CHECK(!strcmp(b.dev, "rxe0") && b.max_msg == (1u << 30));
-    /* truncations and bad fields are refused, never read past the end */
-    for (size_t k = 0; k < n; k++)
+    CHECK(b.features == GW_VERBS_FEAT_WRITE_RDV);
+    /* a blob without the features word (a peer built before it) decodes
+     * with none; later bytes after it are ignored */
+    for (size_t k = n - 4; k < n; k++) {
+        REQUIRE_OK(gw_verbs_addr_unpack(&b, buf, k));
+        CHECK(b.features == 0 && b.nqps == 2);
+    }
+    buf[n] = 0x5a;
+    REQUIRE_OK(gw_verbs_addr_unpack(&b, buf, n + 1));
+    CHECK(b.features == GW_VERBS_FEAT_WRITE_RDV);
+    /* truncations inside the fixed part and bad fields are refused, never
+     * read past the end */
+    for (size_t k = 0; k < n - 4; k++)
         CHECK(gw_verbs_addr_unpack(&b, buf, k) != GW_OK);
     buf[0] = 9;
     CHECK_ST(gw_verbs_addr_unpack(&b, buf, n), GW_ERR_PROTOCOL);

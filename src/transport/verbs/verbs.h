@@ -80,7 +80,10 @@ typedef struct gw_verbs_addr {
     gw_verbs_gid_t gids[GW_VERBS_MAX_GIDS]; /* index, type, raw only */
     uint8_t subnet[8];    /* IB: GID 0 prefix */
     char dev[32];
+    uint32_t features;    /* GW_VERBS_FEAT_*: appended after the GIDs; 0 from
+                             a peer whose blob ends there (built before it) */
 } gw_verbs_addr_t;
+#define GW_VERBS_FEAT_WRITE_RDV 0x1u /* understands CT_CTS / CT_WFIN (rendezvous by WRITE) */
 
 size_t gw_verbs_addr_pack(const gw_verbs_addr_t *a, uint8_t *buf, size_t cap);
 gw_status_t gw_verbs_addr_unpack(gw_verbs_addr_t *a, const uint8_t *buf, size_t len);

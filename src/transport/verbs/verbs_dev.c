@@ -378,7 +378,7 @@ int gw_verbs_gid_pair(const gw_verbs_gid_t *own, int nown, const gw_verbs_gid_t 
  * nqps x (u32 qpn, u32 psn), ngids x (u8 index, u8 type, u8 raw[16]) */
 size_t gw_verbs_addr_pack(const gw_verbs_addr_t *a, uint8_t *buf, size_t cap)
 {
-    size_t need = 12 + 8 + 32 + (size_t)a->nqps * 8 + (size_t)a->ngids * 18;
+    size_t need = 12 + 8 + 32 + (size_t)a->nqps * 8 + (size_t)a->ngids * 18 + 4;
     if (cap < need)
         return 0;
     uint8_t *p = buf;
@@ -407,6 +407,7 @@ size_t gw_verbs_addr_pack(const gw_verbs_addr_t *a, uint8_t *buf, size_t cap)
         memcpy(p + 2, a->gids[i].raw, 16);
         p += 18;
     }
+    gw_put_u32(p, a->features);
     return need;
 }
 
@@ -448,5 +449,9 @@ gw_status_t gw_verbs_addr_unpack(gw_verbs_addr_t *a, const uint8_t *buf, size_t 
             return GW_ERR_PROTOCOL;
         p += 18;
     }
+    /* fields appended later are read when present: a shorter blob is a peer
+     * built before them (features 0); bytes after them are for later still */
+    if ((size_t)(p - buf) + 4 <= len)
+        a->features = gw_get_u32(p);
     return GW_OK;
 }

@@ -478,7 +478,7 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
 {
     const gw_mem_t *m = req->lmem;
     if (n == 0 || !m || !m->tl_reg[GW_TL_VERBS] || !(m->access & GW_ACCESS_REMOTE_WRITE) ||
-        (n >= ep->vif->split_min && ep->nqps > 1))
+        (n >= ep->vif->split_min && ep->nqps > 1) || !(ep->peer.features & GW_VERBS_FEAT_WRITE_RDV))
         return 0;
     uint32_t rkey = 0;
     uint64_t left = 0;

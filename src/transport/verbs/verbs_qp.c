@@ -164,6 +164,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
 
     gw_verbs_addr_t *la = &ep->local;
     la->version = GW_VERBS_ADDR_VERSION;
+    la->features = GW_VERBS_FEAT_WRITE_RDV;
     la->link_layer = (uint8_t)vif->port.link_layer;
     la->port = (uint8_t)vif->port.port;
     la->mtu = (uint8_t)vif->pattr.active_mtu;
