@@ -80,12 +80,14 @@ long long gw_pattern_verify(const void *buf, size_t len, uint64_t seed)
 {
     const uint8_t *p = buf;
     for (size_t i = 0; i < len; i += 8) {
-        uint64_t v = pattern_word(seed + i), w = 0;
+        uint64_t v = pattern_word(seed + i);
         size_t n = len - i < 8 ? len - i : 8;
-        if (n == 8)
+        if (n == 8) {
+            uint64_t w;
             memcpy(&w, p + i, 8);
-        if (n == 8 && w == v)
-            continue;
+            if (w == v)
+                continue;
+        }
         for (size_t j = 0; j < n; j++)
             if (p[i + j] != ((const uint8_t *)&v)[j])
                 return (long long)(i + j);

@@ -19,6 +19,13 @@ static inline uint64_t gw_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* now - then, 0 where then is later than now (a stamp taken by another
+ * thread, or from the coarse clock, can follow a clock read). */
+static inline uint64_t gw_elapsed_ns(uint64_t now, uint64_t then)
+{
+    return now > then ? now - then : 0;
+}
+
 /* The same clock at tick resolution (1-4 ms), never later than gw_now_ns().
  * It is read from the vDSO's data page without touching the clock hardware,
  * so it stays cheap where CLOCK_MONOTONIC falls back to a system call (a

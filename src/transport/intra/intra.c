@@ -1420,7 +1420,7 @@ static int intra_poll(void *arg)
                 b->last_rx_ns = now; /* silence without work outstanding is no sign of death */
                 continue;
             }
-            uint64_t idle = now > b->last_rx_ns ? now - b->last_rx_ns : 0; /* stamps may be later than now */
+            uint64_t idle = gw_elapsed_ns(now, b->last_rx_ns);
             if (idle > limit) {
                 char why[160];
                 snprintf(why, sizeof(why), "no message from the peer for %llu ms with work outstanding "

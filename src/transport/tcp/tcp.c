@@ -1564,13 +1564,6 @@ static void job_done(gw_tcp_job_t *j, void *arg)
         rx_job_done(c, j);
 }
 
-/* now - then, where then may be later than now: a helper thread stamps its
- * jobs with its own clock reads, which can follow ours. */
-static inline uint64_t elapsed(uint64_t now, uint64_t then)
-{
-    return now > then ? now - then : 0;
-}
-
 /* The last time the peer showed life, counting bytes a helper thread moved. */
 static uint64_t ep_last_ns(tcp_ep_t *ep)
 {
@@ -1596,7 +1589,7 @@ static int timed_out_quietly(tcp_ep_t *ep)
     if (!ep_busy(ep))
         return 0;
     uint64_t last = ep_last_ns(ep);
-    return elapsed(gw_now_ns(), last) >= limit - limit / 10;
+    return gw_elapsed_ns(gw_now_ns(), last) >= limit - limit / 10;
 }
 
 static int tcp_poll(void *arg)
@@ -1649,7 +1642,7 @@ static int tcp_poll(void *arg)
             continue;
         }
         B(ep)->last_rx_ns = ep_last_ns(ep);
-        uint64_t idle = elapsed(now, B(ep)->last_rx_ns);
+        uint64_t idle = gw_elapsed_ns(now, B(ep)->last_rx_ns); /* helper threads stamp too */
         if (idle > limit) {
             tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
                      "no data from peer %s for %llu ms with work outstanding (GPUWIRE_PEER_TIMEOUT_MS=%ld)",

@@ -446,6 +446,33 @@ static void post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s
         w->send_flags |= IBV_SEND_INLINE;
 }
 
+/* A rendezvous id on the wire: generation << 8 | table index. */
+static uint64_t rdv_opid(const gw_verbs_ep_t *ep, int id)
+{
+    return ((uint64_t)ep->rdv_gen[id] << 8) | (uint64_t)id;
+}
+
+/* The request an id names, or NULL when it names none (stale or forged);
+ * *idp gets the table index. */
+static gw_request_t *rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid, unsigned *idp)
+{
+    unsigned id = (unsigned)(opid & 0xff);
+    *idp = id;
+    if (id >= GW_ARRAY_SIZE(ep->rdv) || ((opid >> 8) & 0xffff) != ep->rdv_gen[id])
+        return NULL;
+    return ep->rdv[id];
+}
+
+/* Every WR on the QPs other than 0 has completed (RC orders QP 0 only):
+ * what a notification after striped data waits for. */
+static int others_drained(const gw_verbs_ep_t *ep, const batch_t *b)
+{
+    for (int qi = 1; qi < ep->nqps; qi++)
+        if (ep->qps[qi].used || b->n[qi])
+            return 0;
+    return 1;
+}
+
 static int rdv_alloc(gw_verbs_ep_t *ep, gw_request_t *req)
 {
     for (int i = 0; i < (int)GW_ARRAY_SIZE(ep->rdv); i++) {
@@ -492,7 +519,7 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
         return 0;
     int s = slot_get(ep);
     uint64_t sender = (req->tl[T_RKEY] >> 32) & 0xffffffffu;
-    uint64_t myid = ((uint64_t)ep->rdv_gen[id] << 8) | (uint64_t)id;
+    uint64_t myid = rdv_opid(ep, id);
     hdr_fill(slot_ptr(ep, s), CT_CTS, 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey, sender);
     post_sendmsg(ep, b, NULL, s, GW_VERBS_HDR);
     req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED;
@@ -531,10 +558,8 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         }
         if (!gw_list_empty(&ep->stg_reqs))
             return 0; /* and every older staged operation */
-        /* every earlier put on the other QPs must have landed */
-        for (int qi = 1; qi < ep->nqps; qi++)
-            if (ep->qps[qi].used || b->n[qi])
-                return 0;
+        if (!others_drained(ep, b)) /* every earlier put on the other QPs must have landed */
+            return 0;
         if (!qp_room(ep, b, 0))
             return 0;
         if (req->value < (1ull << 31)) {
@@ -596,7 +621,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                 slot_put(ep, s);
                 return 0;
             }
-            uint64_t opid = ((uint64_t)ep->rdv_gen[id] << 8) | (uint64_t)id | RTS_STAGED;
+            uint64_t opid = rdv_opid(ep, id) | RTS_STAGED;
             hdr_fill(p, CT_RTS, 0, req->value, req->len, (uint64_t)(uintptr_t)req->buf, 0, opid);
             req->tl_flags |= TLF_WAIT_FIN | TLF_ALLPOSTED;
             post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
@@ -637,7 +662,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             slot_put(ep, s);
             return 0;
         }
-        uint64_t opid = ((uint64_t)ep->rdv_gen[id] << 8) | (uint64_t)id;
+        uint64_t opid = rdv_opid(ep, id);
         hdr_fill(p, CT_RTS, 0, req->value, req->len, (uint64_t)(uintptr_t)req->buf, rkey, opid);
         req->tl_flags |= TLF_WAIT_FIN | TLF_ALLPOSTED;
         post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
@@ -932,10 +957,9 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_FIN: {
-        unsigned id = (unsigned)(opid & 0xff);
-        if (id < GW_ARRAY_SIZE(ep->rdv) && ep->rdv[id] &&
-            ((opid >> 8) & 0xffff) == ep->rdv_gen[id]) {
-            gw_request_t *r = ep->rdv[id];
+        unsigned id;
+        gw_request_t *r = rdv_lookup(ep, opid, &id);
+        if (r) {
             ep->rdv[id] = NULL;
             r->tl_flags &= (uint16_t)~TLF_WAIT_FIN;
             r->length = r->len;
@@ -948,9 +972,8 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_CTS: { /* the receiver wants our rendezvous data written to it */
-        unsigned id = (unsigned)(opid & 0xff);
-        gw_request_t *r = id < GW_ARRAY_SIZE(ep->rdv) && ((opid >> 8) & 0xffff) == ep->rdv_gen[id]
-                              ? ep->rdv[id] : NULL;
+        unsigned id;
+        gw_request_t *r = rdv_lookup(ep, opid, &id);
         if (!r || r->op != GW_OP_SEND || !(r->tl_flags & TLF_WAIT_FIN) || (r->tl_flags & TLF_CTS) ||
             mem_staged(r->lmem) || len > r->len) {
             ep_die(ep, GW_ERR_PROTOCOL, "verbs: CTS from %s for rendezvous %llu (%llu bytes) matches no "
@@ -969,9 +992,8 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_WFIN: { /* the sender's WRITEs for our receive are in place */
-        unsigned id = (unsigned)(opid & 0xff);
-        gw_request_t *r = id < GW_ARRAY_SIZE(ep->rdv) && ((opid >> 8) & 0xffff) == ep->rdv_gen[id]
-                              ? ep->rdv[id] : NULL;
+        unsigned id;
+        gw_request_t *r = rdv_lookup(ep, opid, &id);
         if (!r || r->op != GW_OP_RECV || !(r->tl_flags & TLF_WFIN)) {
             ep_die(ep, GW_ERR_PROTOCOL, "verbs: WFIN from %s for receive %llu, which is not waiting "
                    "for one", ep->peer.dev, (unsigned long long)opid);
@@ -1717,10 +1739,7 @@ static void stg_notify(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 {
     if (ep->stg_reqs.next != &sr->link)
         return;
-    for (int qi = 1; qi < ep->nqps; qi++)
-        if (ep->qps[qi].used || b->n[qi])
-            return;
-    if (!qp_room(ep, b, 0))
+    if (!others_drained(ep, b) || !qp_room(ep, b, 0))
         return;
     int s = slot_get(ep);
     if (s < 0)
@@ -1799,9 +1818,9 @@ static gw_status_t job_check(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
 {
     gw_core_t *c = ep_core(ep);
     if (j->by_rdv) {
-        unsigned id = (unsigned)(j->ident & 0xff);
-        gw_request_t *r = id < GW_ARRAY_SIZE(ep->rdv) ? ep->rdv[id] : NULL;
-        if (!r || ((j->ident >> 8) & 0xffff) != ep->rdv_gen[id] || j->dir != 1 || !mem_staged(r->lmem))
+        unsigned id;
+        gw_request_t *r = rdv_lookup(ep, j->ident, &id);
+        if (!r || j->dir != 1 || !mem_staged(r->lmem))
             return GW_ERR_INVALID_KEY;
         if (!gw_range_inside((uint64_t)(uintptr_t)r->buf, r->len, j->taddr, j->len))
             return GW_ERR_OUT_OF_BOUNDS;
