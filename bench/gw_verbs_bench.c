@@ -51,31 +51,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void xfer_key(gw_ep_t *ep, gw_mem_t *m)
-{
-    uint8_t key[512];
-    size_t klen = sizeof(key);
-    REQUIRE_OK(gw_mem_pack_rkey(m, key, &klen));
-    gw_request_t *r;
-    REQUIRE_OK(gw_send(ep, key, klen, NULL, 1, &r));
-    REQUIRE_OK(gw_request_wait(r, 20000));
-    gw_request_free(r);
-}
-
-static gw_rkey_t *get_key(gw_ep_t *ep)
-{
-    uint8_t key[512];
-    gw_request_t *r;
-    REQUIRE_OK(gw_recv(ep, key, sizeof(key), NULL, 1, ~0ull, &r));
-    REQUIRE_OK(gw_request_wait(r, 20000));
-    gw_request_info_t ri = {.size = sizeof(ri)};
-    gw_request_info(r, &ri);
-    gw_request_free(r);
-    gw_rkey_t *rk;
-    REQUIRE_OK(gw_rkey_unpack(ep, key, ri.length, &rk));
-    return rk;
-}
-
 static void sync_msg(gw_ep_t *ep, int sending, uint64_t tag)
 {
     char b[8] = "sync";
@@ -106,7 +81,7 @@ static int server(void *arg)
     memset((void *)buf, 0, len);
     gw_mem_t *m;
     REQUIRE_OK(gw_mem_reg(ctx, (void *)buf, len, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &m));
-    xfer_key(ep, m);
+    gwt_send_rkey(ep, m, 1);
     if (!strcmp(op, "send")) {
         gw_request_t **rs = calloc((size_t)iters, sizeof(*rs));
         for (long i = 0; i < iters; i++)
@@ -118,7 +93,7 @@ static int server(void *arg)
         }
         free(rs);
     } else if (!strcmp(op, "lat")) {
-        gw_rkey_t *rk = get_key(ep);
+        gw_rkey_t *rk = gwt_recv_rkey(ep, 1, NULL);
         uint64_t rbase;
         size_t rlen;
         gw_rkey_range(rk, &rbase, &rlen);
@@ -153,6 +128,11 @@ int main(int argc, char **argv)
     op = argv[1];
     size = (size_t)strtoull(argv[2], NULL, 0);
     iters = strtol(argv[3], NULL, 0);
+    if (!strcmp(op, "lat") && (size < 1 || size > 8)) {
+        /* the ping-pong puts from an 8-byte buffer and watches its last byte */
+        fprintf(stderr, "%s: lat SIZE must be 1 to 8 bytes, not %zu\n", argv[0], size);
+        return 2;
+    }
     if (argc >= 6) {
         sdev = argv[4];
         cdev = argv[5];
@@ -169,7 +149,7 @@ int main(int argc, char **argv)
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_ep_t *ep;
     REQUIRE_OK(gw_connect(ctx, addr, &ep));
-    gw_rkey_t *rk = get_key(ep);
+    gw_rkey_t *rk = gwt_recv_rkey(ep, 1, NULL);
     uint64_t rbase;
     size_t rlen;
     gw_rkey_range(rk, &rbase, &rlen);

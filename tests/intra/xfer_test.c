@@ -188,13 +188,8 @@ static int server(void *arg)
     fprintf(stderr, "server region: %s, device %d %s, path: %s\n", g_server, mi.cuda_device, mi.pci_bus_id,
             mi.path);
     CHECK(mi.type == (region.dev >= 0 ? GW_MEM_CUDA : GW_MEM_HOST));
-    uint8_t key[512];
-    size_t klen = sizeof(key);
-    REQUIRE_OK(gw_mem_pack_rkey(mem, key, &klen));
+    gwt_send_rkey(ep, mem, TAG_KEY);
     gw_request_t *r;
-    REQUIRE_OK(gw_send(ep, key, klen, NULL, TAG_KEY, &r));
-    REQUIRE_OK(gw_request_wait(r, 10000));
-    gw_request_free(r);
     for (int i = 0; i < g_nsizes; i++) {
         size_t n = g_sizes[i];
         uint64_t v = 0;
@@ -291,17 +286,10 @@ int main(int argc, char **argv)
     gw_mem_info_t mi = {.size = sizeof(mi)};
     gw_mem_query(msrc, &mi);
     fprintf(stderr, "client buffers: %s, path: %s\n", g_client, mi.path);
-    uint8_t key[512];
-    gw_request_t *r;
-    REQUIRE_OK(gw_recv(ep, key, sizeof(key), NULL, TAG_KEY, ~0ull, &r));
-    REQUIRE_OK(gw_request_wait(r, 20000));
-    gw_request_info_t ri = {.size = sizeof(ri)};
-    gw_request_info(r, &ri);
-    gw_request_free(r);
-    gw_rkey_t *rk;
-    REQUIRE_OK(gw_rkey_unpack(ep, key, ri.length, &rk));
     uint64_t base;
-    gw_rkey_range(rk, &base, NULL);
+    gw_rkey_t *rk = gwt_recv_rkey(ep, TAG_KEY, &base);
+    gw_request_t *r;
+    gw_request_info_t ri = {.size = sizeof(ri)};
     int ok_ops = 0;
     for (int i = 0; i < g_nsizes; i++) {
         size_t n = g_sizes[i];
