@@ -38,32 +38,50 @@ static inline uint64_t gw_now_coarse_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Little-endian encoders for wire formats (never memcpy structs). */
-static inline void gw_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+/* Little-endian encoders for wire formats (never memcpy structs).  One
+ * unaligned load or store on a little-endian host (these run on every
+ * message header and key lookup), a byte swap on a big-endian one. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define GW_LE16(v) __builtin_bswap16(v)
+#define GW_LE32(v) __builtin_bswap32(v)
+#define GW_LE64(v) __builtin_bswap64(v)
+#else
+#define GW_LE16(v) (v)
+#define GW_LE32(v) (v)
+#define GW_LE64(v) (v)
+#endif
+static inline void gw_put_u16(uint8_t *p, uint16_t v)
+{
+    v = GW_LE16(v);
+    memcpy(p, &v, sizeof(v));
+}
 static inline void gw_put_u32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    v = GW_LE32(v);
+    memcpy(p, &v, sizeof(v));
 }
 static inline void gw_put_u64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    v = GW_LE64(v);
+    memcpy(p, &v, sizeof(v));
 }
-static inline uint16_t gw_get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint16_t gw_get_u16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof(v));
+    return GW_LE16(v);
+}
 static inline uint32_t gw_get_u32(const uint8_t *p)
 {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return GW_LE32(v);
 }
 static inline uint64_t gw_get_u64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return GW_LE64(v);
 }
 
 /* A reproducible test pattern (tests, `gpuwire perf --check`): fill writes

@@ -292,6 +292,8 @@ typedef struct gw_verbs_ep {
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     /* staged GPU memory (verbs_ep.c) */
     gw_list_t stg_reqs;      /* gw_verbs_sreq_t in posting order */
+    int stg_live;            /* staged work may exist: set when some starts, cleared by a
+                              * stg_progress() pass that found none (progress skips the scans) */
     gw_verbs_schunk_t schunk[GW_VERBS_STG_CHUNKS];
     unsigned stg_credits;    /* chunk requests to the peer in flight */
     gw_verbs_sjob_t sjob[GW_VERBS_STG_CREDITS];

@@ -1261,7 +1261,9 @@ static int rkey_staged(const gw_rkey_t *k)
 {
     gw_verbs_rkey_info_t ki;
     char why[128];
-    return k && gw_verbs_rkey_parse(k->tl_blob, k->tl_blob_len, &ki, why, sizeof(why)) == GW_OK &&
+    /* byte 0 is the version: only a staged key is parsed whole (this runs on every put) */
+    return k && k->tl_blob_len > 0 && k->tl_blob[0] == GW_VERBS_RKEY_STAGED &&
+           gw_verbs_rkey_parse(k->tl_blob, k->tl_blob_len, &ki, why, sizeof(why)) == GW_OK &&
            ki.version == GW_VERBS_RKEY_STAGED;
 }
 
@@ -1581,6 +1583,7 @@ static void stg_eager(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
     }
     gw_verbs_schunk_t *ch = &ep->schunk[ci];
     ch->sr = sr;
+    ep->stg_live = 1;
     ch->slot = NULL;
     ch->off = 0;
     ch->len = (uint32_t)sr->total;
@@ -1652,6 +1655,7 @@ static void stg_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
         }
         gw_verbs_schunk_t *ch = &ep->schunk[ci];
         ch->sr = sr;
+        ep->stg_live = 1;
         ch->slot = slot;
         ch->off = sr->next;
         ch->len = (uint32_t)n;
@@ -1717,6 +1721,7 @@ static int stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     if (sr->is_recv)
         req->tl_flags |= TLF_ALLPOSTED; /* (keeps the rendezvous loop from posting it again) */
     gw_list_push_back(&ep->stg_reqs, &sr->link);
+    ep->stg_live = 1;
     stg_drive(ep, b, sr);
     stg_maybe_finish(ep, sr);
     return 1;
@@ -1866,6 +1871,7 @@ static void stg_on_sreq(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes)
     j->irkey = gw_get_u32(p + 32);
     j->len = gw_get_u32(p + 36);
     j->state = J_SLOT;
+    ep->stg_live = 1;
     if ((p[3] & SREQ_EAGER) && j->dir) { /* a small get: answered with the data (stg_job_step) */
         if (j->len > STG_EAGER_MAX) {
             ep_die(ep, GW_ERR_PROTOCOL, "verbs: eager staged get of %u bytes from %s (at most %u)", j->len,
@@ -2044,6 +2050,8 @@ static void stg_job_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
  * advance, notifications due.  Returns nonzero while staged work runs. */
 static int stg_progress(gw_verbs_ep_t *ep, batch_t *b)
 {
+    if (!ep->stg_live)
+        return 0; /* no staged work: skip the scans (every progress call comes here) */
     int busy = 0;
     for (unsigned ci = 0; ci < GW_VERBS_STG_CHUNKS; ci++) {
         gw_verbs_schunk_t *ch = &ep->schunk[ci];
@@ -2084,6 +2092,8 @@ static int stg_progress(gw_verbs_ep_t *ep, batch_t *b)
         busy = 1;
         stg_job_step(ep, b, ji);
     }
+    if (!busy)
+        ep->stg_live = 0;
     return busy;
 }
 
@@ -2092,6 +2102,8 @@ static int stg_progress(gw_verbs_ep_t *ep, batch_t *b)
  * (completions, the peer's answers) are woken by the CQ like any other. */
 static int stg_busy(const gw_verbs_ep_t *ep)
 {
+    if (!ep->stg_live)
+        return 0;
     for (unsigned ci = 0; ci < GW_VERBS_STG_CHUNKS; ci++) {
         uint8_t st = ep->schunk[ci].state;
         if (ep->schunk[ci].sr && (st == C_D2H || st == C_H2D || st == C_READY))
