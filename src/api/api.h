@@ -20,6 +20,7 @@ struct gw_context {
     size_t auth_secret_len;
     int auth_enabled;
     long connect_timeout_ms;
+    long spin_us; /* GPUWIRE_SPIN_US: a waiter polls this long after the last event */
     int hs_poller; /* handshake-timeout poller registered */
     gw_hmap_t tokens; /* endpoint token -> gw_ep (tcp stream joins) */
 };

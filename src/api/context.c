@@ -171,6 +171,9 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     if ((st = gw_settings_int(&ctx->core.settings, GW_SET_CONNECT_TIMEOUT_MS, 1, 3600000L,
                               &ctx->connect_timeout_ms, err, sizeof(err))) != GW_OK)
         goto err_core;
+    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_SPIN_US, 0, 10000000L, &ctx->spin_us, err,
+                              sizeof(err))) != GW_OK)
+        goto err_core;
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
         goto err_core;
 
@@ -286,6 +289,7 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
 {
     uint64_t start = gw_now_ns(), last_event = start, now = start, prev = start;
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t spin_ns = (uint64_t)ctx->spin_us * 1000ull;
     unsigned stride = 1, left = 1;
     int event = 0;
     for (;;) {
@@ -301,17 +305,18 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
         stride = now - prev < 500000ull ? GW_MIN(stride * 2, 64u) : 1;
         left = stride;
         prev = now;
+        int quiet = !event; /* a whole stride without events: every fd is armed for a wake-up */
         if (event)
             last_event = now;
         event = 0;
         if (now >= deadline)
             return GW_ERR_TIMEOUT;
-        if (now - last_event > 2000000ull) { /* idle for 2 ms: sleep on the fd */
+        if (quiet && now - last_event >= spin_ns) { /* idle for GPUWIRE_SPIN_US: sleep on the fd */
             uint64_t left_ms = deadline == UINT64_MAX ? 10 : (deadline - now) / 1000000ull + 1;
             /* woken by an event: spin briefly (more may follow); woken by
              * the timeout: one pass for the timers, then sleep again */
             if (gw_context_wait(ctx, (int)GW_MIN(left_ms, 10)) == GW_OK)
-                last_event = gw_now_ns() - 1000000ull;
+                last_event = gw_now_ns() - spin_ns / 2;
             left = stride = 1;
         }
     }

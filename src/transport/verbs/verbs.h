@@ -84,6 +84,8 @@ typedef struct gw_verbs_addr {
                              a peer whose blob ends there (built before it) */
 } gw_verbs_addr_t;
 #define GW_VERBS_FEAT_WRITE_RDV 0x1u /* understands CT_CTS / CT_WFIN (rendezvous by WRITE) */
+#define GW_VERBS_FEAT_WRITE_IMM 0x2u /* a CTS may ask for striped WRITEs closed by a WRITE_WITH_IMM
+                                        per queue pair; keeps a zero-length receive pool on QPs 1.. */
 
 size_t gw_verbs_addr_pack(const gw_verbs_addr_t *a, uint8_t *buf, size_t cap);
 gw_status_t gw_verbs_addr_unpack(gw_verbs_addr_t *a, const uint8_t *buf, size_t len);
@@ -215,6 +217,7 @@ struct gw_verbs_iface {
     uint64_t max_mr;      /* largest MR piece */
     int gpu_mrs;          /* GPU regions registered for GPUDirect RDMA (dma-buf or peermem) */
     uint64_t split_min;   /* transfers this large are striped over the QPs */
+    int rdv_read;         /* GPUWIRE_IB_RDV=read: rendezvous always by the receiver's READ */
     int rcache_on;
     gw_list_t eps;
     gw_list_t rcache;     /* gw_verbs_rc_entry_t, most recent first */
@@ -243,6 +246,7 @@ typedef struct gw_verbs_qp {
     uint64_t head;     /* sequence of the next WR */
     uint64_t tail;     /* oldest WR not retired */
     gw_verbs_wr_t *ring;
+    uint32_t imm_repost; /* QPs 1..: zero-length receives consumed, to post again */
 } gw_verbs_qp_t;
 
 /* A control message waiting for a send slot. */
@@ -276,6 +280,7 @@ typedef struct gw_verbs_ep {
     struct ibv_mr *rmr;
     unsigned nrecv;
     uint16_t repost[32];     /* receive buffers to hand back after this poll */
+    int rdv_imms;            /* zero-length receives on QPs 1.. to post again (imm_repost) */
     unsigned nrepost;
     /* control messages waiting for a slot */
     gw_verbs_ctrl_t ctrlq[64];
@@ -324,6 +329,13 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_SLOT (GW_VERBS_HDR + GW_VERBS_EAGER_MAX)
 #define GW_VERBS_NSLOTS 128
 #define GW_VERBS_NRECV 256
+/* Receive work request ids: bit 63 marks a receive; bit 62 one of the
+ * zero-length receives on QPs 1.. (low byte: the QP), which only a
+ * rendezvous WRITE_WITH_IMM consumes; otherwise the low bits index a bounce
+ * buffer of QP 0. */
+#define GW_VERBS_RECV_WRID (1ull << 63)
+#define GW_VERBS_IMMQ_WRID (1ull << 62)
+#define GW_VERBS_IMM_RECVS 128u /* zero-length receives kept posted on each QP 1.. */
 #define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
 #define GW_VERBS_IDLE_CLOCK 64u        /* idle progress passes per clock read */
 #define GW_VERBS_SQ_DEPTH 256

@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { WR_PUT = 1, WR_GET, WR_IMM, WR_SENDMSG, WR_RDV_READ };
+enum { WR_PUT = 1, WR_GET, WR_IMM, WR_SENDMSG, WR_RDV_READ, WR_RDV_IMM };
 enum { CT_EAGER = 1, CT_RTS, CT_FIN, CT_NOTIFY };
 enum {
     TLF_PREP = 1u << 0,      /* local buffer keys resolved */
@@ -48,16 +48,26 @@ enum {
     TLF_INLINE = 1u << 4,    /* put from the user buffer, inline */
     TLF_RDV = 1u << 5,       /* recv: rendezvous read */
     TLF_CTS = 1u << 7,       /* send: the receiver asked for the data by RDMA WRITE */
-    TLF_WFIN = 1u << 8       /* recv: CTS sent, the sender WRITEs and then says WFIN */
+    TLF_WFIN = 1u << 8,      /* recv: CTS sent, the sender WRITEs and then says WFIN */
+    TLF_WIMM = 1u << 9       /* send/recv with TLF_CTS/TLF_WFIN: the WRITEs are striped and each
+                              * queue pair used is closed by a WRITE_WITH_IMM instead of a WFIN */
 };
 /* Rendezvous by RDMA WRITE (receive buffer in a region the user opened to
- * remote writes, message below GPUWIRE_IB_SPLIT_MIN): the receiver answers
- * the RTS with CT_CTS (its address, rkey and id), the sender WRITEs the data
- * on QP 0 and then SENDs CT_WFIN there, which RC ordering delivers after the
- * data.  Larger messages keep the striped RDMA READ: a WFIN after striped
- * WRITEs would have to wait for the other QPs to drain (measured slower). */
+ * remote writes, within one MR): the receiver answers the RTS with CT_CTS
+ * (its address, rkey and id), and the sender WRITEs the data.
+ * - With a peer announcing GW_VERBS_FEAT_WRITE_IMM the CTS carries
+ *   CTS_WIMM: the sender stripes the WRITEs over the queue pairs as a put
+ *   (from GPUWIRE_IB_SPLIT_MIN) and closes each queue pair it used with a
+ *   zero-length WRITE_WITH_IMM whose immediate is RDV_IMM(number of queue
+ *   pairs used, the receiver's id).  RC orders each queue pair, so the
+ *   receiver has the whole message once it has seen that many immediates;
+ *   nobody waits for a queue pair to drain and no FIN is sent.
+ * - Otherwise (an older peer) the data goes on QP 0 only, followed there
+ *   by a CT_WFIN message; messages from GPUWIRE_IB_SPLIT_MIN are READ. */
+#define CTS_WIMM 1u
+#define RDV_IMM(nq, opid) ((uint32_t)(nq) << 24 | (uint32_t)(opid)) /* bit 31 clear: not a notification */
 enum { CT_CTS = 7, CT_WFIN };
-#define RECV_WRID (1ull << 63)
+#define RECV_WRID GW_VERBS_RECV_WRID
 #define NO_SLOT 0xffff
 #define BATCH 32
 
@@ -117,6 +127,7 @@ static const char *op_name(int kind)
     case WR_IMM: return "RDMA WRITE_WITH_IMM (put notification)";
     case WR_SENDMSG: return "SEND (message)";
     case WR_RDV_READ: return "RDMA READ (rendezvous receive)";
+    case WR_RDV_IMM: return "RDMA WRITE_WITH_IMM (end of a rendezvous send)";
     case WR_SPUT: return "RDMA WRITE (staged put chunk)";
     case WR_SGET: return "RDMA READ (staged get chunk)";
     case WR_SREAD: return "RDMA READ (staged chunk for the peer)";
@@ -361,13 +372,22 @@ static int remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint6
 /* ---- posting a request -------------------------------------------------------------- */
 /* Posts RDMA WRITE/READ pieces of req.  1: all posted, 0: blocked, -1: the
  * request was completed with an error (do not touch it again). */
+/* Queue pairs a transfer of `total` bytes is striped over. */
+static int stripe_qps(const gw_verbs_ep_t *ep, const gw_request_t *req, size_t total)
+{
+    if (total < ep->vif->split_min || ep->nqps < 2)
+        return 1;
+    if ((req->tl_flags & TLF_CTS) && !(req->tl_flags & TLF_WIMM))
+        return 1; /* closed by a WFIN on QP 0: QP 0 only */
+    return ep->nqps;
+}
+
 static int post_rdma(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int kind, size_t total,
                      uint64_t raddr)
 {
     size_t stripe = total;
-    int nq = 1;
-    if (total >= ep->vif->split_min && ep->nqps > 1 && !(req->tl_flags & TLF_CTS)) {
-        nq = ep->nqps;
+    int nq = stripe_qps(ep, req, total);
+    if (nq > 1) {
         stripe = (total + (size_t)nq - 1) / (size_t)nq;
         stripe = (stripe + 4095) & ~(size_t)4095;
     }
@@ -504,8 +524,11 @@ static void rdv_recv_forget(gw_verbs_ep_t *ep, gw_request_t *req)
 static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
 {
     const gw_mem_t *m = req->lmem;
-    if (n == 0 || !m || !m->tl_reg[GW_TL_VERBS] || !(m->access & GW_ACCESS_REMOTE_WRITE) ||
-        (n >= ep->vif->split_min && ep->nqps > 1) || !(ep->peer.features & GW_VERBS_FEAT_WRITE_RDV))
+    uint32_t both = ep->local.features & ep->peer.features;
+    int imm = (both & GW_VERBS_FEAT_WRITE_IMM) != 0;
+    if (n == 0 || ep->vif->rdv_read || !m || !m->tl_reg[GW_TL_VERBS] ||
+        !(m->access & GW_ACCESS_REMOTE_WRITE) || !(both & GW_VERBS_FEAT_WRITE_RDV) ||
+        (!imm && n >= ep->vif->split_min && ep->nqps > 1))
         return 0;
     uint32_t rkey = 0;
     uint64_t left = 0;
@@ -520,9 +543,11 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
     int s = slot_get(ep);
     uint64_t sender = (req->tl[T_RKEY] >> 32) & 0xffffffffu;
     uint64_t myid = rdv_opid(ep, id);
-    hdr_fill(slot_ptr(ep, s), CT_CTS, 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey, sender);
+    hdr_fill(slot_ptr(ep, s), CT_CTS, imm ? CTS_WIMM : 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey,
+             sender);
     post_sendmsg(ep, b, NULL, s, GW_VERBS_HDR);
-    req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED;
+    req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED | (imm ? TLF_WIMM : 0);
+    req->tl[T_STRIPE] = 0; /* end marks seen (TLF_WIMM) */
     ep->rdv_by_write++;
     return 1;
 }
@@ -583,10 +608,29 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         return 1;
     }
     case GW_OP_SEND: {
-        if (req->tl_flags & TLF_CTS) { /* the data by RDMA WRITE on QP 0, then WFIN */
-            r = post_rdma(ep, b, req, WR_PUT, (size_t)req->tl[T_MLEN], req->tl[T_RADDR]);
+        if (req->tl_flags & TLF_CTS) { /* the data by RDMA WRITE, then the end marks */
+            size_t total = (size_t)req->tl[T_MLEN];
+            r = post_rdma(ep, b, req, WR_PUT, total, req->tl[T_RADDR]);
             if (r <= 0)
                 return r < 0 ? 1 : 0;
+            if (req->tl_flags & TLF_WIMM) {
+                /* one zero-length WRITE_WITH_IMM on each queue pair used (pieces
+                 * go round-robin from QP 0), all in one batch or none */
+                int used = (int)GW_MIN(req->tl[T_STRIPE], (uint64_t)stripe_qps(ep, req, total));
+                for (int qi = 0; qi < used; qi++)
+                    if (!qp_room(ep, b, qi))
+                        return 0;
+                uint32_t rid = (uint32_t)(req->tl[T_RKEY] >> 32);
+                for (int qi = 0; qi < used; qi++) {
+                    struct ibv_send_wr *w = wr_add(ep, b, qi, req, WR_RDV_IMM, -1, 0);
+                    w->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+                    w->imm_data = htonl(RDV_IMM(used, rid));
+                    w->wr.rdma.remote_addr = req->tl[T_RADDR];
+                    w->wr.rdma.rkey = (uint32_t)req->tl[T_RKEY];
+                }
+                req->tl_flags |= TLF_ALLPOSTED; /* done when every WR has completed */
+                return 1;
+            }
             if (!qp_room(ep, b, 0))
                 return 0;
             int s = slot_get(ep);
@@ -697,6 +741,8 @@ static int post_pending(gw_verbs_ep_t *ep)
 {
     if (ep->dead || !ep->connected)
         return 0;
+    if (!ep->ctrl_count && gw_list_empty(&ep->pending) && gw_list_empty(&ep->rdv_recvs) && !ep->stg_live)
+        return 0; /* nothing queued (the common case of a progress call) */
     uint64_t before = ep->wr_posted;
     batch_t b;
     memset(b.n, 0, sizeof(b.n));
@@ -848,10 +894,39 @@ static void repost_recv(gw_verbs_ep_t *ep, unsigned idx)
     ep->repost[ep->nrepost++] = (uint16_t)idx;
 }
 
+static void repost_imm(gw_verbs_ep_t *ep)
+{
+    for (int qi = 1; qi < ep->nqps; qi++) {
+        gw_verbs_qp_t *q = &ep->qps[qi];
+        while (q->imm_repost) {
+            struct ibv_recv_wr w[32], *bad;
+            unsigned n = GW_MIN(q->imm_repost, 32u);
+            for (unsigned i = 0; i < n; i++) {
+                memset(&w[i], 0, sizeof(w[i]));
+                w[i].wr_id = RECV_WRID | GW_VERBS_IMMQ_WRID | (uint64_t)qi;
+                w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+            }
+            int rc = ibv_post_recv(q->qp, w, &bad);
+            if (rc) {
+                ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, %u zero-length receives) failed: %s",
+                       q->qp->qp_num, n, strerror(rc));
+                return;
+            }
+            q->imm_repost -= n;
+        }
+    }
+}
+
 static void repost_flush(gw_verbs_ep_t *ep)
 {
     unsigned n = ep->nrepost;
-    if (!n || ep->dead)
+    if (ep->dead)
+        return;
+    if (ep->rdv_imms) {
+        ep->rdv_imms = 0;
+        repost_imm(ep);
+    }
+    if (!n)
         return;
     struct ibv_sge sge[32];
     struct ibv_recv_wr w[32], *bad;
@@ -886,13 +961,62 @@ static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, u
     gw_list_push_back(&ep->rdv_recvs, &req->tl_link);
 }
 
+/* The sender's WRITEs for receive r (rendezvous id `id`) are in place. */
+static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r, unsigned id)
+{
+    ep->rdv[id] = NULL;
+    size_t mlen = (size_t)r->tl[T_MLEN];
+    req_release(ep, r);
+    rdv_recv_forget(ep, r);
+    if (r->lmem && r->lmem->type != GW_MEM_HOST)
+        gpu_fence(ep);
+    gw_ep_recv_done(ep->super.base, r, mlen, r->rtag, GW_OK);
+}
+
+/* A WRITE_WITH_IMM closing one queue pair's share of a striped rendezvous
+ * (imm = RDV_IMM(queue pairs used, our id)), seen on queue pair qi. */
+static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
+{
+    unsigned id, nq = (imm >> 24) & 0x7f;
+    gw_request_t *r = rdv_lookup(ep, imm & 0xffffffu, &id);
+    if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != (TLF_WFIN | TLF_WIMM) ||
+        nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || r->tl[T_STRIPE] >= nq) {
+        ep_die(ep, GW_ERR_PROTOCOL, "verbs: end of rendezvous write 0x%08x from %s on QP %d matches no "
+               "receive of ours waiting for one", imm, ep->peer.dev, qi);
+        return;
+    }
+    if (++r->tl[T_STRIPE] == nq)
+        rdv_written(ep, r, id);
+}
+
 static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
 {
     gw_ep_base_t *base = ep->super.base;
     unsigned idx = (unsigned)(wc->wr_id & 0xffff);
     base->last_rx_ns = gw_now_coarse_ns();
+    if (wc->wr_id & GW_VERBS_IMMQ_WRID) { /* a zero-length receive on QP 1.. */
+        int qi = (int)(wc->wr_id & 0xff);
+        if (qi >= 1 && qi < ep->nqps) {
+            ep->qps[qi].imm_repost++;
+            ep->rdv_imms = 1;
+        }
+        if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || (ntohl(wc->imm_data) & 0x80000000u)) {
+            ep_die(ep, GW_ERR_PROTOCOL, "verbs: %s from %s on QP %d, which carries only the ends of "
+                   "rendezvous writes", wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "a notification" : "a message",
+                   ep->peer.dev, qi);
+            return;
+        }
+        rdv_imm(ep, ntohl(wc->imm_data), qi);
+        return;
+    }
     if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         uint32_t imm = ntohl(wc->imm_data);
+        if (!(imm & 0x80000000u)) { /* the end of a rendezvous write on QP 0 */
+            rdv_imm(ep, imm, 0);
+            if (!ep->dead)
+                repost_recv(ep, idx);
+            return;
+        }
         gpu_fence(ep);
         if (gw_ep_notify_push(base, imm & 0x7fffffffu) != 0)
             ep_die(ep, GW_ERR_NOMEM, "notification queue: out of memory");
@@ -974,15 +1098,18 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
     case CT_CTS: { /* the receiver wants our rendezvous data written to it */
         unsigned id;
         gw_request_t *r = rdv_lookup(ep, opid, &id);
+        uint32_t cst = gw_get_u32(p + 36);
         if (!r || r->op != GW_OP_SEND || !(r->tl_flags & TLF_WAIT_FIN) || (r->tl_flags & TLF_CTS) ||
-            mem_staged(r->lmem) || len > r->len) {
-            ep_die(ep, GW_ERR_PROTOCOL, "verbs: CTS from %s for rendezvous %llu (%llu bytes) matches no "
-                   "send of ours waiting for its receiver", ep->peer.dev, (unsigned long long)opid,
-                   (unsigned long long)len);
+            mem_staged(r->lmem) || len > r->len || (cst & ~CTS_WIMM) ||
+            ((cst & CTS_WIMM) && !(ep->local.features & GW_VERBS_FEAT_WRITE_IMM)) || tag > 0xffffffu) {
+            ep_die(ep, GW_ERR_PROTOCOL, "verbs: CTS from %s for rendezvous %llu (%llu bytes, flags 0x%x) "
+                   "matches no send of ours waiting for its receiver", ep->peer.dev,
+                   (unsigned long long)opid, (unsigned long long)len, cst);
             return;
         }
         ep->rdv[id] = NULL;
-        r->tl_flags = (uint16_t)((r->tl_flags & ~(TLF_WAIT_FIN | TLF_ALLPOSTED)) | TLF_CTS);
+        r->tl_flags = (uint16_t)((r->tl_flags & ~(TLF_WAIT_FIN | TLF_ALLPOSTED)) | TLF_CTS |
+                                 ((cst & CTS_WIMM) ? TLF_WIMM : 0));
         r->posted = 0;
         r->tl[T_STRIPE] = 0;
         r->tl[T_RADDR] = addr;
@@ -994,18 +1121,12 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
     case CT_WFIN: { /* the sender's WRITEs for our receive are in place */
         unsigned id;
         gw_request_t *r = rdv_lookup(ep, opid, &id);
-        if (!r || r->op != GW_OP_RECV || !(r->tl_flags & TLF_WFIN)) {
+        if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != TLF_WFIN) {
             ep_die(ep, GW_ERR_PROTOCOL, "verbs: WFIN from %s for receive %llu, which is not waiting "
                    "for one", ep->peer.dev, (unsigned long long)opid);
             return;
         }
-        ep->rdv[id] = NULL;
-        size_t mlen = (size_t)r->tl[T_MLEN];
-        req_release(ep, r);
-        rdv_recv_forget(ep, r);
-        if (r->lmem && r->lmem->type != GW_MEM_HOST)
-            gpu_fence(ep);
-        gw_ep_recv_done(base, r, mlen, r->rtag, GW_OK);
+        rdv_written(ep, r, id);
         break;
     }
     case CT_SREQ:

@@ -95,6 +95,11 @@ static gw_status_t verbs_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
     long gid_index = -1, qps, tmo, retry, cache_on;
     uint64_t split_min, max_mr;
     const char *gi = gw_settings_str(s, GW_SET_IB_GID_INDEX);
+    const char *rdv = gw_settings_str(s, GW_SET_IB_RDV);
+    if (strcmp(rdv, "auto") != 0 && strcmp(rdv, "read") != 0) {
+        snprintf(why, whylen, "GPUWIRE_IB_RDV=%s: expected auto or read", rdv);
+        return GW_ERR_INVALID;
+    }
     gw_status_t st;
     if (gi && *gi && strcmp(gi, "auto") != 0) {
         st = gw_settings_int(s, GW_SET_IB_GID_INDEX, 0, 255, &gid_index, why, whylen);
@@ -123,6 +128,7 @@ static gw_status_t verbs_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
     vif->timeout = (uint8_t)tmo;
     vif->retry_cnt = (uint8_t)retry;
     vif->split_min = split_min;
+    vif->rdv_read = !strcmp(rdv, "read");
     vif->rcache_on = (int)cache_on;
     vif->chan_io.fd = vif->async_io.fd = -1;
     gw_list_init(&vif->eps);

@@ -49,12 +49,25 @@ static gw_status_t post_initial_recvs(gw_verbs_ep_t *ep)
         struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(ep->rbuf + (size_t)i * GW_VERBS_SLOT),
                               .length = GW_VERBS_SLOT,
                               .lkey = ep->rmr->lkey};
-        struct ibv_recv_wr w = {.wr_id = (1ull << 63) | i, .sg_list = &sge, .num_sge = 1}, *bad;
+        struct ibv_recv_wr w = {.wr_id = GW_VERBS_RECV_WRID | i, .sg_list = &sge, .num_sge = 1}, *bad;
         int rc = ibv_post_recv(ep->qps[0].qp, &w, &bad);
         if (rc)
             return gw_err(ep->vif->super.core, GW_ERR_VERBS,
                           "ibv_post_recv(qp=0x%x, buffer %u) failed: %s", ep->qps[0].qp->qp_num, i,
                           strerror(rc));
+    }
+    /* QPs 1..: zero-length receives for the WRITE_WITH_IMM that closes a
+     * striped rendezvous on each queue pair (the data goes where the WRITE
+     * says; the receive only carries the immediate) */
+    for (int qi = 1; qi < ep->nqps; qi++) {
+        for (unsigned i = 0; i < GW_VERBS_IMM_RECVS; i++) {
+            struct ibv_recv_wr w = {.wr_id = GW_VERBS_RECV_WRID | GW_VERBS_IMMQ_WRID | (uint64_t)qi}, *bad;
+            int rc = ibv_post_recv(ep->qps[qi].qp, &w, &bad);
+            if (rc)
+                return gw_err(ep->vif->super.core, GW_ERR_VERBS,
+                              "ibv_post_recv(qp=0x%x, zero-length receive %u) failed: %s",
+                              ep->qps[qi].qp->qp_num, i, strerror(rc));
+        }
     }
     return GW_OK;
 }
@@ -126,7 +139,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
         ia.qp_type = IBV_QPT_RC;
         ia.sq_sig_all = 0;
         ia.cap.max_send_wr = q->depth;
-        ia.cap.max_recv_wr = i == 0 ? ep->nrecv : 1;
+        ia.cap.max_recv_wr = i == 0 ? ep->nrecv : GW_VERBS_IMM_RECVS;
         ia.cap.max_send_sge = 1;
         ia.cap.max_recv_sge = 1;
         ia.cap.max_inline_data = ep->max_inline;
@@ -164,7 +177,12 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
 
     gw_verbs_addr_t *la = &ep->local;
     la->version = GW_VERBS_ADDR_VERSION;
-    la->features = GW_VERBS_FEAT_WRITE_RDV;
+    la->features = GW_VERBS_FEAT_WRITE_RDV | GW_VERBS_FEAT_WRITE_IMM;
+    /* test hook (not a setting): announce fewer features, as a peer built
+     * before them would, so the older protocols stay tested */
+    const char *tf = getenv("GW_TEST_VERBS_FEATURES");
+    if (tf && *tf)
+        la->features &= (uint32_t)strtoul(tf, NULL, 0);
     la->link_layer = (uint8_t)vif->port.link_layer;
     la->port = (uint8_t)vif->port.port;
     la->mtu = (uint8_t)vif->pattr.active_mtu;
