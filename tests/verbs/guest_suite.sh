@@ -20,6 +20,7 @@ run() {  # name, command...
 echo "guest: kernel $(uname -r); rxe0 gid $RXE_GID_INDEX; pair ${RXE_PAIR:-none}"
 run smoke_rxe0 "$T/verbs_smoke" rxe0
 run api_loopback_rxe0 "$T/verbs_api" rxe0 rxe0
+run rdv_loopback_rxe0 "$T/verbs_rdv" rxe0 rxe0
 run negotiate_rxe0 "$T/verbs_negotiate" rxe0
 # the GPU registration ladder against the fake CUDA driver (its dma-buf reaches rxe's real refusal)
 if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
@@ -33,6 +34,7 @@ if [ -n "${RXE_PAIR:-}" ]; then
   GW_TEST_BREAK_LINK="tc qdisc add dev vb root netem loss 100%" \
   GW_TEST_RESTORE_LINK="tc qdisc del dev vb root" \
     run api_pair_rxea_rxeb "$T/verbs_api" rxea rxeb
+  run rdv_pair_rxea_rxeb "$T/verbs_rdv" rxea rxeb
   if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
     GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_staged_rxea_rxeb "$T/verbs_gpu_staged" rxea rxeb
   fi
