@@ -139,9 +139,10 @@ static int server(void *arg)
     CHECK(big[MB] == 0);
     gw_request_free(r);
     /* rendezvous into the region (registered with remote write, 1 MiB MRs):
-     * 8 (256 KiB) fits one MR (the sender WRITEs), 9 crosses an MR edge (we
-     * READ), 10 (1 MiB) is truncated to 200000 bytes (WRITE of those only);
-     * the 3 MiB messages above were READ (at least GPUWIRE_IB_SPLIT_MIN) */
+     * 8 (256 KiB) fits one MR (the sender WRITEs, striped), 9 crosses an MR
+     * edge (we READ), 10 (1 MiB) is truncated to 200000 bytes (WRITE of those
+     * only); the 3 MiB messages above were READ (their buffers are not
+     * registered for remote writes); verbs_rdv covers the protocols in full */
     uint8_t keep = region[2 * MB + 200000];
     REQUIRE_OK(gw_recv(ep, region, MB, mem, 8, ~0ull, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);

@@ -1,0 +1,55 @@
+/* api_spin.c - GPUWIRE_SPIN_US: how long a waiting call polls before it
+ * sleeps on the context fd.  A wait that nothing ends (gw_accept on a
+ * listener nobody connects to) runs for 400 ms; the process CPU time it
+ * burns is measured: with GPUWIRE_SPIN_US=0 and with the default (2 ms) the
+ * waiter sleeps (well under half the wall time), with 10 s it polls for the
+ * whole wait (more than half; CPU time of our own thread is not inflated by
+ * a loaded machine, only possibly deflated, hence the generous bounds).
+ * Also: a bad value is refused at context creation, naming the setting. */
+#include <time.h>
+
+#include "harness.h"
+#include "core/util.h"
+
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double wait_cpu(const char *spin)
+{
+    if (spin)
+        setenv("GPUWIRE_SPIN_US", spin, 1);
+    else
+        unsetenv("GPUWIRE_SPIN_US");
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    gw_listener_t *l;
+    REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", &l));
+    gw_ep_t *ep = NULL;
+    double c0 = cpu_s();
+    uint64_t t0 = gw_now_ns();
+    CHECK_ST(gw_accept(l, 400, &ep), GW_ERR_TIMEOUT);
+    double wall = (double)(gw_now_ns() - t0) / 1e9, cpu = cpu_s() - c0;
+    fprintf(stderr, "GPUWIRE_SPIN_US=%s: 400 ms wait took %.0f ms, %.0f ms of CPU\n", spin ? spin : "(default)",
+            wall * 1e3, cpu * 1e3);
+    CHECK(wall >= 0.39 && wall < 2.0);
+    gw_listener_destroy(l);
+    gw_context_destroy(ctx);
+    return cpu / wall;
+}
+
+int main(void)
+{
+    setenv("GPUWIRE_TRANSPORTS", "tcp", 1);
+    CHECK(wait_cpu("0") < 0.5);
+    CHECK(wait_cpu(NULL) < 0.5);
+    CHECK(wait_cpu("10000000") > 0.5);
+    setenv("GPUWIRE_SPIN_US", "-3", 1);
+    gw_context_t *ctx = NULL;
+    gw_status_t st = gw_context_create(NULL, &ctx);
+    CHECK(st != GW_OK && ctx == NULL);
+    return gwt_done("api_spin");
+}
