@@ -2,6 +2,7 @@
 #include "harness.h"
 #include "core/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -159,4 +160,16 @@ gw_ep_t *gwt_listen_accept(gw_context_t *ctx, gwt_chan_t *chan, gw_listener_t **
     gw_ep_t *ep;
     REQUIRE_OK(gw_accept(*l, 10000, &ep));
     return ep;
+}
+
+void gwt_require_rdma_device(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    struct dirent *de = NULL;
+    while (d && (de = readdir(d)) && de->d_name[0] == '.')
+        ;
+    if (d)
+        closedir(d);
+    if (!de)
+        SKIP("no RDMA device in /sys/class/infiniband (run in the Soft-RoCE VM: tests/rxe)");
 }

@@ -82,6 +82,9 @@ int gwt_chan_recv(gwt_chan_t *c, void *buf, uint32_t cap, int timeout_ms);
  * tagged message; receive one and unpack it (base address in *base). */
 void gwt_send_rkey(gw_ep_t *ep, const gw_mem_t *mem, uint64_t tag);
 gw_rkey_t *gwt_recv_rkey(gw_ep_t *ep, uint64_t tag, uint64_t *base);
+/* Exits with GW_TEST_SKIP unless /sys/class/infiniband lists an RDMA device
+ * (the verbs tests run inside the Soft-RoCE guest: tests/rxe). */
+void gwt_require_rdma_device(void);
 /* Listens on 127.0.0.1:0, hands the address to the peer over chan, accepts. */
 gw_ep_t *gwt_listen_accept(gw_context_t *ctx, gwt_chan_t *chan, gw_listener_t **l);
 

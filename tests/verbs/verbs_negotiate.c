@@ -6,7 +6,6 @@
  *   - GPUWIRE_TRANSPORTS=verbs,tcp: tcp is taken and the endpoint's
  *     downgrades say why verbs was not.
  *   verbs_negotiate DEV    (skips without an RDMA device) */
-#include <dirent.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -47,13 +46,7 @@ static int server(void *arg)
 int main(int argc, char **argv)
 {
     dev = argc > 1 ? argv[1] : "rxe0";
-    DIR *d = opendir("/sys/class/infiniband");
-    struct dirent *de = NULL;
-    while (d && (de = readdir(d)) && de->d_name[0] == '.')
-        ;
-    if (!d || !de)
-        SKIP("no RDMA device in /sys/class/infiniband (run in the Soft-RoCE VM: tests/rxe)");
-    closedir(d);
+    gwt_require_rdma_device();
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
     char addr[80];

@@ -20,7 +20,6 @@
  *   read    GPUWIRE_IB_RDV=read on the receiver: READ only
  * GW_TEST_VERBS_FEATURES is the test hook that masks what a side announces.
  * Skips (77) when no RDMA device is present. */
-#include <dirent.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -199,13 +198,7 @@ int main(int argc, char **argv)
         sdev = argv[1];
         cdev = argv[2];
     }
-    DIR *d = opendir("/sys/class/infiniband");
-    struct dirent *de = NULL;
-    while (d && (de = readdir(d)) && de->d_name[0] == '.')
-        ;
-    if (!d || !de)
-        SKIP("no RDMA device in /sys/class/infiniband (run in the Soft-RoCE VM: tests/rxe)");
-    closedir(d);
+    gwt_require_rdma_device();
     setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
     for (unsigned m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         cur = &modes[m];

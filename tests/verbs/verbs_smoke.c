@@ -5,7 +5,6 @@
  *   verbs_smoke [DEVICE]
  *
  * Skips (77) without an RDMA device. */
-#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -24,13 +23,7 @@ static gw_context_t *open_ctx(void)
 
 int main(int argc, char **argv)
 {
-    DIR *d = opendir("/sys/class/infiniband");
-    struct dirent *de = NULL;
-    while (d && (de = readdir(d)) && de->d_name[0] == '.')
-        ;
-    if (!d || !de)
-        SKIP("no RDMA device in /sys/class/infiniband (run in the Soft-RoCE VM: tests/rxe)");
-    closedir(d);
+    gwt_require_rdma_device();
     if (argc > 1)
         setenv("GPUWIRE_IB_DEVICE", argv[1], 1);
     setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
