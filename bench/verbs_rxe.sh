@@ -11,7 +11,7 @@
 # Each figure is the best of REPS runs (default 3), gpuwire and perftest
 # alternating, because the emulated guest is noisy (2 vCPUs shared by two
 # busy-polling processes and the kernel's rxe work).
-# Knobs: SIZES="8 4096 ..." BYTES=total bytes per bandwidth run (default 16M)
+# Knobs: SIZES="8 4096 ..." BYTES=total bytes per bandwidth run (default 32M)
 #        REPS (default 3) LAT_ITERS (default 2000); GW_BENCH_DEV (default rxe0).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +21,7 @@ if [ -z "${RXE_DEV:-}" ]; then   # on the host: boot the guest and run this scri
   exec env RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-1200} "$HERE/../tests/rxe/run-in-rxe-vm.sh" "$HERE/verbs_rxe.sh" "$B"
 fi
 SIZES=${SIZES:-"8 512 4096 65536 262144 1048576 4194304"}
-BYTES=${BYTES:-$((16 << 20))}
+BYTES=${BYTES:-$((32 << 20))}
 LAT_ITERS=${LAT_ITERS:-2000}
 REPS=${REPS:-3}
 DEV=${GW_BENCH_DEV:-$RXE_DEV}

@@ -19,9 +19,17 @@
  *   none    neither announces a write rendezvous: READ only
  *   read    GPUWIRE_IB_RDV=read on the receiver: READ only
  * GW_TEST_VERBS_FEATURES is the test hook that masks what a side announces.
+ *
+ *   verbs_rdv SERVER_DEV CLIENT_DEV staged    (with GPUWIRE_CUDA_LIB: the fake driver)
+ *
+ * runs one more pairing instead: a send from GPU memory on the staging rung
+ * to a receiver that does not announce staged transfers fails at once with
+ * GW_ERR_UNSUPPORTED naming the cause (it would otherwise be asked to READ a
+ * GPU address it cannot reach), and the endpoint keeps working.
  * Skips (77) when no RDMA device is present. */
 #include <unistd.h>
 
+#include "cuda/cuda_wrap.h"
 #include "harness.h"
 
 #define MB (1u << 20)
@@ -192,6 +200,72 @@ static void client(void)
     free(buf);
 }
 
+/* The staged pairing: the receiver announces everything but staged transfers. */
+static int staged_server(void *arg)
+{
+    (void)arg;
+    setenv("GPUWIRE_IB_DEVICE", sdev, 1);
+    setenv("GW_TEST_VERBS_FEATURES", "3", 1); /* WRITE_RDV | WRITE_IMM, no STAGED */
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    gw_listener_t *l;
+    gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
+    char b[16];
+    gw_request_t *r;
+    REQUIRE_OK(gw_recv(ep, b, sizeof(b), NULL, 2, ~0ull, &r)); /* only the message after the refused one */
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    CHECK(!strcmp(b, "still here"));
+    gw_request_free(r);
+    gw_ep_close(ep, 2000);
+    gw_listener_destroy(l);
+    gw_context_destroy(ctx);
+    return gwt_failures ? 1 : 0;
+}
+
+static int staged_pairing(void)
+{
+    if (!getenv("GPUWIRE_CUDA_LIB"))
+        SKIP("GPUWIRE_CUDA_LIB (the fake CUDA driver) not set");
+    gwt_chan_pair(&pch, &cch);
+    int pid = gwt_spawn(staged_server, NULL); /* (CUDA is initialised after the fork) */
+    char why[256];
+    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+    if (!cu)
+        SKIP("fake CUDA driver not loaded: %s", why);
+    setenv("GPUWIRE_IB_DEVICE", cdev, 1);
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    char addr[80];
+    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
+    gw_ep_t *ep;
+    REQUIRE_OK(gw_connect(ctx, addr, &ep));
+    CUdeviceptr dp;
+    REQUIRE(cu->cuMemAlloc(&dp, MB) == CUDA_SUCCESS);
+    gw_mem_t *m;
+    REQUIRE_OK(gw_mem_reg(ctx, (void *)(uintptr_t)dp, MB, GW_ACCESS_LOCAL, &m));
+    gw_mem_info_t mi = {.size = sizeof(mi)};
+    gw_mem_query(m, &mi);
+    fprintf(stderr, "staged: region path %s\n", mi.path);
+    gw_request_t *r;
+    gw_status_t st = gw_send(ep, (void *)(uintptr_t)dp, MB, m, 1, &r);
+    if (st == GW_OK) {
+        st = gw_request_wait(r, 30000);
+        gw_request_free(r);
+    }
+    fprintf(stderr, "staged: send to an older receiver: %s: %s\n", gw_status_name(st), gw_last_error(ctx));
+    CHECK_ST(st, GW_ERR_UNSUPPORTED);
+    CHECK(strstr(gw_last_error(ctx), "does not announce staged transfers") != NULL);
+    REQUIRE_OK(gw_send(ep, "still here", 11, NULL, 2, &r));
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    gw_mem_dereg(m);
+    cu->cuMemFree(dp);
+    gw_ep_close(ep, 2000);
+    gw_context_destroy(ctx);
+    CHECK(gwt_wait(pid, 60) == 0);
+    return gwt_done("verbs_rdv staged");
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3) {
@@ -200,6 +274,8 @@ int main(int argc, char **argv)
     }
     gwt_require_rdma_device();
     setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
+    if (argc >= 4 && !strcmp(argv[3], "staged"))
+        return staged_pairing();
     for (unsigned m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         cur = &modes[m];
         fprintf(stderr, "mode %s\n", cur->name);

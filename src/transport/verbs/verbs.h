@@ -84,6 +84,8 @@ typedef struct gw_verbs_addr {
                              a peer whose blob ends there (built before it) */
 } gw_verbs_addr_t;
 #define GW_VERBS_FEAT_WRITE_RDV 0x1u /* understands CT_CTS / CT_WFIN (rendezvous by WRITE) */
+#define GW_VERBS_FEAT_STAGED 0x4u    /* fetches a staged sender's message by chunk requests (RTS_STAGED,
+                                        CT_SREQ/CT_SACK) and serves them */
 #define GW_VERBS_FEAT_WRITE_IMM 0x2u /* a CTS may ask for striped WRITEs closed by a WRITE_WITH_IMM
                                         per queue pair; keeps a zero-length receive pool on QPs 1.. */
 

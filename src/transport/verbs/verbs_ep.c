@@ -660,6 +660,16 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             return 1;
         }
         if (mem_staged(req->lmem)) { /* the receiver asks us for chunks (staged section) */
+            if (!(ep->local.features & ep->peer.features & GW_VERBS_FEAT_STAGED)) {
+                slot_put(ep, s);
+                gw_ep_op_done(ep->super.base, req,
+                              gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
+                                     "send(len=%zu) from GPU memory on the staging rung over verbs: the "
+                                     "peer on %s does not announce staged transfers (a gpuwire build "
+                                     "before them) and could not fetch it; send from host memory, or "
+                                     "upgrade the peer", req->len, ep->peer.dev));
+                return 1;
+            }
             int id = rdv_alloc(ep, req);
             if (id < 0) {
                 slot_put(ep, s);
