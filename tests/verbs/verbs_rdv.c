@@ -7,7 +7,9 @@
  * context (the sender) connect; the client sends a fixed list of messages
  * (just above the eager limit to 7 MiB, odd sizes, one truncated, eight in
  * flight at once) into the server's region registered for remote writes and
- * into a buffer without a registration; the server checks every byte, that
+ * into a buffer without a registration, all from a registered buffer (so
+ * eager messages above the inline size go without a copy: two SGEs, counted
+ * in the sender's endpoint path); the server checks every byte, that
  * the bytes after a truncated receive are untouched, and how each receive
  * came (its endpoint's counters: by the sender's WRITE or by its own READ):
  *   imm     both sides of this build: WRITE for every registered receive,
@@ -55,13 +57,17 @@ static const mode_t_ modes[] = {
 };
 
 /* The messages, in order.  off: where in the server's region the receive
- * goes (-1: a malloc'd buffer without a registration); cap: the receive
- * buffer's size (smaller than len: truncated). */
+ * goes (-1: a malloc'd buffer without a registration, -2: the same, an
+ * eager message); cap: the receive buffer's size (smaller than len:
+ * truncated). */
 typedef struct {
     size_t len, cap;
     long off;
 } msg_t;
 static const msg_t msgs[] = {
+    {100, 100, -2},                      /* eager, inline (header + payload copied) */
+    {300, 300, -2},                      /* eager: payload straight from the registered buffer */
+    {8192, 8192, -2},                    /* the largest eager message, the same */
     {8193, 8193, 64},                    /* just above the eager limit */
     {65536, 65536, 16384 + 100},         /* unaligned */
     {300001, 300001, MB},                /* odd, below SPLIT */
@@ -127,6 +133,8 @@ static int server(void *arg)
             CHECK(0);
         }
         gw_request_free(r);
+        if (m->off == -2)
+            continue; /* eager: no rendezvous */
         int by_write = m->off >= 0 && (cur->write_all || (cur->write_small && n < SPLIT));
         writes += by_write;
         reads += !by_write;
@@ -172,10 +180,12 @@ static void client(void)
     gw_ep_t *ep;
     REQUIRE_OK(gw_connect(ctx, addr, &ep));
     uint8_t *buf = malloc(8 * MB);
+    gw_mem_t *bm;
+    REQUIRE_OK(gw_mem_reg(ctx, buf, 8 * MB, GW_ACCESS_LOCAL, &bm));
     for (unsigned i = 0; i < NMSG; i++) {
         gwt_fill(buf, msgs[i].len, 100 + i);
         gw_request_t *r;
-        REQUIRE_OK(gw_send(ep, buf, msgs[i].len, NULL, 100 + i, &r));
+        REQUIRE_OK(gw_send(ep, buf, msgs[i].len, bm, 100 + i, &r));
         gw_status_t st = gw_request_wait(r, 30000);
         if (st != GW_OK)
             fprintf(stderr, "%s: send %u: %s: %s\n", cur->name, i, gw_status_name(st), gw_last_error(ctx));
@@ -187,14 +197,19 @@ static void client(void)
     gw_request_t *rs[NBURST];
     for (unsigned k = 0; k < NBURST; k++) {
         gwt_fill(buf + (size_t)k * MB, MB, 200 + k);
-        REQUIRE_OK(gw_send(ep, buf + (size_t)k * MB, MB, NULL, 200 + k, &rs[k]));
+        REQUIRE_OK(gw_send(ep, buf + (size_t)k * MB, MB, bm, 200 + k, &rs[k]));
     }
     for (unsigned k = 0; k < NBURST; k++) {
         CHECK_ST(gw_request_wait(rs[k], 30000), GW_OK);
         gw_request_free(rs[k]);
     }
     REQUIRE(gwt_chan_recv(&pch, b, sizeof(b), 30000) > 0);
+    gw_ep_info_t info = {.size = sizeof(info)};
+    REQUIRE_OK(gw_ep_query(ep, &info));
+    fprintf(stderr, "%s: client endpoint: %s\n", cur->name, info.path);
+    CHECK(strstr(info.path, "; 2 eager sends straight from registered memory") != NULL);
     gwt_chan_send(&pch, "bye", 4);
+    gw_mem_dereg(bm);
     gw_ep_close(ep, 2000);
     gw_context_destroy(ctx);
     free(buf);

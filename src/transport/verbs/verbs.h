@@ -297,6 +297,8 @@ typedef struct gw_verbs_ep {
     uint32_t max_inline;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
+    uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
+    int max_send_sge;        /* 2 where the device takes a header and a payload SGE, else 1 */
     /* staged GPU memory (verbs_ep.c) */
     gw_list_t stg_reqs;      /* gw_verbs_sreq_t in posting order */
     int stg_live;            /* staged work may exist: set when some starts, cleared by a

@@ -151,7 +151,7 @@ static uint8_t *slot_ptr(gw_verbs_ep_t *ep, int s) { return ep->sbuf + (size_t)s
 /* ---- batches ----------------------------------------------------------------------- */
 struct batch {
     struct ibv_send_wr wr[GW_VERBS_MAX_QPS][BATCH];
-    struct ibv_sge sge[GW_VERBS_MAX_QPS][BATCH];
+    struct ibv_sge sge[GW_VERBS_MAX_QPS][BATCH][2]; /* (a second one: eager sends, see post_req) */
     int n[GW_VERBS_MAX_QPS];
 };
 
@@ -168,7 +168,7 @@ static struct ibv_send_wr *wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_requ
     int k = b->n[qi]++;
     struct ibv_send_wr *w = &b->wr[qi][k];
     memset(w, 0, sizeof(*w));
-    w->sg_list = &b->sge[qi][k];
+    w->sg_list = b->sge[qi][k];
     uint64_t seq = q->head++;
     gw_verbs_wr_t *r = &q->ring[seq % q->depth];
     r->req = req;
@@ -649,6 +649,26 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         uint8_t *p = slot_ptr(ep, s);
         if (req->len <= GW_VERBS_EAGER_MAX) {
             hdr_fill(p, CT_EAGER, 0, req->value, req->len, 0, 0, 0);
+            uint32_t lkey;
+            uint64_t left;
+            if (req->len > ep->max_inline && ep->max_send_sge >= 2 && req->lmem &&
+                req->lmem->type == GW_MEM_HOST && req->lmem->tl_reg[GW_TL_VERBS] &&
+                gw_verbs_reg_piece(req->lmem->tl_reg[GW_TL_VERBS], (uint64_t)(uintptr_t)req->buf, &lkey, NULL,
+                                   &left) == 0 &&
+                left >= req->len) {
+                /* from a registered buffer: the header from the slot, the payload
+                 * straight from the user's memory (a second SGE, no copy) */
+                post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
+                struct ibv_send_wr *w = &b->wr[0][b->n[0] - 1];
+                w->send_flags &= ~(unsigned)IBV_SEND_INLINE;
+                w->sg_list[1].addr = (uint64_t)(uintptr_t)req->buf;
+                w->sg_list[1].length = (uint32_t)req->len;
+                w->sg_list[1].lkey = lkey;
+                w->num_sge = 2;
+                ep->eager_gathered++;
+                req->tl_flags |= TLF_ALLPOSTED;
+                return 1;
+            }
             gw_status_t cst = copy_from_user(req, p + GW_VERBS_HDR, req->buf, req->len);
             if (cst != GW_OK) {
                 slot_put(ep, s);

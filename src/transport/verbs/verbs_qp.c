@@ -140,7 +140,8 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
         ia.sq_sig_all = 0;
         ia.cap.max_send_wr = q->depth;
         ia.cap.max_recv_wr = i == 0 ? ep->nrecv : GW_VERBS_IMM_RECVS;
-        ia.cap.max_send_sge = 1;
+        ep->max_send_sge = vif->dattr.max_sge >= 2 ? 2 : 1;
+        ia.cap.max_send_sge = (uint32_t)ep->max_send_sge;
         ia.cap.max_recv_sge = 1;
         ia.cap.max_inline_data = ep->max_inline;
         q->qp = ibv->create_qp(vif->pd, &ia);
@@ -374,6 +375,11 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
         size_t u = strlen(buf);
         snprintf(buf + u, len - u, "; rendezvous receives: %llu by the sender's RDMA WRITE, %llu by RDMA READ",
                  (unsigned long long)ep->rdv_by_write, (unsigned long long)ep->rdv_by_read);
+    }
+    if (ep->eager_gathered) {
+        size_t u = strlen(buf);
+        snprintf(buf + u, len - u, "; %llu eager sends straight from registered memory",
+                 (unsigned long long)ep->eager_gathered);
     }
     if (vif->stg_regions || ep->stg_ops || ep->stg_served) {
         size_t u = strlen(buf);
