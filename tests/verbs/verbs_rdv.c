@@ -169,16 +169,24 @@ static int server(void *arg)
     return gwt_failures ? 1 : 0;
 }
 
-static void client(void)
+/* A client context on CLIENT_DEV, connected to the server whose address
+ * comes over pch. */
+static gw_ep_t *connect_client(gw_context_t **ctx)
 {
-    set_env(cur->cli_feat, "auto", cur->qps);
     setenv("GPUWIRE_IB_DEVICE", cdev, 1);
-    gw_context_t *ctx;
-    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    REQUIRE_OK(gw_context_create(NULL, ctx));
     char addr[80];
     REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
     gw_ep_t *ep;
-    REQUIRE_OK(gw_connect(ctx, addr, &ep));
+    REQUIRE_OK(gw_connect(*ctx, addr, &ep));
+    return ep;
+}
+
+static void client(void)
+{
+    set_env(cur->cli_feat, "auto", cur->qps);
+    gw_context_t *ctx;
+    gw_ep_t *ep = connect_client(&ctx);
     uint8_t *buf = malloc(8 * MB);
     gw_mem_t *bm;
     REQUIRE_OK(gw_mem_reg(ctx, buf, 8 * MB, GW_ACCESS_LOCAL, &bm));
@@ -247,13 +255,8 @@ static int staged_pairing(void)
     const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
     if (!cu)
         SKIP("fake CUDA driver not loaded: %s", why);
-    setenv("GPUWIRE_IB_DEVICE", cdev, 1);
     gw_context_t *ctx;
-    REQUIRE_OK(gw_context_create(NULL, &ctx));
-    char addr[80];
-    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_connect(ctx, addr, &ep));
+    gw_ep_t *ep = connect_client(&ctx);
     CUdeviceptr dp;
     REQUIRE(cu->cuMemAlloc(&dp, MB) == CUDA_SUCCESS);
     gw_mem_t *m;
