@@ -18,7 +18,10 @@
  *   refuses: GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS), a deregistered region
  *   (GW_ERR_INVALID_KEY), the owner dying mid-transfer (bounded failure),
  *   an initiator dying while the owner serves its chunks (the owner's
- *   endpoint fails, the region deregisters, the context closes: no hang).
+ *   endpoint fails, the region deregisters, the context closes: no hang);
+ *   while that failed endpoint is still open, another initiator's put into
+ *   the region goes through: the dead endpoint's queue pairs are drained and
+ *   the bounce slots they held return to the owner's engine.
  * Skips (77) without GPUWIRE_CUDA_LIB or an RDMA device. */
 #include <stdlib.h>
 #include <unistd.h>
@@ -40,7 +43,7 @@ typedef struct cmd {
     uint64_t off, len, seed, notify, late;
 } cmd_t;
 
-static gwt_chan_t pch, cch, pch2, cch2;
+static gwt_chan_t pch, cch, pch2, cch2, pch3, cch3;
 static const char *sdev = "", *cdev = "";
 static const gw_cuda_t *cu;
 
@@ -228,11 +231,42 @@ static int dier(void *arg)
     gw_mem_t *m;
     REQUIRE_OK(gw_mem_reg(c, src, 32 * MB, GW_ACCESS_LOCAL, &m));
     REQUIRE_OK(gw_put(e, src, 32 * MB, m, b, k, NULL));
-    for (int i = 0; i < 200; i++) { /* chunks go out and the owner starts serving them */
+    for (int i = 0; i < 20; i++) { /* chunks go out and the owner starts reading them: it is mid-READ
+                                    * when this process exits (its bounce slots get parked) */
         gw_progress(c);
         usleep(200);
     }
     _exit(0);
+}
+
+/* ---- a healthy initiator: puts host memory into the staged region, says done -------------- */
+static int putter(void *arg)
+{
+    (void)arg;
+    char addr[80];
+    if (gwt_chan_recv(&cch3, addr, sizeof(addr), 240000) <= 0)
+        return 0;
+    setenv("GPUWIRE_IB_DEVICE", sdev, 1);
+    gw_context_t *c;
+    REQUIRE_OK(gw_context_create(NULL, &c));
+    gw_ep_t *e;
+    REQUIRE_OK(gw_connect(c, addr, &e));
+    uint64_t b;
+    gw_rkey_t *k = gwt_recv_rkey(e, T_KEYS, &b);
+    uint8_t *src = malloc(8 * MB);
+    gwt_fill(src, 8 * MB, 77);
+    gw_request_t *r;
+    REQUIRE_OK(gw_put(e, src, 8 * MB, NULL, b, k, &r));
+    gw_status_t st = gw_request_wait(r, 20000);
+    gw_request_free(r);
+    if (st != GW_OK)
+        fprintf(stderr, "putter: %s: %s\n", gw_status_name(st), gw_last_error(c));
+    msg_send(e, &st, sizeof(st), T_REPLY);
+    gw_rkey_destroy(k);
+    gw_ep_close(e, 2000);
+    gw_context_destroy(c);
+    free(src);
+    return st == GW_OK ? 0 : 1;
 }
 
 /* ---- client (initiator) -------------------------------------------------------------------- */
@@ -484,6 +518,30 @@ int main(int argc, char **argv)
                 (double)(gw_now_ns() - t0) / 1e9, info.error_detail);
         fprintf(stderr, "owner's endpoint: %s\n", info.path);
         CHECK(info.error != GW_OK);
+        /* the failed endpoint stays open; another initiator puts 8 MiB into the region */
+        gwt_chan_pair(&pch3, &cch3);
+        int pid3 = gwt_spawn(putter, NULL);
+        char a[80];
+        REQUIRE_OK(gw_listener_addr(l, a, sizeof(a)));
+        gwt_chan_send(&pch3, a, (uint32_t)strlen(a) + 1);
+        gw_ep_t *e3;
+        REQUIRE_OK(gw_accept(l, 20000, &e3));
+        gwt_send_rkey(e3, ml, T_KEYS);
+        gw_status_t pst = GW_ERR_TIMEOUT;
+        gw_request_t *pr;
+        REQUIRE_OK(gw_recv(e3, &pst, sizeof(pst), NULL, T_REPLY, ~0ull, &pr));
+        CHECK_ST(gw_request_wait(pr, 30000), GW_OK);
+        gw_request_free(pr);
+        fprintf(stderr, "a put beside the failed endpoint: %s\n", gw_status_name(pst));
+        gw_ep_query(e, &info);
+        fprintf(stderr, "the failed endpoint now: %s\n", info.path);
+        /* slots parked at the failure (the owner was reading from the dying
+         * initiator) were given back by the drain, not held until the close */
+        CHECK(strstr(info.path, "slots parked") == NULL || strstr(info.path, "failed: 0 bounce slots parked") != NULL);
+        CHECK_ST(pst, GW_OK);
+        CHECK(verify_any(lbuf, 1, 8 * MB, 77) == -1);
+        CHECK(gwt_wait(pid3, 30) == 0);
+        gw_ep_close(e3, 1000);
         gw_ep_close(e, 1000);
         CHECK_ST(gw_mem_dereg(ml), GW_OK);
         gw_listener_destroy(l);

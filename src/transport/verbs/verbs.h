@@ -271,6 +271,10 @@ typedef struct gw_verbs_ep {
     gw_verbs_qp_t qps[GW_VERBS_MAX_QPS];
     int connected;
     int dead;                /* a QP is in error: nothing more is posted */
+    unsigned stg_returned;   /* parked bounce slots given back by the drain */
+    int draining;            /* dead: drain WRs whose flush completion is still to come
+                              * (then the NIC touches none of our buffers: parked bounce
+                              * slots go back to their engine, see ep_drain) */
     gw_list_t pending;       /* requests not fully posted, FIFO (req->tl_link) */
     gw_list_t rdv_recvs;     /* rendezvous receives in progress (req->tl_link) */
     /* bounce (send) slots and receive buffers, registered once */
@@ -336,7 +340,8 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 /* Receive work request ids: bit 63 marks a receive; bit 62 one of the
  * zero-length receives on QPs 1.. (low byte: the QP), which only a
  * rendezvous WRITE_WITH_IMM consumes; otherwise the low bits index a bounce
- * buffer of QP 0. */
+ * buffer of QP 0.  Bit 61 (send or receive) marks the drain markers of a
+ * failed endpoint (verbs_ep.c, ep_drain). */
 #define GW_VERBS_RECV_WRID (1ull << 63)
 #define GW_VERBS_IMMQ_WRID (1ull << 62)
 #define GW_VERBS_IMM_RECVS 128u /* zero-length receives kept posted on each QP 1.. */

@@ -68,6 +68,7 @@ enum {
 #define RDV_IMM(nq, opid) ((uint32_t)(nq) << 24 | (uint32_t)(opid)) /* bit 31 clear: not a notification */
 enum { CT_CTS = 7, CT_WFIN };
 #define RECV_WRID GW_VERBS_RECV_WRID
+#define DRAIN_WRID (1ull << 61) /* the drain markers of a dead endpoint (send and receive) */
 #define NO_SLOT 0xffff
 #define BATCH 32
 
@@ -847,6 +848,57 @@ static void ep_forget_all(gw_verbs_ep_t *ep, int own, gw_status_t st)
     memset(ep->rdv, 0, sizeof(ep->rdv));
 }
 
+/* A dead endpoint's QPs go to the error state and get one marker WR on their
+ * send queues; every earlier WR (the READs into and WRITEs from bounce
+ * slots) is flushed before its marker completes, and a QP in the error state
+ * executes no incoming request, so once all markers are back the NIC touches
+ * none of our slots any more and those parked at the failure
+ * (stg_slot_drop_or_park) return to their engine, without waiting for the
+ * application to close the endpoint: a failed endpoint left open held the
+ * slots every other staged transfer of the context needs, and those waited
+ * for ever (verbs_gpu_staged reproduced it).  No marker goes on the receive
+ * queues: rxe in Linux 6.1 does not flush them, so it would never return.
+ * Where a step fails, the slots stay parked until the QPs are destroyed. */
+static void stg_slot_drop(gw_verbs_stgeng_t *e, gw_stage_slot_t *s);
+static void ep_drain(gw_verbs_ep_t *ep)
+{
+    if (!ep->stg_nzombie)
+        return; /* nothing waits for it */
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    int want = 0, posted = 0;
+    for (int qi = 0; qi < ep->nqps; qi++) {
+        struct ibv_qp *qp = ep->qps[qi].qp;
+        want++;
+        if (ep->vif->ibv->modify_qp(qp, &a, IBV_QP_STATE) != 0)
+            continue;
+        struct ibv_send_wr sw, *sbad;
+        memset(&sw, 0, sizeof(sw));
+        sw.wr_id = DRAIN_WRID | (uint64_t)qi;
+        sw.opcode = IBV_WR_SEND;
+        sw.send_flags = IBV_SEND_SIGNALED;
+        posted += ibv_post_send(qp, &sw, &sbad) == 0;
+    }
+    ep->draining = posted == want ? posted : 0;
+    if (!ep->draining)
+        gw_log(GW_LOG_DEBUG, "verbs %s: could not drain the failed endpoint's queue pairs; %u bounce "
+               "slots stay parked until it is closed", ep->vif->port.dev, ep->stg_nzombie);
+}
+
+/* A drain marker came back (poll_cq of a dead endpoint). */
+static void ep_drained_one(gw_verbs_ep_t *ep)
+{
+    if (!ep->draining || --ep->draining)
+        return;
+    for (unsigned i = 0; i < ep->stg_nzombie; i++)
+        stg_slot_drop(ep->stg_zombie[i].eng, ep->stg_zombie[i].slot);
+    gw_log(GW_LOG_DEBUG, "verbs %s: failed endpoint drained, %u bounce slots returned", ep->vif->port.dev,
+           ep->stg_nzombie);
+    ep->stg_returned += ep->stg_nzombie;
+    ep->stg_nzombie = 0;
+}
+
 static void ep_die(gw_verbs_ep_t *ep, gw_status_t st, const char *fmt, ...)
 {
     if (ep->dead)
@@ -858,6 +910,7 @@ static void ep_die(gw_verbs_ep_t *ep, gw_status_t st, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     ep_forget_all(ep, 1, st);
+    ep_drain(ep);
     gw_err(ep_core(ep), st, "%s", msg);
     gw_ep_fail(ep->super.base, st, "%s", msg);
 }
@@ -1217,8 +1270,11 @@ static int poll_cq(gw_verbs_ep_t *ep)
             return total;
         }
         for (int i = 0; i < n; i++) {
-            if (ep->dead)
-                continue; /* consequences of the first error: not causes */
+            if (ep->dead) { /* consequences of the first error: not causes */
+                if (wc[i].wr_id & DRAIN_WRID)
+                    ep_drained_one(ep);
+                continue;
+            }
             if (wc[i].status != IBV_WC_SUCCESS) {
                 gw_verbs_wr_t *r = NULL;
                 if (!(wc[i].wr_id & RECV_WRID)) {
@@ -1249,6 +1305,7 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
         /* failed from above (peer gone on the bootstrap socket, close, timeout) */
         ep->dead = 1;
         ep_forget_all(ep, 0, ep->super.base->error);
+        ep_drain(ep);
     }
     /* posted work counts as progress: a caller that progresses until 0
      * before sleeping on the context fd has handed everything to the device */

@@ -387,5 +387,10 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                  "(%llu staged ops, %llu chunks served)",
                  (unsigned long long)ep->stg_ops, (unsigned long long)ep->stg_served);
     }
+    if (ep->stg_nzombie || ep->stg_returned) {
+        size_t u = strlen(buf);
+        snprintf(buf + u, len - u, "; failed: %u bounce slots parked until its queue pairs drain, %u returned",
+                 ep->stg_nzombie, ep->stg_returned);
+    }
     return GW_OK;
 }
