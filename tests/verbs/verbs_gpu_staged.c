@@ -211,22 +211,34 @@ static int server(void *arg)
 }
 
 /* ---- an initiator that dies in the middle of a staged put ------------------------------------ */
+/* A second initiator (a child process): connects to the owner whose address
+ * comes over chan and receives the region's key.  NULL when the main test
+ * ended before sending the address. */
+static gw_ep_t *connect_initiator(gwt_chan_t *chan, gw_context_t **c, gw_rkey_t **k, uint64_t *b)
+{
+    char addr[80];
+    if (gwt_chan_recv(chan, addr, sizeof(addr), 240000) <= 0)
+        return NULL;
+    setenv("GPUWIRE_IB_DEVICE", sdev, 1); /* (the owner is on the client's device: rxea<->rxeb too) */
+    REQUIRE_OK(gw_context_create(NULL, c));
+    gw_ep_t *e;
+    REQUIRE_OK(gw_connect(*c, addr, &e));
+    *k = gwt_recv_rkey(e, T_KEYS, b);
+    return e;
+}
+
 static int dier(void *arg)
 {
     (void)arg;
-    char addr[80];
-    if (gwt_chan_recv(&cch2, addr, sizeof(addr), 240000) <= 0)
-        return 0; /* the main test ended early */
-    setenv("GPUWIRE_IB_DEVICE", sdev, 1); /* (the owner is on the client's device: rxea<->rxeb too) */
     char why[256];
+    gw_context_t *c;
+    gw_rkey_t *k;
+    uint64_t b;
+    gw_ep_t *e = connect_initiator(&cch2, &c, &k, &b);
+    if (!e)
+        return 0; /* the main test ended early */
     cu = gw_cuda_get(why, sizeof(why));
     REQUIRE(cu != NULL);
-    gw_context_t *c;
-    REQUIRE_OK(gw_context_create(NULL, &c));
-    gw_ep_t *e;
-    REQUIRE_OK(gw_connect(c, addr, &e));
-    uint64_t b;
-    gw_rkey_t *k = gwt_recv_rkey(e, T_KEYS, &b);
     void *src = dev_alloc(32 * MB);
     gw_mem_t *m;
     REQUIRE_OK(gw_mem_reg(c, src, 32 * MB, GW_ACCESS_LOCAL, &m));
@@ -243,16 +255,12 @@ static int dier(void *arg)
 static int putter(void *arg)
 {
     (void)arg;
-    char addr[80];
-    if (gwt_chan_recv(&cch3, addr, sizeof(addr), 240000) <= 0)
-        return 0;
-    setenv("GPUWIRE_IB_DEVICE", sdev, 1);
     gw_context_t *c;
-    REQUIRE_OK(gw_context_create(NULL, &c));
-    gw_ep_t *e;
-    REQUIRE_OK(gw_connect(c, addr, &e));
+    gw_rkey_t *k;
     uint64_t b;
-    gw_rkey_t *k = gwt_recv_rkey(e, T_KEYS, &b);
+    gw_ep_t *e = connect_initiator(&cch3, &c, &k, &b);
+    if (!e)
+        return 0;
     uint8_t *src = malloc(8 * MB);
     gwt_fill(src, 8 * MB, 77);
     gw_request_t *r;
