@@ -316,13 +316,22 @@ int it_target_stop(it_target_t *t, gw_context_t *ctx)
     return rc;
 }
 
+void it_target_rkeys(it_target_t *t, gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t **rk, uint64_t *raddr,
+                     size_t *rlen)
+{
+    uint8_t keys[IT_MAX_REGIONS][IT_KEY_MAX];
+    size_t klen[IT_MAX_REGIONS];
+    REQUIRE(it_target_keys(t, keys, klen) == 0);
+    for (int i = 0; i < t->cfg.n_regions; i++) {
+        IT_OK(ctx, gw_rkey_unpack(ep, keys[i], klen[i], &rk[i]));
+        IT_OK(ctx, gw_rkey_range(rk[i], raddr ? &raddr[i] : NULL, rlen ? &rlen[i] : NULL));
+    }
+}
+
 gw_rkey_t *it_single_key(it_target_t *t, gw_context_t *ctx, gw_ep_t *ep, uint64_t *raddr, size_t *rlen)
 {
-    uint8_t keys[1][IT_KEY_MAX];
-    size_t klen[1];
-    REQUIRE(t->cfg.n_regions == 1 && it_target_keys(t, keys, klen) == 0);
+    REQUIRE(t->cfg.n_regions == 1);
     gw_rkey_t *rk = NULL;
-    IT_OK(ctx, gw_rkey_unpack(ep, keys[0], klen[0], &rk));
-    IT_OK(ctx, gw_rkey_range(rk, raddr, rlen));
+    it_target_rkeys(t, ctx, ep, &rk, raddr, rlen);
     return rk;
 }

@@ -85,6 +85,10 @@ int it_target_keys(it_target_t *t, uint8_t keys[][IT_KEY_MAX], size_t *lens);
 it_reply_t it_target_cmd(it_target_t *t, const it_cmd_t *cmd, gw_context_t *progress_ctx);
 /* QUIT and wait for the child; returns its exit code. */
 int it_target_stop(it_target_t *t, gw_context_t *progress_ctx);
+/* After it_target_keys' point: receives every region's key, unpacks it on
+ * ep into rk[i] with its remote range (raddr[i], rlen[i]; either may be NULL). */
+void it_target_rkeys(it_target_t *t, gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t **rk, uint64_t *raddr,
+                     size_t *rlen);
 /* For a one-region target: receives its key, unpacks it on ep and returns it
  * with the remote range. */
 gw_rkey_t *it_single_key(it_target_t *t, gw_context_t *ctx, gw_ep_t *ep, uint64_t *raddr, size_t *rlen);

@@ -28,17 +28,12 @@ int main(void)
     it_target_start(&T, &cfg, addr, sizeof(addr));
     gw_context_t *ctx = it_ctx();
     gw_ep_t *ep = it_connect(ctx, addr);
-    uint8_t keys[2][IT_KEY_MAX];
-    size_t klen[2];
-    REQUIRE(it_target_keys(&T, keys, klen) == 0);
     gw_rkey_t *rk[2];
     uint64_t raddr[2];
-    for (int i = 0; i < 2; i++) {
-        IT_OK(ctx, gw_rkey_unpack(ep, keys[i], klen[i], &rk[i]));
-        size_t rlen = 0;
-        IT_OK(ctx, gw_rkey_range(rk[i], &raddr[i], &rlen));
-        CHECK(rlen == REGION);
-    }
+    size_t rlen[2] = {0};
+    it_target_rkeys(&T, ctx, ep, rk, raddr, rlen);
+    for (int i = 0; i < 2; i++)
+        CHECK(rlen[i] == REGION);
     gw_ep_info_t info = {.size = sizeof(info)};
     IT_OK(ctx, gw_ep_query(ep, &info));
     fprintf(stderr, "connected over %s (%s) to %s\n", info.transport, info.path, info.peer);

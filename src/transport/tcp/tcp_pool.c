@@ -197,6 +197,17 @@ static int sock_fail(gw_tcp_job_t *job, int e)
     return STEP_DONE;
 }
 
+/* After a failed send/recv of a step that moved `moved` bytes so far: -1 to
+ * retry (EINTR), else what the step returns. */
+static int io_fail(gw_tcp_job_t *job, size_t moved)
+{
+    if (errno == EINTR)
+        return -1;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return moved ? STEP_MOVED : STEP_BLOCKED;
+    return sock_fail(job, errno);
+}
+
 static int tx_step_gpu(gw_tcp_worker_t *w, gw_tcp_job_t *job)
 {
     gw_staging_t *st = worker_stg(w, job, 0);
@@ -240,11 +251,10 @@ static int tx_step_gpu(gw_tcp_worker_t *w, gw_tcp_job_t *job)
         }
         ssize_t n = send(job->fd, src, left, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-            if (errno == EINTR)
+            int f = io_fail(job, moved);
+            if (f < 0)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return moved ? STEP_MOVED : STEP_BLOCKED;
-            return sock_fail(job, errno);
+            return f;
         }
         job->off += (size_t)n;
         touch(job);
@@ -284,11 +294,10 @@ static int tx_frame_host(gw_tcp_job_t *job)
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t r = sendmsg(job->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r < 0) {
-            if (errno == EINTR)
+            int f = io_fail(job, moved);
+            if (f < 0)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return moved ? STEP_MOVED : STEP_BLOCKED;
-            return sock_fail(job, errno);
+            return f;
         }
         job->off += (size_t)r;
         touch(job);
@@ -386,11 +395,10 @@ static int rx_step(gw_tcp_worker_t *w, gw_tcp_job_t *job)
             return STEP_DONE;
         }
         if (n < 0) {
-            if (errno == EINTR)
+            int f = io_fail(job, moved);
+            if (f < 0)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return moved ? STEP_MOVED : STEP_BLOCKED;
-            return sock_fail(job, errno);
+            return f;
         }
         job->off += (size_t)n;
         touch(job);

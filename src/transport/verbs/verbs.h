@@ -248,7 +248,7 @@ typedef struct gw_verbs_qp {
     uint64_t head;     /* sequence of the next WR */
     uint64_t tail;     /* oldest WR not retired */
     gw_verbs_wr_t *ring;
-    uint32_t imm_repost; /* QPs 1..: zero-length receives consumed, to post again */
+    uint32_t imm_repost; /* QPs 1..: zero-length receives to post (again): gw_verbs_post_imm_recvs */
 } gw_verbs_qp_t;
 
 /* A control message waiting for a send slot. */
@@ -286,7 +286,6 @@ typedef struct gw_verbs_ep {
     struct ibv_mr *rmr;
     unsigned nrecv;
     uint16_t repost[32];     /* receive buffers to hand back after this poll */
-    int rdv_imms;            /* zero-length receives on QPs 1.. to post again (imm_repost) */
     unsigned nrepost;
     /* control messages waiting for a slot */
     gw_verbs_ctrl_t ctrlq[64];
@@ -322,6 +321,9 @@ typedef struct gw_verbs_ep {
 
 /* ep operations and internals shared with verbs_iface.c */
 int gw_verbs_ep_progress(gw_verbs_ep_t *ep);
+/* Posts the zero-length receives counted in each QP's imm_repost (QPs 1..):
+ * 0, or ibv_post_recv's error with *failed_qi set. */
+int gw_verbs_post_imm_recvs(gw_verbs_ep_t *ep, int *failed_qi);
 /* staging rung (verbs_ep.c): region revoked (fails the peer's chunks on it),
  * endpoint teardown (drops staged work), iface teardown (engines, slot MRs) */
 void gw_verbs_stage_revoke(gw_verbs_iface_t *vif, gw_mem_t *m);

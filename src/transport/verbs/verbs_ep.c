@@ -161,6 +161,13 @@ static int qp_room(gw_verbs_ep_t *ep, batch_t *b, int qi)
     return b->n[qi] < BATCH && ep->qps[qi].used < ep->qps[qi].depth;
 }
 
+/* A bounce slot for a message on QP 0 when QP 0 and the batch have room:
+ * its index, else -1 (blocked: try again on a later pass). */
+static int msg_slot(gw_verbs_ep_t *ep, batch_t *b)
+{
+    return qp_room(ep, b, 0) ? slot_get(ep) : -1;
+}
+
 /* Claims the next WR of QP qi in the batch and its ring record. */
 static struct ibv_send_wr *wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_request_t *req, int kind,
                                   int slot, uint32_t len)
@@ -371,8 +378,6 @@ static int remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint6
 }
 
 /* ---- posting a request -------------------------------------------------------------- */
-/* Posts RDMA WRITE/READ pieces of req.  1: all posted, 0: blocked, -1: the
- * request was completed with an error (do not touch it again). */
 /* Queue pairs a transfer of `total` bytes is striped over. */
 static int stripe_qps(const gw_verbs_ep_t *ep, const gw_request_t *req, size_t total)
 {
@@ -383,6 +388,8 @@ static int stripe_qps(const gw_verbs_ep_t *ep, const gw_request_t *req, size_t t
     return ep->nqps;
 }
 
+/* Posts RDMA WRITE/READ pieces of req.  1: all posted, 0: blocked, -1: the
+ * request was completed with an error (do not touch it again). */
 static int post_rdma(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int kind, size_t total,
                      uint64_t raddr)
 {
@@ -455,7 +462,8 @@ static void hdr_fill(uint8_t *p, uint8_t type, uint32_t status, uint64_t tag, ui
 }
 
 /* A SEND of `bytes` from bounce slot s on QP 0. */
-static void post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s, uint32_t bytes)
+static struct ibv_send_wr *post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s,
+                                         uint32_t bytes)
 {
     struct ibv_send_wr *w = wr_add(ep, b, 0, req, WR_SENDMSG, s, bytes);
     w->opcode = IBV_WR_SEND;
@@ -465,6 +473,7 @@ static void post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s
     w->sg_list->lkey = ep->smr->lkey;
     if (bytes <= ep->max_inline)
         w->send_flags |= IBV_SEND_INLINE;
+    return w;
 }
 
 /* A rendezvous id on the wire: generation << 8 | table index. */
@@ -547,8 +556,8 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
     hdr_fill(slot_ptr(ep, s), CT_CTS, imm ? CTS_WIMM : 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey,
              sender);
     post_sendmsg(ep, b, NULL, s, GW_VERBS_HDR);
-    req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED | (imm ? TLF_WIMM : 0);
-    req->tl[T_STRIPE] = 0; /* end marks seen (TLF_WIMM) */
+    req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED | (imm ? TLF_WIMM : 0); /* (T_STRIPE, zeroed by
+                                                                        * start_rdv_recv, counts the end marks) */
     ep->rdv_by_write++;
     return 1;
 }
@@ -632,9 +641,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                 req->tl_flags |= TLF_ALLPOSTED; /* done when every WR has completed */
                 return 1;
             }
-            if (!qp_room(ep, b, 0))
-                return 0;
-            int s = slot_get(ep);
+            int s = msg_slot(ep, b);
             if (s < 0)
                 return 0;
             hdr_fill(slot_ptr(ep, s), CT_WFIN, 0, 0, 0, 0, 0, req->tl[T_RKEY] >> 32);
@@ -642,9 +649,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             req->tl_flags |= TLF_ALLPOSTED; /* done when the WFIN's SEND completes */
             return 1;
         }
-        if (!qp_room(ep, b, 0))
-            return 0;
-        int s = slot_get(ep);
+        int s = msg_slot(ep, b);
         if (s < 0)
             return 0;
         uint8_t *p = slot_ptr(ep, s);
@@ -659,8 +664,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                 left >= req->len) {
                 /* from a registered buffer: the header from the slot, the payload
                  * straight from the user's memory (a second SGE, no copy) */
-                post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
-                struct ibv_send_wr *w = &b->wr[0][b->n[0] - 1];
+                struct ibv_send_wr *w = post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
                 w->send_flags &= ~(unsigned)IBV_SEND_INLINE;
                 w->sg_list[1].addr = (uint64_t)(uintptr_t)req->buf;
                 w->sg_list[1].length = (uint32_t)req->len;
@@ -778,8 +782,8 @@ static int post_pending(gw_verbs_ep_t *ep)
     batch_t b;
     memset(b.n, 0, sizeof(b.n));
     /* control messages first (FIN unblocks the peer) */
-    while (ep->ctrl_count && qp_room(ep, &b, 0)) {
-        int s = slot_get(ep);
+    while (ep->ctrl_count) {
+        int s = msg_slot(ep, &b);
         if (s < 0)
             break;
         gw_verbs_ctrl_t *c = &ep->ctrlq[ep->ctrl_head];
@@ -867,10 +871,9 @@ static void ep_drain(gw_verbs_ep_t *ep)
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_ERR;
-    int want = 0, posted = 0;
+    int posted = 0;
     for (int qi = 0; qi < ep->nqps; qi++) {
         struct ibv_qp *qp = ep->qps[qi].qp;
-        want++;
         if (ep->vif->ibv->modify_qp(qp, &a, IBV_QP_STATE) != 0)
             continue;
         struct ibv_send_wr sw, *sbad;
@@ -880,7 +883,7 @@ static void ep_drain(gw_verbs_ep_t *ep)
         sw.send_flags = IBV_SEND_SIGNALED;
         posted += ibv_post_send(qp, &sw, &sbad) == 0;
     }
-    ep->draining = posted == want ? posted : 0;
+    ep->draining = posted == ep->nqps ? posted : 0;
     if (!ep->draining)
         gw_log(GW_LOG_DEBUG, "verbs %s: could not drain the failed endpoint's queue pairs; %u bounce "
                "slots stay parked until it is closed", ep->vif->port.dev, ep->stg_nzombie);
@@ -977,7 +980,7 @@ static void repost_recv(gw_verbs_ep_t *ep, unsigned idx)
     ep->repost[ep->nrepost++] = (uint16_t)idx;
 }
 
-static void repost_imm(gw_verbs_ep_t *ep)
+int gw_verbs_post_imm_recvs(gw_verbs_ep_t *ep, int *failed_qi)
 {
     for (int qi = 1; qi < ep->nqps; qi++) {
         gw_verbs_qp_t *q = &ep->qps[qi];
@@ -991,13 +994,13 @@ static void repost_imm(gw_verbs_ep_t *ep)
             }
             int rc = ibv_post_recv(q->qp, w, &bad);
             if (rc) {
-                ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, %u zero-length receives) failed: %s",
-                       q->qp->qp_num, n, strerror(rc));
-                return;
+                *failed_qi = qi;
+                return rc;
             }
             q->imm_repost -= n;
         }
     }
+    return 0;
 }
 
 static void repost_flush(gw_verbs_ep_t *ep)
@@ -1005,9 +1008,11 @@ static void repost_flush(gw_verbs_ep_t *ep)
     unsigned n = ep->nrepost;
     if (ep->dead)
         return;
-    if (ep->rdv_imms) {
-        ep->rdv_imms = 0;
-        repost_imm(ep);
+    int qi = 0, rc = gw_verbs_post_imm_recvs(ep, &qi);
+    if (rc) {
+        ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, zero-length receives) failed: %s",
+               ep->qps[qi].qp->qp_num, strerror(rc));
+        return;
     }
     if (!n)
         return;
@@ -1024,7 +1029,7 @@ static void repost_flush(gw_verbs_ep_t *ep)
         w[i].next = i + 1 < n ? &w[i + 1] : NULL;
     }
     ep->nrepost = 0;
-    int rc = ibv_post_recv(ep->qps[0].qp, w, &bad);
+    rc = ibv_post_recv(ep->qps[0].qp, w, &bad);
     if (rc)
         ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, %u buffers) failed: %s",
                ep->qps[0].qp->qp_num, n, strerror(rc));
@@ -1079,10 +1084,8 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
     base->last_rx_ns = gw_now_coarse_ns();
     if (wc->wr_id & GW_VERBS_IMMQ_WRID) { /* a zero-length receive on QP 1.. */
         int qi = (int)(wc->wr_id & 0xff);
-        if (qi >= 1 && qi < ep->nqps) {
+        if (qi >= 1 && qi < ep->nqps)
             ep->qps[qi].imm_repost++;
-            ep->rdv_imms = 1;
-        }
         if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || (ntohl(wc->imm_data) & 0x80000000u)) {
             ep_die(ep, GW_ERR_PROTOCOL, "verbs: %s from %s on QP %d, which carries only the ends of "
                    "rendezvous writes", wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "a notification" : "a message",
@@ -1291,7 +1294,8 @@ static int poll_cq(gw_verbs_ep_t *ep)
             else
                 retire(ep, (int)(wc[i].wr_id >> 48), wc[i].wr_id & 0xffffffffffffull);
         }
-        repost_flush(ep);
+        if (n)
+            repost_flush(ep); /* (reposts come only from completions) */
         total += n;
     } while (n == 32);
     return total;
@@ -1952,9 +1956,9 @@ static void stg_notify(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 {
     if (ep->stg_reqs.next != &sr->link)
         return;
-    if (!others_drained(ep, b) || !qp_room(ep, b, 0))
+    if (!others_drained(ep, b))
         return;
-    int s = slot_get(ep);
+    int s = msg_slot(ep, b);
     if (s < 0)
         return;
     gw_request_t *req = sr->req;
@@ -2228,9 +2232,7 @@ static void stg_job_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
                 job_finish(ep, j);
                 return;
             }
-            if (!qp_room(ep, b, 0))
-                return;
-            int s = slot_get(ep);
+            int s = msg_slot(ep, b);
             if (s < 0)
                 return;
             uint8_t *p = slot_ptr(ep, s);

@@ -3,6 +3,7 @@
 #include "transport/verbs/verbs.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,16 +60,12 @@ static gw_status_t post_initial_recvs(gw_verbs_ep_t *ep)
     /* QPs 1..: zero-length receives for the WRITE_WITH_IMM that closes a
      * striped rendezvous on each queue pair (the data goes where the WRITE
      * says; the receive only carries the immediate) */
-    for (int qi = 1; qi < ep->nqps; qi++) {
-        for (unsigned i = 0; i < GW_VERBS_IMM_RECVS; i++) {
-            struct ibv_recv_wr w = {.wr_id = GW_VERBS_RECV_WRID | GW_VERBS_IMMQ_WRID | (uint64_t)qi}, *bad;
-            int rc = ibv_post_recv(ep->qps[qi].qp, &w, &bad);
-            if (rc)
-                return gw_err(ep->vif->super.core, GW_ERR_VERBS,
-                              "ibv_post_recv(qp=0x%x, zero-length receive %u) failed: %s",
-                              ep->qps[qi].qp->qp_num, i, strerror(rc));
-        }
-    }
+    for (int qi = 1; qi < ep->nqps; qi++)
+        ep->qps[qi].imm_repost = GW_VERBS_IMM_RECVS;
+    int qi = 0, rc = gw_verbs_post_imm_recvs(ep, &qi);
+    if (rc)
+        return gw_err(ep->vif->super.core, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, %u zero-length receives) failed: %s",
+                      ep->qps[qi].qp->qp_num, GW_VERBS_IMM_RECVS, strerror(rc));
     return GW_OK;
 }
 
@@ -355,6 +352,18 @@ void gw_verbs_ep_destroy(gw_tl_ep_t *e)
     ep_free_res(ep);
 }
 
+static void appendf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void appendf(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t u = strlen(buf);
+    if (u >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + u, len - u, fmt, ap);
+    va_end(ap);
+}
+
 gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
 {
     gw_verbs_ep_t *ep = (gw_verbs_ep_t *)e;
@@ -371,26 +380,17 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                  vif->port.dev, vif->port.port, ep->local.lid, ep->peer.dev, ep->peer.lid,
                  mtu_str(ep->path_mtu), ep->nqps);
     }
-    if (ep->rdv_by_write || ep->rdv_by_read) {
-        size_t u = strlen(buf);
-        snprintf(buf + u, len - u, "; rendezvous receives: %llu by the sender's RDMA WRITE, %llu by RDMA READ",
-                 (unsigned long long)ep->rdv_by_write, (unsigned long long)ep->rdv_by_read);
-    }
-    if (ep->eager_gathered) {
-        size_t u = strlen(buf);
-        snprintf(buf + u, len - u, "; %llu eager sends straight from registered memory",
-                 (unsigned long long)ep->eager_gathered);
-    }
-    if (vif->stg_regions || ep->stg_ops || ep->stg_served) {
-        size_t u = strlen(buf);
-        snprintf(buf + u, len - u, "; GPU memory on the staging rung: pinned bounce buffers "
-                 "(%llu staged ops, %llu chunks served)",
-                 (unsigned long long)ep->stg_ops, (unsigned long long)ep->stg_served);
-    }
-    if (ep->stg_nzombie || ep->stg_returned) {
-        size_t u = strlen(buf);
-        snprintf(buf + u, len - u, "; failed: %u bounce slots parked until its queue pairs drain, %u returned",
-                 ep->stg_nzombie, ep->stg_returned);
-    }
+    if (ep->rdv_by_write || ep->rdv_by_read)
+        appendf(buf, len, "; rendezvous receives: %llu by the sender's RDMA WRITE, %llu by RDMA READ",
+                (unsigned long long)ep->rdv_by_write, (unsigned long long)ep->rdv_by_read);
+    if (ep->eager_gathered)
+        appendf(buf, len, "; %llu eager sends straight from registered memory",
+                (unsigned long long)ep->eager_gathered);
+    if (vif->stg_regions || ep->stg_ops || ep->stg_served)
+        appendf(buf, len, "; GPU memory on the staging rung: pinned bounce buffers (%llu staged ops, %llu chunks served)",
+                (unsigned long long)ep->stg_ops, (unsigned long long)ep->stg_served);
+    if (ep->stg_nzombie || ep->stg_returned)
+        appendf(buf, len, "; failed: %u bounce slots parked until its queue pairs drain, %u returned",
+                ep->stg_nzombie, ep->stg_returned);
     return GW_OK;
 }
