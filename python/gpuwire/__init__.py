@@ -1,0 +1,28 @@
+"""gpuwire - move PyTorch tensors, NumPy arrays and any buffer between
+processes and machines (one-sided put/get, put with a notification, tagged
+send/recv) over libgpuwire.
+
+    import gpuwire
+    with gpuwire.Context() as ctx:
+        mem = ctx.register(tensor)          # keeps tensor alive while registered
+        key = mem.pack()                    # bytes: give them to the peer
+        ...
+"""
+from ._lib import load as _load
+from .core import (ACCESS_LOCAL, ACCESS_REMOTE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, Context,
+                   Endpoint, Listener, Memory, RemoteKey, Request, build_features, settings,
+                   status_name, version)
+from .errors import EndpointError, GwError, InvalidArgument, InvalidKey, Timeout
+
+__version__ = "0.1.0"
+
+
+def load_library(path=None):
+    """Loads libgpuwire from `path` (else the default search, see _lib)."""
+    return _load(path)
+
+
+__all__ = ["ACCESS_LOCAL", "ACCESS_REMOTE", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "Context",
+           "Endpoint", "Listener", "Memory", "RemoteKey", "Request", "GwError", "InvalidArgument",
+           "InvalidKey", "Timeout", "EndpointError", "build_features", "settings", "status_name",
+           "version", "load_library"]

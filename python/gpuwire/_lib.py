@@ -1,0 +1,145 @@
+"""_lib.py - finds libgpuwire and declares the C API to ctypes.
+
+Why ctypes and not a C extension: the binding must run with any CPython the
+user has (Debian's 3.11, the GPU machines' 3.12 venv with no compiler-side
+Python headers guaranteed), needs no build step beyond the C library, and its
+per-call overhead was measured against a C extension doing the same call
+(bench/python_overhead.sh, docs/PERFORMANCE.md): it stays inside the 2 us
+budget, so the extra build dependency buys nothing we need.
+
+The library is looked for, in order: the path given to gpuwire.load_library(),
+libgpuwire.so.0 through the dynamic loader (LD_LIBRARY_PATH, ldconfig), then a
+build tree next to this package (../../build*/libgpuwire.so.0).
+"""
+import ctypes
+import glob
+import os
+
+c_void_p = ctypes.c_void_p
+c_size_t = ctypes.c_size_t
+c_uint64 = ctypes.c_uint64
+c_int = ctypes.c_int
+c_uint = ctypes.c_uint
+c_char_p = ctypes.c_char_p
+POINTER = ctypes.POINTER
+
+
+class Config(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("transports", c_char_p), ("log_level", c_int)]
+
+
+class MemInfo(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("addr", c_void_p), ("len", c_size_t), ("access", c_uint),
+                ("type", c_int), ("cuda_device", c_int), ("pci_bus_id", ctypes.c_char * 16),
+                ("path", ctypes.c_char * 512)]
+
+
+class EpInfo(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("transport", ctypes.c_char * 16), ("peer", ctypes.c_char * 64),
+                ("path", ctypes.c_char * 256), ("downgrades", ctypes.c_char * 512), ("error", c_int),
+                ("error_detail", ctypes.c_char * 384)]
+
+
+class RequestInfo(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("status", c_int), ("length", c_size_t), ("tag", c_uint64)]
+
+
+class SettingDesc(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("default_value", c_char_p), ("help", c_char_p)]
+
+
+class TransportInfo(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("name", ctypes.c_char * 16), ("usable", c_int),
+                ("detail", ctypes.c_char * 256)]
+
+
+PP = POINTER(c_void_p)
+
+# name: (restype, argtypes)
+_PROTOS = {
+    "gw_status_str": (c_char_p, [c_int]),
+    "gw_status_name": (c_char_p, [c_int]),
+    "gw_version": (c_char_p, []),
+    "gw_build_features": (c_char_p, []),
+    "gw_context_create": (c_int, [POINTER(Config), PP]),
+    "gw_context_destroy": (c_int, [c_void_p]),
+    "gw_last_error": (c_char_p, [c_void_p]),
+    "gw_progress": (c_int, [c_void_p]),
+    "gw_context_fd": (c_int, [c_void_p, POINTER(c_int)]),
+    "gw_context_wait": (c_int, [c_void_p, c_int]),
+    "gw_mem_reg": (c_int, [c_void_p, c_void_p, c_size_t, c_uint, PP]),
+    "gw_mem_dereg": (c_int, [c_void_p]),
+    "gw_mem_query": (c_int, [c_void_p, POINTER(MemInfo)]),
+    "gw_mem_pack_rkey": (c_int, [c_void_p, c_void_p, POINTER(c_size_t)]),
+    "gw_rkey_unpack": (c_int, [c_void_p, c_char_p, c_size_t, PP]),
+    "gw_rkey_destroy": (None, [c_void_p]),
+    "gw_rkey_range": (c_int, [c_void_p, POINTER(c_uint64), POINTER(c_size_t)]),
+    "gw_listen": (c_int, [c_void_p, c_char_p, PP]),
+    "gw_listener_addr": (c_int, [c_void_p, c_char_p, c_size_t]),
+    "gw_accept": (c_int, [c_void_p, c_int, PP]),
+    "gw_listener_destroy": (None, [c_void_p]),
+    "gw_connect": (c_int, [c_void_p, c_char_p, PP]),
+    "gw_ep_close": (c_int, [c_void_p, c_int]),
+    "gw_ep_query": (c_int, [c_void_p, POINTER(EpInfo)]),
+    "gw_put": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_uint64, c_void_p, PP]),
+    "gw_get": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_uint64, c_void_p, PP]),
+    "gw_put_notify": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_uint64, c_void_p, c_uint64,
+                              PP]),
+    "gw_notify_wait": (c_int, [c_void_p, c_int, POINTER(c_uint64)]),
+    "gw_send": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_uint64, PP]),
+    "gw_recv": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_uint64, c_uint64, PP]),
+    "gw_flush": (c_int, [c_void_p, PP]),
+    "gw_request_test": (c_int, [c_void_p]),
+    "gw_request_wait": (c_int, [c_void_p, c_int]),
+    "gw_request_info": (c_int, [c_void_p, POINTER(RequestInfo)]),
+    "gw_request_free": (None, [c_void_p]),
+    "gw_setting_at": (POINTER(SettingDesc), [c_size_t]),
+    "gw_setting_value": (c_char_p, [c_void_p, c_char_p]),
+    "gw_transport_at": (c_int, [c_void_p, c_size_t, POINTER(TransportInfo)]),
+}
+
+# Entry points of later API additions (batched/paged transfers, names): bound
+# when the loaded library has them, so one package works with older builds.
+_OPTIONAL = {}
+
+lib = None
+path = None
+
+
+def _candidates(explicit):
+    if explicit:
+        yield explicit
+        return
+    yield "libgpuwire.so.0"
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    for p in sorted(glob.glob(os.path.join(root, "build*", "libgpuwire.so.0"))):
+        yield p
+
+
+def load(explicit=None):
+    """Loads libgpuwire (once) and returns the ctypes library."""
+    global lib, path
+    if lib is not None and explicit is None:
+        return lib
+    tried = []
+    for cand in _candidates(explicit):
+        try:
+            handle = ctypes.CDLL(cand)
+        except OSError as e:
+            tried.append("%s (%s)" % (cand, e))
+            continue
+        for name, (res, args) in _PROTOS.items():
+            f = getattr(handle, name)
+            f.restype = res
+            f.argtypes = args
+        for name, (res, args) in _OPTIONAL.items():
+            f = getattr(handle, name, None)
+            if f is not None:
+                f.restype = res
+                f.argtypes = args
+        lib, path = handle, cand
+        return lib
+    raise ImportError("gpuwire: cannot load libgpuwire; tried: " + "; ".join(tried) +
+                      ". Build it (cmake --build build) or call gpuwire.load_library(path) "
+                      "or put its directory on LD_LIBRARY_PATH")

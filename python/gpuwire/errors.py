@@ -1,0 +1,48 @@
+"""errors.py - the exception every failing call raises.
+
+GwError carries the C status (number and symbol, e.g. -22 / GW_ERR_INVALID_KEY),
+its text, and the context's detail message (what failed, on which object, why,
+with what input).  A few statuses also derive from the matching built-in
+exception so ordinary `except ValueError` / `except TimeoutError` code works.
+"""
+
+
+class GwError(Exception):
+    """A failed gpuwire call: .status (int), .name (symbol), .text, .detail."""
+
+    def __init__(self, status, name, text, detail=""):
+        self.status = status
+        self.name = name
+        self.text = text
+        self.detail = detail
+        msg = "%s (%s)" % (name, text)
+        if detail:
+            msg += ": " + detail
+        super().__init__(msg)
+
+
+class InvalidArgument(GwError, ValueError):
+    """GW_ERR_INVALID: bad input (the detail names it)."""
+
+
+class Timeout(GwError, TimeoutError):
+    """GW_ERR_TIMEOUT."""
+
+
+class InvalidKey(GwError):
+    """GW_ERR_INVALID_KEY: a remote key unknown, malformed or revoked."""
+
+
+class EndpointError(GwError, ConnectionError):
+    """Statuses -40 .. -59: the endpoint is unusable."""
+
+
+_BY_STATUS = {-1: InvalidArgument, -7: Timeout, -22: InvalidKey}
+
+
+def error_class(status):
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    if -60 < status <= -40:
+        return EndpointError
+    return GwError
