@@ -12,6 +12,7 @@ from ._lib import load as _load
 from .core import (ACCESS_LOCAL, ACCESS_REMOTE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, Context,
                    Endpoint, Listener, Memory, RemoteKey, Request, build_features, settings,
                    status_name, version)
+from . import store
 from .errors import EndpointError, GwError, InvalidArgument, InvalidKey, Timeout
 
 __version__ = "0.1.0"
@@ -25,4 +26,4 @@ def load_library(path=None):
 __all__ = ["ACCESS_LOCAL", "ACCESS_REMOTE", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "Context",
            "Endpoint", "Listener", "Memory", "RemoteKey", "Request", "GwError", "InvalidArgument",
            "InvalidKey", "Timeout", "EndpointError", "build_features", "settings", "status_name",
-           "version", "load_library"]
+           "version", "load_library", "store"]

@@ -4,12 +4,18 @@ Each class wraps one C object of include/gpuwire.h and keeps its rules:
 parents outlive children (a child holds a reference to its parent, and
 closing a parent first closes the children it made), a context is used by
 one thread at a time, every failure raises GwError with the status and the
-context's detail message.  Registered objects stay referenced by their
-Memory until it is closed, so a tensor cannot be freed under a peer's put.
+context's detail message.
+
+Lifetimes: a Memory, Listener, Endpoint or RemoteKey lives until its close()
+(or `with`), or until its context closes -- not until the Python object goes
+out of scope, since a peer may still rely on it.  A Memory keeps the
+registered object referenced, so a tensor cannot be freed under a peer's
+put; after close() every key packed from it is revoked.  A Request that is
+dropped before completion is freed (the operation goes on, its completion
+is discarded), as gw_request_free() does.
 """
 import asyncio
 import ctypes
-import weakref
 
 from . import _lib
 from ._buffers import resolve
@@ -85,7 +91,10 @@ class Context:
             _raise(st, "gw_context_create failed (transports=%r); the settings error, if any, "
                        "is on stderr" % (transports,))
         self._h = h.value
-        self._children = weakref.WeakSet()   # endpoints, listeners, regions
+        # endpoints, listeners and regions live until closed, or until the
+        # context closes: a registration a peer relies on does not vanish
+        # because the Python object went out of scope
+        self._children = set()
         self._aio = None
 
     # -- lifetime -------------------------------------------------------------------
@@ -232,6 +241,7 @@ class Memory:
             if st != 0:
                 self.ctx._check(st, "deregister")
         self._h = None
+        self.ctx._children.discard(self)
         if self._r.release:
             self._r.release()
         self.obj = None
@@ -312,6 +322,7 @@ class Listener:
         if self._h is not None and self.ctx._h is not None:
             self.ctx._L.gw_listener_destroy(self._h)
         self._h = None
+        self.ctx._children.discard(self)
 
     def __enter__(self):
         return self
@@ -335,6 +346,7 @@ class RemoteKey:
         if self._h is not None and self.ep._h is not None:
             self.ep.ctx._L.gw_rkey_destroy(self._h)
         self._h = None
+        self.ep._keys.discard(self)
 
     def __len__(self):
         return self.nbytes
@@ -347,7 +359,7 @@ class Endpoint:
         self.ctx = ctx
         self._h = h
         self._L = ctx._L
-        self._keys = []
+        self._keys = set()
         ctx._children.add(self)
 
     def _handle(self):
@@ -359,15 +371,16 @@ class Endpoint:
         """Finishes outstanding operations (up to timeout), then closes."""
         if self._h is None:
             return
-        for k in self._keys:
+        for k in list(self._keys):
             k.close()
-        self._keys = []
         if self.ctx._h is not None:
             st = self._L.gw_ep_close(self._h, _ms(timeout))
             if st != 0:
                 self._h = None
+                self.ctx._children.discard(self)
                 self.ctx._check(st, "close the endpoint")
         self._h = None
+        self.ctx._children.discard(self)
 
     def __enter__(self):
         return self
@@ -399,7 +412,7 @@ class Endpoint:
         if st != 0:
             self.ctx._check(st, "unpack a %d-byte key" % len(key))
         rk = RemoteKey(self, h.value)
-        self._keys.append(rk)
+        self._keys.add(rk)
         return rk
 
     # -- the operations --------------------------------------------------------------------
@@ -443,30 +456,56 @@ class Endpoint:
             return None
         return Request(self.ctx, req.value, keep, n)
 
+    def _rma(self, fn, local, rkey, offset, length, local_offset, track, writable, value=None):
+        """put / get / put_notify.  The common case (a Memory and a RemoteKey)
+        is checked inline: this is the path the per-operation overhead is
+        measured on (bench/python_overhead.sh)."""
+        if type(local) is Memory and type(rkey) is RemoteKey:
+            mh, kh, eh = local._h, rkey._h, self._h
+            n = local.nbytes - local_offset if length is None else length
+            if (mh is not None and kh is not None and eh is not None and local_offset >= 0
+                    and n >= 0 and local_offset + n <= local.nbytes and offset >= 0):
+                a, keep = local.addr + local_offset, None
+                raddr = rkey.addr + offset
+            else:
+                a, n, mh, keep = self._local(local, local_offset, length, writable)
+                raddr = self._remote(rkey, offset, n)
+                eh = self._handle()
+        else:
+            a, n, mh, keep = self._local(local, local_offset, length, writable)
+            raddr = self._remote(rkey, offset, n)
+            eh, kh = self._handle(), rkey._h
+        if track:
+            req = _c_void_p()
+            if value is None:
+                st = fn(eh, a, n, mh, raddr, kh, _byref(req))
+            else:
+                st = fn(eh, a, n, mh, raddr, kh, value, _byref(req))
+            if st == 0:
+                return Request(self.ctx, req.value, keep, n)
+        else:
+            st = fn(eh, a, n, mh, raddr, kh, None) if value is None else \
+                fn(eh, a, n, mh, raddr, kh, value, None)
+            if st == 0 and keep is None:
+                return None
+            req = None
+        return self._post(st, req, keep, fn.__name__, n)
+
     def put(self, local, rkey, offset=0, length=None, local_offset=0, track=True):
-        """Writes local bytes into the peer's region at rkey.addr + offset."""
-        a, n, m, keep = self._local(local, local_offset, length, False)
-        req = _c_void_p() if track else None
-        st = self._L.gw_put(self._h or self._handle(), a, n, m, self._remote(rkey, offset, n),
-                            rkey._h, _byref(req) if track else None)
-        return self._post(st, req, keep, "put", n)
+        """Writes local bytes (length, from local_offset) into the peer's region
+        at rkey.addr + offset.  track=False: no Request (errors surface in the
+        next flush); the local buffer must then stay unchanged until a flush."""
+        return self._rma(self._L.gw_put, local, rkey, offset, length, local_offset, track, False)
 
     def put_notify(self, local, rkey, value, offset=0, length=None, local_offset=0, track=True):
-        """put, then `value` reaches the peer's notification queue after the data."""
-        a, n, m, keep = self._local(local, local_offset, length, False)
-        req = _c_void_p() if track else None
-        st = self._L.gw_put_notify(self._h or self._handle(), a, n, m,
-                                   self._remote(rkey, offset, n), rkey._h, value,
-                                   _byref(req) if track else None)
-        return self._post(st, req, keep, "put_notify", n)
+        """put, then `value` reaches the peer's notification queue after the
+        data of this put and of every put posted before it on the endpoint."""
+        return self._rma(self._L.gw_put_notify, local, rkey, offset, length, local_offset, track,
+                         False, value)
 
     def get(self, local, rkey, offset=0, length=None, local_offset=0, track=True):
         """Reads the peer's bytes at rkey.addr + offset into local."""
-        a, n, m, keep = self._local(local, local_offset, length, True)
-        req = _c_void_p() if track else None
-        st = self._L.gw_get(self._h or self._handle(), a, n, m, self._remote(rkey, offset, n),
-                            rkey._h, _byref(req) if track else None)
-        return self._post(st, req, keep, "get", n)
+        return self._rma(self._L.gw_get, local, rkey, offset, length, local_offset, track, True)
 
     def send(self, local, tag=0, length=None, local_offset=0):
         a, n, m, keep = self._local(local, local_offset, length, False)
@@ -511,7 +550,7 @@ class Endpoint:
 class Request:
     """One operation: wait(timeout) or `await req`; .status, .nbytes, .tag when done."""
 
-    __slots__ = ("ctx", "_h", "_keep", "status", "nbytes", "tag", "__weakref__")
+    __slots__ = ("ctx", "_h", "_keep", "status", "nbytes", "tag")
 
     def __init__(self, ctx, h, keep, nbytes=None):
         self.ctx = ctx
@@ -522,15 +561,15 @@ class Request:
         self.tag = 0
 
     def _finish(self, st):
-        ri = _lib.RequestInfo()
-        ri.size = ctypes.sizeof(ri)
         L = self.ctx._L
-        L.gw_request_info(self._h, _byref(ri))
+        if self.nbytes is None:       # recv, flush: length and tag from the completion
+            ri = _lib.RequestInfo()
+            ri.size = ctypes.sizeof(ri)
+            L.gw_request_info(self._h, _byref(ri))
+            self.nbytes, self.tag = ri.length, ri.tag
         L.gw_request_free(self._h)
         self._h = None
-        self.status, self.tag = st, ri.tag
-        if self.nbytes is None:
-            self.nbytes = ri.length
+        self.status = st
         k = self._keep
         if k is not None:
             self._keep = None
@@ -560,7 +599,7 @@ class Request:
         if self._h is not None:
             if self.ctx._h is None:
                 raise _bad("the context of this request is closed")
-            st = self.ctx._L.gw_request_wait(self._h, _ms(timeout))
+            st = self.ctx._L.gw_request_wait(self._h, -1 if timeout is None else _ms(timeout))
             if st == _TIMEOUT and self.ctx._L.gw_request_test(self._h) == _INPROGRESS:
                 _raise(_TIMEOUT, "request not complete after %s s" % timeout)
             self._finish(st)

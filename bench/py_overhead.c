@@ -1,0 +1,136 @@
+/*
+ * py_overhead.c - the C side of bench/python_overhead.sh: the same operations
+ * the Python script times through the binding, timed here as plain C calls,
+ * against a target process (also this program) that serves the endpoint.
+ *
+ *   py_overhead target TRANSPORT   listens, prints its address, registers 64 KiB
+ *                                  for remote writes, sends the key (tag 1) to
+ *                                  each initiator and serves until they close
+ *   py_overhead ADDR TRANSPORT N   the initiator; prints "op ns_per_op" lines:
+ *     put      untracked 8-byte put from a registered buffer (flush every 256)
+ *     put_wait tracked 8-byte put, request_wait, request_free
+ *     test     gw_request_test on a completed request
+ */
+#include <gpuwire.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+#define CHECK(x)                                                                    \
+    do {                                                                            \
+        gw_status_t s_ = (x);                                                       \
+        if (s_ != GW_OK) {                                                          \
+            fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, gw_status_name(s_)); \
+            exit(1);                                                                \
+        }                                                                           \
+    } while (0)
+
+static int target(const char *tl)
+{
+    gw_config_t cfg = {.size = sizeof(cfg), .transports = tl, .log_level = -1};
+    gw_context_t *a;
+    CHECK(gw_context_create(&cfg, &a));
+    gw_listener_t *l;
+    CHECK(gw_listen(a, "127.0.0.1:0", &l));
+    char addr[80];
+    CHECK(gw_listener_addr(l, addr, sizeof(addr)));
+    printf("%s\n", addr);
+    fflush(stdout);
+    static char dst[1 << 16];
+    gw_mem_t *dm;
+    CHECK(gw_mem_reg(a, dst, sizeof(dst), GW_ACCESS_REMOTE_WRITE, &dm));
+    uint8_t key[512];
+    size_t klen = sizeof(key);
+    CHECK(gw_mem_pack_rkey(dm, key, &klen));
+    for (;;) { /* one initiator at a time, until none comes for 60 s */
+        gw_ep_t *ep;
+        gw_status_t s = gw_accept(l, 60000, &ep);
+        if (s != GW_OK)
+            return 0;
+        gw_request_t *r;
+        CHECK(gw_send(ep, key, klen, NULL, 1, &r));
+        gw_request_free(r);
+        for (;;) {
+            gw_context_wait(a, 50);
+            gw_progress(a);
+            gw_ep_info_t ei = {.size = sizeof(ei)};
+            if (gw_ep_query(ep, &ei) != GW_OK || ei.error != GW_OK)
+                break;
+        }
+        gw_ep_close(ep, 0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 2 && strcmp(argv[1], "target") == 0)
+        return target(argv[2]);
+    if (argc < 4) {
+        fprintf(stderr, "usage: py_overhead target TRANSPORT | py_overhead ADDR TRANSPORT N\n");
+        return 2;
+    }
+    const char *tl = argv[2];
+    long n = atol(argv[3]);
+    gw_config_t cfg = {.size = sizeof(cfg), .transports = tl, .log_level = -1};
+    gw_context_t *b;
+    CHECK(gw_context_create(&cfg, &b));
+    gw_ep_t *ep;
+    CHECK(gw_connect(b, argv[1], &ep));
+    static char src[1 << 16];
+    gw_mem_t *sm;
+    CHECK(gw_mem_reg(b, src, sizeof(src), GW_ACCESS_LOCAL, &sm));
+    uint8_t key[512];
+    gw_request_t *r;
+    CHECK(gw_recv(ep, key, sizeof(key), NULL, 1, ~0ull, &r));
+    CHECK(gw_request_wait(r, 10000));
+    gw_request_info_t ri = {.size = sizeof(ri)};
+    gw_request_info(r, &ri);
+    gw_request_free(r);
+    gw_rkey_t *rk;
+    CHECK(gw_rkey_unpack(ep, key, ri.length, &rk));
+    uint64_t raddr;
+    CHECK(gw_rkey_range(rk, &raddr, NULL));
+    for (int rep = 0; rep < 2; rep++) { /* the first pass warms up */
+        double t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            size_t o = (size_t)(i & 1023) * 8;
+            CHECK(gw_put(ep, src + o, 8, sm, raddr + o, rk, NULL));
+            if ((i & 255) == 255) {
+                CHECK(gw_flush(ep, &r));
+                CHECK(gw_request_wait(r, 10000));
+                gw_request_free(r);
+            }
+        }
+        double t1 = now_ns();
+        for (long i = 0; i < n / 4; i++) {
+            size_t o = (size_t)(i & 1023) * 8;
+            CHECK(gw_put(ep, src + o, 8, sm, raddr + o, rk, &r));
+            CHECK(gw_request_wait(r, 10000));
+            gw_request_free(r);
+        }
+        double t2 = now_ns();
+        CHECK(gw_put(ep, src, 8, sm, raddr, rk, &r));
+        CHECK(gw_request_wait(r, 10000));
+        volatile int s = 0;
+        for (long i = 0; i < n; i++)
+            s += gw_request_test(r);
+        gw_request_free(r);
+        double t3 = now_ns();
+        if (rep == 1)
+            printf("put %.1f\nput_wait %.1f\ntest %.1f\n", (t1 - t0) / n, (t2 - t1) / (n / 4),
+                   (t3 - t2) / n);
+    }
+    gw_rkey_destroy(rk);
+    CHECK(gw_ep_close(ep, 1000));
+    CHECK(gw_mem_dereg(sm));
+    CHECK(gw_context_destroy(b));
+    return 0;
+}

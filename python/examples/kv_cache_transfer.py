@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""KV-cache pages from a prefill process to a decode process.
+
+The decode process owns a paged KV cache (layers x pages x page elements),
+registers it once and publishes its key.  For each request it picks free
+pages and tells the prefill process which ones; the prefill process writes
+its pages layer by layer into those slots with one-sided puts and ends each
+layer with a notification carrying the layer number, so decode can start on
+layer 0 while later layers are still on the wire.  Decode checks every page
+of every layer as its notification arrives.
+
+The per-layer notification is a put_notify (ordered: it arrives after every
+put posted before it on the endpoint).  When the batched/paged API of
+gpuwire lands, the page loop becomes one paged put per layer with a counted
+notification.
+
+Run it (both roles spawned here, bootstrap through a torch TCPStore):
+    python3 kv_cache_transfer.py [--device cpu|cuda] [--layers 8] [--pages 64]
+Or one role per host:  --role decode|prefill --store HOST:PORT
+"""
+import argparse
+import datetime
+import multiprocessing as mp
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import gpuwire  # noqa: E402
+from gpuwire.store import Directory  # noqa: E402
+
+
+def page_value(req, layer, token_page):
+    """What prefill computes for (request, layer, page of its tokens): a
+    deterministic stand-in for real keys/values, so decode can check it."""
+    return float(req * 10000 + layer * 100 + token_page)
+
+
+def decode(args, store):
+    import torch
+    dev = torch.device(args.device)
+    cache = torch.zeros(args.layers, args.pages, args.page_elems, dtype=torch.float16, device=dev)
+    with gpuwire.Context() as ctx:
+        d = Directory(store, ctx, timeout=60)
+        mem = ctx.register(cache)
+        d.serve("decode", addr=args.bind)
+        d.publish("decode/kv", mem)
+        ep = d.accept("decode")
+        free = list(range(args.pages))
+        for req in range(args.requests):
+            n = args.pages_per_request
+            slots, free = free[:n], free[n:] + free[:n]
+            ep.send_bytes(",".join(map(str, slots)).encode(), tag=req)   # the page table
+            for layer in range(args.layers):
+                got = ep.wait_notify(timeout=60)
+                assert got == (req << 16) | layer, "notification %#x, wanted %#x" % (
+                    got, (req << 16) | layer)
+                for i, s in enumerate(slots):          # layer `layer` is complete: check it
+                    want = page_value(req, layer, i)
+                    page = cache[layer, s]
+                    if not bool((page == want).all()):
+                        raise SystemExit("decode: request %d layer %d page %d (slot %d) holds "
+                                         "%s, wanted %s" % (req, layer, i, s,
+                                                            page[:4].tolist(), want))
+        ep.send_bytes(b"done", tag=0xFFFF)
+        print("decode: %d requests x %d layers x %d pages of %d B arrived intact over %s"
+              % (args.requests, args.layers, args.pages_per_request, 2 * args.page_elems,
+                 ep.transport))
+
+
+def prefill(args, store):
+    import torch
+    dev = torch.device(args.device)
+    n = args.pages_per_request
+    kv = torch.empty(args.layers, n, args.page_elems, dtype=torch.float16, device=dev)
+    page_bytes = 2 * args.page_elems
+    with gpuwire.Context() as ctx:
+        d = Directory(store, ctx, timeout=60)
+        mem = ctx.register(kv, access=gpuwire.ACCESS_LOCAL)
+        ep = d.connect("decode")
+        rk = d.remote_key(ep, "decode/kv")
+        t0 = time.perf_counter()
+        for req in range(args.requests):
+            slots = [int(s) for s in ep.recv_bytes(tag=req).split(b",")]
+            for layer in range(args.layers):
+                for i in range(n):                 # "compute" this layer's KV
+                    kv[layer, i].fill_(page_value(req, layer, i))
+                if dev.type == "cuda":
+                    torch.cuda.current_stream().synchronize()
+                base = layer * n * page_bytes
+                for i, s in enumerate(slots[:-1]):
+                    ep.put(mem, rk, offset=(layer * args.pages + s) * page_bytes,
+                           length=page_bytes, local_offset=base + i * page_bytes, track=False)
+                s, i = slots[-1], n - 1            # the layer's last page carries the notification
+                ep.put_notify(mem, rk, (req << 16) | layer,
+                              offset=(layer * args.pages + s) * page_bytes, length=page_bytes,
+                              local_offset=base + i * page_bytes, track=False)
+            ep.flush().wait(60)
+        dt = time.perf_counter() - t0
+        assert ep.recv_bytes(tag=0xFFFF, timeout=60) == b"done"
+        total = args.requests * args.layers * n * page_bytes
+        print("prefill: %d pages, %.1f MB in %.3f s" % (args.requests * args.layers * n,
+                                                        total / 1e6, dt))
+
+
+def run_role(role, args, host, port, master):
+    import torch.distributed as dist
+    store = dist.TCPStore(host, port, None, master, timeout=datetime.timedelta(seconds=60),
+                          wait_for_workers=False)
+    (decode if role == "decode" else prefill)(args, store)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--role", choices=["both", "decode", "prefill"], default="both")
+    p.add_argument("--store", default="127.0.0.1:29511",
+                   help="TCPStore HOST:PORT (decode hosts it; with --role both a free port is used)")
+    p.add_argument("--bind", default="127.0.0.1:0", help="decode's listen address")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--pages", type=int, default=64, help="pages in decode's cache per layer")
+    p.add_argument("--pages-per-request", type=int, default=12)
+    p.add_argument("--page-elems", type=int, default=2048, help="fp16 elements per page")
+    p.add_argument("--requests", type=int, default=3)
+    args = p.parse_args()
+    host, port = args.store.rsplit(":", 1)
+    if args.role != "both":
+        return run_role(args.role, args, host, int(port), args.role == "decode")
+    import torch.distributed as dist
+    master = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
+    spawn = mp.get_context("spawn")
+    procs = [spawn.Process(target=run_role, args=(r, args, "127.0.0.1", master.port, False))
+             for r in ("decode", "prefill")]
+    for pr in procs:
+        pr.start()
+    for pr in procs:
+        pr.join(180)
+    bad = [(pr.name, pr.exitcode) for pr in procs if pr.exitcode != 0]
+    if bad:
+        sys.exit("failed: %s" % bad)
+    print("kv_cache_transfer: OK")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""gpu_peer.py ROLE TRANSPORT CASE STORE_FILE - one side of a GPU test of
+test_gpu.py (run as its own process: CUDA IPC needs two).  ROLE is target or
+initiator; CASE is dirs (CUDA<->CUDA, CPU<->CUDA both ways, put/get/send/recv),
+slices (caching-allocator slices beside live neighbours) or vmm (the same
+under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set by the caller).
+Exit 0 when every byte checked is right; the reason otherwise."""
+import datetime
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import gpuwire  # noqa: E402
+from gpuwire.store import Directory  # noqa: E402
+
+role, transport, case, store_file = sys.argv[1:5]
+N = (8 << 20) + 13          # crosses the staging and striping chunk sizes, odd length
+G = torch.device("cuda:0")
+
+
+def pat(n, seed, dev):
+    return ((torch.arange(n, dtype=torch.int64, device=dev) * 2654435761 + seed) % 251).to(torch.uint8)
+
+
+def check(name, got, want):
+    if not torch.equal(got.cpu(), want.cpu()):
+        bad = (got.cpu() != want.cpu()).nonzero()
+        sys.exit("%s/%s/%s: %s differs at %d bytes, first at %s" % (
+            transport, case, role, name, bad.numel(), bad[0].tolist()))
+
+
+store = dist.FileStore(store_file, 2)
+ctx = gpuwire.Context(transports=transport)
+d = Directory(store, ctx, timeout=120)
+
+if case == "dirs":
+    if role == "target":
+        tg, th = torch.zeros(N, dtype=torch.uint8, device=G), torch.zeros(N, dtype=torch.uint8)
+        sg, sh = pat(N, 1, G), pat(N, 2, "cpu")
+        regions = dict(tg=tg, th=th, sg=sg, sh=sh)
+        mems = {k: ctx.register(v) for k, v in regions.items()}
+        for k, m in mems.items():
+            d.publish(k, m)
+            print("target %s: %s" % (k, m.info()["path"].replace("\n", " | ")))
+        d.serve("t", addr="127.0.0.1:0")
+        ep = d.accept("t")
+        for v in (1, 2, 3):
+            assert ep.wait_notify(120) == v
+        check("put G2G", tg, pat(N, 10, G))
+        check("put H2G then G2H", th, pat(N, 11, G))
+        rg = torch.zeros(N, dtype=torch.uint8, device=G)
+        rgm = ctx.register(rg)
+        ep.recv(rgm, tag=5).wait(120)
+        check("send G->recv G", rg, pat(N, 12, G))
+        ep.send(mems["sg"], tag=6).wait(120)          # CUDA send -> host recv at the peer
+        assert ep.recv_bytes(tag=7, timeout=120) == b"done"
+    else:
+        ep = d.connect("t")
+        rk = {k: d.remote_key(ep, k) for k in ("tg", "th", "sg", "sh")}
+        src_g, src_h = pat(N, 10, G), pat(N, 11, "cpu")
+        mg, mh = ctx.register(src_g), ctx.register(src_h)
+        ep.put_notify(mg, rk["tg"], 1).wait(120)                     # CUDA -> CUDA
+        ep.put_notify(mh, rk["tg"], 2).wait(120)                     # host -> CUDA (tg overwritten)
+        tmp = torch.zeros(N, dtype=torch.uint8, device=G)
+        tm = ctx.register(tmp)
+        ep.get(tm, rk["tg"]).wait(120)                               # CUDA <- CUDA
+        check("get G<-G (after H2G put)", tmp, src_h)
+        g2 = pat(N, 11, G)
+        ep.put_notify(ctx.register(g2), rk["th"], 3).wait(120)       # CUDA -> host
+        ep.get(tm, rk["sh"]).wait(120)                               # CUDA <- host
+        check("get G<-H", tmp, pat(N, 2, "cpu"))
+        hb = torch.zeros(N, dtype=torch.uint8)
+        ep.get(ctx.register(hb), rk["sg"]).wait(120)                 # host <- CUDA
+        check("get H<-G", hb, pat(N, 1, G))
+        ep.send(ctx.register(pat(N, 12, G)), tag=5).wait(120)
+        hr = torch.zeros(N, dtype=torch.uint8)
+        ep.recv(hr, tag=6).wait(120)
+        check("recv H <- send G", hr, pat(N, 1, G))
+        ep.send_bytes(b"done", tag=7)
+        print("initiator: endpoint %s" % ep.info()["path"])
+else:   # slices / vmm: registered tensors are parts of allocator blocks with live neighbours
+    n = N if case == "slices" else (96 << 20) + 7
+    if role == "target":
+        a = torch.zeros(1000, dtype=torch.float32, device=G)       # small: 2 MiB pool block
+        b = torch.zeros(3000, dtype=torch.uint8, device=G)          # same block as a
+        c = torch.zeros(500, dtype=torch.float32, device=G)
+        big = torch.zeros(n + 2 * 4099, dtype=torch.uint8, device=G)
+        sl = big[4099:4099 + n]
+        regions = dict(b=b, sl=sl)
+        for k, v in regions.items():
+            m = ctx.register(v)
+            d.publish(k, m)
+            print("target %s at %#x+%d: %s" % (k, v.data_ptr(), v.numel(),
+                                               m.info()["path"].replace("\n", " | ")))
+        if case == "vmm":
+            segs = torch.cuda.memory_snapshot()
+            print("expandable segments:", any(s.get("is_expandable") for s in segs))
+        d.serve("t", addr="127.0.0.1:0")
+        ep = d.accept("t")
+        assert ep.wait_notify(120) == 1
+        check("slice", sl, pat(n, 20, G))
+        check("small tensor in a shared block", b, pat(3000, 21, G))
+        check("neighbours", torch.cat([a.view(torch.uint8), c.view(torch.uint8), big[:4099],
+                                       big[4099 + n:]]),
+              torch.zeros(4000 + 2000 + 2 * 4099, dtype=torch.uint8))
+        assert ep.recv_bytes(tag=7, timeout=120) == b"done"
+    else:
+        ep = d.connect("t")
+        rsl, rb = d.remote_key(ep, "sl"), d.remote_key(ep, "b")
+        pad = torch.zeros(333, device=G)                             # src is a slice too
+        src = torch.empty(n + 1000, dtype=torch.uint8, device=G)
+        s = src[777:777 + n]
+        s.copy_(pat(n, 20, G))
+        small = pat(3000, 21, G)
+        torch.cuda.synchronize()
+        ep.put(ctx.register(s), rsl, track=False)
+        ep.put_notify(ctx.register(small), rb, 1).wait(120)
+        back = torch.zeros(n, dtype=torch.uint8, device=G)
+        ep.get(ctx.register(back), rsl).wait(120)
+        check("get of the slice", back, pat(n, 20, G))
+        ep.send_bytes(b"done", tag=7)
+        print("initiator: endpoint %s" % ep.info()["path"])
+ctx.close()
+print("%s/%s/%s: OK" % (transport, case, role))
