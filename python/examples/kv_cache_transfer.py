@@ -38,6 +38,7 @@ def page_value(req, layer, token_page):
 
 def decode(args, store):
     import torch
+    torch.set_num_threads(1)
     dev = torch.device(args.device)
     cache = torch.zeros(args.layers, args.pages, args.page_elems, dtype=torch.float16, device=dev)
     with gpuwire.Context() as ctx:
@@ -70,6 +71,7 @@ def decode(args, store):
 
 def prefill(args, store):
     import torch
+    torch.set_num_threads(1)
     dev = torch.device(args.device)
     n = args.pages_per_request
     kv = torch.empty(args.layers, n, args.page_elems, dtype=torch.float16, device=dev)

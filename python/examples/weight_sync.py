@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gpuwire  # noqa: E402
 from gpuwire.store import Directory  # noqa: E402
 
-SHAPES = [(4096, 1024), (1024,), (1024, 4096), (4096,), (512, 512), (3, 7), (1,)] * 4
+SHAPES = [(1024, 1024), (1024,), (1024, 2048), (2048,), (512, 512), (3, 7), (1,)] * 4
 
 
 def model(device, dtype):
@@ -49,11 +49,12 @@ def expected(t, j, step):
 
 def inference(rank, args, store):
     import torch
+    torch.set_num_threads(1)          # several processes share this host's CPUs
     dev = torch.device(args.device if args.device == "cpu" else "cuda:%d" % (
         (rank) % max(1, torch.cuda.device_count())))
     params = model(dev, torch.bfloat16)
     with gpuwire.Context() as ctx:
-        d = Directory(store, ctx, timeout=60)
+        d = Directory(store, ctx, timeout=args.timeout)
         mems = {name: ctx.register(t, access=gpuwire.ACCESS_REMOTE_WRITE)
                 for name, t in params.items()}
         for name, m in mems.items():
@@ -61,7 +62,7 @@ def inference(rank, args, store):
         d.serve("infer%d" % rank, addr=args.bind)
         ep = d.accept("infer%d" % rank)
         for step in range(1, args.steps + 1):
-            v = ep.wait_notify(timeout=60)
+            v = ep.wait_notify(timeout=args.timeout)
             assert v == step, "version %d, wanted %d" % (v, step)
             for j, (name, t) in enumerate(params.items()):
                 if not torch.equal(t, expected(t, j, step)):
@@ -74,10 +75,11 @@ def inference(rank, args, store):
 
 def trainer(args, store, ninfer):
     import torch
+    torch.set_num_threads(1)
     dev = torch.device(args.device)
     params = model(dev, torch.bfloat16)
     with gpuwire.Context() as ctx:
-        d = Directory(store, ctx, timeout=60)
+        d = Directory(store, ctx, timeout=args.timeout)
         mems = {name: ctx.register(t, access=gpuwire.ACCESS_LOCAL) for name, t in params.items()}
         peers = []
         for r in range(1, ninfer + 1):
@@ -99,7 +101,7 @@ def trainer(args, store, ninfer):
                 r.wait(60)
             dt = time.perf_counter() - t0
             for ep, _ in peers:          # the next step overwrites only after every ack
-                assert ep.recv_bytes(tag=step, timeout=60) == b"ack%d" % step
+                assert ep.recv_bytes(tag=step, timeout=args.timeout) == b"ack%d" % step
             print("trainer: version %d, %d tensors, %.1f MB to %d processes in %.3f s"
                   % (step, len(mems), nbytes / 1e6, len(peers), dt))
 
@@ -120,6 +122,8 @@ def main():
     p.add_argument("--inference", type=int, default=3, help="inference processes")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--bind", default="127.0.0.1:0")
+    p.add_argument("--timeout", type=float, default=180.0,
+                   help="seconds any one wait may take (a peer checks every tensor between syncs)")
     args = p.parse_args()
     if "RANK" in os.environ and "MASTER_ADDR" in os.environ:     # under torchrun
         import torch.distributed as dist

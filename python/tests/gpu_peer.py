@@ -17,7 +17,7 @@ from gpuwire.store import Directory  # noqa: E402
 
 role, transport, case, store_file = sys.argv[1:5]
 N = (8 << 20) + 13          # crosses the staging and striping chunk sizes, odd length
-G = torch.device("cuda:0")
+G = torch.device(os.environ.get("GPU_PEER_DEVICE", "cuda:0"))   # "cpu": a dry run of the script
 
 
 def pat(n, seed, dev):
@@ -38,8 +38,9 @@ d = Directory(store, ctx, timeout=120)
 if case == "dirs":
     if role == "target":
         tg, th = torch.zeros(N, dtype=torch.uint8, device=G), torch.zeros(N, dtype=torch.uint8)
+        tg2 = torch.zeros(N, dtype=torch.uint8, device=G)
         sg, sh = pat(N, 1, G), pat(N, 2, "cpu")
-        regions = dict(tg=tg, th=th, sg=sg, sh=sh)
+        regions = dict(tg=tg, tg2=tg2, th=th, sg=sg, sh=sh)
         mems = {k: ctx.register(v) for k, v in regions.items()}
         for k, m in mems.items():
             d.publish(k, m)
@@ -49,7 +50,8 @@ if case == "dirs":
         for v in (1, 2, 3):
             assert ep.wait_notify(120) == v
         check("put G2G", tg, pat(N, 10, G))
-        check("put H2G then G2H", th, pat(N, 11, G))
+        check("put H2G", tg2, pat(N, 11, G))
+        check("put G2H", th, pat(N, 13, G))
         rg = torch.zeros(N, dtype=torch.uint8, device=G)
         rgm = ctx.register(rg)
         ep.recv(rgm, tag=5).wait(120)
@@ -58,16 +60,16 @@ if case == "dirs":
         assert ep.recv_bytes(tag=7, timeout=120) == b"done"
     else:
         ep = d.connect("t")
-        rk = {k: d.remote_key(ep, k) for k in ("tg", "th", "sg", "sh")}
+        rk = {k: d.remote_key(ep, k) for k in ("tg", "tg2", "th", "sg", "sh")}
         src_g, src_h = pat(N, 10, G), pat(N, 11, "cpu")
         mg, mh = ctx.register(src_g), ctx.register(src_h)
         ep.put_notify(mg, rk["tg"], 1).wait(120)                     # CUDA -> CUDA
-        ep.put_notify(mh, rk["tg"], 2).wait(120)                     # host -> CUDA (tg overwritten)
+        ep.put_notify(mh, rk["tg2"], 2).wait(120)                    # host -> CUDA
         tmp = torch.zeros(N, dtype=torch.uint8, device=G)
         tm = ctx.register(tmp)
-        ep.get(tm, rk["tg"]).wait(120)                               # CUDA <- CUDA
-        check("get G<-G (after H2G put)", tmp, src_h)
-        g2 = pat(N, 11, G)
+        ep.get(tm, rk["tg2"]).wait(120)                              # CUDA <- CUDA
+        check("get G<-G", tmp, src_h)
+        g2 = pat(N, 13, G)
         ep.put_notify(ctx.register(g2), rk["th"], 3).wait(120)       # CUDA -> host
         ep.get(tm, rk["sh"]).wait(120)                               # CUDA <- host
         check("get G<-H", tmp, pat(N, 2, "cpu"))
@@ -94,7 +96,7 @@ else:   # slices / vmm: registered tensors are parts of allocator blocks with li
             d.publish(k, m)
             print("target %s at %#x+%d: %s" % (k, v.data_ptr(), v.numel(),
                                                m.info()["path"].replace("\n", " | ")))
-        if case == "vmm":
+        if case == "vmm" and G.type == "cuda":
             segs = torch.cuda.memory_snapshot()
             print("expandable segments:", any(s.get("is_expandable") for s in segs))
         d.serve("t", addr="127.0.0.1:0")
@@ -114,7 +116,8 @@ else:   # slices / vmm: registered tensors are parts of allocator blocks with li
         s = src[777:777 + n]
         s.copy_(pat(n, 20, G))
         small = pat(3000, 21, G)
-        torch.cuda.synchronize()
+        if G.type == "cuda":
+            torch.cuda.synchronize()
         ep.put(ctx.register(s), rsl, track=False)
         ep.put_notify(ctx.register(small), rb, 1).wait(120)
         back = torch.zeros(n, dtype=torch.uint8, device=G)
