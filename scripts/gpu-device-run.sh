@@ -7,6 +7,8 @@
 #          recording of this machine's sysfs (scripts/record-sysfs.sh) for the fixtures
 #   bench: bench/gpu_bench.sh (intra put vs cuMemcpyPeer vs NCCL, tcp vs NCCL sockets,
 #          staged vs direct)
+#   python: the Python package (lib only built): its GPU suite (python/tests/test_gpu.py),
+#          its CPU suites, the binding's overhead bench and both examples on CUDA
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take shared GPUs down.
 set -u
 what=${1:-all}
@@ -23,7 +25,8 @@ BUILD=${BUILD:-/tmp/gw-build}
 cat "$OUT/host.txt"
 echo "== build"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.log" 2>&1
-cmake --build "$BUILD" -j "$(nproc)" -- -k >>"$OUT/build.log" 2>&1 || echo "build: some targets failed (see build.log)"
+[ "$what" = python ] && targets="--target gpuwire gpuwire_tool" || targets=
+cmake --build "$BUILD" -j "$(nproc)" $targets -- -k >>"$OUT/build.log" 2>&1 || echo "build: some targets failed (see build.log)"
 grep -E "error|warning:" "$OUT/build.log" | head -20
 "$BUILD/gpuwire" info >"$OUT/info.txt" 2>&1; grep -iE "cuda|intra|gpu" "$OUT/info.txt" | head -12
 rc=0
@@ -49,5 +52,22 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== bench"
   BUILD="$BUILD" bench/gpu_bench.sh 2>&1 | tee "$OUT/bench.log" | tail -80
+fi
+if [ "$what" = python ]; then
+  py=$(command -v python3)
+  echo "== python ($py): GPU suite"
+  timeout 300 sh tests/python/run_pytest.sh "$BUILD" "$py" python/tests/test_gpu.py -v >"$OUT/python-gpu.log" 2>&1 || rc=1
+  grep -E "PASS|FAIL|SKIP|Error|passed|failed" "$OUT/python-gpu.log" | tail -12
+  echo "== python: CPU suites"
+  timeout 120 sh tests/python/run_pytest.sh "$BUILD" "$py" python/tests/test_api.py python/tests/test_ops.py \
+    python/tests/test_errors.py python/tests/test_store.py >"$OUT/python-cpu.log" 2>&1 || rc=1
+  tail -2 "$OUT/python-cpu.log"
+  echo "== python: overhead bench"
+  for t in intra tcp; do TRANSPORT=$t PYTHON="$py" timeout 60 bench/python_overhead.sh "$BUILD"; done 2>&1 | tee "$OUT/python-overhead.log"
+  echo "== python: examples on CUDA"
+  { LD_LIBRARY_PATH="$BUILD" timeout 90 "$py" python/examples/kv_cache_transfer.py --device cuda --requests 2 &&
+    LD_LIBRARY_PATH="$BUILD" timeout 90 "$py" python/examples/weight_sync.py --device cuda --inference 2 --steps 2; } \
+    >"$OUT/python-examples.log" 2>&1 || rc=1
+  grep -vE "^\s" "$OUT/python-examples.log" | tail -8
 fi
 exit $rc
