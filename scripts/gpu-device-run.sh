@@ -56,10 +56,10 @@ fi
 if [ "$what" = python ]; then
   py=$(command -v python3)
   echo "== python ($py): GPU suite"
-  timeout 300 sh tests/python/run_pytest.sh "$BUILD" "$py" python/tests/test_gpu.py -v >"$OUT/python-gpu.log" 2>&1 || rc=1
+  timeout 300 sh tests/python/run_pytest.sh "$BUILD" "py=$py" python/tests/test_gpu.py -v >"$OUT/python-gpu.log" 2>&1 || rc=1
   grep -E "PASS|FAIL|SKIP|Error|passed|failed" "$OUT/python-gpu.log" | tail -12
   echo "== python: CPU suites"
-  timeout 120 sh tests/python/run_pytest.sh "$BUILD" "$py" python/tests/test_api.py python/tests/test_ops.py \
+  timeout 120 sh tests/python/run_pytest.sh "$BUILD" "py=$py" python/tests/test_api.py python/tests/test_ops.py \
     python/tests/test_errors.py python/tests/test_store.py >"$OUT/python-cpu.log" 2>&1 || rc=1
   tail -2 "$OUT/python-cpu.log"
   echo "== python: overhead bench"

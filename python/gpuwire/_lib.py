@@ -1,11 +1,16 @@
 """_lib.py - finds libgpuwire and declares the C API to ctypes.
 
-Why ctypes and not a C extension: the binding must run with any CPython the
-user has (Debian's 3.11, the GPU machines' 3.12 venv with no compiler-side
-Python headers guaranteed), needs no build step beyond the C library, and its
-per-call overhead was measured against a C extension doing the same call
-(bench/python_overhead.sh, docs/PERFORMANCE.md): it stays inside the 2 us
-budget, so the extra build dependency buys nothing we need.
+Why ctypes for the bulk of the binding: it runs with any CPython the user
+has (Debian's 3.11, the GPU machines' 3.12 venv), needs no build step beyond
+the C library and no Python headers, and most calls (registration,
+connection, queries) are far from any hot loop.
+
+Measured, ctypes costs about 1.3 us per put call on an H100 host, a C
+extension about 0.13 us; so the hot path (put, get, put_notify, waiting on
+their requests) goes through an optional C accelerator, _gwfast.abi3.so,
+built by CMake (python/CMakeLists.txt) when Python's headers exist, and
+found next to the library (BUILD/python/) or installed beside this file.
+Without it every call uses ctypes and works the same, only slower.
 
 The library is looked for, in order: the path given to gpuwire.load_library(),
 libgpuwire.so.0 through the dynamic loader (LD_LIBRARY_PATH, ldconfig), then a
@@ -104,6 +109,7 @@ _OPTIONAL = {}
 
 lib = None
 path = None
+fast = None      # the _gwfast accelerator module when found (see find_fast)
 
 
 def _candidates(explicit):
@@ -139,7 +145,44 @@ def load(explicit=None):
                 f.restype = res
                 f.argtypes = args
         lib, path = handle, cand
+        find_fast()
         return lib
     raise ImportError("gpuwire: cannot load libgpuwire; tried: " + "; ".join(tried) +
                       ". Build it (cmake --build build) or call gpuwire.load_library(path) "
                       "or put its directory on LD_LIBRARY_PATH")
+
+
+def _fast_dirs():
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield here                                          # installed beside the package
+    if path and os.sep in path:
+        yield os.path.join(os.path.dirname(os.path.abspath(path)), "python")
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if d:
+            yield os.path.join(d, "python")
+
+
+def find_fast(enable=True):
+    """Loads the optional C accelerator (_gwfast.abi3.so) and binds it to the
+    loaded library; enable=False goes back to ctypes for every call."""
+    global fast
+    fast = None
+    if not enable or lib is None:
+        return None
+    import importlib.util
+    for d in _fast_dirs():
+        f = os.path.join(d, "_gwfast.abi3.so")
+        if not os.path.exists(f):
+            continue
+        try:
+            spec = importlib.util.spec_from_file_location("gpuwire._gwfast", f)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        except ImportError:
+            continue
+        addr = lambda fn: ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value  # noqa: E731
+        mod.init(addr("gw_put"), addr("gw_get"), addr("gw_put_notify"), addr("gw_request_wait"),
+                 addr("gw_request_test"), addr("gw_request_free"))
+        fast = mod
+        return mod
+    return None

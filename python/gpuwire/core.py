@@ -456,9 +456,10 @@ class Endpoint:
             return None
         return Request(self.ctx, req.value, keep, n)
 
-    def _rma(self, fn, local, rkey, offset, length, local_offset, track, writable, value=None):
-        """put / get / put_notify.  The common case (a Memory and a RemoteKey)
-        is checked inline: this is the path the per-operation overhead is
+    def _rma(self, op, local, rkey, offset, length, local_offset, track, writable, value=None):
+        """put (op 0) / get (1) / put_notify (2).  The common case (a Memory and
+        a RemoteKey) is checked inline and posted through the C accelerator
+        when it is built: this is the path the per-operation overhead is
         measured on (bench/python_overhead.sh)."""
         if type(local) is Memory and type(rkey) is RemoteKey:
             mh, kh, eh = local._h, rkey._h, self._h
@@ -475,37 +476,52 @@ class Endpoint:
             a, n, mh, keep = self._local(local, local_offset, length, writable)
             raddr = self._remote(rkey, offset, n)
             eh, kh = self._handle(), rkey._h
-        if track:
-            req = _c_void_p()
-            if value is None:
-                st = fn(eh, a, n, mh, raddr, kh, _byref(req))
-            else:
-                st = fn(eh, a, n, mh, raddr, kh, value, _byref(req))
-            if st == 0:
-                return Request(self.ctx, req.value, keep, n)
-        else:
-            st = fn(eh, a, n, mh, raddr, kh, None) if value is None else \
-                fn(eh, a, n, mh, raddr, kh, value, None)
-            if st == 0 and keep is None:
+        F = _lib.fast
+        if F is not None:
+            r = F.rma(op, eh, a, n, mh or 0, raddr, kh, value or 0, track)
+            if r > 0:
+                return Request(self.ctx, r, keep, n)
+            if r == 0 and keep is None:
                 return None
-            req = None
-        return self._post(st, req, keep, fn.__name__, n)
+            st, req = r, None
+        else:
+            L = self._L
+            if track:
+                req = _c_void_p()
+                if op == 0:
+                    st = L.gw_put(eh, a, n, mh, raddr, kh, _byref(req))
+                elif op == 1:
+                    st = L.gw_get(eh, a, n, mh, raddr, kh, _byref(req))
+                else:
+                    st = L.gw_put_notify(eh, a, n, mh, raddr, kh, value, _byref(req))
+                if st == 0:
+                    return Request(self.ctx, req.value, keep, n)
+            else:
+                req = None
+                if op == 0:
+                    st = L.gw_put(eh, a, n, mh, raddr, kh, None)
+                elif op == 1:
+                    st = L.gw_get(eh, a, n, mh, raddr, kh, None)
+                else:
+                    st = L.gw_put_notify(eh, a, n, mh, raddr, kh, value, None)
+                if st == 0 and keep is None:
+                    return None
+        return self._post(st, None if st else req, keep, ("put", "get", "put_notify")[op], n)
 
     def put(self, local, rkey, offset=0, length=None, local_offset=0, track=True):
         """Writes local bytes (length, from local_offset) into the peer's region
         at rkey.addr + offset.  track=False: no Request (errors surface in the
         next flush); the local buffer must then stay unchanged until a flush."""
-        return self._rma(self._L.gw_put, local, rkey, offset, length, local_offset, track, False)
+        return self._rma(0, local, rkey, offset, length, local_offset, track, False)
 
     def put_notify(self, local, rkey, value, offset=0, length=None, local_offset=0, track=True):
         """put, then `value` reaches the peer's notification queue after the
         data of this put and of every put posted before it on the endpoint."""
-        return self._rma(self._L.gw_put_notify, local, rkey, offset, length, local_offset, track,
-                         False, value)
+        return self._rma(2, local, rkey, offset, length, local_offset, track, False, value)
 
     def get(self, local, rkey, offset=0, length=None, local_offset=0, track=True):
         """Reads the peer's bytes at rkey.addr + offset into local."""
-        return self._rma(self._L.gw_get, local, rkey, offset, length, local_offset, track, True)
+        return self._rma(1, local, rkey, offset, length, local_offset, track, True)
 
     def send(self, local, tag=0, length=None, local_offset=0):
         a, n, m, keep = self._local(local, local_offset, length, False)
@@ -599,6 +615,21 @@ class Request:
         if self._h is not None:
             if self.ctx._h is None:
                 raise _bad("the context of this request is closed")
+            F = _lib.fast
+            if F is not None and self.nbytes is not None:     # put/get/send: no info needed
+                st = F.wait_free(self._h, -1 if timeout is None else _ms(timeout))
+                if st == _INPROGRESS:
+                    _raise(_TIMEOUT, "request not complete after %s s" % timeout)
+                self._h = None
+                self.status = st
+                k = self._keep
+                if k is not None:
+                    self._keep = None
+                    if k.release:
+                        k.release()
+                if st != 0:
+                    self._raise_failed()
+                return self.nbytes
             st = self.ctx._L.gw_request_wait(self._h, -1 if timeout is None else _ms(timeout))
             if st == _TIMEOUT and self.ctx._L.gw_request_test(self._h) == _INPROGRESS:
                 _raise(_TIMEOUT, "request not complete after %s s" % timeout)

@@ -1,5 +1,6 @@
 """Context, information calls, registration of every kind of object."""
 import array
+import os
 import gc
 
 import pytest
@@ -85,3 +86,12 @@ def test_register_torch_cpu():
         m = ctx.register(t[10:20])
         assert m.addr == t.data_ptr() + 80 and m.nbytes == 80
         assert m.info()["type"] == "host"
+
+
+def test_accelerator_used_when_built():
+    from gpuwire import _lib
+    built = [os.path.join(d, "python", "_gwfast.abi3.so")
+             for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    if not any(os.path.exists(f) for f in built):
+        pytest.skip("the _gwfast accelerator is not built here")
+    assert _lib.fast is not None

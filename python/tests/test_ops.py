@@ -108,3 +108,39 @@ def test_asyncio_error_raised(pair):
     with pytest.raises(gpuwire.GwError, match="GW_ERR_TRUNCATED"):
         asyncio.run(main())
     j()
+
+
+@pytest.fixture(params=["accelerator", "ctypes"])
+def path(request):
+    from gpuwire import _lib
+    if request.param == "accelerator" and _lib.fast is None:
+        pytest.skip("the _gwfast accelerator is not built (no Python headers)")
+    if request.param == "ctypes":
+        _lib.find_fast(False)
+    yield request.param
+    _lib.find_fast(True)
+
+
+def test_both_call_paths(pair, path):
+    """put / get / put_notify, tracked and not, and a timed-out wait, through
+    the C accelerator and through ctypes alone."""
+    dst = np.zeros(8192, dtype=np.uint8)
+    rk = pair.key_to_b(pair.a.register(dst))
+    src = pattern(8192, 11)
+    sm = pair.b.register(src)
+    note = pair.expect_notify()
+    assert pair.eb.put(sm, rk, length=4096, track=False) is None
+    assert pair.eb.put_notify(sm, rk, 77, offset=4096, length=4096, local_offset=4096).wait(20) \
+        == 4096
+    assert note() == 77 and (dst == src).all()
+    back = np.zeros(8192, dtype=np.uint8)
+    serve = pair.serve_a()
+    assert pair.eb.get(pair.b.register(back), rk).wait(20) == 8192
+    serve()
+    assert (back == src).all()
+    r = pair.eb.recv(bytearray(8), tag=4242)
+    with pytest.raises(gpuwire.Timeout):
+        r.wait(0.05)
+    assert not r.done()
+    with pytest.raises(gpuwire.GwError, match="OUT_OF_BOUNDS"):
+        pair.eb.put(sm, rk, offset=1)

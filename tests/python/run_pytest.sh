@@ -1,9 +1,9 @@
 #!/bin/sh
-# run_pytest.sh BUILD_DIR PYTHON|"" PYTEST_ARGS... - runs pytest over the
+# run_pytest.sh BUILD_DIR py=[PYTHON] PYTEST_ARGS... - runs pytest over the
 # gpuwire package with libgpuwire from BUILD_DIR.  Exit 77 (ctest: skipped)
 # when no Python with pytest is found, or when every test case skipped; the
 # reasons are printed.
-b=$1; want=$2; shift 2
+b=$1; want=${2#py=}; shift 2
 here=$(cd "$(dirname "$0")/../.." && pwd)
 pick=""
 for py in $want /usr/bin/python3 python3; do
