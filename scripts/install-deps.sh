@@ -7,6 +7,9 @@ set -u
 PKGS="cmake make gcc clang pkg-config libssl-dev libibverbs-dev ibverbs-providers ibverbs-utils \
 rdma-core perftest iperf3 qperf ucx-utils qemu-system-x86 busybox-static cpio xz-utils kmod iproute2 \
 libclang-rt-14-dev"
+# the Python package (python/): its pytest suite with Debian's CPU torch and
+# numpy, and the headers its C accelerator is built with
+PKGS="$PKGS python3-dev python3-pytest python3-numpy python3-torch"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
