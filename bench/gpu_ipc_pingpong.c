@@ -20,7 +20,11 @@
  *   --wait event:  cuEventRecord + cuEventQuery spin (what gpuwire's intra does)
  *          stream: cuStreamQuery spin
  *          sync:   cuStreamSynchronize
- *          memcpy: synchronous cuMemcpy, no stream (what small staged copies do)
+ *          memcpy: synchronous cuMemcpy, no stream (what small staged copies do).
+ *                  The allocations get CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, as
+ *                  gw_mem_reg() gives them: without it a device-to-device
+ *                  cuMemcpy returns before the copy is done (CUDA's documented
+ *                  behaviour), and the probe's first run timed only the launch
  *          null:   cuMemcpyAsync on the legacy NULL stream + cuEventRecord/Query
  *   --half: only side 0 touches the GPU; side 1 just hands the flag back
  *           (does the time go to one context's copy, or to switching?)
@@ -100,6 +104,8 @@ static void side_setup(side_t *s, int side, int threads)
     }
     CK(cu->cuMemAlloc(&s->mine, 2 * g_size + 256));
     CK(cu->cuMemsetD8(s->mine, (unsigned char)side, 2 * g_size + 256));
+    unsigned one = 1;
+    CK(cu->cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, s->mine));
     CK(cu->cuMemHostAlloc(&s->pinned, g_size, 0));
     CK(cu->cuStreamCreate(&s->st, 1 /* CU_STREAM_NON_BLOCKING */));
     CK(cu->cuEventCreate(&s->ev, 2 /* CU_EVENT_DISABLE_TIMING */));

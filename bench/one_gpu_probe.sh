@@ -59,16 +59,10 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 pp --mode proc --copy dd --wait event --size 8
 CUDA_DEVICE_MAX_CONNECTIONS=1 pp --mode proc --copy dh --wait event --size 8
 echo "== gpuwire perf --loopback --lat-only, one GPU"
 gp() { echo "-- $*"; timeout 120 "$BUILD/gpuwire" perf --loopback --lat-only --duration 0.3 "$@" 2>&1 | grep -v "^ *$"; }
-echo "== gpuwire perf, GPU memory, by GPUWIRE_CUDA_SYNC_COPY_MAX (0: every copy on a stream)"
-for t in intra tcp; do
-  for m in 0 64K 4M; do
-    GPUWIRE_CUDA_SYNC_COPY_MAX=$m GPUWIRE_TRANSPORTS=$t gp --mem cuda:0 --op put --size 8,4K,64K,256K,1M,4M --busy-poll
-  done
-done
 for t in intra tcp; do
   for mem in cuda:0 host; do
-    GPUWIRE_TRANSPORTS=$t gp --mem $mem --op put --size 8,4K,64K,1M
-    GPUWIRE_TRANSPORTS=$t gp --mem $mem --op put --size 8,4K,64K,1M --busy-poll
+    GPUWIRE_TRANSPORTS=$t gp --mem $mem --op put --size 8,4K,64K,256K,1M,4M
+    GPUWIRE_TRANSPORTS=$t gp --mem $mem --op put --size 8,4K,64K,256K,1M,4M --busy-poll
   done
   GPUWIRE_TRANSPORTS=$t gp --mem cuda:0 --op send --size 8,4K,64K --busy-poll
   GPUWIRE_TRANSPORTS=$t gp --mem cuda:0 --op get --size 8,4K,64K --busy-poll

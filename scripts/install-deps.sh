@@ -56,8 +56,13 @@ c_lib() { ldconfig -p 2>/dev/null | grep -F "$1 " | head -1 | sed 's/.*=> //' | 
 c_rxe_provider() { ls /usr/lib/*/libibverbs/librxe-rdmav*.so /usr/lib64/libibverbs/librxe-rdmav*.so 2>/dev/null | head -1 | grep . ; }
 c_busybox_static() { [ -x /bin/busybox ] && ! LC_ALL=C ldd /bin/busybox >/dev/null 2>&1 && echo /bin/busybox; }
 c_libfuzzer() {
-  local cl t
+  local cl t f
   cl=$(have clang || have clang-14 || have clang-15 || have clang-16) || return 1
+  # the runtime libFuzzer links from: a file lookup is enough when present
+  for f in libclang_rt.fuzzer-x86_64.a libclang_rt.fuzzer.a libclang_rt.fuzzer-aarch64.a; do
+    f=$("$cl" -print-file-name="$f" 2>/dev/null)
+    case $f in /*) [ -f "$f" ] && { echo "$cl ($f)"; return 0; } ;; esac
+  done
   t=$(mktemp -d) || return 1
   echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n){(void)d;(void)n;return 0;}' >"$t/f.c"
   "$cl" -fsanitize=fuzzer,address "$t/f.c" -o "$t/f" >/dev/null 2>&1
@@ -68,7 +73,9 @@ c_libfuzzer() {
 c_py() { # a Python module importable by python3 on PATH or by Debian's /usr/bin/python3
   local py
   for py in $(have python3) /usr/bin/python3; do
-    [ -x "$py" ] && "$py" -c "import $1" >/dev/null 2>&1 && { echo "$py"; return 0; }
+    # find_spec locates the module without importing it (torch takes seconds)
+    [ -x "$py" ] && "$py" -c "import importlib.util as u, sys; sys.exit(u.find_spec('$1') is None)" \
+      >/dev/null 2>&1 && { echo "$py"; return 0; }
   done
   return 1
 }
@@ -76,8 +83,8 @@ c_py() { # a Python module importable by python3 on PATH or by Debian's /usr/bin
 # ---- what each step needs ----
 # step|req or opt|name|check|Debian packages|what it is for
 ITEMS="
-build|req|cmake >= $CMAKE_MIN|c_cmake|cmake|configure (CMake from pip or conda is fine: pip install cmake)
-build|req|a C11 compiler (cc, gcc or clang)|c_cc|gcc|the library and the tool
+build|req|cmake >= $CMAKE_MIN|c_cmake|cmake|configuring the build
+build|req|a C11 compiler (cc, gcc or clang)|c_cc|gcc|building the library and the tool
 build|req|make|c_cmd make|make|the top-level Makefile and CMake's build files
 build|opt|infiniband/verbs.h|c_hdr infiniband/verbs.h|libibverbs-dev|the verbs transport (built without it)
 build|opt|openssl/crypto.h|c_hdr openssl/crypto.h|libssl-dev|HMAC authentication, GPUWIRE_AUTH_SECRET (built without it)
@@ -132,7 +139,7 @@ scan() {
 $ITEMS
 EOF
 }
-pkgs_of() { printf '%s' "$1" | awk -F'|' 'NF > 1 {print $5}' | tr '\n' ' ' | tr -s ' '; }
+pkgs_of() { printf '%s' "$1" | awk -F'|' 'NF > 1 {print $5}' | tr '\n' ' ' | tr -s ' ' | sed 's/^ //; s/ $//'; }
 
 scan
 [ -z "$MISSING_REQ$MISSING_OPT" ] && { echo "install-deps: $step: everything is here"; exit 0; }
@@ -161,7 +168,7 @@ else
     p=$(pkgs_of "$grp")
     [ -n "${p// /}" ] || continue
     if ! timeout 900 apt-get $APT_OPTS install -y -qq --no-install-recommends $p >/tmp/gw-install-deps.$$ 2>&1; then
-      echo "install-deps: apt-get install$p failed: $(grep -m1 -E '^E:' /tmp/gw-install-deps.$$ | cut -c1-160)"
+      echo "install-deps: apt-get install $p failed: $(grep -m1 -E '^E:' /tmp/gw-install-deps.$$ | cut -c1-160)"
       if [ $reach = 1 ]; then
         for one in $p; do
           timeout 600 apt-get $APT_OPTS install -y -qq --no-install-recommends "$one" >/dev/null 2>&1 ||

@@ -400,12 +400,12 @@ static void print_header(cli_t *c)
     if (c->info.downgrades[0])
         printf("# not taken: %s\n", c->info.downgrades);
     if (c->same_gpu)
-        printf("# note: both processes use GPU %s.  A GPU runs one process's CUDA context at a time:\n"
-               "# a copy queued on a stream waits for the GPU to switch from the other process's context\n"
-               "# (about 140 us per switch measured on an H100), so where the latency is near that, it\n"
-               "# is the GPU's context switch you see, not the transport.  gpuwire makes intra copies\n"
-               "# and tcp host-to-GPU copies of up to GPUWIRE_CUDA_SYNC_COPY_MAX bytes synchronously,\n"
-               "# which avoids the wait; see docs/GPU.md, \"Two processes on one GPU\".\n",
+        printf("# note: both processes use GPU %s.  The GPU runs one process's CUDA context at a\n"
+               "# time, and each turn of the other process costs a context switch: on an H100 a small\n"
+               "# copy took about 145 us when two processes took turns and 5-11 us in one process\n"
+               "# (plain CUDA, no gpuwire: bench/gpu_ipc_pingpong.c).  Latency near that figure here is\n"
+               "# the GPU's, not the transport's; two GPUs, or two threads of one process, avoid it.\n"
+               "# See docs/GPU.md, \"Two processes on one GPU\".\n",
                mi.pci_bus_id);
     printf("# latency: %s; CPU: of the bandwidth phase, per side (100%% = one core)\n",
            o->op == PERF_GET ? "round trip of one get" : "half the round trip of a ping-pong");

@@ -48,7 +48,6 @@ typedef struct intra_iface {
     void *bounce;        /* pinned, INTRA_BOUNCE bytes, for GPU <-> peer host */
     uint64_t gen;        /* progress calls seen */
     uint64_t last_timer_ns;
-    uint64_t sync_max;   /* GPUWIRE_CUDA_SYNC_COPY_MAX */
 } intra_iface_t;
 
 typedef struct intra_import {
@@ -126,7 +125,7 @@ typedef struct intra_ep {
     gw_list_t blobs;
     uint32_t next_op;
     CUstream stream[INTRA_MAX_DEV];
-    unsigned long n_cma, n_cuda, n_staged, n_sync;
+    unsigned long n_cma, n_cuda, n_staged;
 } intra_ep_t;
 
 /* request scratch (req->tl[]) */
@@ -667,17 +666,6 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
     int dev = ldev >= 0 ? ldev : dev_by_pci(s->pci_bus_id);
     if (dev < 0)
         dev = 0;
-    /* Both processes on one GPU: a copy on our stream waits for the GPU to
-     * switch to our context after the peer's last one (about 140 us per
-     * switch on an H100, while a synchronous cuMemcpy took 6 us:
-     * docs/GPU.md).  Small copies then go synchronously, when nothing of
-     * this endpoint is still queued on the stream (so order is kept). */
-    int sync = 0;
-    if (len <= e->ifc->sync_max && e->ncp == 0) {
-        char pci[32] = "";
-        gw_cuda_pci_bus_id(dev, pci, sizeof(pci));
-        sync = pci[0] && !strcmp(pci, s->pci_bus_id);
-    }
     /* find the segment (allocation) holding the range; ranges crossing
      * allocations are copied piecewise on the same stream */
     CUstream stream = NULL;
@@ -707,24 +695,12 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
         size_t n = GW_MIN(left, (size_t)(s->seg[sg].base + s->seg[sg].size - ra));
         CUdeviceptr rp = base + (ra - s->seg[sg].base);
         CUdeviceptr lptr = (CUdeviceptr)(uintptr_t)lp;
-        CUresult cr;
-        if (sync) {
-            cr = cu->cuMemcpy(to_remote ? rp : lptr, to_remote ? lptr : rp, n);
-            if (cr != CUDA_SUCCESS)
-                return cu_err(c, "cuMemcpy(to/from peer GPU memory on the same GPU)", cr);
-        } else {
-            cr = cu->cuMemcpyAsync(to_remote ? rp : lptr, to_remote ? lptr : rp, n, stream);
-            if (cr != CUDA_SUCCESS)
-                return cu_err(c, "cuMemcpyAsync(to/from peer GPU memory)", cr);
-        }
+        CUresult cr = cu->cuMemcpyAsync(to_remote ? rp : lptr, to_remote ? lptr : rp, n, stream);
+        if (cr != CUDA_SUCCESS)
+            return cu_err(c, "cuMemcpyAsync(to/from peer GPU memory)", cr);
         ra += n;
         lp += n;
         left -= n;
-    }
-    if (sync) {
-        e->n_cuda++;
-        e->n_sync++;
-        return GW_OK;
     }
     CUevent ev = NULL;
     CUresult cr = cu->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
@@ -1515,9 +1491,6 @@ static gw_status_t intra_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
         ifc->free_slots[i] = GW_INTRA_SLOTS - 1 - i;
     ifc->nfree = GW_INTRA_SLOTS;
     ifc->cu = gw_cuda_get(ifc->cuda_why, sizeof(ifc->cuda_why));
-    if ((st = gw_settings_size(&core->settings, GW_SET_CUDA_SYNC_COPY_MAX, 0, 1ull << 30, &ifc->sync_max, why,
-                               whylen)) != GW_OK)
-        goto err_map;
     if (force) {
         /* Yama ptrace_scope=1 lets only ancestors use CMA on us; force
          * opens it to every process of this user (documented in GPU.md) */
@@ -1961,9 +1934,9 @@ static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     intra_ep_t *e = to_ep(tep);
     snprintf(buf, len,
              "intra: peer pid %d, Unix socket @%s; CMA for host memory, CUDA IPC for GPU memory%s; copies so far: "
-             "%lu CMA, %lu copy engine (%lu of them synchronous, same GPU), %lu staged",
+             "%lu CMA, %lu copy engine, %lu staged",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_cuda, e->n_sync, e->n_staged);
+             e->n_cma, e->n_cuda, e->n_staged);
     return GW_OK;
 }
 

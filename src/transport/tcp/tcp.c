@@ -96,7 +96,6 @@ typedef struct tcp_iface {
     gw_tcp_pool_t *pool; /* helper threads, NULL when GPUWIRE_TCP_THREADS=0 */
     long threads;
     uint64_t thread_min;
-    uint64_t sync_max; /* GPUWIRE_CUDA_SYNC_COPY_MAX: host-to-GPU copies this small go synchronously */
     unsigned next_worker;
 } tcp_iface_t;
 
@@ -881,20 +880,6 @@ static int gpu_finish(conn_t *c)
     tcp_iface_t *tif = c->ep->tif;
     gw_staging_t *st = stg_get(tif, c->rx_dev, 1);
     int failed = 0;
-    if (st && c->rx_slot && c->rx_fill && !c->rx_nin && c->rx_fill <= tif->sync_max) {
-        /* a small payload: one synchronous copy.  Between two processes on
-         * one GPU, a copy on the staging stream waited for its turn on the
-         * GPU (docs/GPU.md, GPUWIRE_CUDA_SYNC_COPY_MAX) */
-        if (gw_staging_copy_sync(CORE(c->ep), c->rx_dev, c->dst + c->rx_slot_off, c->rx_slot->host, c->rx_fill) !=
-            GW_OK) {
-            gw_staging_release(st, c->rx_slot);
-            c->rx_slot = NULL;
-            tcp_fail(c->ep, GW_ERR_CUDA, "tcp: host-to-device copy failed: %s", CORE(c->ep)->errbuf);
-            return -1;
-        }
-        c->rx_slot_off += c->rx_fill;
-        c->rx_fill = 0;
-    }
     if (st && c->rx_slot && c->rx_fill && rx_submit(c, st) < 0)
         return -1;
     if (st && c->rx_slot) {
@@ -1689,8 +1674,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         (st = gw_settings_size(&core->settings, GW_SET_TCP_CHUNK, 4096, 1ull << 30, &tif->chunk, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_EAGER_MAX, 0, MAX_EAGER_RECV, &tif->eager_max, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &tif->sockbuf, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, 1, UINT64_MAX, &tif->thread_min, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_CUDA_SYNC_COPY_MAX, 0, 1ull << 30, &tif->sync_max, why, whylen)))
+        (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, 1, UINT64_MAX, &tif->thread_min, why, whylen)))
         goto err;
     if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto"))
         tif->threads = cpus >= 4 ? GW_MIN(tif->streams, 4) : 0;
