@@ -13,6 +13,10 @@
 # Installing needs root and apt-get (Debian/Ubuntu); without them, or where
 # the package registry cannot be reached, nothing is installed and the
 # report says so.  --check (or GW_DEPS_NO_INSTALL=1): report only.
+# Packages whose install failed are not tried again for a day (listed in
+# ${XDG_CACHE_HOME:-~/.cache}/gpuwire/install-deps.failed), so that `make` on
+# a machine with no registry does not wait for apt every time;
+# GW_DEPS_RETRY=1 tries them anyway.
 set -u
 step=build
 install=1
@@ -146,6 +150,21 @@ scan
 
 # ---- install what is missing, where that can be done ----
 note=""
+stamp=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/gpuwire/install-deps.failed
+recent_failures() { # packages whose install failed in the last day
+  [ "${GW_DEPS_RETRY:-0}" = 1 ] && return 0
+  [ -f "$stamp" ] && [ -n "$(find "$stamp" -mmin -1440 2>/dev/null)" ] && cat "$stamp"
+}
+drop_failed() { # item lines whose packages did not fail recently
+  local failed
+  failed=$(recent_failures)
+  printf '%s' "$1" | while IFS='|' read -r st need name chk pkgs why; do
+    [ -n "$st" ] || continue
+    skip=0
+    for p in $pkgs; do echo "$failed" | grep -qx "$p" && skip=1; done
+    [ $skip = 1 ] || printf '%s|%s|%s|%s|%s|%s\n' "$st" "$need" "$name" "$chk" "$pkgs" "$why"
+  done
+}
 if [ $install = 0 ]; then
   note="not installing (--check)"
 elif [ "$(id -u)" != 0 ]; then
@@ -155,7 +174,13 @@ elif ! command -v apt-get >/dev/null 2>&1; then
 else
   export DEBIAN_FRONTEND=noninteractive
   APT_OPTS="-o Acquire::Retries=0 -o Acquire::http::Timeout=15 -o Acquire::https::Timeout=15 -o DPkg::Lock::Timeout=120"
-  want=$(pkgs_of "$MISSING_REQ$MISSING_OPT")
+  TRY_REQ=$(drop_failed "$MISSING_REQ")
+  TRY_OPT=$(drop_failed "$MISSING_OPT")
+  want=$(pkgs_of "$TRY_REQ
+$TRY_OPT")
+  if [ -z "$want" ]; then
+    note="its install failed within the last day: GW_DEPS_RETRY=1 tries again"
+  else
   echo "install-deps: $step: missing:$(printf '%s' "$MISSING_REQ$MISSING_OPT" | awk -F'|' 'NF > 1 {printf " %s;", $3}')"
   echo "install-deps: trying apt-get install $want"
   reach=1
@@ -164,7 +189,7 @@ else
   # required ones first, so that an optional package unknown to this
   # distribution cannot take them down with it; then the optional ones
   # together, and one by one where the batch fails and the registry answers
-  for grp in "$MISSING_REQ" "$MISSING_OPT"; do
+  for grp in "$TRY_REQ" "$TRY_OPT"; do
     p=$(pkgs_of "$grp")
     [ -n "${p// /}" ] || continue
     if ! timeout 900 apt-get $APT_OPTS install -y -qq --no-install-recommends $p >/tmp/gw-install-deps.$$ 2>&1; then
@@ -179,20 +204,29 @@ else
   done
   rm -f /tmp/gw-install-deps.$$
   scan
+  # remember what still failed, so that the next run does not wait for apt again
+  left=$(pkgs_of "$MISSING_REQ$MISSING_OPT")
+  if mkdir -p "${stamp%/*}" 2>/dev/null; then
+    { recent_failures; for p in $left; do echo "$p"; done; } | sort -u | grep . >"$stamp.new" &&
+      mv "$stamp.new" "$stamp" || rm -f "$stamp.new" "$stamp"
+  fi
+  fi
 fi
 
 # ---- the report ----
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo "
 while IFS='|' read -r st need name chk pkgs why; do
   [ -n "$st" ] || continue
-  echo "install-deps: optional: $name not here, skipped: $why${note:+ ($note)}; to add it: apt-get install $pkgs"
+  echo "install-deps: optional: $name not here, skipped: $why${note:+ ($note)}; to add it: ${sudo}apt-get install $pkgs"
 done <<EOF
 $MISSING_OPT
 EOF
 if [ -n "$MISSING_REQ" ]; then
   while IFS='|' read -r st need name chk pkgs why; do
     [ -n "$st" ] || continue
-    hint="apt-get install $pkgs"
-    case $name in cmake*) hint="pip install cmake (or apt-get install cmake)" ;; esac
+    hint="${sudo}apt-get install $pkgs"
+    case $name in cmake*) hint="pip install cmake (or ${sudo}apt-get install cmake)" ;; esac
     echo "install-deps: REQUIRED: $name not found (needed for $why)${note:+ ($note)}; install it by hand: $hint" >&2
   done <<EOF
 $MISSING_REQ
