@@ -11,7 +11,7 @@
 #      the plain one.
 # Usage: BUILD=build bench/one_gpu_probe.sh   (needs a built tree; GPU 0)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 ITERS=${ITERS:-2000}
 B=$BUILD/gpu-bench
