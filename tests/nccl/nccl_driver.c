@@ -35,6 +35,7 @@ static gwt_chan_t pch, cch;
 static const char *g_who = "?";
 static int g_path_lines, g_warns, g_expect_ok;
 static const char *g_expect; /* --expect-transport: every connection must take it */
+static char g_taken[16];      /* transport of the last connection logged */
 
 static const ncclNet_v8_t *n8;
 static const ncclNet_v9_t *n9;
@@ -52,6 +53,7 @@ static void logger(ncclDebugLogLevel lvl, unsigned long flags, const char *file,
     const char *t = strstr(buf, ": transport ");
     if (t) {
         g_path_lines++;
+        sscanf(t + 12, "%15[a-z]", g_taken);
         size_t n = g_expect ? strlen(g_expect) : 0;
         if (g_expect && strncmp(t + 12, g_expect, n) == 0 && t[12 + n] == ',')
             g_expect_ok++;
@@ -309,7 +311,7 @@ static int sender(void *arg)
     CHECK(!g_expect || g_expect_ok == g_path_lines);
 
     schedule();
-    uint8_t *host = malloc(total);
+    uint8_t *host = calloc(1, total);
     REQUIRE(host);
     void *buf = buf_alloc(total);
     for (int m = 0; m < nmsg; m++)
@@ -364,10 +366,7 @@ static int sender(void *arg)
         /* dying in the middle of a large message: post it, let it start, exit */
         size_t big = total < (64u << 20) ? total : (64u << 20);
         REQUIRE(d_isend(sc, buf, big, 1000, mh, &r) == ncclSuccess && r);
-        int done = 0;
-        for (int i = 0; i < 3; i++)
-            CALL(test, r, &done, &sz);
-        fprintf(stderr, "[send] exiting with a %zu-byte isend outstanding (done=%d)\n", big, done);
+        fprintf(stderr, "[send] exiting with a %zu-byte isend outstanding\n", big);
         fflush(stderr);
         _exit(gwt_failures ? 1 : 0);
     }
@@ -410,7 +409,7 @@ static int receiver(void)
     CHECK(!g_expect || g_expect_ok == g_path_lines);
 
     schedule();
-    uint8_t *host = malloc(total), *want = malloc(total);
+    uint8_t *host = malloc(total), *want = calloc(1, total);
     REQUIRE(host && want);
     void *buf = buf_alloc(total);
     void *mh = NULL;
@@ -519,9 +518,18 @@ static int receiver(void)
         res = d_irecv(rc, 1, data, sizes, tags, mhs, &r);
         if (res == ncclSuccess && r)
             res = d_wait(r, sz, 60);
-        fprintf(stderr, "[recv] receive from a dead sender: result %d after %.1f s\n", res, now_s() - t1);
-        CHECK(res != ncclSuccess && res != ncclInternalError);
-        CHECK(g_warns > warns);
+        fprintf(stderr, "[recv] receive from a dead sender over %s: result %d after %.1f s\n", g_taken, res,
+                now_s() - t1);
+        if (res == ncclSuccess && strcmp(g_taken, "intra") == 0) {
+            /* intra moves the message with one copy from the sender's memory,
+             * which can finish before the sender is gone: then it must be whole */
+            from_buf(host, buf, big);
+            CHECK(memcmp(host, want, big) == 0);
+            fprintf(stderr, "[recv] (the message completed before the sender died; payload checked)\n");
+        } else {
+            CHECK(res != ncclSuccess && res != ncclInternalError);
+            CHECK(g_warns > warns);
+        }
     }
     REQUIRE(CALL(deregMr, rc, mh) == ncclSuccess);
     double tc = now_s();
