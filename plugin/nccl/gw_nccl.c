@@ -44,33 +44,17 @@
 #include "cuda/cuda_wrap.h"
 #include "topo/topo.h"
 
+#include "gwn_wire.h"
 #include "nccl_net_abi.h"
 
 #define GWN_EXPORT __attribute__((visibility("default")))
 #define GWN_MAX_DEVS 16
 #define GWN_MAX_RECVS 8 /* maxRecvs: receives grouped under one irecv */
 #define GWN_MAX_REQS (NCCL_NET_MAX_REQUESTS * GWN_MAX_RECVS)
-#define GWN_HANDLE_MAGIC 0x484e5747u /* "GWNH" */
-#define GWN_HANDLE_VERSION 1
-#define GWN_HELLO_MAGIC 0x4c485747u /* "GWHL" */
 #define GWN_HELLO_TAG (1ULL << 62)
 #define GWN_TAG_MASK (~0ULL)
 
-/* What listen() writes into NCCL's handle and connect() reads back. */
-typedef struct gwn_handle {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t dev;
-    uint64_t id;     /* random; the hello must carry it */
-    char addr[96];   /* "ip:port", NUL-terminated */
-} gwn_handle_t;
 _Static_assert(sizeof(gwn_handle_t) <= NCCL_NET_HANDLE_MAXSIZE, "handle exceeds NCCL's size");
-
-typedef struct gwn_hello {
-    uint32_t magic;
-    uint32_t dev;
-    uint64_t id;
-} gwn_hello_t;
 
 typedef struct gwn_dev {
     char name[64];       /* "mlx5_0:1", "tcp(eth0)" */
@@ -478,11 +462,11 @@ static ncclResult_t gwn_listen(int dev, void *handle, void **listen_comm)
     gw_listener_addr(c->l, c->addr, sizeof(c->addr));
     if (getrandom(&c->id, sizeof(c->id), 0) != sizeof(c->id))
         c->id = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
-    gwn_handle_t h = {.magic = GWN_HANDLE_MAGIC, .version = GWN_HANDLE_VERSION, .dev = (uint16_t)dev,
-                      .id = c->id};
-    snprintf(h.addr, sizeof(h.addr), "%s", c->addr);
-    memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
-    memcpy(handle, &h, sizeof(h));
+    if (gwn_handle_encode(handle, NCCL_NET_HANDLE_MAXSIZE, (uint16_t)dev, c->id, c->addr) != 0) {
+        WARN("listen: address %s does not fit a handle", c->addr);
+        rc = ncclInternalError;
+        goto out;
+    }
     INFO(NCCL_INIT | NCCL_NET, "listen comm %p dev %d (%s) on %s", (void *)c, dev, d->name, c->addr);
     *listen_comm = c;
     c = NULL;
@@ -499,11 +483,9 @@ static ncclResult_t gwn_connect(int dev, void *handle, void **send_comm)
 {
     *send_comm = NULL;
     gwn_handle_t h;
-    memcpy(&h, handle, sizeof(h));
-    if (h.magic != GWN_HANDLE_MAGIC || h.version != GWN_HANDLE_VERSION ||
-        memchr(h.addr, '\0', sizeof(h.addr)) == NULL) {
-        WARN("connect: the handle is not a gpuwire handle of version %d (magic 0x%08x version %u): does the "
-             "peer load another net plugin (NCCL_NET_PLUGIN)?", GWN_HANDLE_VERSION, h.magic, h.version);
+    char why[256];
+    if (gwn_handle_decode(handle, NCCL_NET_HANDLE_MAXSIZE, &h, why, sizeof(why)) != 0) {
+        WARN("connect: %s: does the peer load another net plugin (NCCL_NET_PLUGIN)?", why);
         return ncclInvalidUsage;
     }
     pthread_mutex_lock(&G.lock);
@@ -583,6 +565,8 @@ static ncclResult_t gwn_accept(void *listen_comm, void **recv_comm)
     st = gw_request_test(l->hello_req);
     if (st == GW_INPROGRESS)
         goto out;
+    gw_request_info_t hi = {.size = sizeof(hi)};
+    gw_request_info(l->hello_req, &hi);
     gw_request_free(l->hello_req);
     l->hello_req = NULL;
     if (st != GW_OK) {
@@ -590,10 +574,9 @@ static ncclResult_t gwn_accept(void *listen_comm, void **recv_comm)
         rc = map_status(st);
         goto drop;
     }
-    if (l->hello.magic != GWN_HELLO_MAGIC || l->hello.id != l->id) {
-        WARN("accept on %s: the connecting peer carries handle id 0x%016llx (magic 0x%08x), this listener "
-             "gave out 0x%016llx: a connect with a stale or foreign handle", l->addr,
-             (unsigned long long)l->hello.id, l->hello.magic, (unsigned long long)l->id);
+    char why[256];
+    if (gwn_hello_check(&l->hello, hi.length, l->id, why, sizeof(why)) != 0) {
+        WARN("accept on %s: %s: a connect with a stale or foreign handle", l->addr, why);
         rc = ncclInvalidUsage;
         goto drop;
     }
