@@ -22,7 +22,8 @@
  *                 only once the data is visible to the GPU, so no request.
  *   test          gw_progress on the comm's context, then the requests.
  * Every entry point holds one process-wide lock (NCCL calls from its proxy
- * threads and from the thread creating communicators).
+ * threads and from the thread creating communicators); a ticker thread
+ * progresses every context between NCCL's calls (liveness, see ticker()).
  *
  * This file sits above the public API, like tools/: it reads the topology
  * (src/topo) and the CUDA loader for device properties only.
@@ -69,6 +70,15 @@ typedef struct gwn_dev {
 
 enum { GWN_LISTEN = 1, GWN_SEND, GWN_RECV };
 
+/* What regMr hands NCCL: the region and the device whose context owns it, so
+ * that deregMr does not depend on the comm (NCCL may close it first). */
+typedef struct gwn_mr {
+    gw_mem_t *mem;
+    gwn_dev_t *dev;
+} gwn_mr_t;
+
+static gw_mem_t *mr_mem(void *mhandle) { return mhandle ? ((gwn_mr_t *)mhandle)->mem : NULL; }
+
 struct gwn_comm;
 typedef struct gwn_req {
     struct gwn_comm *comm;
@@ -103,7 +113,28 @@ static struct {
     int ndev;
     gwn_dev_t dev[GWN_MAX_DEVS];
     char cuda_why[256]; /* why CUDA pointers are not supported, "" when they are */
+    int ticker_started;
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* NCCL's proxy calls into a comm only while it has operations on it, but a
+ * gpuwire peer with outstanding work declares this side dead after
+ * GPUWIRE_PEER_TIMEOUT_MS without progress here (a rank that reaches a
+ * collective late, a long set-up).  So a thread progresses every context
+ * every GWN_TICK_MS, under the plugin's lock like every other call: the
+ * contexts stay used by one thread at a time. */
+#define GWN_TICK_MS 50
+static void *ticker(void *arg)
+{
+    for (;;) {
+        usleep(GWN_TICK_MS * 1000);
+        pthread_mutex_lock(&G.lock);
+        for (int i = 0; i < G.ndev; i++)
+            if (G.dev[i].ctx)
+                gw_progress(G.dev[i].ctx);
+        pthread_mutex_unlock(&G.lock);
+    }
+    return arg;
+}
 
 /* ---- logging through NCCL's logger ---------------------------------------------------------- */
 static void gwn_log(ncclDebugLogLevel lvl, unsigned long flags, const char *fn, int line, const char *fmt,
@@ -344,6 +375,18 @@ static ncclResult_t gwn_init(ncclDebugLogger_t logfn)
         rc = discover();
     if (rc == ncclSuccess)
         G.refs++;
+    if (rc == ncclSuccess && !G.ticker_started) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &a, ticker, NULL) == 0)
+            G.ticker_started = 1;
+        else
+            WARN("cannot start the progress thread: peers may time this process out while NCCL posts no "
+                 "operation for longer than GPUWIRE_PEER_TIMEOUT_MS");
+        pthread_attr_destroy(&a);
+    }
     pthread_mutex_unlock(&G.lock);
     if (rc != ncclSuccess)
         /* NCCL logs a failed plugin init only at INFO and falls back to its
@@ -642,7 +685,14 @@ static ncclResult_t gwn_reg(void *comm, void *data, size_t size, int type, void 
         INFO(NCCL_NET, "%s comm %p: regMr %p+%zu %s: %s", kind_name(c->kind), (void *)c, data, size,
              mi.type == GW_MEM_CUDA ? "CUDA" : "host", mi.path);
     }
-    *mhandle = m;
+    gwn_mr_t *mr = malloc(sizeof(*mr));
+    if (!mr) {
+        gw_mem_dereg(m);
+        rc = ncclSystemError;
+        goto out;
+    }
+    *mr = (gwn_mr_t){.mem = m, .dev = c->dev};
+    *mhandle = mr;
 out:
     pthread_mutex_unlock(&G.lock);
     return rc;
@@ -660,12 +710,12 @@ static ncclResult_t gwn_reg_dmabuf(void *comm, void *data, size_t size, int type
 
 static ncclResult_t gwn_dereg(void *comm, void *mhandle)
 {
-    gwn_comm_t *c = comm;
-    gw_mem_t *m = mhandle;
-    if (!m)
+    gwn_mr_t *mr = mhandle;
+    if (!mr)
         return ncclSuccess;
+    gw_mem_t *m = mr->mem;
     pthread_mutex_lock(&G.lock);
-    gw_context_t *ctx = c->dev->ctx;
+    gw_context_t *ctx = mr->dev->ctx;
     gw_status_t st = gw_mem_dereg(m);
     for (int i = 0; st == GW_ERR_BUSY && i < 2000; i++) { /* a local operation still on it: up to ~2 s */
         gw_progress(ctx);
@@ -674,8 +724,10 @@ static ncclResult_t gwn_dereg(void *comm, void *mhandle)
         st = gw_mem_dereg(m);
     }
     if (st != GW_OK)
-        WARN("deregMr on %s comm %p failed: %s: %s", kind_name(c->kind), (void *)c, gw_status_name(st),
+        WARN("deregMr %p on device %s failed: %s: %s", mhandle, mr->dev->name, gw_status_name(st),
              gw_last_error(ctx));
+    else
+        free(mr);
     pthread_mutex_unlock(&G.lock);
     return map_status(st);
 }
@@ -711,7 +763,7 @@ static ncclResult_t gwn_isend(void *send_comm, void *data, size_t size, int tag,
     gwn_req_t *r = req_get(c);
     if (!r) /* NCCL retries a NULL request later */
         goto out;
-    gw_status_t st = gw_send(c->ep, data, size, mhandle, (uint32_t)tag, &r->r[0]);
+    gw_status_t st = gw_send(c->ep, data, size, mr_mem(mhandle), (uint32_t)tag, &r->r[0]);
     if (st == GW_ERR_NO_RESOURCE) {
         req_put(r);
         goto out;
@@ -746,7 +798,7 @@ static ncclResult_t gwn_irecv(void *recv_comm, int n, void **data, size_t *sizes
     if (!r)
         goto out;
     for (int i = 0; i < n; i++) {
-        gw_status_t st = gw_recv(c->ep, data[i], sizes[i], mhandles ? mhandles[i] : NULL, (uint32_t)tags[i],
+        gw_status_t st = gw_recv(c->ep, data[i], sizes[i], mhandles ? mr_mem(mhandles[i]) : NULL, (uint32_t)tags[i],
                                  GWN_TAG_MASK, &r->r[i]);
         if (st != GW_OK) {
             /* receives already posted stay posted (gpuwire cannot withdraw

@@ -1,7 +1,7 @@
 /* nccl_driver.c - drives libnccl-net-gpuwire.so the way NCCL's proxy does.
  *
  *   nccl_driver PLUGIN.so [--version 8|9|10|11] [--mem host|cuda] [--max BYTES]
- *               [--rounds N] [--no-inject] [--expect-transport tcp|intra|verbs]
+ *               [--rounds N] [--no-inject] [--expect-transport tcp|intra|verbs] [--late-recv MS]
  *
  * Two processes, each dlopen()s the plugin and looks up ncclNetPlugin_vN:
  * the parent receives (listen, accept), the child sends (connect with the
@@ -14,7 +14,9 @@
  * memory types, a garbage handle, a handle naming a closed port, a message
  * longer than its receive (truncation), and the sender dying in the middle of
  * a 64 MiB message; each must come back as an error (and a WARN), in bounded
- * time, never as success or a hang.
+ * time, never as success or a hang.  --late-recv MS: the receiver makes no
+ * plugin call for MS before its first irecv (a rank reaching the collective
+ * late); the plugin's own progress must keep the sender from timing it out.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -29,7 +31,7 @@
 #include "../../plugin/nccl/nccl_net_abi.h"
 
 static const char *g_path;
-static int g_ver = 11, g_cuda, g_rounds = 2, g_inject = 1;
+static int g_ver = 11, g_cuda, g_rounds = 2, g_inject = 1, g_late_ms;
 static size_t g_max = 64u << 20;
 static gwt_chan_t pch, cch;
 static const char *g_who = "?";
@@ -423,6 +425,12 @@ static int receiver(void)
     for (int m = 0; m < nmsg; m++)
         gwt_fill(want + moff[m], msz[m], 1000 + m);
 
+    if (g_late_ms) {
+        /* a rank that comes late: no plugin call at all while the sender's
+         * isends wait (longer than GPUWIRE_PEER_TIMEOUT_MS in the test) */
+        fprintf(stderr, "[recv] sleeping %d ms before the first irecv\n", g_late_ms);
+        usleep((useconds_t)g_late_ms * 1000);
+    }
     double t0 = now_s();
     size_t bytes = 0;
     for (int round = 0; round < g_rounds; round++) {
@@ -563,6 +571,8 @@ int main(int argc, char **argv)
             g_rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--expect-transport") && i + 1 < argc)
             g_expect = argv[++i];
+        else if (!strcmp(argv[i], "--late-recv") && i + 1 < argc)
+            g_late_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-inject"))
             g_inject = 0;
         else {
