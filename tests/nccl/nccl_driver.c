@@ -2,6 +2,7 @@
  *
  *   nccl_driver PLUGIN.so [--version 8|9|10|11] [--mem host|cuda] [--max BYTES]
  *               [--rounds N] [--no-inject] [--expect-transport tcp|intra|verbs] [--late-recv MS]
+ *               [--init-fails]
  *
  * Two processes, each dlopen()s the plugin and looks up ncclNetPlugin_vN:
  * the parent receives (listen, accept), the child sends (connect with the
@@ -17,6 +18,8 @@
  * time, never as success or a hang.  --late-recv MS: the receiver makes no
  * plugin call for MS before its first irecv (a rank reaching the collective
  * late); the plugin's own progress must keep the sender from timing it out.
+ * --init-fails: only init, which must fail (the test breaks a setting) with a
+ * WARN through the logger; ctest also wants the plugin's stderr line.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -31,7 +34,7 @@
 #include "../../plugin/nccl/nccl_net_abi.h"
 
 static const char *g_path;
-static int g_ver = 11, g_cuda, g_rounds = 2, g_inject = 1, g_late_ms;
+static int g_ver = 11, g_cuda, g_rounds = 2, g_inject = 1, g_late_ms, g_init_fails;
 static size_t g_max = 64u << 20;
 static gwt_chan_t pch, cch;
 static const char *g_who = "?";
@@ -571,6 +574,8 @@ int main(int argc, char **argv)
             g_rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--expect-transport") && i + 1 < argc)
             g_expect = argv[++i];
+        else if (!strcmp(argv[i], "--init-fails"))
+            g_init_fails = 1;
         else if (!strcmp(argv[i], "--late-recv") && i + 1 < argc)
             g_late_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-inject"))
@@ -587,6 +592,15 @@ int main(int argc, char **argv)
         if (prc == GW_TEST_SKIP)
             return GW_TEST_SKIP;
         REQUIRE(prc == 0);
+    }
+    if (g_init_fails) { /* a broken setting: init must fail, with a WARN */
+        g_who = "init";
+        load();
+        ncclResult_t r = d_init();
+        fprintf(stderr, "[init] init returned %d\n", r);
+        CHECK(r != ncclSuccess);
+        CHECK(g_warns > 0);
+        return gwt_done("nccl_driver --init-fails");
     }
     REQUIRE(gwt_chan_pair(&pch, &cch) == 0);
     int pid = gwt_spawn(sender, NULL);
