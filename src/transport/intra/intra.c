@@ -822,7 +822,15 @@ static void rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
     slot_leave(e, req);
     if (req->op == GW_OP_PUT_NOTIFY && st == GW_OK) {
         req->tl[T_STATE] = ST_LANDED;
-        gw_list_push_back(&e->notifies, &req->tl_link);
+        req->length = req->len;
+        /* kept in posting order, not landing order: check_notifies looks at
+         * the head only, so a small later put that landed first must not
+         * stand in front of an older large one */
+        gw_list_t *at = &e->notifies;
+        while (at->prev != &e->notifies &&
+               gw_container_of(at->prev, gw_request_t, tl_link)->seq > req->seq)
+            at = at->prev;
+        gw_list_push_back(at, &req->tl_link);
         check_notifies(e);
         return;
     }
