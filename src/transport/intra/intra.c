@@ -224,6 +224,9 @@ static gw_status_t cma_copy(gw_core_t *c, pid_t pid, int to_remote, void *lbuf, 
         if (n <= 0) {
             if (n < 0 && errno == EINTR)
                 continue;
+            if (n < 0 && errno == ESRCH) /* the peer process is gone: the endpoint is, too */
+                return gw_err(c, GW_ERR_CONN_RESET, "intra: %s(pid=%d): the peer process exited (%s)",
+                              to_remote ? "process_vm_writev" : "process_vm_readv", (int)pid, strerror(ESRCH));
             return gw_err(c, GW_ERR_SYSTEM, "intra: %s(pid=%d, remote 0x%" PRIx64 ", %zu bytes) failed: %s",
                           to_remote ? "process_vm_writev" : "process_vm_readv", (int)pid, raddr + done,
                           len - done, n < 0 ? strerror(errno) : "no progress");
@@ -835,6 +838,10 @@ static void rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
         return;
     }
     req->length = st == GW_OK ? req->len : 0;
+    if (GW_IS_ENDPOINT_ERROR(st) && !e->failed) { /* e.g. the peer process vanished under a copy */
+        ep_fail(e, st, "intra: %s", e->super.iface->core->errbuf);
+        return;
+    }
     gw_ep_op_done(e->super.base, req, st);
     check_notifies(e);
 }
@@ -843,6 +850,13 @@ static void rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 static void pull_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
     slot_leave(e, req);
+    if (GW_IS_ENDPOINT_ERROR(st) && !e->failed) {
+        char why[384];
+        snprintf(why, sizeof(why), "%.380s", e->super.iface->core->errbuf);
+        gw_ep_recv_done(e->super.base, req, 0, req->rtag, st);
+        ep_fail(e, st, "intra: %s", why);
+        return;
+    }
     ep_send_fin(e, req->tl[T_OPID], st);
     gw_ep_recv_done(e->super.base, req, (size_t)req->tl[T_SRC2], req->rtag, st);
 }
