@@ -1438,7 +1438,7 @@ static int intra_poll(void *arg)
             gw_ep_base_t *b = e->super.base;
             if (ep_dead(e) || e->bye)
                 continue;
-            if (gw_list_empty(&b->outstanding) && !e->ncp) {
+            if (!gw_ep_has_work(b) && !e->ncp) {
                 b->last_rx_ns = now; /* silence without work outstanding is no sign of death */
                 continue;
             }

@@ -48,6 +48,7 @@ typedef struct conn {
     int fd;
     gw_io_t io;
     int want_out;
+    int tx_full;         /* a send met EAGAIN since the last sign of life (see conn_flush) */
     int in_flush;        /* conn_flush is on the stack: completions it runs must not re-enter it */
     int lazy;            /* holds acknowledgements not yet written (see send_lazy) */
     uint64_t lazy_gen;
@@ -454,6 +455,7 @@ static int flush_gpu_head(conn_t *c)
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c->tx_full = 1;
                 conn_set_out(c, 1);
                 return 0;
             }
@@ -461,7 +463,10 @@ static int flush_gpu_head(conn_t *c)
             return -1;
         }
         int in_payload = t->off >= GW_TCP_HDR;
-        B(ep)->last_rx_ns = gw_now_ns(); /* bytes moving: the peer is alive */
+        if (c->tx_full) { /* the peer's buffers were full: its process read (see conn_flush) */
+            B(ep)->last_rx_ns = gw_now_ns();
+            c->tx_full = 0;
+        }
         t->off += (size_t)w;
         c->tx_bytes -= GW_MIN(c->tx_bytes, (size_t)w);
         if (in_payload) {
@@ -593,6 +598,7 @@ static int conn_flush_(conn_t *c)
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c->tx_full = 1;
                 conn_set_out(c, 1);
                 return 0;
             }
@@ -600,14 +606,16 @@ static int conn_flush_(conn_t *c)
             return -1;
         }
         size_t left = (size_t)w;
-        /* The peer's kernel takes our bytes, so the peer is alive, and once its
-         * buffers are full, so is the process reading them: a long transfer
-         * in one direction (our PINGs queue behind it) is not silence. */
-        if (w > 0)
+        /* Bytes the peer's kernel takes prove nothing while its buffers have
+         * room (a frozen process's kernel takes our PINGs too).  Once they
+         * were full (EAGAIN), bytes taken mean the process read some: a long
+         * transfer in one direction (our PINGs queue behind it) is not
+         * silence. */
+        if (w > 0 && c->tx_full) {
             B(ep)->last_rx_ns = gw_now_ns();
+            c->tx_full = 0;
+        }
         c->tx_bytes -= GW_MIN(c->tx_bytes, left);
-        if (w > 0) /* the peer's kernel took bytes: its side of the stream is moving */
-            B(ep)->last_rx_ns = gw_now_ns();
         while (left && c->txh) {
             tx_item_t *t = c->txh;
             size_t rem = GW_TCP_HDR + t->paylen - t->off;
@@ -1490,7 +1498,7 @@ static gw_status_t tcp_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp
 /* ---- timers: peer liveness ------------------------------------------------------- */
 static int ep_busy(tcp_ep_t *ep)
 {
-    if (!gw_list_empty(&B(ep)->outstanding) || ep->used_slots)
+    if (gw_ep_has_work(B(ep)) || ep->used_slots)
         return 1;
     for (int i = 0; i < ep->nconns; i++)
         if (ep->conns[i].in_payload || ep->conns[i].txh)
