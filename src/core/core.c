@@ -20,6 +20,8 @@ gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen)
     gw_status_t st = gw_settings_load(&c->settings, err, errlen);
     if (st != GW_OK)
         return st;
+    if ((st = gw_settings_check(&c->settings, err, errlen)) != GW_OK)
+        goto err_settings;
     int lvl = gw_log_parse_level(gw_settings_str(&c->settings, GW_SET_LOG_LEVEL));
     if (lvl < 0) {
         snprintf(err, errlen, "GPUWIRE_LOG_LEVEL=\"%s\": expected error, warn, info, debug or trace",
