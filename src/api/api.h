@@ -23,6 +23,10 @@ struct gw_context {
     long spin_us; /* GPUWIRE_SPIN_US: a waiter polls this long after the last event */
     int hs_poller; /* handshake-timeout poller registered */
     gw_hmap_t tokens; /* endpoint token -> gw_ep (tcp stream joins) */
+    /* tokens of the latest closed endpoints: a stream join that arrives after
+     * the application closed its endpoint is turned away quietly */
+    uint64_t closed_tokens[64];
+    unsigned closed_next;
 };
 
 /* Progress until done(arg) or timeout_ms (-1: none); GW_ERR_TIMEOUT. */

@@ -91,8 +91,11 @@ static void ep_free(gw_ep_t *ep)
         gw_io_del(&ep->ctx->core, &ep->ctl_io);
         close(ep->ctl_fd);
     }
-    if (ep->token)
-        gw_hmap_del(&ep->ctx->tokens, ep->token);
+    if (ep->token) {
+        gw_context_t *ctx = ep->ctx;
+        gw_hmap_del(&ctx->tokens, ep->token);
+        ctx->closed_tokens[ctx->closed_next++ % GW_ARRAY_SIZE(ctx->closed_tokens)] = ep->token;
+    }
     gw_ep_base_fini(&ep->base);
     free(ep);
 }
@@ -236,7 +239,19 @@ static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
     gw_context_t *ctx = hs->ctx;
     gw_ep_t *ep = gw_hmap_get(&ctx->tokens, m->token);
-    if (!ep || ep->state != GW_EP_READY || !ep->tl) {
+    int gone = ep && (ep->state != GW_EP_READY || !ep->tl || ep->base.error != GW_OK);
+    for (size_t i = 0; !ep && m->token && i < GW_ARRAY_SIZE(ctx->closed_tokens); i++)
+        gone |= ctx->closed_tokens[i] == m->token;
+    if (gone) {
+        /* the endpoint was closed (or failed) before the client's further
+         * streams arrived, e.g. closed right after gw_accept: its client
+         * learns that from stream 0; nothing here is wrong */
+        gw_log(GW_LOG_DEBUG, "stream %u from %s joins an endpoint closed already (token %016llx): dropped",
+               m->stream, hs->peer, (unsigned long long)m->token);
+        hs_free(hs);
+        return;
+    }
+    if (!ep) {
         hs_fail(hs, GW_ERR_PROTOCOL, 1, "stream join names no live endpoint (token %016llx)",
                 (unsigned long long)m->token);
         return;

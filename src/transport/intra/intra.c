@@ -1873,7 +1873,19 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un sa;
     socklen_t sl = abstract_addr(&sa, e->peer_name);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sl) != 0) {
+    int rc = fd >= 0 ? connect(fd, (struct sockaddr *)&sa, sl) : -1;
+    if (rc != 0 && fd >= 0 && errno == ECONNREFUSED) {
+        /* The server completed the handshake (READY came) and its endpoint
+         * is gone already: it was closed right after gw_accept.  The
+         * connection was made; the endpoint ends as any endpoint whose peer
+         * closed it, not as a refused connect. */
+        close(fd);
+        e->connected = 1;
+        ep_fail(e, GW_ERR_CONN_RESET, "intra: %s",
+                "the peer closed the endpoint before its control connection was made (closed right after accepting it)");
+        return GW_OK;
+    }
+    if (rc != 0) {
         st = gw_err(c, GW_ERR_CONN_REFUSED, "intra: connect(@%s) failed: %s", e->peer_name, strerror(errno));
         if (fd >= 0)
             close(fd);
