@@ -285,6 +285,11 @@ GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
  * Completion means: put - the data is in the target's memory; get - the data
  * is in the local buffer; send - the peer has the message; recv - the
  * message is in the buffer.
+ * A stopped peer (not calling progress): over intra, puts, gets and flushes
+ * of them still complete (the data moves without the peer process); over
+ * tcp they wait for the peer, and fail with GW_ERR_PEER_TIMEOUT after
+ * GPUWIRE_PEER_TIMEOUT_MS.  Messages and notifications need the peer on
+ * every transport.  docs/DESIGN.md, "Peer liveness", has the table.
  * Errors at posting: GW_ERR_INVALID, GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS
  * (checked against the rkey before anything is sent), GW_ERR_ENDPOINT_FAILED.
  * ------------------------------------------------------------------------ */
@@ -304,8 +309,11 @@ GW_API gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value);
 
 /* Tagged messages of any size.  A receive matches the oldest message on ep
  * with (msg_tag & mask) == (tag & mask).  Messages that arrive before their
- * receive are kept.  A message longer than the buffer completes the receive
- * with GW_ERR_TRUNCATED after filling the buffer. */
+ * receive are kept.  When several posted receives match an arriving
+ * message, the earliest posted one takes it (a promise, on every
+ * transport).  A message longer than the buffer completes the receive
+ * with GW_ERR_TRUNCATED after filling the buffer.  gw_probe() tells a
+ * queued message's length and tag before receiving it. */
 GW_API gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
                            uint64_t tag, gw_request_t **req);
 GW_API gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t tag,
