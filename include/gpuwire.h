@@ -339,6 +339,12 @@ typedef struct gw_request_info {
     size_t length;        /* bytes moved; for a recv the message length (may
                              exceed the buffer when truncated) */
     uint64_t tag;         /* for a recv: the tag of the matched message */
+    /* version 1 ends here */
+    char error_detail[256]; /* why this request failed: the operation and its
+                               input, then the cause, e.g. "gw_get(len=4096,
+                               raddr=0x7f..): endpoint to 10.0.0.2:4000 failed:
+                               no data from peer ... for 10000 ms"; "" unless
+                               status is an error */
 } gw_request_info_t;
 GW_API gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info);
 
