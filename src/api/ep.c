@@ -176,6 +176,8 @@ static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt,
     hs->result = st;
     if (hs->is_server) {
         hs->l->failed_handshakes++;
+        hs->l->last_failure = st;
+        snprintf(hs->l->last_failure_detail, sizeof(hs->l->last_failure_detail), "from %s: %.300s", hs->peer, why);
         gw_log(GW_LOG_WARN, "handshake from %s on %s refused: %s (%s)", hs->peer, hs->l->addr, why,
                gw_status_name(st));
         hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
@@ -774,6 +776,7 @@ gw_status_t gw_accept(gw_listener_t *l, int timeout_ms, gw_ep_t **out)
     gw_list_del(f);
     gw_ep_t *ep = gw_container_of(f, gw_ep_t, link);
     ep->listener = NULL;
+    l->accepted++;
     gw_list_push_back(&ctx->eps, &ep->link);
     ctx->n_eps++;
     *out = ep;
