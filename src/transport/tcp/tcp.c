@@ -49,6 +49,7 @@ typedef struct conn {
     gw_io_t io;
     int want_out;
     int tx_full;         /* a send met EAGAIN since the last sign of life (see conn_flush) */
+    uint64_t tx_unproven; /* bytes the kernel took since then */
     int in_flush;        /* conn_flush is on the stack: completions it runs must not re-enter it */
     int lazy;            /* holds acknowledgements not yet written (see send_lazy) */
     uint64_t lazy_gen;
@@ -90,6 +91,7 @@ typedef struct tcp_iface {
     uint64_t gen;        /* progress calls seen */
     long streams;
     uint64_t stripe_min, chunk, eager_max, sockbuf;
+    uint64_t tx_proof;   /* bytes one stream's kernel buffers (ours + the peer's) can hold at most */
     uint8_t *scratch; /* discard target */
     uint64_t last_timer_ns;
     gw_staging_t *stg_tx[MAX_DEV], *stg_rx[MAX_DEV]; /* per device, made on first use */
@@ -375,6 +377,21 @@ static void conn_update_io(conn_t *c)
         gw_io_mod(CORE(c->ep), &c->io, (c->rx_busy ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0));
 }
 
+/* The kernel took n bytes of ours on stream c.  That proves the peer
+ * process alive only when it must have read some: while the buffers are
+ * known full (a send met EAGAIN and our queue has not run dry since), or
+ * once more bytes went than the buffers of both ends can hold.  A frozen
+ * process's kernel takes our small frames (the liveness PINGs too) and
+ * proves nothing. */
+static void tx_taken(conn_t *c, size_t n)
+{
+    c->tx_unproven += n;
+    if (c->tx_full || c->tx_unproven > c->ep->tif->tx_proof) {
+        c->ep->super.base->last_rx_ns = gw_now_ns();
+        c->tx_unproven = 0;
+    }
+}
+
 static void conn_set_out(conn_t *c, int on)
 {
     if (c->want_out == on || c->fd < 0)
@@ -463,10 +480,7 @@ static int flush_gpu_head(conn_t *c)
             return -1;
         }
         int in_payload = t->off >= GW_TCP_HDR;
-        if (c->tx_full) { /* the peer's buffers were full: its process read (see conn_flush) */
-            B(ep)->last_rx_ns = gw_now_ns();
-            c->tx_full = 0;
-        }
+        tx_taken(c, (size_t)w);
         t->off += (size_t)w;
         c->tx_bytes -= GW_MIN(c->tx_bytes, (size_t)w);
         if (in_payload) {
@@ -611,10 +625,8 @@ static int conn_flush_(conn_t *c)
          * were full (EAGAIN), bytes taken mean the process read some: a long
          * transfer in one direction (our PINGs queue behind it) is not
          * silence. */
-        if (w > 0 && c->tx_full) {
-            B(ep)->last_rx_ns = gw_now_ns();
-            c->tx_full = 0;
-        }
+        if (w > 0)
+            tx_taken(c, (size_t)w);
         c->tx_bytes -= GW_MIN(c->tx_bytes, left);
         while (left && c->txh) {
             tx_item_t *t = c->txh;
@@ -629,6 +641,7 @@ static int conn_flush_(conn_t *c)
         }
         /* a partial item stays at the head; loop to try again */
     }
+    c->tx_full = 0; /* our queue ran dry: the buffers are no longer known full */
     conn_set_out(c, 0);
     if (c->lazy) {
         c->lazy = 0;
@@ -1664,6 +1677,28 @@ static int tcp_poll(void *arg)
 }
 
 /* ---- iface ------------------------------------------------------------------------- */
+/* The most one stream's kernel buffers can hold: our send buffer plus the
+ * peer's receive buffer at their largest (the kernel doubles SO_SNDBUF /
+ * SO_RCVBUF; autotuning grows them up to tcp_wmem / tcp_rmem's maximum).
+ * Sent bytes beyond that must have been read by the peer process. */
+static uint64_t tcp_buffers_max(uint64_t sockbuf)
+{
+    if (sockbuf)
+        return 4 * sockbuf;
+    uint64_t total = 0;
+    static const char *const files[] = {"/proc/sys/net/ipv4/tcp_wmem", "/proc/sys/net/ipv4/tcp_rmem"};
+    for (int i = 0; i < 2; i++) {
+        unsigned long long lo = 0, def = 0, hi = 0;
+        FILE *f = fopen(files[i], "r");
+        if (!f || fscanf(f, "%llu %llu %llu", &lo, &def, &hi) != 3)
+            hi = 16ull << 20; /* unknown: a generous guess */
+        if (f)
+            fclose(f);
+        total += hi;
+    }
+    return total;
+}
+
 static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *why, size_t whylen)
 {
     tcp_iface_t *tif = calloc(1, sizeof(*tif));
@@ -1684,6 +1719,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &tif->sockbuf, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, 1, UINT64_MAX, &tif->thread_min, why, whylen)))
         goto err;
+    tif->tx_proof = tcp_buffers_max(tif->sockbuf);
     if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto"))
         tif->threads = cpus >= 4 ? GW_MIN(tif->streams, 4) : 0;
     else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_THREADS, 0, GW_TCP_MAX_STREAMS, &tif->threads, why,
