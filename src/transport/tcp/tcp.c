@@ -48,8 +48,8 @@ typedef struct conn {
     int fd;
     gw_io_t io;
     int want_out;
-    int tx_full;         /* a send met EAGAIN since the last sign of life (see conn_flush) */
-    uint64_t tx_unproven; /* bytes the kernel took since then */
+    int tx_full;         /* a send met EAGAIN and our queue has not run dry since (see tx_taken) */
+    uint64_t tx_unproven; /* bytes the kernel took since the last one that proved the peer alive */
     int in_flush;        /* conn_flush is on the stack: completions it runs must not re-enter it */
     int lazy;            /* holds acknowledgements not yet written (see send_lazy) */
     uint64_t lazy_gen;
@@ -620,11 +620,9 @@ static int conn_flush_(conn_t *c)
             return -1;
         }
         size_t left = (size_t)w;
-        /* Bytes the peer's kernel takes prove nothing while its buffers have
-         * room (a frozen process's kernel takes our PINGs too).  Once they
-         * were full (EAGAIN), bytes taken mean the process read some: a long
-         * transfer in one direction (our PINGs queue behind it) is not
-         * silence. */
+        /* a long transfer in one direction (our PINGs queue behind it) is
+         * not silence, but bytes a frozen peer's kernel takes are no life
+         * (see tx_taken) */
         if (w > 0)
             tx_taken(c, (size_t)w);
         c->tx_bytes -= GW_MIN(c->tx_bytes, left);
