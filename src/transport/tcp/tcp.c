@@ -91,7 +91,6 @@ typedef struct tcp_iface {
     uint64_t gen;        /* progress calls seen */
     long streams;
     uint64_t stripe_min, chunk, eager_max, sockbuf;
-    uint64_t tx_proof;   /* bytes one stream's kernel buffers (ours + the peer's) can hold at most */
     uint8_t *scratch; /* discard target */
     uint64_t last_timer_ns;
     gw_staging_t *stg_tx[MAX_DEV], *stg_rx[MAX_DEV]; /* per device, made on first use */
@@ -377,16 +376,18 @@ static void conn_update_io(conn_t *c)
         gw_io_mod(CORE(c->ep), &c->io, (c->rx_busy ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0));
 }
 
-/* The kernel took n bytes of ours on stream c.  That proves the peer
- * process alive only when it must have read some: while the buffers are
- * known full (a send met EAGAIN and our queue has not run dry since), or
- * once more bytes went than the buffers of both ends can hold.  A frozen
- * process's kernel takes our small frames (the liveness PINGs too) and
- * proves nothing. */
+/* The kernel took n bytes of ours on stream c.  Small frames prove
+ * nothing: a frozen process's kernel takes our PINGs, acknowledgements and
+ * get requests for ever.  Data does, up to a point: while the buffers are
+ * known full (a send met EAGAIN and our queue has not run dry since) bytes
+ * taken mean the process read; before that, every TX_PROOF bytes count as
+ * life - a frozen peer takes at most its buffers' worth, then our sends stop
+ * and its silence shows within GPUWIRE_PEER_TIMEOUT_MS. */
+#define TX_PROOF (64u << 10)
 static void tx_taken(conn_t *c, size_t n)
 {
     c->tx_unproven += n;
-    if (c->tx_full || c->tx_unproven > c->ep->tif->tx_proof) {
+    if (c->tx_full || c->tx_unproven >= TX_PROOF) {
         c->ep->super.base->last_rx_ns = gw_now_ns();
         c->tx_unproven = 0;
     }
@@ -1675,28 +1676,6 @@ static int tcp_poll(void *arg)
 }
 
 /* ---- iface ------------------------------------------------------------------------- */
-/* The most one stream's kernel buffers can hold: our send buffer plus the
- * peer's receive buffer at their largest (the kernel doubles SO_SNDBUF /
- * SO_RCVBUF; autotuning grows them up to tcp_wmem / tcp_rmem's maximum).
- * Sent bytes beyond that must have been read by the peer process. */
-static uint64_t tcp_buffers_max(uint64_t sockbuf)
-{
-    if (sockbuf)
-        return 4 * sockbuf;
-    uint64_t total = 0;
-    static const char *const files[] = {"/proc/sys/net/ipv4/tcp_wmem", "/proc/sys/net/ipv4/tcp_rmem"};
-    for (int i = 0; i < 2; i++) {
-        unsigned long long lo = 0, def = 0, hi = 0;
-        FILE *f = fopen(files[i], "r");
-        if (!f || fscanf(f, "%llu %llu %llu", &lo, &def, &hi) != 3)
-            hi = 16ull << 20; /* unknown: a generous guess */
-        if (f)
-            fclose(f);
-        total += hi;
-    }
-    return total;
-}
-
 static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *why, size_t whylen)
 {
     tcp_iface_t *tif = calloc(1, sizeof(*tif));
@@ -1717,7 +1696,6 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &tif->sockbuf, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, 1, UINT64_MAX, &tif->thread_min, why, whylen)))
         goto err;
-    tif->tx_proof = tcp_buffers_max(tif->sockbuf);
     if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto"))
         tif->threads = cpus >= 4 ? GW_MIN(tif->streams, 4) : 0;
     else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_THREADS, 0, GW_TCP_MAX_STREAMS, &tif->threads, why,
