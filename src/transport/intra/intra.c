@@ -1892,7 +1892,17 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
         return st;
     }
     e->connected = 1; /* from here on destroy cleans up through the endpoint */
-    return ep_attach(e, fd);
+    st = ep_attach(e, fd);
+    if (st == GW_ERR_CONN_RESET) {
+        /* The same close as above, a moment later: the server's endpoint went
+         * between our connect() and the table's sendmsg (EPIPE/ECONNRESET).
+         * The connection was made; the endpoint fails, the connect does not. */
+        ep_fail(e, GW_ERR_CONN_RESET, "intra: %s",
+                "the peer closed the endpoint while its control connection was being set up "
+                "(closed right after accepting it)");
+        return GW_OK;
+    }
+    return st;
 }
 
 static gw_status_t intra_ep_close(gw_tl_ep_t *tep)
