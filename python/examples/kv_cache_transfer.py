@@ -57,6 +57,7 @@ def decode(args, store):
                 assert got == (req << 16) | layer, "notification %#x, wanted %#x" % (
                     got, (req << 16) | layer)
                 for i, s in enumerate(slots):          # layer `layer` is complete: check it
+                    ctx.progress()                     # later layers keep arriving meanwhile
                     want = page_value(req, layer, i)
                     page = cache[layer, s]
                     if not bool((page == want).all()):
