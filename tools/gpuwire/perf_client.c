@@ -398,22 +398,45 @@ static void print_header(cli_t *c)
                mi.type == GW_MEM_CUDA ? mi.pci_bus_id : "", "", mi.path[0] ? mi.path : "no transport path");
     if (c->info.downgrades[0])
         printf("# not taken: %s\n", c->info.downgrades);
+    printf("# ops/s: %ss completed per second in the bandwidth phase, %d outstanding\n",
+           perf_op_name(o->op), o->window);
     printf("# latency: %s; CPU: of the bandwidth phase, per side (100%% = one core)\n",
            o->op == PERF_GET ? "round trip of one get" : "half the round trip of a ping-pong");
-    printf("%-10s %10s %10s %12s %10s %10s %10s %9s %9s\n", "#bytes", "iters", "BW[GB/s]",
-           "MsgRate[M/s]", "lat_avg", "lat_p50", "lat_p99", "CPU_init", "CPU_tgt");
-    printf("%-10s %10s %10s %12s %10s %10s %10s %9s %9s\n", "#", "", "", "", "[us]", "[us]",
+    printf("%-10s %13s %10s %10s %10s %10s %10s %9s %9s\n", "#bytes", "ops/s", "iters", "BW[GB/s]",
+           "lat_avg", "lat_p50", "lat_p99", "CPU_init", "CPU_tgt");
+    printf("%-10s %13s %10s %10s %10s %10s %10s %9s %9s\n", "#", "", "", "", "[us]", "[us]",
            "[us]", "[%]", "[%]");
     fflush(stdout);
+}
+
+/* Operations per second, whole, in groups of three digits ("1,234,567"): the
+ * figure small operations are judged by; "-" when no bandwidth phase ran. */
+static void format_rate(double rate, char *buf, size_t len)
+{
+    if (rate <= 0.0) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    char digits[32];
+    int n = snprintf(digits, sizeof(digits), "%.0f", rate);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 2 < len; i++) {
+        if (i && (n - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
 }
 
 static void print_result(cli_t *c, const result_t *r)
 {
     const perf_opts_t *o = c->o;
     if (!o->json) {
-        printf("%-10llu %10llu %10.3f %12.4f %10.2f %10.2f %10.2f %9.1f %9.1f\n",
-               (unsigned long long)r->bytes, (unsigned long long)r->bw_iters, r->bw_GBps,
-               r->msg_rate / 1e6, r->lat_avg, r->lat_p50, r->lat_p99, r->cpu_init, r->cpu_target);
+        char rate[32];
+        format_rate(r->msg_rate, rate, sizeof(rate));
+        printf("%-10llu %13s %10llu %10.3f %10.2f %10.2f %10.2f %9.1f %9.1f\n",
+               (unsigned long long)r->bytes, rate, (unsigned long long)r->bw_iters, r->bw_GBps,
+               r->lat_avg, r->lat_p50, r->lat_p99, r->cpu_init, r->cpu_target);
         fflush(stdout);
         return;
     }
