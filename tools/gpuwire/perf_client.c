@@ -273,22 +273,21 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
     if ((st = begin_phase(c, PERF_PHASE_BW, size, &m)) != GW_OK)
         return st;
 
+    /* the window is a ring, reaped from the oldest: small operations complete
+     * in posting order, and a round costs what completed, not the window */
     gw_request_t *win[PERF_MAX_WINDOW] = {0};
-    int w = o->window;
-    uint64_t posted = 0, done = 0, inflight = 0;
+    uint64_t w = (uint64_t)o->window;
+    uint64_t posted = 0, done = 0;
     uint64_t cpu0 = perf_cpu_ns(), t0 = perf_now_ns();
     for (;;) {
         int more = !done_yet(o, posted, t0, perf_now_ns());
-        for (int i = 0; more && i < w; i++) {
-            if (win[i])
-                continue;
-            st = post_bw(c, size, posted, &win[i]);
+        while (more && posted - done < w) {
+            st = post_bw(c, size, posted, &win[posted % w]);
             if (st != GW_OK) {
                 perf_fail(c->ctx, "posting a bandwidth operation", st);
                 goto out;
             }
             posted++;
-            inflight++;
             more = !done_yet(o, posted, t0, perf_now_ns());
         }
         int n = gw_progress(c->ctx);
@@ -298,15 +297,13 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
             goto out;
         }
         int completed = 0;
-        for (int i = 0; i < w; i++) {
-            if (!win[i])
-                continue;
-            gw_status_t s = gw_request_test(win[i]);
+        while (done < posted) {
+            gw_request_t **slot = &win[done % w];
+            gw_status_t s = gw_request_test(*slot);
             if (s == GW_INPROGRESS)
-                continue;
-            gw_request_free(win[i]);
-            win[i] = NULL;
-            inflight--;
+                break;
+            gw_request_free(*slot);
+            *slot = NULL;
             if (s != GW_OK) {
                 st = s;
                 perf_fail(c->ctx, "bandwidth operation", st);
@@ -315,7 +312,7 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
             done++;
             completed++;
         }
-        if (!more && inflight == 0)
+        if (!more && done == posted)
             break;
         perf_idle(&c->idle, c->ctx, n > 0 || completed);
     }
@@ -361,7 +358,7 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
         res->checked = 1;
     return GW_OK;
 out:
-    for (int i = 0; i < w; i++)
+    for (uint64_t i = 0; i < w; i++)
         gw_request_free(win[i]);
     return st;
 }

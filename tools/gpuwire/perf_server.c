@@ -26,7 +26,8 @@ typedef struct srv {
     gw_request_t *ctrl_rx;
     perf_reqs_t pending; /* replies, pongs */
     /* data receives (--op send) */
-    gw_request_t **data_rx;
+    gw_request_t **data_rx; /* a ring: receives of one tag complete in posting order */
+    uint32_t data_head;     /* the oldest */
     /* the phase */
     perf_phase_t phase;
     uint64_t size, seed;
@@ -222,14 +223,19 @@ static gw_status_t handle_ctrl(srv_t *s)
     }
 }
 
+/* Reaps completed receives from the oldest on and reposts each (it becomes
+ * the newest); stops at the first one still waiting, so a progress round
+ * costs what completed, not the window. */
 static int check_data_rx(srv_t *s)
 {
     int n = 0;
-    for (uint32_t i = 0; i < s->window; i++) {
+    for (uint32_t k = 0; k < s->window; k++) {
+        uint32_t i = s->data_head;
         gw_request_t *r = s->data_rx[i];
         gw_status_t st = gw_request_test(r);
         if (st == GW_INPROGRESS)
-            continue;
+            break;
+        s->data_head = (i + 1) % s->window;
         gw_request_info_t info = {.size = sizeof(info)};
         gw_request_info(r, &info);
         gw_request_free(r);
