@@ -25,6 +25,11 @@ struct gw_context {
     gw_hmap_t tokens; /* endpoint token -> gw_ep (tcp stream joins) */
 };
 
+/* gw_mem_reg of memory behind shm_fd (gw_mem_alloc's memfd; -1: none): the
+ * region owns it from then on, gw_mem_dereg unmaps and closes it. */
+gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned access, int shm_fd,
+                           gw_mem_t **out);
+
 /* Progress until done(arg) or timeout_ms (-1: none); GW_ERR_TIMEOUT. */
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms);
 

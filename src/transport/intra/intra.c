@@ -123,9 +123,10 @@ typedef struct intra_ep {
     gw_list_t imports;
     gw_list_t fdsets;
     gw_list_t blobs;
+    gw_list_t shm_maps;  /* the peer's gw_mem_alloc regions mapped here (intra_shm.c) */
     uint32_t next_op;
     CUstream stream[INTRA_MAX_DEV];
-    unsigned long n_cma, n_cuda, n_staged;
+    unsigned long n_cma, n_cuda, n_staged, n_shm;
 } intra_ep_t;
 
 /* request scratch (req->tl[]) */
@@ -628,6 +629,50 @@ static gw_status_t staged_host(intra_ep_t *e, int to_remote, void *lbuf, int lde
     return GW_OK;
 }
 
+/* Where [r->addr, +len) of a peer's shared region (gw_mem_alloc) is mapped
+ * here.  The first use asks the peer for the region's memfd (FDREQ, as for
+ * VMM allocations) and returns GW_INPROGRESS; the request is retried when
+ * the reply comes.  The range is checked against what was mapped, not only
+ * against the peer's table. */
+static gw_status_t shm_ptr(intra_ep_t *e, const rdesc_t *r, size_t len, uint8_t **out)
+{
+    gw_core_t *c = e->super.iface->core;
+    gw_intra_shm_t *m = gw_intra_shm_find(&e->shm_maps, r->slot, r->id);
+    if (!m) {
+        intra_fdset_t *f = fdset_find(e, r->slot, r->id);
+        if (!f) {
+            if (!(f = calloc(1, sizeof(*f))))
+                return gw_err(c, GW_ERR_NOMEM, "intra: out of memory");
+            f->slot = r->slot;
+            f->id = r->id;
+            f->requested = 1;
+            gw_list_push_back(&e->fdsets, &f->link);
+            gw_intra_hdr_t h = {.type = GW_INTRA_M_FDREQ, .a = r->slot, .b = r->id};
+            gw_status_t st = out_msg(e, &h, NULL);
+            return st != GW_OK ? st : GW_INPROGRESS;
+        }
+        if (f->requested)
+            return GW_INPROGRESS;
+        if (f->status != GW_OK || f->n < 1 || f->fd[0] < 0)
+            return gw_err(c, f->status != GW_OK ? f->status : GW_ERR_PROTOCOL,
+                          "intra: the peer could not share its allocated region (slot %u)", r->slot);
+        gw_status_t st = gw_intra_shm_add(c, &e->shm_maps, r->slot, r->id, f->fd[0], r->s->addr, r->s->len, &m);
+        for (int i = 0; i < f->n; i++) /* the mapping keeps the pages */
+            if (f->fd[i] >= 0)
+                close(f->fd[i]);
+        gw_list_del(&f->link);
+        free(f);
+        if (st != GW_OK)
+            return st;
+    }
+    if (!gw_range_inside(m->addr, m->len, r->addr, len))
+        return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
+                      "intra: remote range [0x%" PRIx64 ", +%zu) is outside the peer's shared region [0x%" PRIx64
+                      ", +%zu)", r->addr, len, m->addr, m->len);
+    *out = m->base + (r->addr - m->addr);
+    return GW_OK;
+}
+
 /* Starts moving len bytes.  Returns GW_OK when done synchronously,
  * GW_INPROGRESS when a CUDA copy was queued (req goes on e->inflight), an
  * error otherwise.  The caller holds the peer slot's inflight count. */
@@ -640,6 +685,20 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
     if (len == 0)
         return GW_OK;
     if (!r->gpu) {
+        if (ldev < 0 && r->s && r->s->kind == GW_INTRA_SLOT_SHM) {
+            uint8_t *p = NULL;
+            gw_status_t st = shm_ptr(e, r, len, &p);
+            if (st == GW_INPROGRESS)
+                *again = 1;
+            if (st != GW_OK)
+                return st;
+            if (to_remote)
+                memcpy(p, lbuf, len);
+            else
+                memcpy(lbuf, p, len);
+            e->n_shm++;
+            return GW_OK;
+        }
         if (ldev < 0) {
             e->n_cma++;
             if (len <= INTRA_CMA_SYNC_MAX)
@@ -777,7 +836,7 @@ static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r
         return gw_err(c, GW_ERR_ACCESS, "intra: the owner registered region 0x%" PRIx64 " without remote %s access",
                       s->addr, need == GW_ACCESS_REMOTE_READ ? "read" : "write");
     }
-    r->gpu = s->kind != GW_INTRA_SLOT_HOST;
+    r->gpu = s->kind != GW_INTRA_SLOT_HOST && s->kind != GW_INTRA_SLOT_SHM;
     r->slot = si;
     r->s = s;
     r->id = id;
@@ -934,7 +993,7 @@ static void pull_issue(intra_ep_t *e, gw_request_t *req)
         }
         atomic_fetch_add(&s->inflight, 1);
         req->tl[T_SLOT] = (uint64_t)(uintptr_t)s;
-        r.gpu = s->kind != GW_INTRA_SLOT_HOST;
+        r.gpu = s->kind != GW_INTRA_SLOT_HOST && s->kind != GW_INTRA_SLOT_SHM;
         r.slot = si;
         r.s = s;
         r.id = id;
@@ -1122,7 +1181,7 @@ static void on_fdreq(intra_ep_t *e, const gw_intra_hdr_t *h)
     int fds[GW_INTRA_SEGS];
     int n = 0;
     gw_intra_slot_t *s = h->a < GW_INTRA_SLOTS ? &ifc->table[h->a] : NULL;
-    if (!s || atomic_load(&s->id) != h->b || s->kind != GW_INTRA_SLOT_VMM) {
+    if (!s || atomic_load(&s->id) != h->b || (s->kind != GW_INTRA_SLOT_VMM && s->kind != GW_INTRA_SLOT_SHM)) {
         r.d = (uint64_t)(int64_t)GW_ERR_INVALID_KEY;
     } else {
         for (uint32_t i = 0; i < s->nseg; i++)
@@ -1682,6 +1741,13 @@ static gw_status_t intra_mem_reg(gw_tl_iface_t *iface, gw_mem_t *m)
         }
         path_add(m, "%s", s->kind == GW_INTRA_SLOT_IPC ? "CUDA IPC (legacy handle) + copy engine"
                                                        : "CUDA IPC (VMM fd over the Unix socket) + copy engine");
+    } else if (m->shm_fd >= 0) { /* gw_mem_alloc: peers map it */
+        s->kind = GW_INTRA_SLOT_SHM;
+        s->nseg = 1;
+        s->seg[0].base = s->addr;
+        s->seg[0].size = s->len;
+        s->seg[0].fd = m->shm_fd; /* the region's: not closed with the slot */
+        path_add(m, "%s", "shared memory (local peers copy with memcpy)");
     } else {
         s->kind = GW_INTRA_SLOT_HOST;
         path_add(m, "%s", "CMA (host memory)");
@@ -1760,6 +1826,7 @@ static gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw
     gw_list_init(&e->imports);
     gw_list_init(&e->fdsets);
     gw_list_init(&e->blobs);
+    gw_list_init(&e->shm_maps);
     uint64_t rnd;
     gw_random_bytes(&rnd, sizeof(rnd));
     snprintf(e->lname, sizeof(e->lname), "gw-intra-%d-%016" PRIx64, (int)ifc->pid, rnd);
@@ -1891,6 +1958,7 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
         ep_abort(e, GW_ERR_CANCELED, 0);
     free(e->cps);
     gw_list_for_each_safe(p, t, &e->imports) import_close(e, gw_container_of(p, intra_import_t, link));
+    gw_intra_shm_drop_all(&e->shm_maps);
     gw_list_for_each_safe(p, t, &e->fdsets) {
         intra_fdset_t *f = gw_container_of(p, intra_fdset_t, link);
         for (int i = 0; i < f->n; i++)
@@ -1933,10 +2001,10 @@ static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     intra_ep_t *e = to_ep(tep);
     snprintf(buf, len,
-             "intra: peer pid %d, Unix socket @%s; CMA for host memory, CUDA IPC for GPU memory%s; copies so far: "
-             "%lu CMA, %lu copy engine, %lu staged",
+             "intra: peer pid %d, Unix socket @%s; CMA for host memory, shared memory for gw_mem_alloc regions, "
+             "CUDA IPC for GPU memory%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, %lu staged",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_cuda, e->n_staged);
+             e->n_cma, e->n_shm, e->n_cuda, e->n_staged);
     return GW_OK;
 }
 

@@ -44,7 +44,9 @@
 #define GW_INTRA_MAGIC 0x677769746e726100ull /* probe word */
 #define GW_INTRA_EAGER_MAX 8192
 
-enum { GW_INTRA_SLOT_HOST = 1, GW_INTRA_SLOT_IPC = 2, GW_INTRA_SLOT_VMM = 3 };
+/* SHM: host memory from gw_mem_alloc, seg[0] its memfd (sent on FDREQ, as
+ * VMM fds are); peers map it and copy with memcpy (intra_shm.c). */
+enum { GW_INTRA_SLOT_HOST = 1, GW_INTRA_SLOT_IPC = 2, GW_INTRA_SLOT_VMM = 3, GW_INTRA_SLOT_SHM = 4 };
 
 typedef struct gw_intra_seg {
     uint64_t base, size;  /* the allocation (cuMemGetAddressRange) */
@@ -85,6 +87,22 @@ typedef struct gw_intra_hdr {
     uint32_t type, len;
     uint64_t a, b, c, d, e;
 } gw_intra_hdr_t;
+
+/* A peer's shared region mapped here (intra_shm.c). */
+typedef struct gw_intra_shm {
+    gw_list_t link;
+    uint32_t slot;
+    uint64_t id;
+    uint64_t addr;  /* the region's address in its owner */
+    size_t len;
+    uint8_t *base;  /* the same bytes here */
+} gw_intra_shm_t;
+/* The mapping of peer slot+id (moved to the front), NULL when none; drops
+ * mappings of the slot's earlier regions on the way. */
+gw_intra_shm_t *gw_intra_shm_find(gw_list_t *maps, uint32_t slot, uint64_t id);
+gw_status_t gw_intra_shm_add(gw_core_t *c, gw_list_t *maps, uint32_t slot, uint64_t id, int fd, uint64_t addr,
+                             uint64_t len, gw_intra_shm_t **out);
+void gw_intra_shm_drop_all(gw_list_t *maps);
 
 extern const gw_tl_ops_t gw_tl_intra_ops;
 
