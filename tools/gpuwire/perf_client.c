@@ -467,13 +467,24 @@ int perf_client(const perf_opts_t *o, const char *addr)
     c.max = max ? (size_t)max : 64;
     if ((st = gw_context_create(NULL, &c.ctx)) != GW_OK)
         return perf_fail(NULL, "gw_context_create", st);
-    if (perf_buf_alloc(&c.pb, 2 * c.max, o->mem_dev) != 0)
-        goto err_ctx;
-    c.buf = c.pb.p;
-    st = gw_mem_reg(c.ctx, c.buf, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &c.mem);
-    if (st != GW_OK) {
-        perf_fail(c.ctx, "gw_mem_reg", st);
-        goto err_buf;
+    if (o->alloc) { /* shared memory gpuwire allocates: local peers copy into it directly */
+        void *p = NULL;
+        st = gw_mem_alloc(c.ctx, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &p, &c.mem);
+        if (st != GW_OK) {
+            perf_fail(c.ctx, "gw_mem_alloc", st);
+            goto err_ctx;
+        }
+        c.pb = (perf_buf_t){.p = p, .len = 2 * c.max, .dev = -1, .shm = 1};
+        c.buf = c.pb.p;
+    } else {
+        if (perf_buf_alloc(&c.pb, 2 * c.max, o->mem_dev) != 0)
+            goto err_ctx;
+        c.buf = c.pb.p;
+        st = gw_mem_reg(c.ctx, c.buf, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &c.mem);
+        if (st != GW_OK) {
+            perf_fail(c.ctx, "gw_mem_reg", st);
+            goto err_buf;
+        }
     }
     st = gw_connect(c.ctx, addr, &c.ep);
     if (st != GW_OK) {
@@ -490,7 +501,8 @@ int perf_client(const perf_opts_t *o, const char *addr)
         goto err_ep;
     }
     perf_msg_t hello = {.type = PERF_MSG_HELLO, .op = o->op, .size = c.max,
-                        .window = (uint32_t)o->window, .bloblen = (uint32_t)klen, .blob = key},
+                        .window = (uint32_t)o->window, .flags = o->alloc ? PERF_F_ALLOC : 0u,
+                        .bloblen = (uint32_t)klen, .blob = key},
                r;
     if ((st = ctrl_call(&c, &hello, &r)) != GW_OK)
         goto err_ep;

@@ -79,13 +79,22 @@ static gw_status_t on_hello(srv_t *s, const perf_msg_t *m)
     s->op = (perf_op_t)m->op;
     s->window = m->window;
     s->max = m->size ? (size_t)m->size : 64;
-    if (perf_buf_alloc(&s->pb, 2 * s->max, s->mem_dev) != 0)
-        return GW_ERR_NOMEM;
-    s->buf = s->pb.p;
-    st = gw_mem_reg(s->ctx, s->buf, 2 * s->max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE,
-                    &s->mem);
-    if (st != GW_OK)
-        return perf_fail(s->ctx, "gw_mem_reg(target buffer)", st), st;
+    if ((m->flags & PERF_F_ALLOC) && s->mem_dev < 0) { /* the client asked for --alloc */
+        void *p = NULL;
+        st = gw_mem_alloc(s->ctx, 2 * s->max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &p, &s->mem);
+        if (st != GW_OK)
+            return perf_fail(s->ctx, "gw_mem_alloc(target buffer)", st), st;
+        s->pb = (perf_buf_t){.p = p, .len = 2 * s->max, .dev = -1, .shm = 1};
+        s->buf = s->pb.p;
+    } else {
+        if (perf_buf_alloc(&s->pb, 2 * s->max, s->mem_dev) != 0)
+            return GW_ERR_NOMEM;
+        s->buf = s->pb.p;
+        st = gw_mem_reg(s->ctx, s->buf, 2 * s->max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE,
+                        &s->mem);
+        if (st != GW_OK)
+            return perf_fail(s->ctx, "gw_mem_reg(target buffer)", st), st;
+    }
     st = gw_rkey_unpack(s->ep, m->blob, m->bloblen, &s->peer_rkey);
     if (st != GW_OK)
         return perf_fail(s->ctx, "gw_rkey_unpack(client key)", st), st;
