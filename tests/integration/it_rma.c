@@ -2,6 +2,7 @@
  * loopback for sizes from 0 bytes to several MiB at unaligned offsets, all
  * outstanding at once; payloads verified on the side that receives them;
  * notifications arrive in order and only after their data. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,24 @@ int main(void)
     /* a flush with nothing outstanding completes */
     IT_OK(ctx, gw_flush(ep, &f));
     CHECK_ST(it_wait_free(f, 30000), GW_OK);
+
+    /* the target's regions from gw_mem_alloc (IT_ALLOC=1) over intra: the
+     * bytes went by plain copies through the shared mapping, not by CMA */
+    const char *alloc = getenv("IT_ALLOC");
+    if (alloc && alloc[0] == '1' && strcmp(info.transport, "intra") == 0) {
+        IT_OK(ctx, gw_ep_query(ep, &info));
+        const char *p = strstr(info.path, " CMA, ");
+        unsigned long cma = ~0ul, shm = 0;
+        CHECK(p != NULL);
+        if (p) {
+            while (p > info.path && p[-1] >= '0' && p[-1] <= '9')
+                p--;
+            CHECK(sscanf(p, "%lu CMA, %lu shared memory", &cma, &shm) == 2);
+        }
+        fprintf(stderr, "intra copies: %lu CMA, %lu shared memory\n", cma, shm);
+        CHECK(cma == 0);
+        CHECK(shm >= 2 * NSIZES);
+    }
 
     gw_rkey_destroy(rk[0]);
     gw_rkey_destroy(rk[1]);

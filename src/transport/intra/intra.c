@@ -86,6 +86,7 @@ typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_ab
     int to_remote;          /* CMA: direction, buffer, remote address, progress */
     char *lbuf;
     uint64_t raddr;
+    uint8_t *rptr;          /* the peer's shared region mapped here: memcpy instead of CMA */
     size_t len, done;
 } intra_cp_t;
 
@@ -692,11 +693,21 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
                 *again = 1;
             if (st != GW_OK)
                 return st;
+            e->n_shm++;
+            if (len > INTRA_CMA_SYNC_MAX) { /* large: piecewise from progress, as CMA */
+                intra_cp_t cp = {.ev = NULL, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT],
+                                 .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr,
+                                 .rptr = p, .len = len};
+                if ((st = cp_push(e, &cp)) != GW_OK)
+                    return st;
+                req->tl[T_SLOT] = 0;
+                gw_core_signal(c);
+                return GW_INPROGRESS;
+            }
             if (to_remote)
                 memcpy(p, lbuf, len);
             else
                 memcpy(lbuf, p, len);
-            e->n_shm++;
             return GW_OK;
         }
         if (ldev < 0) {
@@ -919,8 +930,13 @@ static int poll_inflight(intra_ep_t *e)
                 continue;
             }
             size_t k = GW_MIN(budget, cp->len - cp->done);
-            st = cma_copy(e->super.iface->core, e->peer_pid, cp->to_remote, cp->lbuf + cp->done,
-                          cp->raddr + cp->done, k);
+            if (cp->rptr && cp->to_remote)
+                memcpy(cp->rptr + cp->done, cp->lbuf + cp->done, k);
+            else if (cp->rptr)
+                memcpy(cp->lbuf + cp->done, cp->rptr + cp->done, k);
+            else
+                st = cma_copy(e->super.iface->core, e->peer_pid, cp->to_remote, cp->lbuf + cp->done,
+                              cp->raddr + cp->done, k);
             cp->done += k;
             budget -= k;
             if (st == GW_OK && cp->done < cp->len) {
