@@ -27,6 +27,8 @@
 #define INTRA_CMA_SYNC_MAX (256u << 10) /* larger CMA copies run piecewise in progress */
 #define INTRA_CMA_BUDGET (4u << 20)     /* CMA bytes one progress call moves per endpoint */
 #define INTRA_BLOB_LEN 64
+#define INTRA_CMA_BATCH 64              /* small CMA copies queued for one system call */
+#define INTRA_CMA_BATCH_MAX (64u << 10) /* largest copy that is queued */
 
 /* ------------------------------------------------------------------------ */
 /* objects                                                                  */
@@ -125,9 +127,14 @@ typedef struct intra_ep {
     gw_list_t fdsets;
     gw_list_t blobs;
     gw_list_t shm_maps;  /* the peer's gw_mem_alloc regions mapped here (intra_shm.c) */
+    /* small CMA puts (or gets) posted back to back: one system call (cma_flush) */
+    gw_request_t *cmaq[INTRA_CMA_BATCH];
+    unsigned ncmaq;
+    int cmaq_get;        /* the queue holds gets (process_vm_readv), else puts */
+    uint64_t cma_gen;    /* ifc->gen when the last CMA copy went at once */
     uint32_t next_op;
     CUstream stream[INTRA_MAX_DEV];
-    unsigned long n_cma, n_cuda, n_staged, n_shm;
+    unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
 } intra_ep_t;
 
 /* request scratch (req->tl[]) */
@@ -292,6 +299,7 @@ static void ep_abort(intra_ep_t *e, gw_status_t st, int external)
             gw_ep_recv_done(e->super.base, cp->req, 0, cp->req->rtag, err);
     }
     e->ncp = 0;
+    e->ncmaq = 0; /* outstanding in the base: gw_ep_fail completes them */
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &e->waiting_recv) {
         gw_list_del(p);
@@ -968,9 +976,91 @@ static int poll_inflight(intra_ep_t *e)
 /* ------------------------------------------------------------------------ */
 /* issuing operations                                                       */
 /* ------------------------------------------------------------------------ */
+/* Writes (reads) the queued small CMA copies: every request enters its
+ * slot (the owner's table decides, as for a lone copy), then one
+ * process_vm_writev/readv moves the lot; a copy the batch could not move is
+ * redone alone for its precise error. */
+static void cma_flush(intra_ep_t *e)
+{
+    gw_core_t *c = e->super.iface->core;
+    unsigned n = e->ncmaq, k = 0;
+    int get = e->cmaq_get;
+    gw_request_t *q[INTRA_CMA_BATCH];
+    struct iovec loc[INTRA_CMA_BATCH], rem[INTRA_CMA_BATCH];
+    e->ncmaq = 0;
+    for (unsigned i = 0; i < n; i++) {
+        gw_request_t *req = e->cmaq[i];
+        rdesc_t r;
+        gw_status_t st = slot_enter(e, req, &r);
+        if (st == GW_OK && r.s->kind != GW_INTRA_SLOT_HOST) { /* the slot was reused meanwhile */
+            req->tl[T_SLOT] = (uint64_t)(uintptr_t)r.s;
+            slot_leave(e, req);
+            st = gw_err(c, GW_ERR_INVALID_KEY, "intra: the remote region holding 0x%" PRIx64 " was deregistered by "
+                        "its owner", req->raddr);
+        }
+        if (st != GW_OK) {
+            rma_done(e, req, st);
+            if (e->failed)
+                return;
+            continue;
+        }
+        req->tl[T_SLOT] = (uint64_t)(uintptr_t)r.s;
+        q[k] = req;
+        loc[k] = (struct iovec){req->buf, req->len};
+        rem[k] = (struct iovec){(void *)(uintptr_t)req->raddr, req->len};
+        k++;
+    }
+    size_t off = 0;
+    while (off < k) {
+        int err = 0;
+        size_t moved = gw_intra_cma_batch(e->peer_pid, !get, loc + off, rem + off, k - off, &err);
+        e->n_cma += moved;
+        e->n_cma_batched += moved;
+        for (size_t i = 0; i < moved; i++)
+            rma_done(e, q[off + i], GW_OK);
+        off += moved;
+        if (off < k) { /* alone, for its own verdict */
+            gw_request_t *req = q[off++];
+            e->n_cma++;
+            rma_done(e, req, cma_copy(c, e->peer_pid, !get, req->buf, req->raddr, req->len));
+        }
+    }
+}
+
+/* Queues a small host-to-host copy when another went at once since the last
+ * progress call (the first one keeps a lone operation's latency); the queue
+ * leaves in one system call on the next progress call or when full.  1:
+ * queued. */
+static int cma_queue(intra_ep_t *e, gw_request_t *req)
+{
+    if (req->len > INTRA_CMA_BATCH_MAX || local_dev(req) >= 0 || !(req->tl[T_SRC] & RK_VALID))
+        return 0;
+    uint32_t si = (uint32_t)(req->tl[T_SRC] & 0xffffffffu);
+    if (si >= GW_INTRA_SLOTS || e->peer_table[si].kind != GW_INTRA_SLOT_HOST)
+        return 0; /* GPU, shared memory: their own paths */
+    int get = req->op == GW_OP_GET;
+    if (e->ncmaq && e->cmaq_get != get)
+        cma_flush(e);
+    if (!e->ncmaq && e->cma_gen != e->ifc->gen) {
+        e->cma_gen = e->ifc->gen;
+        return 0;
+    }
+    if (e->failed)
+        return 0;
+    if (!e->ncmaq)
+        gw_core_signal(e->super.iface->core); /* a sleeping caller wakes to flush it */
+    e->cmaq_get = get;
+    e->cmaq[e->ncmaq++] = req;
+    if (e->ncmaq == INTRA_CMA_BATCH)
+        cma_flush(e);
+    return 1;
+}
+
 /* Runs an rma request as far as it goes now. */
 static void rma_issue(intra_ep_t *e, gw_request_t *req)
 {
+    if (cma_queue(e, req))
+        return;
     rdesc_t r;
     gw_status_t st = slot_enter(e, req, &r);
     if (st != GW_OK) {
@@ -1473,6 +1563,10 @@ static int intra_poll(void *arg)
     ifc->gen++;
     gw_list_for_each_safe(p, t, &ifc->eps) {
         intra_ep_t *e = gw_container_of(p, intra_ep_t, link);
+        if (e->ncmaq && !ep_dead(e)) {
+            n += (int)e->ncmaq;
+            cma_flush(e);
+        }
         if (e->ncp && !ep_dead(e))
             n += poll_inflight(e);
         if (e->bye == 1 && ifc->gen > e->bye_gen + 1 && !ep_dead(e)) {
@@ -2016,11 +2110,12 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
 static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     intra_ep_t *e = to_ep(tep);
+    /* kept short: gw_ep_info_t.path has 256 bytes */
     snprintf(buf, len,
-             "intra: peer pid %d, Unix socket @%s; CMA for host memory, shared memory for gw_mem_alloc regions, "
-             "CUDA IPC for GPU memory%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, %lu staged",
+             "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, "
+             "%lu staged; %lu CMA copies batched",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_shm, e->n_cuda, e->n_staged);
+             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_cma_batched);
     return GW_OK;
 }
 

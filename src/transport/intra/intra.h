@@ -35,6 +35,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cuda/cuda_wrap.h"
 #include "transport/base/tl.h"
@@ -103,6 +104,16 @@ gw_intra_shm_t *gw_intra_shm_find(gw_list_t *maps, uint32_t slot, uint64_t id);
 gw_status_t gw_intra_shm_add(gw_core_t *c, gw_list_t *maps, uint32_t slot, uint64_t id, int fd, uint64_t addr,
                              uint64_t len, gw_intra_shm_t **out);
 void gw_intra_shm_drop_all(gw_list_t *maps);
+
+/* Moves n host copies (loc[i] <-> rem[i], equal lengths) in as few
+ * process_vm_writev/readv calls as IOV_MAX allows (intra_cma.c).  Returns
+ * how many leading entries were wholly moved; *err is 0 when all were, else
+ * the errno of the failure (the caller redoes the first entry not moved
+ * alone, for its precise error, and batches the rest again). */
+#define GW_INTRA_IOV_MAX 1024
+struct iovec;
+size_t gw_intra_cma_batch(pid_t pid, int to_remote, const struct iovec *loc, const struct iovec *rem, size_t n,
+                          int *err);
 
 extern const gw_tl_ops_t gw_tl_intra_ops;
 
