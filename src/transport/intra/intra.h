@@ -24,7 +24,11 @@
  *      GPU  <-> peer host  through a pinned bounce buffer and CMA
  *    Why CMA rather than a shm staging ring: user memory cannot be put into
  *    shared memory after the fact, a ring costs two copies and needs the
- *    target's CPU, CMA costs one copy and none of the target's time.  Its
+ *    target's CPU, CMA costs one copy and none of the target's time.
+ *    Memory gpuwire allocates (gw_mem_alloc: a memfd) is shared from the
+ *    start: slot kind SHM, the peer maps the fd and copies with memcpy
+ *    (intra_shm.c), no system call per operation.  Small CMA copies posted
+ *    back to back share one process_vm_writev/readv (intra_cma.c).  CMA's
  *    price is ptrace permission between the two processes (same user; under
  *    Yama ptrace_scope=1 only with GPUWIRE_INTRA=force, which calls
  *    prctl(PR_SET_PTRACER_ANY)); the probe finds out before the transport
