@@ -147,6 +147,11 @@ typedef struct gw_config {
     const char *transports;  /* NULL: GPUWIRE_TRANSPORTS or "verbs,intra,tcp" */
     int log_level;           /* -1: GPUWIRE_LOG_LEVEL or warn (0 err .. 4 trace) */
     /* version 1 ends here */
+    /* RDMA device and port this context's verbs transport uses, e.g.
+     * "mlx5_0:1"; NULL: GPUWIRE_IB_DEVICE or the nearest active port.  Lets
+     * one process hold a context per NIC (the NCCL plugin does). */
+    const char *ib_device;
+    /* version 2 ends here */
 } gw_config_t;
 
 /* Creates a context: reads settings, opens the transports usable here (an

@@ -163,6 +163,15 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     size_t csize = config ? config->size : 0;
     if (csize >= offsetof(gw_config_t, log_level) + sizeof(int) && config->log_level >= 0)
         gw_log_set_level(config->log_level);
+    if (csize >= offsetof(gw_config_t, ib_device) + sizeof(char *) && config->ib_device) {
+        char *dev = strdup(config->ib_device);
+        if (!dev) {
+            st = GW_ERR_NOMEM;
+            goto err_core;
+        }
+        free(ctx->core.settings.value[GW_SET_IB_DEVICE]);
+        ctx->core.settings.value[GW_SET_IB_DEVICE] = dev;
+    }
     const char *tls = (csize >= offsetof(gw_config_t, transports) + sizeof(char *) && config->transports)
                           ? config->transports
                           : gw_settings_str(&ctx->core.settings, GW_SET_TRANSPORTS);
