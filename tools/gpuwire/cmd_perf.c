@@ -40,6 +40,8 @@ static void usage(FILE *f)
         "                       memory; the path taken, e.g. dma-buf or staging, is printed)\n"
         "      --spin-us US     spin this long without events, then sleep on the context\n"
         "                       fd (default 200: a round trip on loopback fits, idle waits sleep)\n"
+        "      --alloc          both buffers from gw_mem_alloc (host memory shared with\n"
+        "                       local peers: the intra transport copies into it directly)\n"
         "      --lat-only       only the latency phase\n"
         "      --bw-only        only the bandwidth phase\n"
         "  -S, --server         wait for clients (one at a time)\n"
@@ -142,7 +144,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM };
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -157,6 +159,7 @@ int cmd_perf(int argc, char **argv)
         {"busy-poll", no_argument, NULL, 'b'},
         {"spin-us", required_argument, NULL, OPT_SPIN},
         {"mem", required_argument, NULL, OPT_MEM},
+        {"alloc", no_argument, NULL, OPT_ALLOC},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
         {"server", no_argument, NULL, 'S'},
@@ -217,6 +220,7 @@ int cmd_perf(int argc, char **argv)
         case 'c': o.check = 1; break;
         case 'j': o.json = 1; break;
         case 'b': o.busy_poll = 1; break;
+        case OPT_ALLOC: o.alloc = 1; break;
         case OPT_MEM:
             o.mem_dev = perf_parse_mem(optarg);
             if (o.mem_dev < -1) {
@@ -249,6 +253,10 @@ int cmd_perf(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
+    }
+    if (o.alloc && o.mem_dev >= 0) {
+        fprintf(stderr, "gpuwire perf: --alloc gives host memory; it excludes --mem cuda\n");
+        return 2;
     }
     if (o.no_lat && o.no_bw) {
         fprintf(stderr, "gpuwire perf: --lat-only and --bw-only exclude each other\n");
