@@ -1031,14 +1031,18 @@ gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out)
     dir_agent_t d;
     memset(&d, 0, sizeof(d));
     if (p && p->ep && ep_healthy(p->ep)) {
-        int moved = 0;
-        if (!p->addr[0] && n->have_dir) { /* the watch may have seen the agent restart */
+        int moved = 0, gone = 0;
+        if (!p->addr[0] && n->have_dir) { /* the watch may have seen the agent leave or restart */
             pthread_mutex_lock(&n->mu);
             dir_agent_t *c = cache_find(n, name);
             moved = c && c->listed && c->uuid && c->uuid != p->ep->peer_uuid;
+            gone = c && !c->listed;
             pthread_mutex_unlock(&n->mu);
         }
-        if (!moved) {
+        if (gone) /* its lease ran out: let a failure of the connection land before trusting it */
+            for (int i = 0; i <= (int)GW_CORE_COLD_EVERY && ep_healthy(p->ep); i++)
+                gw_progress(ctx);
+        if (!moved && ep_healthy(p->ep)) {
             *out = p->ep;
             return GW_OK;
         }
