@@ -334,6 +334,8 @@ long gw_b64_decode(const char *in, size_t n, void *out, size_t cap)
         }
         uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         int nb = 3 - pad;
+        if ((pad == 1 && (v[2] & 3)) || (pad == 2 && (v[1] & 15)))
+            return -1; /* bits past the data must be zero: one encoding per value */
         if (o + (size_t)nb > cap)
             return -1;
         for (int k = 0; k < nb; k++)
