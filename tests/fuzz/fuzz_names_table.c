@@ -59,12 +59,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     decode_one(data, size);
     if (size >= 1 && (data[0] & 1)) {
         static uint8_t buf[GW_NT_MAX_LEN];
-        size_t n = 12 + (size - 1);
+        size_t body = size - 1, n = 6 + body < 12 ? 12 : 6 + body;
         if (n > sizeof(buf))
             n = sizeof(buf);
+        memset(buf, 0, n);
         gw_put_u32(buf, GW_NT_MAGIC);
         gw_put_u16(buf + 4, GW_NT_VERSION);
-        memcpy(buf + 6, data + 1, n - 6);
+        memcpy(buf + 6, data + 1, body < n - 6 ? body : n - 6);
         gw_put_u32(buf + 8, (uint32_t)n); /* total length consistent */
         decode_one(buf, n);
     }
