@@ -6,7 +6,7 @@
 set -u
 PKGS="cmake make gcc clang pkg-config libssl-dev libibverbs-dev ibverbs-providers ibverbs-utils \
 rdma-core perftest iperf3 qperf ucx-utils qemu-system-x86 busybox-static cpio xz-utils kmod iproute2 \
-libclang-rt-14-dev"
+libclang-rt-14-dev etcd-server"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

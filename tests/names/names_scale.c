@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@
 
 typedef struct shared {
     char addr[80];
-    volatile int agent_ready, go_serve, serve_ready, go_storm, stop;
+    volatile int agent_ready, serve_ready, go_storm, stop_serve, stop;
     volatile uint64_t t0_ns;                 /* storm start */
     volatile uint64_t slot_bytes[MAX_SLOTS]; /* serving bytes completed per 50 ms since serve start */
     volatile uint64_t serve_start_ns;
@@ -111,14 +112,14 @@ static int serve_main(void)
     gw_request_t *req[W] = {0};
     sh->serve_start_ns = now_ns();
     sh->serve_ready = 1;
-    while (!sh->stop) {
+    while (!sh->stop_serve) {
         for (int i = 0; i < W; i++) {
             if (req[i]) {
                 gw_status_t st = gw_request_test(req[i]);
                 if (st == GW_INPROGRESS)
                     continue;
                 if (st != GW_OK) {
-                    fprintf(stderr, "serving put failed: %s\n", gw_status_name(st));
+                    fprintf(stderr, "serving put failed: %s: %s\n", gw_status_name(st), gw_last_error(ctx));
                     sh->failed++;
                     exit(1);
                 }
@@ -128,7 +129,11 @@ static int serve_main(void)
                 if (slot < MAX_SLOTS)
                     sh->slot_bytes[slot] += PIECE;
             }
-            REQUIRE_OK(gw_put(ep, src + (size_t)i * PIECE, PIECE, lm, raddr + (uint64_t)i * PIECE, rk, &req[i]));
+            gw_status_t st = gw_put(ep, src + (size_t)i * PIECE, PIECE, lm, raddr + (uint64_t)i * PIECE, rk, &req[i]);
+            if (st != GW_OK) {
+                fprintf(stderr, "serving put failed at posting: %s: %s\n", gw_status_name(st), gw_last_error(ctx));
+                exit(1);
+            }
         }
         gw_progress(ctx);
     }
@@ -144,6 +149,8 @@ static int serve_main(void)
 
 static int client_main(int first, int count)
 {
+    if (getenv("GWT_SCALE_NICE") && setpriority(PRIO_PROCESS, 0, atoi(getenv("GWT_SCALE_NICE"))) != 0)
+        perror("setpriority");
     gw_context_t **ctx = calloc((size_t)count, sizeof(*ctx));
     gw_rkey_t **rk = calloc((size_t)count, sizeof(*rk));
     REQUIRE(ctx && rk);
@@ -236,9 +243,17 @@ int main(int argc, char **argv)
     double storm_s = (double)(now_ns() - sh->t0_ns) / 1e9;
     uint64_t storm_a = (sh->t0_ns - sh->serve_start_ns) / SLOT_NS, storm_b = (now_ns() - sh->serve_start_ns) / SLOT_NS;
     usleep(500000);
-    sh->stop = 1;
+    sh->stop_serve = 1; /* the serving peer first: its puts must not meet the agent's exit */
     int bad = 0;
+    if (gwt_wait(pids[1], 60) != 0) {
+        fprintf(stderr, "the serving process failed\n");
+        bad++;
+    }
+    pids[1] = -1;
+    sh->stop = 1;
     for (int i = 0; i < np; i++) {
+        if (pids[i] < 0)
+            continue;
         int rc = gwt_wait(pids[i], 120);
         if (rc != 0) {
             fprintf(stderr, "process %d exited with %d\n", i, rc);
