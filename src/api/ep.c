@@ -549,8 +549,8 @@ static void client_on_ready(gw_hs_t *hs, const gw_hs_msg_t *m)
     gw_ep_t *ep = hs->ep;
     char why[256];
     gw_status_t tst = gw_names_take_table(hs->ctx, ep, m, hs->nonce_local, hs->nonce_peer, why, sizeof(why));
-    if (tst != GW_OK) {
-        hs_fail(hs, tst, 1, "%s", why);
+    if (tst != GW_OK) { /* the server sent READY and moved on: closing tells it */
+        hs_fail(hs, tst, 0, "%s", why);
         return;
     }
     ep->token = m->token;

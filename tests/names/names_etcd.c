@@ -227,6 +227,19 @@ int main(void)
     CHECK_ST(put_wait(nep, "new epoch", 10, raddr, nrk), GW_OK);
     CHECK(memcmp(b.buf, "new epoch", 10) == 0);
 
+    /* lookups come from the watched cache: with etcd frozen, gw_peer_ep still
+     * answers at once and transfers go on */
+    kill(etcd.pid, SIGSTOP);
+    t0 = now_s();
+    gw_ep_t *cached;
+    for (int i = 0; i < 1000; i++)
+        CHECK_ST(gw_peer_ep(a, "b", &cached), GW_OK);
+    dt = now_s() - t0;
+    CHECK(cached == nep && dt < 0.5);
+    CHECK_ST(put_wait(cached, "frozen", 7, raddr, nrk), GW_OK);
+    fprintf(stderr, "1000 lookups with etcd stopped: %.3f ms\n", dt * 1e3);
+    kill(etcd.pid, SIGCONT);
+
     gw_rkey_destroy(rk);
     gw_rkey_destroy(drk);
     gw_rkey_destroy(nrk);

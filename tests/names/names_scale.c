@@ -2,6 +2,10 @@
  * name, to one agent while the agent keeps serving transfers to another peer.
  *
  *   names_scale [ENDPOINTS [PROCESSES]]     (default 1000 over 4 processes)
+ *   GWT_SCALE_MODE=plain: the reference - the same storm through gw_connect
+ *   and a key handed over out of band (what an application does without
+ *   names); GWT_SCALE_NICE=N: client processes at nice N (on a small machine
+ *   they otherwise take the CPUs the agent and the serving peer need).
  *
  * The agent ("hub") runs in its own process; one "server" peer puts 64 KiB
  * pieces to it all along and counts completions in 50 ms slots; then the
@@ -36,6 +40,9 @@ typedef struct shared {
     volatile uint64_t slot_bytes[MAX_SLOTS]; /* serving bytes completed per 50 ms since serve start */
     volatile uint64_t serve_start_ns;
     volatile int done_procs, failed;
+    uint8_t key[512]; /* the agent's packed key, handed over out of band in the reference mode */
+    size_t key_len;
+    int plain;        /* reference mode: gw_connect + gw_rkey_unpack of a key passed by hand */
     double ep_s[8192];                       /* per endpoint: seconds from storm start to usable */
 } shared_t;
 
@@ -67,10 +74,17 @@ static int agent_main(void)
     gw_mem_t *mem;
     static uint8_t buf[1 << 20];
     REQUIRE_OK(gw_context_create(NULL, &ctx));
-    REQUIRE_OK(gw_agent_listen(ctx, "hub", "127.0.0.1:0", &l));
+    if (sh->plain)
+        REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", &l));
+    else
+        REQUIRE_OK(gw_agent_listen(ctx, "hub", "127.0.0.1:0", &l));
     REQUIRE_OK(gw_listener_addr(l, sh->addr, sizeof(sh->addr)));
     REQUIRE_OK(gw_mem_reg(ctx, buf, sizeof(buf), GW_ACCESS_REMOTE_WRITE | GW_ACCESS_REMOTE_READ, &mem));
-    REQUIRE_OK(gw_mem_publish(mem, "buf"));
+    if (!sh->plain)
+        REQUIRE_OK(gw_mem_publish(mem, "buf"));
+    size_t klen = sizeof(sh->key);
+    REQUIRE_OK(gw_mem_pack_rkey(mem, sh->key, &klen)); /* for the reference mode's clients */
+    sh->key_len = klen;
     sh->agent_ready = 1;
     size_t n = 0, cap = 2048;
     gw_ep_t **eps = malloc(cap * sizeof(*eps));
@@ -96,12 +110,17 @@ static int serve_main(void)
 {
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
-    REQUIRE_OK(gw_peer_add(ctx, "hub", sh->addr));
-    const char *nm[] = {"buf"};
     gw_rkey_t *rk;
-    REQUIRE_OK(gw_peer_regions(ctx, "hub", nm, 1, &rk));
     gw_ep_t *ep;
-    REQUIRE_OK(gw_peer_ep(ctx, "hub", &ep));
+    if (sh->plain) {
+        REQUIRE_OK(gw_connect(ctx, sh->addr, &ep));
+        REQUIRE_OK(gw_rkey_unpack(ep, sh->key, sh->key_len, &rk));
+    } else {
+        REQUIRE_OK(gw_peer_add(ctx, "hub", sh->addr));
+        const char *nm[] = {"buf"};
+        REQUIRE_OK(gw_peer_regions(ctx, "hub", nm, 1, &rk));
+        REQUIRE_OK(gw_peer_ep(ctx, "hub", &ep));
+    }
     uint64_t raddr;
     size_t rlen;
     gw_rkey_range(rk, &raddr, &rlen);
@@ -144,6 +163,8 @@ static int serve_main(void)
         }
     gw_rkey_destroy(rk);
     gw_mem_dereg(lm);
+    if (sh->plain)
+        gw_ep_close(ep, 1000);
     return gw_context_destroy(ctx) == GW_OK ? 0 : 1;
 }
 
@@ -161,12 +182,21 @@ static int client_main(int first, int count)
     wait_flag(&sh->go_storm, 120);
     const char *nm[] = {"buf"};
     uint64_t v = 0x1234;
+    gw_ep_t **eps = calloc((size_t)count, sizeof(*eps));
+    REQUIRE(eps);
     for (int i = 0; i < count; i++) {
-        gw_status_t st = gw_peer_regions(ctx[i], "hub", nm, 1, &rk[i]);
+        gw_status_t st;
         gw_ep_t *ep = NULL;
         gw_request_t *r = NULL;
-        if (st == GW_OK)
-            st = gw_peer_ep(ctx[i], "hub", &ep);
+        if (sh->plain) { /* what an application does without names: address and key carried by hand */
+            st = gw_connect(ctx[i], sh->addr, &ep);
+            if (st == GW_OK && (st = gw_rkey_unpack(ep, sh->key, sh->key_len, &rk[i])) == GW_OK)
+                eps[i] = ep;
+        } else {
+            st = gw_peer_regions(ctx[i], "hub", nm, 1, &rk[i]);
+            if (st == GW_OK)
+                st = gw_peer_ep(ctx[i], "hub", &ep);
+        }
         uint64_t raddr;
         size_t rlen;
         if (st == GW_OK && (st = gw_rkey_range(rk[i], &raddr, &rlen)) == GW_OK &&
@@ -185,8 +215,10 @@ static int client_main(int first, int count)
     wait_flag(&sh->stop, 300);
     for (int i = 0; i < count; i++) {
         gw_rkey_destroy(rk[i]);
+        gw_ep_close(eps[i], 0);
         gw_context_destroy(ctx[i]);
     }
+    free(eps);
     return 0;
 }
 
@@ -220,6 +252,7 @@ int main(int argc, char **argv)
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     REQUIRE(sh != MAP_FAILED);
     memset(sh, 0, sizeof(*sh));
+    sh->plain = getenv("GWT_SCALE_MODE") && !strcmp(getenv("GWT_SCALE_MODE"), "plain");
     int pids[70], np = 0;
     if ((pids[np++] = fork()) == 0)
         _exit(agent_main());
@@ -269,6 +302,8 @@ int main(int argc, char **argv)
         if (sh->ep_s[i] > 0)
             lat[ok++] = sh->ep_s[i];
     qsort(lat, (size_t)ok, sizeof(*lat), cmp_d);
+    printf("names_scale: mode %s\n", sh->plain ? "plain (gw_connect + a key passed by hand: the reference)"
+                                              : "names (gw_peer_regions by name)");
     printf("names_scale: %d endpoints from %d processes to agent \"hub\": %d usable, all within %.2f s "
            "(bound %.0f s); per endpoint from the storm's start p50 %.2f s, p99 %.2f s, max %.2f s\n",
            total, procs, ok, storm_s, bound, ok ? lat[ok / 2] : 0, ok ? lat[(ok * 99) / 100] : 0,
