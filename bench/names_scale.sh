@@ -30,15 +30,17 @@ for i in $(seq "$rep"); do
     before=$(sed -n 's/.* \([0-9.]*\) MB\/s before.*/\1/p' "$tmp/out")
     during=$(sed -n 's/.*before, \([0-9.]*\) MB\/s during.*/\1/p' "$tmp/out")
     stall=$(sed -n 's/.*longest stall during it \([0-9.]*\) s.*/\1/p' "$tmp/out")
-    echo "$mode run $i: storm $storm s (p50 $p50 s), serving $before MB/s before, $during MB/s during, longest stall $stall s"
-    echo "$storm $during $before $stall" >> "$tmp/$mode"
+    cpu=$(sed -n 's/.*(\([0-9.]*\) us per endpoint.*/\1/p' "$tmp/out")
+    echo "$mode run $i: storm $storm s (p50 $p50 s), serving $before MB/s before, $during MB/s during, longest stall $stall s, agent CPU $cpu us/endpoint"
+    echo "$storm $during $before $stall $cpu" >> "$tmp/$mode"
   done
 done
 med() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 for mode in names plain; do
-  echo "$mode median: storm $(cut -d' ' -f1 "$tmp/$mode" | med) s, serving during $(cut -d' ' -f2 "$tmp/$mode" | med) MB/s (before $(cut -d' ' -f3 "$tmp/$mode" | med)), longest stall $(cut -d' ' -f4 "$tmp/$mode" | med) s"
+  echo "$mode median: storm $(cut -d' ' -f1 "$tmp/$mode" | med) s, serving during $(cut -d' ' -f2 "$tmp/$mode" | med) MB/s (before $(cut -d' ' -f3 "$tmp/$mode" | med)), longest stall $(cut -d' ' -f4 "$tmp/$mode" | med) s, agent CPU $(cut -d' ' -f5 "$tmp/$mode" | med) us/endpoint"
 done
 ns=$(cut -d' ' -f1 "$tmp/names" | med) ps=$(cut -d' ' -f1 "$tmp/plain" | med)
 nd=$(cut -d' ' -f2 "$tmp/names" | med) pd=$(cut -d' ' -f2 "$tmp/plain" | med)
-awk -v a="$ns" -v b="$ps" -v c="$nd" -v d="$pd" 'BEGIN {
-  printf "ratio names/reference: storm time %.2fx (lower is better), serving rate during the storm %.2fx\n", a / b, (d > 0 ? c / d : 0) }'
+nc=$(cut -d' ' -f5 "$tmp/names" | med) pc=$(cut -d' ' -f5 "$tmp/plain" | med)
+awk -v a="$ns" -v b="$ps" -v c="$nd" -v d="$pd" -v e="$nc" -v f="$pc" 'BEGIN {
+  printf "ratio names/reference: storm time %.2fx (lower is better), serving rate during the storm %.2fx, agent CPU per endpoint %.2fx\n", a / b, (d > 0 ? c / d : 0), (f > 0 ? e / f : 0) }'

@@ -375,6 +375,8 @@ GW_API gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transpo
 /* - or, for many nodes, a directory (GPUWIRE_DIRECTORY=etcd://host:port)   */
 /* where agents register under a lease that a background thread renews and */
 /* that a watch follows.  The directory holds addresses, never keys.        */
+/* That thread is the context's own (lease and watch, on its own sockets);  */
+/* the calls below are used by one thread at a time like everything else.   */
 /* ------------------------------------------------------------------------ */
 
 /* Makes the context the agent `name` (1..63 of [A-Za-z0-9._:@+-]): listens

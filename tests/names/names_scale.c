@@ -43,6 +43,8 @@ typedef struct shared {
     uint8_t key[512]; /* the agent's packed key, handed over out of band in the reference mode */
     size_t key_len;
     int plain;        /* reference mode: gw_connect + gw_rkey_unpack of a key passed by hand */
+    volatile int storm_done;
+    double agent_cpu_storm; /* CPU seconds the agent spent during the storm */
     double ep_s[8192];                       /* per endpoint: seconds from storm start to usable */
 } shared_t;
 
@@ -67,6 +69,13 @@ static void wait_flag(volatile int *f, int secs)
     }
 }
 
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static int agent_main(void)
 {
     gw_context_t *ctx;
@@ -88,7 +97,12 @@ static int agent_main(void)
     sh->agent_ready = 1;
     size_t n = 0, cap = 2048;
     gw_ep_t **eps = malloc(cap * sizeof(*eps));
+    double cpu0 = -1;
     while (!sh->stop) {
+        if (cpu0 < 0 && sh->go_storm)
+            cpu0 = cpu_s();
+        if (cpu0 >= 0 && sh->storm_done && !sh->agent_cpu_storm)
+            sh->agent_cpu_storm = cpu_s() - cpu0;
         gw_ep_t *ep;
         while (gw_accept(l, 0, &ep) == GW_OK) {
             if (n == cap)
@@ -274,8 +288,10 @@ int main(int argc, char **argv)
     while (sh->done_procs < procs && now_ns() < end)
         usleep(10000);
     double storm_s = (double)(now_ns() - sh->t0_ns) / 1e9;
+    sh->storm_done = 1;
     uint64_t storm_a = (sh->t0_ns - sh->serve_start_ns) / SLOT_NS, storm_b = (now_ns() - sh->serve_start_ns) / SLOT_NS;
     usleep(500000);
+    double agent_cpu = sh->agent_cpu_storm;
     sh->stop_serve = 1; /* the serving peer first: its puts must not meet the agent's exit */
     int bad = 0;
     if (gwt_wait(pids[1], 60) != 0) {
@@ -308,6 +324,8 @@ int main(int argc, char **argv)
            "(bound %.0f s); per endpoint from the storm's start p50 %.2f s, p99 %.2f s, max %.2f s\n",
            total, procs, ok, storm_s, bound, ok ? lat[ok / 2] : 0, ok ? lat[(ok * 99) / 100] : 0,
            ok ? lat[ok - 1] : 0);
+    printf("names_scale: the agent's CPU time during the storm: %.2f s (%.0f us per endpoint, serving included)\n",
+           agent_cpu, agent_cpu * 1e6 / total);
     printf("names_scale: serving peer (64 KiB puts, window 8): %.1f MB/s before, %.1f MB/s during the storm "
            "(%.2fx), longest stall during it %.2f s\n",
            base, during, base > 0 ? during / base : 0, stall_storm);
