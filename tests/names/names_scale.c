@@ -16,7 +16,7 @@
  * once.  Printed: the time until all endpoints were usable, per-endpoint
  * latency (p50/p99/max), and the serving rate before and during the storm
  * with the longest stall.  Checked: every endpoint worked, the storm ended
- * within GWT_SCALE_BOUND_S (default 60 s on the 2-core CI machine), and the
+ * within GWT_SCALE_BOUND_S (default 120 s: measured 9-60 s on the 2-core CI machine under load 12-18, docs/PERFORMANCE.md), and the
  * serving peer completed puts throughout (no stall over 2 s). */
 #include <signal.h>
 #include <stdio.h>
@@ -261,7 +261,7 @@ int main(int argc, char **argv)
 {
     int total = argc > 1 ? atoi(argv[1]) : 1000, procs = argc > 2 ? atoi(argv[2]) : 4;
     REQUIRE(total > 0 && total <= 8192 && procs > 0 && procs <= 64);
-    double bound = getenv("GWT_SCALE_BOUND_S") ? atof(getenv("GWT_SCALE_BOUND_S")) : 60.0;
+    double bound = getenv("GWT_SCALE_BOUND_S") ? atof(getenv("GWT_SCALE_BOUND_S")) : 120.0;
     setenv("GPUWIRE_TCP_STREAMS", "1", 1); /* one socket per endpoint: 1,000 endpoints, not 4,000 fds */
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     REQUIRE(sh != MAP_FAILED);
