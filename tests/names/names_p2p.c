@@ -118,6 +118,21 @@ int main(void)
     CHECK_ST(gw_context_destroy(a), GW_OK); /* closes the endpoints it made */
     gwt_agent_stop(&b);
 
+    /* a directory that does not answer: lookups and registration say so, fast,
+     * and leave nothing behind */
+    setenv("GPUWIRE_DIRECTORY", "etcd://127.0.0.1:1", 1);
+    gw_context_t *d;
+    REQUIRE_OK(gw_context_create(NULL, &d));
+    t0 = now_s();
+    CHECK_ST(gw_peer_ep(d, "x", &cep), GW_ERR_UNAVAILABLE);
+    CHECK(strstr(gw_last_error(d), "etcd://127.0.0.1:1") != NULL);
+    gw_listener_t *dl;
+    CHECK_ST(gw_agent_listen(d, "x", "127.0.0.1:0", &dl), GW_ERR_UNAVAILABLE);
+    CHECK(now_s() - t0 < 5.0);
+    fprintf(stderr, "directory down: %s\n", gw_last_error(d));
+    CHECK_ST(gw_context_destroy(d), GW_OK); /* no listener was left behind */
+    setenv("GPUWIRE_DIRECTORY", "", 1);
+
     /* authentication covers the exchange: same secret works, another fails */
     setenv("GPUWIRE_AUTH_SECRET", "s3cret-one", 1);
     gwt_agent_t s;
