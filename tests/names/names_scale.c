@@ -168,7 +168,8 @@ static int serve_main(void)
                 exit(1);
             }
         }
-        gw_progress(ctx);
+        if (gw_progress(ctx) == 0) /* sleep when idle: a spinning peer would take a core from the agent */
+            gw_context_wait(ctx, 1);
     }
     for (int i = 0; i < W; i++)
         if (req[i]) {
