@@ -763,7 +763,7 @@ static gw_status_t dir_lookup(names_t *n, const char *name, dir_agent_t *out, co
     }
     free(s.got);
     if (st != GW_OK)
-        return gw_err(core, GW_ERR_UNAVAILABLE, "%s: directory %s does not answer: %s", what, n->etcd.url, why);
+        return gw_err(core, GW_ERR_UNAVAILABLE, "%s: the directory does not answer: %s", what, why);
     if (!s.n)
         return gw_err(core, GW_ERR_NOT_FOUND, "%s: no agent \"%s\" in directory %s (key %s)", what, name, n->etcd.url,
                       key);
@@ -791,8 +791,7 @@ static gw_status_t dir_register(names_t *n)
     int64_t lease, rev = 0;
     gw_status_t st = gw_etcd_grant(&n->etcd, n->ttl_s, &lease, why, sizeof(why));
     if (st != GW_OK)
-        return gw_err(core, st == GW_ERR_PROTOCOL ? st : GW_ERR_UNAVAILABLE,
-                      "gw_agent_listen(%s): directory %s: %s", n->name, n->etcd.url, why);
+        return gw_err(core, st == GW_ERR_PROTOCOL ? st : GW_ERR_UNAVAILABLE, "gw_agent_listen(%s): %s", n->name, why);
     pthread_mutex_lock(&n->mu);
     n->lease = lease;
     pthread_mutex_unlock(&n->mu);
@@ -825,8 +824,8 @@ static gw_status_t dir_register(names_t *n)
         n->lease = 0;
         n->nkvs = 0;
         pthread_mutex_unlock(&n->mu);
-        return gw_err(core, GW_ERR_UNAVAILABLE, "gw_agent_listen(%s): registering in directory %s failed: %s", n->name,
-                      n->etcd.url, why);
+        return gw_err(core, GW_ERR_UNAVAILABLE, "gw_agent_listen(%s): registering in the directory failed: %s", n->name,
+                      why);
     }
     n->epoch = (uint64_t)rev;
     n->table_dirty = 1;
