@@ -57,6 +57,10 @@ struct gw_request {
     uint32_t pending;   /* frames/work requests in flight */
     gw_status_t first_err;
     uint64_t tl[6];     /* transport scratch */
+    /* why it failed, for gw_request_info (malloc'd at completion with an
+     * error, user requests only; freed on recycle) */
+    char *detail;
+    uint64_t err_mark;  /* core->err_count when posted */
 };
 
 /* Takes a request from the core's pool (zeroed, status GW_INPROGRESS). */
