@@ -42,6 +42,8 @@
  *   GPUWIRE_CONNECT_TIMEOUT_MS  connect + handshake limit
  *   GPUWIRE_AUTH_SECRET / GPUWIRE_AUTH_SECRET_FILE   shared secret for HMAC peer authentication
  *   GPUWIRE_LOG_LEVEL         error, warn, info, debug, trace
+ *   GPUWIRE_DIRECTORY         etcd://host:port of the names directory ("" : peer-to-peer only)
+ *   GPUWIRE_PEERS             name=host:port,... agents known without a directory
  */
 #ifndef GPUWIRE_H
 #define GPUWIRE_H
@@ -444,6 +446,98 @@ typedef struct gw_transport_info {
     char detail[256];       /* device list when usable, reason when not */
 } gw_transport_info_t;
 GW_API gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transport_info_t *info);
+
+/* ------------------------------------------------------------------------ */
+/* Names: agents, published regions, the directory (docs/NAMES.md)          */
+/*                                                                          */
+/* An agent is a context with a name and a listener.  It publishes          */
+/* registered regions under names; a peer reaches it by name and fetches    */
+/* the keys of its regions by name.  The agent's handshake hands each peer  */
+/* its table of published keys (authenticated with GPUWIRE_AUTH_SECRET),    */
+/* so two processes need nothing but an address (gw_peer_add, GPUWIRE_PEERS)*/
+/* - or, for many nodes, a directory (GPUWIRE_DIRECTORY=etcd://host:port)   */
+/* where agents register under a lease that a background thread renews and */
+/* that a watch follows.  The directory holds addresses, never keys.        */
+/* That thread is the context's own (lease and watch, on its own sockets);  */
+/* the calls below are used by one thread at a time like everything else.   */
+/* ------------------------------------------------------------------------ */
+
+/* Makes the context the agent `name` (1..63 of [A-Za-z0-9._:@+-]): listens
+ * on addr (NULL: ":0", every address, a free port) and, when a directory is
+ * set, registers the listener's address there under a lease.  The listener
+ * is the caller's (gw_accept works as usual; endpoints not accepted still
+ * serve puts and gets); destroying it ends the agent.  One agent per context.
+ * Errors: GW_ERR_INVALID (bad name), GW_ERR_BUSY (already an agent),
+ * GW_ERR_UNAVAILABLE (directory unreachable; nothing is left behind),
+ * GW_ERR_ADDRESS and the other errors of gw_listen(). */
+GW_API gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const char *addr,
+                                   gw_listener_t **out);
+
+/* Publishes a region registered with remote access under `name` in this
+ * context's table (and lists it in the directory, without its key).  Peers
+ * that connect later receive it in the handshake; connected peers fetch it
+ * on their next gw_peer_regions() miss.  Publishing a name again replaces
+ * it; gw_mem_dereg() withdraws every name of the region.  Works before or
+ * after gw_agent_listen().  Errors: GW_ERR_INVALID (bad name, region without
+ * remote access), GW_ERR_NO_RESOURCE (the table would pass its 12 KiB limit). */
+GW_API gw_status_t gw_mem_publish(gw_mem_t *mem, const char *name);
+/* Withdraws a published name.  GW_ERR_NOT_FOUND when not published. */
+GW_API gw_status_t gw_mem_unpublish(gw_context_t *ctx, const char *name);
+
+/* Peer-to-peer form: agent `name` listens at addr ("host:port"). */
+GW_API gw_status_t gw_peer_add(gw_context_t *ctx, const char *name, const char *addr);
+
+/* The endpoint to agent `name`, connected on first use (the address from
+ * gw_peer_add(), GPUWIRE_PEERS, then the directory) and reused afterwards.
+ * When the previous endpoint failed, or the directory says the agent came
+ * back, the call connects again.  The context owns the endpoint (closing it
+ * yourself is allowed; the next call reconnects).  Errors: GW_ERR_NOT_FOUND
+ * (no such agent: the detail names the directory asked, fast: no waiting),
+ * GW_ERR_UNAVAILABLE (directory unreachable), the errors of gw_connect(),
+ * GW_ERR_NOT_FOUND also when the agent at the address carries another name. */
+GW_API gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out);
+
+/* The keys of n regions that agent `peer` published, unpacked on its
+ * endpoint (gw_peer_ep): out[i] for names[i].  A name missing from the table
+ * the peer sent refreshes it from the peer once.  All or nothing: on an error
+ * no key is returned.  Free each with gw_rkey_destroy().  When the agent
+ * restarts (a new epoch), operations with keys of the old epoch fail with
+ * GW_ERR_INVALID_KEY saying so; call again for the new ones.
+ * Errors: GW_ERR_NOT_FOUND (naming the region and the agent), those of
+ * gw_peer_ep(). */
+GW_API gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *const *names, size_t n,
+                                   gw_rkey_t **out);
+
+typedef struct gw_peer_info {
+    size_t size;         /* sizeof(gw_peer_info_t), set by the caller */
+    char addr[80];       /* where the agent listens, "" when unknown */
+    uint64_t epoch;      /* the agent's epoch (grows when it restarts), 0 before the first connection */
+    int listed;          /* 1 listed in the directory, 0 not (gone), -1 no directory consulted */
+    unsigned changes;    /* times the directory watch saw the agent leave or come back */
+    int connected;       /* 1 while its endpoint is healthy */
+    unsigned restarts;   /* connections that found a new epoch */
+} gw_peer_info_t;
+/* What this context knows of agent `name` (no network traffic).
+ * GW_ERR_NOT_FOUND when it never heard of it. */
+GW_API gw_status_t gw_peer_query(gw_context_t *ctx, const char *name, gw_peer_info_t *info);
+
+/* One line of a directory listing: an agent (region == NULL) or a region. */
+typedef struct gw_dir_entry {
+    const char *agent;
+    const char *region;  /* NULL for the agent's own line */
+    const char *addr;    /* agent: listen address */
+    uint64_t epoch;      /* agent: its epoch (the directory revision of its registration) */
+    uint64_t raddr, rlen;/* region: address and length */
+    const char *type;    /* region: "host" or "cuda" */
+    unsigned access;     /* region: GW_ACCESS_REMOTE_* */
+} gw_dir_entry_t;
+/* Lists every agent and region the directory holds (agents first, sorted
+ * by key).  cb returns non-zero to stop.  GW_ERR_UNAVAILABLE without a
+ * directory or when it does not answer. */
+GW_API gw_status_t gw_directory_list(gw_context_t *ctx, int (*cb)(void *arg, const gw_dir_entry_t *e), void *arg);
+/* One line saying which directory the context uses and whether it answers,
+ * e.g. "etcd://127.0.0.1:2379 prefix /gpuwire/: reachable, revision 12". */
+GW_API gw_status_t gw_directory_describe(gw_context_t *ctx, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include "mem/mem.h"
 #include "transport/base/ep_base.h"
 #include "transport/base/tl.h"
+#include "bootstrap/wire.h"
 
 struct gw_context {
     gw_core_t core; /* first: transports see only this */
@@ -27,6 +28,7 @@ struct gw_context {
      * the application closed its endpoint is turned away quietly */
     uint64_t closed_tokens[64];
     unsigned closed_next;
+    struct gw_names *names; /* agent name, published regions, peers, directory (api/names.c); NULL until used */
 };
 
 /* gw_mem_reg of memory behind shm_fd (gw_mem_alloc's memfd; -1: none): the
@@ -65,6 +67,13 @@ struct gw_ep {
     struct gw_listener *listener; /* accepted from, while queued */
     int ctl_fd;        /* handshake socket kept for liveness when the transport did not adopt it */
     gw_io_t ctl_io;
+    /* names (api/names.c): the peer agent's table from READY, its name and
+     * epoch; newer_epoch is set when that agent restarted (its keys are void) */
+    uint8_t *peer_table;
+    size_t peer_table_len;
+    char peer_name[64];
+    uint64_t peer_epoch, newer_epoch;
+    int names_owned;   /* made by gw_peer_ep(): the context closes it */
 };
 
 struct gw_listener {
@@ -80,5 +89,22 @@ struct gw_listener {
     gw_status_t last_failure;
     char last_failure_detail[384];
 };
+
+/* ---- names (api/names.c), called from the handshake, ops and teardown ---- */
+/* Server: fills READY's table (+ HMAC with auth) into m, table bytes in buf. */
+void gw_names_fill_ready(gw_context_t *ctx, gw_hs_msg_t *m, uint8_t *buf, size_t cap, const uint8_t *nonce_c,
+                         const uint8_t *nonce_s, uint64_t uuid_c);
+/* Client: checks and keeps the table READY carried.  GW_OK or GW_ERR_AUTH /
+ * GW_ERR_PROTOCOL with why. */
+gw_status_t gw_names_take_table(gw_context_t *ctx, gw_ep_t *ep, const gw_hs_msg_t *m, const uint8_t *nonce_c,
+                                const uint8_t *nonce_s, char *why, size_t whylen);
+/* GW_ERR_INVALID_KEY when rkey comes from an agent that restarted. */
+gw_status_t gw_names_key_check(gw_ep_t *ep, const gw_rkey_t *rkey, const char *op);
+void gw_names_ep_gone(gw_ep_t *ep);
+void gw_names_mem_gone(gw_mem_t *mem);
+void gw_names_listener_gone(gw_listener_t *l);
+/* Releases what the names layer holds; GW_ERR_BUSY (nothing done) while the
+ * caller's own objects or keys from gw_peer_regions() live. */
+gw_status_t gw_names_fini(gw_context_t *ctx);
 
 #endif

@@ -259,6 +259,9 @@ gw_status_t gw_context_destroy(gw_context_t *ctx)
 {
     if (!ctx)
         return GW_OK;
+    gw_status_t nst = gw_names_fini(ctx); /* its own endpoints and thread; BUSY while its keys live */
+    if (nst != GW_OK)
+        return nst;
     if (ctx->n_eps || ctx->n_listeners || ctx->n_mems)
         return gw_err(&ctx->core, GW_ERR_BUSY,
                       "gw_context_destroy: %zu endpoint(s), %zu listener(s) and %zu memory region(s) are still alive; "

@@ -48,6 +48,8 @@ struct gw_hs {
     uint8_t peer_blob[BLOB_MAX];
     size_t peer_blob_len;
     int chosen;
+    int table_only;      /* server: a HELLO that asked for the names table only */
+    uint64_t peer_uuid;  /* server, table only (no endpoint holds it) */
     gw_status_t result;
     char peer[64];
     struct sockaddr_storage ss; /* client: where further streams connect */
@@ -96,6 +98,7 @@ static void ep_free(gw_ep_t *ep)
         gw_hmap_del(&ctx->tokens, ep->token);
         ctx->closed_tokens[ctx->closed_next++ % GW_ARRAY_SIZE(ctx->closed_tokens)] = ep->token;
     }
+    free(ep->peer_table);
     gw_ep_base_fini(&ep->base);
     free(ep);
 }
@@ -268,6 +271,45 @@ static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
     hs_free(hs);
 }
 
+static gw_status_t hs_send_accept(gw_hs_t *hs, gw_hs_msg_t *a, uint64_t peer_uuid)
+{
+    gw_context_t *ctx = hs->ctx;
+    a->type = GW_HS_ACCEPT;
+    a->uuid = ctx->core.uuid;
+    a->host_id = ctx->core.host_id;
+    gw_random_bytes(hs->nonce_local, GW_HS_NONCE_LEN);
+    memcpy(a->nonce, hs->nonce_local, GW_HS_NONCE_LEN);
+    a->has_nonce = 1;
+    a->has_chosen = 1;
+    if (ctx->auth_enabled) {
+        a->flags |= GW_HS_FLAG_AUTH;
+        if (gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-server", hs->nonce_peer, hs->nonce_local,
+                        peer_uuid, ctx->core.uuid, a->mac) != 0)
+            return gw_err(&ctx->core, GW_ERR_AUTH, "server could not compute its HMAC");
+        a->has_mac = 1;
+    }
+    return hs_send(hs, a);
+}
+
+/* A HELLO that wants the names table only: prove ourselves as usual, make
+ * no endpoint; the table goes out after the client's proof (CONFIRM). */
+static void server_table_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
+{
+    memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
+    hs->peer_uuid = m->uuid;
+    hs->table_only = 1;
+    gw_hs_msg_t a;
+    memset(&a, 0, sizeof(a));
+    a.chosen = GW_HS_NO_TL;
+    a.flags = GW_HS_FLAG_TABLE;
+    gw_status_t st = hs_send_accept(hs, &a, m->uuid);
+    if (st != GW_OK) {
+        hs_fail(hs, st, st == GW_ERR_AUTH, "%s", hs->ctx->core.errbuf);
+        return;
+    }
+    hs->state = HS_WAIT_CONFIRM;
+}
+
 static void server_on_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
     gw_context_t *ctx = hs->ctx;
@@ -281,6 +323,10 @@ static void server_on_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
         hs_fail(hs, GW_ERR_AUTH, 1,
                 "this server requires authentication and the client has no shared secret "
                 "(set GPUWIRE_AUTH_SECRET or GPUWIRE_AUTH_SECRET_FILE on both sides)");
+        return;
+    }
+    if (m->flags & GW_HS_FLAG_TABLE) {
+        server_table_hello(hs, m);
         return;
     }
     memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
@@ -352,28 +398,12 @@ static void server_on_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
     }
     gw_hs_msg_t a;
     memset(&a, 0, sizeof(a));
-    a.type = GW_HS_ACCEPT;
-    a.uuid = ctx->core.uuid;
-    a.host_id = ctx->core.host_id;
-    gw_random_bytes(hs->nonce_local, GW_HS_NONCE_LEN);
-    memcpy(a.nonce, hs->nonce_local, GW_HS_NONCE_LEN);
-    a.has_nonce = 1;
-    a.has_chosen = 1;
     a.chosen = (uint8_t)chosen;
     a.blob[0] = (gw_hs_blob_t){.tl = (uint8_t)chosen, .len = (uint16_t)blen, .data = blob};
     a.nblob = 1;
     snprintf(a.text, sizeof(a.text), "%s", reasons);
-    if (ctx->auth_enabled) {
-        a.flags = GW_HS_FLAG_AUTH;
-        if (gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-server", hs->nonce_peer, hs->nonce_local,
-                        m->uuid, ctx->core.uuid, a.mac) != 0) {
-            hs_fail(hs, GW_ERR_AUTH, 1, "server could not compute its HMAC");
-            return;
-        }
-        a.has_mac = 1;
-    }
-    if ((st = hs_send(hs, &a)) != GW_OK) {
-        hs_fail(hs, st, 0, "%s", ctx->core.errbuf);
+    if ((st = hs_send_accept(hs, &a, m->uuid)) != GW_OK) {
+        hs_fail(hs, st, st == GW_ERR_AUTH, "%s", ctx->core.errbuf);
         return;
     }
     hs->state = HS_WAIT_CONFIRM;
@@ -420,15 +450,29 @@ static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
     gw_context_t *ctx = hs->ctx;
     gw_ep_t *ep = hs->ep;
+    uint64_t peer_uuid = hs->table_only ? hs->peer_uuid : ep->peer_uuid;
+    uint8_t table[GW_HS_MAX_BODY];
     if (ctx->auth_enabled) {
         uint8_t want[GW_AUTH_MAC_LEN];
         if (!m->has_mac ||
             gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-client", hs->nonce_local, hs->nonce_peer,
-                        ep->peer_uuid, ctx->core.uuid, want) != 0 ||
+                        peer_uuid, ctx->core.uuid, want) != 0 ||
             !gw_auth_equal(want, m->mac, GW_AUTH_MAC_LEN)) {
             hs_fail(hs, GW_ERR_AUTH, 1, "client failed authentication: its proof does not match the shared secret");
             return;
         }
+    }
+    if (hs->table_only) { /* the client proved itself: hand it the table, make nothing */
+        gw_hs_msg_t r;
+        memset(&r, 0, sizeof(r));
+        r.type = GW_HS_READY;
+        r.token = GW_HS_TABLE_TOKEN;
+        gw_names_fill_ready(ctx, &r, table, sizeof(table), hs->nonce_peer, hs->nonce_local, peer_uuid);
+        hs_io_off(hs);
+        if (hs_send(hs, &r) != GW_OK)
+            gw_log(GW_LOG_DEBUG, "names table to %s not sent: %s", hs->peer, ctx->core.errbuf);
+        hs_free(hs);
+        return;
     }
     do {
         gw_random_bytes(&ep->token, sizeof(ep->token));
@@ -443,6 +487,7 @@ static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
     memset(&r, 0, sizeof(r));
     r.type = GW_HS_READY;
     r.token = ep->token;
+    gw_names_fill_ready(ctx, &r, table, sizeof(table), hs->nonce_peer, hs->nonce_local, peer_uuid);
     gw_status_t st = hs_send(hs, &r);
     gw_tl_peer_t peer = {.uuid = ep->peer_uuid, .host_id = hs->peer_host, .is_server = 1, .bootstrap_fd = hs->fd,
                          .peer_addr = hs->peer, .ep_token = ep->token};
@@ -519,6 +564,12 @@ static void client_on_accept(gw_hs_t *hs, const gw_hs_msg_t *m)
 static void client_on_ready(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
     gw_ep_t *ep = hs->ep;
+    char why[256];
+    gw_status_t tst = gw_names_take_table(hs->ctx, ep, m, hs->nonce_local, hs->nonce_peer, why, sizeof(why));
+    if (tst != GW_OK) { /* the server sent READY and moved on: closing tells it */
+        hs_fail(hs, tst, 0, "%s", why);
+        return;
+    }
     ep->token = m->token;
     hs_io_off(hs);
     gw_tl_peer_t peer = {.uuid = ep->peer_uuid, .host_id = hs->peer_host, .is_server = 0, .bootstrap_fd = hs->fd,
@@ -788,6 +839,8 @@ void gw_listener_destroy(gw_listener_t *l)
     if (!l)
         return;
     gw_context_t *ctx = l->ctx;
+    if (ctx->names)
+        gw_names_listener_gone(l); /* an agent's listener: the agent ends */
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &l->pending) {
         gw_hs_t *hs = gw_container_of(p, gw_hs_t, link);
@@ -952,6 +1005,8 @@ gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
                       "gw_rkey_destroy() them first", ep->base.peer, ep->n_rkeys);
     if (ep->state == GW_EP_READY && !idle(ep))
         gw_ctx_progress_until(ctx, idle, ep, timeout_ms);
+    if (ep->names_owned)
+        gw_names_ep_gone(ep);
     if (ep->tl && ep->base.error == GW_OK)
         ep->ops->ep_close(ep->tl);
     ep->state = GW_EP_CLOSING;

@@ -118,7 +118,7 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
     if (req)
         *req = NULL;
     gw_status_t st;
-    if ((st = ep_usable(ep, op)) || (st = check_local(ep, op, buf, len, lmem)) ||
+    if ((st = gw_names_key_check(ep, rkey, op_name(op))) || (st = ep_usable(ep, op)) || (st = check_local(ep, op, buf, len, lmem)) ||
         (st = check_remote(ep, op, len, raddr, rkey, op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE)))
         return st;
     gw_request_t *r = new_req(ep, op, req);

@@ -8,7 +8,8 @@
  *  12  body: TLVs { u16 tag, u16 len, len bytes }; unknown tags are skipped.
  * Exchange: client HELLO -> server ACCEPT -> client CONFIRM -> server READY;
  * either side may answer ERROR instead, then closes.  JOIN opens a further
- * connection of an established endpoint (tcp stripes).
+ * connection of an established endpoint (tcp stripes).  READY may carry
+ * the server's names table (TLV 13) and its HMAC (TLV 14).
  *
  * Packed remote key:
  *   0  u32 magic "GWRK"  4 u16 version  6 u16 total length
@@ -41,7 +42,15 @@ typedef enum gw_hs_type {
     GW_HS_JOIN = 6
 } gw_hs_type_t;
 
-enum { GW_HS_FLAG_AUTH = 1u << 0 };
+enum {
+    GW_HS_FLAG_AUTH = 1u << 0,
+    GW_HS_FLAG_TABLE = 1u << 1 /* HELLO: only the peer's names table is wanted (no endpoint) */
+};
+/* A table-only exchange (api/names.c) runs HELLO/ACCEPT/CONFIRM as usual,
+ * ACCEPT naming transport GW_HS_NO_TL, and READY (token GW_HS_TABLE_TOKEN)
+ * carries the table; the server then closes. */
+#define GW_HS_NO_TL 0xffu
+#define GW_HS_TABLE_TOKEN UINT64_MAX
 
 typedef struct gw_hs_blob {
     uint8_t tl;
@@ -66,6 +75,12 @@ typedef struct gw_hs_msg {
     int32_t status;   /* ERROR */
     char text[512];   /* ERROR reason / ACCEPT downgrades */
     uint16_t stream;  /* JOIN */
+    /* READY: the agent's names table (bootstrap/names_wire.h) and, with
+     * authentication, its HMAC; table points into the decoded buffer */
+    const uint8_t *table;
+    uint16_t table_len;
+    int has_table_mac;
+    uint8_t table_mac[GW_HS_MAC_LEN];
 } gw_hs_msg_t;
 
 /* Header check: GW_OK with *type and *body_len, GW_ERR_PROTOCOL (bad magic,

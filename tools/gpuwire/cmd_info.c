@@ -26,7 +26,8 @@ static void usage(FILE *f)
             "\n"
             "With no selection, prints everything except the topology:\n"
             "  version and build features, the transports compiled in and whether each is\n"
-            "  usable here (why not, when not), and every GPUWIRE_* setting with the value\n"
+            "  usable here (why not, when not), the names directory in use (GPUWIRE_DIRECTORY)\n"
+            "  and whether it answers, and every GPUWIRE_* setting with the value\n"
             "  in effect, where it came from (env or default) and its help.\n"
             "\n"
             "  -t, --transports   only the transports\n"
@@ -313,6 +314,13 @@ int cmd_info(int argc, char **argv)
     }
     if ((all || want_tl) && ctx)
         print_transports(ctx);
+    if (all && ctx) {
+        char dir[512];
+        if (gw_directory_describe(ctx, dir, sizeof(dir)) == GW_OK)
+            printf("directory: %s\n", dir);
+        else
+            printf("directory: %s\n", gw_last_error(ctx));
+    }
     if (all || want_set)
         print_settings(ctx);
     int rc = st == GW_OK ? 0 : 1;

@@ -15,8 +15,9 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: gpuwire perf --server [--port P] [--bind HOST] [--once]\n"
+        "usage: gpuwire perf --server [--port P] [--bind HOST] [--once] [--name AGENT]\n"
         "       gpuwire perf HOST[:P] [options]\n"
+        "       gpuwire perf --peer AGENT [options]\n"
         "       gpuwire perf --loopback [options]\n"
         "\n"
         "Measures one operation between two processes, perftest-style.  For each size it\n"
@@ -48,6 +49,10 @@ static void usage(FILE *f)
         "  -p, --port P         server port, or the client's default port (%d)\n"
         "      --bind HOST      server: listen on this address only\n"
         "      --once           server: exit after one client\n"
+        "      --name AGENT     server: serve as agent AGENT (registered in GPUWIRE_DIRECTORY\n"
+        "                       when set; see docs/NAMES.md)\n"
+        "      --peer AGENT     client: reach agent AGENT by name: its address comes from\n"
+        "                       GPUWIRE_PEERS or the directory (GPUWIRE_DIRECTORY)\n"
         "  -l, --loopback       start a server on 127.0.0.1 in a child process and measure\n"
         "  -h, --help           this text\n"
         "\n"
@@ -144,7 +149,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC };
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -166,6 +171,8 @@ int cmd_perf(int argc, char **argv)
         {"port", required_argument, NULL, 'p'},
         {"bind", required_argument, NULL, OPT_BIND},
         {"once", no_argument, NULL, OPT_ONCE},
+        {"name", required_argument, NULL, OPT_NAME},
+        {"peer", required_argument, NULL, OPT_PEER},
         {"loopback", no_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -249,6 +256,8 @@ int cmd_perf(int argc, char **argv)
         }
         case OPT_BIND: o.bind = optarg; break;
         case OPT_ONCE: o.once = 1; break;
+        case OPT_NAME: o.name = optarg; break;
+        case OPT_PEER: o.peer = optarg; break;
         case 'l': o.loopback = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -268,8 +277,8 @@ int cmd_perf(int argc, char **argv)
         fprintf(stderr, "gpuwire perf: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (o.server + o.loopback + (o.target != NULL) != 1) {
-        fprintf(stderr, "gpuwire perf: give exactly one of --server, --loopback or HOST[:PORT]\n\n");
+    if (o.server + o.loopback + (o.target != NULL) + (o.peer != NULL) != 1) {
+        fprintf(stderr, "gpuwire perf: give exactly one of --server, --loopback, HOST[:PORT] or --peer AGENT\n\n");
         usage(stderr);
         return 2;
     }
@@ -285,6 +294,8 @@ int cmd_perf(int argc, char **argv)
     int rc;
     if (o.loopback) {
         rc = run_loopback(&o);
+    } else if (o.peer) {
+        rc = perf_client(&o, o.peer);
     } else {
         char addr[256];
         make_addr(o.target, o.port, addr, sizeof(addr));

@@ -12,6 +12,7 @@ static const struct {
     {"info", cmd_info, "versions, build features, transports, devices, topology and settings"},
     {"doctor", cmd_doctor, "check every requirement of GPUDirect RDMA and say how to fix what fails"},
     {"perf", cmd_perf, "measure bandwidth, latency and CPU use (perftest-style)"},
+    {"ls", cmd_ls, "list the agents and published regions a directory holds (GPUWIRE_DIRECTORY)"},
 };
 
 static void usage(FILE *f, const char *prog)

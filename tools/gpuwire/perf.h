@@ -79,6 +79,8 @@ typedef struct perf_opts {
     int addr_fd;     /* server: write the bound address here (loopback), -1 otherwise */
     int mem_dev;     /* --mem: -1 host memory, else the CUDA device of this side's buffer */
     int alloc;       /* --alloc: both buffers from gw_mem_alloc (shared with local peers) */
+    const char *name; /* server: serve as this agent (gw_agent_listen; registered in GPUWIRE_DIRECTORY) */
+    const char *peer; /* client: reach this agent by name (gw_peer_ep) instead of HOST:PORT */
 } perf_opts_t;
 
 /* This side's buffer: host memory, or CUDA device memory (through the

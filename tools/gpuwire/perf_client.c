@@ -495,9 +495,9 @@ int perf_client(const perf_opts_t *o, const char *addr)
             goto err_buf;
         }
     }
-    st = gw_connect(c.ctx, addr, &c.ep);
+    st = o->peer ? gw_peer_ep(c.ctx, o->peer, &c.ep) : gw_connect(c.ctx, addr, &c.ep);
     if (st != GW_OK) {
-        perf_fail(c.ctx, "gw_connect", st);
+        perf_fail(c.ctx, o->peer ? "gw_peer_ep" : "gw_connect", st);
         goto err_mem;
     }
     c.info.size = sizeof(c.info);

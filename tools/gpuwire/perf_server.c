@@ -346,9 +346,9 @@ int perf_server(const perf_opts_t *o)
         return perf_fail(NULL, "gw_context_create", st);
     char addr[128];
     snprintf(addr, sizeof(addr), "%s:%u", o->bind ? o->bind : "", o->port);
-    st = gw_listen(ctx, addr, &l);
+    st = o->name ? gw_agent_listen(ctx, o->name, addr, &l) : gw_listen(ctx, addr, &l);
     if (st != GW_OK) {
-        perf_fail(ctx, "gw_listen", st);
+        perf_fail(ctx, o->name ? "gw_agent_listen" : "gw_listen", st);
         gw_context_destroy(ctx);
         return 1;
     }

@@ -5,5 +5,6 @@
 int cmd_info(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
 
 #endif

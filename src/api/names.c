@@ -1,0 +1,1416 @@
+/* names.c - agents, published regions, peers by name, the etcd directory.
+ *
+ * A context becomes an agent with gw_agent_listen(); gw_mem_publish() puts a
+ * region's packed key into the agent's table (bootstrap/names_wire.h).  The
+ * table travels to every peer in the handshake's READY (ep.c calls
+ * gw_names_fill_ready / gw_names_take_table), with an HMAC over it when
+ * authentication is on, and again in a table-only handshake when a peer
+ * misses a name (fetch_table below).  Keys therefore only ever come from the
+ * agent itself, through an authenticated exchange: the directory holds
+ * addresses and descriptions, never keys.
+ *
+ * Peers are found through gw_peer_add()/GPUWIRE_PEERS (no server at all) or
+ * the directory (GPUWIRE_DIRECTORY=etcd://...).  With a directory, one
+ * thread per context keeps the agent's lease alive (every TTL/3) and follows
+ * a watch of PREFIX/agents/ into a cache, so lookups cost no round trip and
+ * a peer that leaves or comes back is noticed.  The thread touches only the
+ * cache (under mu) and its own sockets; everything else runs on the caller's
+ * thread like the rest of the context.
+ *
+ * Epochs: an agent's epoch is the etcd revision of its registration (with a
+ * directory) or its start time in ns (without); a restarted agent also has a
+ * new context uuid, and that uuid is what proves a restart.  Endpoints to an
+ * agent that restarted are retired (kept until the context goes, so that a
+ * pointer the caller still holds stays valid) and carry newer_epoch, which
+ * makes operations with their keys fail with GW_ERR_INVALID_KEY.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "api/auth.h"
+#include "bootstrap/names_wire.h"
+#include "core/sock.h"
+#include "directory/etcd.h"
+#include "directory/json.h"
+
+typedef struct pub {
+    char name[GW_NAME_MAX + 1];
+    gw_mem_t *mem;
+} pub_t;
+
+typedef struct dir_agent { /* directory cache entry: the watch thread writes, under mu */
+    char name[GW_NAME_MAX + 1];
+    char addr[80];
+    uint64_t uuid;
+    int64_t epoch;
+    int listed;
+    unsigned changes;
+} dir_agent_t;
+
+typedef struct peer {
+    char name[GW_NAME_MAX + 1];
+    char addr[80]; /* static address, "" when the directory says */
+    gw_ep_t *ep;
+    uint64_t uuid, epoch;
+    unsigned restarts;
+    struct peer *next;
+} peer_t;
+
+typedef struct kv_reg { /* what this agent registered: re-put after a lost lease */
+    char key[GW_ETCD_KEY_MAX];
+    char val[512];
+} kv_reg_t;
+
+struct gw_names {
+    gw_context_t *ctx;
+    char name[GW_NAME_MAX + 1]; /* agent name, "" when not an agent */
+    gw_listener_t *listener;
+    char addr[80];              /* advertised listen address */
+    uint64_t epoch;
+    pub_t *pubs;
+    size_t npubs, pubcap;
+    uint8_t table[GW_NT_MAX_LEN];
+    size_t table_len;
+    int table_dirty;
+    peer_t *peers;
+    gw_ep_t **retired;
+    size_t nretired, retcap;
+    int closing;
+    /* directory */
+    int have_dir;
+    gw_etcd_t etcd;
+    char prefix[128];
+    long ttl_s;
+    pthread_t thr;
+    int thr_on;
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;
+    int stop;
+    int64_t lease;
+    kv_reg_t *kvs;
+    size_t nkvs, kvcap;
+    dir_agent_t *agents;
+    size_t nagents, agcap;
+    int synced; /* 1 after the first listing, -1 while the directory does not answer */
+    int watch_fd;
+    char dir_err[256];
+};
+typedef struct gw_names names_t;
+
+/* ---- set-up ------------------------------------------------------------------------ */
+static gw_status_t add_static_peer(names_t *n, const char *name, const char *addr);
+
+static gw_status_t names_get(gw_context_t *ctx, names_t **out)
+{
+    if (ctx->names) {
+        *out = ctx->names;
+        return GW_OK;
+    }
+    gw_core_t *core = &ctx->core;
+    names_t *n = calloc(1, sizeof(*n));
+    if (!n)
+        return gw_err(core, GW_ERR_NOMEM, "names: out of memory");
+    n->ctx = ctx;
+    n->watch_fd = -1;
+    n->table_dirty = 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    n->epoch = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cv, NULL);
+    const char *dir = gw_settings_str(&core->settings, GW_SET_DIRECTORY);
+    char why[256];
+    gw_status_t st = GW_OK;
+    if (dir[0]) {
+        long to = ctx->connect_timeout_ms < 5000 ? ctx->connect_timeout_ms : 5000;
+        if ((st = gw_etcd_init(&n->etcd, dir, (int)to, why, sizeof(why))) != GW_OK) {
+            st = gw_err(core, GW_ERR_CONFIG, "GPUWIRE_DIRECTORY=%s: %s", dir, why);
+            goto fail;
+        }
+        n->have_dir = 1;
+        snprintf(n->prefix, sizeof(n->prefix), "%s", gw_settings_str(&core->settings, GW_SET_DIRECTORY_PREFIX));
+        if (!n->prefix[0] || strlen(n->prefix) > 100) {
+            st = gw_err(core, GW_ERR_CONFIG, "GPUWIRE_DIRECTORY_PREFIX=\"%s\": 1..100 characters expected", n->prefix);
+            goto fail;
+        }
+        if ((st = gw_settings_int(&core->settings, GW_SET_DIRECTORY_TTL, 2, 3600, &n->ttl_s, why, sizeof(why))) !=
+            GW_OK) {
+            st = gw_err(core, GW_ERR_CONFIG, "%s", why);
+            goto fail;
+        }
+    }
+    /* GPUWIRE_PEERS=a=host:port,b=host:port */
+    const char *peers = gw_settings_str(&core->settings, GW_SET_PEERS);
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "%s", peers);
+    for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || !eq[1]) {
+            st = gw_err(core, GW_ERR_CONFIG, "GPUWIRE_PEERS=\"%s\": \"%s\" is not NAME=HOST:PORT", peers, tok);
+            goto fail;
+        }
+        *eq = '\0';
+        if ((st = add_static_peer(n, tok, eq + 1)) != GW_OK) {
+            st = gw_err(core, GW_ERR_CONFIG, "GPUWIRE_PEERS=\"%s\": %s", peers, core->errbuf);
+            goto fail;
+        }
+    }
+    ctx->names = n;
+    *out = n;
+    return GW_OK;
+fail:
+    while (n->peers) {
+        peer_t *p = n->peers;
+        n->peers = p->next;
+        free(p);
+    }
+    pthread_mutex_destroy(&n->mu);
+    pthread_cond_destroy(&n->cv);
+    free(n);
+    return st;
+}
+
+static const char *dir_name(const names_t *n)
+{
+    return n->have_dir ? n->etcd.url : "none";
+}
+
+static peer_t *find_peer(names_t *n, const char *name)
+{
+    for (peer_t *p = n->peers; p; p = p->next)
+        if (!strcmp(p->name, name))
+            return p;
+    return NULL;
+}
+
+static peer_t *new_peer(names_t *n, const char *name)
+{
+    peer_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    p->next = n->peers;
+    n->peers = p;
+    return p;
+}
+
+static gw_status_t add_static_peer(names_t *n, const char *name, const char *addr)
+{
+    gw_core_t *core = &n->ctx->core;
+    if (!gw_name_valid(name))
+        return gw_err(core, GW_ERR_INVALID, "agent name \"%s\" is not 1..%d of [A-Za-z0-9._:@+-]", name, GW_NAME_MAX);
+    if (!addr || !addr[0] || strlen(addr) >= sizeof(((peer_t *)0)->addr))
+        return gw_err(core, GW_ERR_INVALID, "agent \"%s\": bad address \"%s\"", name, addr ? addr : "(null)");
+    peer_t *p = find_peer(n, name);
+    if (!p && !(p = new_peer(n, name)))
+        return gw_err(core, GW_ERR_NOMEM, "names: out of memory");
+    snprintf(p->addr, sizeof(p->addr), "%s", addr);
+    return GW_OK;
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+static gw_status_t build_table(names_t *n)
+{
+    if (!n->table_dirty)
+        return GW_OK;
+    gw_nt_enc_t e;
+    gw_nt_begin(&e, n->table, sizeof(n->table), n->ctx->core.uuid, n->epoch, n->name);
+    for (size_t i = 0; i < n->npubs; i++) {
+        uint8_t key[GW_RKEY_MAX_LEN];
+        size_t kl = sizeof(key);
+        if (gw_mem_pack_rkey(n->pubs[i].mem, key, &kl) != GW_OK)
+            return GW_ERR_INVALID;
+        gw_nt_add(&e, n->pubs[i].name, key, kl);
+    }
+    size_t len = gw_nt_finish(&e);
+    if (!len)
+        return GW_ERR_NO_RESOURCE;
+    n->table_len = len;
+    n->table_dirty = 0;
+    return GW_OK;
+}
+
+void gw_names_fill_ready(gw_context_t *ctx, gw_hs_msg_t *m, uint8_t *buf, size_t cap, const uint8_t *nonce_c,
+                         const uint8_t *nonce_s, uint64_t uuid_c)
+{
+    names_t *n = ctx->names;
+    if (!n || (!n->name[0] && !n->npubs) || build_table(n) != GW_OK || n->table_len > cap)
+        return;
+    memcpy(buf, n->table, n->table_len);
+    m->table = buf;
+    m->table_len = (uint16_t)n->table_len;
+    if (ctx->auth_enabled &&
+        gw_auth_mac_data(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-table", nonce_c, nonce_s, uuid_c,
+                         ctx->core.uuid, buf, n->table_len, m->table_mac) == 0)
+        m->has_table_mac = 1;
+}
+
+/* Checks a received table (its HMAC with auth, its format, its owner). */
+static gw_status_t check_table(gw_context_t *ctx, const gw_hs_msg_t *m, const uint8_t *nonce_c,
+                               const uint8_t *nonce_s, uint64_t uuid_s, gw_nt_header_t *h, char *why, size_t whylen)
+{
+    if (ctx->auth_enabled) {
+        uint8_t want[GW_AUTH_MAC_LEN];
+        if (!m->has_table_mac ||
+            gw_auth_mac_data(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-table", nonce_c, nonce_s,
+                             ctx->core.uuid, uuid_s, m->table, m->table_len, want) != 0 ||
+            !gw_auth_equal(want, m->table_mac, GW_AUTH_MAC_LEN)) {
+            snprintf(why, whylen, "the peer's names table fails authentication (its HMAC does not match the shared secret)");
+            return GW_ERR_AUTH;
+        }
+    }
+    char w[200];
+    gw_status_t st = gw_nt_decode(m->table, m->table_len, h, w, sizeof(w));
+    if (st != GW_OK) {
+        snprintf(why, whylen, "bad names table from the peer: %s", w);
+        return GW_ERR_PROTOCOL;
+    }
+    if (h->uuid != uuid_s) {
+        snprintf(why, whylen, "the peer's names table belongs to context %016llx, not the peer (%016llx)",
+                 (unsigned long long)h->uuid, (unsigned long long)uuid_s);
+        return GW_ERR_PROTOCOL;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_names_take_table(gw_context_t *ctx, gw_ep_t *ep, const gw_hs_msg_t *m, const uint8_t *nonce_c,
+                                const uint8_t *nonce_s, char *why, size_t whylen)
+{
+    if (!m->table_len)
+        return GW_OK;
+    gw_nt_header_t h;
+    gw_status_t st = check_table(ctx, m, nonce_c, nonce_s, ep->peer_uuid, &h, why, whylen);
+    if (st != GW_OK)
+        return st;
+    uint8_t *t = malloc(m->table_len);
+    if (!t) {
+        snprintf(why, whylen, "out of memory for the peer's names table");
+        return GW_ERR_NOMEM;
+    }
+    memcpy(t, m->table, m->table_len);
+    free(ep->peer_table);
+    ep->peer_table = t;
+    ep->peer_table_len = m->table_len;
+    snprintf(ep->peer_name, sizeof(ep->peer_name), "%s", h.name);
+    ep->peer_epoch = h.epoch;
+    return GW_OK;
+}
+
+/* A table-only handshake with the agent at addr (blocking, bounded by the
+ * connect timeout): the same proofs as a connection, no endpoint. */
+static gw_status_t read_msg(int fd, uint8_t *buf, size_t cap, int to, gw_hs_msg_t *m, char *why, size_t whylen)
+{
+    uint16_t ver, type;
+    uint32_t body;
+    if (gw_sock_read_full(fd, buf, GW_HS_HDR_LEN, to) != 0) {
+        snprintf(why, whylen, "no answer: %s", errno ? strerror(errno) : "connection closed");
+        return errno == ETIMEDOUT ? GW_ERR_TIMEOUT : GW_ERR_CONN_RESET;
+    }
+    gw_status_t st = gw_hs_decode_header(buf, GW_HS_HDR_LEN, &ver, &type, &body, why, whylen);
+    if (st != GW_OK)
+        return st;
+    if (GW_HS_HDR_LEN + body > cap || (body && gw_sock_read_full(fd, buf + GW_HS_HDR_LEN, body, to) != 0)) {
+        snprintf(why, whylen, "truncated answer");
+        return GW_ERR_CONN_RESET;
+    }
+    if ((st = gw_hs_decode(buf, GW_HS_HDR_LEN + body, m, why, whylen)) != GW_OK)
+        return st;
+    if (m->type == GW_HS_ERROR) {
+        snprintf(why, whylen, "the agent refused: %.200s", m->text);
+        return GW_IS_ENDPOINT_ERROR(m->status) ? (gw_status_t)m->status : GW_ERR_PROTOCOL;
+    }
+    return GW_OK;
+}
+
+static gw_status_t fetch_table(names_t *n, const char *addr, uint8_t **table, size_t *len, gw_nt_header_t *h,
+                               char *why, size_t whylen)
+{
+    gw_context_t *ctx = n->ctx;
+    int to = (int)ctx->connect_timeout_ms;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    gw_status_t st = gw_sock_resolve(addr, 0, &ss, &sl, why, whylen);
+    if (st != GW_OK)
+        return st;
+    int fd = gw_sock_connect(&ss, sl, 0, to);
+    if (fd < 0) {
+        snprintf(why, whylen, "connect to %s failed: %s", addr, strerror(errno));
+        return errno == ECONNREFUSED ? GW_ERR_CONN_REFUSED : GW_ERR_CONN_RESET;
+    }
+    static __thread uint8_t buf[GW_HS_HDR_LEN + GW_HS_MAX_BODY];
+    gw_hs_msg_t m, a, r;
+    uint8_t nonce_c[GW_HS_NONCE_LEN];
+    memset(&m, 0, sizeof(m));
+    m.type = GW_HS_HELLO;
+    m.uuid = ctx->core.uuid;
+    m.host_id = ctx->core.host_id;
+    m.flags = GW_HS_FLAG_TABLE | (ctx->auth_enabled ? GW_HS_FLAG_AUTH : 0);
+    gw_random_bytes(nonce_c, sizeof(nonce_c));
+    memcpy(m.nonce, nonce_c, sizeof(nonce_c));
+    m.has_nonce = 1;
+    m.pref[0] = GW_TL_TCP; /* the format wants a list; unused in a table-only exchange */
+    m.npref = 1;
+    size_t k = gw_hs_encode(&m, buf, sizeof(buf));
+    if (!k || gw_sock_write_full(fd, buf, k, to) != 0) {
+        snprintf(why, whylen, "sending to %s failed: %s", addr, strerror(errno));
+        st = GW_ERR_CONN_RESET;
+        goto out;
+    }
+    if ((st = read_msg(fd, buf, sizeof(buf), to, &a, why, whylen)) != GW_OK)
+        goto out;
+    if (a.type != GW_HS_ACCEPT || a.chosen != GW_HS_NO_TL || !(a.flags & GW_HS_FLAG_TABLE)) {
+        snprintf(why, whylen, "the peer at %s does not serve names tables (an older gpuwire?)", addr);
+        st = GW_ERR_PROTOCOL;
+        goto out;
+    }
+    uint8_t nonce_s[GW_HS_NONCE_LEN];
+    uint64_t uuid_s = a.uuid;
+    memcpy(nonce_s, a.nonce, sizeof(nonce_s));
+    memset(&m, 0, sizeof(m));
+    m.type = GW_HS_CONFIRM;
+    if (ctx->auth_enabled) {
+        uint8_t want[GW_AUTH_MAC_LEN];
+        if (!a.has_mac ||
+            gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-server", nonce_c, nonce_s, ctx->core.uuid,
+                        uuid_s, want) != 0 ||
+            !gw_auth_equal(want, a.mac, GW_AUTH_MAC_LEN)) {
+            snprintf(why, whylen, "the agent at %s failed authentication: its proof does not match the shared secret",
+                     addr);
+            st = GW_ERR_AUTH;
+            goto out;
+        }
+        gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-client", nonce_s, nonce_c, ctx->core.uuid, uuid_s,
+                    m.mac);
+        m.has_mac = 1;
+    }
+    k = gw_hs_encode(&m, buf, sizeof(buf));
+    if (!k || gw_sock_write_full(fd, buf, k, to) != 0) {
+        snprintf(why, whylen, "sending to %s failed: %s", addr, strerror(errno));
+        st = GW_ERR_CONN_RESET;
+        goto out;
+    }
+    if ((st = read_msg(fd, buf, sizeof(buf), to, &r, why, whylen)) != GW_OK)
+        goto out;
+    if (r.type != GW_HS_READY || !r.table_len) {
+        snprintf(why, whylen, "the peer at %s sent no names table (not an agent)", addr);
+        st = GW_ERR_NOT_FOUND;
+        goto out;
+    }
+    if ((st = check_table(ctx, &r, nonce_c, nonce_s, uuid_s, h, why, whylen)) != GW_OK)
+        goto out;
+    if (!(*table = malloc(r.table_len))) {
+        st = GW_ERR_NOMEM;
+        goto out;
+    }
+    memcpy(*table, r.table, r.table_len);
+    *len = r.table_len;
+out:
+    close(fd);
+    return st;
+}
+
+/* ---- directory: registration, the thread, the cache ------------------------------------ */
+static void agent_key(const names_t *n, const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%.100sagents/%s", n->prefix, name);
+}
+
+static void region_key(const names_t *n, const char *region, char *out, size_t cap)
+{
+    snprintf(out, cap, "%.100sregions/%s/%s", n->prefix, n->name, region);
+}
+
+/* Puts key=val under the lease and remembers it for a re-registration. */
+static gw_status_t reg_put(names_t *n, const char *key, const char *val, int64_t *rev, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&n->mu);
+    int64_t lease = n->lease;
+    size_t i;
+    for (i = 0; i < n->nkvs && strcmp(n->kvs[i].key, key); i++)
+        ;
+    if (i == n->nkvs) {
+        if (n->nkvs == n->kvcap) {
+            size_t c = n->kvcap ? n->kvcap * 2 : 8;
+            kv_reg_t *k = realloc(n->kvs, c * sizeof(*k));
+            if (!k) {
+                pthread_mutex_unlock(&n->mu);
+                snprintf(why, whylen, "out of memory");
+                return GW_ERR_NOMEM;
+            }
+            n->kvs = k;
+            n->kvcap = c;
+        }
+        n->nkvs++;
+    }
+    snprintf(n->kvs[i].key, sizeof(n->kvs[i].key), "%s", key);
+    snprintf(n->kvs[i].val, sizeof(n->kvs[i].val), "%s", val);
+    pthread_mutex_unlock(&n->mu);
+    return gw_etcd_put(&n->etcd, key, val, strlen(val), lease, rev, why, whylen);
+}
+
+static void reg_del(names_t *n, const char *key)
+{
+    char why[256];
+    pthread_mutex_lock(&n->mu);
+    for (size_t i = 0; i < n->nkvs; i++)
+        if (!strcmp(n->kvs[i].key, key)) {
+            n->kvs[i] = n->kvs[--n->nkvs];
+            break;
+        }
+    pthread_mutex_unlock(&n->mu);
+    if (gw_etcd_delete(&n->etcd, key, 0, why, sizeof(why)) != GW_OK)
+        gw_log(GW_LOG_WARN, "names: withdrawing %s from the directory failed: %s", key, why);
+}
+
+static void region_value(const pub_t *p, char *out, size_t cap)
+{
+    snprintf(out, cap, "{\"addr\":\"0x%llx\",\"len\":\"%zu\",\"type\":\"%s\",\"access\":%u}",
+             (unsigned long long)(uintptr_t)p->mem->addr, p->mem->len, p->mem->type == GW_MEM_CUDA ? "cuda" : "host",
+             p->mem->access);
+}
+
+/* Parses an agent entry's JSON value. */
+static int parse_agent(const gw_etcd_kv_t *kv, size_t plen, dir_agent_t *a)
+{
+    gw_json_t root, v;
+    size_t used;
+    memset(a, 0, sizeof(*a));
+    const char *name = kv->key + plen;
+    if (!gw_name_valid(name) || gw_json_value(kv->value, kv->value_len, &root, &used) != 1)
+        return -1;
+    snprintf(a->name, sizeof(a->name), "%s", name);
+    char uu[32] = "";
+    if (!gw_json_get(root, "addr", &v) || gw_json_string(v, a->addr, sizeof(a->addr)) != 0 ||
+        !gw_json_get(root, "uuid", &v) || gw_json_string(v, uu, sizeof(uu)) != 0)
+        return -1;
+    a->uuid = strtoull(uu, NULL, 16);
+    a->epoch = kv->mod_rev;
+    a->listed = 1;
+    return 0;
+}
+
+/* Cache update, mu held. */
+static void cache_put(names_t *n, const dir_agent_t *a)
+{
+    for (size_t i = 0; i < n->nagents; i++) {
+        dir_agent_t *c = &n->agents[i];
+        if (strcmp(c->name, a->name))
+            continue;
+        if (!c->listed || c->uuid != a->uuid)
+            c->changes++;
+        unsigned ch = c->changes;
+        *c = *a;
+        c->changes = ch;
+        return;
+    }
+    if (n->nagents == n->agcap) {
+        size_t cap = n->agcap ? n->agcap * 2 : 16;
+        dir_agent_t *p = realloc(n->agents, cap * sizeof(*p));
+        if (!p)
+            return;
+        n->agents = p;
+        n->agcap = cap;
+    }
+    n->agents[n->nagents++] = *a;
+}
+
+static dir_agent_t *cache_find(names_t *n, const char *name)
+{
+    for (size_t i = 0; i < n->nagents; i++)
+        if (!strcmp(n->agents[i].name, name))
+            return &n->agents[i];
+    return NULL;
+}
+
+static void on_watch_event(void *arg, int is_delete, const gw_etcd_kv_t *kv)
+{
+    names_t *n = arg;
+    char pfx[160];
+    agent_key(n, "", pfx, sizeof(pfx));
+    size_t pl = strlen(pfx);
+    if (strncmp(kv->key, pfx, pl) != 0)
+        return;
+    pthread_mutex_lock(&n->mu);
+    if (is_delete) {
+        dir_agent_t *c = cache_find(n, kv->key + pl);
+        if (c && c->listed) {
+            c->listed = 0;
+            c->changes++;
+        }
+    } else {
+        dir_agent_t a;
+        if (parse_agent(kv, pl, &a) == 0)
+            cache_put(n, &a);
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+typedef struct sync_arg {
+    size_t pl;
+    dir_agent_t *got;
+    size_t n, cap;
+} sync_arg_t;
+
+static int on_sync_kv(void *arg, const gw_etcd_kv_t *kv)
+{
+    sync_arg_t *s = arg;
+    if (s->n == s->cap) {
+        size_t c = s->cap ? s->cap * 2 : 16;
+        dir_agent_t *p = realloc(s->got, c * sizeof(*p));
+        if (!p)
+            return 1;
+        s->got = p;
+        s->cap = c;
+    }
+    if (parse_agent(kv, s->pl, &s->got[s->n]) == 0)
+        s->n++;
+    return 0;
+}
+
+/* Lists the agents into the cache (entries no longer listed are marked
+ * gone) and returns the revision to watch from. */
+static gw_status_t cache_sync(names_t *n, int64_t *rev, char *why, size_t whylen)
+{
+    char pfx[160];
+    agent_key(n, "", pfx, sizeof(pfx));
+    sync_arg_t s = {strlen(pfx), NULL, 0, 0};
+    gw_status_t st = gw_etcd_range(&n->etcd, pfx, 1, on_sync_kv, &s, rev, why, whylen);
+    if (st == GW_OK) {
+        pthread_mutex_lock(&n->mu);
+        for (size_t i = 0; i < n->nagents; i++) {
+            int found = 0;
+            for (size_t j = 0; j < s.n && !found; j++)
+                found = !strcmp(n->agents[i].name, s.got[j].name);
+            if (!found && n->agents[i].listed) {
+                n->agents[i].listed = 0;
+                n->agents[i].changes++;
+            }
+        }
+        for (size_t j = 0; j < s.n; j++)
+            cache_put(n, &s.got[j]);
+        pthread_mutex_unlock(&n->mu);
+    }
+    free(s.got);
+    return st;
+}
+
+/* Grants a lease and puts every remembered key under it (after the old lease
+ * ran out, e.g. the process was stopped longer than the TTL). */
+static gw_status_t reregister(names_t *n, char *why, size_t whylen)
+{
+    int64_t lease;
+    gw_status_t st = gw_etcd_grant(&n->etcd, n->ttl_s, &lease, why, whylen);
+    if (st != GW_OK)
+        return st;
+    pthread_mutex_lock(&n->mu);
+    n->lease = lease;
+    size_t cnt = n->nkvs;
+    kv_reg_t *copy = cnt ? malloc(cnt * sizeof(*copy)) : NULL;
+    if (copy)
+        memcpy(copy, n->kvs, cnt * sizeof(*copy));
+    pthread_mutex_unlock(&n->mu);
+    for (size_t i = 0; copy && i < cnt && st == GW_OK; i++)
+        st = gw_etcd_put(&n->etcd, copy[i].key, copy[i].val, strlen(copy[i].val), lease, NULL, why, whylen);
+    free(copy);
+    return st;
+}
+
+static int stopping(names_t *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int s = n->stop;
+    pthread_mutex_unlock(&n->mu);
+    return s;
+}
+
+static void set_synced(names_t *n, int v, const char *why)
+{
+    pthread_mutex_lock(&n->mu);
+    n->synced = v;
+    if (why)
+        snprintf(n->dir_err, sizeof(n->dir_err), "%s", why);
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* The directory thread: keeps the lease alive and the cache current. */
+static void *dir_thread(void *arg)
+{
+    names_t *n = arg;
+    gw_etcd_watch_t w;
+    int watching = 0;
+    uint64_t next_ka = gw_now_ns() + (uint64_t)n->ttl_s * 1000000000ull / 3;
+    char why[256];
+    while (!stopping(n)) {
+        uint64_t now = gw_now_ns();
+        pthread_mutex_lock(&n->mu);
+        int64_t lease = n->lease;
+        pthread_mutex_unlock(&n->mu);
+        if (lease && now >= next_ka) {
+            int64_t ttl;
+            gw_status_t st = gw_etcd_keepalive(&n->etcd, lease, &ttl, why, sizeof(why));
+            if (st == GW_ERR_NOT_FOUND) {
+                gw_log(GW_LOG_WARN, "names: %s; registering agent \"%s\" again", why, n->name);
+                st = reregister(n, why, sizeof(why));
+            }
+            if (st != GW_OK)
+                gw_log(GW_LOG_WARN, "names: keeping the directory lease alive failed: %s", why);
+            next_ka = now + (uint64_t)n->ttl_s * 1000000000ull / (st == GW_OK ? 3 : 10);
+        }
+        if (!watching) {
+            int64_t rev = 0;
+            gw_status_t st = cache_sync(n, &rev, why, sizeof(why));
+            if (st == GW_OK)
+                st = gw_etcd_watch_open(&n->etcd, n->prefix, rev + 1, &w, why, sizeof(why));
+            if (st != GW_OK) {
+                set_synced(n, -1, why);
+                for (int i = 0; i < 5 && !stopping(n); i++)
+                    usleep(100000);
+                continue;
+            }
+            watching = 1;
+            pthread_mutex_lock(&n->mu);
+            n->watch_fd = w.fd;
+            pthread_mutex_unlock(&n->mu);
+            set_synced(n, 1, NULL);
+        }
+        now = gw_now_ns();
+        int to = 1000;
+        if (lease)
+            to = next_ka > now ? (int)GW_MIN((next_ka - now) / 1000000 + 1, 1000ull) : 0;
+        gw_status_t st = gw_etcd_watch_poll(&w, to, on_watch_event, n, why, sizeof(why));
+        if (st != GW_OK) {
+            if (!stopping(n))
+                gw_log(GW_LOG_INFO, "names: directory watch on %s: %s; reopening", n->etcd.url, why);
+            pthread_mutex_lock(&n->mu);
+            n->watch_fd = -1;
+            pthread_mutex_unlock(&n->mu);
+            gw_etcd_watch_close(&w);
+            watching = 0;
+        }
+    }
+    if (watching)
+        gw_etcd_watch_close(&w);
+    return NULL;
+}
+
+static gw_status_t start_thread(names_t *n)
+{
+    if (n->thr_on)
+        return GW_OK;
+    if (pthread_create(&n->thr, NULL, dir_thread, n) != 0)
+        return gw_err(&n->ctx->core, GW_ERR_SYSTEM, "names: cannot start the directory thread: %s", strerror(errno));
+    n->thr_on = 1;
+    return GW_OK;
+}
+
+static void stop_thread(names_t *n)
+{
+    if (!n->thr_on)
+        return;
+    pthread_mutex_lock(&n->mu);
+    n->stop = 1;
+    if (n->watch_fd >= 0)
+        shutdown(n->watch_fd, SHUT_RDWR); /* wakes the thread's poll */
+    pthread_mutex_unlock(&n->mu);
+    pthread_join(n->thr, NULL);
+    n->thr_on = 0;
+}
+
+/* Where agent `name` listens according to the directory: the cache, else one
+ * direct read (an agent that registered a moment ago).  Fails fast. */
+static gw_status_t dir_lookup(names_t *n, const char *name, dir_agent_t *out, const char *what)
+{
+    gw_core_t *core = &n->ctx->core;
+    gw_status_t st = start_thread(n);
+    if (st != GW_OK)
+        return st;
+    uint64_t deadline = gw_now_ns() + (uint64_t)n->etcd.timeout_ms * 1000000ull;
+    pthread_mutex_lock(&n->mu);
+    while (!n->synced && gw_now_ns() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    }
+    dir_agent_t *c = cache_find(n, name);
+    int hit = c && c->listed && n->synced == 1;
+    if (hit)
+        *out = *c;
+    pthread_mutex_unlock(&n->mu);
+    if (hit)
+        return GW_OK;
+    char key[GW_ETCD_KEY_MAX], why[256];
+    agent_key(n, name, key, sizeof(key));
+    sync_arg_t s = {strlen(key) - strlen(name), NULL, 0, 0};
+    st = gw_etcd_range(&n->etcd, key, 0, on_sync_kv, &s, NULL, why, sizeof(why));
+    if (st == GW_OK && s.n) {
+        *out = s.got[0];
+        pthread_mutex_lock(&n->mu);
+        cache_put(n, &s.got[0]);
+        pthread_mutex_unlock(&n->mu);
+    }
+    free(s.got);
+    if (st != GW_OK)
+        return gw_err(core, GW_ERR_UNAVAILABLE, "%s: the directory does not answer: %s", what, why);
+    if (!s.n)
+        return gw_err(core, GW_ERR_NOT_FOUND, "%s: no agent \"%s\" in directory %s (key %s)", what, name, n->etcd.url,
+                      key);
+    return GW_OK;
+}
+
+/* ---- public: agent ---------------------------------------------------------------------- */
+static void advertised(const char *bound, char *out, size_t cap)
+{
+    /* a wildcard bind is advertised under the host name, which peers resolve */
+    if (!strncmp(bound, "0.0.0.0:", 8) || !strncmp(bound, "[::]:", 5)) {
+        char host[256] = "localhost";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(out, cap, "%s:%s", host, strrchr(bound, ':') + 1);
+    } else {
+        snprintf(out, cap, "%s", bound);
+    }
+}
+
+static gw_status_t dir_register(names_t *n)
+{
+    gw_core_t *core = &n->ctx->core;
+    char why[256], key[GW_ETCD_KEY_MAX], val[512], host[128] = "";
+    gethostname(host, sizeof(host) - 1);
+    int64_t lease, rev = 0;
+    gw_status_t st = gw_etcd_grant(&n->etcd, n->ttl_s, &lease, why, sizeof(why));
+    if (st != GW_OK)
+        return gw_err(core, st == GW_ERR_PROTOCOL ? st : GW_ERR_UNAVAILABLE, "gw_agent_listen(%s): %s", n->name, why);
+    pthread_mutex_lock(&n->mu);
+    n->lease = lease;
+    pthread_mutex_unlock(&n->mu);
+    size_t vl = 0;
+    val[vl++] = '{';
+    int bad = 0;
+    bad |= vl + 8 >= sizeof(val);
+    memcpy(val + vl, "\"addr\":", 7);
+    vl += 7;
+    bad |= gw_json_put_str(val, sizeof(val), &vl, n->addr);
+    vl += (size_t)snprintf(val + vl, sizeof(val) - vl, ",\"uuid\":\"%016llx\",\"pid\":%d,\"version\":\"%s\",\"host\":",
+                           (unsigned long long)core->uuid, (int)getpid(), GW_VERSION_STRING);
+    bad |= vl >= sizeof(val) || gw_json_put_str(val, sizeof(val), &vl, host);
+    bad |= vl + 2 >= sizeof(val);
+    if (!bad) {
+        val[vl++] = '}';
+        val[vl] = '\0';
+    }
+    agent_key(n, n->name, key, sizeof(key));
+    st = bad ? GW_ERR_INVALID : reg_put(n, key, val, &rev, why, sizeof(why));
+    for (size_t i = 0; st == GW_OK && i < n->npubs; i++) {
+        char rk[GW_ETCD_KEY_MAX], rv[256];
+        region_key(n, n->pubs[i].name, rk, sizeof(rk));
+        region_value(&n->pubs[i], rv, sizeof(rv));
+        st = reg_put(n, rk, rv, NULL, why, sizeof(why));
+    }
+    if (st != GW_OK) {
+        gw_etcd_revoke(&n->etcd, lease, why, sizeof(why));
+        pthread_mutex_lock(&n->mu);
+        n->lease = 0;
+        n->nkvs = 0;
+        pthread_mutex_unlock(&n->mu);
+        return gw_err(core, GW_ERR_UNAVAILABLE, "gw_agent_listen(%s): registering in the directory failed: %s", n->name,
+                      why);
+    }
+    n->epoch = (uint64_t)rev;
+    n->table_dirty = 1;
+    return start_thread(n);
+}
+
+gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const char *addr, gw_listener_t **out)
+{
+    if (!ctx || !out)
+        return GW_ERR_INVALID;
+    *out = NULL;
+    gw_core_t *core = &ctx->core;
+    if (!gw_name_valid(name))
+        return gw_err(core, GW_ERR_INVALID, "gw_agent_listen: name \"%s\" is not 1..%d of [A-Za-z0-9._:@+-]",
+                      name ? name : "(null)", GW_NAME_MAX);
+    names_t *n;
+    gw_status_t st = names_get(ctx, &n);
+    if (st != GW_OK)
+        return st;
+    if (n->name[0])
+        return gw_err(core, GW_ERR_BUSY, "gw_agent_listen(%s): this context already is agent \"%s\"", name, n->name);
+    gw_listener_t *l;
+    if ((st = gw_listen(ctx, addr ? addr : ":0", &l)) != GW_OK)
+        return st;
+    snprintf(n->name, sizeof(n->name), "%s", name);
+    advertised(l->addr, n->addr, sizeof(n->addr));
+    n->listener = l;
+    n->table_dirty = 1;
+    if (n->have_dir && (st = dir_register(n)) != GW_OK) {
+        char keep[sizeof(core->errbuf)];
+        snprintf(keep, sizeof(keep), "%s", core->errbuf);
+        gw_listener_destroy(l); /* ends the agent */
+        snprintf(core->errbuf, sizeof(core->errbuf), "%s", keep);
+        return st;
+    }
+    gw_log(GW_LOG_INFO, "agent \"%s\" listens on %s (directory %s, epoch %llu)", name, n->addr, dir_name(n),
+           (unsigned long long)n->epoch);
+    *out = l;
+    return GW_OK;
+}
+
+void gw_names_listener_gone(gw_listener_t *l)
+{
+    names_t *n = l->ctx->names;
+    if (!n || n->listener != l)
+        return;
+    if (n->have_dir) {
+        char why[256];
+        pthread_mutex_lock(&n->mu);
+        int64_t lease = n->lease;
+        n->lease = 0;
+        n->nkvs = 0;
+        pthread_mutex_unlock(&n->mu);
+        if (lease && gw_etcd_revoke(&n->etcd, lease, why, sizeof(why)) != GW_OK)
+            gw_log(GW_LOG_WARN, "names: withdrawing agent \"%s\" from directory %s failed: %s (its lease runs out in "
+                   "%ld s)", n->name, n->etcd.url, why, n->ttl_s);
+    }
+    n->listener = NULL;
+    n->name[0] = '\0';
+    n->addr[0] = '\0';
+    n->table_dirty = 1;
+}
+
+/* ---- public: publishing ----------------------------------------------------------------- */
+gw_status_t gw_mem_publish(gw_mem_t *mem, const char *name)
+{
+    if (!mem)
+        return GW_ERR_INVALID;
+    gw_context_t *ctx = (gw_context_t *)mem->core; /* the core is the context's first member */
+    gw_core_t *core = &ctx->core;
+    if (!gw_name_valid(name))
+        return gw_err(core, GW_ERR_INVALID, "gw_mem_publish: name \"%s\" is not 1..%d of [A-Za-z0-9._:@+-]",
+                      name ? name : "(null)", GW_NAME_MAX);
+    if (!(mem->access & (GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE)))
+        return gw_err(core, GW_ERR_INVALID, "gw_mem_publish(%s): the region at %p was registered for local access only",
+                      name, mem->addr);
+    names_t *n;
+    gw_status_t st = names_get(ctx, &n);
+    if (st != GW_OK)
+        return st;
+    size_t i;
+    for (i = 0; i < n->npubs && strcmp(n->pubs[i].name, name); i++)
+        ;
+    gw_mem_t *prev = i < n->npubs ? n->pubs[i].mem : NULL;
+    if (i == n->npubs) {
+        if (n->npubs == n->pubcap) {
+            size_t c = n->pubcap ? n->pubcap * 2 : 8;
+            pub_t *p = realloc(n->pubs, c * sizeof(*p));
+            if (!p)
+                return gw_err(core, GW_ERR_NOMEM, "gw_mem_publish(%s): out of memory", name);
+            n->pubs = p;
+            n->pubcap = c;
+        }
+        snprintf(n->pubs[i].name, sizeof(n->pubs[i].name), "%s", name);
+        n->npubs++;
+    }
+    n->pubs[i].mem = mem;
+    n->table_dirty = 1;
+    if ((st = build_table(n)) != GW_OK) {
+        if (prev)
+            n->pubs[i].mem = prev;
+        else
+            n->npubs--;
+        n->table_dirty = 1;
+        build_table(n);
+        return gw_err(core, st, "gw_mem_publish(%s): the names table would pass its %d-byte limit (%zu regions)",
+                      name, GW_NT_MAX_LEN, n->npubs);
+    }
+    if (n->have_dir && n->name[0]) {
+        char rk[GW_ETCD_KEY_MAX], rv[256], why[256];
+        region_key(n, name, rk, sizeof(rk));
+        region_value(&n->pubs[i], rv, sizeof(rv));
+        if (reg_put(n, rk, rv, NULL, why, sizeof(why)) != GW_OK)
+            gw_log(GW_LOG_WARN, "names: listing region \"%s\" in directory %s failed: %s (peers still get its key "
+                   "from this agent)", name, n->etcd.url, why);
+    }
+    return GW_OK;
+}
+
+static void unpublish_at(names_t *n, size_t i)
+{
+    if (n->have_dir && n->name[0]) {
+        char rk[GW_ETCD_KEY_MAX];
+        region_key(n, n->pubs[i].name, rk, sizeof(rk));
+        reg_del(n, rk);
+    }
+    n->pubs[i] = n->pubs[--n->npubs];
+    n->table_dirty = 1;
+}
+
+gw_status_t gw_mem_unpublish(gw_context_t *ctx, const char *name)
+{
+    if (!ctx || !name)
+        return GW_ERR_INVALID;
+    names_t *n = ctx->names;
+    for (size_t i = 0; n && i < n->npubs; i++)
+        if (!strcmp(n->pubs[i].name, name)) {
+            unpublish_at(n, i);
+            return GW_OK;
+        }
+    return gw_err(&ctx->core, GW_ERR_NOT_FOUND, "gw_mem_unpublish: no region is published as \"%s\"", name);
+}
+
+void gw_names_mem_gone(gw_mem_t *mem)
+{
+    names_t *n = ((gw_context_t *)mem->core)->names;
+    for (size_t i = 0; i < n->npubs;) {
+        if (n->pubs[i].mem == mem)
+            unpublish_at(n, i);
+        else
+            i++;
+    }
+}
+
+/* ---- public: peers ------------------------------------------------------------------------ */
+gw_status_t gw_peer_add(gw_context_t *ctx, const char *name, const char *addr)
+{
+    if (!ctx)
+        return GW_ERR_INVALID;
+    names_t *n;
+    gw_status_t st = names_get(ctx, &n);
+    if (st != GW_OK)
+        return st;
+    return add_static_peer(n, name, addr);
+}
+
+static int ep_healthy(const gw_ep_t *ep)
+{
+    return ep->state == GW_EP_READY && ep->base.error == GW_OK;
+}
+
+static gw_status_t retire(names_t *n, gw_ep_t *ep)
+{
+    if (n->nretired == n->retcap) {
+        size_t c = n->retcap ? n->retcap * 2 : 8;
+        gw_ep_t **r = realloc(n->retired, c * sizeof(*r));
+        if (!r)
+            return gw_err(&n->ctx->core, GW_ERR_NOMEM, "names: out of memory");
+        n->retired = r;
+        n->retcap = c;
+    }
+    n->retired[n->nretired++] = ep;
+    return GW_OK;
+}
+
+gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out)
+{
+    if (!ctx || !out)
+        return GW_ERR_INVALID;
+    *out = NULL;
+    gw_core_t *core = &ctx->core;
+    char what[128];
+    snprintf(what, sizeof(what), "gw_peer_ep(%s)", name ? name : "(null)");
+    if (!gw_name_valid(name))
+        return gw_err(core, GW_ERR_INVALID, "%s: not a valid agent name (1..%d of [A-Za-z0-9._:@+-])", what,
+                      GW_NAME_MAX);
+    names_t *n;
+    gw_status_t st = names_get(ctx, &n);
+    if (st != GW_OK)
+        return st;
+    peer_t *p = find_peer(n, name);
+    dir_agent_t d;
+    memset(&d, 0, sizeof(d));
+    if (p && p->ep && ep_healthy(p->ep)) {
+        int moved = 0, gone = 0;
+        if (!p->addr[0] && n->have_dir) { /* the watch may have seen the agent leave or restart */
+            pthread_mutex_lock(&n->mu);
+            dir_agent_t *c = cache_find(n, name);
+            moved = c && c->listed && c->uuid && c->uuid != p->ep->peer_uuid;
+            gone = c && !c->listed;
+            pthread_mutex_unlock(&n->mu);
+        }
+        if (gone) /* its lease ran out: let a failure of the connection land before trusting it */
+            for (int i = 0; i <= (int)GW_CORE_COLD_EVERY && ep_healthy(p->ep); i++)
+                gw_progress(ctx);
+        if (!moved && ep_healthy(p->ep)) {
+            *out = p->ep;
+            return GW_OK;
+        }
+    }
+    const char *addr;
+    if (p && p->addr[0]) {
+        addr = p->addr;
+    } else if (n->have_dir) {
+        if ((st = dir_lookup(n, name, &d, what)) != GW_OK)
+            return st;
+        addr = d.addr;
+    } else {
+        return gw_err(core, GW_ERR_NOT_FOUND,
+                      "%s: no agent \"%s\" is known: no directory is set (GPUWIRE_DIRECTORY) and neither gw_peer_add() "
+                      "nor GPUWIRE_PEERS names it",
+                      what, name);
+    }
+    if (!p && !(p = new_peer(n, name)))
+        return gw_err(core, GW_ERR_NOMEM, "%s: out of memory", what);
+    gw_ep_t *old = p->ep;
+    if (old) {
+        p->ep = NULL;
+        if ((st = retire(n, old)) != GW_OK)
+            return st;
+    }
+    gw_ep_t *ep;
+    if ((st = gw_connect(ctx, addr, &ep)) != GW_OK) {
+        char keep[sizeof(core->errbuf)];
+        snprintf(keep, sizeof(keep), "%s", core->errbuf);
+        return gw_err(core, st, "%s: agent at %s (from %s): %s", what, addr, p->addr[0] ? "gw_peer_add/GPUWIRE_PEERS"
+                      : n->etcd.url, keep);
+    }
+    if (!ep->peer_table || strcmp(ep->peer_name, name) != 0) {
+        char other[80];
+        snprintf(other, sizeof(other), "%s", ep->peer_table ? ep->peer_name : "");
+        gw_ep_close(ep, 0);
+        return gw_err(core, GW_ERR_NOT_FOUND, "%s: the peer at %s (from %s) %s%s%s, not \"%s\"", what, addr,
+                      p->addr[0] ? "gw_peer_add/GPUWIRE_PEERS" : n->etcd.url,
+                      other[0] ? "is agent \"" : "is no agent (it sent no names table)", other, other[0] ? "\"" : "",
+                      name);
+    }
+    ep->names_owned = 1;
+    if (p->uuid && p->uuid != ep->peer_uuid) {
+        p->restarts++;
+        gw_log(GW_LOG_INFO, "agent \"%s\" restarted: epoch %llu -> %llu", name, (unsigned long long)p->epoch,
+               (unsigned long long)ep->peer_epoch);
+        for (size_t i = 0; i < n->nretired; i++)
+            if (!strcmp(n->retired[i]->peer_name, name) && n->retired[i]->peer_uuid != ep->peer_uuid)
+                n->retired[i]->newer_epoch = ep->peer_epoch;
+    }
+    p->uuid = ep->peer_uuid;
+    p->epoch = ep->peer_epoch;
+    p->ep = ep;
+    *out = ep;
+    return GW_OK;
+}
+
+static int table_find(const uint8_t *t, size_t len, const char *name, gw_nt_entry_t *e)
+{
+    gw_nt_header_t h;
+    char why[8];
+    if (!t || gw_nt_decode(t, len, &h, why, sizeof(why)) != GW_OK)
+        return -1;
+    for (unsigned i = 0; i < h.count; i++)
+        if (gw_nt_entry(t, len, i, e) == 0 && !strcmp(e->name, name))
+            return 0;
+    return -1;
+}
+
+static void table_names(const uint8_t *t, size_t len, char *out, size_t cap)
+{
+    gw_nt_header_t h;
+    char why[8];
+    size_t o = 0;
+    out[0] = '\0';
+    if (!t || gw_nt_decode(t, len, &h, why, sizeof(why)) != GW_OK)
+        return;
+    for (unsigned i = 0; i < h.count && o < cap; i++) {
+        gw_nt_entry_t e;
+        if (gw_nt_entry(t, len, i, &e) == 0)
+            o += (size_t)snprintf(out + o, cap - o, "%s%s", o ? ", " : "", e.name);
+    }
+}
+
+gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *const *names, size_t cnt,
+                            gw_rkey_t **out)
+{
+    if (!ctx || !out || (cnt && !names))
+        return GW_ERR_INVALID;
+    gw_core_t *core = &ctx->core;
+    for (size_t i = 0; i < cnt; i++)
+        out[i] = NULL;
+    gw_ep_t *ep;
+    gw_status_t st = gw_peer_ep(ctx, peer, &ep);
+    if (st != GW_OK)
+        return st;
+    names_t *n = ctx->names;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        size_t missing = cnt;
+        gw_nt_entry_t e;
+        for (size_t i = 0; i < cnt; i++)
+            if (!names[i] || table_find(ep->peer_table, ep->peer_table_len, names[i], &e) != 0) {
+                missing = i;
+                break;
+            }
+        if (missing == cnt)
+            break;
+        if (attempt == 1 || !names[missing]) {
+            char have[256];
+            table_names(ep->peer_table, ep->peer_table_len, have, sizeof(have));
+            return gw_err(core, GW_ERR_NOT_FOUND,
+                          "gw_peer_regions(%s): agent \"%s\" (epoch %llu at %s) publishes no region \"%s\" (it "
+                          "publishes: %s)",
+                          peer, peer, (unsigned long long)ep->peer_epoch, ep->base.peer,
+                          names[missing] ? names[missing] : "(null)", have[0] ? have : "nothing");
+        }
+        /* a miss: the agent may have published it since we connected */
+        uint8_t *t = NULL;
+        size_t tl = 0;
+        gw_nt_header_t h;
+        char why[256];
+        st = fetch_table(n, ep->base.peer, &t, &tl, &h, why, sizeof(why));
+        if (st != GW_OK)
+            return gw_err(core, st, "gw_peer_regions(%s): refreshing the agent's table from %s: %s", peer,
+                          ep->base.peer, why);
+        if (h.uuid != ep->peer_uuid) { /* restarted since: the endpoint is stale */
+            free(t);
+            gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "agent \"%s\" restarted (a new context answers at %s)", peer,
+                       ep->base.peer);
+            if ((st = gw_peer_ep(ctx, peer, &ep)) != GW_OK)
+                return st;
+            continue;
+        }
+        free(ep->peer_table);
+        ep->peer_table = t;
+        ep->peer_table_len = tl;
+        ep->peer_epoch = h.epoch;
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        gw_nt_entry_t e;
+        table_find(ep->peer_table, ep->peer_table_len, names[i], &e);
+        if ((st = gw_rkey_unpack(ep, e.key, e.key_len, &out[i])) != GW_OK) {
+            for (size_t j = 0; j < i; j++) {
+                gw_rkey_destroy(out[j]);
+                out[j] = NULL;
+            }
+            return st;
+        }
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_names_key_check(gw_ep_t *ep, const gw_rkey_t *rkey, const char *op)
+{
+    if (!rkey || !ep)
+        return GW_OK;
+    const gw_ep_t *kep = rkey->ep;
+    uint64_t now_epoch = kep->newer_epoch;
+    if (!now_epoch && kep != ep && kep->peer_name[0] && !strcmp(kep->peer_name, ep->peer_name) &&
+        kep->peer_uuid != ep->peer_uuid)
+        now_epoch = ep->peer_epoch;
+    if (!now_epoch)
+        return GW_OK;
+    return gw_err(&ep->ctx->core, GW_ERR_INVALID_KEY,
+                  "%s: the key is from agent \"%s\" at epoch %llu, which restarted (now epoch %llu): keys of the old "
+                  "epoch are void; gw_peer_regions() returns the new ones",
+                  op, kep->peer_name, (unsigned long long)kep->peer_epoch, (unsigned long long)now_epoch);
+}
+
+gw_status_t gw_peer_query(gw_context_t *ctx, const char *name, gw_peer_info_t *info)
+{
+    if (!ctx || !name || !info || info->size < sizeof(size_t))
+        return GW_ERR_INVALID;
+    names_t *n = ctx->names;
+    peer_t *p = n ? find_peer(n, name) : NULL;
+    gw_peer_info_t o;
+    memset(&o, 0, sizeof(o));
+    o.size = info->size;
+    o.listed = -1;
+    int known = p != NULL;
+    if (p) {
+        snprintf(o.addr, sizeof(o.addr), "%s", p->ep ? p->ep->base.peer : p->addr);
+        o.epoch = p->epoch;
+        o.connected = p->ep && ep_healthy(p->ep);
+        o.restarts = p->restarts;
+    }
+    if (n && n->have_dir) {
+        pthread_mutex_lock(&n->mu);
+        dir_agent_t *c = cache_find(n, name);
+        if (c) {
+            known = 1;
+            o.listed = c->listed;
+            o.changes = c->changes;
+            if (!o.addr[0])
+                snprintf(o.addr, sizeof(o.addr), "%s", c->addr);
+            if (!o.epoch)
+                o.epoch = (uint64_t)c->epoch;
+        } else if (n->synced == 1) {
+            o.listed = 0;
+        }
+        pthread_mutex_unlock(&n->mu);
+    }
+    if (!known)
+        return gw_err(&ctx->core, GW_ERR_NOT_FOUND, "gw_peer_query: this context knows no agent \"%s\"", name);
+    memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
+    return GW_OK;
+}
+
+/* ---- public: directory listing ------------------------------------------------------------- */
+typedef struct list_arg {
+    names_t *n;
+    size_t pl;
+    int regions;
+    int (*cb)(void *, const gw_dir_entry_t *);
+    void *arg;
+    int stopped;
+} list_arg_t;
+
+static int on_list_kv(void *arg, const gw_etcd_kv_t *kv)
+{
+    list_arg_t *a = arg;
+    gw_dir_entry_t e;
+    memset(&e, 0, sizeof(e));
+    gw_json_t root, v;
+    size_t used;
+    if (!a->regions) {
+        dir_agent_t d;
+        if (parse_agent(kv, a->pl, &d) != 0)
+            return 0;
+        e.agent = d.name;
+        e.addr = d.addr;
+        e.epoch = (uint64_t)d.epoch;
+        return a->stopped = a->cb(a->arg, &e);
+    }
+    char agent[GW_NAME_MAX + 1], type[16] = "", num[32];
+    const char *rest = kv->key + a->pl, *slash = strchr(rest, '/');
+    if (!slash || (size_t)(slash - rest) > GW_NAME_MAX || gw_json_value(kv->value, kv->value_len, &root, &used) != 1)
+        return 0;
+    memcpy(agent, rest, (size_t)(slash - rest));
+    agent[slash - rest] = '\0';
+    e.agent = agent;
+    e.region = slash + 1;
+    if (gw_json_get(root, "addr", &v) && gw_json_string(v, num, sizeof(num)) == 0)
+        e.raddr = strtoull(num, NULL, 0);
+    int64_t x;
+    if (gw_json_get(root, "len", &v) && gw_json_i64(v, &x) == 0)
+        e.rlen = (uint64_t)x;
+    if (gw_json_get(root, "access", &v) && gw_json_i64(v, &x) == 0)
+        e.access = (unsigned)x;
+    if (gw_json_get(root, "type", &v))
+        gw_json_string(v, type, sizeof(type));
+    e.type = type;
+    return a->stopped = a->cb(a->arg, &e);
+}
+
+gw_status_t gw_directory_list(gw_context_t *ctx, int (*cb)(void *arg, const gw_dir_entry_t *e), void *arg)
+{
+    if (!ctx || !cb)
+        return GW_ERR_INVALID;
+    names_t *n;
+    gw_status_t st = names_get(ctx, &n);
+    if (st != GW_OK)
+        return st;
+    if (!n->have_dir)
+        return gw_err(&ctx->core, GW_ERR_UNAVAILABLE, "gw_directory_list: no directory is set (GPUWIRE_DIRECTORY)");
+    char pfx[160], why[256];
+    list_arg_t a = {n, 0, 0, cb, arg, 0};
+    for (a.regions = 0; a.regions < 2 && !a.stopped; a.regions++) {
+        snprintf(pfx, sizeof(pfx), "%s%s", n->prefix, a.regions ? "regions/" : "agents/");
+        a.pl = strlen(pfx);
+        if ((st = gw_etcd_range(&n->etcd, pfx, 1, on_list_kv, &a, NULL, why, sizeof(why))) != GW_OK)
+            return gw_err(&ctx->core, GW_ERR_UNAVAILABLE, "gw_directory_list: directory %s: %s", n->etcd.url, why);
+    }
+    return GW_OK;
+}
+
+static int count_kv(void *arg, const gw_etcd_kv_t *kv)
+{
+    (void)kv;
+    (*(size_t *)arg)++;
+    return 0;
+}
+
+gw_status_t gw_directory_describe(gw_context_t *ctx, char *buf, size_t len)
+{
+    if (!ctx || !buf || !len)
+        return GW_ERR_INVALID;
+    names_t *n;
+    gw_status_t st = names_get(ctx, &n);
+    if (st != GW_OK)
+        return st;
+    if (!n->have_dir) {
+        size_t k = 0;
+        for (peer_t *p = n->peers; p; p = p->next)
+            k += p->addr[0] != 0;
+        snprintf(buf, len, "none (peer-to-peer: %zu agent address(es) from gw_peer_add/GPUWIRE_PEERS)", k);
+        return GW_OK;
+    }
+    char pfx[160], why[256];
+    size_t agents = 0;
+    int64_t rev = 0;
+    snprintf(pfx, sizeof(pfx), "%sagents/", n->prefix);
+    st = gw_etcd_range(&n->etcd, pfx, 1, count_kv, &agents, &rev, why, sizeof(why));
+    if (st != GW_OK)
+        snprintf(buf, len, "%s prefix %s: not answering: %s", n->etcd.url, n->prefix, why);
+    else
+        snprintf(buf, len, "%s prefix %s: reachable, revision %lld, %zu agent(s), lease TTL %ld s", n->etcd.url,
+                 n->prefix, (long long)rev, agents, n->ttl_s);
+    return GW_OK;
+}
+
+/* ---- teardown -------------------------------------------------------------------------------- */
+void gw_names_ep_gone(gw_ep_t *ep)
+{
+    names_t *n = ep->ctx->names;
+    if (!n || n->closing)
+        return;
+    for (peer_t *p = n->peers; p; p = p->next)
+        if (p->ep == ep)
+            p->ep = NULL;
+    for (size_t i = 0; i < n->nretired; i++)
+        if (n->retired[i] == ep) {
+            n->retired[i] = n->retired[--n->nretired];
+            break;
+        }
+}
+
+gw_status_t gw_names_fini(gw_context_t *ctx)
+{
+    names_t *n = ctx->names;
+    if (!n)
+        return GW_OK;
+    size_t owned = n->nretired, keys = 0;
+    for (size_t i = 0; i < n->nretired; i++)
+        keys += n->retired[i]->n_rkeys;
+    for (peer_t *p = n->peers; p; p = p->next)
+        if (p->ep) {
+            owned++;
+            keys += p->ep->n_rkeys;
+        }
+    if (keys)
+        return gw_err(&ctx->core, GW_ERR_BUSY,
+                      "gw_context_destroy: %zu remote key(s) from gw_peer_regions() are alive; gw_rkey_destroy() them "
+                      "first", keys);
+    if (ctx->n_eps > owned || ctx->n_listeners || ctx->n_mems)
+        return GW_OK; /* the caller's own objects: gw_context_destroy says so, and nothing changed */
+    n->closing = 1;
+    for (size_t i = 0; i < n->nretired; i++)
+        gw_ep_close(n->retired[i], 0);
+    for (peer_t *p = n->peers; p; p = p->next)
+        if (p->ep)
+            gw_ep_close(p->ep, 0);
+    stop_thread(n);
+    if (n->lease) {
+        char why[256];
+        gw_etcd_revoke(&n->etcd, n->lease, why, sizeof(why));
+    }
+    while (n->peers) {
+        peer_t *p = n->peers;
+        n->peers = p->next;
+        free(p);
+    }
+    free(n->retired);
+    free(n->pubs);
+    free(n->kvs);
+    free(n->agents);
+    pthread_mutex_destroy(&n->mu);
+    pthread_cond_destroy(&n->cv);
+    free(n);
+    ctx->names = NULL;
+    return GW_OK;
+}

@@ -1,0 +1,232 @@
+/* names_util.c - see names_util.h. */
+#include "names_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "directory/http.h"
+#include "harness.h"
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int gwt_progress_until(gw_context_t *ctx, int (*cond)(void *), void *arg, int timeout_ms)
+{
+    uint64_t end = now_ms() + (uint64_t)timeout_ms;
+    while (!cond(arg)) {
+        if (now_ms() > end)
+            return 0;
+        if (gw_progress(ctx) == 0)
+            gw_context_wait(ctx, 5);
+    }
+    return 1;
+}
+
+static void agent_open(gwt_agent_t *a)
+{
+    REQUIRE_OK(gw_context_create(NULL, &a->ctx));
+    gw_status_t st = gw_agent_listen(a->ctx, a->name, a->listen, &a->l);
+    if (st != GW_OK) {
+        fprintf(stderr, "agent %s: gw_agent_listen: %s: %s\n", a->name, gw_status_name(st), gw_last_error(a->ctx));
+        exit(1);
+    }
+    REQUIRE_OK(gw_listener_addr(a->l, a->addr, sizeof(a->addr)));
+    REQUIRE_OK(gw_mem_reg(a->ctx, a->buf, 1 << 20, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &a->mem));
+    REQUIRE_OK(gw_mem_publish(a->mem, "buf"));
+}
+
+static void agent_close(gwt_agent_t *a)
+{
+    gw_ep_t *ep;
+    while (gw_accept(a->l, 0, &ep) == GW_OK)
+        gw_ep_close(ep, 0);
+    /* endpoints accepted earlier are closed by the loop below */
+    gw_listener_destroy(a->l);
+    gw_mem_dereg(a->mem);
+    if (a->late_mem)
+        gw_mem_dereg(a->late_mem);
+    a->late_mem = NULL;
+}
+
+typedef struct ep_list {
+    gw_ep_t **v;
+    size_t n, cap;
+} ep_list_t;
+
+static void *agent_main(void *arg)
+{
+    gwt_agent_t *a = arg;
+    ep_list_t eps = {0};
+    for (;;) {
+        gw_ep_t *ep;
+        while (gw_accept(a->l, 0, &ep) == GW_OK) {
+            if (eps.n == eps.cap) {
+                eps.cap = eps.cap ? eps.cap * 2 : 64;
+                eps.v = realloc(eps.v, eps.cap * sizeof(*eps.v));
+                REQUIRE(eps.v);
+            }
+            eps.v[eps.n++] = ep;
+            a->accepted++;
+        }
+        int cmd = a->cmd;
+        if (cmd) {
+            if (cmd == 1) {
+                REQUIRE_OK(gw_mem_reg(a->ctx, a->late_buf, sizeof(a->late_buf),
+                                      GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &a->late_mem));
+                REQUIRE_OK(gw_mem_publish(a->late_mem, "late"));
+            } else {
+                for (size_t i = 0; i < eps.n; i++)
+                    gw_ep_close(eps.v[i], 0);
+                eps.n = 0;
+                agent_close(a);
+                gw_status_t st = gw_context_destroy(a->ctx);
+                if (st != GW_OK) {
+                    fprintf(stderr, "agent %s: gw_context_destroy: %s\n", a->name, gw_last_error(a->ctx));
+                    exit(1);
+                }
+                a->ctx = NULL;
+                if (cmd == 2) {
+                    snprintf(a->listen, sizeof(a->listen), "%s", a->addr); /* the same address again */
+                    agent_open(a);
+                }
+            }
+            a->cmd = 0;
+            __sync_synchronize();
+            a->done++;
+            if (cmd == 3)
+                break;
+            continue;
+        }
+        if (gw_progress(a->ctx) == 0)
+            gw_context_wait(a->ctx, 2);
+    }
+    free(eps.v);
+    return NULL;
+}
+
+void gwt_agent_start(gwt_agent_t *a, const char *name, const char *listen)
+{
+    memset(a, 0, sizeof(*a));
+    snprintf(a->name, sizeof(a->name), "%s", name);
+    snprintf(a->listen, sizeof(a->listen), "%s", listen);
+    a->buf = calloc(1, 1 << 20);
+    REQUIRE(a->buf);
+    agent_open(a);
+    REQUIRE(pthread_create(&a->thr, NULL, agent_main, a) == 0);
+}
+
+void gwt_agent_cmd(gwt_agent_t *a, int cmd)
+{
+    int before = a->done;
+    __sync_synchronize();
+    a->cmd = cmd;
+    uint64_t end = now_ms() + 20000;
+    while (a->done == before) {
+        REQUIRE(now_ms() < end);
+        usleep(1000);
+    }
+}
+
+void gwt_agent_stop(gwt_agent_t *a)
+{
+    gwt_agent_cmd(a, 3);
+    pthread_join(a->thr, NULL);
+    free(a->buf);
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || getsockname(fd, (struct sockaddr *)&sa, &sl))
+        return -1;
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+int gwt_etcd_start(gwt_etcd_t *e)
+{
+    static const char *const bins[] = {"/usr/bin/etcd", "/usr/local/bin/etcd", "/usr/sbin/etcd"};
+    const char *bin = getenv("GWT_ETCD");
+    for (size_t i = 0; !bin && i < sizeof(bins) / sizeof(bins[0]); i++)
+        if (access(bins[i], X_OK) == 0)
+            bin = bins[i];
+    if (!bin)
+        return -1;
+    memset(e, 0, sizeof(*e));
+    snprintf(e->dir, sizeof(e->dir), "/tmp/gwt-etcd-XXXXXX");
+    REQUIRE(mkdtemp(e->dir));
+    int cport = free_port(), pport = free_port();
+    REQUIRE(cport > 0 && pport > 0 && cport != pport);
+    snprintf(e->hostport, sizeof(e->hostport), "127.0.0.1:%d", cport);
+    snprintf(e->url, sizeof(e->url), "etcd://127.0.0.1:%d", cport);
+    char curl[64], purl[64], cluster[96], data[160], log[160];
+    snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", cport);
+    snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", pport);
+    snprintf(cluster, sizeof(cluster), "default=%s", purl);
+    snprintf(data, sizeof(data), "%s/data", e->dir);
+    snprintf(log, sizeof(log), "%s/etcd.log", e->dir);
+    e->pid = fork();
+    REQUIRE(e->pid >= 0);
+    if (e->pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execl(bin, bin, "--data-dir", data, "--listen-client-urls", curl, "--advertise-client-urls", curl,
+              "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
+              (char *)NULL);
+        _exit(127);
+    }
+    uint64_t end = now_ms() + 30000;
+    for (;;) {
+        int status = 0;
+        gw_buf_t out = {0};
+        char why[256];
+        gw_status_t st = gw_http_post(e->hostport, "/v3/kv/range", "{\"key\":\"AA==\"}", 1000, &status, &out, why,
+                                      sizeof(why));
+        gw_buf_free(&out);
+        if (st == GW_OK && status == 200)
+            return 0;
+        if (waitpid(e->pid, &status, WNOHANG) == e->pid) {
+            fprintf(stderr, "etcd exited early (see %s)\n", log);
+            exit(1);
+        }
+        if (now_ms() > end) {
+            fprintf(stderr, "etcd did not answer within 30 s (see %s): %s\n", log, why);
+            kill(e->pid, SIGKILL);
+            exit(1);
+        }
+        usleep(50000);
+    }
+}
+
+void gwt_etcd_stop(gwt_etcd_t *e)
+{
+    if (e->pid > 0) {
+        kill(e->pid, SIGTERM);
+        int st;
+        waitpid(e->pid, &st, 0);
+    }
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", e->dir);
+}

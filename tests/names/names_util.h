@@ -1,0 +1,51 @@
+/* names_util.h - helpers of the names tests: an agent served by a thread of
+ * its own, and a real etcd started on free loopback ports. */
+#ifndef GW_TEST_NAMES_UTIL_H
+#define GW_TEST_NAMES_UTIL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "gpuwire.h"
+
+/* An agent whose context is created by the caller (so that the environment
+ * it reads is the caller's choice) and then served by its own thread. */
+typedef struct gwt_agent {
+    char name[64];
+    char listen[80];          /* where to listen, e.g. "127.0.0.1:0" */
+    char addr[80];            /* where it listens */
+    gw_context_t *ctx;
+    gw_listener_t *l;
+    gw_mem_t *mem;
+    uint8_t *buf;             /* published as "buf" (1 MiB, remote read+write) */
+    gw_mem_t *late_mem;
+    uint8_t late_buf[4096];
+    pthread_t thr;
+    volatile int cmd;         /* 1 publish "late", 2 restart (new context, same address), 3 stop */
+    volatile int done;        /* commands completed */
+    volatile int ready;
+    uint64_t accepted;
+} gwt_agent_t;
+
+/* Creates the context (environment as it is now), listens, publishes "buf",
+ * starts the serving thread.  Exits the test on failure. */
+void gwt_agent_start(gwt_agent_t *a, const char *name, const char *listen);
+/* Runs command cmd in the agent's thread and waits for it. */
+void gwt_agent_cmd(gwt_agent_t *a, int cmd);
+void gwt_agent_stop(gwt_agent_t *a);
+
+/* A real etcd on loopback (Debian's etcd-server).  0: started, url set;
+ * -1: no etcd binary here (the caller skips). */
+typedef struct gwt_etcd {
+    int pid;
+    char url[64];
+    char hostport[64];
+    char dir[128];
+} gwt_etcd_t;
+int gwt_etcd_start(gwt_etcd_t *e);
+void gwt_etcd_stop(gwt_etcd_t *e);
+
+/* Spins gw_progress on ctx until cond(arg) or timeout_ms; 1 when met. */
+int gwt_progress_until(gw_context_t *ctx, int (*cond)(void *), void *arg, int timeout_ms);
+
+#endif

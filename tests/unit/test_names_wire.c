@@ -1,0 +1,190 @@
+/* test_names_wire.c - the names table format and the etcd client's parsers
+ * on known inputs (the fuzzers cover the unknown ones). */
+#include <stdio.h>
+#include <string.h>
+
+#include "bootstrap/names_wire.h"
+#include "bootstrap/wire.h"
+#include "directory/etcd.h"
+#include "directory/http.h"
+#include "directory/json.h"
+#include "harness.h"
+
+static size_t key_for(uint64_t owner, uint64_t id, uint8_t *out)
+{
+    gw_rkey_wire_t w = {.owner_uuid = owner, .id = id, .addr = 0x1000, .len = 4096, .access = 3};
+    return gw_rkey_encode(&w, out, GW_RKEY_MAX_LEN);
+}
+
+static void test_table(void)
+{
+    uint8_t buf[GW_NT_MAX_LEN], k1[GW_RKEY_MAX_LEN], k2[GW_RKEY_MAX_LEN];
+    size_t l1 = key_for(7, 1, k1), l2 = key_for(7, 2, k2);
+    gw_nt_enc_t e;
+    gw_nt_begin(&e, buf, sizeof(buf), 7, 42, "agent-0");
+    gw_nt_add(&e, "weights", k1, l1);
+    gw_nt_add(&e, "kv.cache:3", k2, l2);
+    size_t n = gw_nt_finish(&e);
+    CHECK(n > 0);
+    gw_nt_header_t h;
+    char why[256];
+    CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_OK);
+    CHECK(h.uuid == 7 && h.epoch == 42 && h.count == 2 && !strcmp(h.name, "agent-0"));
+    gw_nt_entry_t en;
+    CHECK(gw_nt_entry(buf, n, 1, &en) == 0 && !strcmp(en.name, "kv.cache:3") && en.key_len == l2 &&
+          !memcmp(en.key, k2, l2));
+    CHECK(gw_nt_entry(buf, n, 2, &en) != 0);
+    /* truncated, trailing byte, bad magic, wrong version */
+    CHECK_ST(gw_nt_decode(buf, n - 1, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
+    buf[0] ^= 1;
+    CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
+    buf[0] ^= 1;
+    buf[4] = 9;
+    CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_VERSION);
+    buf[4] = GW_NT_VERSION;
+    /* a key issued by another context, a duplicate name, a bad name */
+    uint8_t k3[GW_RKEY_MAX_LEN];
+    size_t l3 = key_for(8, 3, k3);
+    gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
+    gw_nt_add(&e, "x", k3, l3);
+    n = gw_nt_finish(&e);
+    CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "another context") != NULL);
+    gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
+    gw_nt_add(&e, "x", k1, l1);
+    gw_nt_add(&e, "x", k2, l2);
+    n = gw_nt_finish(&e);
+    CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "twice") != NULL);
+    gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
+    gw_nt_add(&e, "sp ace", k1, l1);
+    n = gw_nt_finish(&e);
+    CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(gw_name_valid("node-1.gpu:0") && !gw_name_valid("") && !gw_name_valid("a/b"));
+    /* the encoder refuses to pass the limit */
+    gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
+    for (int i = 0; i < 400; i++) {
+        char nm[16];
+        snprintf(nm, sizeof(nm), "r%d", i);
+        gw_nt_add(&e, nm, k1, l1);
+    }
+    CHECK(gw_nt_finish(&e) == 0);
+}
+
+static void test_json(void)
+{
+    const char *s = " {\"a\":\"x\\\"y\",\"n\":\"-12\",\"m\":34,\"arr\":[1,{\"k\":true},\"s\"],\"t\":true} tail";
+    gw_json_t v, m;
+    size_t used;
+    CHECK(gw_json_value(s, strlen(s), &v, &used) == 1 && !strncmp(s + used, "tail", 4));
+    char buf[32];
+    int64_t x;
+    CHECK(gw_json_get(v, "a", &m) && gw_json_string(m, buf, sizeof(buf)) == 0 && !strcmp(buf, "x\"y"));
+    CHECK(gw_json_get(v, "n", &m) && gw_json_i64(m, &x) == 0 && x == -12);
+    CHECK(gw_json_get(v, "m", &m) && gw_json_i64(m, &x) == 0 && x == 34);
+    CHECK(gw_json_get(v, "t", &m) && gw_json_true(m));
+    CHECK(!gw_json_get(v, "zz", &m));
+    CHECK(gw_json_get(v, "arr", &m));
+    size_t it = 0;
+    gw_json_t el;
+    int k = 0;
+    while (gw_json_next(m, &it, &el))
+        k++;
+    CHECK(k == 3);
+    CHECK(gw_json_value("{\"a\":", 5, &v, &used) == 0);  /* incomplete */
+    CHECK(gw_json_value("{\"a\" 1}", 7, &v, &used) == -1); /* malformed */
+    CHECK(gw_json_value("[1,]", 4, &v, &used) == -1);
+    char deep[80];
+    memset(deep, '[', sizeof(deep));
+    CHECK(gw_json_value(deep, sizeof(deep), &v, &used) == -1); /* past the depth limit */
+    size_t ol = 0;
+    char out[32];
+    CHECK(gw_json_put_str(out, sizeof(out), &ol, "a\"b\n") == 0 && !strcmp(out, "\"a\\\"b\\u000a\""));
+    CHECK(gw_json_i64((gw_json_t){"\"99999999999999999999\"", 22}, &x) == -1); /* overflow */
+}
+
+static void test_b64(void)
+{
+    char enc[16];
+    uint8_t dec[16];
+    CHECK(gw_b64_encode("ab", 2, enc, sizeof(enc)) == 4 && !strcmp(enc, "YWI="));
+    CHECK(gw_b64_decode("YWI=", 4, dec, sizeof(dec)) == 2 && !memcmp(dec, "ab", 2));
+    CHECK(gw_b64_decode("YWJ=", 4, dec, sizeof(dec)) == -1); /* non-zero bits past the data */
+    CHECK(gw_b64_decode("Y=I=", 4, dec, sizeof(dec)) == -1);
+    CHECK(gw_b64_decode("YWI", 3, dec, sizeof(dec)) == -1);
+}
+
+static void test_http(void)
+{
+    const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    gw_http_head_t h;
+    char why[128];
+    CHECK(gw_http_parse_head(head, strlen(head), &h, why, sizeof(why)) == 0 && h.status == 200 && h.chunked);
+    CHECK(gw_http_parse_head("HTTP/1.1 404 NF\r\nContent-Length: 7\r\n\r\n", 37, &h, why, sizeof(why)) == 0 &&
+          h.status == 404 && h.content_length == 7 && !h.chunked);
+    CHECK(gw_http_parse_head("SSH-2.0-x\r\n\r\n", 13, &h, why, sizeof(why)) == -1);
+    gw_http_head_t ch = {.status = 200, .chunked = 1};
+    gw_http_body_t b;
+    gw_buf_t out = {0};
+    size_t used;
+    gw_http_body_init(&b, &ch);
+    const char *body = "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n";
+    CHECK(gw_http_body_feed(&b, body, 9, &used, &out) == 0); /* in two pieces */
+    CHECK(gw_http_body_feed(&b, body + 9, strlen(body) - 9, &used, &out) == 1);
+    CHECK(out.len == 11 && !memcmp(out.p, "hello world", 11));
+    gw_buf_free(&out);
+    gw_http_body_init(&b, &ch);
+    CHECK(gw_http_body_feed(&b, "zz\r\n", 4, &used, &out) == -1);
+    gw_buf_free(&out);
+    char hp[64];
+    CHECK(gw_http_hostport("etcd://127.0.0.1:2379", hp, sizeof(hp), why, sizeof(why)) == GW_OK &&
+          !strcmp(hp, "127.0.0.1:2379"));
+    CHECK(gw_http_hostport("https://x:1", hp, sizeof(hp), why, sizeof(why)) == GW_ERR_CONFIG);
+}
+
+static int events, deletes;
+static void on_event(void *arg, int is_delete, const gw_etcd_kv_t *kv)
+{
+    (void)arg;
+    events++;
+    deletes += is_delete;
+    CHECK(!strcmp(kv->key, "a"));
+}
+
+static void test_etcd_msgs(void)
+{
+    /* as etcd 3.4's gateway writes them */
+    const char *kvj = "{\"key\":\"YQ==\",\"create_revision\":\"2\",\"mod_revision\":\"5\",\"version\":\"1\",\"value\":\"Yg==\"}";
+    gw_etcd_kv_t kv;
+    CHECK(gw_etcd_parse_kv(kvj, strlen(kvj), &kv) == 0 && !strcmp(kv.key, "a") && kv.value_len == 1 &&
+          kv.value[0] == 'b' && kv.create_rev == 2 && kv.mod_rev == 5);
+    const char *stream =
+        "{\"result\":{\"header\":{\"revision\":\"2\"},\"created\":true}}\n"
+        "{\"result\":{\"header\":{\"revision\":\"2\"},\"events\":[{\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"2\",\"value\":\"Yg==\"}}]}}\n"
+        "{\"result\":{\"header\":{\"revision\":\"3\"},\"events\":[{\"type\":\"DELETE\",\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"3\"}}]}}\n"
+        "{\"result\":{\"header\"";
+    gw_etcd_watch_t w;
+    memset(&w, 0, sizeof(w));
+    w.fd = -1;
+    CHECK(gw_buf_add(&w.buf, stream, strlen(stream)) == 0);
+    char why[128];
+    CHECK_ST(gw_etcd_watch_dispatch(&w, on_event, NULL, why, sizeof(why)), GW_OK);
+    CHECK(w.created && w.rev == 3 && events == 2 && deletes == 1);
+    CHECK(w.buf.len == strlen("{\"result\":{\"header\"")); /* the partial message waits */
+    gw_buf_consume(&w.buf, w.buf.len);
+    const char *cancel = "{\"result\":{\"canceled\":true,\"cancel_reason\":\"compacted\"}}";
+    gw_buf_add(&w.buf, cancel, strlen(cancel));
+    CHECK_ST(gw_etcd_watch_dispatch(&w, on_event, NULL, why, sizeof(why)), GW_ERR_CANCELED);
+    CHECK(strstr(why, "compacted") != NULL);
+    gw_etcd_watch_close(&w);
+}
+
+int main(void)
+{
+    test_table();
+    test_json();
+    test_b64();
+    test_http();
+    test_etcd_msgs();
+    return gwt_done("unit_names_wire");
+}
