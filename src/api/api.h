@@ -25,6 +25,14 @@ struct gw_context {
     gw_hmap_t tokens; /* endpoint token -> gw_ep (tcp stream joins) */
 };
 
+/* ops.c's posting steps, shared with api/batch.c: the endpoint is ready;
+ * a request for op; queue it (tracked) and hand it to the transport's fn
+ * (on an error nothing is left behind). */
+gw_status_t gw_api_ep_usable(struct gw_ep *ep, int op);
+gw_request_t *gw_api_new_req(struct gw_ep *ep, int op, gw_request_t **user);
+gw_status_t gw_api_submit(struct gw_ep *ep, gw_request_t *r, gw_request_t **user,
+                          gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *));
+
 /* Progress until done(arg) or timeout_ms (-1: none); GW_ERR_TIMEOUT. */
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms);
 

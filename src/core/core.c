@@ -248,6 +248,11 @@ void gw_req_complete(gw_request_t *r, gw_status_t status)
     if (r->status != GW_INPROGRESS)
         return;
     r->status = status;
+    if (r->fini) { /* set by the layer that attached something to the request */
+        void (*fini)(gw_request_t *) = r->fini;
+        r->fini = NULL;
+        fini(r);
+    }
     if (r->use_count) { /* the local region's count of operations using it */
         (*r->use_count)--;
         r->use_count = NULL;

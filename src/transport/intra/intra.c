@@ -1961,4 +1961,5 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .put_notify = intra_put,
     .send = intra_send,
     .recv_matched = intra_recv_matched,
+    .batch = gw_tl_unsupported_op,
 };

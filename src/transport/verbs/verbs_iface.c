@@ -495,4 +495,5 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .put_notify = gw_verbs_put_notify,
     .send = gw_verbs_send,
     .recv_matched = gw_verbs_recv_matched,
+    .batch = gw_tl_unsupported_op,
 };
