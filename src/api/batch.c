@@ -309,8 +309,11 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, gw_request_
         if (m->b.busy[i])
             (*m->b.busy[i])++;
     gw_status_t st = gw_api_submit(ep, r, req, ep->ops->batch);
-    if (st != GW_OK && r->fini) /* refused at posting: the request was dropped as it was */
-        batch_fini(r);
+    if (st != GW_OK && r->fini) { /* refused at posting: the request was dropped as it was */
+        void (*fini)(gw_request_t *) = r->fini;
+        r->fini = NULL;
+        fini(r);
+    }
     return st;
 }
 

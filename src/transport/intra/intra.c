@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mem/staging.h"
+#include "transport/base/batch.h"
 
 #define INTRA_HDR 48
 #define INTRA_MAX_DEV 16
@@ -137,6 +138,10 @@ enum { ST_NEW = 0, ST_COPYING = 1, ST_LANDED = 2 };
 
 static void ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st);
 static void retry_waiting(intra_ep_t *e);
+/* batched transfers: intra_batch.c, included at the end */
+static void intrab_issue(intra_ep_t *e, gw_request_t *req);
+static size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin);
+static int intrab_part_done(gw_request_t *req, gw_status_t *st);
 
 /* ------------------------------------------------------------------------ */
 /* helpers                                                                  */
@@ -810,7 +815,9 @@ static void check_notifies(intra_ep_t *e)
         if (gw_ep_oldest_seq(e->super.base) < req->seq)
             return; /* an older put is still moving */
         gw_list_del(p);
-        gw_intra_hdr_t h = {.type = GW_INTRA_M_NOTIFY, .a = req->value};
+        /* b = 1: a counted notification of id a (a batch's) */
+        gw_intra_hdr_t h = {.type = GW_INTRA_M_NOTIFY, .a = req->value,
+                            .b = req->op == GW_OP_BATCH && req->batch->notify == GW_NOTIFY_COUNTED};
         gw_status_t st = out_msg(e, &h, NULL);
         gw_ep_op_done(e->super.base, req, st);
     }
@@ -820,13 +827,18 @@ static void check_notifies(intra_ep_t *e)
 static void rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
     slot_leave(e, req);
-    if (req->op == GW_OP_PUT_NOTIFY && st == GW_OK) {
+    req->length = st == GW_OK ? req->len : 0; /* (a put_notify completes later with it) */
+    if ((req->op == GW_OP_PUT_NOTIFY || (req->op == GW_OP_BATCH && req->batch->notify)) && st == GW_OK) {
         req->tl[T_STATE] = ST_LANDED;
-        gw_list_push_back(&e->notifies, &req->tl_link);
+        /* in posting order: an older operation may land after a younger one
+         * (piecewise CMA, copies in flight) and the head must be the oldest */
+        gw_list_t *at = e->notifies.prev;
+        while (at != &e->notifies && gw_container_of(at, gw_request_t, tl_link)->seq > req->seq)
+            at = at->prev;
+        gw_list_insert_between_(&req->tl_link, at, at->next);
         check_notifies(e);
         return;
     }
-    req->length = st == GW_OK ? req->len : 0;
     gw_ep_op_done(e->super.base, req, st);
     check_notifies(e);
 }
@@ -841,6 +853,8 @@ static void pull_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 
 static void op_finished(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
+    if (req->op == GW_OP_BATCH && !intrab_part_done(req, &st))
+        return; /* another part of the batch is still moving */
     if (req->op == GW_OP_RECV)
         pull_done(e, req, st);
     else
@@ -854,7 +868,18 @@ static int poll_inflight(intra_ep_t *e)
     while (i < e->ncp) {
         intra_cp_t *cp = &e->cps[i];
         gw_status_t st = GW_OK;
-        if (!cp->ev) { /* piecewise CMA */
+        if (!cp->ev && cp->op == GW_OP_BATCH) { /* a batch's host entries (intra_batch.c) */
+            if (!budget) {
+                i++;
+                continue;
+            }
+            int fin = 0;
+            budget -= intrab_cma_step(e, cp->req, budget, &st, &fin);
+            if (st == GW_OK && !fin) {
+                i++;
+                continue;
+            }
+        } else if (!cp->ev) { /* piecewise CMA */
             if (!budget) {
                 i++;
                 continue;
@@ -953,7 +978,9 @@ static void pull_issue(intra_ep_t *e, gw_request_t *req)
 
 static void issue(intra_ep_t *e, gw_request_t *req)
 {
-    if (req->op == GW_OP_RECV)
+    if (req->op == GW_OP_BATCH)
+        intrab_issue(e, req);
+    else if (req->op == GW_OP_RECV)
         pull_issue(e, req);
     else if (req->op == GW_OP_SEND)
         ; /* sends wait in e->sends, never here */
@@ -1221,7 +1248,7 @@ static int handle_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *pay
     switch (h->type) {
     case GW_INTRA_M_TABLE: st = on_table(e); break;
     case GW_INTRA_M_NOTIFY:
-        if (gw_ep_notify_push(e->super.base, h->a) != 0)
+        if (h->b == 1 ? gw_ep_ncount_add(e->super.base, h->a) != 0 : gw_ep_notify_push(e->super.base, h->a) != 0)
             st = gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a notification");
         break;
     case GW_INTRA_M_EAGER: on_eager(e, h, payload); break;
@@ -1940,6 +1967,11 @@ static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     return GW_OK;
 }
 
+/* batched transfers: part of this translation unit (it uses the objects
+ * above); a file of its own once the transport has a private header */
+#define GW_INTRA_INTERNAL 1
+#include "transport/intra/intra_batch.c"
+
 const gw_tl_ops_t gw_tl_intra_ops = {
     .size = sizeof(gw_tl_ops_t),
     .name = "intra",
@@ -1961,5 +1993,5 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .put_notify = intra_put,
     .send = intra_send,
     .recv_matched = intra_recv_matched,
-    .batch = gw_tl_unsupported_op,
+    .batch = intrab_batch,
 };
