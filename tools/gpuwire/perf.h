@@ -78,6 +78,8 @@ typedef struct perf_opts {
     int once;        /* server: serve one client, then exit */
     int addr_fd;     /* server: write the bound address here (loopback), -1 otherwise */
     int mem_dev;     /* --mem: -1 host memory, else the CUDA device of this side's buffer */
+    long batch;      /* --batch N: each operation is one batch of N descriptors of --size (0: off) */
+    int pages;       /* --pages: the paged form (gw_xfer_pages) instead of descriptor lists */
 } perf_opts_t;
 
 /* This side's buffer: host memory, or CUDA device memory (through the
