@@ -5,7 +5,7 @@
 # left out and `gpuwire info` says so).
 set -u
 PKGS="cmake make gcc clang pkg-config libssl-dev libibverbs-dev ibverbs-providers ibverbs-utils \
-rdma-core perftest iperf3 qperf ucx-utils qemu-system-x86 busybox-static cpio xz-utils kmod iproute2 \
+rdma-core perftest iperf3 qperf ucx-utils libucx-dev qemu-system-x86 busybox-static cpio xz-utils kmod iproute2 \
 libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do

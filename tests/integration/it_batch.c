@@ -27,6 +27,7 @@ static uint64_t raddr[3];
 static uint8_t *src, *dst, *img0, *ref1;
 static gw_mem_t *msrc, *mdst;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static int is_verbs; /* a revoked key fails the queue pair there, so the endpoint */
 
 static uint64_t rnd(void)
 {
@@ -299,12 +300,27 @@ static void case_revoked(void)
     gw_request_t *r = NULL;
     IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, N, &o, &r));
     gw_status_t st = gw_request_wait(r, 30000);
-    CHECK_ST(st, GW_ERR_INVALID_KEY);
+    if (is_verbs) /* the target's NIC refuses the access: the endpoint fails */
+        CHECK(st != GW_OK && st != GW_INPROGRESS);
+    else
+        CHECK_ST(st, GW_ERR_INVALID_KEY);
     gw_request_free(r);
-    CHECK_ST(ncount(55, 1, 300), GW_ERR_TIMEOUT);
+    if (is_verbs) /* (the target's side of the queue pair may or may not have failed yet) */
+        CHECK(ncount(55, 1, 300) != GW_OK);
+    else
+        CHECK_ST(ncount(55, 1, 300), GW_ERR_TIMEOUT);
     /* what the target may hold: each region-0 entry old or new bytes; nothing outside the entries */
     it_cmd_t h = {.type = IT_CMD_HASH, .region = 0, .off = N * 8192, .len = REGION - N * 8192};
     CHECK((uint64_t)it_target_cmd(&T, &h, ctx).a == it_hash(img0 + N * 8192, REGION - N * 8192));
+    if (is_verbs) {
+        fprintf(stderr, "  (verbs: the endpoint failed with %s, as a single put to a revoked key does)\n",
+                gw_status_name(st));
+        gw_request_t *q = NULL;
+        CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, 1, NULL, &q), GW_ERR_ENDPOINT_FAILED);
+        CHECK_ST(gw_dlist_destroy(L), GW_OK);
+        CHECK_ST(gw_dlist_destroy(R), GW_OK);
+        return;
+    }
     /* re-sync the image of the entries (they may or may not have been written) and go on */
     gw_request_t *g = NULL;
     IT_OK(ctx, gw_get(ep, img0, N * 8192, NULL, raddr[0], rk[0], &g));
@@ -457,8 +473,10 @@ int main(void)
     case_get();
     case_errors();
     case_zero_and_counted();
+    is_verbs = strcmp(info.transport, "verbs") == 0;
     case_revoked();
-    check_region0("the end");
+    if (!is_verbs)
+        check_region0("the end");
 
     for (int i = 0; i < 3; i++)
         gw_rkey_destroy(rk[i]);
