@@ -166,6 +166,12 @@ int main(void)
     free(want);
     free(zero);
     REQUIRE(gwt_chan_send(&pch, "q", 1) == 0);
+    /* intra: how the GPU entries moved (the copy kernel, or copy-engine copies with the reason) */
+    const char *want_path = getenv("BATCH_GPU_EXPECT");
+    gw_ep_query(ep, &info);
+    fprintf(stderr, "path after the batches: %s\n", info.path);
+    if (want_path)
+        CHECK(strstr(info.path, want_path) != NULL);
     CHECK_ST(gw_dlist_destroy(L), GW_OK);
     CHECK_ST(gw_dlist_destroy(R), GW_OK);
     gw_rkey_destroy(rk);

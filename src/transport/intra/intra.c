@@ -49,6 +49,9 @@ typedef struct intra_iface {
     void *bounce;        /* pinned, INTRA_BOUNCE bytes, for GPU <-> peer host */
     uint64_t gen;        /* progress calls seen */
     uint64_t last_timer_ns;
+    void *bdesc;         /* a free pinned descriptor buffer of GPU batches (intra_batch.c) */
+    size_t bdesc_cap;
+    char bkernel[200];   /* how GPU batch entries move (intra_batch.c) */
 } intra_iface_t;
 
 typedef struct intra_import {
@@ -127,6 +130,7 @@ typedef struct intra_ep {
     uint32_t next_op;
     CUstream stream[INTRA_MAX_DEV];
     unsigned long n_cma, n_cuda, n_staged;
+    unsigned long n_kernel; /* batched copy kernel launches */
 } intra_ep_t;
 
 /* request scratch (req->tl[]) */
@@ -1550,6 +1554,8 @@ static void intra_iface_close(gw_tl_iface_t *iface)
         gw_core_del_poller(iface->core, intra_poll, ifc);
     if (ifc->bounce && ifc->cu)
         ifc->cu->cuMemFreeHost(ifc->bounce);
+    if (ifc->bdesc && ifc->cu)
+        ifc->cu->cuMemFreeHost(ifc->bdesc);
     munmap(ifc->table, sizeof(gw_intra_slot_t) * GW_INTRA_SLOTS);
     close(ifc->table_fd);
     free(ifc);
@@ -1961,9 +1967,10 @@ static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     intra_ep_t *e = to_ep(tep);
     snprintf(buf, len,
              "intra: peer pid %d, Unix socket @%s; CMA for host memory, CUDA IPC for GPU memory%s; copies so far: "
-             "%lu CMA, %lu copy engine, %lu staged",
+             "%lu CMA, %lu copy engine, %lu staged, %lu kernel; GPU batches: %s",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_cuda, e->n_staged);
+             e->n_cma, e->n_cuda, e->n_staged, e->n_kernel,
+             e->ifc->bkernel[0] ? e->ifc->bkernel : "none yet");
     return GW_OK;
 }
 

@@ -37,6 +37,9 @@ typedef struct intrab_op {
     int parts;                     /* parts in flight (piecewise CMA, GPU copies) */
     gw_status_t err;               /* their first error */
     uint8_t *used;                 /* per key: an entry of this batch uses it */
+    intra_iface_t *ifc;
+    gw_copy_desc_t *desc;          /* pinned descriptors of a kernel launch in flight, or NULL */
+    size_t desc_cap;
     rdesc_t rd[];                  /* per key of the batch: the peer slot entered */
 } intrab_op_t;
 
@@ -57,6 +60,17 @@ static void intrab_fini(gw_request_t *r)
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         intrab_leave(op);
+        if (op->desc) { /* the launch is complete: keep the larger buffer for the next batch */
+            intra_iface_t *ifc = op->ifc;
+            if (op->desc_cap > ifc->bdesc_cap) {
+                if (ifc->bdesc)
+                    ifc->cu->cuMemFreeHost(ifc->bdesc);
+                ifc->bdesc = op->desc;
+                ifc->bdesc_cap = op->desc_cap;
+            } else {
+                ifc->cu->cuMemFreeHost(op->desc);
+            }
+        }
         free(op);
     }
     if (next)
@@ -246,16 +260,77 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
 /* Entries touching GPU memory: copy-engine copies on one stream (peer GPU)
  * or through the bounce buffer (local GPU <-> peer host). *queued: copies
  * were queued on *stream. */
-static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev, CUstream stream,
+static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
                               int *queued)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
     *queued = 0;
+    /* GPU <-> peer GPU entries: one launch of the copy kernel where it loads */
+    char why[200];
+    size_t nk = 0;
+    for (uint32_t i = 0; i < b->n; i++)
+        if (op->rd[b->ent[i].rreg].gpu && gw_batch_ldev(b, &b->ent[i]) >= 0)
+            nk += (size_t)((b->ent[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN);
+    int kernel = nk && nk <= UINT32_MAX && gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) == GW_OK;
+    if (nk && !kernel && !e->ifc->bkernel[0]) {
+        snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
+        gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
+    }
+    if (kernel) {
+        gw_copy_desc_t *d = NULL;
+        size_t cap = nk * sizeof(*d);
+        if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
+            d = e->ifc->bdesc;
+            cap = e->ifc->bdesc_cap;
+            e->ifc->bdesc = NULL;
+            e->ifc->bdesc_cap = 0;
+        } else {
+            CUresult cr = cu->cuMemHostAlloc((void **)&d, cap, CU_MEMHOSTALLOC_PORTABLE);
+            if (cr != CUDA_SUCCESS)
+                return cu_err(c, "cuMemHostAlloc(batch copy descriptors)", cr);
+        }
+        op->desc = d;
+        op->desc_cap = cap;
+        size_t k = 0;
+        for (uint32_t i = 0; i < b->n; i++) {
+            const gw_batch_ent_t *en = &b->ent[i];
+            const rdesc_t *r = &op->rd[en->rreg];
+            if (!r->gpu || gw_batch_ldev(b, en) < 0)
+                continue;
+            const gw_intra_slot_t *s = r->s;
+            uint64_t ra = en->raddr, left = en->len, la = en->laddr;
+            while (left) {
+                uint32_t sg = 0;
+                while (sg < s->nseg && !(ra >= s->seg[sg].base && ra < s->seg[sg].base + s->seg[sg].size))
+                    sg++;
+                CUdeviceptr base = 0;
+                gw_status_t st = sg < s->nseg ? import_seg(e, r->slot, s, r->id, sg, dev, &base)
+                                              : GW_ERR_OUT_OF_BOUNDS;
+                if (st != GW_OK)
+                    return st == GW_INPROGRESS ? gw_err(c, GW_ERR_UNSUPPORTED, "intra: region mixes allocation kinds")
+                                               : st;
+                uint64_t n = GW_MIN(GW_MIN(left, s->seg[sg].base + s->seg[sg].size - ra), GW_COPY_DESC_MAX_LEN);
+                uint64_t rp = base + (ra - s->seg[sg].base);
+                d[k++] = (gw_copy_desc_t){b->get ? rp : la, b->get ? la : rp, n};
+                ra += n;
+                la += n;
+                left -= n;
+            }
+        }
+        gw_status_t st = gw_cuda_copy_kernel_launch(dev, stream, d, (uint32_t)k, why, sizeof(why));
+        if (st != GW_OK)
+            return gw_err(c, st, "intra: %s", why);
+        snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
+        e->n_kernel++;
+        *queued = 1;
+    }
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
         const rdesc_t *r = &op->rd[en->rreg];
         int ldev = gw_batch_ldev(b, en);
+        if (kernel && r->gpu && ldev >= 0)
+            continue; /* in the launch */
         if (!r->gpu) {
             if (ldev >= 0) {
                 gw_status_t st = staged_host(e, !b->get, (void *)(uintptr_t)en->laddr, ldev, en->raddr, en->len);
@@ -394,6 +469,7 @@ static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     if (!op)
         return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a batch");
     op->nslot = b->nrkey;
+    op->ifc = e->ifc;
     op->used = (uint8_t *)&op->rd[nk];
     for (uint32_t i = 0; i < b->n; i++)
         op->used[b->ent[i].rreg] = 1;
