@@ -22,6 +22,8 @@ static const gw_cuda_t *cuda(void)
     const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
     if (!cu)
         SKIP("fake CUDA driver not loaded: %s", why);
+    if (!gw_cuda_ctx_for_device(0, why, sizeof(why))) /* (a real driver needs a current context) */
+        SKIP("no CUDA context for device 0: %s", why);
     return cu;
 }
 
@@ -101,9 +103,9 @@ static int server(void *arg)
 
 int main(void)
 {
-    const gw_cuda_t *cu = cuda();
     gwt_chan_pair(&pch, &cch);
-    int pid = gwt_spawn(server, NULL);
+    int pid = gwt_spawn(server, NULL); /* before CUDA is initialised here: a real driver does not survive fork */
+    const gw_cuda_t *cu = cuda();
     char addr[128];
     REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 10000) > 0);
     gw_context_t *ctx;
