@@ -17,7 +17,8 @@
 #define RBUF_CAP (256 * 1024)
 #define DIRECT_MIN (32 * 1024) /* payload left at least this: recv() straight into place */
 #define MAX_EAGER_RECV (64ull << 20) /* largest eager message we accept from a peer */
-#define IOV_MAX_BATCH 1024 /* UIO_MAXIOV: a batch run is one frame of many iovecs */
+#define IOV_MAX_BATCH 64
+#define IOV_MAX_RUN 1024 /* UIO_MAXIOV: a batch run (tcp_batch.c) is one frame of many iovecs */
 #define TX_SLOTS 4       /* staging slots one GPU-sourced frame keeps in flight */
 #define RX_INFLIGHT 2    /* host-to-device copies one stream keeps in flight */
 #define MAX_DEV 16
@@ -582,13 +583,13 @@ static int conn_flush_(conn_t *c)
                 return r;
             continue;
         }
-        struct iovec iov[IOV_MAX_BATCH];
+        struct iovec iov[IOV_MAX_RUN];
         int n = 0;
         for (tx_item_t *t = c->txh; t && t->gpu_dev < 0 && n < IOV_MAX_BATCH - 1; t = t->next) {
             if (n && offloadable(ep->tif, t->paylen) && !t->iov)
                 break; /* goes to a helper thread once it is the head */
             if (t->iov) { /* a batch run: header and payload from its iovecs */
-                if (tcpb_iov_fill(t, iov, &n, IOV_MAX_BATCH))
+                if (tcpb_iov_fill(t, iov, &n, IOV_MAX_RUN))
                     break; /* the array is full */
                 continue;
             }
