@@ -1,34 +1,45 @@
-# Top-level entry points.  `make run` and `make test` work on a fresh Debian
-# machine: they install what is missing (as root; otherwise they name it),
-# configure, build, then run the main job or every test.
+# Top-level entry points.  `make run` and `make test` work on a fresh machine:
+# scripts/install-deps.sh looks for the commands, headers and libraries the
+# step needs (CMake from pip counts), installs what is missing where it can
+# (root + apt), names a required one it could not get with how to install it,
+# and skips optional ones with a one-line note.  Then configure, build, and
+# run the main job or every test (what cannot run here is skipped by ctest,
+# with the reason).
 BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# what scripts/install-deps.sh checks for: build (default), test, bench
+DEPS_STEP = build
 
 .PHONY: all deps configure build run test install clean bench fuzz
 
 all: build
 
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh $(DEPS_STEP)
 
+# configured once; `cmake --build` re-runs CMake itself when a CMakeLists
+# changes, and CMAKE_FLAGS=... forces a new configure
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@if [ ! -f $(BUILD)/CMakeCache.txt ] || [ -n "$(CMAKE_FLAGS)" ]; then \
+	  cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null; fi
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: what this machine has, then a loopback perf sweep of its fastest path.
+# The main job: what this machine has, then a loopback perf sweep of its
+# fastest path: GPU memory first where there is a GPU, then host memory.
 run: build
-	$(BUILD)/gpuwire info
-	$(BUILD)/gpuwire perf --loopback --op put --size 8:64M --duration 0.5
+	@scripts/run-main.sh $(BUILD)
 
+test: DEPS_STEP = test
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
 
+bench: DEPS_STEP = bench
 bench: build
 	bench/tcp_loopback.sh
 

@@ -147,6 +147,11 @@ typedef struct gw_config {
     const char *transports;  /* NULL: GPUWIRE_TRANSPORTS or "verbs,intra,tcp" */
     int log_level;           /* -1: GPUWIRE_LOG_LEVEL or warn (0 err .. 4 trace) */
     /* version 1 ends here */
+    /* RDMA device and port this context's verbs transport uses, e.g.
+     * "mlx5_0:1"; NULL: GPUWIRE_IB_DEVICE or the nearest active port.  Lets
+     * one process hold a context per NIC (the NCCL plugin does). */
+    const char *ib_device;
+    /* version 2 ends here */
 } gw_config_t;
 
 /* Creates a context: reads settings, opens the transports usable here (an
@@ -285,6 +290,11 @@ GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
  * Completion means: put - the data is in the target's memory; get - the data
  * is in the local buffer; send - the peer has the message; recv - the
  * message is in the buffer.
+ * A stopped peer (not calling progress): over intra, puts, gets and flushes
+ * of them still complete (the data moves without the peer process); over
+ * tcp they wait for the peer, and fail with GW_ERR_PEER_TIMEOUT after
+ * GPUWIRE_PEER_TIMEOUT_MS.  Messages and notifications need the peer on
+ * every transport.  docs/DESIGN.md, "Peer liveness", has the table.
  * Errors at posting: GW_ERR_INVALID, GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS
  * (checked against the rkey before anything is sent), GW_ERR_ENDPOINT_FAILED.
  * ------------------------------------------------------------------------ */
@@ -304,8 +314,11 @@ GW_API gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value);
 
 /* Tagged messages of any size.  A receive matches the oldest message on ep
  * with (msg_tag & mask) == (tag & mask).  Messages that arrive before their
- * receive are kept.  A message longer than the buffer completes the receive
- * with GW_ERR_TRUNCATED after filling the buffer. */
+ * receive are kept.  When several posted receives match an arriving
+ * message, the earliest posted one takes it (a promise, on every
+ * transport).  A message longer than the buffer completes the receive
+ * with GW_ERR_TRUNCATED after filling the buffer.  gw_probe() tells a
+ * queued message's length and tag before receiving it. */
 GW_API gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
                            uint64_t tag, gw_request_t **req);
 GW_API gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t tag,
@@ -436,12 +449,70 @@ typedef struct gw_request_info {
     size_t length;        /* bytes moved; for a recv the message length (may
                              exceed the buffer when truncated) */
     uint64_t tag;         /* for a recv: the tag of the matched message */
+    /* version 1 ends here */
+    char error_detail[256]; /* why this request failed: the operation and its
+                               input, then the cause, e.g. "gw_get(len=4096,
+                               raddr=0x7f..): endpoint to 10.0.0.2:4000 failed:
+                               no data from peer ... for 10000 ms"; "" unless
+                               status is an error */
 } gw_request_info_t;
 GW_API gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info);
 
-/* Releases a request.  If it is still in progress the operation continues
- * and its completion is discarded. */
+/* Releases a request.  A receive that no message matched yet is withdrawn
+ * (as by gw_request_cancel: it will not take a later message); any other
+ * operation still in progress continues and its completion is discarded. */
 GW_API void gw_request_free(gw_request_t *req);
+
+/* ---- cancel, many requests, probe, listener statistics ------------------ */
+/* Withdraws an operation that has not started to move data: a receive that
+ * no message matched yet, a flush still waiting.  Returns GW_OK when the
+ * request is complete on return: canceled now (its status is then
+ * GW_ERR_CANCELED), or complete before (its own status, unchanged);
+ * GW_INPROGRESS when it is past the point of withdrawal (a put, get,
+ * put_notify or send once posted, a receive already matched): it then
+ * completes on its own.  GW_ERR_INVALID for NULL. */
+GW_API gw_status_t gw_request_cancel(gw_request_t *req);
+
+/* Tests n requests without progressing (NULL entries are skipped): writes
+ * the indices of the complete ones, in order, to done_idx (room for n) and
+ * their number to *ndone.  GW_ERR_INVALID for NULL arrays. */
+GW_API gw_status_t gw_request_test_many(gw_request_t *const *reqs, size_t n, size_t *done_idx,
+                                        size_t *ndone);
+/* Progresses until one of n requests (of one context; NULL entries are
+ * skipped) is complete and writes its index (the lowest complete one) to
+ * *index.  timeout_ms as gw_request_wait() (GW_ERR_TIMEOUT).  Cost per
+ * progress pass is O(1) while nothing completes and O(n) after completions.
+ * GW_ERR_INVALID when no entry is a request or they belong to several
+ * contexts. */
+GW_API gw_status_t gw_request_wait_any(gw_request_t *const *reqs, size_t n, int timeout_ms,
+                                       size_t *index);
+
+typedef struct gw_probe_info {
+    size_t size;    /* sizeof(gw_probe_info_t), set by the caller */
+    size_t length;  /* the message's full length */
+    uint64_t tag;   /* its tag */
+} gw_probe_info_t;
+/* Looks for a message that arrived on ep and that no receive took yet,
+ * matching (msg_tag & mask) == (tag & mask): the one gw_recv() with the same
+ * tag and mask would take.  Runs one progress pass first.  GW_OK (info
+ * filled; the message stays queued), GW_INPROGRESS when there is none yet,
+ * GW_ERR_ENDPOINT_FAILED when none is queued and the endpoint failed. */
+GW_API gw_status_t gw_probe(gw_ep_t *ep, uint64_t tag, uint64_t mask, gw_probe_info_t *info);
+
+typedef struct gw_listener_info {
+    size_t size;                  /* sizeof(gw_listener_info_t), set by the caller */
+    char addr[80];                /* "host:port" */
+    unsigned long accepted;       /* endpoints handed out by gw_accept() */
+    unsigned long ready;          /* handshakes complete, waiting for gw_accept() */
+    unsigned long pending;        /* handshakes in progress */
+    unsigned long failed_handshakes;
+    gw_status_t last_failure;     /* status of the latest failed handshake, GW_OK if none */
+    char last_failure_detail[384]; /* its peer and reason, e.g. "from 10.0.0.7:5123:
+                                      client failed authentication: ..." */
+} gw_listener_info_t;
+/* Statistics of a listener: what gw_accept() cannot say, e.g. that clients
+ * came and failed authentication. */
+GW_API gw_status_t gw_listener_query(const gw_listener_t *l, gw_listener_info_t *info);
 
 /* ------------------------------------------------------------------------ */
 /* Settings registry (what `gpuwire info` prints)                           */

@@ -23,6 +23,10 @@ struct gw_context {
     long spin_us; /* GPUWIRE_SPIN_US: a waiter polls this long after the last event */
     int hs_poller; /* handshake-timeout poller registered */
     gw_hmap_t tokens; /* endpoint token -> gw_ep (tcp stream joins) */
+    /* tokens of the latest closed endpoints: a stream join that arrives after
+     * the application closed its endpoint is turned away quietly */
+    uint64_t closed_tokens[64];
+    unsigned closed_next;
 };
 
 /* ops.c's posting steps, shared with api/batch.c: the endpoint is ready;
@@ -34,6 +38,8 @@ gw_status_t gw_api_submit(struct gw_ep *ep, gw_request_t *r, gw_request_t **user
                           gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *));
 
 /* Progress until done(arg) or timeout_ms (-1: none); GW_ERR_TIMEOUT. */
+/* api_ext.c: gw_request_free() withdraws a receive no message matched. */
+void gw_api_withdraw_freed(gw_request_t *req);
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms);
 
 typedef enum gw_ep_state {
@@ -73,6 +79,9 @@ struct gw_listener {
     gw_list_t ready;    /* endpoints whose handshake completed, not yet accepted */
     gw_list_t pending;  /* handshakes in progress */
     unsigned long failed_handshakes;
+    unsigned long accepted;       /* for gw_listener_query */
+    gw_status_t last_failure;
+    char last_failure_detail[384];
 };
 
 #endif

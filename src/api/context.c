@@ -54,6 +54,22 @@ static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *e
     char buf[256];
     snprintf(buf, sizeof(buf), "%s", list);
     ctx->tl_norder = 0;
+    /* an empty entry ("tcp,,verbs", a trailing comma) is a typo, not a choice */
+    for (const char *p = list, *q; *p; p = q + 1) {
+        q = strchr(p, ',');
+        if (!q)
+            q = p + strlen(p);
+        size_t nonblank = 0;
+        for (const char *r = p; r < q; r++)
+            nonblank += *r != ' ';
+        if (!nonblank && (*q == ',' || p != list)) {
+            snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": empty entry in the list (expected a comma-separated "
+                     "subset of verbs, intra, tcp)", list);
+            return GW_ERR_CONFIG;
+        }
+        if (!*q)
+            break;
+    }
     char *save = NULL;
     for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
         int found = -1;
@@ -65,11 +81,13 @@ static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *e
                      list, tok);
             return GW_ERR_CONFIG;
         }
-        int dup = 0;
-        for (int i = 0; i < ctx->tl_norder; i++)
-            dup |= ctx->tl_order[i] == found;
-        if (!dup)
-            ctx->tl_order[ctx->tl_norder++] = found;
+        for (int i = 0; i < ctx->tl_norder; i++) {
+            if (ctx->tl_order[i] == found) {
+                snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": \"%s\" is listed twice", list, tok);
+                return GW_ERR_CONFIG;
+            }
+        }
+        ctx->tl_order[ctx->tl_norder++] = found;
     }
     if (!ctx->tl_norder) {
         snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\" names no transport", list);
@@ -163,6 +181,15 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     size_t csize = config ? config->size : 0;
     if (csize >= offsetof(gw_config_t, log_level) + sizeof(int) && config->log_level >= 0)
         gw_log_set_level(config->log_level);
+    if (csize >= offsetof(gw_config_t, ib_device) + sizeof(char *) && config->ib_device) {
+        char *dev = strdup(config->ib_device);
+        if (!dev) {
+            st = GW_ERR_NOMEM;
+            goto err_core;
+        }
+        free(ctx->core.settings.value[GW_SET_IB_DEVICE]);
+        ctx->core.settings.value[GW_SET_IB_DEVICE] = dev;
+    }
     const char *tls = (csize >= offsetof(gw_config_t, transports) + sizeof(char *) && config->transports)
                           ? config->transports
                           : gw_settings_str(&ctx->core.settings, GW_SET_TRANSPORTS);

@@ -91,8 +91,11 @@ static void ep_free(gw_ep_t *ep)
         gw_io_del(&ep->ctx->core, &ep->ctl_io);
         close(ep->ctl_fd);
     }
-    if (ep->token)
-        gw_hmap_del(&ep->ctx->tokens, ep->token);
+    if (ep->token) {
+        gw_context_t *ctx = ep->ctx;
+        gw_hmap_del(&ctx->tokens, ep->token);
+        ctx->closed_tokens[ctx->closed_next++ % GW_ARRAY_SIZE(ctx->closed_tokens)] = ep->token;
+    }
     gw_ep_base_fini(&ep->base);
     free(ep);
 }
@@ -173,6 +176,8 @@ static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt,
     hs->result = st;
     if (hs->is_server) {
         hs->l->failed_handshakes++;
+        hs->l->last_failure = st;
+        snprintf(hs->l->last_failure_detail, sizeof(hs->l->last_failure_detail), "from %s: %.300s", hs->peer, why);
         gw_log(GW_LOG_WARN, "handshake from %s on %s refused: %s (%s)", hs->peer, hs->l->addr, why,
                gw_status_name(st));
         hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
@@ -236,7 +241,19 @@ static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
     gw_context_t *ctx = hs->ctx;
     gw_ep_t *ep = gw_hmap_get(&ctx->tokens, m->token);
-    if (!ep || ep->state != GW_EP_READY || !ep->tl) {
+    int gone = ep && (ep->state != GW_EP_READY || !ep->tl || ep->base.error != GW_OK);
+    for (size_t i = 0; !ep && m->token && i < GW_ARRAY_SIZE(ctx->closed_tokens); i++)
+        gone |= ctx->closed_tokens[i] == m->token;
+    if (gone) {
+        /* the endpoint was closed (or failed) before the client's further
+         * streams arrived, e.g. closed right after gw_accept: its client
+         * learns that from stream 0; nothing here is wrong */
+        gw_log(GW_LOG_DEBUG, "stream %u from %s joins an endpoint closed already (token %016llx): dropped",
+               m->stream, hs->peer, (unsigned long long)m->token);
+        hs_free(hs);
+        return;
+    }
+    if (!ep) {
         hs_fail(hs, GW_ERR_PROTOCOL, 1, "stream join names no live endpoint (token %016llx)",
                 (unsigned long long)m->token);
         return;
@@ -671,6 +688,8 @@ gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out)
         return GW_ERR_INVALID;
     *out = NULL;
     gw_core_t *core = &ctx->core;
+    if (!addr)
+        return gw_err(core, GW_ERR_INVALID, "gw_listen: addr is NULL (\":0\" picks a port)");
     if (!ctx->tl[GW_TL_TCP] && !ctx->tl[GW_TL_VERBS] && !ctx->tl[GW_TL_INTRA])
         return gw_err(core, GW_ERR_NO_TRANSPORT, "gw_listen(%s): no transport is usable in this context", addr);
     struct sockaddr_storage ss;
@@ -757,6 +776,7 @@ gw_status_t gw_accept(gw_listener_t *l, int timeout_ms, gw_ep_t **out)
     gw_list_del(f);
     gw_ep_t *ep = gw_container_of(f, gw_ep_t, link);
     ep->listener = NULL;
+    l->accepted++;
     gw_list_push_back(&ctx->eps, &ep->link);
     ctx->n_eps++;
     *out = ep;

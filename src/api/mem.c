@@ -164,6 +164,8 @@ gw_status_t gw_rkey_unpack(gw_ep_t *ep, const void *buf, size_t len, gw_rkey_t *
         return GW_ERR_INVALID;
     *out = NULL;
     gw_core_t *core = &ep->ctx->core;
+    if (!buf)
+        return gw_err(core, GW_ERR_INVALID, "gw_rkey_unpack(len=%zu): buf is NULL", len);
     gw_rkey_wire_t w;
     char why[256];
     gw_status_t st = gw_rkey_decode(buf, len, &w, why, sizeof(why));

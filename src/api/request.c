@@ -1,4 +1,6 @@
 /* request.c - the public request calls. */
+#include <stdio.h>
+
 #include "api/api.h"
 
 gw_status_t gw_request_test(const gw_request_t *req)
@@ -30,11 +32,14 @@ gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info)
     if (!req || !info || info->size < sizeof(size_t))
         return GW_ERR_INVALID;
     gw_request_info_t o = {.size = info->size, .status = req->status, .length = req->length, .tag = req->rtag};
+    if (req->status < 0)
+        snprintf(o.error_detail, sizeof(o.error_detail), "%s", req->detail ? req->detail : gw_status_str(req->status));
     memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
     return GW_OK;
 }
 
 void gw_request_free(gw_request_t *req)
 {
+    gw_api_withdraw_freed(req);
     gw_req_release(req);
 }

@@ -20,6 +20,8 @@ gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen)
     gw_status_t st = gw_settings_load(&c->settings, err, errlen);
     if (st != GW_OK)
         return st;
+    if ((st = gw_settings_check(&c->settings, err, errlen)) != GW_OK)
+        goto err_settings;
     int lvl = gw_log_parse_level(gw_settings_str(&c->settings, GW_SET_LOG_LEVEL));
     if (lvl < 0) {
         snprintf(err, errlen, "GPUWIRE_LOG_LEVEL=\"%s\": expected error, warn, info, debug or trace",
@@ -87,6 +89,8 @@ gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
     va_end(ap);
+    c->err_status = st;
+    c->err_count++;
     gw_log(GW_LOG_DEBUG, "%s: %s", gw_status_name(st), c->errbuf);
     return st;
 }
@@ -233,14 +237,41 @@ gw_request_t *gw_req_alloc(gw_core_t *c)
     r->core = c;
     r->status = GW_INPROGRESS;
     r->first_err = GW_OK;
+    r->err_mark = c->err_count;
     return r;
 }
 
 static void req_recycle(gw_request_t *r)
 {
+    free(r->detail);
+    r->detail = NULL;
     r->status = GW_ERR_CANCELED;
     r->flags = 0;
     gw_list_push_front(&r->core->req_free, &r->link);
+}
+
+/* The per-request failure detail: the operation and its input, then the
+ * context's message when one with this status was written since the
+ * request was posted (the endpoint's failure, a refused key...), else the
+ * status text (e.g. a refusal the target reported). */
+static void req_detail(gw_request_t *r, gw_status_t st)
+{
+    static const char *const names[] = {"?", "gw_put", "gw_get", "gw_put_notify", "gw_send", "gw_recv", "gw_flush"};
+    const char *op = r->op <= GW_OP_FLUSH ? names[r->op] : "?";
+    char what[128];
+    if (r->op == GW_OP_PUT || r->op == GW_OP_GET || r->op == GW_OP_PUT_NOTIFY)
+        snprintf(what, sizeof(what), "%s(len=%zu, raddr=0x%llx)", op, r->len, (unsigned long long)r->raddr);
+    else if (r->op == GW_OP_SEND || r->op == GW_OP_RECV)
+        snprintf(what, sizeof(what), "%s(len=%zu, tag=0x%llx)", op, r->len, (unsigned long long)r->value);
+    else
+        snprintf(what, sizeof(what), "%s", op);
+    int fresh = r->core->err_count != r->err_mark && r->core->err_status == st;
+    const char *why = fresh ? r->core->errbuf : gw_status_str(st);
+    const char *who = !fresh && st <= -20 && st > -40 ? " (refused by the target; its memory is untouched)" : "";
+    size_t n = strlen(what) + strlen(why) + strlen(who) + 4;
+    r->detail = malloc(n);
+    if (r->detail)
+        snprintf(r->detail, n, "%s: %s%s", what, why, who);
 }
 
 void gw_req_complete(gw_request_t *r, gw_status_t status)
@@ -248,6 +279,9 @@ void gw_req_complete(gw_request_t *r, gw_status_t status)
     if (r->status != GW_INPROGRESS)
         return;
     r->status = status;
+    r->core->n_completed++;
+    if (status < 0 && (r->flags & GW_REQF_USER) && !(r->flags & GW_REQF_FREED) && !r->detail)
+        req_detail(r, status);
     if (r->fini) { /* set by the layer that attached something to the request */
         void (*fini)(gw_request_t *) = r->fini;
         r->fini = NULL;

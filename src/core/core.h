@@ -31,6 +31,9 @@ typedef int (*gw_poll_cb_t)(void *arg);
 struct gw_core {
     gw_settings_t settings;
     char errbuf[1024];
+    gw_status_t err_status; /* status of the message in errbuf */
+    uint64_t err_count;     /* messages written to errbuf so far */
+    uint64_t n_completed;   /* requests completed so far (wait-any rescans only after a change) */
     int epfd;       /* the fd gw_context_fd() hands out */
     int evfd;       /* eventfd: "software work pending" */
     int ev_armed;

@@ -63,6 +63,10 @@ struct gw_request {
      * that releases them, run once when the request completes */
     struct gw_batch *batch;
     void (*fini)(struct gw_request *r);
+    /* why it failed, for gw_request_info (malloc'd at completion with an
+     * error, user requests only; freed on recycle) */
+    char *detail;
+    uint64_t err_mark;  /* core->err_count when posted */
 };
 
 /* Takes a request from the core's pool (zeroed, status GW_INPROGRESS). */

@@ -31,6 +31,9 @@ gw_status_t gw_settings_int(const gw_settings_t *s, gw_setting_id_t id, long min
 /* Sizes accept K, M, G, T suffixes (powers of 1024). */
 gw_status_t gw_settings_size(const gw_settings_t *s, gw_setting_id_t id, uint64_t min,
                              uint64_t max, uint64_t *out, char *err, size_t errlen);
+/* Checks that every value parses and lies in its range, whichever transports
+ * will read it (settings_check.c); GW_ERR_CONFIG with the reason in err. */
+gw_status_t gw_settings_check(const gw_settings_t *s, char *err, size_t errlen);
 /* Parses "4K", "1M", "3G", "123" into bytes; -1 on error. */
 int gw_parse_size(const char *str, uint64_t *out);
 

@@ -308,9 +308,14 @@ static void case_idle_then_busy(int progress)
 static void case_long_put(void)
 {
     enum { LEN = 512u << 20 };
-    fprintf(stderr, "F. one put of 512 MiB with GPUWIRE_PEER_TIMEOUT_MS=200 on both sides\n");
-    g_target_env = "GPUWIRE_PEER_TIMEOUT_MS=200";
-    gw_context_t *ctx = ctx_timeout("200");
+    /* 1500 ms (as case B): a process starved of CPU for longer than the timeout is
+     * rightly declared dead (docs/DESIGN.md, Peer liveness), and a loaded
+     * 2-core machine showed gaps of 500-660 ms without a byte moving, which
+     * the old liveness rule hid: a side stamped itself alive with its own
+     * PINGs */
+    fprintf(stderr, "F. one put of 512 MiB with GPUWIRE_PEER_TIMEOUT_MS=1500 on both sides\n");
+    g_target_env = "GPUWIRE_PEER_TIMEOUT_MS=1500";
+    gw_context_t *ctx = ctx_timeout("1500");
     it_target_t T;
     gw_ep_t *ep;
     gw_rkey_t *rk;
@@ -323,7 +328,7 @@ static void case_long_put(void)
     gw_status_t st = it_wait_free(r, 20000);
     double took = it_now() - t0;
     fprintf(stderr, "  put %s after %.2f s (%s)%s\n", gw_status_name(st), took, gw_last_error(ctx),
-            took < 0.2 ? "; faster than the timeout: the case proved nothing" : "");
+            took < 1.5 ? "; faster than the timeout: the case proved nothing" : "");
     CHECK_ST(st, GW_OK);
     CHECK(it_target_stop(&T, ctx) == 0);
     g_target_env = NULL;

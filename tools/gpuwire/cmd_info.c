@@ -32,7 +32,10 @@ static void usage(FILE *f)
             "  -t, --transports   only the transports\n"
             "  -s, --settings     only the settings\n"
             "  -T, --topo         the PCIe/NUMA topology: GPUs, NICs and their distance\n"
-            "  -j, --json         with --topo: machine-readable output\n"
+            "  -j, --json         one JSON object of the same: version, features, context\n"
+            "                     status, transports, settings (value, source, default,\n"
+            "                     help), unknown GPUWIRE_* names, and with --topo the\n"
+            "                     topology (--topo --json alone: the topology object)\n"
             "  -h, --help         this text\n");
 }
 
@@ -126,6 +129,134 @@ static void print_settings(gw_context_t *ctx)
     }
 }
 
+/* ---- --json ------------------------------------------------------------------------ */
+static void json_str(const char *v)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)(v ? v : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", stdout);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void json_transports(gw_context_t *ctx)
+{
+    printf("\"transports\":[");
+    for (size_t i = 0; ctx; i++) {
+        gw_transport_info_t ti;
+        memset(&ti, 0, sizeof(ti));
+        ti.size = sizeof(ti);
+        gw_status_t st = gw_transport_at(ctx, i, &ti);
+        if (st == GW_ERR_NOT_FOUND)
+            break;
+        printf("%s{\"name\":", i ? "," : "");
+        json_str(st == GW_OK ? ti.name : "?");
+        printf(",\"usable\":%s,\"detail\":", st == GW_OK && ti.usable ? "true" : "false");
+        json_str(st == GW_OK ? ti.detail : gw_last_error(ctx));
+        printf("}");
+    }
+    printf("]");
+}
+
+static int is_known(const char *e, size_t n)
+{
+    for (size_t i = 0; gw_setting_at(i); i++) {
+        const char *name = gw_setting_at(i)->name;
+        if (strlen(name) == n && strncmp(name, e, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void json_settings(gw_context_t *ctx)
+{
+    printf("\"settings\":[");
+    for (size_t i = 0;; i++) {
+        const gw_setting_desc_t *d = gw_setting_at(i);
+        if (!d)
+            break;
+        const char *val = ctx ? gw_setting_value(ctx, d->name) : NULL;
+        const char *env = getenv(d->name);
+        if (!val)
+            val = env ? env : d->default_value;
+        printf("%s{\"name\":", i ? "," : "");
+        json_str(d->name);
+        printf(",\"value\":");
+        json_str(val);
+        printf(",\"source\":\"%s\",\"default\":", env ? "env" : "default");
+        json_str(d->default_value);
+        printf(",\"help\":");
+        json_str(d->help);
+        printf("}");
+    }
+    printf("],\"unknown_settings\":[");
+    extern char **environ;
+    int k = 0;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "GPUWIRE_", 8) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (is_known(*e, n))
+            continue;
+        char name[128];
+        snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1), *e);
+        printf("%s", k++ ? "," : "");
+        json_str(name);
+    }
+    printf("]");
+}
+
+/* One JSON object of what the text form prints (and the topology with --topo). */
+static int print_json(int want_tl, int want_set, int want_topo)
+{
+    int all = !want_tl && !want_set;
+    gw_context_t *ctx = NULL;
+    gw_status_t st = gw_context_create(NULL, &ctx);
+    printf("{\"version\":");
+    json_str(gw_version());
+    printf(",\"header_version\":");
+    json_str(GW_VERSION_STRING);
+    printf(",\"features\":[");
+    char feat[256];
+    snprintf(feat, sizeof(feat), "%s", gw_build_features());
+    int k = 0;
+    for (char *save = NULL, *w = strtok_r(feat, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        printf("%s", k++ ? "," : "");
+        json_str(w);
+    }
+    printf("],\"context\":{\"status\":");
+    json_str(gw_status_name(st));
+    printf(",\"ok\":%s}", st == GW_OK ? "true" : "false");
+    if (all || want_tl) {
+        printf(",");
+        json_transports(ctx);
+    }
+    if (all || want_set) {
+        printf(",");
+        json_settings(ctx);
+    }
+    int rc = st == GW_OK ? 0 : 1;
+    if (want_topo) {
+        printf(",\"topology\":");
+        fflush(stdout);
+        if (!gw_tool_print_topo || gw_tool_print_topo(stdout, 1) != 0) {
+            printf("null");
+            rc = 1;
+        }
+    }
+    printf("}\n");
+    gw_context_destroy(ctx);
+    return rc;
+}
+
 static int print_topo(int json)
 {
     if (!gw_tool_print_topo) {
@@ -162,12 +293,10 @@ int cmd_info(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (json && !want_topo) {
-        fprintf(stderr, "gpuwire info: --json applies to --topo only\n");
-        return 2;
-    }
     if (want_topo && !want_tl && !want_set)
         return print_topo(json);
+    if (json)
+        return print_json(want_tl, want_set, want_topo);
     int all = !want_tl && !want_set;
 
     gw_context_t *ctx = NULL;

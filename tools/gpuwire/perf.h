@@ -4,7 +4,7 @@
  * Control protocol: small tagged messages (PERF_TAG_CTRL) in both directions,
  * each a 64-byte little-endian header and an optional blob (a packed rkey).
  * The client drives: HELLO (op, window, largest size, its rkey) -> HELLO
- * reply (the server's rkey); then per size and phase BEGIN -> ack, the
+ * reply (the server's rkey, and in `seed` perf_gpu_id() of its buffer); then per size and phase BEGIN -> ack, the
  * measurement, END -> ack carrying the server's CPU time and check result;
  * finally QUIT -> ack.  Data messages of --op send use PERF_TAG_DATA.
  *
@@ -114,6 +114,12 @@ void perf_fill(void *buf, size_t len, uint64_t seed);
 long long perf_verify(const void *buf, size_t len, uint64_t seed);
 
 uint64_t perf_now_ns(void);
+
+/* Which GPU of which machine a registered buffer is on: a hash of the
+ * machine's boot id and the GPU's PCI bus id, 0 for host memory.  The server
+ * returns its own in the HELLO reply (`seed`; older servers send 0), so the
+ * client can tell when both processes use one GPU. */
+uint64_t perf_gpu_id(gw_mem_t *mem);
 
 /* Waiting for events: spin (progress in a loop) while events come; once none
  * came for spin_ns, sleep on the context fd until one may. */

@@ -24,6 +24,7 @@ typedef struct cli {
     /* --batch: the descriptor lists (or page indices) of the current size */
     gw_dlist_t *L, *R;
     uint32_t *pidx;
+    int same_gpu; /* both buffers on one GPU of this machine (the server said so) */
 } cli_t;
 
 typedef struct result {
@@ -458,6 +459,14 @@ static void print_header(cli_t *c)
                mi.type == GW_MEM_CUDA ? mi.pci_bus_id : "", "", mi.path[0] ? mi.path : "no transport path");
     if (c->info.downgrades[0])
         printf("# not taken: %s\n", c->info.downgrades);
+    if (c->same_gpu)
+        printf("# note: both processes use GPU %s.  The GPU runs one process's CUDA context at a\n"
+               "# time, and each turn of the other process costs a context switch: on an H100 a small\n"
+               "# copy took about 145 us when two processes took turns and 5-11 us in one process\n"
+               "# (plain CUDA, no gpuwire: bench/gpu_ipc_pingpong.c).  Latency near that figure here is\n"
+               "# the GPU's, not the transport's; two GPUs, or two threads of one process, avoid it.\n"
+               "# See docs/GPU.md, \"Two processes on one GPU\".\n",
+               mi.pci_bus_id);
     printf("# latency: %s; CPU: of the bandwidth phase, per side (100%% = one core)\n",
            o->op == PERF_GET ? "round trip of one get" : "half the round trip of a ping-pong");
     printf("%-10s %10s %10s %12s %10s %10s %10s %9s %9s\n", "#bytes", "iters", "BW[GB/s]",
@@ -480,11 +489,12 @@ static void print_result(cli_t *c, const result_t *r)
     printf("{\"op\":\"%s\",\"bytes\":%llu,\"iterations\":%llu,\"lat_iterations\":%llu,"
            "\"bw_GBps\":%.6f,\"msg_rate\":%.1f,\"lat_us_avg\":%.3f,\"lat_us_p50\":%.3f,"
            "\"lat_us_p99\":%.3f,\"cpu_initiator_pct\":%.1f,\"cpu_target_pct\":%.1f,"
-           "\"elapsed_s\":%.4f,\"window\":%d,\"batch\":%ld,\"pages\":%s,\"checked\":%s,\"transport\":",
+           "\"elapsed_s\":%.4f,\"window\":%d,\"batch\":%ld,\"pages\":%s,\"checked\":%s,\"same_gpu\":%s,"
+           "\"transport\":",
            perf_op_name(o->op), (unsigned long long)r->bytes, (unsigned long long)r->bw_iters,
            (unsigned long long)r->lat_iters, r->bw_GBps, r->msg_rate, r->lat_avg, r->lat_p50,
            r->lat_p99, r->cpu_init, r->cpu_target, r->elapsed_s, o->window, o->batch,
-           o->pages ? "true" : "false", r->checked ? "true" : "false");
+           o->pages ? "true" : "false", r->checked ? "true" : "false", c->same_gpu ? "true" : "false");
     json_str(stdout, c->info.transport);
     printf(",\"path\":");
     json_str(stdout, c->info.path);
@@ -541,6 +551,7 @@ int perf_client(const perf_opts_t *o, const char *addr)
                 gw_status_name((gw_status_t)r.status));
         goto err_ep;
     }
+    c.same_gpu = r.seed != 0 && r.seed == perf_gpu_id(c.mem);
     uint8_t skey[PERF_CTRL_MAX];
     memcpy(skey, r.blob, r.bloblen);
     if ((st = gw_rkey_unpack(c.ep, skey, r.bloblen, &c.rkey)) != GW_OK) {

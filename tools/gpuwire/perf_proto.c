@@ -359,3 +359,24 @@ long long perf_buf_verify(perf_buf_t *b, size_t off, size_t len, uint64_t seed)
     free(h);
     return bad;
 }
+
+uint64_t perf_gpu_id(gw_mem_t *mem)
+{
+    gw_mem_info_t mi = {.size = sizeof(mi)};
+    if (gw_mem_query(mem, &mi) != GW_OK || mi.type != GW_MEM_CUDA || !mi.pci_bus_id[0])
+        return 0;
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof(boot), f))
+            boot[0] = '\0';
+        fclose(f);
+    }
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over "boot id|bus id" */
+    for (const char *s = boot; *s && *s != '\n'; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    h = (h ^ '|') * 0x100000001b3ull;
+    for (const char *s = mi.pci_bus_id; *s; s++)
+        h = (h ^ (unsigned char)(*s >= 'A' && *s <= 'F' ? *s + 32 : *s)) * 0x100000001b3ull;
+    return h ? h : 1;
+}

@@ -105,7 +105,8 @@ static gw_status_t on_hello(srv_t *s, const perf_msg_t *m)
             if ((st = post_data_rx(s, i)) != GW_OK)
                 return st;
     }
-    perf_msg_t r = {.type = PERF_MSG_REPLY, .status = GW_OK, .bloblen = (uint32_t)klen, .blob = key};
+    perf_msg_t r = {.type = PERF_MSG_REPLY, .status = GW_OK, .seed = perf_gpu_id(s->mem),
+                    .bloblen = (uint32_t)klen, .blob = key};
     return reply(s, &r);
 }
 

@@ -43,6 +43,11 @@ void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
     gw_list_push_back(&b->outstanding, &req->link);
 }
 
+int gw_ep_has_work(const gw_ep_base_t *b)
+{
+    return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted);
+}
+
 uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b)
 {
     gw_list_t *f = gw_list_first(&b->outstanding);

@@ -50,6 +50,11 @@ void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req);
 void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status);
 /* Adds a flush; completes it at once when nothing older is outstanding. */
 void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req);
+/* Work that waits on the peer: an outstanding operation, a flush or a posted
+ * receive.  While there is some, a peer silent for GPUWIRE_PEER_TIMEOUT_MS
+ * (it answers no ping: frozen, or not calling progress) is declared dead;
+ * without any, silence is no sign of death. */
+int gw_ep_has_work(const gw_ep_base_t *b);
 /* Seq of the oldest outstanding op, UINT64_MAX when none. */
 uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b);
 

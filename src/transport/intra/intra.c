@@ -233,6 +233,9 @@ static gw_status_t cma_copy(gw_core_t *c, pid_t pid, int to_remote, void *lbuf, 
         if (n <= 0) {
             if (n < 0 && errno == EINTR)
                 continue;
+            if (n < 0 && errno == ESRCH) /* the peer process is gone: the endpoint is, too */
+                return gw_err(c, GW_ERR_CONN_RESET, "intra: %s(pid=%d): the peer process exited (%s)",
+                              to_remote ? "process_vm_writev" : "process_vm_readv", (int)pid, strerror(ESRCH));
             return gw_err(c, GW_ERR_SYSTEM, "intra: %s(pid=%d, remote 0x%" PRIx64 ", %zu bytes) failed: %s",
                           to_remote ? "process_vm_writev" : "process_vm_readv", (int)pid, raddr + done,
                           len - done, n < 0 ? strerror(errno) : "no progress");
@@ -834,13 +837,21 @@ static void rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
     req->length = st == GW_OK ? req->len : 0; /* (a put_notify completes later with it) */
     if ((req->op == GW_OP_PUT_NOTIFY || (req->op == GW_OP_BATCH && req->batch->notify)) && st == GW_OK) {
         req->tl[T_STATE] = ST_LANDED;
-        /* in posting order: an older operation may land after a younger one
-         * (piecewise CMA, copies in flight) and the head must be the oldest */
-        gw_list_t *at = e->notifies.prev;
-        while (at != &e->notifies && gw_container_of(at, gw_request_t, tl_link)->seq > req->seq)
+        req->length = req->len;
+        /* kept in posting order, not landing order: check_notifies looks at
+         * the head only, so a small later put that landed first must not
+         * stand in front of an older large one */
+        gw_list_t *at = &e->notifies;
+        while (at->prev != &e->notifies &&
+               gw_container_of(at->prev, gw_request_t, tl_link)->seq > req->seq)
             at = at->prev;
-        gw_list_insert_between_(&req->tl_link, at, at->next);
+        gw_list_push_back(at, &req->tl_link);
         check_notifies(e);
+        return;
+    }
+    req->length = st == GW_OK ? req->len : 0;
+    if (GW_IS_ENDPOINT_ERROR(st) && !e->failed) { /* e.g. the peer process vanished under a copy */
+        ep_fail(e, st, "intra: %s", e->super.iface->core->errbuf);
         return;
     }
     gw_ep_op_done(e->super.base, req, st);
@@ -851,6 +862,13 @@ static void rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 static void pull_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
     slot_leave(e, req);
+    if (GW_IS_ENDPOINT_ERROR(st) && !e->failed) {
+        char why[384];
+        snprintf(why, sizeof(why), "%.380s", e->super.iface->core->errbuf);
+        gw_ep_recv_done(e->super.base, req, 0, req->rtag, st);
+        ep_fail(e, st, "intra: %s", why);
+        return;
+    }
     ep_send_fin(e, req->tl[T_OPID], st);
     gw_ep_recv_done(e->super.base, req, (size_t)req->tl[T_SRC2], req->rtag, st);
 }
@@ -1447,7 +1465,7 @@ static int intra_poll(void *arg)
             gw_ep_base_t *b = e->super.base;
             if (ep_dead(e) || e->bye)
                 continue;
-            if (gw_list_empty(&b->outstanding) && !e->ncp) {
+            if (!gw_ep_has_work(b) && !e->ncp) {
                 b->last_rx_ns = now; /* silence without work outstanding is no sign of death */
                 continue;
             }
@@ -1884,7 +1902,19 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un sa;
     socklen_t sl = abstract_addr(&sa, e->peer_name);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sl) != 0) {
+    int rc = fd >= 0 ? connect(fd, (struct sockaddr *)&sa, sl) : -1;
+    if (rc != 0 && fd >= 0 && errno == ECONNREFUSED) {
+        /* The server completed the handshake (READY came) and its endpoint
+         * is gone already: it was closed right after gw_accept.  The
+         * connection was made; the endpoint ends as any endpoint whose peer
+         * closed it, not as a refused connect. */
+        close(fd);
+        e->connected = 1;
+        ep_fail(e, GW_ERR_CONN_RESET, "intra: %s",
+                "the peer closed the endpoint before its control connection was made (closed right after accepting it)");
+        return GW_OK;
+    }
+    if (rc != 0) {
         st = gw_err(c, GW_ERR_CONN_REFUSED, "intra: connect(@%s) failed: %s", e->peer_name, strerror(errno));
         if (fd >= 0)
             close(fd);

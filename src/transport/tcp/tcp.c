@@ -51,6 +51,8 @@ typedef struct conn {
     int fd;
     gw_io_t io;
     int want_out;
+    int tx_full;         /* a send met EAGAIN and our queue has not run dry since (see tx_taken) */
+    uint64_t tx_unproven; /* bytes the kernel took since the last one that proved the peer alive */
     int in_flush;        /* conn_flush is on the stack: completions it runs must not re-enter it */
     int lazy;            /* holds acknowledgements not yet written (see send_lazy) */
     uint64_t lazy_gen;
@@ -389,6 +391,23 @@ static void conn_update_io(conn_t *c)
         gw_io_mod(CORE(c->ep), &c->io, (c->rx_busy ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0));
 }
 
+/* The kernel took n bytes of ours on stream c.  Small frames prove
+ * nothing: a frozen process's kernel takes our PINGs, acknowledgements and
+ * get requests for ever.  Data does, up to a point: while the buffers are
+ * known full (a send met EAGAIN and our queue has not run dry since) bytes
+ * taken mean the process read; before that, every TX_PROOF bytes count as
+ * life - a frozen peer takes at most its buffers' worth, then our sends stop
+ * and its silence shows within GPUWIRE_PEER_TIMEOUT_MS. */
+#define TX_PROOF (64u << 10)
+static void tx_taken(conn_t *c, size_t n)
+{
+    c->tx_unproven += n;
+    if (c->tx_full || c->tx_unproven >= TX_PROOF) {
+        c->ep->super.base->last_rx_ns = gw_now_ns();
+        c->tx_unproven = 0;
+    }
+}
+
 static void conn_set_out(conn_t *c, int on)
 {
     if (c->want_out == on || c->fd < 0)
@@ -469,6 +488,7 @@ static int flush_gpu_head(conn_t *c)
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c->tx_full = 1;
                 conn_set_out(c, 1);
                 return 0;
             }
@@ -476,7 +496,7 @@ static int flush_gpu_head(conn_t *c)
             return -1;
         }
         int in_payload = t->off >= GW_TCP_HDR;
-        B(ep)->last_rx_ns = gw_now_ns(); /* bytes moving: the peer is alive */
+        tx_taken(c, (size_t)w);
         t->off += (size_t)w;
         c->tx_bytes -= GW_MIN(c->tx_bytes, (size_t)w);
         if (in_payload) {
@@ -614,6 +634,7 @@ static int conn_flush_(conn_t *c)
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c->tx_full = 1;
                 conn_set_out(c, 1);
                 return 0;
             }
@@ -621,14 +642,12 @@ static int conn_flush_(conn_t *c)
             return -1;
         }
         size_t left = (size_t)w;
-        /* The peer's kernel takes our bytes, so the peer is alive, and once its
-         * buffers are full, so is the process reading them: a long transfer
-         * in one direction (our PINGs queue behind it) is not silence. */
+        /* a long transfer in one direction (our PINGs queue behind it) is
+         * not silence, but bytes a frozen peer's kernel takes are no life
+         * (see tx_taken) */
         if (w > 0)
-            B(ep)->last_rx_ns = gw_now_ns();
+            tx_taken(c, (size_t)w);
         c->tx_bytes -= GW_MIN(c->tx_bytes, left);
-        if (w > 0) /* the peer's kernel took bytes: its side of the stream is moving */
-            B(ep)->last_rx_ns = gw_now_ns();
         while (left && c->txh) {
             tx_item_t *t = c->txh;
             size_t rem = GW_TCP_HDR + t->paylen - t->off;
@@ -642,6 +661,7 @@ static int conn_flush_(conn_t *c)
         }
         /* a partial item stays at the head; loop to try again */
     }
+    c->tx_full = 0; /* our queue ran dry: the buffers are no longer known full */
     conn_set_out(c, 0);
     if (c->lazy) {
         c->lazy = 0;
@@ -1522,7 +1542,7 @@ static gw_status_t tcp_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp
 /* ---- timers: peer liveness ------------------------------------------------------- */
 static int ep_busy(tcp_ep_t *ep)
 {
-    if (!gw_list_empty(&B(ep)->outstanding) || ep->used_slots)
+    if (gw_ep_has_work(B(ep)) || ep->used_slots)
         return 1;
     for (int i = 0; i < ep->nconns; i++)
         if (ep->conns[i].in_payload || ep->conns[i].txh)

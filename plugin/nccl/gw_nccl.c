@@ -1,0 +1,1109 @@
+/* gw_nccl.c - libnccl-net-gpuwire.so: NCCL's network plugin interface
+ * (ncclNetPlugin_v8 .. _v11) over gpuwire's public API.
+ *
+ * Mapping (docs/NCCL.md has the user's view):
+ *   NCCL device   one per active RDMA port gpuwire's topology finds when the
+ *                 verbs transport is usable here, else one "tcp" device.
+ *                 Each device has its own gw context (gw_config_t.ib_device
+ *                 names the port), created on first use.
+ *   listen        gw_listen on the device's address; the handle carries
+ *                 magic, version, a random id and "ip:port".
+ *   connect       gw_connect (the gpuwire handshake picks the transport,
+ *                 bounded by GPUWIRE_CONNECT_TIMEOUT_MS), then a hello
+ *                 message carrying the handle's id.
+ *   accept        non-blocking: gw_accept with timeout 0, then the hello is
+ *                 received and its id checked against the listener's.
+ *   isend/irecv   gw_send / gw_recv with NCCL's tag in the low 32 bits (the
+ *                 hello uses a tag above them); a multi-receive is n gw_recv
+ *                 under one plugin request.
+ *   regMr         gw_mem_reg (GPU memory goes through gpuwire's registration
+ *                 ladder: dma-buf, peermem, staging).
+ *   iflush        nothing to do: gpuwire completes a receive into GPU memory
+ *                 only once the data is visible to the GPU, so no request.
+ *   test          gw_progress on the comm's context, then the requests.
+ * Every entry point holds one process-wide lock (NCCL calls from its proxy
+ * threads and from the thread creating communicators); a ticker thread
+ * progresses every context between NCCL's calls (liveness, see ticker()).
+ *
+ * This file sits above the public API, like tools/: it reads the topology
+ * (src/topo) and the CUDA loader for device properties only.
+ */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuwire.h"
+#include "cuda/cuda_wrap.h"
+#include "topo/topo.h"
+
+#include "gwn_wire.h"
+#include "nccl_net_abi.h"
+
+#define GWN_EXPORT __attribute__((visibility("default")))
+#define GWN_MAX_DEVS 16
+#define GWN_MAX_RECVS 8 /* maxRecvs: receives grouped under one irecv */
+#define GWN_MAX_REQS (NCCL_NET_MAX_REQUESTS * GWN_MAX_RECVS)
+#define GWN_HELLO_TAG (1ULL << 62)
+#define GWN_TAG_MASK (~0ULL)
+
+_Static_assert(sizeof(gwn_handle_t) <= NCCL_NET_HANDLE_MAXSIZE, "handle exceeds NCCL's size");
+
+typedef struct gwn_dev {
+    char name[64];       /* "mlx5_0:1", "tcp(eth0)" */
+    char ib_device[48];  /* "mlx5_0:1" for a verbs device, "" for the tcp one */
+    char ifname[IFNAMSIZ];
+    char *pci_path;      /* realpath under /sys, NULL for a virtual device */
+    int speed;           /* Mb/s */
+    int port;
+    int ptr_support;
+    gw_context_t *ctx;
+} gwn_dev_t;
+
+enum { GWN_LISTEN = 1, GWN_SEND, GWN_RECV };
+
+/* What regMr hands NCCL: the region and the device whose context owns it, so
+ * that deregMr does not depend on the comm (NCCL may close it first). */
+typedef struct gwn_mr {
+    gw_mem_t *mem;
+    gwn_dev_t *dev;
+} gwn_mr_t;
+
+static gw_mem_t *mr_mem(void *mhandle) { return mhandle ? ((gwn_mr_t *)mhandle)->mem : NULL; }
+
+struct gwn_comm;
+typedef struct gwn_req {
+    struct gwn_comm *comm;
+    struct gwn_req *next_free;
+    int n;
+    int used;
+    gw_request_t *r[GWN_MAX_RECVS];
+} gwn_req_t;
+
+typedef struct gwn_comm {
+    int kind;
+    int devi;
+    gwn_dev_t *dev;
+    gw_ep_t *ep;
+    gw_listener_t *l;          /* listen comm */
+    gw_ep_t *pending;          /* listen comm: accepted, hello not yet checked */
+    gw_request_t *hello_req;   /* listen comm: the hello receive */
+    uint64_t id;
+    gwn_hello_t hello;
+    char addr[96];
+    int flushed_note;          /* iflush explained once per comm */
+    int cuda_note;             /* first CUDA registration's path logged */
+    gwn_req_t *free_reqs;
+    gwn_req_t reqs[];          /* GWN_MAX_REQS for send/recv comms */
+} gwn_comm_t;
+
+static struct {
+    pthread_mutex_t lock;
+    int refs;           /* init() calls not yet finalized (v11) / 1 for v8..v10 */
+    int ready;          /* devices discovered */
+    ncclDebugLogger_t log;
+    int ndev;
+    gwn_dev_t dev[GWN_MAX_DEVS];
+    char cuda_why[256]; /* why CUDA pointers are not supported, "" when they are */
+    int ticker_started;
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* NCCL's proxy calls into a comm only while it has operations on it, but a
+ * gpuwire peer with outstanding work declares this side dead after
+ * GPUWIRE_PEER_TIMEOUT_MS without progress here (a rank that reaches a
+ * collective late, a long set-up).  So a thread progresses every context
+ * every GWN_TICK_MS, under the plugin's lock like every other call: the
+ * contexts stay used by one thread at a time. */
+#define GWN_TICK_MS 50
+static void *ticker(void *arg)
+{
+    for (;;) {
+        usleep(GWN_TICK_MS * 1000);
+        pthread_mutex_lock(&G.lock);
+        for (int i = 0; i < G.ndev; i++)
+            if (G.dev[i].ctx)
+                gw_progress(G.dev[i].ctx);
+        pthread_mutex_unlock(&G.lock);
+    }
+    return arg;
+}
+
+/* ---- logging through NCCL's logger ---------------------------------------------------------- */
+static void gwn_log(ncclDebugLogLevel lvl, unsigned long flags, const char *fn, int line, const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
+static void gwn_log(ncclDebugLogLevel lvl, unsigned long flags, const char *fn, int line, const char *fmt, ...)
+{
+    char buf[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (G.log)
+        G.log(lvl, flags, fn, line, "NET/gpuwire : %s", buf);
+    else if (lvl == NCCL_LOG_WARN)
+        fprintf(stderr, "NET/gpuwire : %s\n", buf);
+}
+#define WARN(...) gwn_log(NCCL_LOG_WARN, NCCL_ALL, __func__, __LINE__, __VA_ARGS__)
+#define INFO(flags, ...) gwn_log(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__)
+
+static ncclResult_t map_status(gw_status_t st)
+{
+    if (st == GW_OK || st == GW_INPROGRESS)
+        return ncclSuccess;
+    if (GW_IS_ENDPOINT_ERROR(st))
+        return ncclRemoteError;
+    switch (st) {
+    case GW_ERR_INVALID:
+    case GW_ERR_TRUNCATED:
+    case GW_ERR_CONFIG:
+    case GW_ERR_OUT_OF_BOUNDS:
+    case GW_ERR_ACCESS:
+        return ncclInvalidUsage;
+    case GW_ERR_CUDA:
+        return ncclUnhandledCudaError;
+    default:
+        return ncclSystemError;
+    }
+}
+
+/* Multi-line path text of gw_mem_query on one line. */
+static void one_line(char *s)
+{
+    size_t n = strlen(s);
+    while (n && s[n - 1] == '\n')
+        s[--n] = '\0';
+    for (char *p = s; *p; p++)
+        if (*p == '\n')
+            *p = ';';
+}
+
+static const char *kind_name(int kind)
+{
+    return kind == GWN_SEND ? "send" : kind == GWN_RECV ? "recv" : "listen";
+}
+
+/* ---- devices ---------------------------------------------------------------------------------- */
+static int read_small(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    return 0;
+}
+
+/* The interface of the default IPv4 route, "" if none. */
+static void default_route_if(char *out, size_t len)
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/net/route", "r");
+    if (!f)
+        return;
+    char line[256], ifn[IFNAMSIZ + 1];
+    unsigned long dst, flags;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "%16s %lx %*x %lx", ifn, &dst, &flags) == 3 && dst == 0 && (flags & 1)) {
+            size_t k = strnlen(ifn, len - 1);
+            memcpy(out, ifn, k);
+            out[k] = '\0';
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* IPv4 address of ifname (or of the first non-loopback interface that is up
+ * when ifname is ""); 0 on success with the interface used in used_if. */
+static int if_ipv4(const char *ifname, char *ip, size_t iplen, char *used_if, size_t uilen)
+{
+    struct ifaddrs *ifs, *i;
+    int rc = -1;
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    for (i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP))
+            continue;
+        if (ifname[0] ? strcmp(i->ifa_name, ifname) != 0 : (i->ifa_flags & IFF_LOOPBACK) != 0)
+            continue;
+        inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, (socklen_t)iplen);
+        snprintf(used_if, uilen, "%s", i->ifa_name);
+        rc = 0;
+        break;
+    }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+static void netdev_props(gwn_dev_t *d)
+{
+    char p[PATH_MAX], v[64];
+    snprintf(p, sizeof(p), "/sys/class/net/%s/device", d->ifname);
+    d->pci_path = d->ifname[0] ? realpath(p, NULL) : NULL;
+    snprintf(p, sizeof(p), "/sys/class/net/%s/speed", d->ifname);
+    long s = (d->ifname[0] && read_small(p, v, sizeof(v)) == 0) ? strtol(v, NULL, 10) : -1;
+    d->speed = s > 0 ? (int)s : 10000; /* unknown (virtual NICs report -1): assume 10 Gb/s */
+}
+
+/* Verbs devices: every ACTIVE port of every RDMA NIC in the topology.
+ * Returns how many were added. */
+static int add_verbs_devices(void)
+{
+    gw_topo_opts_t o;
+    gw_topo_t *t = NULL;
+    char err[256] = "";
+    gw_topo_opts_default(&o);
+    if (gw_topo_create(NULL, &o, &t, err, sizeof(err)) != GW_OK) {
+        INFO(NCCL_INIT | NCCL_NET, "topology not readable (%s): no verbs devices", err);
+        return 0;
+    }
+    for (int n = 0; n < t->nnic && G.ndev < GWN_MAX_DEVS; n++) {
+        gw_topo_dev_t *nic = gw_topo_nic(t, n);
+        for (int p = 0; p < nic->nports && G.ndev < GWN_MAX_DEVS; p++) {
+            gw_topo_port_t *pt = &nic->ports[p];
+            if (pt->state != 4)
+                continue;
+            gwn_dev_t *d = &G.dev[G.ndev++];
+            memset(d, 0, sizeof(*d));
+            snprintf(d->ib_device, sizeof(d->ib_device), "%s:%d", nic->name, pt->num);
+            snprintf(d->name, sizeof(d->name), "%s:%d", nic->name, pt->num);
+            snprintf(d->ifname, sizeof(d->ifname), "%s", pt->netdev[0] ? pt->netdev
+                                                        : nic->nnetdevs ? nic->netdevs[0] : "");
+            char path[PATH_MAX];
+            snprintf(path, sizeof(path), "%s%s", t->root, nic->sysdir);
+            d->pci_path = nic->bdf[0] ? realpath(path, NULL) : NULL;
+            double gbps = strtod(pt->rate, NULL);
+            d->speed = gbps > 0 ? (int)(gbps * 1000) : 10000;
+            d->port = pt->num;
+        }
+    }
+    gw_topo_destroy(t);
+    return G.ndev;
+}
+
+static gw_status_t dev_ctx(gwn_dev_t *d)
+{
+    if (d->ctx)
+        return GW_OK;
+    gw_config_t cfg = {.size = sizeof(cfg), .transports = NULL, .log_level = -1,
+                       .ib_device = d->ib_device[0] ? d->ib_device : NULL};
+    gw_status_t st = gw_context_create(&cfg, &d->ctx);
+    if (st != GW_OK)
+        WARN("device %s: gw_context_create failed: %s (gpuwire's own log above says why)", d->name,
+             gw_status_name(st));
+    return st;
+}
+
+/* Runs once per process (under the lock). */
+static ncclResult_t discover(void)
+{
+    gw_context_t *probe = NULL;
+    gw_status_t st = gw_context_create(NULL, &probe);
+    if (st != GW_OK) {
+        WARN("cannot create a gpuwire context: %s; check the GPUWIRE_* settings (gpuwire info)",
+             gw_status_name(st));
+        return map_status(st);
+    }
+    char verbs_why[256] = "not compiled into this build";
+    int verbs = 0;
+    gw_transport_info_t ti = {.size = sizeof(ti)};
+    for (size_t i = 0; gw_transport_at(probe, i, &ti) == GW_OK; i++) {
+        if (strcmp(ti.name, "verbs") == 0) {
+            verbs = ti.usable;
+            snprintf(verbs_why, sizeof(verbs_why), "%s", ti.detail);
+        }
+        ti.size = sizeof(ti);
+    }
+    char why[256];
+    G.cuda_why[0] = '\0';
+    if (!gw_cuda_get(why, sizeof(why)))
+        snprintf(G.cuda_why, sizeof(G.cuda_why), "%s", why);
+    G.ndev = 0;
+    if (verbs && add_verbs_devices() > 0) {
+        gw_context_destroy(probe);
+    } else {
+        gwn_dev_t *d = &G.dev[G.ndev++];
+        memset(d, 0, sizeof(*d));
+        char ifn[IFNAMSIZ] = "", ip[64];
+        const char *want = gw_setting_value(probe, "GPUWIRE_NCCL_IFNAME");
+        if (want && want[0])
+            snprintf(ifn, sizeof(ifn), "%s", want);
+        else
+            default_route_if(ifn, sizeof(ifn));
+        if (if_ipv4(ifn, ip, sizeof(ip), d->ifname, sizeof(d->ifname)) != 0)
+            d->ifname[0] = '\0';
+        snprintf(d->name, sizeof(d->name), "tcp(%s)", d->ifname[0] ? d->ifname : "lo");
+        netdev_props(d);
+        d->port = 1;
+        d->ctx = probe; /* default config: the probe is this device's context */
+        INFO(NCCL_INIT | NCCL_NET, "no verbs device: %s%s; one device %s (verbs, intra and tcp are still "
+             "negotiated per connection)", verbs ? "no ACTIVE RDMA port in the topology" : "verbs: ",
+             verbs ? "" : verbs_why, d->name);
+    }
+    for (int i = 0; i < G.ndev; i++) {
+        gwn_dev_t *d = &G.dev[i];
+        d->ptr_support = NCCL_PTR_HOST | (G.cuda_why[0] ? 0 : NCCL_PTR_CUDA);
+        INFO(NCCL_INIT | NCCL_NET, "dev %d %s: pci %s, %d Mb/s, port %d, pointers HOST%s%s%s", i, d->name,
+             d->pci_path ? d->pci_path : "none (virtual)", d->speed, d->port,
+             (d->ptr_support & NCCL_PTR_CUDA) ? "|CUDA (gpuwire picks GPUDirect or staging per buffer)" : "",
+             G.cuda_why[0] ? "; no CUDA pointers: " : "", G.cuda_why);
+    }
+    INFO(NCCL_INIT | NCCL_NET, "gpuwire %s (%s): %d device(s); NCCL_PTR_DMABUF not advertised: regMr's CUDA "
+         "registration takes gpuwire's own dma-buf rung first", gw_version(), gw_build_features(), G.ndev);
+    G.ready = 1;
+    return ncclSuccess;
+}
+
+static ncclResult_t gwn_init(ncclDebugLogger_t logfn)
+{
+    ncclResult_t rc = ncclSuccess;
+    pthread_mutex_lock(&G.lock);
+    if (logfn)
+        G.log = logfn;
+    if (!G.ready)
+        rc = discover();
+    if (rc == ncclSuccess)
+        G.refs++;
+    if (rc == ncclSuccess && !G.ticker_started) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &a, ticker, NULL) == 0)
+            G.ticker_started = 1;
+        else
+            WARN("cannot start the progress thread: peers may time this process out while NCCL posts no "
+                 "operation for longer than GPUWIRE_PEER_TIMEOUT_MS");
+        pthread_attr_destroy(&a);
+    }
+    pthread_mutex_unlock(&G.lock);
+    if (rc != ncclSuccess)
+        /* NCCL logs a failed plugin init only at INFO and falls back to its
+         * own transports: say it where it is seen (nccl#959). */
+        fprintf(stderr, "gpuwire NCCL plugin: init failed (%s); NCCL falls back to its internal "
+                "transports. Run `gpuwire info` and `gpuwire doctor` for the cause.\n",
+                rc == ncclSystemError ? "system error" : "invalid configuration");
+    return rc;
+}
+
+static ncclResult_t gwn_devices(int *ndev)
+{
+    pthread_mutex_lock(&G.lock);
+    *ndev = G.ndev;
+    pthread_mutex_unlock(&G.lock);
+    return ncclSuccess;
+}
+
+static ncclResult_t gwn_props(int dev, ncclNetProperties_v11_t *p)
+{
+    pthread_mutex_lock(&G.lock);
+    if (dev < 0 || dev >= G.ndev) {
+        pthread_mutex_unlock(&G.lock);
+        WARN("getProperties: device %d out of range (%d devices)", dev, G.ndev);
+        return ncclInvalidArgument;
+    }
+    gwn_dev_t *d = &G.dev[dev];
+    memset(p, 0, sizeof(*p));
+    p->name = d->name;
+    p->pciPath = d->pci_path;
+    p->guid = (uint64_t)dev;
+    p->ptrSupport = d->ptr_support;
+    p->regIsGlobal = 0;
+    p->forceFlush = 0;
+    p->speed = d->speed;
+    p->port = d->port;
+    p->latency = 0;
+    p->maxComms = 65536;
+    p->maxRecvs = GWN_MAX_RECVS;
+    p->netDeviceType = NCCL_NET_DEVICE_HOST;
+    p->netDeviceVersion = 0;
+    p->vProps.ndevs = 1;
+    p->vProps.devs[0] = dev;
+    p->maxP2pBytes = 1UL << 30;
+    p->maxCollBytes = 1UL << 30;
+    p->maxMultiRequestSize = 1;
+    pthread_mutex_unlock(&G.lock);
+    return ncclSuccess;
+}
+
+/* ---- comms -------------------------------------------------------------------------------------- */
+static gwn_comm_t *comm_new(int kind, int devi)
+{
+    size_t nreq = kind == GWN_LISTEN ? 0 : GWN_MAX_REQS;
+    gwn_comm_t *c = calloc(1, sizeof(*c) + nreq * sizeof(gwn_req_t));
+    if (!c)
+        return NULL;
+    c->kind = kind;
+    c->devi = devi;
+    c->dev = &G.dev[devi];
+    for (size_t i = nreq; i-- > 0;) {
+        c->reqs[i].comm = c;
+        c->reqs[i].next_free = c->free_reqs;
+        c->free_reqs = &c->reqs[i];
+    }
+    return c;
+}
+
+static void log_path(gwn_comm_t *c)
+{
+    gw_ep_info_t ei = {.size = sizeof(ei)};
+    if (gw_ep_query(c->ep, &ei) != GW_OK)
+        return;
+    INFO(NCCL_INIT | NCCL_NET, "%s comm %p dev %d (%s) <-> %s: transport %s, path %s; %s%s", kind_name(c->kind),
+         (void *)c, c->devi, c->dev->name, ei.peer, ei.transport, ei.path,
+         ei.downgrades[0] ? "better ones not taken: " : "no better transport was passed over",
+         ei.downgrades);
+}
+
+static ncclResult_t gwn_listen(int dev, void *handle, void **listen_comm)
+{
+    *listen_comm = NULL;
+    pthread_mutex_lock(&G.lock);
+    ncclResult_t rc = ncclSuccess;
+    gwn_comm_t *c = NULL;
+    if (dev < 0 || dev >= G.ndev) {
+        WARN("listen: device %d out of range (%d devices)", dev, G.ndev);
+        rc = ncclInvalidArgument;
+        goto out;
+    }
+    gwn_dev_t *d = &G.dev[dev];
+    gw_status_t st = dev_ctx(d);
+    if (st != GW_OK) {
+        rc = map_status(st);
+        goto out;
+    }
+    c = comm_new(GWN_LISTEN, dev);
+    if (!c) {
+        rc = ncclSystemError;
+        goto out;
+    }
+    char ip[64], used[IFNAMSIZ], bind_addr[96];
+    const char *want = gw_setting_value(d->ctx, "GPUWIRE_NCCL_IFNAME");
+    const char *ifn = want && want[0] ? want : d->ifname;
+    if (if_ipv4(ifn, ip, sizeof(ip), used, sizeof(used)) != 0 &&
+        if_ipv4("", ip, sizeof(ip), used, sizeof(used)) != 0)
+        snprintf(ip, sizeof(ip), "127.0.0.1");
+    snprintf(bind_addr, sizeof(bind_addr), "%s:0", ip);
+    st = gw_listen(d->ctx, bind_addr, &c->l);
+    if (st != GW_OK) {
+        WARN("listen on %s (dev %d %s) failed: %s: %s", bind_addr, dev, d->name, gw_status_name(st),
+             gw_last_error(d->ctx));
+        rc = map_status(st);
+        goto out;
+    }
+    gw_listener_addr(c->l, c->addr, sizeof(c->addr));
+    if (getrandom(&c->id, sizeof(c->id), 0) != sizeof(c->id))
+        c->id = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
+    if (gwn_handle_encode(handle, NCCL_NET_HANDLE_MAXSIZE, (uint16_t)dev, c->id, c->addr) != 0) {
+        WARN("listen: address %s does not fit a handle", c->addr);
+        rc = ncclInternalError;
+        goto out;
+    }
+    INFO(NCCL_INIT | NCCL_NET, "listen comm %p dev %d (%s) on %s", (void *)c, dev, d->name, c->addr);
+    *listen_comm = c;
+    c = NULL;
+out:
+    if (c) {
+        gw_listener_destroy(c->l);
+        free(c);
+    }
+    pthread_mutex_unlock(&G.lock);
+    return rc;
+}
+
+static ncclResult_t gwn_connect(int dev, void *handle, void **send_comm)
+{
+    *send_comm = NULL;
+    gwn_handle_t h;
+    char why[256];
+    if (gwn_handle_decode(handle, NCCL_NET_HANDLE_MAXSIZE, &h, why, sizeof(why)) != 0) {
+        WARN("connect: %s: does the peer load another net plugin (NCCL_NET_PLUGIN)?", why);
+        return ncclInvalidUsage;
+    }
+    pthread_mutex_lock(&G.lock);
+    ncclResult_t rc = ncclSuccess;
+    gwn_comm_t *c = NULL;
+    if (dev < 0 || dev >= G.ndev) {
+        WARN("connect: device %d out of range (%d devices)", dev, G.ndev);
+        rc = ncclInvalidArgument;
+        goto out;
+    }
+    gwn_dev_t *d = &G.dev[dev];
+    gw_status_t st = dev_ctx(d);
+    if (st != GW_OK) {
+        rc = map_status(st);
+        goto out;
+    }
+    c = comm_new(GWN_SEND, dev);
+    if (!c) {
+        rc = ncclSystemError;
+        goto out;
+    }
+    snprintf(c->addr, sizeof(c->addr), "%s", h.addr);
+    st = gw_connect(d->ctx, h.addr, &c->ep);
+    if (st != GW_OK) {
+        WARN("connect to %s (dev %d %s) failed: %s: %s", h.addr, dev, d->name, gw_status_name(st),
+             gw_last_error(d->ctx));
+        rc = map_status(st);
+        goto out;
+    }
+    c->hello = (gwn_hello_t){.magic = GWN_HELLO_MAGIC, .dev = h.dev, .id = h.id};
+    st = gw_send(c->ep, &c->hello, sizeof(c->hello), NULL, GWN_HELLO_TAG, NULL);
+    if (st != GW_OK) {
+        WARN("connect to %s: sending the hello failed: %s: %s", h.addr, gw_status_name(st),
+             gw_last_error(d->ctx));
+        rc = map_status(st);
+        goto out;
+    }
+    log_path(c);
+    *send_comm = c;
+    c = NULL;
+out:
+    if (c) {
+        gw_ep_close(c->ep, 0);
+        free(c);
+    }
+    pthread_mutex_unlock(&G.lock);
+    return rc;
+}
+
+static ncclResult_t gwn_accept(void *listen_comm, void **recv_comm)
+{
+    gwn_comm_t *l = listen_comm;
+    *recv_comm = NULL;
+    pthread_mutex_lock(&G.lock);
+    ncclResult_t rc = ncclSuccess;
+    gw_context_t *ctx = l->dev->ctx;
+    gw_status_t st;
+    gw_progress(ctx);
+    if (!l->pending) {
+        st = gw_accept(l->l, 0, &l->pending);
+        if (st == GW_INPROGRESS)
+            goto out;
+        if (st != GW_OK) {
+            WARN("accept on %s failed: %s: %s", l->addr, gw_status_name(st), gw_last_error(ctx));
+            rc = map_status(st);
+            goto out;
+        }
+        memset(&l->hello, 0, sizeof(l->hello));
+        st = gw_recv(l->pending, &l->hello, sizeof(l->hello), NULL, GWN_HELLO_TAG, GWN_TAG_MASK, &l->hello_req);
+        if (st != GW_OK) {
+            WARN("accept on %s: receiving the hello failed: %s: %s", l->addr, gw_status_name(st),
+                 gw_last_error(ctx));
+            rc = map_status(st);
+            goto drop;
+        }
+    }
+    st = gw_request_test(l->hello_req);
+    if (st == GW_INPROGRESS)
+        goto out;
+    gw_request_info_t hi = {.size = sizeof(hi)};
+    gw_request_info(l->hello_req, &hi);
+    gw_request_free(l->hello_req);
+    l->hello_req = NULL;
+    if (st != GW_OK) {
+        WARN("accept on %s: the hello did not arrive: %s: %s", l->addr, gw_status_name(st), gw_last_error(ctx));
+        rc = map_status(st);
+        goto drop;
+    }
+    char why[256];
+    if (gwn_hello_check(&l->hello, hi.length, l->id, why, sizeof(why)) != 0) {
+        WARN("accept on %s: %s: a connect with a stale or foreign handle", l->addr, why);
+        rc = ncclInvalidUsage;
+        goto drop;
+    }
+    gwn_comm_t *c = comm_new(GWN_RECV, l->devi);
+    if (!c) {
+        rc = ncclSystemError;
+        goto drop;
+    }
+    c->ep = l->pending;
+    l->pending = NULL;
+    snprintf(c->addr, sizeof(c->addr), "%s", l->addr);
+    log_path(c);
+    *recv_comm = c;
+    goto out;
+drop:
+    if (l->hello_req) {
+        gw_request_free(l->hello_req);
+        l->hello_req = NULL;
+    }
+    gw_ep_close(l->pending, 0);
+    l->pending = NULL;
+out:
+    pthread_mutex_unlock(&G.lock);
+    return rc;
+}
+
+/* ---- memory ------------------------------------------------------------------------------------ */
+static ncclResult_t gwn_reg(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+    gwn_comm_t *c = comm;
+    *mhandle = NULL;
+    if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
+        WARN("regMr %p+%zu: memory type %d is neither NCCL_PTR_HOST nor NCCL_PTR_CUDA", data, size, type);
+        return ncclInvalidArgument;
+    }
+    pthread_mutex_lock(&G.lock);
+    ncclResult_t rc = ncclSuccess;
+    gw_context_t *ctx = c->dev->ctx;
+    gw_mem_t *m = NULL;
+    gw_status_t st = gw_mem_reg(ctx, data, size, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &m);
+    if (st != GW_OK) {
+        WARN("regMr %p+%zu (%s) on %s comm %p failed: %s: %s", data, size, type == NCCL_PTR_CUDA ? "CUDA" : "host",
+             kind_name(c->kind), (void *)c, gw_status_name(st), gw_last_error(ctx));
+        rc = map_status(st);
+        goto out;
+    }
+    gw_mem_info_t mi = {.size = sizeof(mi)};
+    gw_mem_query(m, &mi);
+    if ((type == NCCL_PTR_CUDA) != (mi.type == GW_MEM_CUDA)) {
+        WARN("regMr %p+%zu: NCCL registers it as %s memory, gpuwire finds %s memory there%s%s%s", data, size,
+             type == NCCL_PTR_CUDA ? "CUDA" : "host", mi.type == GW_MEM_CUDA ? "CUDA" : "host",
+             G.cuda_why[0] ? " (gpuwire has no CUDA driver: " : "", G.cuda_why, G.cuda_why[0] ? ")" : "");
+        gw_mem_dereg(m);
+        rc = ncclInvalidUsage;
+        goto out;
+    }
+    one_line(mi.path);
+    if (mi.type == GW_MEM_CUDA && !c->cuda_note) {
+        c->cuda_note = 1;
+        INFO(NCCL_INIT | NCCL_NET, "%s comm %p: GPU %d (%s) memory %p+%zu: %s", kind_name(c->kind), (void *)c,
+             mi.cuda_device, mi.pci_bus_id, data, size, mi.path);
+    } else {
+        INFO(NCCL_NET, "%s comm %p: regMr %p+%zu %s: %s", kind_name(c->kind), (void *)c, data, size,
+             mi.type == GW_MEM_CUDA ? "CUDA" : "host", mi.path);
+    }
+    gwn_mr_t *mr = malloc(sizeof(*mr));
+    if (!mr) {
+        gw_mem_dereg(m);
+        rc = ncclSystemError;
+        goto out;
+    }
+    *mr = (gwn_mr_t){.mem = m, .dev = c->dev};
+    *mhandle = mr;
+out:
+    pthread_mutex_unlock(&G.lock);
+    return rc;
+}
+
+static ncclResult_t gwn_reg_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                                   void **mhandle)
+{
+    /* Not advertised (no NCCL_PTR_DMABUF); should a NCCL call it anyway, the
+     * address alone is registered, through gpuwire's own dma-buf rung. */
+    INFO(NCCL_NET, "regMrDmaBuf %p+%zu: NCCL's dma-buf fd %d (offset %llu) not used; gpuwire registers the "
+         "address itself", data, size, fd, (unsigned long long)offset);
+    return gwn_reg(comm, data, size, type, mhandle);
+}
+
+static ncclResult_t gwn_dereg(void *comm, void *mhandle)
+{
+    gwn_mr_t *mr = mhandle;
+    if (!mr)
+        return ncclSuccess;
+    gw_mem_t *m = mr->mem;
+    pthread_mutex_lock(&G.lock);
+    gw_context_t *ctx = mr->dev->ctx;
+    gw_status_t st = gw_mem_dereg(m);
+    for (int i = 0; st == GW_ERR_BUSY && i < 2000; i++) { /* a local operation still on it: up to ~2 s */
+        gw_progress(ctx);
+        if (i > 100)
+            usleep(1000);
+        st = gw_mem_dereg(m);
+    }
+    if (st != GW_OK)
+        WARN("deregMr %p on device %s failed: %s: %s", mhandle, mr->dev->name, gw_status_name(st),
+             gw_last_error(ctx));
+    else
+        free(mr);
+    pthread_mutex_unlock(&G.lock);
+    return map_status(st);
+}
+
+/* ---- data ---------------------------------------------------------------------------------------- */
+static gwn_req_t *req_get(gwn_comm_t *c)
+{
+    gwn_req_t *r = c->free_reqs;
+    if (r) {
+        c->free_reqs = r->next_free;
+        r->used = 1;
+        r->n = 0;
+    }
+    return r;
+}
+
+static void req_put(gwn_req_t *r)
+{
+    for (int i = 0; i < r->n; i++)
+        gw_request_free(r->r[i]);
+    r->n = 0;
+    r->used = 0;
+    r->next_free = r->comm->free_reqs;
+    r->comm->free_reqs = r;
+}
+
+static ncclResult_t gwn_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
+{
+    gwn_comm_t *c = send_comm;
+    *request = NULL;
+    pthread_mutex_lock(&G.lock);
+    ncclResult_t rc = ncclSuccess;
+    gwn_req_t *r = req_get(c);
+    if (!r) /* NCCL retries a NULL request later */
+        goto out;
+    gw_status_t st = gw_send(c->ep, data, size, mr_mem(mhandle), (uint32_t)tag, &r->r[0]);
+    if (st == GW_ERR_NO_RESOURCE) {
+        req_put(r);
+        goto out;
+    }
+    if (st != GW_OK) {
+        WARN("isend %p+%zu tag %d on send comm %p to %s failed: %s: %s", data, size, tag, (void *)c, c->addr,
+             gw_status_name(st), gw_last_error(c->dev->ctx));
+        req_put(r);
+        rc = map_status(st);
+        goto out;
+    }
+    r->n = 1;
+    *request = r;
+out:
+    pthread_mutex_unlock(&G.lock);
+    return rc;
+}
+
+static ncclResult_t gwn_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                              void **request)
+{
+    gwn_comm_t *c = recv_comm;
+    *request = NULL;
+    if (n < 1 || n > GWN_MAX_RECVS) {
+        WARN("irecv on recv comm %p: %d receives grouped, this plugin takes 1 to %d (maxRecvs)", (void *)c, n,
+             GWN_MAX_RECVS);
+        return ncclInternalError;
+    }
+    pthread_mutex_lock(&G.lock);
+    ncclResult_t rc = ncclSuccess;
+    gwn_req_t *r = req_get(c);
+    if (!r)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        gw_status_t st = gw_recv(c->ep, data[i], sizes[i], mhandles ? mr_mem(mhandles[i]) : NULL, (uint32_t)tags[i],
+                                 GWN_TAG_MASK, &r->r[i]);
+        if (st != GW_OK) {
+            /* receives already posted stay posted (gpuwire cannot withdraw
+             * one); the comm is unusable after this error anyway */
+            WARN("irecv %d/%d %p+%zu tag %d on recv comm %p (%s) failed: %s: %s", i + 1, n, data[i], sizes[i],
+                 tags[i], (void *)c, c->addr, gw_status_name(st), gw_last_error(c->dev->ctx));
+            req_put(r);
+            rc = map_status(st);
+            goto out;
+        }
+        r->n = i + 1;
+    }
+    *request = r;
+out:
+    pthread_mutex_unlock(&G.lock);
+    return rc;
+}
+
+static ncclResult_t gwn_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request)
+{
+    gwn_comm_t *c = recv_comm;
+    *request = NULL;
+    pthread_mutex_lock(&G.lock);
+    if (!c->flushed_note) {
+        c->flushed_note = 1;
+        INFO(NCCL_NET, "recv comm %p: iflush needs no request: gpuwire completes a receive into GPU memory "
+             "only after its data is visible to the GPU", (void *)c);
+    }
+    pthread_mutex_unlock(&G.lock);
+    return ncclSuccess;
+}
+
+static ncclResult_t gwn_test(void *request, int *done, int *sizes)
+{
+    gwn_req_t *r = request;
+    *done = 0;
+    if (!r || !r->used) {
+        WARN("test: request %p is not an outstanding request of this plugin", request);
+        return ncclInternalError;
+    }
+    pthread_mutex_lock(&G.lock);
+    gwn_comm_t *c = r->comm;
+    ncclResult_t rc = ncclSuccess;
+    gw_progress(c->dev->ctx);
+    for (int i = 0; i < r->n; i++) {
+        gw_status_t st = gw_request_test(r->r[i]);
+        if (st == GW_INPROGRESS)
+            goto out;
+        if (st != GW_OK) {
+            gw_request_info_t ri = {.size = sizeof(ri)};
+            gw_ep_info_t ei = {.size = sizeof(ei)};
+            gw_request_info(r->r[i], &ri);
+            gw_ep_query(c->ep, &ei);
+            if (st == GW_ERR_TRUNCATED)
+                WARN("%s comm %p: a message of %zu bytes (tag %llu) arrived for a smaller receive: %s",
+                     kind_name(c->kind), (void *)c, ri.length, (unsigned long long)ri.tag, gw_status_str(st));
+            else
+                WARN("%s comm %p with %s over %s failed: %s (%s)%s%s", kind_name(c->kind), (void *)c, ei.peer,
+                     ei.transport, gw_status_name(st), gw_status_str(st), ei.error_detail[0] ? ": " : "",
+                     ei.error_detail);
+            req_put(r);
+            *done = 1;
+            rc = map_status(st);
+            goto out;
+        }
+    }
+    for (int i = 0; i < r->n; i++) {
+        gw_request_info_t ri = {.size = sizeof(ri)};
+        gw_request_info(r->r[i], &ri);
+        if (sizes)
+            sizes[i] = (int)ri.length;
+    }
+    req_put(r);
+    *done = 1;
+out:
+    pthread_mutex_unlock(&G.lock);
+    return rc;
+}
+
+static ncclResult_t close_comm(gwn_comm_t *c)
+{
+    if (!c)
+        return ncclSuccess;
+    pthread_mutex_lock(&G.lock);
+    for (size_t i = 0; c->kind != GWN_LISTEN && i < GWN_MAX_REQS; i++)
+        if (c->reqs[i].used)
+            req_put(&c->reqs[i]);
+    if (c->hello_req)
+        gw_request_free(c->hello_req);
+    if (c->pending)
+        gw_ep_close(c->pending, 0);
+    gw_listener_destroy(c->l);
+    gw_status_t st = c->ep ? gw_ep_close(c->ep, 1000) : GW_OK;
+    if (st != GW_OK)
+        INFO(NCCL_NET, "%s comm %p: closing the endpoint to %s: %s", kind_name(c->kind), (void *)c, c->addr,
+             gw_status_name(st));
+    pthread_mutex_unlock(&G.lock);
+    free(c);
+    return ncclSuccess;
+}
+
+static ncclResult_t gwn_close(void *comm) { return close_comm(comm); }
+
+static ncclResult_t gwn_finalize(void)
+{
+    pthread_mutex_lock(&G.lock);
+    if (G.refs > 0 && --G.refs == 0) {
+        for (int i = 0; i < G.ndev; i++) {
+            if (G.dev[i].ctx && gw_context_destroy(G.dev[i].ctx) == GW_OK)
+                G.dev[i].ctx = NULL;
+            else if (G.dev[i].ctx)
+                INFO(NCCL_NET, "finalize: device %s keeps its context: %s", G.dev[i].name,
+                     gw_last_error(G.dev[i].ctx));
+        }
+    }
+    pthread_mutex_unlock(&G.lock);
+    return ncclSuccess;
+}
+
+/* ---- version 11 --------------------------------------------------------------------------------- */
+static char g_ctx_token; /* what v11's ctx points at: the plugin's state is process-wide */
+
+static ncclResult_t v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config, ncclDebugLogger_t logfn,
+                             ncclProfilerCallback_t prof)
+{
+    *ctx = &g_ctx_token;
+    ncclResult_t rc = gwn_init(logfn);
+    if (rc == ncclSuccess && config && config->trafficClass != -1)
+        INFO(NCCL_INIT | NCCL_NET, "communicator 0x%llx asks for traffic class %d: gpuwire does not set traffic "
+             "classes (ignored)", (unsigned long long)comm_id, config->trafficClass);
+    return rc;
+}
+static ncclResult_t v11_listen(void *ctx, int dev, void *handle, void **lc) { return gwn_listen(dev, handle, lc); }
+static ncclResult_t v11_connect(void *ctx, int dev, void *handle, void **sc, ncclNetDeviceHandle_t **dc)
+{
+    return gwn_connect(dev, handle, sc);
+}
+static ncclResult_t v_accept(void *lc, void **rc, ncclNetDeviceHandle_t **dc) { return gwn_accept(lc, rc); }
+static ncclResult_t v10_isend(void *sc, void *data, size_t size, int tag, void *mh, void *ph, void **req)
+{
+    return gwn_isend(sc, data, size, tag, mh, req);
+}
+static ncclResult_t v10_irecv(void *rc, int n, void **data, size_t *sizes, int *tags, void **mh, void **ph,
+                              void **req)
+{
+    return gwn_irecv(rc, n, data, sizes, tags, mh, req);
+}
+static ncclResult_t v11_finalize(void *ctx) { return gwn_finalize(); }
+
+GWN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+    .name = "gpuwire",
+    .init = v11_init,
+    .devices = gwn_devices,
+    .getProperties = gwn_props,
+    .listen = v11_listen,
+    .connect = v11_connect,
+    .accept = v_accept,
+    .regMr = gwn_reg,
+    .regMrDmaBuf = gwn_reg_dmabuf,
+    .deregMr = gwn_dereg,
+    .isend = v10_isend,
+    .irecv = v10_irecv,
+    .iflush = gwn_iflush,
+    .test = gwn_test,
+    .closeSend = gwn_close,
+    .closeRecv = gwn_close,
+    .closeListen = gwn_close,
+    .getDeviceMr = NULL,   /* NULL: no device offload (NCCL checks) */
+    .irecvConsumed = NULL, /* NULL: no device offload */
+    .makeVDevice = NULL,   /* NULL: NCCL uses the physical devices */
+    .finalize = v11_finalize,
+    .setNetAttr = NULL,    /* NULL: no per-collective tuning */
+};
+
+/* ---- version 10 --------------------------------------------------------------------------------- */
+static void props_v9(const ncclNetProperties_v11_t *p, ncclNetProperties_v9_t *o)
+{
+    memcpy(o, p, offsetof(ncclNetProperties_v9_t, maxCollBytes) + sizeof(o->maxCollBytes));
+}
+static ncclResult_t v10_init(ncclDebugLogger_t logfn, ncclProfilerCallback_t prof) { return gwn_init(logfn); }
+static ncclResult_t v9_props(int dev, ncclNetProperties_v9_t *props)
+{
+    ncclNetProperties_v11_t p;
+    ncclResult_t rc = gwn_props(dev, &p);
+    if (rc == ncclSuccess)
+        props_v9(&p, props);
+    return rc;
+}
+static ncclResult_t v8_listen(int dev, void *handle, void **lc) { return gwn_listen(dev, handle, lc); }
+static ncclResult_t v10_connect(int dev, ncclNetCommConfig_t *config, void *handle, void **sc,
+                                ncclNetDeviceHandle_t **dc)
+{
+    return gwn_connect(dev, handle, sc);
+}
+
+GWN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+    .name = "gpuwire",
+    .init = v10_init,
+    .devices = gwn_devices,
+    .getProperties = v9_props,
+    .listen = v8_listen,
+    .connect = v10_connect,
+    .accept = v_accept,
+    .regMr = gwn_reg,
+    .regMrDmaBuf = gwn_reg_dmabuf,
+    .deregMr = gwn_dereg,
+    .isend = v10_isend,
+    .irecv = v10_irecv,
+    .iflush = gwn_iflush,
+    .test = gwn_test,
+    .closeSend = gwn_close,
+    .closeRecv = gwn_close,
+    .closeListen = gwn_close,
+    .getDeviceMr = NULL,
+    .irecvConsumed = NULL,
+    .makeVDevice = NULL,
+};
+
+/* ---- version 9 ---------------------------------------------------------------------------------- */
+static ncclResult_t v8_init(ncclDebugLogger_t logfn) { return gwn_init(logfn); }
+static ncclResult_t v8_connect(int dev, void *handle, void **sc, ncclNetDeviceHandle_t **dc)
+{
+    return gwn_connect(dev, handle, sc);
+}
+
+GWN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+    .name = "gpuwire",
+    .init = v8_init,
+    .devices = gwn_devices,
+    .getProperties = v9_props,
+    .listen = v8_listen,
+    .connect = v8_connect,
+    .accept = v_accept,
+    .regMr = gwn_reg,
+    .regMrDmaBuf = gwn_reg_dmabuf,
+    .deregMr = gwn_dereg,
+    .isend = gwn_isend,
+    .irecv = gwn_irecv,
+    .iflush = gwn_iflush,
+    .test = gwn_test,
+    .closeSend = gwn_close,
+    .closeRecv = gwn_close,
+    .closeListen = gwn_close,
+    .getDeviceMr = NULL,
+    .irecvConsumed = NULL,
+    .makeVDevice = NULL,
+};
+
+/* ---- version 8 ---------------------------------------------------------------------------------- */
+static ncclResult_t v8_props(int dev, ncclNetProperties_v8_t *props)
+{
+    ncclNetProperties_v11_t p;
+    ncclResult_t rc = gwn_props(dev, &p);
+    if (rc != ncclSuccess)
+        return rc;
+    *props = (ncclNetProperties_v8_t){.name = p.name, .pciPath = p.pciPath, .guid = p.guid,
+                                      .ptrSupport = p.ptrSupport, .regIsGlobal = p.regIsGlobal, .speed = p.speed,
+                                      .port = p.port, .latency = p.latency, .maxComms = p.maxComms,
+                                      .maxRecvs = p.maxRecvs, .netDeviceType = p.netDeviceType,
+                                      .netDeviceVersion = p.netDeviceVersion};
+    return ncclSuccess;
+}
+static ncclResult_t v8_isend(void *sc, void *data, int size, int tag, void *mh, void **req)
+{
+    if (size < 0) {
+        WARN("isend: negative size %d", size);
+        return ncclInvalidArgument;
+    }
+    return gwn_isend(sc, data, (size_t)size, tag, mh, req);
+}
+static ncclResult_t v8_irecv(void *rc, int n, void **data, int *sizes, int *tags, void **mh, void **req)
+{
+    size_t s[GWN_MAX_RECVS];
+    if (n < 1 || n > GWN_MAX_RECVS) {
+        WARN("irecv: %d receives grouped, this plugin takes 1 to %d", n, GWN_MAX_RECVS);
+        return ncclInternalError;
+    }
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0) {
+            WARN("irecv: negative size %d", sizes[i]);
+            return ncclInvalidArgument;
+        }
+        s[i] = (size_t)sizes[i];
+    }
+    return gwn_irecv(rc, n, data, s, tags, mh, req);
+}
+
+GWN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+    .name = "gpuwire",
+    .init = v8_init,
+    .devices = gwn_devices,
+    .getProperties = v8_props,
+    .listen = v8_listen,
+    .connect = v8_connect,
+    .accept = v_accept,
+    .regMr = gwn_reg,
+    .regMrDmaBuf = gwn_reg_dmabuf,
+    .deregMr = gwn_dereg,
+    .isend = v8_isend,
+    .irecv = v8_irecv,
+    .iflush = gwn_iflush,
+    .test = gwn_test,
+    .closeSend = gwn_close,
+    .closeRecv = gwn_close,
+    .closeListen = gwn_close,
+    .getDeviceMr = NULL,
+    .irecvConsumed = NULL,
+};

@@ -1,0 +1,147 @@
+/* api_ext.c - cancel, many requests at once, probe of unexpected messages,
+ * listener statistics (the API gaps of issue #11). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+
+/* ---- cancel ------------------------------------------------------------------------ */
+/* A receive no message matched yet sits on its endpoint's posted list, a
+ * waiting flush on the flush list (GW_REQF_QUEUED, see ep_base.h); both can
+ * go without the peer noticing.  Anything else has started to move data. */
+static int withdrawable(const gw_request_t *r)
+{
+    return (r->flags & GW_REQF_QUEUED) && (r->op == GW_OP_RECV || r->op == GW_OP_FLUSH);
+}
+
+static void withdraw(gw_request_t *r, const char *how)
+{
+    gw_list_del(&r->link);
+    r->flags &= (uint8_t)~GW_REQF_QUEUED;
+    char d[160];
+    snprintf(d, sizeof(d), "%s(len=%zu%s): %s", r->op == GW_OP_RECV ? "gw_recv" : "gw_flush", r->len,
+             r->op == GW_OP_RECV ? ", a receive no message matched" : "", how);
+    r->detail = strdup(d);
+    gw_req_complete(r, GW_ERR_CANCELED);
+}
+
+gw_status_t gw_request_cancel(gw_request_t *req)
+{
+    if (!req)
+        return GW_ERR_INVALID;
+    if (req->status != GW_INPROGRESS)
+        return GW_OK;
+    if (!withdrawable(req))
+        return GW_INPROGRESS;
+    withdraw(req, "canceled by gw_request_cancel()");
+    return GW_OK;
+}
+
+/* gw_request_free() of a receive nobody matched: withdraw it, or it would
+ * take (and drop) a later message meant for another receive. */
+void gw_api_withdraw_freed(gw_request_t *req)
+{
+    if (req && req->status == GW_INPROGRESS && req->op == GW_OP_RECV && withdrawable(req))
+        withdraw(req, "freed by gw_request_free() before a message matched");
+}
+
+/* ---- many requests ----------------------------------------------------------------- */
+gw_status_t gw_request_test_many(gw_request_t *const *reqs, size_t n, size_t *done_idx, size_t *ndone)
+{
+    if (!reqs || !done_idx || !ndone)
+        return GW_ERR_INVALID;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i] && reqs[i]->status != GW_INPROGRESS)
+            done_idx[k++] = i;
+    *ndone = k;
+    return GW_OK;
+}
+
+typedef struct any_state {
+    gw_request_t *const *reqs;
+    size_t n;
+    gw_core_t *core;
+    uint64_t seen;  /* core->n_completed at the last scan */
+    size_t found;
+} any_state_t;
+
+static int any_done(void *arg)
+{
+    any_state_t *a = arg;
+    if (a->core->n_completed == a->seen)
+        return 0; /* nothing completed since the last scan */
+    a->seen = a->core->n_completed;
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->reqs[i] && a->reqs[i]->status != GW_INPROGRESS) {
+            a->found = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+gw_status_t gw_request_wait_any(gw_request_t *const *reqs, size_t n, int timeout_ms, size_t *index)
+{
+    if (!reqs || !index)
+        return GW_ERR_INVALID;
+    gw_core_t *core = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!reqs[i])
+            continue;
+        if (core && reqs[i]->core != core)
+            return gw_err(core, GW_ERR_INVALID, "gw_request_wait_any: requests %zu and earlier ones belong to "
+                          "different contexts", i);
+        core = reqs[i]->core;
+    }
+    if (!core)
+        return GW_ERR_INVALID;
+    /* seen != n_completed forces the first scan */
+    any_state_t a = {.reqs = reqs, .n = n, .core = core, .seen = core->n_completed - 1, .found = 0};
+    gw_context_t *ctx = gw_container_of(core, gw_context_t, core);
+    gw_status_t st = gw_ctx_progress_until(ctx, any_done, &a, timeout_ms);
+    if (st == GW_ERR_TIMEOUT)
+        return gw_err(core, GW_ERR_TIMEOUT, "gw_request_wait_any: none of %zu request(s) completed within %d ms",
+                      n, timeout_ms);
+    *index = a.found;
+    return GW_OK;
+}
+
+/* ---- probe ------------------------------------------------------------------------- */
+gw_status_t gw_probe(gw_ep_t *ep, uint64_t tag, uint64_t mask, gw_probe_info_t *info)
+{
+    if (!ep || !info || info->size < sizeof(size_t))
+        return GW_ERR_INVALID;
+    gw_progress(ep->ctx);
+    gw_unexp_t *u = gw_ep_peek_unexp(&ep->base, tag, mask);
+    if (!u) {
+        if (ep->base.error != GW_OK)
+            return gw_err(&ep->ctx->core, GW_ERR_ENDPOINT_FAILED,
+                          "gw_probe: endpoint to %s failed earlier: %s (%s); no message is queued", ep->base.peer,
+                          ep->base.error_detail, gw_status_name(ep->base.error));
+        return GW_INPROGRESS;
+    }
+    gw_probe_info_t o = {.size = info->size, .length = u->len, .tag = u->tag};
+    memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
+    return GW_OK;
+}
+
+/* ---- listener statistics ----------------------------------------------------------- */
+gw_status_t gw_listener_query(const gw_listener_t *l, gw_listener_info_t *info)
+{
+    if (!l || !info || info->size < sizeof(size_t))
+        return GW_ERR_INVALID;
+    gw_listener_info_t o;
+    memset(&o, 0, sizeof(o));
+    o.size = info->size;
+    snprintf(o.addr, sizeof(o.addr), "%s", l->addr);
+    o.accepted = l->accepted;
+    o.ready = (unsigned long)gw_list_len(&l->ready);
+    o.pending = (unsigned long)gw_list_len(&l->pending);
+    o.failed_handshakes = l->failed_handshakes;
+    o.last_failure = l->last_failure;
+    snprintf(o.last_failure_detail, sizeof(o.last_failure_detail), "%s", l->last_failure_detail);
+    memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
+    return GW_OK;
+}
