@@ -45,6 +45,19 @@ static uint8_t *dev_read(const gw_cuda_t *cu, const void *dev, size_t n)
     return h;
 }
 
+/* Progresses ctx until one byte comes over chan; fails after 30 s (the
+ * other process may have died: EOF reads as -1 too). */
+static void wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
+{
+    char c;
+    for (int i = 0; i < 30000; i++) {
+        if (gwt_chan_recv(chan, &c, 1, 1) == 1)
+            return;
+        gw_progress(ctx);
+    }
+    REQUIRE(!"the other process did not answer within 30 s");
+}
+
 /* page i of the selection: distinct (7919 is prime to NPAGES) */
 static uint32_t page(uint32_t i)
 {
@@ -91,9 +104,7 @@ static int server(void *arg)
     free(want);
     REQUIRE(gwt_chan_send(&cch, "v", 1) == 0);
     /* serve the client's gets until it is done */
-    char c;
-    while (gwt_chan_recv(&cch, &c, 1, 1) < 0)
-        gw_progress(ctx);
+    wait_chan(&cch, ctx);
     CHECK_ST(gw_ep_close(ep, 2000), GW_OK);
     CHECK_ST(gw_mem_dereg(mem), GW_OK);
     gw_listener_destroy(l);
@@ -152,9 +163,7 @@ int main(void)
     REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, 50, &o, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_free(r);
-    char c;
-    while (gwt_chan_recv(&pch, &c, 1, 1) < 0) /* the server checked its region */
-        gw_progress(ctx);
+    wait_chan(&pch, ctx); /* the server checked its region */
     /* 3. paged get GPU -> GPU: the pages back into dst, in yet another order */
     REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_GET, mdst, dst, rp, rk, base, lp, NSEL, PAGE, NULL, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
