@@ -211,6 +211,18 @@ GW_API gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigne
  * a local operation still uses it (nothing changes then). */
 GW_API gw_status_t gw_mem_dereg(gw_mem_t *mem);
 
+/* Allocates len bytes of zeroed host memory and registers them as by
+ * gw_mem_reg(ctx, *addr, len, access, mem): the same keys, bounds, access
+ * and revocation rules.  The memory is shared with peers on this host (a
+ * memfd they map when they first use its key), so the intra-host transport
+ * moves puts and gets into it by plain copies from the initiator: no system
+ * call and no message per operation.  Other transports treat it as any
+ * registered host memory.  gw_mem_dereg() revokes and frees it: the caller
+ * must not touch *addr after.  Errors: GW_ERR_INVALID (len 0, unknown flags),
+ * GW_ERR_NOMEM, GW_ERR_SYSTEM (memfd_create/mmap failed). */
+GW_API gw_status_t gw_mem_alloc(gw_context_t *ctx, size_t len, unsigned access, void **addr,
+                                gw_mem_t **mem);
+
 typedef struct gw_mem_info {
     size_t size;           /* sizeof(gw_mem_info_t), set by the caller */
     void *addr;

@@ -36,6 +36,10 @@ gw_status_t gw_api_ep_usable(struct gw_ep *ep, int op);
 gw_request_t *gw_api_new_req(struct gw_ep *ep, int op, gw_request_t **user);
 gw_status_t gw_api_submit(struct gw_ep *ep, gw_request_t *r, gw_request_t **user,
                           gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *));
+/* gw_mem_reg of memory behind shm_fd (gw_mem_alloc's memfd; -1: none): the
+ * region owns it from then on, gw_mem_dereg unmaps and closes it. */
+gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned access, int shm_fd,
+                           gw_mem_t **out);
 
 /* Progress until done(arg) or timeout_ms (-1: none); GW_ERR_TIMEOUT. */
 /* api_ext.c: gw_request_free() withdraws a receive no message matched. */

@@ -7,6 +7,12 @@
 
 gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigned access, gw_mem_t **out)
 {
+    return gw_mem_reg_shm(ctx, addr, len, access, -1, out);
+}
+
+gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned access, int shm_fd,
+                           gw_mem_t **out)
+{
     if (!ctx || !out)
         return GW_ERR_INVALID;
     *out = NULL;
@@ -26,6 +32,7 @@ gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigned acces
     m->len = len;
     m->access = access;
     m->cuda_device = -1;
+    m->shm_fd = shm_fd;
     gw_status_t st = gw_mem_detect(core, m);
     if (st != GW_OK)
         goto err_free;
@@ -93,6 +100,8 @@ gw_status_t gw_mem_dereg(gw_mem_t *m)
             ctx->tl[i]->ops->mem_dereg(ctx->tl[i], m);
     gw_list_del(&m->link);
     ctx->n_mems--;
+    if (m->shm_fd >= 0) /* gw_mem_alloc's memory goes with it */
+        gw_shm_free(m->addr, m->len, m->shm_fd);
     free(m);
     return GW_OK;
 }

@@ -188,8 +188,7 @@ static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
         else
             memcpy(r->buf, u->data, GW_MIN(u->len, r->len));
         gw_ep_recv_done(&ep->base, r, u->len, u->tag, st);
-        free(u->data);
-        free(u);
+        gw_ep_unexp_free(&ep->base, u);
         return GW_OK;
     }
     return ep->ops->recv_matched(tl, r, u);

@@ -24,6 +24,7 @@ struct gw_mem {
     void *tl_reg[GW_TL_MAX]; /* per-transport registration (e.g. verbs MR) */
     char path[512];         /* how each transport reaches it, with downgrade reasons */
     gw_list_t link;         /* context's list */
+    int shm_fd;             /* gw_mem_alloc: the memfd behind it (shared with local peers), else -1 */
 };
 typedef struct gw_mem gw_mem_t;
 
@@ -47,6 +48,15 @@ typedef struct gw_rkey gw_rkey_t;
  * (fills cuda_device/pci_bus_id) when the CUDA driver is loaded.  Implemented
  * in mem/cuda_mem.c; host-only builds report GW_MEM_HOST. */
 gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m);
+
+/* Shared host memory (mem/shm.c): len bytes (rounded up to pages) of a
+ * memfd mapped MAP_SHARED, zeroed; local peers map the same pages from the
+ * fd.  GW_ERR_NOMEM / GW_ERR_SYSTEM with the detail in c's message. */
+gw_status_t gw_shm_alloc(gw_core_t *c, size_t len, void **addr, int *fd);
+void gw_shm_free(void *addr, size_t len, int fd);
+/* Maps a peer's shared memory fd read-write (len bytes from offset 0). */
+gw_status_t gw_shm_map(gw_core_t *c, int fd, size_t len, void **addr);
+void gw_shm_unmap(void *addr, size_t len);
 
 /* True when [addr, addr+len) lies inside the region (overflow-safe). */
 static inline int gw_range_inside(uint64_t base, uint64_t blen, uint64_t addr, uint64_t len)

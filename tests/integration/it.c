@@ -68,6 +68,7 @@ typedef struct tgt {
     gw_context_t *ctx;
     gw_ep_t *ep[IT_MAX_EPS];
     uint8_t *buf[IT_MAX_REGIONS];
+    int allocated; /* IT_ALLOC=1: regions from gw_mem_alloc */
     gw_mem_t *mem[IT_MAX_REGIONS];
 } tgt_t;
 
@@ -92,6 +93,11 @@ static it_reply_t tgt_handle(tgt_t *t, const it_cmd_t *c)
     switch (c->type) {
     case IT_CMD_VERIFY:
         progress_all(t->ctx);
+        if (!base && t->allocated) { /* gw_mem_dereg freed it: nothing left to look at */
+            fprintf(stderr, "target: region %u was freed by gw_mem_dereg (IT_ALLOC): not verified\n", c->region);
+            rep.a = -1;
+            break;
+        }
         rep.a = gwt_verify(base + c->off, c->len, c->seed);
         break;
     case IT_CMD_FILL:
@@ -99,8 +105,11 @@ static it_reply_t tgt_handle(tgt_t *t, const it_cmd_t *c)
         break;
     case IT_CMD_DEREG:
         rep.a = gw_mem_dereg(t->mem[c->region]);
-        if (rep.a == GW_OK)
+        if (rep.a == GW_OK) {
             t->mem[c->region] = NULL;
+            if (t->allocated)
+                t->buf[c->region] = NULL; /* gw_mem_dereg freed it */
+        }
         break;
     case IT_CMD_NOTIFY: {
         /* put i wrote [off + i*len, +len) with seed + i and then notified i */
@@ -210,12 +219,24 @@ static int target_main(void *arg)
             return 1;
         }
     }
+    /* IT_ALLOC=1: every region from gw_mem_alloc (shared memory that the
+     * intra transport's peers copy into directly), the same suites apply */
+    const char *alloc = getenv("IT_ALLOC");
+    t.allocated = alloc && alloc[0] == '1';
     for (int i = 0; i < cfg->n_regions; i++) {
         const it_region_spec_t *s = &cfg->region[i];
-        t.buf[i] = it_alloc(s->len);
-        if (s->seed)
-            gwt_fill(t.buf[i], s->len, s->seed);
-        IT_OK(t.ctx, gw_mem_reg(t.ctx, t.buf[i], s->len, s->access, &t.mem[i]));
+        if (t.allocated) {
+            void *p = NULL;
+            IT_OK(t.ctx, gw_mem_alloc(t.ctx, s->len, s->access, &p, &t.mem[i]));
+            t.buf[i] = p;
+            if (s->seed)
+                gwt_fill(t.buf[i], s->len, s->seed);
+        } else {
+            t.buf[i] = it_alloc(s->len);
+            if (s->seed)
+                gwt_fill(t.buf[i], s->len, s->seed);
+            IT_OK(t.ctx, gw_mem_reg(t.ctx, t.buf[i], s->len, s->access, &t.mem[i]));
+        }
         uint8_t key[IT_KEY_MAX];
         size_t klen = sizeof(key);
         gw_status_t st = gw_mem_pack_rkey(t.mem[i], key, &klen);
@@ -254,7 +275,8 @@ static int target_main(void *arg)
             fprintf(stderr, "target: gw_mem_dereg(region %d): %s\n", i, gw_status_name(st));
             rc = 1;
         }
-        free(t.buf[i]);
+        if (!t.allocated)
+            free(t.buf[i]);
     }
     gw_listener_destroy(l);
     gw_status_t st = gw_context_destroy(t.ctx);

@@ -2,6 +2,7 @@
  * loopback for sizes from 0 bytes to several MiB at unaligned offsets, all
  * outstanding at once; payloads verified on the side that receives them;
  * notifications arrive in order and only after their data. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,34 @@ int main(void)
     /* a flush with nothing outstanding completes */
     IT_OK(ctx, gw_flush(ep, &f));
     CHECK_ST(it_wait_free(f, 30000), GW_OK);
+
+    /* the target's regions from gw_mem_alloc (IT_ALLOC=1) over intra: the
+     * bytes went by plain copies through the shared mapping, not by CMA */
+    /* without IT_ALLOC, the small puts and gets posted back to back went in
+     * batched CMA system calls */
+    const char *alloc = getenv("IT_ALLOC");
+    if (strcmp(info.transport, "intra") == 0) {
+        IT_OK(ctx, gw_ep_query(ep, &info));
+        const char *p = strstr(info.path, " CMA, ");
+        const char *b = strstr(info.path, " CMA copies batched");
+        unsigned long cma = ~0ul, shm = 0, batched = 0;
+        CHECK(p != NULL && b != NULL);
+        if (p && b) {
+            while (p > info.path && p[-1] >= '0' && p[-1] <= '9')
+                p--;
+            while (b > info.path && b[-1] >= '0' && b[-1] <= '9')
+                b--;
+            CHECK(sscanf(p, "%lu CMA, %lu shared memory", &cma, &shm) == 2);
+            CHECK(sscanf(b, "%lu", &batched) == 1);
+        }
+        fprintf(stderr, "intra copies: %lu CMA (%lu batched), %lu shared memory\n", cma, batched, shm);
+        if (alloc && alloc[0] == '1') {
+            CHECK(cma == 0);
+            CHECK(shm >= 2 * NSIZES);
+        } else {
+            CHECK(batched > 0);
+        }
+    }
 
     gw_rkey_destroy(rk[0]);
     gw_rkey_destroy(rk[1]);

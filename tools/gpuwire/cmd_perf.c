@@ -45,6 +45,8 @@ static void usage(FILE *f)
         "                       --size apart; bandwidth phase only; MsgRate counts descriptors\n"
         "                       (--op put or get)\n"
         "      --pages          with --batch: the paged form (gw_xfer_pages) instead of lists\n"
+        "      --alloc          both buffers from gw_mem_alloc (host memory shared with\n"
+        "                       local peers: the intra transport copies into it directly)\n"
         "      --lat-only       only the latency phase\n"
         "      --bw-only        only the bandwidth phase\n"
         "  -S, --server         wait for clients (one at a time)\n"
@@ -147,7 +149,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_BATCH, OPT_PAGES };
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_BATCH, OPT_PAGES };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -164,6 +166,7 @@ int cmd_perf(int argc, char **argv)
         {"mem", required_argument, NULL, OPT_MEM},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"pages", no_argument, NULL, OPT_PAGES},
+        {"alloc", no_argument, NULL, OPT_ALLOC},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
         {"server", no_argument, NULL, 'S'},
@@ -224,6 +227,7 @@ int cmd_perf(int argc, char **argv)
         case 'c': o.check = 1; break;
         case 'j': o.json = 1; break;
         case 'b': o.busy_poll = 1; break;
+        case OPT_ALLOC: o.alloc = 1; break;
         case OPT_MEM:
             o.mem_dev = perf_parse_mem(optarg);
             if (o.mem_dev < -1) {
@@ -284,6 +288,10 @@ int cmd_perf(int argc, char **argv)
             return 2;
         }
         o.no_lat = 1;
+    }
+    if (o.alloc && o.mem_dev >= 0) {
+        fprintf(stderr, "gpuwire perf: --alloc gives host memory; it excludes --mem cuda\n");
+        return 2;
     }
     if (o.no_lat && o.no_bw) {
         fprintf(stderr, "gpuwire perf: --lat-only and --bw-only exclude each other\n");

@@ -56,7 +56,7 @@ typedef struct perf_msg {
     const uint8_t *blob;
 } perf_msg_t;
 
-enum { PERF_F_CHECK = 1u << 1 };
+enum { PERF_F_CHECK = 1u << 1, PERF_F_ALLOC = 1u << 2 /* HELLO: target buffer from gw_mem_alloc */ };
 
 typedef struct perf_opts {
     int server;
@@ -80,6 +80,7 @@ typedef struct perf_opts {
     int mem_dev;     /* --mem: -1 host memory, else the CUDA device of this side's buffer */
     long batch;      /* --batch N: each operation is one batch of N descriptors of --size (0: off) */
     int pages;       /* --pages: the paged form (gw_xfer_pages) instead of descriptor lists */
+    int alloc;       /* --alloc: both buffers from gw_mem_alloc (shared with local peers) */
 } perf_opts_t;
 
 /* This side's buffer: host memory, or CUDA device memory (through the
@@ -88,6 +89,7 @@ typedef struct perf_buf {
     uint8_t *p;
     size_t len;
     int dev; /* -1: host */
+    int shm; /* from gw_mem_alloc: gw_mem_dereg frees it */
 } perf_buf_t;
 /* 0, or -1 with the reason printed. */
 int perf_buf_alloc(perf_buf_t *b, size_t len, int dev);

@@ -330,22 +330,21 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
     if ((st = begin_phase(c, PERF_PHASE_BW, size, &m)) != GW_OK)
         return st;
 
+    /* the window is a ring, reaped from the oldest: small operations complete
+     * in posting order, and a round costs what completed, not the window */
     gw_request_t *win[PERF_MAX_WINDOW] = {0};
-    int w = o->window;
-    uint64_t posted = 0, done = 0, inflight = 0;
+    uint64_t w = (uint64_t)o->window;
+    uint64_t posted = 0, done = 0;
     uint64_t cpu0 = perf_cpu_ns(), t0 = perf_now_ns();
     for (;;) {
         int more = !done_yet(o, posted, t0, perf_now_ns());
-        for (int i = 0; more && i < w; i++) {
-            if (win[i])
-                continue;
-            st = post_bw(c, size, posted, &win[i]);
+        while (more && posted - done < w) {
+            st = post_bw(c, size, posted, &win[posted % w]);
             if (st != GW_OK) {
                 perf_fail(c->ctx, "posting a bandwidth operation", st);
                 goto out;
             }
             posted++;
-            inflight++;
             more = !done_yet(o, posted, t0, perf_now_ns());
         }
         int n = gw_progress(c->ctx);
@@ -355,15 +354,13 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
             goto out;
         }
         int completed = 0;
-        for (int i = 0; i < w; i++) {
-            if (!win[i])
-                continue;
-            gw_status_t s = gw_request_test(win[i]);
+        while (done < posted) {
+            gw_request_t **slot = &win[done % w];
+            gw_status_t s = gw_request_test(*slot);
             if (s == GW_INPROGRESS)
-                continue;
-            gw_request_free(win[i]);
-            win[i] = NULL;
-            inflight--;
+                break;
+            gw_request_free(*slot);
+            *slot = NULL;
             if (s != GW_OK) {
                 st = s;
                 perf_fail(c->ctx, "bandwidth operation", st);
@@ -372,7 +369,7 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
             done++;
             completed++;
         }
-        if (!more && inflight == 0)
+        if (!more && done == posted)
             break;
         perf_idle(&c->idle, c->ctx, n > 0 || completed);
     }
@@ -419,7 +416,7 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
         res->checked = 1;
     return GW_OK;
 out:
-    for (int i = 0; i < w; i++)
+    for (uint64_t i = 0; i < w; i++)
         gw_request_free(win[i]);
     return st;
 }
@@ -459,6 +456,8 @@ static void print_header(cli_t *c)
                mi.type == GW_MEM_CUDA ? mi.pci_bus_id : "", "", mi.path[0] ? mi.path : "no transport path");
     if (c->info.downgrades[0])
         printf("# not taken: %s\n", c->info.downgrades);
+    printf("# ops/s: %ss completed per second in the bandwidth phase, %d outstanding\n",
+           perf_op_name(o->op), o->window);
     if (c->same_gpu)
         printf("# note: both processes use GPU %s.  The GPU runs one process's CUDA context at a\n"
                "# time, and each turn of the other process costs a context switch: on an H100 a small\n"
@@ -469,20 +468,41 @@ static void print_header(cli_t *c)
                mi.pci_bus_id);
     printf("# latency: %s; CPU: of the bandwidth phase, per side (100%% = one core)\n",
            o->op == PERF_GET ? "round trip of one get" : "half the round trip of a ping-pong");
-    printf("%-10s %10s %10s %12s %10s %10s %10s %9s %9s\n", "#bytes", "iters", "BW[GB/s]",
-           "MsgRate[M/s]", "lat_avg", "lat_p50", "lat_p99", "CPU_init", "CPU_tgt");
-    printf("%-10s %10s %10s %12s %10s %10s %10s %9s %9s\n", "#", "", "", "", "[us]", "[us]",
+    printf("%-10s %13s %10s %10s %10s %10s %10s %9s %9s\n", "#bytes", "ops/s", "iters", "BW[GB/s]",
+           "lat_avg", "lat_p50", "lat_p99", "CPU_init", "CPU_tgt");
+    printf("%-10s %13s %10s %10s %10s %10s %10s %9s %9s\n", "#", "", "", "", "[us]", "[us]",
            "[us]", "[%]", "[%]");
     fflush(stdout);
+}
+
+/* Operations per second, whole, in groups of three digits ("1,234,567"): the
+ * figure small operations are judged by; "-" when no bandwidth phase ran. */
+static void format_rate(double rate, char *buf, size_t len)
+{
+    if (rate <= 0.0) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    char digits[32];
+    int n = snprintf(digits, sizeof(digits), "%.0f", rate);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 2 < len; i++) {
+        if (i && (n - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
 }
 
 static void print_result(cli_t *c, const result_t *r)
 {
     const perf_opts_t *o = c->o;
     if (!o->json) {
-        printf("%-10llu %10llu %10.3f %12.4f %10.2f %10.2f %10.2f %9.1f %9.1f\n",
-               (unsigned long long)r->bytes, (unsigned long long)r->bw_iters, r->bw_GBps,
-               r->msg_rate / 1e6, r->lat_avg, r->lat_p50, r->lat_p99, r->cpu_init, r->cpu_target);
+        char rate[32];
+        format_rate(r->msg_rate, rate, sizeof(rate));
+        printf("%-10llu %13s %10llu %10.3f %10.2f %10.2f %10.2f %9.1f %9.1f\n",
+               (unsigned long long)r->bytes, rate, (unsigned long long)r->bw_iters, r->bw_GBps,
+               r->lat_avg, r->lat_p50, r->lat_p99, r->cpu_init, r->cpu_target);
         fflush(stdout);
         return;
     }
@@ -519,13 +539,24 @@ int perf_client(const perf_opts_t *o, const char *addr)
         c.max *= 2 * (size_t)o->batch;
     if ((st = gw_context_create(NULL, &c.ctx)) != GW_OK)
         return perf_fail(NULL, "gw_context_create", st);
-    if (perf_buf_alloc(&c.pb, 2 * c.max, o->mem_dev) != 0)
-        goto err_ctx;
-    c.buf = c.pb.p;
-    st = gw_mem_reg(c.ctx, c.buf, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &c.mem);
-    if (st != GW_OK) {
-        perf_fail(c.ctx, "gw_mem_reg", st);
-        goto err_buf;
+    if (o->alloc) { /* shared memory gpuwire allocates: local peers copy into it directly */
+        void *p = NULL;
+        st = gw_mem_alloc(c.ctx, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &p, &c.mem);
+        if (st != GW_OK) {
+            perf_fail(c.ctx, "gw_mem_alloc", st);
+            goto err_ctx;
+        }
+        c.pb = (perf_buf_t){.p = p, .len = 2 * c.max, .dev = -1, .shm = 1};
+        c.buf = c.pb.p;
+    } else {
+        if (perf_buf_alloc(&c.pb, 2 * c.max, o->mem_dev) != 0)
+            goto err_ctx;
+        c.buf = c.pb.p;
+        st = gw_mem_reg(c.ctx, c.buf, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &c.mem);
+        if (st != GW_OK) {
+            perf_fail(c.ctx, "gw_mem_reg", st);
+            goto err_buf;
+        }
     }
     st = gw_connect(c.ctx, addr, &c.ep);
     if (st != GW_OK) {
@@ -542,7 +573,8 @@ int perf_client(const perf_opts_t *o, const char *addr)
         goto err_ep;
     }
     perf_msg_t hello = {.type = PERF_MSG_HELLO, .op = o->op, .size = c.max,
-                        .window = (uint32_t)o->window, .bloblen = (uint32_t)klen, .blob = key},
+                        .window = (uint32_t)o->window, .flags = o->alloc ? PERF_F_ALLOC : 0u,
+                        .bloblen = (uint32_t)klen, .blob = key},
                r;
     if ((st = ctrl_call(&c, &hello, &r)) != GW_OK)
         goto err_ep;

@@ -318,7 +318,9 @@ void perf_buf_free(perf_buf_t *b)
 {
     if (!b->p)
         return;
-    if (b->dev < 0)
+    if (b->shm)
+        ; /* gw_mem_dereg freed it */
+    else if (b->dev < 0)
         free(b->p);
     else
         gw_cuda_get(NULL, 0)->cuMemFree((CUdeviceptr)(uintptr_t)b->p);

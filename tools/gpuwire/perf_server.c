@@ -26,7 +26,8 @@ typedef struct srv {
     gw_request_t *ctrl_rx;
     perf_reqs_t pending; /* replies, pongs */
     /* data receives (--op send) */
-    gw_request_t **data_rx;
+    gw_request_t **data_rx; /* a ring: receives of one tag complete in posting order */
+    uint32_t data_head;     /* the oldest */
     /* the phase */
     perf_phase_t phase;
     uint64_t size, seed;
@@ -78,13 +79,22 @@ static gw_status_t on_hello(srv_t *s, const perf_msg_t *m)
     s->op = (perf_op_t)m->op;
     s->window = m->window;
     s->max = m->size ? (size_t)m->size : 64;
-    if (perf_buf_alloc(&s->pb, 2 * s->max, s->mem_dev) != 0)
-        return GW_ERR_NOMEM;
-    s->buf = s->pb.p;
-    st = gw_mem_reg(s->ctx, s->buf, 2 * s->max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE,
-                    &s->mem);
-    if (st != GW_OK)
-        return perf_fail(s->ctx, "gw_mem_reg(target buffer)", st), st;
+    if ((m->flags & PERF_F_ALLOC) && s->mem_dev < 0) { /* the client asked for --alloc */
+        void *p = NULL;
+        st = gw_mem_alloc(s->ctx, 2 * s->max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &p, &s->mem);
+        if (st != GW_OK)
+            return perf_fail(s->ctx, "gw_mem_alloc(target buffer)", st), st;
+        s->pb = (perf_buf_t){.p = p, .len = 2 * s->max, .dev = -1, .shm = 1};
+        s->buf = s->pb.p;
+    } else {
+        if (perf_buf_alloc(&s->pb, 2 * s->max, s->mem_dev) != 0)
+            return GW_ERR_NOMEM;
+        s->buf = s->pb.p;
+        st = gw_mem_reg(s->ctx, s->buf, 2 * s->max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE,
+                        &s->mem);
+        if (st != GW_OK)
+            return perf_fail(s->ctx, "gw_mem_reg(target buffer)", st), st;
+    }
     st = gw_rkey_unpack(s->ep, m->blob, m->bloblen, &s->peer_rkey);
     if (st != GW_OK)
         return perf_fail(s->ctx, "gw_rkey_unpack(client key)", st), st;
@@ -223,14 +233,19 @@ static gw_status_t handle_ctrl(srv_t *s)
     }
 }
 
+/* Reaps completed receives from the oldest on and reposts each (it becomes
+ * the newest); stops at the first one still waiting, so a progress round
+ * costs what completed, not the window. */
 static int check_data_rx(srv_t *s)
 {
     int n = 0;
-    for (uint32_t i = 0; i < s->window; i++) {
+    for (uint32_t k = 0; k < s->window; k++) {
+        uint32_t i = s->data_head;
         gw_request_t *r = s->data_rx[i];
         gw_status_t st = gw_request_test(r);
         if (st == GW_INPROGRESS)
-            continue;
+            break;
+        s->data_head = (i + 1) % s->window;
         gw_request_info_t info = {.size = sizeof(info)};
         gw_request_info(r, &info);
         gw_request_free(r);

@@ -15,6 +15,7 @@ void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core)
     gw_list_init(&b->flushes);
     gw_list_init(&b->posted);
     gw_list_init(&b->unexpected);
+    gw_ep_unexp_pool_init(b);
     b->last_rx_ns = gw_now_ns();
 }
 
@@ -24,9 +25,9 @@ void gw_ep_base_fini(gw_ep_base_t *b)
     gw_list_for_each_safe(p, t, &b->unexpected) {
         gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
         gw_list_del(p);
-        free(u->data);
-        free(u);
+        gw_ep_unexp_free(b, u);
     }
+    gw_ep_unexp_pool_fini(b);
     free(b->notify_q);
     b->notify_q = NULL;
     free(b->ncount);

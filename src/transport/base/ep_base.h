@@ -18,7 +18,13 @@ typedef struct gw_unexp {
     void *data;       /* eager payload (malloc'd, len bytes), NULL for rendezvous */
     uint64_t handle;  /* transport's id of a rendezvous (e.g. sender op id) */
     uint64_t handle2;
+    int pool_class;   /* gw_ep_unexp_new's size class + 1; 0: record and data malloc'd apart */
 } gw_unexp_t;
+
+/* Unexpected-message records pooled per endpoint (unexp.c). */
+#define GW_UNEXP_CLASSES 3
+#define GW_UNEXP_CLASS_MAX 4096 /* larger payloads are allocated apart */
+#define GW_UNEXP_KEEP_BYTES (2u << 20) /* payload room of free records kept per size class */
 
 typedef struct gw_ep_base {
     gw_core_t *core;
@@ -33,6 +39,8 @@ typedef struct gw_ep_base {
     size_t notify_head, notify_count, notify_cap;
     gw_list_t posted;         /* posted receives, in posting order */
     gw_list_t unexpected;     /* gw_unexp_t, in arrival order */
+    gw_list_t unexp_free[GW_UNEXP_CLASSES]; /* pooled records (unexp.c) */
+    unsigned unexp_nfree[GW_UNEXP_CLASSES];
     char peer[64];
     uint64_t last_rx_ns;      /* last time anything came from the peer */
     /* counted notifications: arrived and not yet taken, per id */
@@ -43,6 +51,15 @@ typedef struct gw_ep_base {
 void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core);
 /* Frees queued notifications and unexpected messages. */
 void gw_ep_base_fini(gw_ep_base_t *b);
+
+/* A record for an unexpected eager message of len bytes, u->data pointing
+ * at room for them (pooled up to GW_UNEXP_CLASS_MAX); NULL when out of
+ * memory.  unexp_free takes any record, pooled or calloc'd with a malloc'd
+ * data (what transports that keep their own payloads queue). */
+gw_unexp_t *gw_ep_unexp_new(gw_ep_base_t *b, size_t len);
+void gw_ep_unexp_free(gw_ep_base_t *b, gw_unexp_t *u);
+void gw_ep_unexp_pool_init(gw_ep_base_t *b);
+void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
 
 /* Queues req (sets seq) as outstanding. */
 void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req);

@@ -28,6 +28,8 @@
 #define INTRA_CMA_SYNC_MAX (256u << 10) /* larger CMA copies run piecewise in progress */
 #define INTRA_CMA_BUDGET (4u << 20)     /* CMA bytes one progress call moves per endpoint */
 #define INTRA_BLOB_LEN 64
+#define INTRA_CMA_BATCH 64              /* small CMA copies queued for one system call */
+#define INTRA_CMA_BATCH_MAX (64u << 10) /* largest copy that is queued */
 
 /* ------------------------------------------------------------------------ */
 /* objects                                                                  */
@@ -90,6 +92,7 @@ typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_ab
     int to_remote;          /* CMA: direction, buffer, remote address, progress */
     char *lbuf;
     uint64_t raddr;
+    uint8_t *rptr;          /* the peer's shared region mapped here: memcpy instead of CMA */
     size_t len, done;
 } intra_cp_t;
 
@@ -127,10 +130,16 @@ typedef struct intra_ep {
     gw_list_t imports;
     gw_list_t fdsets;
     gw_list_t blobs;
+    gw_list_t shm_maps;  /* the peer's gw_mem_alloc regions mapped here (intra_shm.c) */
+    /* small CMA puts (or gets) posted back to back: one system call (cma_flush) */
+    gw_request_t *cmaq[INTRA_CMA_BATCH];
+    unsigned ncmaq;
+    int cmaq_get;        /* the queue holds gets (process_vm_readv), else puts */
+    uint64_t cma_gen;    /* ifc->gen when the last CMA copy went at once */
     uint32_t next_op;
     CUstream stream[INTRA_MAX_DEV];
-    unsigned long n_cma, n_cuda, n_staged;
-    unsigned long n_kernel; /* batched copy kernel launches */
+    unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
+    unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
 } intra_ep_t;
 
 /* request scratch (req->tl[]) */
@@ -302,6 +311,7 @@ static void ep_abort(intra_ep_t *e, gw_status_t st, int external)
             gw_ep_recv_done(e->super.base, cp->req, 0, cp->req->rtag, err);
     }
     e->ncp = 0;
+    e->ncmaq = 0; /* outstanding in the base: gw_ep_fail completes them */
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &e->waiting_recv) {
         gw_list_del(p);
@@ -640,6 +650,50 @@ static gw_status_t staged_host(intra_ep_t *e, int to_remote, void *lbuf, int lde
     return GW_OK;
 }
 
+/* Where [r->addr, +len) of a peer's shared region (gw_mem_alloc) is mapped
+ * here.  The first use asks the peer for the region's memfd (FDREQ, as for
+ * VMM allocations) and returns GW_INPROGRESS; the request is retried when
+ * the reply comes.  The range is checked against what was mapped, not only
+ * against the peer's table. */
+static gw_status_t shm_ptr(intra_ep_t *e, const rdesc_t *r, size_t len, uint8_t **out)
+{
+    gw_core_t *c = e->super.iface->core;
+    gw_intra_shm_t *m = gw_intra_shm_find(&e->shm_maps, r->slot, r->id);
+    if (!m) {
+        intra_fdset_t *f = fdset_find(e, r->slot, r->id);
+        if (!f) {
+            if (!(f = calloc(1, sizeof(*f))))
+                return gw_err(c, GW_ERR_NOMEM, "intra: out of memory");
+            f->slot = r->slot;
+            f->id = r->id;
+            f->requested = 1;
+            gw_list_push_back(&e->fdsets, &f->link);
+            gw_intra_hdr_t h = {.type = GW_INTRA_M_FDREQ, .a = r->slot, .b = r->id};
+            gw_status_t st = out_msg(e, &h, NULL);
+            return st != GW_OK ? st : GW_INPROGRESS;
+        }
+        if (f->requested)
+            return GW_INPROGRESS;
+        if (f->status != GW_OK || f->n < 1 || f->fd[0] < 0)
+            return gw_err(c, f->status != GW_OK ? f->status : GW_ERR_PROTOCOL,
+                          "intra: the peer could not share its allocated region (slot %u)", r->slot);
+        gw_status_t st = gw_intra_shm_add(c, &e->shm_maps, r->slot, r->id, f->fd[0], r->s->addr, r->s->len, &m);
+        for (int i = 0; i < f->n; i++) /* the mapping keeps the pages */
+            if (f->fd[i] >= 0)
+                close(f->fd[i]);
+        gw_list_del(&f->link);
+        free(f);
+        if (st != GW_OK)
+            return st;
+    }
+    if (!gw_range_inside(m->addr, m->len, r->addr, len))
+        return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
+                      "intra: remote range [0x%" PRIx64 ", +%zu) is outside the peer's shared region [0x%" PRIx64
+                      ", +%zu)", r->addr, len, m->addr, m->len);
+    *out = m->base + (r->addr - m->addr);
+    return GW_OK;
+}
+
 /* Starts moving len bytes.  Returns GW_OK when done synchronously,
  * GW_INPROGRESS when a CUDA copy was queued (req goes on e->inflight), an
  * error otherwise.  The caller holds the peer slot's inflight count. */
@@ -652,6 +706,30 @@ static gw_status_t copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, v
     if (len == 0)
         return GW_OK;
     if (!r->gpu) {
+        if (ldev < 0 && r->s && r->s->kind == GW_INTRA_SLOT_SHM) {
+            uint8_t *p = NULL;
+            gw_status_t st = shm_ptr(e, r, len, &p);
+            if (st == GW_INPROGRESS)
+                *again = 1;
+            if (st != GW_OK)
+                return st;
+            e->n_shm++;
+            if (len > INTRA_CMA_SYNC_MAX) { /* large: piecewise from progress, as CMA */
+                intra_cp_t cp = {.ev = NULL, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT],
+                                 .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr,
+                                 .rptr = p, .len = len};
+                if ((st = cp_push(e, &cp)) != GW_OK)
+                    return st;
+                req->tl[T_SLOT] = 0;
+                gw_core_signal(c);
+                return GW_INPROGRESS;
+            }
+            if (to_remote)
+                memcpy(p, lbuf, len);
+            else
+                memcpy(lbuf, p, len);
+            return GW_OK;
+        }
         if (ldev < 0) {
             e->n_cma++;
             if (len <= INTRA_CMA_SYNC_MAX)
@@ -789,7 +867,7 @@ static gw_status_t slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r
         return gw_err(c, GW_ERR_ACCESS, "intra: the owner registered region 0x%" PRIx64 " without remote %s access",
                       s->addr, need == GW_ACCESS_REMOTE_READ ? "read" : "write");
     }
-    r->gpu = s->kind != GW_INTRA_SLOT_HOST;
+    r->gpu = s->kind != GW_INTRA_SLOT_HOST && s->kind != GW_INTRA_SLOT_SHM;
     r->slot = si;
     r->s = s;
     r->id = id;
@@ -907,8 +985,13 @@ static int poll_inflight(intra_ep_t *e)
                 continue;
             }
             size_t k = GW_MIN(budget, cp->len - cp->done);
-            st = cma_copy(e->super.iface->core, e->peer_pid, cp->to_remote, cp->lbuf + cp->done,
-                          cp->raddr + cp->done, k);
+            if (cp->rptr && cp->to_remote)
+                memcpy(cp->rptr + cp->done, cp->lbuf + cp->done, k);
+            else if (cp->rptr)
+                memcpy(cp->lbuf + cp->done, cp->rptr + cp->done, k);
+            else
+                st = cma_copy(e->super.iface->core, e->peer_pid, cp->to_remote, cp->lbuf + cp->done,
+                              cp->raddr + cp->done, k);
             cp->done += k;
             budget -= k;
             if (st == GW_OK && cp->done < cp->len) {
@@ -940,9 +1023,91 @@ static int poll_inflight(intra_ep_t *e)
 /* ------------------------------------------------------------------------ */
 /* issuing operations                                                       */
 /* ------------------------------------------------------------------------ */
+/* Writes (reads) the queued small CMA copies: every request enters its
+ * slot (the owner's table decides, as for a lone copy), then one
+ * process_vm_writev/readv moves the lot; a copy the batch could not move is
+ * redone alone for its precise error. */
+static void cma_flush(intra_ep_t *e)
+{
+    gw_core_t *c = e->super.iface->core;
+    unsigned n = e->ncmaq, k = 0;
+    int get = e->cmaq_get;
+    gw_request_t *q[INTRA_CMA_BATCH];
+    struct iovec loc[INTRA_CMA_BATCH], rem[INTRA_CMA_BATCH];
+    e->ncmaq = 0;
+    for (unsigned i = 0; i < n; i++) {
+        gw_request_t *req = e->cmaq[i];
+        rdesc_t r;
+        gw_status_t st = slot_enter(e, req, &r);
+        if (st == GW_OK && r.s->kind != GW_INTRA_SLOT_HOST) { /* the slot was reused meanwhile */
+            req->tl[T_SLOT] = (uint64_t)(uintptr_t)r.s;
+            slot_leave(e, req);
+            st = gw_err(c, GW_ERR_INVALID_KEY, "intra: the remote region holding 0x%" PRIx64 " was deregistered by "
+                        "its owner", req->raddr);
+        }
+        if (st != GW_OK) {
+            rma_done(e, req, st);
+            if (e->failed)
+                return;
+            continue;
+        }
+        req->tl[T_SLOT] = (uint64_t)(uintptr_t)r.s;
+        q[k] = req;
+        loc[k] = (struct iovec){req->buf, req->len};
+        rem[k] = (struct iovec){(void *)(uintptr_t)req->raddr, req->len};
+        k++;
+    }
+    size_t off = 0;
+    while (off < k) {
+        int err = 0;
+        size_t moved = gw_intra_cma_batch(e->peer_pid, !get, loc + off, rem + off, k - off, &err);
+        e->n_cma += moved;
+        e->n_cma_batched += moved;
+        for (size_t i = 0; i < moved; i++)
+            rma_done(e, q[off + i], GW_OK);
+        off += moved;
+        if (off < k) { /* alone, for its own verdict */
+            gw_request_t *req = q[off++];
+            e->n_cma++;
+            rma_done(e, req, cma_copy(c, e->peer_pid, !get, req->buf, req->raddr, req->len));
+        }
+    }
+}
+
+/* Queues a small host-to-host copy when another went at once since the last
+ * progress call (the first one keeps a lone operation's latency); the queue
+ * leaves in one system call on the next progress call or when full.  1:
+ * queued. */
+static int cma_queue(intra_ep_t *e, gw_request_t *req)
+{
+    if (req->len > INTRA_CMA_BATCH_MAX || local_dev(req) >= 0 || !(req->tl[T_SRC] & RK_VALID))
+        return 0;
+    uint32_t si = (uint32_t)(req->tl[T_SRC] & 0xffffffffu);
+    if (si >= GW_INTRA_SLOTS || e->peer_table[si].kind != GW_INTRA_SLOT_HOST)
+        return 0; /* GPU, shared memory: their own paths */
+    int get = req->op == GW_OP_GET;
+    if (e->ncmaq && e->cmaq_get != get)
+        cma_flush(e);
+    if (!e->ncmaq && e->cma_gen != e->ifc->gen) {
+        e->cma_gen = e->ifc->gen;
+        return 0;
+    }
+    if (e->failed)
+        return 0;
+    if (!e->ncmaq)
+        gw_core_signal(e->super.iface->core); /* a sleeping caller wakes to flush it */
+    e->cmaq_get = get;
+    e->cmaq[e->ncmaq++] = req;
+    if (e->ncmaq == INTRA_CMA_BATCH)
+        cma_flush(e);
+    return 1;
+}
+
 /* Runs an rma request as far as it goes now. */
 static void rma_issue(intra_ep_t *e, gw_request_t *req)
 {
+    if (cma_queue(e, req))
+        return;
     rdesc_t r;
     gw_status_t st = slot_enter(e, req, &r);
     if (st != GW_OK) {
@@ -981,7 +1146,7 @@ static void pull_issue(intra_ep_t *e, gw_request_t *req)
         }
         atomic_fetch_add(&s->inflight, 1);
         req->tl[T_SLOT] = (uint64_t)(uintptr_t)s;
-        r.gpu = s->kind != GW_INTRA_SLOT_HOST;
+        r.gpu = s->kind != GW_INTRA_SLOT_HOST && s->kind != GW_INTRA_SLOT_SHM;
         r.slot = si;
         r.s = s;
         r.id = id;
@@ -1171,7 +1336,7 @@ static void on_fdreq(intra_ep_t *e, const gw_intra_hdr_t *h)
     int fds[GW_INTRA_SEGS];
     int n = 0;
     gw_intra_slot_t *s = h->a < GW_INTRA_SLOTS ? &ifc->table[h->a] : NULL;
-    if (!s || atomic_load(&s->id) != h->b || s->kind != GW_INTRA_SLOT_VMM) {
+    if (!s || atomic_load(&s->id) != h->b || (s->kind != GW_INTRA_SLOT_VMM && s->kind != GW_INTRA_SLOT_SHM)) {
         r.d = (uint64_t)(int64_t)GW_ERR_INVALID_KEY;
     } else {
         for (uint32_t i = 0; i < s->nseg; i++)
@@ -1447,6 +1612,10 @@ static int intra_poll(void *arg)
     ifc->gen++;
     gw_list_for_each_safe(p, t, &ifc->eps) {
         intra_ep_t *e = gw_container_of(p, intra_ep_t, link);
+        if (e->ncmaq && !ep_dead(e)) {
+            n += (int)e->ncmaq;
+            cma_flush(e);
+        }
         if (e->ncp && !ep_dead(e))
             n += poll_inflight(e);
         if (e->bye == 1 && ifc->gen > e->bye_gen + 1 && !ep_dead(e)) {
@@ -1733,6 +1902,13 @@ static gw_status_t intra_mem_reg(gw_tl_iface_t *iface, gw_mem_t *m)
         }
         path_add(m, "%s", s->kind == GW_INTRA_SLOT_IPC ? "CUDA IPC (legacy handle) + copy engine"
                                                        : "CUDA IPC (VMM fd over the Unix socket) + copy engine");
+    } else if (m->shm_fd >= 0) { /* gw_mem_alloc: peers map it */
+        s->kind = GW_INTRA_SLOT_SHM;
+        s->nseg = 1;
+        s->seg[0].base = s->addr;
+        s->seg[0].size = s->len;
+        s->seg[0].fd = m->shm_fd; /* the region's: not closed with the slot */
+        path_add(m, "%s", "shared memory (local peers copy with memcpy)");
     } else {
         s->kind = GW_INTRA_SLOT_HOST;
         path_add(m, "%s", "CMA (host memory)");
@@ -1811,6 +1987,7 @@ static gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw
     gw_list_init(&e->imports);
     gw_list_init(&e->fdsets);
     gw_list_init(&e->blobs);
+    gw_list_init(&e->shm_maps);
     uint64_t rnd;
     gw_random_bytes(&rnd, sizeof(rnd));
     snprintf(e->lname, sizeof(e->lname), "gw-intra-%d-%016" PRIx64, (int)ifc->pid, rnd);
@@ -1921,7 +2098,17 @@ static gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const u
         return st;
     }
     e->connected = 1; /* from here on destroy cleans up through the endpoint */
-    return ep_attach(e, fd);
+    st = ep_attach(e, fd);
+    if (st == GW_ERR_CONN_RESET) {
+        /* The same close as above, a moment later: the server's endpoint went
+         * between our connect() and the table's sendmsg (EPIPE/ECONNRESET).
+         * The connection was made; the endpoint fails, the connect does not. */
+        ep_fail(e, GW_ERR_CONN_RESET, "intra: %s",
+                "the peer closed the endpoint while its control connection was being set up "
+                "(closed right after accepting it)");
+        return GW_OK;
+    }
+    return st;
 }
 
 static gw_status_t intra_ep_close(gw_tl_ep_t *tep)
@@ -1954,6 +2141,7 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
         ep_abort(e, GW_ERR_CANCELED, 0);
     free(e->cps);
     gw_list_for_each_safe(p, t, &e->imports) import_close(e, gw_container_of(p, intra_import_t, link));
+    gw_intra_shm_drop_all(&e->shm_maps);
     gw_list_for_each_safe(p, t, &e->fdsets) {
         intra_fdset_t *f = gw_container_of(p, intra_fdset_t, link);
         for (int i = 0; i < f->n; i++)
@@ -1995,11 +2183,12 @@ static void intra_ep_destroy(gw_tl_ep_t *tep)
 static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     intra_ep_t *e = to_ep(tep);
+    /* kept short: gw_ep_info_t.path has 256 bytes */
     snprintf(buf, len,
-             "intra: peer pid %d, Unix socket @%s; CMA for host memory, CUDA IPC for GPU memory%s; copies so far: "
-             "%lu CMA, %lu copy engine, %lu staged, %lu kernel; GPU batches: %s",
+             "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, "
+             "%lu staged, %lu kernel; %lu CMA copies batched; GPU batches: %s",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_cuda, e->n_staged, e->n_kernel,
+             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched,
              e->ifc->bkernel[0] ? e->ifc->bkernel : "none yet");
     return GW_OK;
 }

@@ -24,7 +24,11 @@
  *      GPU  <-> peer host  through a pinned bounce buffer and CMA
  *    Why CMA rather than a shm staging ring: user memory cannot be put into
  *    shared memory after the fact, a ring costs two copies and needs the
- *    target's CPU, CMA costs one copy and none of the target's time.  Its
+ *    target's CPU, CMA costs one copy and none of the target's time.
+ *    Memory gpuwire allocates (gw_mem_alloc: a memfd) is shared from the
+ *    start: slot kind SHM, the peer maps the fd and copies with memcpy
+ *    (intra_shm.c), no system call per operation.  Small CMA copies posted
+ *    back to back share one process_vm_writev/readv (intra_cma.c).  CMA's
  *    price is ptrace permission between the two processes (same user; under
  *    Yama ptrace_scope=1 only with GPUWIRE_INTRA=force, which calls
  *    prctl(PR_SET_PTRACER_ANY)); the probe finds out before the transport
@@ -35,6 +39,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cuda/cuda_wrap.h"
 #include "transport/base/tl.h"
@@ -44,7 +49,9 @@
 #define GW_INTRA_MAGIC 0x677769746e726100ull /* probe word */
 #define GW_INTRA_EAGER_MAX 8192
 
-enum { GW_INTRA_SLOT_HOST = 1, GW_INTRA_SLOT_IPC = 2, GW_INTRA_SLOT_VMM = 3 };
+/* SHM: host memory from gw_mem_alloc, seg[0] its memfd (sent on FDREQ, as
+ * VMM fds are); peers map it and copy with memcpy (intra_shm.c). */
+enum { GW_INTRA_SLOT_HOST = 1, GW_INTRA_SLOT_IPC = 2, GW_INTRA_SLOT_VMM = 3, GW_INTRA_SLOT_SHM = 4 };
 
 typedef struct gw_intra_seg {
     uint64_t base, size;  /* the allocation (cuMemGetAddressRange) */
@@ -85,6 +92,32 @@ typedef struct gw_intra_hdr {
     uint32_t type, len;
     uint64_t a, b, c, d, e;
 } gw_intra_hdr_t;
+
+/* A peer's shared region mapped here (intra_shm.c). */
+typedef struct gw_intra_shm {
+    gw_list_t link;
+    uint32_t slot;
+    uint64_t id;
+    uint64_t addr;  /* the region's address in its owner */
+    size_t len;
+    uint8_t *base;  /* the same bytes here */
+} gw_intra_shm_t;
+/* The mapping of peer slot+id (moved to the front), NULL when none; drops
+ * mappings of the slot's earlier regions on the way. */
+gw_intra_shm_t *gw_intra_shm_find(gw_list_t *maps, uint32_t slot, uint64_t id);
+gw_status_t gw_intra_shm_add(gw_core_t *c, gw_list_t *maps, uint32_t slot, uint64_t id, int fd, uint64_t addr,
+                             uint64_t len, gw_intra_shm_t **out);
+void gw_intra_shm_drop_all(gw_list_t *maps);
+
+/* Moves n host copies (loc[i] <-> rem[i], equal lengths) in as few
+ * process_vm_writev/readv calls as IOV_MAX allows (intra_cma.c).  Returns
+ * how many leading entries were wholly moved; *err is 0 when all were, else
+ * the errno of the failure (the caller redoes the first entry not moved
+ * alone, for its precise error, and batches the rest again). */
+#define GW_INTRA_IOV_MAX 1024
+struct iovec;
+size_t gw_intra_cma_batch(pid_t pid, int to_remote, const struct iovec *loc, const struct iovec *rem, size_t n,
+                          int *err);
 
 extern const gw_tl_ops_t gw_tl_intra_ops;
 

@@ -17,7 +17,9 @@
 #define RBUF_CAP (256 * 1024)
 #define DIRECT_MIN (32 * 1024) /* payload left at least this: recv() straight into place */
 #define MAX_EAGER_RECV (64ull << 20) /* largest eager message we accept from a peer */
-#define IOV_MAX_BATCH 64
+#define IOV_MAX_BATCH 256 /* iovecs per sendmsg: 128 small frames */
+#define CORK_PAYLOAD_MAX (16 * 1024) /* frames this small may wait for the next progress call */
+#define CORK_FRAMES 128  /* a corked stream writes once this many frames wait */
 #define IOV_MAX_RUN 1024 /* UIO_MAXIOV: a batch run (tcp_batch.c) is one frame of many iovecs */
 #define TX_SLOTS 4       /* staging slots one GPU-sourced frame keeps in flight */
 #define RX_INFLIGHT 2    /* host-to-device copies one stream keeps in flight */
@@ -57,6 +59,11 @@ typedef struct conn {
     int lazy;            /* holds acknowledgements not yet written (see send_lazy) */
     uint64_t lazy_gen;
     gw_list_t lazy_link;
+    /* small frames posted back to back go out together (see conn_kick) */
+    int corked;          /* on tif->cork: written by the next progress call */
+    unsigned ncorked;    /* frames queued since it was corked */
+    uint64_t wrote_gen;  /* tif->gen of the last write a post started */
+    gw_list_t cork_link;
     tx_item_t *txh, *txt;
     size_t tx_bytes;     /* queued, for choosing the least-loaded stream */
     uint8_t *rbuf;
@@ -92,6 +99,7 @@ typedef struct tcp_iface {
     gw_tl_iface_t super;
     gw_list_t eps;
     gw_list_t lazy;      /* streams holding acknowledgements, oldest first */
+    gw_list_t cork;      /* streams holding small frames for the next progress call */
     uint64_t gen;        /* progress calls seen */
     long streams;
     uint64_t stripe_min, chunk, eager_max, sockbuf;
@@ -581,6 +589,14 @@ static int offload_tx(conn_t *c)
  * endpoint failed. */
 static int conn_flush_(conn_t *c);
 
+static void conn_uncork(conn_t *c)
+{
+    if (c->corked) {
+        c->corked = 0;
+        gw_list_del(&c->cork_link);
+    }
+}
+
 static int conn_flush(conn_t *c)
 {
     if (c->in_flush) /* the running flush picks up what was queued */
@@ -667,6 +683,7 @@ static int conn_flush_(conn_t *c)
         c->lazy = 0;
         gw_list_del(&c->lazy_link);
     }
+    conn_uncork(c);
     return 0;
 }
 
@@ -679,6 +696,35 @@ static void tx_push(conn_t *c, tx_item_t *t)
         c->txh = t;
     c->txt = t;
     c->tx_bytes += GW_TCP_HDR + t->paylen;
+}
+
+/* After a frame was queued by a post: write now, unless the stream is backed
+ * up (the socket or a staging copy will call back) or the frame is corked.
+ * The first small frame posted after a progress call goes out at once (a
+ * lone operation's latency is untouched); more posted before the next
+ * progress call wait for it, or for CORK_FRAMES of them, and leave in one
+ * sendmsg: a window of small puts costs one system call per 128, not one
+ * each.  The context fd is signalled, so a caller that sleeps on it wakes
+ * to write them. */
+static int conn_kick(conn_t *c, size_t paylen, int gpu_dev)
+{
+    tcp_iface_t *tif = c->ep->tif;
+    if (c->want_out || c->stg_wait)
+        return 0;
+    if (paylen <= CORK_PAYLOAD_MAX && gpu_dev < 0) {
+        if (c->corked) {
+            if (++c->ncorked < CORK_FRAMES)
+                return 0;
+        } else if (c->wrote_gen == tif->gen) {
+            c->corked = 1;
+            c->ncorked = 1;
+            gw_list_push_back(&tif->cork, &c->cork_link);
+            gw_core_signal(tif->super.core);
+            return 0;
+        }
+    }
+    c->wrote_gen = tif->gen;
+    return conn_flush(c);
 }
 
 /* Queues a frame and writes it now when the stream is not backed up. */
@@ -699,9 +745,7 @@ static int send_frame_dev(conn_t *c, const gw_tcp_hdr_t *h, const void *payload,
     t->req = req;
     t->gpu_dev = paylen ? gpu_dev : -1;
     tx_push(c, t);
-    if (!c->want_out && !c->stg_wait)
-        return conn_flush(c);
-    return 0;
+    return conn_kick(c, paylen, t->gpu_dev);
 }
 
 static int send_frame(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
@@ -1079,20 +1123,15 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
             c->rx_req = r;
             begin_payload_dev(c, r->buf, h->len < r->len ? h->len : r->len, h->len, mem_dev(r->lmem));
         } else {
-            gw_unexp_t *u = calloc(1, sizeof(*u));
-            void *data = malloc(h->len ? h->len : 1);
-            if (!u || !data) {
-                free(u);
-                free(data);
+            gw_unexp_t *u = gw_ep_unexp_new(B(ep), h->len);
+            if (!u) {
                 tcp_fail(ep, GW_ERR_NOMEM, "out of memory keeping an unexpected %llu-byte message",
                          (unsigned long long)h->len);
                 return -1;
             }
             u->tag = h->val;
-            u->len = h->len;
-            u->data = data;
             c->rx_unexp = u;
-            begin_payload(c, data, h->len, h->len);
+            begin_payload(c, u->data, h->len, h->len);
         }
         break;
     case GW_TCP_RTS:
@@ -1407,6 +1446,9 @@ static gw_status_t conn_open(tcp_ep_t *ep, int idx, int fd)
     c->tx_busy = c->rx_busy = c->hdr_only = 0;
     c->worker = (int)(ep->tif->next_worker++);
     gw_list_init(&c->stg_link);
+    c->corked = 0;
+    c->wrote_gen = UINT64_MAX;
+    gw_list_init(&c->cork_link);
     gw_status_t st = gw_io_add(core, &c->io, fd, EPOLLIN, conn_event, c);
     if (st != GW_OK) {
         c->fd = -1;
@@ -1431,6 +1473,7 @@ static void conn_close(conn_t *c)
         c->lazy = 0;
         gw_list_del(&c->lazy_link);
     }
+    conn_uncork(c);
     if (c->stg_wait) {
         c->stg_wait = 0;
         gw_list_del(&c->stg_link);
@@ -1449,8 +1492,7 @@ static void conn_close(conn_t *c)
         c->dst_region->incoming--;
         c->dst_region = NULL;
     }
-    free(c->rx_unexp ? c->rx_unexp->data : NULL);
-    free(c->rx_unexp);
+    gw_ep_unexp_free(B(ep), c->rx_unexp);
     c->rx_unexp = NULL;
     tcpb_rx_drop(c);
     c->in_payload = 0;
@@ -1650,6 +1692,13 @@ static int tcp_poll(void *arg)
     gw_list_t *lp;
     tif->gen++;
     int n = gw_tcp_pool_reap(tif->pool, job_done, tif);
+    while ((lp = gw_list_first(&tif->cork)) != NULL) { /* small frames posted since the last call */
+        conn_t *c = gw_container_of(lp, conn_t, cork_link);
+        conn_uncork(c);
+        if (c->fd >= 0 && !c->want_out && !c->stg_wait)
+            conn_flush(c);
+        n++;
+    }
     while ((lp = gw_list_first(&tif->lazy)) != NULL) {
         conn_t *c = gw_container_of(lp, conn_t, lazy_link);
         if (c->lazy_gen + 2 > tif->gen) { /* queued during this call: one more chance to ride along */
@@ -1756,6 +1805,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     tif->super.id = GW_TL_TCP;
     gw_list_init(&tif->eps);
     gw_list_init(&tif->lazy);
+    gw_list_init(&tif->cork);
     gw_list_init(&tif->stg_wait);
     st = gw_core_add_poller(core, tcp_poll, tif);
     if (st != GW_OK) {
