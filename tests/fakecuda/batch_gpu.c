@@ -4,6 +4,7 @@
  * a paged put GPU -> GPU with a counted notification, a list put host ->
  * GPU with an ordered one, a paged get GPU -> GPU; payloads verified by
  * copying the "device" memory back. */
+#include <poll.h>
 #include <unistd.h>
 
 #include "cuda/cuda_wrap.h"
@@ -51,8 +52,12 @@ static void wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
 {
     char c;
     for (int i = 0; i < 30000; i++) {
-        if (gwt_chan_recv(chan, &c, 1, 1) == 1)
+        /* a 1 ms receive could stop inside a message and lose the channel's framing: poll first */
+        struct pollfd p = {.fd = chan->rfd, .events = POLLIN};
+        if (poll(&p, 1, 1) > 0) {
+            REQUIRE(gwt_chan_recv(chan, &c, 1, 5000) == 1);
             return;
+        }
         gw_progress(ctx);
     }
     REQUIRE(!"the other process did not answer within 30 s");
