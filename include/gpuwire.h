@@ -344,6 +344,111 @@ GW_API gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, u
 GW_API gw_status_t gw_flush(gw_ep_t *ep, gw_request_t **req);
 
 /* ------------------------------------------------------------------------ */
+/* Batched and paged transfers (many scattered blocks, one request).         */
+/*                                                                          */
+/* Descriptor lists are prepared once and reused: a local list names blocks  */
+/* of registered local regions, a remote list blocks of the peer's regions   */
+/* (through keys unpacked on one endpoint).  Every entry is checked when the */
+/* list is prepared (bounds, access, key's endpoint); a bad one is refused   */
+/* with its index in gw_last_error().  A transfer pairs entry lidx[i] of the */
+/* local list with entry ridx[i] of the remote one (equal lengths), and      */
+/* moves them all as one request; the transport does it natively (verbs:    */
+/* one chain of work requests; tcp: one frame per run of entries with        */
+/* iovecs; intra: iovec arrays for CMA; GPU memory: a gather/scatter kernel  */
+/* where one loads, else copy-engine copies, as gw_ep_query's path says).    */
+/*                                                                          */
+/* A batch put may end with one notification, delivered after every byte of  */
+/* the batch is in the target's memory: ORDERED puts the value in the queue  */
+/* gw_notify_wait() reads (after every earlier put's data, like              */
+/* gw_put_notify); COUNTED adds one to the target's counter of that id, which */
+/* gw_notify_count_wait() waits on ("all pages of layer 7 are here": the      */
+/* initiators post one counted batch per page set, the target waits for N).  */
+/*                                                                          */
+/* Failure in mid-batch (a key revoked at the target, the peer gone): the   */
+/* request fails with the first error; no notification is delivered; each   */
+/* entry of the batch at the target holds either its old bytes, the new      */
+/* bytes, or (for the entries that were moving when it failed) a mix of      */
+/* both.  Memory outside the batch's entries is never written.  For a get,    */
+/* the same holds for the local entries.                                     */
+/* ------------------------------------------------------------------------ */
+typedef struct gw_dlist gw_dlist_t;
+
+typedef struct gw_local_desc {
+    gw_mem_t *mem;      /* registered local region */
+    size_t offset;      /* from the region's start */
+    size_t len;
+} gw_local_desc_t;
+
+typedef struct gw_remote_desc {
+    gw_rkey_t *rkey;    /* unpacked on the endpoint the list is prepared for */
+    uint64_t offset;    /* from the start of the range the key covers */
+    size_t len;
+} gw_remote_desc_t;
+
+/* Prepares a local list of n entries (n may be 0; entries of length 0 are
+ * allowed).  Every region named stays in use (gw_mem_dereg() returns
+ * GW_ERR_BUSY) until gw_dlist_destroy().  Errors: GW_ERR_INVALID (NULL
+ * region, region of another context, entry outside its region: the message
+ * names the entry's index), GW_ERR_NOMEM. */
+GW_API gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n, gw_dlist_t **out);
+/* Prepares a remote list for transfers on ep.  The keys' contents are copied:
+ * the caller may destroy the rkeys afterwards; gw_ep_close() returns
+ * GW_ERR_BUSY while a remote list of the endpoint lives.  access: the
+ * remote access the list will be used for (GW_ACCESS_REMOTE_WRITE for puts,
+ * GW_ACCESS_REMOTE_READ for gets, or both).  Errors: GW_ERR_INVALID,
+ * GW_ERR_INVALID_KEY (key unpacked on another endpoint), GW_ERR_OUT_OF_BOUNDS,
+ * GW_ERR_ACCESS (with the entry's index), GW_ERR_NOMEM. */
+GW_API gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, unsigned access,
+                                   gw_dlist_t **out);
+/* Number of entries. */
+GW_API size_t gw_dlist_count(const gw_dlist_t *l);
+/* GW_ERR_BUSY (nothing done) while a transfer using the list is in progress. */
+GW_API gw_status_t gw_dlist_destroy(gw_dlist_t *l);
+
+enum { GW_XFER_PUT = 0, GW_XFER_GET = 1 };
+enum { GW_NOTIFY_NONE = 0, GW_NOTIFY_ORDERED = 1, GW_NOTIFY_COUNTED = 2 };
+
+typedef struct gw_xfer_opts {
+    size_t size;        /* sizeof(gw_xfer_opts_t) as the caller compiled it */
+    int notify;         /* GW_NOTIFY_*; puts only */
+    uint64_t value;     /* ORDERED: the value queued; COUNTED: the id counted */
+    /* version 1 ends here */
+} gw_xfer_opts_t;
+
+/* Moves count entry pairs as one request: op GW_XFER_PUT writes local entry
+ * lidx[i] into remote entry ridx[i], GW_XFER_GET reads the other way.  lidx
+ * or ridx NULL means 0..count-1.  count 0 is a valid empty batch (it still
+ * delivers its notification, after every earlier put).  opts may be NULL (no
+ * notification).  Completion: every byte is in place (put: in the target's
+ * memory; get: in the local entries).  Entries may overlap or repeat; where
+ * two entries of one put write the same remote bytes, which one wins is not
+ * defined.  Errors at posting: GW_ERR_INVALID (index out of range, lengths
+ * differ, list of another endpoint/context: the message names i),
+ * GW_ERR_ACCESS (remote list prepared without the access op needs),
+ * GW_ERR_ENDPOINT_FAILED. */
+GW_API gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx,
+                                 gw_dlist_t *remote, const uint32_t *ridx, size_t count,
+                                 const gw_xfer_opts_t *opts, gw_request_t **req);
+
+/* The paged form (KV caches): page i of the batch is the page_size bytes at
+ * lbase + lpages[i] * page_size locally and raddr + rpages[i] * page_size
+ * remotely (lpages/rpages NULL: i).  lbase lies in lmem, raddr in rkey's
+ * range; every page is bounds-checked (the message names the first bad i).
+ * No list is built by the caller. */
+GW_API gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, const uint32_t *lpages,
+                                 gw_rkey_t *rkey, uint64_t raddr, const uint32_t *rpages, size_t count,
+                                 size_t page_size, const gw_xfer_opts_t *opts, gw_request_t **req);
+
+/* Waits until at least count counted notifications of id have arrived on
+ * ep (in any order, from batches finishing in any order) and takes count of
+ * them.  count 0 returns GW_OK at once.  timeout_ms as gw_accept(): 0 polls
+ * (GW_INPROGRESS when fewer arrived), GW_ERR_TIMEOUT when it expires; on
+ * either nothing is taken. */
+GW_API gw_status_t gw_notify_count_wait(gw_ep_t *ep, uint64_t id, uint64_t count, int timeout_ms);
+/* How many counted notifications of id have arrived and not been taken. */
+GW_API gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count);
+
+/* ------------------------------------------------------------------------ */
 /* Requests                                                                 */
 /* ------------------------------------------------------------------------ */
 /* GW_INPROGRESS, GW_OK or the operation's error.  Does not progress. */

@@ -120,7 +120,7 @@ bench|opt|qperf|c_cmd qperf|qperf|the qperf reference in bench/tcp_loopback.sh
 bench|opt|ib_write_bw (perftest)|c_cmd ib_write_bw|perftest|the perftest reference in bench/verbs_ab.sh and bench/verbs_rxe.sh
 bench|opt|ibv_devinfo|c_cmd ibv_devinfo|ibverbs-utils|RDMA device listing for the verbs benchmarks
 bench|opt|ucx_perftest|c_cmd ucx_perftest|ucx-utils|the UCX reference in bench/ucx_tcp.sh
-bench|opt|ucp/api/ucp.h|c_hdr ucp/api/ucp.h|libucx-dev|the UCX reference in bench/ucx_tcp.sh (headers)
+bench|opt|ucp/api/ucp.h|c_hdr ucp/api/ucp.h|libucx-dev|the UCX reference of bench/batch_ab.sh (bench/ucx_batch_bench.c)
 "
 in_step() { # does an item of step $1 belong to the requested step?
   case $step in

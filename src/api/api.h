@@ -31,6 +31,13 @@ struct gw_context {
     struct gw_names *names; /* agent name, published regions, peers, directory (api/names.c); NULL until used */
 };
 
+/* ops.c's posting steps, shared with api/batch.c: the endpoint is ready;
+ * a request for op; queue it (tracked) and hand it to the transport's fn
+ * (on an error nothing is left behind). */
+gw_status_t gw_api_ep_usable(struct gw_ep *ep, int op);
+gw_request_t *gw_api_new_req(struct gw_ep *ep, int op, gw_request_t **user);
+gw_status_t gw_api_submit(struct gw_ep *ep, gw_request_t *r, gw_request_t **user,
+                          gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *));
 /* gw_mem_reg of memory behind shm_fd (gw_mem_alloc's memfd; -1: none): the
  * region owns it from then on, gw_mem_dereg unmaps and closes it. */
 gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned access, int shm_fd,

@@ -1001,8 +1001,8 @@ gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
         return GW_OK;
     gw_context_t *ctx = ep->ctx;
     if (ep->n_rkeys)
-        return gw_err(&ctx->core, GW_ERR_BUSY, "gw_ep_close(%s): %zu remote key(s) unpacked on it are alive; "
-                      "gw_rkey_destroy() them first", ep->base.peer, ep->n_rkeys);
+        return gw_err(&ctx->core, GW_ERR_BUSY, "gw_ep_close(%s): %zu remote key(s) unpacked on it or remote "
+                      "descriptor list(s) prepared for it are alive; destroy them first", ep->base.peer, ep->n_rkeys);
     if (ep->state == GW_EP_READY && !idle(ep))
         gw_ctx_progress_until(ctx, idle, ep, timeout_ms);
     if (ep->names_owned)

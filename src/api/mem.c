@@ -90,6 +90,10 @@ gw_status_t gw_mem_dereg(gw_mem_t *m)
         return gw_err(&ctx->core, GW_ERR_BUSY,
                       "gw_mem_dereg(addr=%p, len=%zu): %u local operation(s) still use the region; "
                       "wait for them first", m->addr, m->len, m->inflight);
+    if (m->lists)
+        return gw_err(&ctx->core, GW_ERR_BUSY,
+                      "gw_mem_dereg(addr=%p, len=%zu): %u local descriptor list(s) name the region; "
+                      "gw_dlist_destroy() them first", m->addr, m->len, m->lists);
     if (ctx->names)
         gw_names_mem_gone(m); /* withdraw its published names */
     gw_hmap_del(&ctx->core.regions, m->id); /* revoke: no new remote access finds it */

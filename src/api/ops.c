@@ -8,8 +8,9 @@
 
 static const char *op_name(int op)
 {
-    static const char *const n[] = {"?", "gw_put", "gw_get", "gw_put_notify", "gw_send", "gw_recv", "gw_flush"};
-    return op >= 0 && op <= GW_OP_FLUSH ? n[op] : "?";
+    static const char *const n[] = {"?",       "gw_put",  "gw_get",   "gw_put_notify",
+                                    "gw_send", "gw_recv", "gw_flush", "gw_xfer_batch"};
+    return op >= 0 && op <= GW_OP_BATCH ? n[op] : "?";
 }
 
 static gw_status_t ep_usable(gw_ep_t *ep, int op)
@@ -270,4 +271,21 @@ gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value)
         return ep_usable(ep, GW_OP_PUT_NOTIFY);
     return gw_err(&ep->ctx->core, GW_ERR_TIMEOUT, "gw_notify_wait: no notification from %s within %d ms",
                   ep->base.peer, timeout_ms);
+}
+
+/* ---- for the batched transfers (api/batch.c) ---------------------------------------- */
+gw_status_t gw_api_ep_usable(gw_ep_t *ep, int op)
+{
+    return ep_usable(ep, op);
+}
+
+gw_request_t *gw_api_new_req(gw_ep_t *ep, int op, gw_request_t **user)
+{
+    return new_req(ep, op, user);
+}
+
+gw_status_t gw_api_submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
+                          gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *))
+{
+    return submit(ep, r, user, fn, 1);
 }

@@ -256,11 +256,14 @@ static void req_recycle(gw_request_t *r)
  * status text (e.g. a refusal the target reported). */
 static void req_detail(gw_request_t *r, gw_status_t st)
 {
-    static const char *const names[] = {"?", "gw_put", "gw_get", "gw_put_notify", "gw_send", "gw_recv", "gw_flush"};
-    const char *op = r->op <= GW_OP_FLUSH ? names[r->op] : "?";
+    static const char *const names[] = {"?",       "gw_put",  "gw_get",   "gw_put_notify",
+                                        "gw_send", "gw_recv", "gw_flush", "gw_xfer_batch"};
+    const char *op = r->op <= GW_OP_BATCH ? names[r->op] : "?";
     char what[128];
     if (r->op == GW_OP_PUT || r->op == GW_OP_GET || r->op == GW_OP_PUT_NOTIFY)
         snprintf(what, sizeof(what), "%s(len=%zu, raddr=0x%llx)", op, r->len, (unsigned long long)r->raddr);
+    else if (r->op == GW_OP_BATCH)
+        snprintf(what, sizeof(what), "%s(%zu bytes)", op, r->len);
     else if (r->op == GW_OP_SEND || r->op == GW_OP_RECV)
         snprintf(what, sizeof(what), "%s(len=%zu, tag=0x%llx)", op, r->len, (unsigned long long)r->value);
     else
@@ -282,6 +285,11 @@ void gw_req_complete(gw_request_t *r, gw_status_t status)
     r->core->n_completed++;
     if (status < 0 && (r->flags & GW_REQF_USER) && !(r->flags & GW_REQF_FREED) && !r->detail)
         req_detail(r, status);
+    if (r->fini) { /* set by the layer that attached something to the request */
+        void (*fini)(gw_request_t *) = r->fini;
+        r->fini = NULL;
+        fini(r);
+    }
     if (r->use_count) { /* the local region's count of operations using it */
         (*r->use_count)--;
         r->use_count = NULL;

@@ -12,6 +12,7 @@
 struct gw_ep;
 struct gw_mem;
 struct gw_rkey;
+struct gw_batch;
 
 typedef enum gw_op_type {
     GW_OP_PUT = 1,
@@ -19,7 +20,8 @@ typedef enum gw_op_type {
     GW_OP_PUT_NOTIFY,
     GW_OP_SEND,
     GW_OP_RECV,
-    GW_OP_FLUSH
+    GW_OP_FLUSH,
+    GW_OP_BATCH     /* batched put/get: the entries are in req->batch */
 } gw_op_type_t;
 
 enum {
@@ -57,6 +59,10 @@ struct gw_request {
     uint32_t pending;   /* frames/work requests in flight */
     gw_status_t first_err;
     uint64_t tl[6];     /* transport scratch */
+    /* batched transfers (transport/base/batch.h): the entries, and the hook
+     * that releases them, run once when the request completes */
+    struct gw_batch *batch;
+    void (*fini)(struct gw_request *r);
     /* why it failed, for gw_request_info (malloc'd at completion with an
      * error, user requests only; freed on recycle) */
     char *detail;

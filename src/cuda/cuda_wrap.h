@@ -32,6 +32,8 @@ typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
 typedef struct CUipcMemHandle_st {
     char reserved[64];
 } CUipcMemHandle;
@@ -194,7 +196,12 @@ enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100, CU_FLUSH_GPU_DIRECT_RDMA_
     OPT(cuMemGetHandleForAddressRange, 11070, (void *handle, CUdeviceptr p, size_t n, int type,    \
                                                unsigned long long flags))                          \
     OPT(cuFlushGPUDirectRDMAWrites, 11030, (int target, int scope))                               \
-    OPT(cuDeviceGetP2PAttribute, 8000, (int *value, int attrib, CUdevice src, CUdevice dst))
+    OPT(cuDeviceGetP2PAttribute, 8000, (int *value, int attrib, CUdevice src, CUdevice dst))     \
+    OPT(cuModuleLoadData, 2000, (CUmodule * m, const void *image))                                \
+    OPT(cuModuleGetFunction, 2000, (CUfunction * f, CUmodule m, const char *name))                \
+    OPT(cuLaunchKernel, 4000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,   \
+                               unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params, \
+                               void **extra))
 
 typedef struct gw_cuda {
     int driver_version; /* e.g. 13000 */
@@ -239,5 +246,24 @@ gw_status_t gw_cuda_dmabuf_fd(const void *ptr, size_t len, int *fd, uint64_t *dm
  * when the driver/device does not need it (then nothing is flushed and the
  * caller may use a read fence instead: *fenced_by_flush tells which). */
 gw_status_t gw_cuda_flush_rdma_writes(int *fenced_by_flush);
+
+/* ---- the batched gather/scatter copy kernel (copy_kernel.c) ----
+ * One launch copies n blocks (any device or host-mapped addresses the GPU
+ * can reach: its own memory, peer memory opened by CUDA IPC, pinned host
+ * memory) on a stream.  Descriptors live in pinned host memory (from
+ * gw_cuda_desc_alloc) until the launch completes. */
+typedef struct gw_copy_desc {
+    uint64_t src, dst, len;
+} gw_copy_desc_t;
+#define GW_COPY_DESC_MAX_LEN (64u << 10) /* longer blocks are cut (spread over more SMs) */
+
+/* The kernel of device dev, loaded once (cuModuleLoadData of the embedded
+ * PTX).  GW_OK, or GW_ERR_UNAVAILABLE with why (no module: copy-engine
+ * copies then). */
+gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen);
+/* Launches one copy of the n descriptors at desc (pinned host memory) on
+ * stream (dev's context current). */
+gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_desc_t *desc, uint32_t n,
+                                       char *why, size_t whylen);
 
 #endif

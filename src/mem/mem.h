@@ -20,6 +20,7 @@ struct gw_mem {
     uint64_t id;            /* random, nonzero; names the region in remote keys */
     uint32_t inflight;      /* local operations using the region */
     uint32_t incoming;      /* remote writes streaming into it right now */
+    uint32_t lists;         /* local descriptor lists naming it (gw_dlist_local) */
     void *tl_reg[GW_TL_MAX]; /* per-transport registration (e.g. verbs MR) */
     char path[512];         /* how each transport reaches it, with downgrade reasons */
     gw_list_t link;         /* context's list */

@@ -9,6 +9,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+uint64_t it_hash(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
 double it_now(void)
 {
     struct timespec ts;
@@ -165,6 +174,19 @@ static it_reply_t tgt_handle(tgt_t *t, const it_cmd_t *c)
         if (rep.a == GW_OK)
             t->ep[c->ep] = NULL;
         break;
+    case IT_CMD_HASH:
+        progress_all(t->ctx);
+        rep.a = (int64_t)it_hash(base + c->off, c->len);
+        break;
+    case IT_CMD_NCOUNT:
+        rep.a = gw_notify_count_wait(ep, c->tag, c->count, (int)c->off);
+        break;
+    case IT_CMD_NOTIFY_ANY: {
+        uint64_t v = 0;
+        rep.a = gw_notify_wait(ep, (int)c->off, &v);
+        rep.b = (int64_t)v;
+        break;
+    }
     default:
         rep.a = GW_ERR_INVALID;
     }

@@ -57,7 +57,10 @@ typedef enum it_cmd_type {
     IT_CMD_SEND,        /* ep, len, tag, seed -> status */
     IT_CMD_SLEEP_MS,    /* off = ms, without progressing */
     IT_CMD_EP_STATUS,   /* ep -> error of the endpoint */
-    IT_CMD_CLOSE_EP     /* ep -> status */
+    IT_CMD_CLOSE_EP,    /* ep -> status */
+    IT_CMD_HASH,        /* region, off, len -> a = FNV-1a 64 of the bytes (it_hash) */
+    IT_CMD_NCOUNT,      /* ep, tag = id, count, off = timeout ms -> a = gw_notify_count_wait's status */
+    IT_CMD_NOTIFY_ANY   /* ep, off = timeout ms -> a = status, b = value of the next ordered notification */
 } it_cmd_type_t;
 
 typedef struct it_cmd {
@@ -100,5 +103,7 @@ gw_status_t it_wait_free(gw_request_t *r, int timeout_ms);
 /* Connects and unpacks one key per region on the endpoint. */
 gw_ep_t *it_connect(gw_context_t *ctx, const char *addr);
 double it_now(void);
+/* FNV-1a 64 of len bytes (what IT_CMD_HASH answers). */
+uint64_t it_hash(const void *buf, size_t len);
 
 #endif

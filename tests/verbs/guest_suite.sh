@@ -22,6 +22,8 @@ run smoke_rxe0 "$T/verbs_smoke" rxe0
 run api_loopback_rxe0 "$T/verbs_api" rxe0 rxe0
 run rdv_loopback_rxe0 "$T/verbs_rdv" rxe0 rxe0
 run negotiate_rxe0 "$T/verbs_negotiate" rxe0
+# batched and paged transfers (the integration suite's program over verbs)
+GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run batch_rxe0 "$B/tests/integration/it_batch"
 # the GPU registration ladder against the fake CUDA driver (its dma-buf reaches rxe's real refusal)
 if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
   GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_ladder_rxe0 "$T/verbs_gpu_ladder" rxe0

@@ -41,6 +41,11 @@ static void usage(FILE *f)
         "                       memory; the path taken, e.g. dma-buf or staging, is printed)\n"
         "      --spin-us US     spin this long without events, then sleep on the context\n"
         "                       fd (default 200: a round trip on loopback fits, idle waits sleep)\n"
+        "      --batch N        each operation is one batched transfer (gw_xfer_batch) of N\n"
+        "                       descriptors of --size bytes, scattered over both buffers one\n"
+        "                       --size apart; bandwidth phase only; MsgRate counts descriptors\n"
+        "                       (--op put or get)\n"
+        "      --pages          with --batch: the paged form (gw_xfer_pages) instead of lists\n"
         "      --alloc          both buffers from gw_mem_alloc (host memory shared with\n"
         "                       local peers: the intra transport copies into it directly)\n"
         "      --lat-only       only the latency phase\n"
@@ -149,7 +154,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER };
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -164,6 +169,8 @@ int cmd_perf(int argc, char **argv)
         {"busy-poll", no_argument, NULL, 'b'},
         {"spin-us", required_argument, NULL, OPT_SPIN},
         {"mem", required_argument, NULL, OPT_MEM},
+        {"batch", required_argument, NULL, OPT_BATCH},
+        {"pages", no_argument, NULL, OPT_PAGES},
         {"alloc", no_argument, NULL, OPT_ALLOC},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
@@ -242,6 +249,15 @@ int cmd_perf(int argc, char **argv)
                 return 2;
             }
             break;
+        case OPT_BATCH:
+            errno = 0;
+            o.batch = strtol(optarg, &end, 10);
+            if (errno || *end || o.batch < 1 || o.batch > 1000000) {
+                fprintf(stderr, "gpuwire perf: --batch '%s': expected 1..1000000 descriptors\n", optarg);
+                return 2;
+            }
+            break;
+        case OPT_PAGES: o.pages = 1; break;
         case OPT_LAT_ONLY: o.no_bw = 1; break;
         case OPT_BW_ONLY: o.no_lat = 1; break;
         case 'S': o.server = 1; break;
@@ -262,6 +278,25 @@ int cmd_perf(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
+    }
+    if (o.pages && !o.batch) {
+        fprintf(stderr, "gpuwire perf: --pages goes with --batch N\n");
+        return 2;
+    }
+    if (o.batch) {
+        if (o.op != PERF_PUT && o.op != PERF_GET) {
+            fprintf(stderr, "gpuwire perf: --batch measures --op put or get, not %s\n", perf_op_name(o.op));
+            return 2;
+        }
+        if (o.check) {
+            fprintf(stderr, "gpuwire perf: --check does not check batched transfers (tests/integration/it_batch does)\n");
+            return 2;
+        }
+        if (o.no_bw) {
+            fprintf(stderr, "gpuwire perf: --batch has a bandwidth phase only\n");
+            return 2;
+        }
+        o.no_lat = 1;
     }
     if (o.alloc && o.mem_dev >= 0) {
         fprintf(stderr, "gpuwire perf: --alloc gives host memory; it excludes --mem cuda\n");

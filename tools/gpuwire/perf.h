@@ -78,6 +78,8 @@ typedef struct perf_opts {
     int once;        /* server: serve one client, then exit */
     int addr_fd;     /* server: write the bound address here (loopback), -1 otherwise */
     int mem_dev;     /* --mem: -1 host memory, else the CUDA device of this side's buffer */
+    long batch;      /* --batch N: each operation is one batch of N descriptors of --size (0: off) */
+    int pages;       /* --pages: the paged form (gw_xfer_pages) instead of descriptor lists */
     int alloc;       /* --alloc: both buffers from gw_mem_alloc (shared with local peers) */
     const char *name; /* server: serve as this agent (gw_agent_listen; registered in GPUWIRE_DIRECTORY) */
     const char *peer; /* client: reach this agent by name (gw_peer_ep) instead of HOST:PORT */

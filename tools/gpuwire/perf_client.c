@@ -21,6 +21,9 @@ typedef struct cli {
     gw_ep_info_t info;
     uint64_t seq;
     perf_idle_t idle;
+    /* --batch: the descriptor lists (or page indices) of the current size */
+    gw_dlist_t *L, *R;
+    uint32_t *pidx;
     int same_gpu; /* both buffers on one GPU of this machine (the server said so) */
 } cli_t;
 
@@ -253,9 +256,62 @@ static gw_status_t run_lat(cli_t *c, uint64_t size, result_t *res)
     return GW_OK;
 }
 
+/* --batch: N descriptors of size bytes, one size apart, from the start of
+ * both zones (zone 0 here for a put, zone 1 for a get; zone 0 there). */
+static gw_status_t batch_lists(cli_t *c, uint64_t size)
+{
+    const perf_opts_t *o = c->o;
+    size_t n = (size_t)o->batch;
+    gw_status_t st = GW_OK;
+    size_t lbase = o->op == PERF_GET ? c->max : 0;
+    if (o->pages) {
+        c->pidx = malloc(n * sizeof(*c->pidx));
+        if (!c->pidx)
+            return GW_ERR_NOMEM;
+        for (size_t i = 0; i < n; i++)
+            c->pidx[i] = (uint32_t)(2 * i);
+        return GW_OK;
+    }
+    gw_local_desc_t *ld = malloc(n * sizeof(*ld));
+    gw_remote_desc_t *rd = malloc(n * sizeof(*rd));
+    if (!ld || !rd) {
+        free(ld);
+        free(rd);
+        return GW_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ld[i] = (gw_local_desc_t){c->mem, lbase + 2 * i * size, (size_t)size};
+        rd[i] = (gw_remote_desc_t){c->rkey, 2 * i * size, (size_t)size};
+    }
+    if ((st = gw_dlist_local(c->ctx, ld, n, &c->L)) != GW_OK)
+        perf_fail(c->ctx, "gw_dlist_local", st);
+    else if ((st = gw_dlist_remote(c->ep, rd, n, o->op == PERF_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE,
+                                   &c->R)) != GW_OK)
+        perf_fail(c->ctx, "gw_dlist_remote", st);
+    free(ld);
+    free(rd);
+    return st;
+}
+
+static void batch_lists_free(cli_t *c)
+{
+    gw_dlist_destroy(c->L);
+    gw_dlist_destroy(c->R);
+    free(c->pidx);
+    c->L = c->R = NULL;
+    c->pidx = NULL;
+}
+
 static gw_status_t post_bw(cli_t *c, uint64_t size, uint64_t n, gw_request_t **r)
 {
     uint8_t *zone1 = c->buf + c->max;
+    if (c->o->batch) {
+        int op = c->o->op == PERF_GET ? GW_XFER_GET : GW_XFER_PUT;
+        if (c->o->pages)
+            return gw_xfer_pages(c->ep, op, c->mem, op == GW_XFER_GET ? zone1 : c->buf, c->pidx, c->rkey, c->raddr,
+                                 c->pidx, (size_t)c->o->batch, (size_t)size, NULL, r);
+        return gw_xfer_batch(c->ep, op, c->L, NULL, c->R, NULL, (size_t)c->o->batch, NULL, r);
+    }
     switch (c->o->op) {
     case PERF_PUT: return gw_put(c->ep, c->buf, size, c->mem, c->raddr, c->rkey, r);
     case PERF_GET: return gw_get(c->ep, zone1, size, c->mem, c->raddr, c->rkey, r);
@@ -330,10 +386,11 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
     }
     uint64_t t1 = perf_now_ns(), cpu1 = perf_cpu_ns();
     double secs = (double)(t1 - t0) / 1e9;
+    uint64_t per = o->batch ? (uint64_t)o->batch : 1; /* descriptors per operation */
     res->bw_iters = done;
     res->elapsed_s = secs;
-    res->bw_GBps = (double)size * (double)done / secs / 1e9;
-    res->msg_rate = (double)done / secs;
+    res->bw_GBps = (double)size * (double)per * (double)done / secs / 1e9;
+    res->msg_rate = (double)per * (double)done / secs;
     res->cpu_init = 100.0 * (double)(cpu1 - cpu0) / (double)(t1 - t0);
 
     m.type = PERF_MSG_END;
@@ -383,6 +440,9 @@ static void print_header(cli_t *c)
     const perf_opts_t *o = c->o;
     if (o->json)
         return;
+    if (o->batch)
+        printf("# batched: each operation moves %ld descriptors of the size below, one size apart, as %s; "
+               "MsgRate counts descriptors\n", o->batch, o->pages ? "gw_xfer_pages" : "gw_xfer_batch over prepared lists");
     if (o->busy_poll)
         printf("# gpuwire perf: op %s, window %d, busy polling%s\n", perf_op_name(o->op), o->window,
                o->check ? ", payload checked" : "");
@@ -449,11 +509,12 @@ static void print_result(cli_t *c, const result_t *r)
     printf("{\"op\":\"%s\",\"bytes\":%llu,\"iterations\":%llu,\"lat_iterations\":%llu,"
            "\"bw_GBps\":%.6f,\"msg_rate\":%.1f,\"lat_us_avg\":%.3f,\"lat_us_p50\":%.3f,"
            "\"lat_us_p99\":%.3f,\"cpu_initiator_pct\":%.1f,\"cpu_target_pct\":%.1f,"
-           "\"elapsed_s\":%.4f,\"window\":%d,\"checked\":%s,\"same_gpu\":%s,\"transport\":",
+           "\"elapsed_s\":%.4f,\"window\":%d,\"batch\":%ld,\"pages\":%s,\"checked\":%s,\"same_gpu\":%s,"
+           "\"transport\":",
            perf_op_name(o->op), (unsigned long long)r->bytes, (unsigned long long)r->bw_iters,
            (unsigned long long)r->lat_iters, r->bw_GBps, r->msg_rate, r->lat_avg, r->lat_p50,
-           r->lat_p99, r->cpu_init, r->cpu_target, r->elapsed_s, o->window,
-           r->checked ? "true" : "false", c->same_gpu ? "true" : "false");
+           r->lat_p99, r->cpu_init, r->cpu_target, r->elapsed_s, o->window, o->batch,
+           o->pages ? "true" : "false", r->checked ? "true" : "false", c->same_gpu ? "true" : "false");
     json_str(stdout, c->info.transport);
     printf(",\"path\":");
     json_str(stdout, c->info.path);
@@ -474,6 +535,8 @@ int perf_client(const perf_opts_t *o, const char *addr)
         if (o->sizes[i] > max)
             max = o->sizes[i];
     c.max = max ? (size_t)max : 64;
+    if (o->batch) /* each zone holds the batch's descriptors with a gap of one size after each */
+        c.max *= 2 * (size_t)o->batch;
     if ((st = gw_context_create(NULL, &c.ctx)) != GW_OK)
         return perf_fail(NULL, "gw_context_create", st);
     if (o->alloc) { /* shared memory gpuwire allocates: local peers copy into it directly */
@@ -543,11 +606,15 @@ int perf_client(const perf_opts_t *o, const char *addr)
                     perf_op_name(o->op), (unsigned long long)o->sizes[i], gw_status_name(st));
             goto err_rkey;
         }
+        if (o->batch && (st = batch_lists(&c, o->sizes[i])) != GW_OK)
+            goto err_rkey;
         if (!o->no_bw && (st = run_bw(&c, o->sizes[i], &res)) != GW_OK) {
+            batch_lists_free(&c);
             fprintf(stderr, "gpuwire perf: %s bandwidth of %llu bytes failed: %s\n",
                     perf_op_name(o->op), (unsigned long long)o->sizes[i], gw_status_name(st));
             goto err_rkey;
         }
+        batch_lists_free(&c);
         print_result(&c, &res);
     }
     perf_msg_t quit = {.type = PERF_MSG_QUIT};

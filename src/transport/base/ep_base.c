@@ -30,6 +30,9 @@ void gw_ep_base_fini(gw_ep_base_t *b)
     gw_ep_unexp_pool_fini(b);
     free(b->notify_q);
     b->notify_q = NULL;
+    free(b->ncount);
+    b->ncount = NULL;
+    b->n_ncount = b->cap_ncount = 0;
 }
 
 void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
@@ -132,6 +135,55 @@ int gw_ep_notify_push(gw_ep_base_t *b, uint64_t value)
     }
     b->notify_q[(b->notify_head + b->notify_count) % b->notify_cap] = value;
     b->notify_count++;
+    return 0;
+}
+
+/* Counted notifications: a short array (a transfer names a handful of ids,
+ * e.g. one per layer in flight); an id whose count drops to 0 is removed. */
+static struct gw_ncount *ncount_find(const gw_ep_base_t *b, uint64_t id)
+{
+    for (size_t i = 0; i < b->n_ncount; i++)
+        if (b->ncount[i].id == id)
+            return &b->ncount[i];
+    return NULL;
+}
+
+int gw_ep_ncount_add(gw_ep_base_t *b, uint64_t id)
+{
+    struct gw_ncount *n = ncount_find(b, id);
+    if (!n) {
+        if (b->n_ncount == b->cap_ncount) {
+            size_t cap = b->cap_ncount ? b->cap_ncount * 2 : 16;
+            struct gw_ncount *a = realloc(b->ncount, cap * sizeof(*a));
+            if (!a)
+                return -1;
+            b->ncount = a;
+            b->cap_ncount = cap;
+        }
+        n = &b->ncount[b->n_ncount++];
+        n->id = id;
+        n->count = 0;
+    }
+    n->count++;
+    return 0;
+}
+
+uint64_t gw_ep_ncount_get(const gw_ep_base_t *b, uint64_t id)
+{
+    const struct gw_ncount *n = ncount_find(b, id);
+    return n ? n->count : 0;
+}
+
+int gw_ep_ncount_take(gw_ep_base_t *b, uint64_t id, uint64_t count)
+{
+    if (!count)
+        return 0;
+    struct gw_ncount *n = ncount_find(b, id);
+    if (!n || n->count < count)
+        return -1;
+    n->count -= count;
+    if (!n->count)
+        *n = b->ncount[--b->n_ncount];
     return 0;
 }
 

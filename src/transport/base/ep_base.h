@@ -43,6 +43,9 @@ typedef struct gw_ep_base {
     unsigned unexp_nfree[GW_UNEXP_CLASSES];
     char peer[64];
     uint64_t last_rx_ns;      /* last time anything came from the peer */
+    /* counted notifications: arrived and not yet taken, per id */
+    struct gw_ncount { uint64_t id, count; } *ncount;
+    size_t n_ncount, cap_ncount;
 } gw_ep_base_t;
 
 void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core);
@@ -80,6 +83,11 @@ __attribute__((format(printf, 3, 4)))
 void gw_ep_fail(gw_ep_base_t *b, gw_status_t status, const char *fmt, ...);
 
 int gw_ep_notify_push(gw_ep_base_t *b, uint64_t value);
+/* Counted notifications: one more of id arrived (-1: out of memory); how
+ * many of id are waiting; take count of them (-1 when fewer are there). */
+int gw_ep_ncount_add(gw_ep_base_t *b, uint64_t id);
+uint64_t gw_ep_ncount_get(const gw_ep_base_t *b, uint64_t id);
+int gw_ep_ncount_take(gw_ep_base_t *b, uint64_t id, uint64_t count);
 int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value);
 
 /* Tag matching.  match_posted removes and returns the oldest posted receive

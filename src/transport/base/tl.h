@@ -106,6 +106,15 @@ struct gw_tl_ops {
      * called with the request already posted on base->posted (to e.g. send a
      * rendezvous reply for an unexpected RTS it matched: see ep_base.h). */
     gw_status_t (*recv_matched)(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
+
+    /* batched put/get (transport/base/batch.h): the whole batch in one call,
+     * req->batch holds entries the api layer validated (bounds and access
+     * against each key, zero-length entries dropped, adjacent ones
+     * coalesced); queued on base->outstanding like a put.  The transport
+     * moves it natively, delivers the batch's notification (if any) after
+     * its last byte (ORDERED: also after every earlier put, like put_notify)
+     * and completes the request once with gw_ep_op_done(). */
+    gw_status_t (*batch)(gw_tl_ep_t *ep, gw_request_t *req);
 };
 
 

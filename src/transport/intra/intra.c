@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mem/staging.h"
+#include "transport/base/batch.h"
 
 #define INTRA_HDR 48
 #define INTRA_MAX_DEV 16
@@ -50,6 +51,9 @@ typedef struct intra_iface {
     void *bounce;        /* pinned, INTRA_BOUNCE bytes, for GPU <-> peer host */
     uint64_t gen;        /* progress calls seen */
     uint64_t last_timer_ns;
+    void *bdesc;         /* a free pinned descriptor buffer of GPU batches (intra_batch.c) */
+    size_t bdesc_cap;
+    char bkernel[200];   /* how GPU batch entries move (intra_batch.c) */
 } intra_iface_t;
 
 typedef struct intra_import {
@@ -135,6 +139,7 @@ typedef struct intra_ep {
     uint32_t next_op;
     CUstream stream[INTRA_MAX_DEV];
     unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
+    unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
 } intra_ep_t;
 
 /* request scratch (req->tl[]) */
@@ -146,6 +151,10 @@ enum { ST_NEW = 0, ST_COPYING = 1, ST_LANDED = 2 };
 
 static void ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st);
 static void retry_waiting(intra_ep_t *e);
+/* batched transfers: intra_batch.c, included at the end */
+static void intrab_issue(intra_ep_t *e, gw_request_t *req);
+static size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin);
+static int intrab_part_done(gw_request_t *req, gw_status_t *st);
 
 /* ------------------------------------------------------------------------ */
 /* helpers                                                                  */
@@ -891,7 +900,9 @@ static void check_notifies(intra_ep_t *e)
         if (gw_ep_oldest_seq(e->super.base) < req->seq)
             return; /* an older put is still moving */
         gw_list_del(p);
-        gw_intra_hdr_t h = {.type = GW_INTRA_M_NOTIFY, .a = req->value};
+        /* b = 1: a counted notification of id a (a batch's) */
+        gw_intra_hdr_t h = {.type = GW_INTRA_M_NOTIFY, .a = req->value,
+                            .b = req->op == GW_OP_BATCH && req->batch->notify == GW_NOTIFY_COUNTED};
         gw_status_t st = out_msg(e, &h, NULL);
         gw_ep_op_done(e->super.base, req, st);
     }
@@ -901,7 +912,8 @@ static void check_notifies(intra_ep_t *e)
 static void rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
     slot_leave(e, req);
-    if (req->op == GW_OP_PUT_NOTIFY && st == GW_OK) {
+    req->length = st == GW_OK ? req->len : 0; /* (a put_notify completes later with it) */
+    if ((req->op == GW_OP_PUT_NOTIFY || (req->op == GW_OP_BATCH && req->batch->notify)) && st == GW_OK) {
         req->tl[T_STATE] = ST_LANDED;
         req->length = req->len;
         /* kept in posting order, not landing order: check_notifies looks at
@@ -941,6 +953,8 @@ static void pull_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 
 static void op_finished(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
+    if (req->op == GW_OP_BATCH && !intrab_part_done(req, &st))
+        return; /* another part of the batch is still moving */
     if (req->op == GW_OP_RECV)
         pull_done(e, req, st);
     else
@@ -954,7 +968,18 @@ static int poll_inflight(intra_ep_t *e)
     while (i < e->ncp) {
         intra_cp_t *cp = &e->cps[i];
         gw_status_t st = GW_OK;
-        if (!cp->ev) { /* piecewise CMA */
+        if (!cp->ev && cp->op == GW_OP_BATCH) { /* a batch's host entries (intra_batch.c) */
+            if (!budget) {
+                i++;
+                continue;
+            }
+            int fin = 0;
+            budget -= intrab_cma_step(e, cp->req, budget, &st, &fin);
+            if (st == GW_OK && !fin) {
+                i++;
+                continue;
+            }
+        } else if (!cp->ev) { /* piecewise CMA */
             if (!budget) {
                 i++;
                 continue;
@@ -1140,7 +1165,9 @@ static void pull_issue(intra_ep_t *e, gw_request_t *req)
 
 static void issue(intra_ep_t *e, gw_request_t *req)
 {
-    if (req->op == GW_OP_RECV)
+    if (req->op == GW_OP_BATCH)
+        intrab_issue(e, req);
+    else if (req->op == GW_OP_RECV)
         pull_issue(e, req);
     else if (req->op == GW_OP_SEND)
         ; /* sends wait in e->sends, never here */
@@ -1408,7 +1435,7 @@ static int handle_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *pay
     switch (h->type) {
     case GW_INTRA_M_TABLE: st = on_table(e); break;
     case GW_INTRA_M_NOTIFY:
-        if (gw_ep_notify_push(e->super.base, h->a) != 0)
+        if (h->b == 1 ? gw_ep_ncount_add(e->super.base, h->a) != 0 : gw_ep_notify_push(e->super.base, h->a) != 0)
             st = gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a notification");
         break;
     case GW_INTRA_M_EAGER: on_eager(e, h, payload); break;
@@ -1714,6 +1741,8 @@ static void intra_iface_close(gw_tl_iface_t *iface)
         gw_core_del_poller(iface->core, intra_poll, ifc);
     if (ifc->bounce && ifc->cu)
         ifc->cu->cuMemFreeHost(ifc->bounce);
+    if (ifc->bdesc && ifc->cu)
+        ifc->cu->cuMemFreeHost(ifc->bdesc);
     munmap(ifc->table, sizeof(gw_intra_slot_t) * GW_INTRA_SLOTS);
     close(ifc->table_fd);
     free(ifc);
@@ -2157,11 +2186,17 @@ static gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     /* kept short: gw_ep_info_t.path has 256 bytes */
     snprintf(buf, len,
              "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, "
-             "%lu staged; %lu CMA copies batched",
+             "%lu staged, %lu kernel; %lu CMA copies batched; GPU batches: %s",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_cma_batched);
+             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched,
+             e->ifc->bkernel[0] ? e->ifc->bkernel : "none yet");
     return GW_OK;
 }
+
+/* batched transfers: part of this translation unit (it uses the objects
+ * above); a file of its own once the transport has a private header */
+#define GW_INTRA_INTERNAL 1
+#include "transport/intra/intra_batch.c"
 
 const gw_tl_ops_t gw_tl_intra_ops = {
     .size = sizeof(gw_tl_ops_t),
@@ -2184,4 +2219,5 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .put_notify = intra_put,
     .send = intra_send,
     .recv_matched = intra_recv_matched,
+    .batch = intrab_batch,
 };

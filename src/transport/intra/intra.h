@@ -77,7 +77,7 @@ typedef struct gw_intra_slot {
  * type), then `len` payload bytes. */
 enum gw_intra_msg {
     GW_INTRA_M_TABLE = 1,  /* fd attached: the sender's region table */
-    GW_INTRA_M_NOTIFY = 2, /* a = value */
+    GW_INTRA_M_NOTIFY = 2, /* a = value; b = 1: a counted notification of id a */
     GW_INTRA_M_EAGER = 3,  /* a = tag, b = sender op, payload (answered by FIN) */
     GW_INTRA_M_RTS = 4,    /* a = tag, b = length, c = address, d = sender op, e = slot+1 (0: host) */
     GW_INTRA_M_FIN = 5,    /* a = sender op, b = status (negative gw_status_t) */

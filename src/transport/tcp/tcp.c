@@ -20,6 +20,7 @@
 #define IOV_MAX_BATCH 256 /* iovecs per sendmsg: 128 small frames */
 #define CORK_PAYLOAD_MAX (16 * 1024) /* frames this small may wait for the next progress call */
 #define CORK_FRAMES 128  /* a corked stream writes once this many frames wait */
+#define IOV_MAX_RUN 1024 /* UIO_MAXIOV: a batch run (tcp_batch.c) is one frame of many iovecs */
 #define TX_SLOTS 4       /* staging slots one GPU-sourced frame keeps in flight */
 #define RX_INFLIGHT 2    /* host-to-device copies one stream keeps in flight */
 #define MAX_DEV 16
@@ -29,6 +30,8 @@ typedef struct tx_item {
     uint8_t hdr[GW_TCP_HDR];
     const uint8_t *payload;
     size_t paylen;
+    const struct iovec *iov; /* payload as iovecs (batch runs, tcp_batch.c), else NULL */
+    uint32_t niov;
     size_t off;          /* bytes of header + payload already written */
     gw_request_t *req;   /* completed when fully written (eager sends) */
     uint64_t region_id;  /* GET_RESP streaming from a region */
@@ -89,6 +92,7 @@ typedef struct conn {
     int hdr_only;          /* next read: just the next header (a worker may take its payload) */
     int worker;
     gw_tcp_job_t txj, rxj;
+    struct tcpb_rx *brx;   /* batch frame being received (tcp_batch.c) */
 } conn_t;
 
 typedef struct tcp_iface {
@@ -111,7 +115,9 @@ typedef struct tcp_iface {
 
 typedef struct dnotify {
     uint64_t seq, val;
+    uint8_t flags;       /* GW_TCP_F_COUNTED, DN_DROPPED */
 } dnotify_t;
+#define DN_DROPPED 0x80  /* its batch failed: not sent (tcp_batch.c) */
 
 struct tcp_ep {
     gw_tl_ep_t super;
@@ -343,6 +349,8 @@ static tx_item_t *tx_alloc(tcp_ep_t *ep)
     t->next = NULL;
     t->payload = NULL;
     t->paylen = 0;
+    t->iov = NULL;
+    t->niov = 0;
     t->off = 0;
     t->req = NULL;
     t->region_id = 0;
@@ -376,6 +384,13 @@ static void tx_release(tcp_ep_t *ep, tx_item_t *t)
 }
 
 static void check_deferred(tcp_ep_t *ep);
+/* batched transfers (tcp_batch.c, included at the end) */
+struct tcpb_rx;
+static int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap);
+static int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h);
+static int tcpb_rx_next(conn_t *c);
+static void tcpb_rx_drop(conn_t *c);
+static gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req);
 
 /* The progress thread watches for reading unless a worker reads the stream. */
 static void conn_update_io(conn_t *c)
@@ -538,7 +553,7 @@ static int offload_tx(conn_t *c)
 {
     tcp_iface_t *tif = c->ep->tif;
     tx_item_t *t = c->txh;
-    if (!offloadable(tif, t->paylen) || t->sl_n)
+    if (!offloadable(tif, t->paylen) || t->sl_n || t->iov)
         return 0;
     gw_tcp_job_t *j = &c->txj;
     j->rx = 0;
@@ -552,7 +567,8 @@ static int offload_tx(conn_t *c)
     j->keep = 0;
     j->off = t->off;
     j->nnext = 0; /* large frames queued behind it go along: one hand-over for several */
-    for (tx_item_t *n = t->next; n && j->nnext < GW_TCP_JOB_FRAMES - 1 && offloadable(tif, n->paylen); n = n->next) {
+    for (tx_item_t *n = t->next; n && j->nnext < GW_TCP_JOB_FRAMES - 1 && offloadable(tif, n->paylen) && !n->iov;
+         n = n->next) {
         gw_tcp_next_frame_t *f = &j->next[j->nnext++];
         memcpy(f->hdr, n->hdr, GW_TCP_HDR);
         f->src = n->payload;
@@ -603,11 +619,16 @@ static int conn_flush_(conn_t *c)
                 return r;
             continue;
         }
-        struct iovec iov[IOV_MAX_BATCH];
+        struct iovec iov[IOV_MAX_RUN];
         int n = 0;
         for (tx_item_t *t = c->txh; t && t->gpu_dev < 0 && n < IOV_MAX_BATCH - 1; t = t->next) {
-            if (n && offloadable(ep->tif, t->paylen))
+            if (n && offloadable(ep->tif, t->paylen) && !t->iov)
                 break; /* goes to a helper thread once it is the head */
+            if (t->iov) { /* a batch run: header and payload from its iovecs */
+                if (tcpb_iov_fill(t, iov, &n, IOV_MAX_RUN))
+                    break; /* the array is full */
+                continue;
+            }
             if (t->off < GW_TCP_HDR) {
                 iov[n].iov_base = t->hdr + t->off;
                 iov[n].iov_len = GW_TCP_HDR - t->off;
@@ -798,7 +819,7 @@ static size_t piece_size(tcp_ep_t *ep, size_t len)
 }
 
 /* ---- deferred notifications ------------------------------------------------------- */
-static int dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val)
+static int dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val, uint8_t flags)
 {
     if (ep->dn_count == ep->dn_cap) {
         size_t ncap = ep->dn_cap ? ep->dn_cap * 2 : 32;
@@ -812,7 +833,7 @@ static int dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val)
         ep->dn_cap = ncap;
         ep->dn_head = 0;
     }
-    ep->dn[(ep->dn_head + ep->dn_count) % ep->dn_cap] = (dnotify_t){seq, val};
+    ep->dn[(ep->dn_head + ep->dn_count) % ep->dn_cap] = (dnotify_t){seq, val, flags};
     ep->dn_count++;
     return 0;
 }
@@ -824,10 +845,11 @@ static void check_deferred(tcp_ep_t *ep)
         dnotify_t *d = &ep->dn[ep->dn_head];
         if (gw_ep_oldest_seq(B(ep)) <= d->seq)
             return;
-        uint64_t val = d->val;
+        gw_tcp_hdr_t h = {.type = GW_TCP_NOTIFY, .flags = d->flags & ~DN_DROPPED, .val = d->val};
+        int dropped = d->flags & DN_DROPPED;
         ep->dn_head = (ep->dn_head + 1) % ep->dn_cap;
         ep->dn_count--;
-        if (send_ctl(ep, &ep->conns[0], GW_TCP_NOTIFY, 0, 0, 0, 0, 0, val) < 0)
+        if (!dropped && send_frame(&ep->conns[0], &h, NULL, 0, NULL) < 0)
             return;
     }
 }
@@ -1036,7 +1058,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         begin_payload_dev(c, m ? (uint8_t *)(uintptr_t)h->addr : NULL, m ? h->len : 0, h->len, mem_dev(m));
         break;
     case GW_TCP_PUT_ACK:
-        r = slot_get(ep, h->id, 1u << GW_OP_PUT | 1u << GW_OP_PUT_NOTIFY);
+        r = slot_get(ep, h->id, 1u << GW_OP_PUT | 1u << GW_OP_PUT_NOTIFY | 1u << GW_OP_BATCH);
         if (!r)
             return protocol_error(c, "put acknowledgement for unknown operation 0x%llx",
                                   (unsigned long long)h->id);
@@ -1085,7 +1107,8 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         begin_payload_dev(c, (uint8_t *)r->buf + h->val, h->len, h->len, mem_dev(r->lmem));
         break;
     case GW_TCP_NOTIFY:
-        if (gw_ep_notify_push(B(ep), h->val) != 0) {
+        if ((h->flags & GW_TCP_F_COUNTED) ? gw_ep_ncount_add(B(ep), h->val) != 0
+                                           : gw_ep_notify_push(B(ep), h->val) != 0) {
             tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a notification");
             return -1;
         }
@@ -1170,6 +1193,10 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         return send_lazy(c, GW_TCP_PONG, 0, 0, 0);
     case GW_TCP_PONG:
         return 0;
+    case GW_TCP_BPUT:
+    case GW_TCP_BGET_REQ:
+    case GW_TCP_BGET_RESP:
+        return tcpb_rx_header(c, h);
     case GW_TCP_CLOSE:
         ep->peer_closed = 1;
         tcp_fail(ep, GW_ERR_CONN_RESET, "peer %s closed the endpoint", B(ep)->peer);
@@ -1229,6 +1256,10 @@ static int finish_payload(conn_t *c)
             return send_lazy(&ep->conns[0], GW_TCP_MSG_ACK, 0, sender, 0);
         }
         return 0;
+    case GW_TCP_BPUT:
+    case GW_TCP_BGET_REQ:
+    case GW_TCP_BGET_RESP:
+        return tcpb_rx_next(c);
     default:
         return 0;
     }
@@ -1463,6 +1494,7 @@ static void conn_close(conn_t *c)
     }
     gw_ep_unexp_free(B(ep), c->rx_unexp);
     c->rx_unexp = NULL;
+    tcpb_rx_drop(c);
     c->in_payload = 0;
     while (c->txh) {
         tx_item_t *t = c->txh;
@@ -1516,7 +1548,7 @@ static gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req)
     int single = req->len < ep->tif->stripe_min || open_streams(ep) <= 1;
     if (single && ep->striped_puts == 0 && ep->dn_count == 0)
         return post_pieces(ep, req, GW_TCP_PUT, GW_TCP_F_NOTIFY); /* in order on stream 0 */
-    if (dn_push(ep, req->seq, req->value) != 0)
+    if (dn_push(ep, req->seq, req->value, 0) != 0)
         return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory deferring a notification");
     return post_pieces(ep, req, GW_TCP_PUT, 0);
 }
@@ -2041,6 +2073,11 @@ static gw_status_t tcp_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     return GW_OK;
 }
 
+/* batched transfers: part of this translation unit (it uses the objects
+ * above); a file of its own once the tcp transport has a private header */
+#define GW_TCP_INTERNAL 1
+#include "transport/tcp/tcp_batch.c"
+
 const gw_tl_ops_t gw_tl_tcp_ops = {
     .size = sizeof(gw_tl_ops_t),
     .name = "tcp",
@@ -2062,4 +2099,5 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .put_notify = tcp_put_notify,
     .send = tcp_send,
     .recv_matched = tcp_recv_matched,
+    .batch = tcpb_batch,
 };

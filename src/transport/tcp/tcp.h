@@ -47,9 +47,33 @@ enum gw_tcp_frame {
     GW_TCP_PING = 11,
     GW_TCP_PONG = 12,
     GW_TCP_CLOSE = 13,
-    GW_TCP_FRAME_MAX = 13
+    /* batched transfers (tcp_batch.c): one frame per run of entries */
+    GW_TCP_BPUT = 14,      /* addr = D, len = D + data; payload: a descriptor block of D bytes, then
+                              each entry's bytes in block order; answered by PUT_ACK */
+    GW_TCP_BGET_REQ = 15,  /* len = D, val = run index; payload: a descriptor block */
+    GW_TCP_BGET_RESP = 16, /* aux status, val = run index; payload: the entries' bytes (none on error) */
+    GW_TCP_FRAME_MAX = 16
 };
-enum { GW_TCP_F_NOTIFY = 1 };
+enum { GW_TCP_F_NOTIFY = 1, GW_TCP_F_COUNTED = 2 /* NOTIFY: val is the id of a counted notification */ };
+
+/* Descriptor block of a batch run: u32 magic "GWBT", u16 version, u16 0,
+ * u32 entry count, u32 0, then per entry u64 region id, u64 address, u64
+ * length (little-endian).  The target checks every entry against its own
+ * region table. */
+#define GW_TCP_BDESC_MAGIC 0x54425747u
+#define GW_TCP_BDESC_VERSION 1
+#define GW_TCP_BDESC_HDR 16
+#define GW_TCP_BDESC_ENT 24
+#define GW_TCP_BDESC_MAX_ENT 1000 /* entries per run: header + block + entries fit one sendmsg (UIO_MAXIOV) */
+
+/* Checks a descriptor block of len bytes (magic, version, count against
+ * len); *n gets the entry count.  Fuzzed. */
+gw_status_t gw_tcp_bdesc_check(const uint8_t *p, size_t len, uint32_t *n, char *why, size_t whylen);
+/* Entry i of a checked block. */
+void gw_tcp_bdesc_entry(const uint8_t *p, uint32_t i, uint64_t *region, uint64_t *addr, uint64_t *len);
+/* Writes the block header for n entries (entries follow at GW_TCP_BDESC_HDR). */
+void gw_tcp_bdesc_init(uint8_t *p, uint32_t n);
+void gw_tcp_bdesc_set(uint8_t *p, uint32_t i, uint64_t region, uint64_t addr, uint64_t len);
 
 typedef struct gw_tcp_hdr {
     uint8_t type, flags;

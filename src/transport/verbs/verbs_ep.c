@@ -562,9 +562,13 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
     return 1;
 }
 
+static int vb_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req); /* verbs_batch.c */
+
 static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
 {
     int r;
+    if (req->op == GW_OP_BATCH)
+        return vb_post(ep, b, req);
     if (!(req->tl_flags & TLF_STAGED) && stg_applies(ep, req))
         return stg_start(ep, b, req);
     switch (req->op) {
@@ -1222,9 +1226,9 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         stg_on_sack(ep, (uint32_t)opid, (gw_status_t)(int32_t)gw_get_u32(p + 36), p + GW_VERBS_HDR,
                     wc->byte_len - GW_VERBS_HDR);
         break;
-    case CT_NOTIFY:
+    case CT_NOTIFY: /* status 1: a counted notification of id tag (a batch's) */
         gpu_fence(ep);
-        if (gw_ep_notify_push(base, tag) != 0)
+        if (gw_get_u32(p + 36) == 1 ? gw_ep_ncount_add(base, tag) != 0 : gw_ep_notify_push(base, tag) != 0)
             ep_die(ep, GW_ERR_NOMEM, "notification queue: out of memory");
         break;
     default:
@@ -2392,3 +2396,8 @@ static gw_status_t copy_to_user(gw_request_t *req, void *dst, const void *src, s
 {
     return copy_from_user(req, dst, src, n);
 }
+
+/* batched transfers: part of this translation unit (they post through the
+ * batches above); a file of its own once these helpers are shared */
+#define GW_VERBS_INTERNAL 1
+#include "transport/verbs/verbs_batch.c"

@@ -473,6 +473,7 @@ gw_status_t gw_verbs_get(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_verbs_put_notify(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_verbs_send(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
+gw_status_t gw_verbs_batch(gw_tl_ep_t *ep, gw_request_t *req); /* verbs_batch.c */
 
 const gw_tl_ops_t gw_tl_verbs_ops = {
     .size = sizeof(gw_tl_ops_t),
@@ -495,4 +496,5 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .put_notify = gw_verbs_put_notify,
     .send = gw_verbs_send,
     .recv_matched = gw_verbs_recv_matched,
+    .batch = gw_verbs_batch,
 };

@@ -1,0 +1,59 @@
+#!/bin/sh
+# batch_ab.sh [BUILD_DIR] - batched transfers side by side, in one run:
+#  - gpuwire's batched put of N descriptors of S bytes (scattered one S apart:
+#    `gpuwire perf --batch N -s S`) against one contiguous put of the same
+#    N*S bytes on the same transport (goal: >= 0.8x at 256 x 1 KiB, >= 0.95x
+#    at 4096 x 16 KiB and 64 x 1 MiB);
+#  - at 256 x 1 KiB, against UCX doing what NIXL's UCX backend does (one
+#    ucp_put_nbx per descriptor, then a flush: bench/ucx_batch_bench.c) over
+#    the same kind of transport (UCX_TLS=tcp,self for tcp, sm,self for intra;
+#    goal >= 3x).
+# Every measurement is one operation in flight at a time (post, wait), best
+# of REPS (default 3) runs of DUR seconds (default 1), the three kinds
+# alternating so that machine load hits them alike.
+# usage: bench/batch_ab.sh [BUILD_DIR]    TRANSPORTS="tcp intra" REPS=3 DUR=1
+set -u
+bld=${1:-build}
+reps=${REPS:-3}
+dur=${DUR:-1}
+tls=${TRANSPORTS:-tcp intra}
+ucx=""
+if [ -e /usr/include/ucp/api/ucp.h ]; then
+  ucx="$bld/ucx_batch_bench"
+  cc -O2 -o "$ucx" "$(dirname "$0")/ucx_batch_bench.c" -lucp -lucs || ucx=""
+fi
+[ -n "$ucx" ] || echo "# no UCX headers (apt-get install libucx-dev): the UCX column is left out"
+gw() { # transport args... -> bandwidth in GB/s
+  tr=$1
+  shift
+  GPUWIRE_TRANSPORTS=$tr "$bld/gpuwire" perf --loopback --bw-only --json --window 1 --duration "$dur" "$@" 2>/dev/null |
+    sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p' | tail -1
+}
+max() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{print (a > b ? a : b)}'; }
+ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{if (b > 0) printf "%.2f", a/b; else print "-"}'; }
+echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), best of $reps x ${dur}s, one operation in flight"
+printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' transport shape "batch[GB/s]" "contig[GB/s]" ratio "ucx[GB/s]" ratio "batch[Mdesc/s]"
+for t in $tls; do
+  case $t in tcp) utls=tcp,self ;; *) utls=sm,self ;; esac
+  for shape in "256 1K 1024" "4096 16K 16384" "64 1M 1048576"; do
+    set -- $shape
+    n=$1 s=$2 b=$3
+    tot=$((n * b))
+    bb=0 cb=0 ub=0
+    i=0
+    while [ $i -lt "$reps" ]; do
+      x=$(gw "$t" --batch "$n" --size "$s"); bb=$(max "$bb" "$x")
+      x=$(gw "$t" --size "$tot"); cb=$(max "$cb" "$x")
+      if [ -n "$ucx" ] && [ "$n" = 256 ]; then
+        x=$(UCX_TLS=$utls timeout 120 "$ucx" "$n" "$b" "$dur" 2>/dev/null | awk '{print $4}'); ub=$(max "$ub" "$x")
+      fi
+      i=$((i + 1))
+    done
+    md=$(awk -v g="$bb" -v b="$b" 'BEGIN{printf "%.3f", g * 1e9 / b / 1e6}')
+    if [ "$n" = 256 ] && [ -n "$ucx" ]; then
+      printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" "$ub" "$(ratio "$bb" "$ub")" "$md"
+    else
+      printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" - - "$md"
+    fi
+  done
+done

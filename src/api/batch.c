@@ -1,0 +1,502 @@
+/* batch.c - descriptor lists, batched and paged transfers, counted
+ * notifications (api layer).
+ *
+ * Lists are checked entry by entry when prepared; a transfer then only
+ * checks its indices and lengths and builds the flat entry array the
+ * transport's `batch` op reads (transport/base/batch.h): zero-length entries
+ * dropped, an entry that continues the previous one on both sides merged
+ * into it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "transport/base/batch.h"
+
+typedef struct dl_ent {
+    uint64_t addr; /* local or remote address */
+    uint64_t len;
+    uint32_t reg;  /* index in mems[] / rkeys[] */
+} dl_ent_t;
+
+struct gw_dlist {
+    int remote;
+    gw_context_t *ctx;
+    gw_ep_t *ep;          /* remote lists */
+    unsigned access;      /* remote lists: what they were prepared for */
+    size_t n;
+    dl_ent_t *e;
+    gw_mem_t **mems;      /* local lists: the distinct regions */
+    gw_rkey_t *rkeys;     /* remote lists: copies of the distinct keys */
+    uint32_t nreg;
+    int lgpu, rgpu;       /* a region of the list is GPU memory */
+    uint32_t busy;        /* transfers in progress using it */
+};
+
+static const char *access_str(unsigned a)
+{
+    return a == (GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE) ? "remote read and write"
+           : a == GW_ACCESS_REMOTE_READ                          ? "remote read"
+           : a == GW_ACCESS_REMOTE_WRITE                         ? "remote write"
+                                                                 : "no remote access";
+}
+
+static gw_dlist_t *dl_new(gw_context_t *ctx, size_t n)
+{
+    gw_dlist_t *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    l->ctx = ctx;
+    l->n = n;
+    l->e = malloc((n ? n : 1) * sizeof(*l->e));
+    if (!l->e) {
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+static void dl_free(gw_dlist_t *l)
+{
+    free(l->e);
+    free(l->mems);
+    free(l->rkeys);
+    free(l);
+}
+
+gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n, gw_dlist_t **out)
+{
+    if (!ctx || !out || (n && !d))
+        return ctx ? gw_err(&ctx->core, GW_ERR_INVALID, "gw_dlist_local: NULL %s", out ? "descriptors" : "out")
+                   : GW_ERR_INVALID;
+    *out = NULL;
+    if (n > UINT32_MAX)
+        return gw_err(&ctx->core, GW_ERR_INVALID, "gw_dlist_local: %zu entries (at most %u)", n, UINT32_MAX);
+    gw_dlist_t *l = dl_new(ctx, n);
+    if (!l)
+        return gw_err(&ctx->core, GW_ERR_NOMEM, "gw_dlist_local: out of memory for %zu entries", n);
+    uint32_t cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        gw_mem_t *m = d[i].mem;
+        gw_status_t st = GW_OK;
+        if (!m)
+            st = gw_err(&ctx->core, GW_ERR_INVALID, "gw_dlist_local: entry %zu: NULL region", i);
+        else if (m->core != &ctx->core)
+            st = gw_err(&ctx->core, GW_ERR_INVALID, "gw_dlist_local: entry %zu: the region belongs to another context",
+                        i);
+        else if (d[i].offset > m->len || d[i].len > m->len - d[i].offset)
+            st = gw_err(&ctx->core, GW_ERR_INVALID,
+                        "gw_dlist_local: entry %zu: [offset %zu, +%zu) is outside its region [%p, +%zu)", i,
+                        d[i].offset, d[i].len, m->addr, m->len);
+        if (st != GW_OK) {
+            dl_free(l);
+            return st;
+        }
+        uint32_t r = 0;
+        if (l->nreg && l->mems[l->nreg - 1] == m)
+            r = l->nreg - 1;
+        else {
+            while (r < l->nreg && l->mems[r] != m)
+                r++;
+            if (r == l->nreg) {
+                if (l->nreg == cap) {
+                    cap = cap ? cap * 2 : 4;
+                    gw_mem_t **a = realloc(l->mems, cap * sizeof(*a));
+                    if (!a) {
+                        dl_free(l);
+                        return gw_err(&ctx->core, GW_ERR_NOMEM, "gw_dlist_local: out of memory");
+                    }
+                    l->mems = a;
+                }
+                l->mems[l->nreg++] = m;
+                l->lgpu |= m->type == GW_MEM_CUDA;
+            }
+        }
+        l->e[i] = (dl_ent_t){(uint64_t)(uintptr_t)m->addr + d[i].offset, d[i].len, r};
+    }
+    for (uint32_t r = 0; r < l->nreg; r++)
+        l->mems[r]->lists++;
+    *out = l;
+    return GW_OK;
+}
+
+gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, unsigned access, gw_dlist_t **out)
+{
+    if (!ep || !out)
+        return GW_ERR_INVALID;
+    gw_core_t *core = &ep->ctx->core;
+    *out = NULL;
+    if (n && !d)
+        return gw_err(core, GW_ERR_INVALID, "gw_dlist_remote: NULL descriptors");
+    if (!access || (access & ~(unsigned)(GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE)))
+        return gw_err(core, GW_ERR_INVALID, "gw_dlist_remote: access 0x%x (GW_ACCESS_REMOTE_READ and/or _WRITE)",
+                      access);
+    if (n > UINT32_MAX)
+        return gw_err(core, GW_ERR_INVALID, "gw_dlist_remote: %zu entries (at most %u)", n, UINT32_MAX);
+    gw_dlist_t *l = dl_new(ep->ctx, n);
+    if (!l)
+        return gw_err(core, GW_ERR_NOMEM, "gw_dlist_remote: out of memory for %zu entries", n);
+    l->remote = 1;
+    l->ep = ep;
+    l->access = access;
+    gw_rkey_t **seen = NULL; /* the caller's key objects, parallel to l->rkeys */
+    uint32_t cap = 0;
+    gw_status_t st = GW_OK;
+    for (size_t i = 0; i < n && st == GW_OK; i++) {
+        gw_rkey_t *k = d[i].rkey;
+        if (!k) {
+            st = gw_err(core, GW_ERR_INVALID, "gw_dlist_remote: entry %zu: NULL remote key", i);
+            break;
+        }
+        if (k->ep != ep) {
+            st = gw_err(core, GW_ERR_INVALID_KEY,
+                        "gw_dlist_remote: entry %zu: the key was unpacked on another endpoint (%s), not %s", i,
+                        k->ep->base.peer, ep->base.peer);
+            break;
+        }
+        if (d[i].offset > k->len || d[i].len > k->len - d[i].offset) {
+            st = gw_err(core, GW_ERR_OUT_OF_BOUNDS,
+                        "gw_dlist_remote: entry %zu: [offset %llu, +%zu) is outside the region [0x%llx, +%llu) "
+                        "the key covers",
+                        i, (unsigned long long)d[i].offset, d[i].len, (unsigned long long)k->addr,
+                        (unsigned long long)k->len);
+            break;
+        }
+        if ((k->access & access) != access) {
+            st = gw_err(core, GW_ERR_ACCESS, "gw_dlist_remote: entry %zu: the region at 0x%llx grants %s, not %s", i,
+                        (unsigned long long)k->addr, access_str(k->access), access_str(access));
+            break;
+        }
+        uint32_t r = 0;
+        if (l->nreg && seen[l->nreg - 1] == k)
+            r = l->nreg - 1;
+        else {
+            while (r < l->nreg && seen[r] != k)
+                r++;
+            if (r == l->nreg) {
+                if (l->nreg == cap) {
+                    cap = cap ? cap * 2 : 4;
+                    gw_rkey_t *a = realloc(l->rkeys, cap * sizeof(*a));
+                    gw_rkey_t **s = a ? realloc(seen, cap * sizeof(*s)) : NULL;
+                    if (a)
+                        l->rkeys = a;
+                    if (!s) {
+                        st = gw_err(core, GW_ERR_NOMEM, "gw_dlist_remote: out of memory");
+                        break;
+                    }
+                    seen = s;
+                }
+                seen[l->nreg] = k;
+                l->rkeys[l->nreg++] = *k;
+                l->rgpu |= k->type == GW_MEM_CUDA;
+            }
+        }
+        l->e[i] = (dl_ent_t){k->addr + d[i].offset, d[i].len, r};
+    }
+    free(seen);
+    if (st != GW_OK) {
+        dl_free(l);
+        return st;
+    }
+    ep->n_rkeys++; /* the endpoint outlives the list (gw_ep_close: BUSY) */
+    *out = l;
+    return GW_OK;
+}
+
+size_t gw_dlist_count(const gw_dlist_t *l)
+{
+    return l ? l->n : 0;
+}
+
+gw_status_t gw_dlist_destroy(gw_dlist_t *l)
+{
+    if (!l)
+        return GW_OK;
+    if (l->busy)
+        return gw_err(&l->ctx->core, GW_ERR_BUSY, "gw_dlist_destroy: %u transfer(s) using the %s list are in progress",
+                      l->busy, l->remote ? "remote" : "local");
+    if (l->remote)
+        l->ep->n_rkeys--;
+    else
+        for (uint32_t r = 0; r < l->nreg; r++)
+            l->mems[r]->lists--;
+    dl_free(l);
+    return GW_OK;
+}
+
+/* ---- transfers ------------------------------------------------------------------------ */
+/* One allocation: the batch, a region pointer and key copy for the paged
+ * form, the entries. */
+typedef struct batch_mem {
+    gw_batch_t b;
+    gw_mem_t *lm1;
+    gw_rkey_t rk1;
+    gw_batch_ent_t ent[];
+} batch_mem_t;
+
+static batch_mem_t *batch_alloc(size_t n)
+{
+    batch_mem_t *m = malloc(sizeof(*m) + (n ? n : 1) * sizeof(gw_batch_ent_t));
+    if (!m)
+        return NULL;
+    memset(&m->b, 0, sizeof(m->b));
+    m->b.ent = m->ent;
+    return m;
+}
+
+/* Appends an entry, merging it into the previous one when it continues it. */
+static inline void batch_add(gw_batch_t *b, uint64_t la, uint64_t ra, uint64_t len, uint32_t lreg, uint32_t rreg)
+{
+    if (!len)
+        return;
+    b->total += len;
+    if (b->n) {
+        gw_batch_ent_t *p = &b->ent[b->n - 1];
+        if (p->lreg == lreg && p->rreg == rreg && p->laddr + p->len == la && p->raddr + p->len == ra) {
+            p->len += len;
+            return;
+        }
+    }
+    b->ent[b->n++] = (gw_batch_ent_t){la, ra, len, lreg, rreg};
+}
+
+static void batch_fini(gw_request_t *r)
+{
+    gw_batch_t *b = r->batch;
+    r->batch = NULL;
+    if (!b)
+        return;
+    for (int i = 0; i < 2; i++)
+        if (b->busy[i])
+            (*b->busy[i])--;
+    free(b); /* first member of its batch_mem_t */
+}
+
+static gw_status_t check_opts(gw_core_t *core, const char *fn, int op, const gw_xfer_opts_t *o, int *notify,
+                              uint64_t *value)
+{
+    *notify = GW_NOTIFY_NONE;
+    *value = 0;
+    if (op != GW_XFER_PUT && op != GW_XFER_GET)
+        return gw_err(core, GW_ERR_INVALID, "%s: op %d (GW_XFER_PUT or GW_XFER_GET)", fn, op);
+    if (!o)
+        return GW_OK;
+    if (o->size < offsetof(gw_xfer_opts_t, value) + sizeof(o->value))
+        return gw_err(core, GW_ERR_INVALID, "%s: opts->size %zu is smaller than version 1 (%zu)", fn, o->size,
+                      offsetof(gw_xfer_opts_t, value) + sizeof(o->value));
+    if (o->notify < GW_NOTIFY_NONE || o->notify > GW_NOTIFY_COUNTED)
+        return gw_err(core, GW_ERR_INVALID, "%s: opts->notify %d is not a GW_NOTIFY_* value", fn, o->notify);
+    if (o->notify != GW_NOTIFY_NONE && op == GW_XFER_GET)
+        return gw_err(core, GW_ERR_INVALID, "%s: a notification goes with a put batch, not a get", fn);
+    *notify = o->notify;
+    *value = o->value;
+    return GW_OK;
+}
+
+static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, gw_request_t **req)
+{
+    gw_request_t *r = gw_api_new_req(ep, GW_OP_BATCH, req);
+    if (!r) {
+        free(m);
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for a request");
+    }
+    r->batch = &m->b;
+    r->fini = batch_fini;
+    r->len = (size_t)m->b.total;
+    r->lmem = lmem; /* the paged form's region: in use until completion */
+    r->value = m->b.value;
+    for (int i = 0; i < 2; i++)
+        if (m->b.busy[i])
+            (*m->b.busy[i])++;
+    gw_status_t st = gw_api_submit(ep, r, req, ep->ops->batch);
+    if (st != GW_OK && r->fini) { /* refused at posting: the request was dropped as it was */
+        void (*fini)(gw_request_t *) = r->fini;
+        r->fini = NULL;
+        fini(r);
+    }
+    return st;
+}
+
+gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
+                          const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
+{
+    if (!ep)
+        return GW_ERR_INVALID;
+    if (req)
+        *req = NULL;
+    gw_core_t *core = &ep->ctx->core;
+    int notify;
+    uint64_t value;
+    gw_status_t st;
+    if ((st = gw_api_ep_usable(ep, GW_OP_BATCH)) ||
+        (st = check_opts(core, "gw_xfer_batch", op, opts, &notify, &value)))
+        return st;
+    if (!local || !remote)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: NULL %s list", local ? "remote" : "local");
+    if (local->remote || !remote->remote)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the %s list is a %s list", local->remote ? "local" : "remote",
+                      local->remote ? "remote" : "local");
+    if (local->ctx != ep->ctx)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the local list belongs to another context");
+    if (remote->ep != ep)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the remote list was prepared for the endpoint to %s, not %s",
+                      remote->ep->base.peer, ep->base.peer);
+    unsigned need = op == GW_XFER_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
+    if (!(remote->access & need))
+        return gw_err(core, GW_ERR_ACCESS, "gw_xfer_batch: the remote list was prepared for %s, not %s",
+                      access_str(remote->access), access_str(need));
+    if ((!lidx && count > local->n) || (!ridx && count > remote->n))
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries without an index array, but the %s list has %zu",
+                      count, !lidx && count > local->n ? "local" : "remote", !lidx && count > local->n ? local->n : remote->n);
+    if (count > UINT32_MAX)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries (at most %u)", count, UINT32_MAX);
+    batch_mem_t *m = batch_alloc(count);
+    if (!m)
+        return gw_err(core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for %zu entries", count);
+    gw_batch_t *b = &m->b;
+    for (size_t i = 0; i < count; i++) {
+        size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
+        if (li >= local->n || ri >= remote->n) {
+            free(m);
+            return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %zu is outside the list (%zu entries)",
+                          i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
+                          li >= local->n ? local->n : remote->n);
+        }
+        const dl_ent_t *le = &local->e[li], *re = &remote->e[ri];
+        if (le->len != re->len) {
+            free(m);
+            return gw_err(core, GW_ERR_INVALID,
+                          "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
+                          (unsigned long long)le->len, ri, (unsigned long long)re->len);
+        }
+        batch_add(b, le->addr, re->addr, le->len, le->reg, re->reg);
+    }
+    b->n_user = (uint32_t)count;
+    b->get = op == GW_XFER_GET;
+    b->notify = (uint8_t)notify;
+    b->value = value;
+    b->lgpu = (uint8_t)local->lgpu;
+    b->rgpu = (uint8_t)remote->rgpu;
+    b->lmem = local->mems;
+    b->nlmem = local->nreg;
+    b->rkey = remote->rkeys;
+    b->nrkey = remote->nreg;
+    b->busy[0] = &local->busy;
+    b->busy[1] = &remote->busy;
+    return post(ep, m, NULL, req);
+}
+
+gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, const uint32_t *lpages, gw_rkey_t *rkey,
+                          uint64_t raddr, const uint32_t *rpages, size_t count, size_t page_size,
+                          const gw_xfer_opts_t *opts, gw_request_t **req)
+{
+    if (!ep)
+        return GW_ERR_INVALID;
+    if (req)
+        *req = NULL;
+    gw_core_t *core = &ep->ctx->core;
+    int notify;
+    uint64_t value;
+    gw_status_t st;
+    if ((st = gw_api_ep_usable(ep, GW_OP_BATCH)) ||
+        (st = check_opts(core, "gw_xfer_pages", op, opts, &notify, &value)))
+        return st;
+    if (!lmem)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: NULL local region (the paged form needs one)");
+    if (lmem->core != core)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: the local region belongs to another context");
+    if (!rkey)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: NULL remote key");
+    if (rkey->ep != ep)
+        return gw_err(core, GW_ERR_INVALID_KEY, "gw_xfer_pages: the remote key was unpacked on another endpoint (%s), not %s",
+                      rkey->ep->base.peer, ep->base.peer);
+    unsigned need = op == GW_XFER_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
+    if (!(rkey->access & need))
+        return gw_err(core, GW_ERR_ACCESS, "gw_xfer_pages: the remote region at 0x%llx grants %s, not %s",
+                      (unsigned long long)rkey->addr, access_str(rkey->access), access_str(need));
+    if (count > UINT32_MAX)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: %zu pages (at most %u)", count, UINT32_MAX);
+    uint64_t lb = (uint64_t)(uintptr_t)lmem->addr, ll = lmem->len, la = (uint64_t)(uintptr_t)lbase;
+    batch_mem_t *m = batch_alloc(count);
+    if (!m)
+        return gw_err(core, GW_ERR_NOMEM, "gw_xfer_pages: out of memory for %zu pages", count);
+    gw_batch_t *b = &m->b;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t lp = lpages ? lpages[i] : i, rp = rpages ? rpages[i] : i, lo, ro, lend, rend;
+        int bad_l = __builtin_mul_overflow(lp, (uint64_t)page_size, &lo) || __builtin_add_overflow(la, lo, &lo) ||
+                    __builtin_add_overflow(lo, (uint64_t)page_size, &lend) || !gw_range_inside(lb, ll, lo, page_size);
+        int bad_r = __builtin_mul_overflow(rp, (uint64_t)page_size, &ro) || __builtin_add_overflow(raddr, ro, &ro) ||
+                    __builtin_add_overflow(ro, (uint64_t)page_size, &rend) ||
+                    !gw_range_inside(rkey->addr, rkey->len, ro, page_size);
+        if (bad_l || bad_r) {
+            free(m);
+            if (bad_l)
+                return gw_err(core, GW_ERR_INVALID,
+                              "gw_xfer_pages: entry %zu: local page %llu (%zu bytes from %p) is outside the region "
+                              "[%p, +%zu)", i, (unsigned long long)lp, page_size, lbase, lmem->addr, lmem->len);
+            return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
+                          "gw_xfer_pages: entry %zu: remote page %llu (%zu bytes from 0x%llx) is outside the region "
+                          "[0x%llx, +%llu) the key covers", i, (unsigned long long)rp, page_size,
+                          (unsigned long long)raddr, (unsigned long long)rkey->addr, (unsigned long long)rkey->len);
+        }
+        batch_add(b, lo, ro, page_size, 0, 0);
+    }
+    m->lm1 = lmem;
+    m->rk1 = *rkey;
+    b->n_user = (uint32_t)count;
+    b->get = op == GW_XFER_GET;
+    b->notify = (uint8_t)notify;
+    b->value = value;
+    b->lgpu = lmem->type == GW_MEM_CUDA;
+    b->rgpu = rkey->type == GW_MEM_CUDA;
+    b->lmem = &m->lm1;
+    b->nlmem = 1;
+    b->rkey = &m->rk1;
+    b->nrkey = 1;
+    return post(ep, m, lmem, req);
+}
+
+/* ---- counted notifications --------------------------------------------------------------- */
+typedef struct cwait {
+    gw_ep_t *ep;
+    uint64_t id, count;
+} cwait_t;
+
+static int count_ready(void *arg)
+{
+    cwait_t *w = arg;
+    return gw_ep_ncount_get(&w->ep->base, w->id) >= w->count || w->ep->base.error != GW_OK;
+}
+
+gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count)
+{
+    if (!ep || !count)
+        return GW_ERR_INVALID;
+    *count = gw_ep_ncount_get(&ep->base, id);
+    return GW_OK;
+}
+
+gw_status_t gw_notify_count_wait(gw_ep_t *ep, uint64_t id, uint64_t count, int timeout_ms)
+{
+    if (!ep)
+        return GW_ERR_INVALID;
+    cwait_t w = {ep, id, count};
+    if (count_ready(&w) && gw_ep_ncount_take(&ep->base, id, count) == 0)
+        return GW_OK;
+    if (ep->base.error != GW_OK)
+        return gw_api_ep_usable(ep, GW_OP_PUT_NOTIFY);
+    if (timeout_ms == 0)
+        gw_progress(ep->ctx);
+    else
+        gw_ctx_progress_until(ep->ctx, count_ready, &w, timeout_ms);
+    if (gw_ep_ncount_take(&ep->base, id, count) == 0)
+        return GW_OK;
+    if (ep->base.error != GW_OK)
+        return gw_api_ep_usable(ep, GW_OP_PUT_NOTIFY);
+    if (timeout_ms == 0)
+        return GW_INPROGRESS;
+    return gw_err(&ep->ctx->core, GW_ERR_TIMEOUT,
+                  "gw_notify_count_wait: %llu of %llu counted notification(s) of id %llu from %s within %d ms",
+                  (unsigned long long)gw_ep_ncount_get(&ep->base, id), (unsigned long long)count,
+                  (unsigned long long)id, ep->base.peer, timeout_ms);
+}

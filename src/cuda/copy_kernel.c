@@ -1,0 +1,81 @@
+/* copy_kernel.c - loads and launches the batched copy kernel (mem layer):
+ * the PTX of copy_kernel.cu, embedded as text (copy_kernel_ptx.h, generated
+ * by scripts/gen-copy-kernel.sh), loaded per device with cuModuleLoadData on
+ * first use.  A driver without the module entry points, or one that refuses
+ * the PTX, leaves the callers on copy-engine copies; the reason is kept for
+ * their path text. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/cuda_wrap.h"
+#include "cuda/copy_kernel_ptx.h"
+
+#define MAX_DEV 64
+#define THREADS 256
+#define MAX_BLOCKS 8192
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* contexts of other threads load too */
+static struct {
+    int state; /* 0 not tried, 1 loaded, -1 failed */
+    CUfunction fn;
+    char why[200];
+} g_k[MAX_DEV];
+
+gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
+{
+    char eb[160];
+    if (dev < 0 || dev >= MAX_DEV) {
+        snprintf(why, whylen, "device %d out of range", dev);
+        return GW_ERR_UNAVAILABLE;
+    }
+    pthread_mutex_lock(&g_mu);
+    if (g_k[dev].state == 0) {
+        const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+        CUmodule m = NULL;
+        CUresult r;
+        g_k[dev].state = -1;
+        if (!cu)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "no CUDA driver: %s", eb);
+        else if (!cu->cuModuleLoadData || !cu->cuModuleGetFunction || !cu->cuLaunchKernel)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "the driver has no cuModuleLoadData/cuLaunchKernel");
+        else if (!gw_cuda_ctx_for_device(dev, eb, sizeof(eb)))
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "%s", eb);
+        else if ((r = cu->cuModuleLoadData(&m, gw_copy_kernel_ptx)) != CUDA_SUCCESS)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleLoadData(copy kernel PTX) failed: %s",
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+        else if ((r = cu->cuModuleGetFunction(&g_k[dev].fn, m, "gw_batch_copy")) != CUDA_SUCCESS)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_batch_copy) failed: %s",
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+        else
+            g_k[dev].state = 1;
+    }
+    int state = g_k[dev].state;
+    pthread_mutex_unlock(&g_mu);
+    if (state < 0) {
+        snprintf(why, whylen, "%s", g_k[dev].why);
+        return GW_ERR_UNAVAILABLE;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_desc_t *desc, uint32_t n,
+                                       char *why, size_t whylen)
+{
+    gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
+    if (st != GW_OK || n == 0)
+        return st;
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    const gw_copy_desc_t *d = desc;
+    unsigned int cnt = n;
+    void *params[2] = {&d, &cnt};
+    unsigned blocks = n < MAX_BLOCKS ? n : MAX_BLOCKS;
+    CUresult r = cu->cuLaunchKernel(g_k[dev].fn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, whylen, "cuLaunchKernel(gw_batch_copy, %u descriptors) failed: %s", n,
+                 gw_cuda_strerror(r, eb, sizeof(eb)));
+        return GW_ERR_CUDA;
+    }
+    return GW_OK;
+}

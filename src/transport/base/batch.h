@@ -1,0 +1,59 @@
+/* batch.h - a batched transfer as the api layer hands it to a transport's
+ * `batch` op (transport layer).
+ *
+ * The api layer builds it from two prepared descriptor lists and index
+ * arrays, or from a page list (gw_xfer_batch / gw_xfer_pages): every entry
+ * has been checked against its local region and remote key (bounds, access,
+ * the key's endpoint), zero-length entries are dropped, and an entry that
+ * continues the previous one on both sides (same region, same key, local and
+ * remote addresses both adjacent) is merged into it.  The transport reads it
+ * and never changes it; it is freed once the request completes.
+ *
+ * The remote side of each entry names one of `nrkey` key copies (a region of
+ * the peer); the local side one of `nlmem` registered regions.  A transport
+ * that moves an entry through a peer region must still let the target (or its
+ * region table) have the last word on bounds, access and revocation, exactly
+ * as for a single put/get.
+ */
+#ifndef GW_TRANSPORT_BATCH_H
+#define GW_TRANSPORT_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/request.h"
+#include "mem/mem.h"
+
+typedef struct gw_batch_ent {
+    uint64_t laddr;  /* local address */
+    uint64_t raddr;  /* remote address */
+    uint64_t len;    /* > 0 */
+    uint32_t lreg;   /* index in lmem[] */
+    uint32_t rreg;   /* index in rkey[] */
+} gw_batch_ent_t;
+
+typedef struct gw_batch {
+    uint32_t n;               /* entries (after merging; may be 0) */
+    uint32_t n_user;          /* entries the caller named */
+    uint8_t get;              /* 1: remote -> local; 0: local -> remote */
+    uint8_t notify;           /* GW_NOTIFY_NONE / ORDERED / COUNTED */
+    uint8_t lgpu;             /* some local region is GPU memory */
+    uint8_t rgpu;             /* some remote region is GPU memory */
+    uint64_t value;           /* ORDERED: the value; COUNTED: the id */
+    uint64_t total;           /* bytes */
+    gw_batch_ent_t *ent;
+    gw_mem_t *const *lmem;
+    uint32_t nlmem;
+    const gw_rkey_t *rkey;
+    uint32_t nrkey;
+    uint32_t *busy[2];        /* use counts of the lists it came from, released at the end */
+} gw_batch_t;
+
+/* CUDA ordinal of entry e's local region, -1 for host memory. */
+static inline int gw_batch_ldev(const gw_batch_t *b, const gw_batch_ent_t *e)
+{
+    const gw_mem_t *m = b->lmem[e->lreg];
+    return m && m->type == GW_MEM_CUDA ? m->cuda_device : -1;
+}
+
+#endif

@@ -1,0 +1,489 @@
+/* intra_batch.c - batched put/get over the intra-host transport (the
+ * `batch` op).
+ *
+ * Compiled as part of intra.c (included at its end, GW_INTRA_INTERNAL): it
+ * uses that file's private objects (peer region table, imports, copies in
+ * flight).  Built alone it is empty.
+ *
+ * The initiator moves every byte itself, as for a single put/get:
+ *  - it enters the peer's table slot of every region the batch names
+ *    (counting itself in `inflight`, so a deregistration waits for it) and
+ *    checks every entry against the owner's slot (bounds, access): a region
+ *    revoked before the batch fails it whole, with nothing moved;
+ *  - host <-> peer host entries: process_vm_writev/readv over iovec arrays,
+ *    up to 1024 entries per call, at posting;
+ *  - entries touching GPU memory: one cuMemcpyAsync per entry into or out of
+ *    the peer's imported allocation on one stream, one event for the batch
+ *    (copy-engine copies: the gather/scatter kernel is not built yet), or
+ *    through the pinned bounce buffer (local GPU <-> peer host).
+ * Notification: as put_notify's (queued once the batch and every older
+ * operation landed); a counted one carries b = 1 in the NOTIFY message.
+ */
+#ifdef GW_INTRA_INTERNAL
+
+#include <limits.h>
+
+#include "transport/base/batch.h"
+
+#define INTRAB_IOV 1024 /* UIO_MAXIOV */
+#define T_BATCH T_SRC   /* req->tl[] slot of a batch's state */
+
+typedef struct intrab_op {
+    void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
+    uint32_t nslot;
+    int entered;
+    uint32_t cur;                  /* host entries: the CMA cursor (entry, offset) */
+    uint64_t off;
+    int parts;                     /* parts in flight (piecewise CMA, GPU copies) */
+    gw_status_t err;               /* their first error */
+    uint8_t *used;                 /* per key: an entry of this batch uses it */
+    intra_iface_t *ifc;
+    gw_copy_desc_t *desc;          /* pinned descriptors of a kernel launch in flight, or NULL */
+    size_t desc_cap;
+    rdesc_t rd[];                  /* per key of the batch: the peer slot entered */
+} intrab_op_t;
+
+static void intrab_leave(intrab_op_t *op)
+{
+    if (!op->entered)
+        return;
+    for (uint32_t i = 0; i < op->nslot; i++)
+        if (op->rd[i].s)
+            atomic_fetch_sub(&((gw_intra_slot_t *)op->rd[i].s)->inflight, 1);
+    op->entered = 0;
+}
+
+static void intrab_fini(gw_request_t *r)
+{
+    intrab_op_t *op = (intrab_op_t *)(uintptr_t)r->tl[T_BATCH];
+    r->tl[T_BATCH] = 0;
+    void (*next)(gw_request_t *) = op ? op->fini : NULL;
+    if (op) {
+        intrab_leave(op);
+        if (op->desc) { /* the launch is complete: keep the larger buffer for the next batch */
+            intra_iface_t *ifc = op->ifc;
+            if (op->desc_cap > ifc->bdesc_cap) {
+                if (ifc->bdesc)
+                    ifc->cu->cuMemFreeHost(ifc->bdesc);
+                ifc->bdesc = op->desc;
+                ifc->bdesc_cap = op->desc_cap;
+            } else {
+                ifc->cu->cuMemFreeHost(op->desc);
+            }
+        }
+        free(op);
+    }
+    if (next)
+        next(r);
+}
+
+/* Enters the slot of every key and checks every entry against it. */
+static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op)
+{
+    gw_core_t *c = e->super.iface->core;
+    unsigned need = b->get ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
+    for (uint32_t k = 0; k < b->nrkey; k++) {
+        const gw_rkey_t *rk = &b->rkey[k];
+        if (!op->used[k]) /* a list's key none of the selected entries names */
+            continue;
+        if (rk->tl_blob_len != 12) {
+            intrab_leave(op);
+            return gw_err(c, rk->tl_blob_len ? GW_ERR_INVALID_KEY : GW_ERR_UNSUPPORTED,
+                          "intra: the remote region 0x%" PRIx64 " of the batch is not reachable through the "
+                          "intra-host transport (%s)", rk->addr,
+                          rk->tl_blob_len ? "malformed key" : "its owner could not export it");
+        }
+        uint32_t si = gw_get_u32(rk->tl_blob);
+        uint64_t id = gw_get_u64(rk->tl_blob + 4);
+        if (si >= GW_INTRA_SLOTS || id != rk->id) {
+            intrab_leave(op);
+            return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (slot %u)", si);
+        }
+        gw_intra_slot_t *s = &e->peer_table[si];
+        int ok = atomic_load(&s->id) == id;
+        if (ok) {
+            atomic_fetch_add(&s->inflight, 1);
+            if (atomic_load(&s->id) != id) {
+                atomic_fetch_sub(&s->inflight, 1);
+                ok = 0;
+            }
+        }
+        if (!ok) {
+            intrab_leave(op);
+            return gw_err(c, GW_ERR_INVALID_KEY,
+                          "gw_xfer_batch: the remote region 0x%" PRIx64 " (+%" PRIu64 ") was deregistered by its owner",
+                          rk->addr, rk->len);
+        }
+        op->rd[k] = (rdesc_t){.gpu = s->kind != GW_INTRA_SLOT_HOST, .slot = si, .s = s, .id = id};
+        op->entered = 1;
+        if (!(s->access & need)) {
+            intrab_leave(op);
+            return gw_err(c, GW_ERR_ACCESS, "intra: the owner registered region 0x%" PRIx64 " without remote %s access",
+                          s->addr, need == GW_ACCESS_REMOTE_READ ? "read" : "write");
+        }
+    }
+    for (uint32_t i = 0; i < b->n; i++) { /* the owner's table has the last word, not the keys */
+        const gw_batch_ent_t *en = &b->ent[i];
+        const gw_intra_slot_t *s = op->rd[en->rreg].s;
+        if (!gw_range_inside(s->addr, s->len, en->raddr, en->len)) {
+            intrab_leave(op);
+            return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
+                          "intra: batch entry [0x%" PRIx64 ", +%" PRIu64 ") is outside the region [0x%" PRIx64
+                          ", +%" PRIu64 ") its owner registered", en->raddr, en->len, s->addr, s->len);
+        }
+    }
+    return GW_OK;
+}
+
+static inline int host_ent(const gw_batch_t *b, const intrab_op_t *op, const gw_batch_ent_t *en)
+{
+    return !op->rd[en->rreg].gpu && gw_batch_ldev(b, en) < 0;
+}
+
+/* Host <-> peer host entries by CMA from the op's cursor, INTRAB_IOV entries
+ * per call, until the end or `budget` bytes moved.  Returns the bytes moved;
+ * *fin when the cursor reached the end. */
+static size_t intrab_cma(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, size_t budget, gw_status_t *st,
+                         int *fin)
+{
+    gw_core_t *c = e->super.iface->core;
+    struct iovec liov[INTRAB_IOV], riov[INTRAB_IOV];
+    size_t moved = 0;
+    *st = GW_OK;
+    *fin = 0;
+    while (moved < budget) {
+        int n = 0;
+        size_t want = 0;
+        for (uint32_t j = op->cur; j < b->n && n < INTRAB_IOV && want < budget - moved; j++) {
+            const gw_batch_ent_t *en = &b->ent[j];
+            if (!host_ent(b, op, en))
+                continue;
+            uint64_t skip = j == op->cur ? op->off : 0;
+            size_t len = (size_t)GW_MIN(en->len - skip, (uint64_t)(budget - moved - want));
+            liov[n] = (struct iovec){(void *)(uintptr_t)(en->laddr + skip), len};
+            riov[n] = (struct iovec){(void *)(uintptr_t)(en->raddr + skip), len};
+            want += len;
+            n++;
+        }
+        if (!n) {
+            *fin = 1;
+            return moved;
+        }
+        ssize_t got = b->get ? process_vm_readv(e->peer_pid, liov, (unsigned long)n, riov, (unsigned long)n, 0)
+                             : process_vm_writev(e->peer_pid, liov, (unsigned long)n, riov, (unsigned long)n, 0);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR)
+                continue;
+            int err = got < 0 ? errno : 0;
+            /* the peer process is gone: what the endpoint will report too */
+            *st = gw_err(c, err == ESRCH ? GW_ERR_CONN_RESET : GW_ERR_SYSTEM,
+                         "intra: %s(pid=%d, %d entries, %zu bytes) of a batch failed: %s",
+                         b->get ? "process_vm_readv" : "process_vm_writev", (int)e->peer_pid, n, want,
+                         err ? strerror(err) : "no progress");
+            return moved;
+        }
+        e->n_cma++;
+        moved += (size_t)got;
+        /* advance the cursor by what moved (a partial transfer may stop inside an entry) */
+        size_t left = (size_t)got;
+        while (left && op->cur < b->n) {
+            const gw_batch_ent_t *en = &b->ent[op->cur];
+            if (!host_ent(b, op, en)) {
+                op->cur++;
+                continue;
+            }
+            uint64_t rest = en->len - op->off;
+            if (left < rest) {
+                op->off += left;
+                break;
+            }
+            left -= (size_t)rest;
+            op->cur++;
+            op->off = 0;
+        }
+    }
+    return moved;
+}
+
+/* The host part of a batch, piecewise from the progress engine (one
+ * endpoint moves at most INTRA_CMA_BUDGET bytes per progress call). */
+static size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin)
+{
+    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    return intrab_cma(e, req->batch, op, budget, st, fin);
+}
+
+/* A part of a batch (its host copies, its GPU copies) finished: 1 when it
+ * was the last, with *st the first error. */
+static int intrab_part_done(gw_request_t *req, gw_status_t *st)
+{
+    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    if (!op)
+        return 1;
+    if (*st != GW_OK && op->err == GW_OK)
+        op->err = *st;
+    if (op->parts && --op->parts)
+        return 0;
+    *st = op->err;
+    return 1;
+}
+
+/* Imports every peer GPU allocation the batch touches.  GW_INPROGRESS: a
+ * VMM fd was requested; try again once it comes. */
+static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev)
+{
+    gw_core_t *c = e->super.iface->core;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const gw_batch_ent_t *en = &b->ent[i];
+        const rdesc_t *r = &op->rd[en->rreg];
+        if (!r->gpu)
+            continue;
+        const gw_intra_slot_t *s = r->s;
+        uint64_t ra = en->raddr, end = en->raddr + en->len;
+        while (ra < end) {
+            uint32_t sg = 0;
+            while (sg < s->nseg && !(ra >= s->seg[sg].base && ra < s->seg[sg].base + s->seg[sg].size))
+                sg++;
+            if (sg == s->nseg)
+                return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
+                              "intra: remote address 0x%" PRIx64 " is in no allocation of the peer's region", ra);
+            CUdeviceptr base = 0;
+            gw_status_t st = import_seg(e, r->slot, s, r->id, sg, dev, &base);
+            if (st != GW_OK)
+                return st;
+            ra = s->seg[sg].base + s->seg[sg].size;
+        }
+    }
+    return GW_OK;
+}
+
+/* Entries touching GPU memory: copy-engine copies on one stream (peer GPU)
+ * or through the bounce buffer (local GPU <-> peer host). *queued: copies
+ * were queued on *stream. */
+static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
+                              int *queued)
+{
+    gw_core_t *c = e->super.iface->core;
+    const gw_cuda_t *cu = e->ifc->cu;
+    *queued = 0;
+    /* GPU <-> peer GPU entries: one launch of the copy kernel where it loads */
+    char why[200];
+    size_t nk = 0;
+    for (uint32_t i = 0; i < b->n; i++)
+        if (op->rd[b->ent[i].rreg].gpu && gw_batch_ldev(b, &b->ent[i]) >= 0)
+            nk += (size_t)((b->ent[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN);
+    int kernel = nk && nk <= UINT32_MAX && gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) == GW_OK;
+    if (nk && !kernel && !e->ifc->bkernel[0]) {
+        snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
+        gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
+    }
+    if (kernel) {
+        gw_copy_desc_t *d = NULL;
+        size_t cap = nk * sizeof(*d);
+        if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
+            d = e->ifc->bdesc;
+            cap = e->ifc->bdesc_cap;
+            e->ifc->bdesc = NULL;
+            e->ifc->bdesc_cap = 0;
+        } else {
+            CUresult cr = cu->cuMemHostAlloc((void **)&d, cap, CU_MEMHOSTALLOC_PORTABLE);
+            if (cr != CUDA_SUCCESS)
+                return cu_err(c, "cuMemHostAlloc(batch copy descriptors)", cr);
+        }
+        op->desc = d;
+        op->desc_cap = cap;
+        size_t k = 0;
+        for (uint32_t i = 0; i < b->n; i++) {
+            const gw_batch_ent_t *en = &b->ent[i];
+            const rdesc_t *r = &op->rd[en->rreg];
+            if (!r->gpu || gw_batch_ldev(b, en) < 0)
+                continue;
+            const gw_intra_slot_t *s = r->s;
+            uint64_t ra = en->raddr, left = en->len, la = en->laddr;
+            while (left) {
+                uint32_t sg = 0;
+                while (sg < s->nseg && !(ra >= s->seg[sg].base && ra < s->seg[sg].base + s->seg[sg].size))
+                    sg++;
+                CUdeviceptr base = 0;
+                gw_status_t st = sg < s->nseg ? import_seg(e, r->slot, s, r->id, sg, dev, &base)
+                                              : GW_ERR_OUT_OF_BOUNDS;
+                if (st != GW_OK)
+                    return st == GW_INPROGRESS ? gw_err(c, GW_ERR_UNSUPPORTED, "intra: region mixes allocation kinds")
+                                               : st;
+                uint64_t n = GW_MIN(GW_MIN(left, s->seg[sg].base + s->seg[sg].size - ra), GW_COPY_DESC_MAX_LEN);
+                uint64_t rp = base + (ra - s->seg[sg].base);
+                d[k++] = (gw_copy_desc_t){b->get ? rp : la, b->get ? la : rp, n};
+                ra += n;
+                la += n;
+                left -= n;
+            }
+        }
+        gw_status_t st = gw_cuda_copy_kernel_launch(dev, stream, d, (uint32_t)k, why, sizeof(why));
+        if (st != GW_OK)
+            return gw_err(c, st, "intra: %s", why);
+        snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
+        e->n_kernel++;
+        *queued = 1;
+    }
+    for (uint32_t i = 0; i < b->n; i++) {
+        const gw_batch_ent_t *en = &b->ent[i];
+        const rdesc_t *r = &op->rd[en->rreg];
+        int ldev = gw_batch_ldev(b, en);
+        if (kernel && r->gpu && ldev >= 0)
+            continue; /* in the launch */
+        if (!r->gpu) {
+            if (ldev >= 0) {
+                gw_status_t st = staged_host(e, !b->get, (void *)(uintptr_t)en->laddr, ldev, en->raddr, en->len);
+                if (st != GW_OK)
+                    return st;
+            }
+            continue;
+        }
+        const gw_intra_slot_t *s = r->s;
+        uint64_t ra = en->raddr, left = en->len;
+        CUdeviceptr lp = (CUdeviceptr)en->laddr;
+        while (left) {
+            uint32_t sg = 0;
+            while (sg < s->nseg && !(ra >= s->seg[sg].base && ra < s->seg[sg].base + s->seg[sg].size))
+                sg++;
+            CUdeviceptr base = 0;
+            gw_status_t st = sg < s->nseg ? import_seg(e, r->slot, s, r->id, sg, dev, &base) : GW_ERR_OUT_OF_BOUNDS;
+            if (st != GW_OK)
+                return st == GW_INPROGRESS ? gw_err(c, GW_ERR_UNSUPPORTED, "intra: region mixes allocation kinds") : st;
+            uint64_t n = GW_MIN(left, s->seg[sg].base + s->seg[sg].size - ra);
+            CUdeviceptr rp = base + (ra - s->seg[sg].base);
+            CUresult cr = cu->cuMemcpyAsync(b->get ? lp : rp, b->get ? rp : lp, (size_t)n, stream);
+            if (cr != CUDA_SUCCESS)
+                return cu_err(c, "cuMemcpyAsync(batch entry to/from peer GPU memory)", cr);
+            *queued = 1;
+            ra += n;
+            lp += n;
+            left -= n;
+        }
+    }
+    return GW_OK;
+}
+
+static void intrab_issue(intra_ep_t *e, gw_request_t *req)
+{
+    gw_core_t *c = e->super.iface->core;
+    const gw_batch_t *b = req->batch;
+    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    gw_status_t st = intrab_enter(e, b, op);
+    if (st != GW_OK) {
+        rma_done(e, req, st);
+        return;
+    }
+    int gpu = 0, dev = -1;
+    for (uint32_t k = 0; k < b->nrkey; k++)
+        if (op->used[k] && op->rd[k].gpu && dev < 0) {
+            gpu = 1;
+            dev = dev_by_pci(op->rd[k].s->pci_bus_id);
+        }
+    for (uint32_t k = 0; k < b->nlmem; k++)
+        if (b->lmem[k]->type == GW_MEM_CUDA) {
+            gpu = 1;
+            if (b->lmem[k]->cuda_device >= 0)
+                dev = b->lmem[k]->cuda_device; /* the local GPU's stream, as copy_start picks it */
+        }
+    if (dev < 0)
+        dev = 0;
+    CUstream stream = NULL;
+    if (gpu) {
+        if (!e->ifc->cu) {
+            intrab_leave(op);
+            rma_done(e, req, gw_err(c, GW_ERR_UNSUPPORTED,
+                                    "intra: the batch touches GPU memory but CUDA is unavailable in this process (%s)",
+                                    e->ifc->cuda_why));
+            return;
+        }
+        st = ep_stream(e, dev, &stream);
+        if (st == GW_OK)
+            st = intrab_import(e, b, op, dev);
+        if (st == GW_INPROGRESS) { /* a VMM fd is on its way: nothing moved yet */
+            intrab_leave(op);
+            gw_list_push_back(&e->waiting, &req->tl_link);
+            return;
+        }
+        if (st != GW_OK) {
+            rma_done(e, req, st);
+            return;
+        }
+    }
+    /* host entries: at once when small, else piecewise from progress (posting never blocks for long) */
+    size_t host = 0;
+    for (uint32_t i = 0; i < b->n && host <= INTRA_CMA_SYNC_MAX; i++)
+        if (host_ent(b, op, &b->ent[i]))
+            host += (size_t)b->ent[i].len;
+    int fin = 1;
+    if (host <= INTRA_CMA_SYNC_MAX)
+        intrab_cma(e, b, op, SIZE_MAX, &st, &fin);
+    else
+        fin = 0;
+    int queued = 0;
+    if (st == GW_OK && gpu)
+        st = intrab_gpu(e, b, op, dev, stream, &queued);
+    if (st == GW_OK && !fin) {
+        intra_cp_t rec = {.ev = NULL, .req = req, .slot = NULL, .op = GW_OP_BATCH};
+        st = cp_push(e, &rec);
+        if (st == GW_OK) {
+            op->parts++;
+            gw_core_signal(c);
+        }
+    }
+    if (queued) { /* one event for the batch's copies (also after an error: they may still run) */
+        const gw_cuda_t *cu = e->ifc->cu;
+        CUevent ev = NULL;
+        CUresult cr = cu->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+        if (cr == CUDA_SUCCESS)
+            cr = cu->cuEventRecord(ev, stream);
+        intra_cp_t rec = {.ev = ev, .req = req, .slot = NULL, .op = GW_OP_BATCH};
+        if (cr != CUDA_SUCCESS || st != GW_OK || cp_push(e, &rec) != GW_OK) {
+            cu->cuStreamSynchronize(stream);
+            if (ev)
+                cu->cuEventDestroy(ev);
+            if (st == GW_OK)
+                st = cr != CUDA_SUCCESS ? cu_err(c, "cuEventCreate/cuEventRecord", cr) : GW_ERR_NOMEM;
+            rma_done(e, req, st);
+            return;
+        }
+        op->parts++;
+        req->tl[T_STATE] = ST_COPYING;
+        e->n_cuda++;
+        return;
+    }
+    if (op->parts) { /* the piecewise CMA part finishes it */
+        if (st != GW_OK && op->err == GW_OK)
+            op->err = st;
+        return;
+    }
+    rma_done(e, req, st); /* the api hook releases the slots */
+}
+
+static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    intra_ep_t *e = to_ep(tep);
+    const gw_batch_t *b = req->batch;
+    size_t nk = b->nrkey ? b->nrkey : 1;
+    intrab_op_t *op = calloc(1, sizeof(*op) + nk * sizeof(rdesc_t) + nk);
+    if (!op)
+        return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a batch");
+    op->nslot = b->nrkey;
+    op->ifc = e->ifc;
+    op->used = (uint8_t *)&op->rd[nk];
+    for (uint32_t i = 0; i < b->n; i++)
+        op->used[b->ent[i].rreg] = 1;
+    op->fini = req->fini;
+    req->fini = intrab_fini;
+    req->tl[T_BATCH] = (uint64_t)(uintptr_t)op;
+    req->tl[T_SLOT] = 0;
+    req->tl[T_STATE] = ST_NEW;
+    if (!e->ready) {
+        gw_list_push_back(&e->waiting, &req->tl_link);
+        return GW_OK;
+    }
+    intrab_issue(e, req);
+    return GW_OK;
+}
+
+#endif /* GW_INTRA_INTERNAL */

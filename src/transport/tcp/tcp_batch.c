@@ -1,0 +1,617 @@
+/* tcp_batch.c - batched put/get over the tcp transport (the `batch` op).
+ *
+ * Compiled as part of tcp.c (included at its end, GW_TCP_INTERNAL): it uses
+ * that file's private objects (streams, transmit items, slots).  Built alone
+ * it is empty.
+ *
+ * A batch is cut into runs: up to GW_TCP_BDESC_MAX_ENT entries and about
+ * one stripe piece of bytes each (an entry longer than that is split).  A
+ * run is one frame:
+ *   put: BPUT, payload = descriptor block (tcp.h) + the entries' bytes.  The
+ *        sender writes it with one sendmsg() over an iovec per entry (no
+ *        copy); the receiver checks every entry against its region table and
+ *        reads each entry's bytes straight into place (or through the receive
+ *        buffer for small ones), a bad or revoked one into scratch; PUT_ACK
+ *        answers the run with the first error.
+ *   get: BGET_REQ carries the block; the target checks it whole and answers
+ *        BGET_RESP with the entries' bytes gathered into one buffer (a copy:
+ *        the response then no longer depends on the regions, which may be
+ *        deregistered meanwhile), or with the error and no payload; the
+ *        initiator scatters the payload into its entries.
+ * Runs are spread over the least-loaded streams once the batch reaches
+ * GPUWIRE_TCP_STRIPE_MIN, else they go on stream 0.  The batch's
+ * notification is deferred like a striped put_notify's (sent on stream 0 once
+ * every operation up to the batch is acknowledged); a counted one sets
+ * GW_TCP_F_COUNTED on the NOTIFY frame.
+ *
+ * GPU memory: local GPU entries of a put are gathered into a host buffer per
+ * run, received GPU-bound bytes go through the staging slots per entry (the
+ * stream's GPU receive path); both use copy-engine copies, one per entry.
+ */
+#ifdef GW_TCP_INTERNAL
+
+#include "transport/base/batch.h"
+
+/* ---- descriptor block (wire format; fuzzed) ------------------------------------------ */
+gw_status_t gw_tcp_bdesc_check(const uint8_t *p, size_t len, uint32_t *n, char *why, size_t whylen)
+{
+    *n = 0;
+    if (len < GW_TCP_BDESC_HDR) {
+        snprintf(why, whylen, "batch descriptor block of %zu bytes is shorter than its %d-byte header", len,
+                 GW_TCP_BDESC_HDR);
+        return GW_ERR_PROTOCOL;
+    }
+    uint32_t magic = gw_get_u32(p), ver = gw_get_u32(p + 4), cnt = gw_get_u32(p + 8);
+    if (magic != GW_TCP_BDESC_MAGIC) {
+        snprintf(why, whylen, "batch descriptor block has magic 0x%08x, not 0x%08x", magic, GW_TCP_BDESC_MAGIC);
+        return GW_ERR_PROTOCOL;
+    }
+    if ((ver & 0xffffu) != GW_TCP_BDESC_VERSION) {
+        snprintf(why, whylen, "batch descriptor block version %u (this side speaks %d)", ver & 0xffffu,
+                 GW_TCP_BDESC_VERSION);
+        return GW_ERR_VERSION;
+    }
+    if (cnt > GW_TCP_BDESC_MAX_ENT) {
+        snprintf(why, whylen, "batch descriptor block of %u entries (at most %d)", cnt, GW_TCP_BDESC_MAX_ENT);
+        return GW_ERR_PROTOCOL;
+    }
+    if (len != GW_TCP_BDESC_HDR + (size_t)cnt * GW_TCP_BDESC_ENT) {
+        snprintf(why, whylen, "batch descriptor block of %zu bytes for %u entries (%zu expected)", len, cnt,
+                 GW_TCP_BDESC_HDR + (size_t)cnt * GW_TCP_BDESC_ENT);
+        return GW_ERR_PROTOCOL;
+    }
+    *n = cnt;
+    return GW_OK;
+}
+
+void gw_tcp_bdesc_entry(const uint8_t *p, uint32_t i, uint64_t *region, uint64_t *addr, uint64_t *len)
+{
+    const uint8_t *e = p + GW_TCP_BDESC_HDR + (size_t)i * GW_TCP_BDESC_ENT;
+    *region = gw_get_u64(e);
+    *addr = gw_get_u64(e + 8);
+    *len = gw_get_u64(e + 16);
+}
+
+void gw_tcp_bdesc_init(uint8_t *p, uint32_t n)
+{
+    gw_put_u32(p, GW_TCP_BDESC_MAGIC);
+    gw_put_u32(p + 4, GW_TCP_BDESC_VERSION);
+    gw_put_u32(p + 8, n);
+    gw_put_u32(p + 12, 0);
+}
+
+void gw_tcp_bdesc_set(uint8_t *p, uint32_t i, uint64_t region, uint64_t addr, uint64_t len)
+{
+    uint8_t *e = p + GW_TCP_BDESC_HDR + (size_t)i * GW_TCP_BDESC_ENT;
+    gw_put_u64(e, region);
+    gw_put_u64(e + 8, addr);
+    gw_put_u64(e + 16, len);
+}
+
+/* ---- cutting a batch into runs --------------------------------------------------------- */
+typedef struct tcpb_piece {
+    uint64_t laddr, raddr, len, region;
+    int ldev; /* CUDA ordinal of the local bytes, -1 for host memory */
+} tcpb_piece_t;
+
+/* A get's state, kept until it completes (req->tl[0]); a put keeps none. */
+typedef struct tcpb_op {
+    void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
+    tcp_ep_t *ep;
+    int notify;                    /* a deferred notification is queued for the batch */
+    uint32_t nruns;
+    uint32_t *first;               /* run k: pieces first[k] .. first[k+1]-1 */
+    uint64_t *bytes;               /* bytes of run k */
+    tcpb_piece_t *pc;
+} tcpb_op_t;
+
+typedef struct tcpb_cut {
+    tcpb_piece_t *pc;
+    uint32_t npc, cap;
+    uint32_t *first;
+    uint32_t nruns, rcap;
+} tcpb_cut_t;
+
+static int cut_push_run(tcpb_cut_t *k)
+{
+    if (k->nruns + 1 >= k->rcap) {
+        uint32_t cap = k->rcap ? k->rcap * 2 : 16;
+        uint32_t *a = realloc(k->first, cap * sizeof(*a));
+        if (!a)
+            return -1;
+        k->first = a;
+        k->rcap = cap;
+    }
+    k->first[k->nruns++] = k->npc;
+    return 0;
+}
+
+/* Pieces of at most maxrun bytes per run, GW_TCP_BDESC_MAX_ENT per run. */
+static int cut_batch(const gw_batch_t *b, uint64_t maxrun, tcpb_cut_t *k)
+{
+    memset(k, 0, sizeof(*k));
+    uint64_t inrun = 0;
+    uint32_t nin = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const gw_batch_ent_t *e = &b->ent[i];
+        uint64_t off = 0;
+        while (off < e->len) {
+            if (!k->nruns || inrun >= maxrun || nin >= GW_TCP_BDESC_MAX_ENT) {
+                if (cut_push_run(k) < 0)
+                    return -1;
+                inrun = 0;
+                nin = 0;
+            }
+            uint64_t n = GW_MIN(e->len - off, maxrun - inrun);
+            if (k->npc == k->cap) {
+                uint32_t cap = k->cap ? k->cap * 2 : 64;
+                tcpb_piece_t *a = realloc(k->pc, cap * sizeof(*a));
+                if (!a)
+                    return -1;
+                k->pc = a;
+                k->cap = cap;
+            }
+            k->pc[k->npc++] = (tcpb_piece_t){e->laddr + off, e->raddr + off, n, b->rkey[e->rreg].id,
+                                             gw_batch_ldev(b, e)};
+            off += n;
+            inrun += n;
+            nin++;
+        }
+    }
+    if (cut_push_run(k) < 0) /* the end marker */
+        return -1;
+    k->nruns--;
+    return 0;
+}
+
+/* Appends the rest of batch run t (header, block, entries) to iov.  Returns
+ * 1 when the array filled before the run's end. */
+static int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap)
+{
+    size_t skip = t->off;
+    if (skip < GW_TCP_HDR) {
+        iov[*n].iov_base = t->hdr + skip;
+        iov[(*n)++].iov_len = GW_TCP_HDR - skip;
+        skip = 0;
+    } else {
+        skip -= GW_TCP_HDR;
+    }
+    for (uint32_t i = 0; i < t->niov; i++) {
+        if (skip >= t->iov[i].iov_len) {
+            skip -= t->iov[i].iov_len;
+            continue;
+        }
+        if (*n == cap)
+            return 1;
+        iov[*n].iov_base = (uint8_t *)t->iov[i].iov_base + skip;
+        iov[(*n)++].iov_len = t->iov[i].iov_len - skip;
+        skip = 0;
+    }
+    return 0;
+}
+
+/* Queues a run frame whose payload is `niov` iovecs in `owned` (freed with
+ * the frame). */
+static int send_run(conn_t *c, const gw_tcp_hdr_t *h, void *owned, const struct iovec *iov, uint32_t niov,
+                    size_t paylen)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->fd < 0) {
+        free(owned);
+        return -1;
+    }
+    tx_item_t *t = tx_alloc(ep);
+    if (!t) {
+        free(owned);
+        tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
+        return -1;
+    }
+    gw_tcp_hdr_encode(t->hdr, h);
+    t->owned = owned;
+    t->iov = iov;
+    t->niov = niov;
+    t->paylen = paylen;
+    tx_push(c, t);
+    if (!c->want_out && !c->stg_wait)
+        return conn_flush(c);
+    return 0;
+}
+
+static void tcpb_op_fini(gw_request_t *r)
+{
+    tcpb_op_t *op = (tcpb_op_t *)(uintptr_t)r->tl[0];
+    r->tl[0] = 0;
+    void (*next)(gw_request_t *) = op ? op->fini : NULL;
+    if (op && op->notify && r->status != GW_OK) { /* a failed batch delivers no notification */
+        tcp_ep_t *ep = op->ep;
+        for (size_t i = 0; i < ep->dn_count; i++) {
+            dnotify_t *d = &ep->dn[(ep->dn_head + i) % ep->dn_cap];
+            if (d->seq == r->seq)
+                d->flags |= DN_DROPPED;
+        }
+    }
+    if (op) {
+        free(op->first);
+        free(op->bytes);
+        free(op->pc);
+        free(op);
+    }
+    if (next)
+        next(r);
+}
+
+static gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    const gw_batch_t *b = req->batch;
+    gw_core_t *core = CORE(ep);
+    if (b->notify != GW_NOTIFY_NONE &&
+        dn_push(ep, req->seq, b->value, b->notify == GW_NOTIFY_COUNTED ? GW_TCP_F_COUNTED : 0) != 0)
+        return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory deferring a batch's notification");
+    if (b->n == 0) { /* nothing to move: done now, the notification follows older operations */
+        req->length = 0;
+        gw_ep_op_done(B(ep), req, GW_OK);
+        check_deferred(ep);
+        return GW_OK;
+    }
+    int striped = b->total >= ep->tif->stripe_min && open_streams(ep) > 1;
+    uint64_t maxrun = striped ? piece_size(ep, (size_t)b->total) : ep->tif->chunk;
+    if (maxrun < 4096)
+        maxrun = 4096;
+    tcpb_cut_t k;
+    if (cut_batch(b, maxrun, &k) != 0) {
+        free(k.pc);
+        free(k.first);
+        if (b->notify != GW_NOTIFY_NONE) /* take the notification back */
+            ep->dn_count--;
+        return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory cutting a batch of %u entries", b->n);
+    }
+    uint64_t id;
+    if (slot_alloc(ep, req, &id) != 0) {
+        free(k.pc);
+        free(k.first);
+        if (b->notify != GW_NOTIFY_NONE)
+            ep->dn_count--;
+        return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for an operation slot");
+    }
+    req->first_err = GW_OK;
+    req->done = 0;
+    req->pending = k.nruns;
+    if (striped && !b->get) { /* a later put_notify must not overtake these runs on stream 0 */
+        req->tl_flags |= TLF_STRIPED;
+        ep->striped_puts++;
+    }
+    tcpb_op_t *op = NULL;
+    if (b->get || b->notify != GW_NOTIFY_NONE) {
+        op = calloc(1, sizeof(*op));
+        uint64_t *bytes = op && b->get ? calloc(k.nruns, sizeof(*bytes)) : NULL;
+        if (!op || (b->get && !bytes)) {
+            free(op);
+            free(k.pc);
+            free(k.first);
+            slot_free(ep, req);
+            if (b->notify != GW_NOTIFY_NONE)
+                ep->dn_count--;
+            return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for a batch");
+        }
+        op->bytes = bytes;
+        op->ep = ep;
+        op->notify = b->notify != GW_NOTIFY_NONE;
+        op->fini = req->fini;
+        req->fini = tcpb_op_fini;
+        req->tl[0] = (uint64_t)(uintptr_t)op;
+    }
+    if (b->get) {
+        uint64_t *bytes = op->bytes;
+        op->nruns = k.nruns;
+        op->first = k.first;
+        op->pc = k.pc;
+        for (uint32_t r = 0; r < k.nruns; r++)
+            for (uint32_t i = k.first[r]; i < k.first[r + 1]; i++)
+                bytes[r] += k.pc[i].len;
+    }
+    /* the frames: a run's descriptor block (and its iovecs or gathered bytes) in one allocation */
+    for (uint32_t r = 0; r < k.nruns; r++) {
+        uint32_t f = k.first[r], n = k.first[r + 1] - f;
+        size_t dlen = GW_TCP_BDESC_HDR + (size_t)n * GW_TCP_BDESC_ENT, data = 0;
+        int gpu = 0;
+        for (uint32_t i = f; i < f + n; i++) {
+            data += k.pc[i].len;
+            gpu |= k.pc[i].ldev >= 0;
+        }
+        size_t iov_bytes = (size_t)(n + 1) * sizeof(struct iovec);
+        size_t extra = b->get ? 0 : gpu ? data : 0; /* GPU entries: gathered into host memory here */
+        uint8_t *mem = malloc(iov_bytes + dlen + extra);
+        if (!mem) {
+            tcp_fail(ep, GW_ERR_NOMEM, "out of memory building batch frames to %s", B(ep)->peer);
+            break; /* the endpoint failed and completed the request */
+        }
+        struct iovec *iov = (struct iovec *)mem;
+        uint8_t *blk = mem + iov_bytes;
+        gw_tcp_bdesc_init(blk, n);
+        for (uint32_t i = 0; i < n; i++) {
+            const tcpb_piece_t *p = &k.pc[f + i];
+            gw_tcp_bdesc_set(blk, i, p->region, p->raddr, p->len);
+        }
+        iov[0].iov_base = blk;
+        iov[0].iov_len = dlen;
+        uint32_t niov = 1;
+        gw_tcp_hdr_t h = {.id = id};
+        conn_t *c = striped ? least_loaded(ep) : &ep->conns[0];
+        if (b->get) {
+            h.type = GW_TCP_BGET_REQ;
+            h.len = dlen;
+            h.val = r;
+            if (send_run(c, &h, mem, iov, niov, dlen) < 0)
+                break;
+            continue;
+        }
+        if (gpu) { /* one host buffer for the run (copy-engine copies, one per GPU entry) */
+            uint8_t *host = blk + dlen, *w = host;
+            for (uint32_t i = f; i < f + n; i++) {
+                const tcpb_piece_t *p = &k.pc[i];
+                gw_status_t st = p->ldev >= 0
+                                     ? gw_staging_copy_sync(core, p->ldev, w, (const void *)(uintptr_t)p->laddr, p->len)
+                                     : (memcpy(w, (const void *)(uintptr_t)p->laddr, p->len), GW_OK);
+                if (st != GW_OK) {
+                    free(mem);
+                    tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch failed: %s", core->errbuf);
+                    goto out;
+                }
+                w += p->len;
+            }
+            iov[niov].iov_base = host;
+            iov[niov++].iov_len = data;
+        } else {
+            for (uint32_t i = f; i < f + n; i++) {
+                iov[niov].iov_base = (void *)(uintptr_t)k.pc[i].laddr;
+                iov[niov++].iov_len = k.pc[i].len;
+            }
+        }
+        h.type = GW_TCP_BPUT;
+        h.addr = dlen;
+        h.len = dlen + data;
+        if (send_run(c, &h, mem, iov, niov, dlen + data) < 0)
+            break;
+    }
+out:
+    if (!b->get) {
+        free(k.pc);
+        free(k.first);
+    }
+    return GW_OK;
+}
+
+/* ---- receiving batch frames ------------------------------------------------------------ */
+typedef struct tcpb_seg {
+    uint64_t addr, len, region; /* region 0: local memory of the request (get responses) */
+    int dev;
+} tcpb_seg_t;
+
+struct tcpb_rx {
+    int data;            /* 0: reading the descriptor block; 1: the entries' bytes */
+    int started;         /* segment i is being read */
+    uint32_t n, i;       /* segments, the one being read */
+    gw_status_t st;      /* first error */
+    gw_request_t *req;   /* get response: the batch get */
+    const tcpb_piece_t *pcs; /* get response: the run's pieces */
+    tcpb_seg_t *seg;
+    uint64_t total;
+    uint8_t *desc;
+    size_t dlen;
+    tcpb_seg_t segs[];   /* the block's entries (put; a get response uses its op's pieces) */
+};
+
+static void tcpb_rx_drop(conn_t *c)
+{
+    free(c->brx);
+    c->brx = NULL;
+}
+
+static int rx_alloc(conn_t *c, uint32_t nseg, size_t dlen)
+{
+    tcpb_rx_drop(c);
+    struct tcpb_rx *s = calloc(1, sizeof(*s) + nseg * sizeof(tcpb_seg_t) + dlen);
+    if (!s) {
+        tcp_fail(c->ep, GW_ERR_NOMEM, "out of memory receiving a batch frame");
+        return -1;
+    }
+    s->desc = (uint8_t *)&s->segs[nseg];
+    s->dlen = dlen;
+    s->seg = s->segs;
+    s->st = GW_OK;
+    c->brx = s;
+    return 0;
+}
+
+static int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
+{
+    tcp_ep_t *ep = c->ep;
+    if (h->type == GW_TCP_BGET_RESP) {
+        gw_request_t *r = slot_get(ep, h->id, 1u << GW_OP_BATCH);
+        tcpb_op_t *op = r ? (tcpb_op_t *)(uintptr_t)r->tl[0] : NULL;
+        if (!op)
+            return protocol_error(c, "batch get response for unknown operation 0x%llx", (unsigned long long)h->id);
+        if (h->val >= op->nruns)
+            return protocol_error(c, "batch get response for run %llu of %u", (unsigned long long)h->val, op->nruns);
+        if (h->aux < 0 || h->len == 0) {
+            if (h->len)
+                return protocol_error(c, "failed batch get response carries %llu bytes", (unsigned long long)h->len);
+            if (h->aux < 0 && r->first_err == GW_OK)
+                r->first_err = (gw_status_t)h->aux;
+            if (--r->pending == 0)
+                op_finish(ep, r, r->first_err);
+            return 0;
+        }
+        if (h->len != op->bytes[h->val])
+            return protocol_error(c, "batch get response of %llu bytes for a run of %llu", (unsigned long long)h->len,
+                                  (unsigned long long)op->bytes[h->val]);
+        if (rx_alloc(c, 0, 0) < 0)
+            return -1;
+        struct tcpb_rx *s = c->brx;
+        uint32_t f = op->first[h->val];
+        s->req = r;
+        s->pcs = &op->pc[f]; /* the run's pieces are the segments (local addresses) */
+        s->n = op->first[h->val + 1] - f;
+        s->data = 1;
+        s->total = h->len;
+        s->i = 0;
+        return tcpb_rx_next(c);
+    }
+    /* BPUT / BGET_REQ: the descriptor block first */
+    uint64_t dlen = h->type == GW_TCP_BPUT ? h->addr : h->len;
+    if (dlen < GW_TCP_BDESC_HDR || dlen > GW_TCP_BDESC_HDR + (uint64_t)GW_TCP_BDESC_MAX_ENT * GW_TCP_BDESC_ENT ||
+        dlen > h->len)
+        return protocol_error(c, "batch frame with a %llu-byte descriptor block in a %llu-byte payload",
+                              (unsigned long long)dlen, (unsigned long long)h->len);
+    uint32_t nseg = (uint32_t)((dlen - GW_TCP_BDESC_HDR) / GW_TCP_BDESC_ENT);
+    if (rx_alloc(c, nseg, (size_t)dlen) < 0)
+        return -1;
+    begin_payload(c, c->brx->desc, (size_t)dlen, (size_t)dlen);
+    return 0;
+}
+
+/* Looks the region of a put entry up (again at each entry: a region
+ * deregistered in mid-batch fails the entries after it). */
+static gw_mem_t *seg_region(tcp_ep_t *ep, const tcpb_seg_t *g, unsigned need, gw_status_t *st)
+{
+    gw_tcp_hdr_t q = {.key = g->region, .addr = g->addr, .len = g->len};
+    gw_mem_t *m;
+    *st = check_region(ep, &q, need, &m);
+    return m;
+}
+
+/* The descriptor block of a BGET_REQ is in: answer it. */
+static int answer_get(conn_t *c, struct tcpb_rx *s)
+{
+    tcp_ep_t *ep = c->ep;
+    const gw_tcp_hdr_t *h = &c->cur;
+    gw_status_t st = GW_OK;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < s->n && st == GW_OK; i++) {
+        seg_region(ep, &s->seg[i], GW_ACCESS_REMOTE_READ, &st);
+        total += s->seg[i].len;
+    }
+    uint8_t *buf = NULL;
+    if (st == GW_OK && total) {
+        buf = malloc(total);
+        if (!buf) {
+            tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get of %llu bytes", (unsigned long long)total);
+            return -1;
+        }
+        uint8_t *w = buf;
+        for (uint32_t i = 0; i < s->n && st == GW_OK; i++) {
+            gw_mem_t *m = seg_region(ep, &s->seg[i], GW_ACCESS_REMOTE_READ, &st);
+            const void *src = (const void *)(uintptr_t)s->seg[i].addr;
+            if (mem_dev(m) >= 0)
+                st = gw_staging_copy_sync(CORE(ep), mem_dev(m), w, src, s->seg[i].len);
+            else
+                memcpy(w, src, s->seg[i].len);
+            w += s->seg[i].len;
+        }
+        if (st != GW_OK) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    gw_tcp_hdr_t resp = {.type = GW_TCP_BGET_RESP, .aux = st, .id = h->id, .len = st == GW_OK ? total : 0,
+                         .val = h->val};
+    tcpb_rx_drop(c);
+    tx_item_t *t = tx_alloc(ep);
+    if (!t) {
+        free(buf);
+        tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get");
+        return -1;
+    }
+    gw_tcp_hdr_encode(t->hdr, &resp);
+    t->owned = buf;
+    t->payload = buf;
+    t->paylen = st == GW_OK ? total : 0;
+    tx_push(c, t);
+    return c->want_out || c->stg_wait ? 0 : conn_flush(c);
+}
+
+/* A payload part of a batch frame ended (the block, or one entry's bytes):
+ * start the next entry, or finish the frame. */
+static int tcpb_rx_next(conn_t *c)
+{
+    tcp_ep_t *ep = c->ep;
+    struct tcpb_rx *s = c->brx;
+    const gw_tcp_hdr_t *h = &c->cur;
+    if (!s)
+        return protocol_error(c, "batch payload without its state");
+    if (!s->data) { /* the descriptor block is in */
+        char why[200];
+        uint32_t n;
+        gw_status_t st = gw_tcp_bdesc_check(s->desc, s->dlen, &n, why, sizeof(why));
+        if (st != GW_OK)
+            return protocol_error(c, "%s", why);
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            tcpb_seg_t *g = &s->seg[i];
+            gw_tcp_bdesc_entry(s->desc, i, &g->region, &g->addr, &g->len);
+            if (__builtin_add_overflow(sum, g->len, &sum))
+                return protocol_error(c, "batch entry lengths overflow");
+        }
+        s->n = n;
+        s->data = 1;
+        s->i = 0;
+        if (h->type == GW_TCP_BGET_REQ)
+            return answer_get(c, s);
+        if (sum != h->len - s->dlen)
+            return protocol_error(c, "batch frame of %llu data bytes for entries of %llu",
+                                  (unsigned long long)(h->len - s->dlen), (unsigned long long)sum);
+        s->total = sum;
+    } else if (s->started) { /* an entry ended */
+        if (c->dst_region) {
+            c->dst_region->incoming--;
+            c->dst_region = NULL;
+        }
+        if (c->cur_status != GW_OK && s->st == GW_OK)
+            s->st = c->cur_status;
+        s->i++;
+    }
+    s->started = 1;
+    for (; s->i < s->n; s->i++) {
+        if (h->type == GW_TCP_BGET_RESP) {
+            const tcpb_piece_t *p = &s->pcs[s->i];
+            c->cur_status = GW_OK;
+            begin_payload_dev(c, (uint8_t *)(uintptr_t)p->laddr, p->len, p->len, p->ldev);
+            if (p->len)
+                return 0;
+            continue;
+        }
+        tcpb_seg_t *g = &s->seg[s->i];
+        gw_status_t st;
+        gw_mem_t *m = seg_region(ep, g, GW_ACCESS_REMOTE_WRITE, &st);
+        if (st != GW_OK && s->st == GW_OK)
+            s->st = st;
+        c->cur_status = GW_OK;
+        c->dst_region = m;
+        if (m)
+            m->incoming++;
+        begin_payload_dev(c, m ? (uint8_t *)(uintptr_t)g->addr : NULL, m ? g->len : 0, g->len, mem_dev(m));
+        if (g->len)
+            return 0;
+        if (m) {
+            m->incoming--;
+            c->dst_region = NULL;
+        }
+    }
+    /* the frame is complete */
+    c->in_payload = 0;
+    gw_status_t st = s->st;
+    uint64_t total = s->total;
+    gw_request_t *r = s->req;
+    tcpb_rx_drop(c);
+    if (h->type == GW_TCP_BGET_RESP) {
+        c->rx_req = NULL;
+        r->done += total;
+        if (--r->pending == 0)
+            op_finish(ep, r, r->first_err);
+        return 0;
+    }
+    return send_lazy(c, GW_TCP_PUT_ACK, st, h->id, st == GW_OK ? total : 0);
+}
+
+#endif /* GW_TCP_INTERNAL */

@@ -1,0 +1,498 @@
+/* it_batch.c - batched and paged transfers between two processes (over tcp,
+ * and over intra as it_batch_intra): random page sets of several page sizes,
+ * descriptor lists with duplicate, overlapping, zero-length and region-edge
+ * entries, gets, the errors that name an entry's index, a key revoked in
+ * mid-list, zero-length batches, counted notifications arriving interleaved,
+ * and a target killed in mid-batch (bounded failure).  The parent keeps the
+ * image the target's region must hold and compares hashes of the whole
+ * region. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "it.h"
+
+#define MIN_(a, b) ((a) < (b) ? (a) : (b))
+
+#define REGION (8u << 20)
+#define SMALL (1u << 20)
+#define GET_SEED 0x2222
+
+static it_target_t T;
+static gw_context_t *ctx;
+static gw_ep_t *ep;
+static gw_rkey_t *rk[3];
+static uint64_t raddr[3];
+static uint8_t *src, *dst, *img0, *ref1;
+static gw_mem_t *msrc, *mdst;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static int is_verbs; /* a revoked key fails the queue pair there, so the endpoint */
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void check_region0(const char *what)
+{
+    it_cmd_t c = {.type = IT_CMD_HASH, .region = 0, .off = 0, .len = REGION};
+    it_reply_t r = it_target_cmd(&T, &c, ctx);
+    if ((uint64_t)r.a != it_hash(img0, REGION))
+        fprintf(stderr, "%s: the target's region differs from the expected image\n", what);
+    CHECK((uint64_t)r.a == it_hash(img0, REGION));
+}
+
+static gw_status_t ncount(uint64_t id, uint64_t n, int ms)
+{
+    it_cmd_t c = {.type = IT_CMD_NCOUNT, .ep = 0, .tag = id, .count = n, .off = (uint64_t)ms};
+    return (gw_status_t)it_target_cmd(&T, &c, ctx).a;
+}
+
+static it_reply_t notify_any(int ms)
+{
+    it_cmd_t c = {.type = IT_CMD_NOTIFY_ANY, .ep = 0, .off = (uint64_t)ms};
+    return it_target_cmd(&T, &c, ctx);
+}
+
+static int msg_has(const char *s)
+{
+    if (strstr(gw_last_error(ctx), s))
+        return 1;
+    fprintf(stderr, "expected \"%s\" in: %s\n", s, gw_last_error(ctx));
+    return 0;
+}
+
+/* Distinct random pages: n of the npages. */
+static void pick(uint32_t *out, uint32_t n, uint32_t npages)
+{
+    uint8_t *used = calloc(npages, 1);
+    for (uint32_t i = 0; i < n;) {
+        uint32_t p = (uint32_t)(rnd() % npages);
+        if (used[p])
+            continue;
+        used[p] = 1;
+        out[i++] = p;
+    }
+    free(used);
+}
+
+/* A. paged puts of random page sets, each batch ending with a counted notification */
+static void case_pages(void)
+{
+    static const size_t psz[] = {1, 1000, 4096, 16384, 65536 + 3};
+    fprintf(stderr, "A. paged puts\n");
+    for (size_t k = 0; k < sizeof(psz) / sizeof(psz[0]); k++) {
+        uint32_t np = (uint32_t)MIN_(REGION / psz[k], 4096u);
+        uint32_t n = np / 3 + 1;
+        uint32_t *lp = malloc(n * sizeof(*lp)), *rp = malloc(n * sizeof(*rp));
+        pick(lp, n, np);
+        pick(rp, n, np);
+        gwt_fill(src, REGION, 500 + k);
+        gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_COUNTED, .value = 7};
+        gw_request_t *r = NULL;
+        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, msrc, src, lp, rk[0], raddr[0], rp, n, psz[k], &o, &r));
+        gw_request_info_t ri = {.size = sizeof(ri)};
+        CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+        gw_request_info(r, &ri);
+        CHECK(ri.length == (size_t)n * psz[k]);
+        gw_request_free(r);
+        for (uint32_t i = 0; i < n; i++)
+            memcpy(img0 + (size_t)rp[i] * psz[k], src + (size_t)lp[i] * psz[k], psz[k]);
+        CHECK_ST(ncount(7, 1, 30000), GW_OK);
+        check_region0("paged put");
+        /* and the same pages back by a paged get (indices swapped) */
+        memset(dst, 0, REGION);
+        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_GET, mdst, dst, lp, rk[0], raddr[0], rp, n, psz[k], NULL, &r));
+        CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+        gw_request_free(r);
+        int bad = 0;
+        for (uint32_t i = 0; i < n; i++)
+            bad += memcmp(dst + (size_t)lp[i] * psz[k], img0 + (size_t)rp[i] * psz[k], psz[k]) != 0;
+        CHECK(bad == 0);
+        free(lp);
+        free(rp);
+    }
+}
+
+/* B. lists: region edges, zero-length, duplicate and overlapping entries */
+static void case_lists(void)
+{
+    fprintf(stderr, "B. descriptor lists\n");
+    enum { N = 12 };
+    gwt_fill(src, REGION, 900);
+    gw_local_desc_t ld[N];
+    gw_remote_desc_t rd[N];
+    /* 0: the region's first bytes; 1: its last; 2: zero length; 3/4 overlap on both sides with the same
+     * delta (the overlapping bytes agree); 5: large; 6..11 scattered small */
+    size_t lo[N] = {0, REGION - 19, 100, 4096, 4096 + 50, 1u << 20}, ro[N] = {0, REGION - 19, 5, 300000, 300050,
+                                                                         3u << 20};
+    size_t ln[N] = {17, 19, 0, 100, 100, 3u << 20};
+    for (int i = 6; i < N; i++) {
+        ln[i] = 1 + rnd() % 3000;
+        lo[i] = rnd() % (REGION - ln[i]);
+        ro[i] = (size_t)(rnd() % (1u << 20)) + (7u << 20) - 1; /* keep clear of entry 1 */
+        ro[i] = MIN_(ro[i], REGION - 20 - ln[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        ld[i] = (gw_local_desc_t){msrc, lo[i], ln[i]};
+        rd[i] = (gw_remote_desc_t){rk[0], ro[i], ln[i]};
+    }
+    gw_dlist_t *L = NULL, *R = NULL;
+    IT_OK(ctx, gw_dlist_local(ctx, ld, N, &L));
+    IT_OK(ctx, gw_dlist_remote(ep, rd, N, GW_ACCESS_REMOTE_WRITE | GW_ACCESS_REMOTE_READ, &R));
+    CHECK(gw_dlist_count(L) == N && gw_dlist_count(R) == N);
+    /* every entry, then a second batch naming entry 7 three times and 0 and 1 by index */
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_ORDERED, .value = 99};
+    gw_request_t *r = NULL;
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, N, &o, &r));
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    for (int i = 0; i < N; i++)
+        memcpy(img0 + ro[i], src + lo[i], ln[i]);
+    it_reply_t n = notify_any(30000);
+    CHECK(n.a == GW_OK && n.b == 99);
+    check_region0("list put");
+    uint32_t idx[5] = {7, 7, 0, 7, 1};
+    o.value = 100;
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_PUT, L, idx, R, idx, 5, &o, &r));
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    n = notify_any(30000);
+    CHECK(n.a == GW_OK && n.b == 100);
+    check_region0("duplicate entries");
+    /* the list read back, crossed: remote entry i into local entry i of a list over dst */
+    for (int i = 0; i < N; i++)
+        ld[i].mem = mdst;
+    gw_dlist_t *L2 = NULL;
+    IT_OK(ctx, gw_dlist_local(ctx, ld, N, &L2));
+    memset(dst, 0, REGION);
+    uint32_t all[N];
+    for (int i = 0; i < N; i++)
+        all[i] = (uint32_t)i;
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_GET, L2, all, R, all, N, NULL, &r));
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    for (int i = 0; i < N; i++) /* 3 and 4 overlap on both sides with the same delta: they agree */
+        CHECK(memcmp(dst + lo[i], img0 + ro[i], ln[i]) == 0);
+    /* a local list keeps its region, a busy list stays */
+    CHECK_ST(gw_mem_dereg(mdst), GW_ERR_BUSY);
+    CHECK(msg_has("descriptor list"));
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_GET, L2, NULL, R, NULL, N, NULL, &r));
+    gw_status_t busy = gw_dlist_destroy(L2);
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    if (busy == GW_OK) /* the transfer finished while posting (intra: synchronous CMA) */
+        L2 = NULL;
+    else
+        CHECK_ST(busy, GW_ERR_BUSY);
+    CHECK_ST(gw_dlist_destroy(L2), GW_OK);
+    CHECK_ST(gw_dlist_destroy(L), GW_OK);
+    CHECK_ST(gw_dlist_destroy(R), GW_OK);
+}
+
+/* C. gets of random scattered entries of the read-only region */
+static void case_get(void)
+{
+    fprintf(stderr, "C. list gets from a read-only region\n");
+    enum { N = 300 };
+    gw_local_desc_t ld[N];
+    gw_remote_desc_t rd[N];
+    for (int i = 0; i < N; i++) {
+        size_t len = (i % 10 == 0) ? 20000 + rnd() % 1000 : rnd() % 5000; /* some zero-length */
+        ld[i] = (gw_local_desc_t){mdst, (size_t)i * (REGION / N), len};
+        rd[i] = (gw_remote_desc_t){rk[1], rnd() % (REGION - len), len};
+    }
+    gw_dlist_t *L = NULL, *R = NULL;
+    IT_OK(ctx, gw_dlist_local(ctx, ld, N, &L));
+    IT_OK(ctx, gw_dlist_remote(ep, rd, N, GW_ACCESS_REMOTE_READ, &R));
+    memset(dst, 0, REGION);
+    gw_request_t *r = NULL;
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_GET, L, NULL, R, NULL, N, NULL, &r));
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        bad += memcmp(dst + ld[i].offset, ref1 + rd[i].offset, ld[i].len) != 0;
+    CHECK(bad == 0);
+    /* a list for reading cannot be written through */
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, N, NULL, &r), GW_ERR_ACCESS);
+    CHECK_ST(gw_dlist_destroy(L), GW_OK);
+    CHECK_ST(gw_dlist_destroy(R), GW_OK);
+}
+
+/* D. errors name the entry's index */
+static void case_errors(void)
+{
+    fprintf(stderr, "D. errors with the entry index\n");
+    gw_remote_desc_t rd[8];
+    gw_local_desc_t ld[8];
+    for (int i = 0; i < 8; i++) {
+        rd[i] = (gw_remote_desc_t){rk[0], (uint64_t)i * 4096, 4096};
+        ld[i] = (gw_local_desc_t){msrc, (size_t)i * 4096, 4096};
+    }
+    gw_dlist_t *L = NULL, *R = NULL;
+    rd[5].offset = REGION - 100; /* 4096 bytes from there cross the end */
+    CHECK_ST(gw_dlist_remote(ep, rd, 8, GW_ACCESS_REMOTE_WRITE, &R), GW_ERR_OUT_OF_BOUNDS);
+    CHECK(msg_has("entry 5") && R == NULL);
+    rd[5].offset = 0;
+    rd[2].rkey = rk[1]; /* read-only region */
+    CHECK_ST(gw_dlist_remote(ep, rd, 8, GW_ACCESS_REMOTE_WRITE, &R), GW_ERR_ACCESS);
+    CHECK(msg_has("entry 2"));
+    rd[2].rkey = NULL;
+    CHECK_ST(gw_dlist_remote(ep, rd, 8, GW_ACCESS_REMOTE_WRITE, &R), GW_ERR_INVALID);
+    CHECK(msg_has("entry 2"));
+    rd[2].rkey = rk[0];
+    ld[3].offset = REGION - 1;
+    CHECK_ST(gw_dlist_local(ctx, ld, 8, &L), GW_ERR_INVALID);
+    CHECK(msg_has("entry 3") && L == NULL);
+    ld[3].offset = 0;
+    ld[6].len = 4095;
+    IT_OK(ctx, gw_dlist_local(ctx, ld, 8, &L));
+    IT_OK(ctx, gw_dlist_remote(ep, rd, 8, GW_ACCESS_REMOTE_WRITE, &R));
+    gw_request_t *r = NULL;
+    uint32_t bad_idx[6] = {0, 1, 2, 3, 8, 5};
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, L, bad_idx, R, NULL, 6, NULL, &r), GW_ERR_INVALID);
+    CHECK(msg_has("entry 4") && r == NULL);
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, 8, NULL, &r), GW_ERR_INVALID);
+    CHECK(msg_has("entry 6"));
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, 9, NULL, &r), GW_ERR_INVALID);
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_GET, L, NULL, R, NULL, 6, NULL, &r), GW_ERR_ACCESS);
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_ORDERED};
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_GET, L, NULL, R, NULL, 0, &o, &r), GW_ERR_INVALID);
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, R, NULL, L, NULL, 1, NULL, &r), GW_ERR_INVALID);
+    uint32_t pages[8] = {0, 1, 2, 3, 4, 5, REGION / 4096, 7};
+    CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, msrc, src, NULL, rk[0], raddr[0], pages, 8, 4096, NULL, &r),
+             GW_ERR_OUT_OF_BOUNDS);
+    CHECK(msg_has("entry 6"));
+    CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, msrc, src, pages, rk[0], raddr[0], NULL, 8, 4096, NULL, &r),
+             GW_ERR_INVALID);
+    CHECK(msg_has("entry 6"));
+    CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, msrc, src, NULL, rk[1], raddr[1], NULL, 8, 4096, NULL, &r),
+             GW_ERR_ACCESS);
+    /* the endpoint cannot close while a remote list of it lives */
+    CHECK_ST(gw_ep_close(ep, 0), GW_ERR_BUSY);
+    CHECK(msg_has("descriptor list"));
+    CHECK_ST(gw_dlist_destroy(L), GW_OK);
+    CHECK_ST(gw_dlist_destroy(R), GW_OK);
+}
+
+/* E. a key revoked at the target: the batch fails, no notification, the endpoint stays usable */
+static void case_revoked(void)
+{
+    fprintf(stderr, "E. key revoked in mid-list\n");
+    enum { N = 40 };
+    gw_local_desc_t ld[N];
+    gw_remote_desc_t rd[N];
+    for (int i = 0; i < N; i++) {
+        ld[i] = (gw_local_desc_t){msrc, (size_t)i * 8192, 8192};
+        rd[i] = (gw_remote_desc_t){(i % 3 == 2) ? rk[2] : rk[0], (uint64_t)i * 8192, 8192};
+    }
+    gw_dlist_t *L = NULL, *R = NULL;
+    IT_OK(ctx, gw_dlist_local(ctx, ld, N, &L));
+    IT_OK(ctx, gw_dlist_remote(ep, rd, N, GW_ACCESS_REMOTE_WRITE, &R));
+    it_cmd_t c = {.type = IT_CMD_DEREG, .region = 2};
+    CHECK(it_target_cmd(&T, &c, ctx).a == GW_OK);
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_COUNTED, .value = 55};
+    gw_request_t *r = NULL;
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, N, &o, &r));
+    gw_status_t st = gw_request_wait(r, 30000);
+    if (is_verbs) /* the target's NIC refuses the access: the endpoint fails */
+        CHECK(st != GW_OK && st != GW_INPROGRESS);
+    else
+        CHECK_ST(st, GW_ERR_INVALID_KEY);
+    gw_request_free(r);
+    if (is_verbs) /* (the target's side of the queue pair may or may not have failed yet) */
+        CHECK(ncount(55, 1, 300) != GW_OK);
+    else
+        CHECK_ST(ncount(55, 1, 300), GW_ERR_TIMEOUT);
+    /* what the target may hold: each region-0 entry old or new bytes; nothing outside the entries */
+    it_cmd_t h = {.type = IT_CMD_HASH, .region = 0, .off = N * 8192, .len = REGION - N * 8192};
+    CHECK((uint64_t)it_target_cmd(&T, &h, ctx).a == it_hash(img0 + N * 8192, REGION - N * 8192));
+    if (is_verbs) {
+        fprintf(stderr, "  (verbs: the endpoint failed with %s, as a single put to a revoked key does)\n",
+                gw_status_name(st));
+        gw_request_t *q = NULL;
+        CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, 1, NULL, &q), GW_ERR_ENDPOINT_FAILED);
+        CHECK_ST(gw_dlist_destroy(L), GW_OK);
+        CHECK_ST(gw_dlist_destroy(R), GW_OK);
+        return;
+    }
+    /* re-sync the image of the entries (they may or may not have been written) and go on */
+    gw_request_t *g = NULL;
+    IT_OK(ctx, gw_get(ep, img0, N * 8192, NULL, raddr[0], rk[0], &g));
+    CHECK_ST(gw_request_wait(g, 30000), GW_OK);
+    gw_request_free(g);
+    uint32_t ok_idx[N];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < N; i++)
+        if (i % 3 != 2)
+            ok_idx[k++] = i;
+    o.value = 56;
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_PUT, L, ok_idx, R, ok_idx, k, &o, &r));
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    for (uint32_t i = 0; i < k; i++)
+        memcpy(img0 + (size_t)ok_idx[i] * 8192, src + (size_t)ok_idx[i] * 8192, 8192);
+    CHECK_ST(ncount(56, 1, 30000), GW_OK);
+    check_region0("after a revoked key");
+    CHECK_ST(gw_dlist_destroy(L), GW_OK);
+    CHECK_ST(gw_dlist_destroy(R), GW_OK);
+}
+
+/* F. zero-length batches; G. counted notifications of two ids interleaved */
+static void case_zero_and_counted(void)
+{
+    fprintf(stderr, "F. zero-length batches\n");
+    gw_request_t *r = NULL;
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_ORDERED, .value = 1234};
+    IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, msrc, src, NULL, rk[0], raddr[0], NULL, 0, 4096, &o, &r));
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    it_reply_t n = notify_any(30000);
+    CHECK(n.a == GW_OK && n.b == 1234);
+    o.notify = GW_NOTIFY_COUNTED;
+    o.value = 9;
+    IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, msrc, src, NULL, rk[0], raddr[0], NULL, 16, 0, &o, &r));
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+    CHECK_ST(ncount(9, 1, 30000), GW_OK);
+    CHECK_ST(ncount(9, 0, 0), GW_OK);
+
+    fprintf(stderr, "G. counted notifications, interleaved\n");
+    enum { NB = 12 };
+    gw_request_t *rs[NB];
+    gwt_fill(src, REGION, 4242);
+    for (int b = 0; b < NB; b++) {
+        uint32_t pages[64];
+        for (uint32_t i = 0; i < 64; i++)
+            pages[i] = (uint32_t)b * 64 + i;
+        /* large and small batches (which finish in any order) on disjoint ranges */
+        size_t psz = (b % 4 == 0) ? 8192 : 1024, base = psz == 8192 ? 0 : (6u << 20);
+        o.value = 30 + (uint64_t)(b % 3);
+        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, msrc, src + base, pages, rk[0], raddr[0] + base, pages, 64, psz,
+                                 &o, &rs[b]));
+        for (uint32_t i = 0; i < 64; i++)
+            memcpy(img0 + base + (size_t)pages[i] * psz, src + base + (size_t)pages[i] * psz, psz);
+    }
+    CHECK_ST(ncount(32, 4, 30000), GW_OK);
+    CHECK_ST(ncount(30, 4, 30000), GW_OK);
+    CHECK_ST(ncount(31, 2, 30000), GW_OK);
+    CHECK_ST(ncount(31, 3, 200), GW_ERR_TIMEOUT); /* two of id 31 are left, nothing is taken */
+    CHECK_ST(ncount(31, 2, 30000), GW_OK);
+    for (int b = 0; b < NB; b++) {
+        CHECK_ST(gw_request_wait(rs[b], 30000), GW_OK);
+        gw_request_free(rs[b]);
+    }
+    check_region0("counted batches");
+}
+
+/* H. the target dies in mid-batch: the request fails, bounded */
+static void case_killed(void)
+{
+    fprintf(stderr, "H. target killed in mid-batch\n");
+    it_target_cfg_t cfg = {.n_eps = 1, .n_regions = 1,
+                           .region = {{64u << 20, GW_ACCESS_REMOTE_WRITE, 0}}};
+    it_target_t K;
+    char addr[128];
+    it_target_start(&K, &cfg, addr, sizeof(addr));
+    gw_ep_t *e = it_connect(ctx, addr);
+    uint64_t ra;
+    size_t rl;
+    gw_rkey_t *k = it_single_key(&K, ctx, e, &ra, &rl);
+    uint8_t *big = it_alloc(64u << 20);
+    gw_mem_t *mb = NULL;
+    IT_OK(ctx, gw_mem_reg(ctx, big, 64u << 20, GW_ACCESS_LOCAL, &mb));
+    enum { NB = 8 };
+    gw_request_t *r[NB];
+    int n = 0;
+    for (int i = 0; i < NB; i++) {
+        uint32_t pages[2048];
+        for (uint32_t j = 0; j < 2048; j++)
+            pages[j] = (2048 - 1 - j) * 2; /* every other 16 KiB block, backwards */
+        IT_OK(ctx, gw_xfer_pages(e, GW_XFER_PUT, mb, big, pages, k, ra, pages, 2048, 16384, NULL, &r[n++]));
+    }
+    double t0 = it_now();
+    while (it_now() - t0 < 0.02)
+        gw_progress(ctx);
+    kill(K.pid, SIGKILL);
+    t0 = it_now();
+    int failed = 0, other = 0;
+    for (int i = 0; i < n; i++) {
+        gw_status_t st = gw_request_wait(r[i], 15000);
+        if (st != GW_OK) {
+            failed++;
+            /* verbs: the dead target's registrations go with it, so its NIC (rxe: the same
+             * kernel) may answer a WRITE with a remote access error before the queue pair fails */
+            other += !GW_IS_ENDPOINT_ERROR(st) && !(is_verbs && st == GW_ERR_INVALID_KEY);
+            if (!GW_IS_ENDPOINT_ERROR(st))
+                fprintf(stderr, "  batch %d: %s (%s)\n", i, gw_status_name(st), gw_last_error(ctx));
+        }
+        gw_request_free(r[i]);
+    }
+    double took = it_now() - t0;
+    fprintf(stderr, "  %d of %d batches failed, after %.2f s\n", failed, n, took);
+    CHECK(failed >= 1);
+    CHECK(other == 0);
+    CHECK(took < 5.0);
+    CHECK(gwt_wait(K.pid, 5) == 128 + SIGKILL);
+    close(K.to_child.wfd);
+    close(K.to_parent.rfd);
+    gw_rkey_destroy(k);
+    CHECK_ST(gw_ep_close(e, 1000), GW_OK);
+    CHECK_ST(gw_mem_dereg(mb), GW_OK);
+    free(big);
+}
+
+int main(void)
+{
+    it_target_cfg_t cfg = {
+        .n_eps = 1,
+        .n_regions = 3,
+        .region = {{REGION, GW_ACCESS_REMOTE_WRITE | GW_ACCESS_REMOTE_READ, 0},
+                   {REGION, GW_ACCESS_REMOTE_READ, GET_SEED},
+                   {SMALL, GW_ACCESS_REMOTE_WRITE, 0}},
+    };
+    char addr[128];
+    it_target_start(&T, &cfg, addr, sizeof(addr));
+    ctx = it_ctx();
+    ep = it_connect(ctx, addr);
+    it_target_rkeys(&T, ctx, ep, rk, raddr, NULL);
+    gw_ep_info_t info = {.size = sizeof(info)};
+    IT_OK(ctx, gw_ep_query(ep, &info));
+    fprintf(stderr, "connected over %s (%s)\n", info.transport, info.path);
+    src = it_alloc(REGION);
+    dst = it_alloc(REGION);
+    img0 = it_alloc(REGION);
+    ref1 = it_alloc(REGION);
+    gwt_fill(ref1, REGION, GET_SEED);
+    IT_OK(ctx, gw_mem_reg(ctx, src, REGION, GW_ACCESS_LOCAL, &msrc));
+    IT_OK(ctx, gw_mem_reg(ctx, dst, REGION, GW_ACCESS_LOCAL, &mdst));
+
+    case_pages();
+    case_lists();
+    case_get();
+    case_errors();
+    case_zero_and_counted();
+    is_verbs = strcmp(info.transport, "verbs") == 0;
+    case_revoked();
+    if (!is_verbs)
+        check_region0("the end");
+
+    for (int i = 0; i < 3; i++)
+        gw_rkey_destroy(rk[i]);
+    CHECK_ST(gw_ep_close(ep, 5000), GW_OK);
+    CHECK(it_target_stop(&T, ctx) == 0);
+    case_killed();
+    CHECK_ST(gw_mem_dereg(msrc), GW_OK);
+    CHECK_ST(gw_mem_dereg(mdst), GW_OK);
+    IT_OK(ctx, gw_context_destroy(ctx));
+    free(src);
+    free(dst);
+    free(img0);
+    free(ref1);
+    return gwt_done("it_batch");
+}
