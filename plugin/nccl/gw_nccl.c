@@ -114,6 +114,8 @@ static struct {
     gwn_dev_t dev[GWN_MAX_DEVS];
     char cuda_why[256]; /* why CUDA pointers are not supported, "" when they are */
     int ticker_started;
+    int ticker_stop;    /* asks the ticker to return (finalize, unload) */
+    pthread_t ticker_thread;
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* NCCL's proxy calls into a comm only while it has operations on it, but a
@@ -128,6 +130,10 @@ static void *ticker(void *arg)
     for (;;) {
         usleep(GWN_TICK_MS * 1000);
         pthread_mutex_lock(&G.lock);
+        if (G.ticker_stop) {
+            pthread_mutex_unlock(&G.lock);
+            break;
+        }
         for (int i = 0; i < G.ndev; i++)
             if (G.dev[i].ctx)
                 gw_progress(G.dev[i].ctx);
@@ -135,6 +141,27 @@ static void *ticker(void *arg)
     }
     return arg;
 }
+
+/* Stops and joins the ticker; called without G.lock held.  It must be gone
+ * before NCCL unloads the plugin: NCCL 2.28 dlcloses it after the last
+ * finalize, and a ticker still sleeping in unmapped code crashed the
+ * process at exit (SIGSEGV in nccl_plugin_nccl_load on an H100). */
+static void stop_ticker(void)
+{
+    pthread_mutex_lock(&G.lock);
+    int started = G.ticker_started;
+    G.ticker_stop = started;
+    pthread_mutex_unlock(&G.lock);
+    if (!started)
+        return;
+    pthread_join(G.ticker_thread, NULL);
+    pthread_mutex_lock(&G.lock);
+    G.ticker_started = 0;
+    G.ticker_stop = 0;
+    pthread_mutex_unlock(&G.lock);
+}
+
+__attribute__((destructor)) static void gwn_unload(void) { stop_ticker(); }
 
 /* ---- logging through NCCL's logger ---------------------------------------------------------- */
 static void gwn_log(ncclDebugLogLevel lvl, unsigned long flags, const char *fn, int line, const char *fmt,
@@ -376,16 +403,11 @@ static ncclResult_t gwn_init(ncclDebugLogger_t logfn)
     if (rc == ncclSuccess)
         G.refs++;
     if (rc == ncclSuccess && !G.ticker_started) {
-        pthread_t t;
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &a, ticker, NULL) == 0)
+        if (pthread_create(&G.ticker_thread, NULL, ticker, NULL) == 0)
             G.ticker_started = 1;
         else
             WARN("cannot start the progress thread: peers may time this process out while NCCL posts no "
                  "operation for longer than GPUWIRE_PEER_TIMEOUT_MS");
-        pthread_attr_destroy(&a);
     }
     pthread_mutex_unlock(&G.lock);
     if (rc != ncclSuccess)
@@ -904,6 +926,11 @@ static ncclResult_t gwn_close(void *comm) { return close_comm(comm); }
 
 static ncclResult_t gwn_finalize(void)
 {
+    pthread_mutex_lock(&G.lock);
+    int last = G.refs > 0 && G.refs == 1;
+    pthread_mutex_unlock(&G.lock);
+    if (last)
+        stop_ticker(); /* before the contexts go, and before NCCL may unload us */
     pthread_mutex_lock(&G.lock);
     if (G.refs > 0 && --G.refs == 0) {
         for (int i = 0; i < G.ndev; i++) {
