@@ -488,28 +488,32 @@ static void log_path(gwn_comm_t *c)
          ei.downgrades);
 }
 
+/* Under G.lock: checks DEV, opens its context, and gives a new comm of KIND
+ * (listen and connect open the same way). */
+static ncclResult_t comm_open(const char *what, int dev, int kind, gwn_comm_t **out)
+{
+    *out = NULL;
+    if (dev < 0 || dev >= G.ndev) {
+        WARN("%s: device %d out of range (%d devices)", what, dev, G.ndev);
+        return ncclInvalidArgument;
+    }
+    gw_status_t st = dev_ctx(&G.dev[dev]);
+    if (st != GW_OK)
+        return map_status(st);
+    *out = comm_new(kind, dev);
+    return *out ? ncclSuccess : ncclSystemError;
+}
+
 static ncclResult_t gwn_listen(int dev, void *handle, void **listen_comm)
 {
     *listen_comm = NULL;
     pthread_mutex_lock(&G.lock);
-    ncclResult_t rc = ncclSuccess;
     gwn_comm_t *c = NULL;
-    if (dev < 0 || dev >= G.ndev) {
-        WARN("listen: device %d out of range (%d devices)", dev, G.ndev);
-        rc = ncclInvalidArgument;
+    ncclResult_t rc = comm_open("listen", dev, GWN_LISTEN, &c);
+    if (rc != ncclSuccess)
         goto out;
-    }
     gwn_dev_t *d = &G.dev[dev];
-    gw_status_t st = dev_ctx(d);
-    if (st != GW_OK) {
-        rc = map_status(st);
-        goto out;
-    }
-    c = comm_new(GWN_LISTEN, dev);
-    if (!c) {
-        rc = ncclSystemError;
-        goto out;
-    }
+    gw_status_t st;
     char ip[64], used[IFNAMSIZ], bind_addr[96];
     const char *want = gw_setting_value(d->ctx, "GPUWIRE_NCCL_IFNAME");
     const char *ifn = want && want[0] ? want : d->ifname;
@@ -554,24 +558,12 @@ static ncclResult_t gwn_connect(int dev, void *handle, void **send_comm)
         return ncclInvalidUsage;
     }
     pthread_mutex_lock(&G.lock);
-    ncclResult_t rc = ncclSuccess;
     gwn_comm_t *c = NULL;
-    if (dev < 0 || dev >= G.ndev) {
-        WARN("connect: device %d out of range (%d devices)", dev, G.ndev);
-        rc = ncclInvalidArgument;
+    ncclResult_t rc = comm_open("connect", dev, GWN_SEND, &c);
+    if (rc != ncclSuccess)
         goto out;
-    }
     gwn_dev_t *d = &G.dev[dev];
-    gw_status_t st = dev_ctx(d);
-    if (st != GW_OK) {
-        rc = map_status(st);
-        goto out;
-    }
-    c = comm_new(GWN_SEND, dev);
-    if (!c) {
-        rc = ncclSystemError;
-        goto out;
-    }
+    gw_status_t st;
     snprintf(c->addr, sizeof(c->addr), "%s", h.addr);
     st = gw_connect(d->ctx, h.addr, &c->ep);
     if (st != GW_OK) {
