@@ -172,18 +172,28 @@ gw_status_t gw_etcd_put(gw_etcd_t *e, const char *key, const void *val, size_t v
     return st;
 }
 
-gw_status_t gw_etcd_delete(gw_etcd_t *e, const char *key, int prefix, char *why, size_t whylen)
+/* The request body naming KEY, or every key under the prefix KEY
+ * (deleterange and range take the same one). */
+#define KEY_BODY_MAX (GW_ETCD_KEY_MAX * 4 + 64)
+static int key_body(const char *key, int prefix, char *body, size_t cap)
 {
     char k[GW_ETCD_KEY_MAX * 2], r[GW_ETCD_KEY_MAX * 2];
-    if (b64_key(key, 0, k, sizeof(k)) != 0 || b64_key(key, 1, r, sizeof(r)) != 0) {
+    if (b64_key(key, 0, k, sizeof(k)) != 0 || b64_key(key, 1, r, sizeof(r)) != 0)
+        return -1;
+    if (prefix)
+        snprintf(body, cap, "{\"key\":\"%s\",\"range_end\":\"%s\"}", k, r);
+    else
+        snprintf(body, cap, "{\"key\":\"%s\"}", k);
+    return 0;
+}
+
+gw_status_t gw_etcd_delete(gw_etcd_t *e, const char *key, int prefix, char *why, size_t whylen)
+{
+    char body[KEY_BODY_MAX];
+    if (key_body(key, prefix, body, sizeof(body)) != 0) {
         snprintf(why, whylen, "etcd delete: bad key \"%s\"", key);
         return GW_ERR_INVALID;
     }
-    char body[sizeof(k) * 2 + 64];
-    if (prefix)
-        snprintf(body, sizeof(body), "{\"key\":\"%s\",\"range_end\":\"%s\"}", k, r);
-    else
-        snprintf(body, sizeof(body), "{\"key\":\"%s\"}", k);
     gw_buf_t out = {0};
     gw_json_t root;
     gw_status_t st = call(e, "/v3/kv/deleterange", body, &out, &root, why, whylen);
@@ -194,16 +204,11 @@ gw_status_t gw_etcd_delete(gw_etcd_t *e, const char *key, int prefix, char *why,
 gw_status_t gw_etcd_range(gw_etcd_t *e, const char *key, int prefix, gw_etcd_kv_cb cb, void *arg,
                           int64_t *rev, char *why, size_t whylen)
 {
-    char k[GW_ETCD_KEY_MAX * 2], r[GW_ETCD_KEY_MAX * 2];
-    if (b64_key(key, 0, k, sizeof(k)) != 0 || b64_key(key, 1, r, sizeof(r)) != 0) {
+    char body[KEY_BODY_MAX];
+    if (key_body(key, prefix, body, sizeof(body)) != 0) {
         snprintf(why, whylen, "etcd range: bad key \"%s\"", key);
         return GW_ERR_INVALID;
     }
-    char body[sizeof(k) * 2 + 64];
-    if (prefix)
-        snprintf(body, sizeof(body), "{\"key\":\"%s\",\"range_end\":\"%s\"}", k, r);
-    else
-        snprintf(body, sizeof(body), "{\"key\":\"%s\"}", k);
     gw_buf_t out = {0};
     gw_json_t root, kvs, one;
     gw_status_t st = call(e, "/v3/kv/range", body, &out, &root, why, whylen);
