@@ -11,10 +11,8 @@
 // byte by byte otherwise.  Three threads load the descriptor into shared
 // memory (a PCIe read per thread made a batch of 4096 blocks cost ~250 us
 // on an H100).  The host cuts descriptors to at most 64 KiB so
-// that large blocks spread over many SMs.  Descriptors are read wherever the
-// caller put them (unified addressing): intra copies them into device memory
-// first, since one small PCIe read per block from pinned host memory set the
-// time of a 4096-block batch.
+// that large blocks spread over many SMs.  Descriptors are read straight from
+// pinned host memory (unified addressing).
 struct gw_copy_desc {
     unsigned long long src, dst, len;
 };

@@ -53,9 +53,6 @@ typedef struct intra_iface {
     uint64_t last_timer_ns;
     void *bdesc;         /* a free pinned descriptor buffer of GPU batches (intra_batch.c) */
     size_t bdesc_cap;
-    CUdeviceptr bddesc;  /* ... and a free device buffer the kernel reads them from */
-    size_t bddesc_cap;
-    int bddev;           /* its device */
     char bkernel[200];   /* how GPU batch entries move (intra_batch.c) */
 } intra_iface_t;
 
@@ -1746,8 +1743,6 @@ static void intra_iface_close(gw_tl_iface_t *iface)
         ifc->cu->cuMemFreeHost(ifc->bounce);
     if (ifc->bdesc && ifc->cu)
         ifc->cu->cuMemFreeHost(ifc->bdesc);
-    if (ifc->bddesc && ifc->cu && gw_cuda_ctx_for_device(ifc->bddev, NULL, 0))
-        ifc->cu->cuMemFree(ifc->bddesc);
     munmap(ifc->table, sizeof(gw_intra_slot_t) * GW_INTRA_SLOTS);
     close(ifc->table_fd);
     free(ifc);

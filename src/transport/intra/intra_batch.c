@@ -41,12 +41,10 @@ typedef struct intrab_op {
     int parts;                     /* parts in flight (piecewise CMA, GPU copies) */
     gw_status_t err;               /* their first error */
     uint8_t *used;                 /* per key: an entry of this batch uses it */
+    int32_t *ldev;                 /* per local region: its GPU ordinal, -1 for host memory */
     intra_iface_t *ifc;
     gw_copy_desc_t *desc;          /* pinned descriptors of a kernel launch in flight, or NULL */
     size_t desc_cap;
-    CUdeviceptr ddesc;             /* their copy in device memory, which the kernel reads, or 0 */
-    size_t ddesc_cap;
-    int ddev;
     uint32_t nhost;                /* entries host <-> peer host (CMA) */
     uint32_t npeer;                /* entries local GPU <-> peer GPU (the kernel, else copy engine) */
     uint32_t nstage;               /* entries local GPU <-> peer host (bounce buffer) */
@@ -66,6 +64,12 @@ static void intrab_leave(intrab_op_t *op)
     op->entered = 0;
 }
 
+/* The GPU of an entry's local memory (-1: host), from the per-region table. */
+static inline int ent_ldev(const intrab_op_t *op, const gw_batch_ent_t *en)
+{
+    return op->ldev[en->lreg];
+}
+
 static void intrab_fini(gw_request_t *r)
 {
     intrab_op_t *op = (intrab_op_t *)(uintptr_t)r->tl[T_BATCH];
@@ -83,20 +87,6 @@ static void intrab_fini(gw_request_t *r)
             } else {
                 ifc->cu->cuMemFreeHost(op->desc);
             }
-        }
-        if (op->ddesc) { /* likewise the device copy (the context of its device made current to free it) */
-            intra_iface_t *ifc = op->ifc;
-            CUdeviceptr fr = op->ddesc;
-            int frdev = op->ddev;
-            if (op->ddesc_cap > ifc->bddesc_cap || ifc->bddev != op->ddev) {
-                fr = ifc->bddesc;
-                frdev = ifc->bddev;
-                ifc->bddesc = op->ddesc;
-                ifc->bddesc_cap = op->ddesc_cap;
-                ifc->bddev = op->ddev;
-            }
-            if (fr && gw_cuda_ctx_for_device(frdev, NULL, 0))
-                ifc->cu->cuMemFree(fr);
         }
         free(op);
     }
@@ -166,7 +156,7 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
                           "intra: batch entry %" PRIu32 " [0x%" PRIx64 ", +%" PRIu64 ") is outside the region [0x%" PRIx64
                           ", +%" PRIu64 ") its owner registered", i, en->raddr, en->len, s->addr, s->len);
         }
-        int ldev = gw_batch_ldev(b, en);
+        int ldev = ent_ldev(op, en);
         if (r->gpu && ldev < 0) {
             op->nhgpu++;
         } else if (r->gpu) {
@@ -184,7 +174,7 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
 
 static inline int host_ent(const gw_batch_t *b, const intrab_op_t *op, const gw_batch_ent_t *en)
 {
-    return !op->rd[en->rreg].gpu && gw_batch_ldev(b, en) < 0;
+    return !op->rd[en->rreg].gpu && ent_ldev(op, en) < 0;
 }
 
 /* Host <-> peer host entries by CMA from the op's cursor, INTRAB_IOV entries
@@ -284,6 +274,32 @@ static inline uint32_t seg_index(const gw_intra_slot_t *s, uint64_t ra)
     return sg;
 }
 
+/* 1 when every allocation of every peer GPU region the batch names is
+ * imported for dev already (the steady state of a reused region): then the
+ * import pass over the entries is not needed. */
+static int intrab_imported(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev)
+{
+    for (uint32_t k = 0; k < b->nrkey; k++) {
+        const rdesc_t *r = &op->rd[k];
+        if (!op->used[k] || !r->gpu)
+            continue;
+        for (uint32_t sg = 0; sg < r->s->nseg; sg++) {
+            int found = 0;
+            gw_list_t *p, *t;
+            gw_list_for_each_safe(p, t, &e->imports) {
+                const intra_import_t *im = gw_container_of(p, intra_import_t, link);
+                if (im->slot == r->slot && im->seg == sg && im->dev == dev && im->id == r->id) {
+                    found = 1;
+                    break;
+                }
+            }
+            if (!found)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 /* Imports every peer GPU allocation the batch touches.  GW_INPROGRESS: a
  * VMM fd was requested; try again once it comes. */
 static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev)
@@ -321,29 +337,18 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
 /* Entries touching GPU memory: local GPU <-> peer GPU by the copy kernel
  * where it loads (else one copy-engine copy each), local host <-> peer GPU
  * by copy-engine copies, local GPU <-> peer host through the bounce buffer;
- * all on one stream.  The kernel's descriptors are launched in chunks of
- * INTRAB_KCHUNK as they are built, so that the GPU copies the first blocks
- * while the CPU describes the rest.  *queued: copies were queued on *stream. */
-#define INTRAB_KCHUNK 512
+ * all on one stream.  One launch per INTRAB_KCHUNK descriptors: on an H100
+ * each cuLaunchKernel cost the posting thread microseconds, and launching
+ * every 512 descriptors, to overlap the build with the copy, made a
+ * 4096-entry batch slower, not faster (docs/PERFORMANCE.md, "Batched
+ * transfers").  *queued: copies were queued on *stream. */
+#define INTRAB_KCHUNK 8192
 
-/* Launches the kernel over descriptors [from, from + n) of the batch, first
- * copying them to the device buffer when there is one. */
-static gw_status_t intrab_launch(intra_ep_t *e, intrab_op_t *op, int dev, CUstream stream, size_t from, uint32_t n,
-                                 char *why, size_t whylen)
+/* Launches the kernel over descriptors [from, from + n) of the batch. */
+static gw_status_t intrab_launch(intrab_op_t *op, int dev, CUstream stream, size_t from, uint32_t n, char *why,
+                                 size_t whylen)
 {
-    const gw_copy_desc_t *src = op->desc + from;
-    if (op->ddesc) {
-        CUdeviceptr dd = op->ddesc + from * sizeof(gw_copy_desc_t);
-        CUresult cr = e->ifc->cu->cuMemcpyHtoDAsync(dd, src, n * sizeof(gw_copy_desc_t), stream);
-        if (cr != CUDA_SUCCESS) {
-            char eb[160];
-            snprintf(why, whylen, "cuMemcpyHtoDAsync(%u batch copy descriptors) failed: %s", n,
-                     gw_cuda_strerror(cr, eb, sizeof(eb)));
-            return GW_ERR_CUDA;
-        }
-        src = (const gw_copy_desc_t *)(uintptr_t)dd;
-    }
-    return gw_cuda_copy_kernel_launch(dev, stream, src, n, why, whylen);
+    return gw_cuda_copy_kernel_launch(dev, stream, op->desc + from, n, why, whylen);
 }
 
 static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
@@ -374,24 +379,6 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         }
         op->desc = d;
         op->desc_cap = cap;
-        /* The kernel reads its descriptors from device memory, copied there
-         * chunk by chunk on the stream: read from pinned host memory, every
-         * block's descriptor was a small PCIe read, and at 4096 blocks those
-         * reads, not the bytes, set the batch's time (about 35 ns a block on
-         * an H100).  No device buffer: the kernel reads the pinned copy. */
-        intra_iface_t *ifc = e->ifc;
-        if (ifc->bddesc && ifc->bddev == dev && ifc->bddesc_cap >= cap) {
-            op->ddesc = ifc->bddesc;
-            op->ddesc_cap = ifc->bddesc_cap;
-            op->ddev = dev;
-            ifc->bddesc = 0;
-            ifc->bddesc_cap = 0;
-        } else if (gw_cuda_ctx_for_device(dev, NULL, 0) && cu->cuMemAlloc(&op->ddesc, cap) == CUDA_SUCCESS) {
-            op->ddesc_cap = cap;
-            op->ddev = dev;
-        } else {
-            op->ddesc = 0;
-        }
         size_t k = 0, launched = 0;
         uint32_t creg = UINT32_MAX; /* the last segment resolved: (key, segment) -> imported base */
         uint64_t clo = 0, chi = 0;
@@ -399,7 +386,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         for (uint32_t i = 0; i < b->n; i++) {
             const gw_batch_ent_t *en = &b->ent[i];
             const rdesc_t *r = &op->rd[en->rreg];
-            if (!r->gpu || gw_batch_ldev(b, en) < 0)
+            if (!r->gpu || ent_ldev(op, en) < 0)
                 continue;
             uint64_t ra = en->raddr, left = en->len, la = en->laddr;
             while (left) {
@@ -426,7 +413,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
                 la += n;
                 left -= n;
                 if (k - launched == INTRAB_KCHUNK) {
-                    gw_status_t st = intrab_launch(e, op, dev, stream, launched, INTRAB_KCHUNK, why, sizeof(why));
+                    gw_status_t st = intrab_launch(op, dev, stream, launched, INTRAB_KCHUNK, why, sizeof(why));
                     if (st != GW_OK) {
                         *queued = launched > 0;
                         return gw_err(c, st, "intra: %s", why);
@@ -436,7 +423,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
             }
         }
         if (k > launched) {
-            gw_status_t st = intrab_launch(e, op, dev, stream, launched, (uint32_t)(k - launched), why, sizeof(why));
+            gw_status_t st = intrab_launch(op, dev, stream, launched, (uint32_t)(k - launched), why, sizeof(why));
             if (st != GW_OK) {
                 *queued = launched > 0;
                 return gw_err(c, st, "intra: %s", why);
@@ -451,7 +438,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
         const rdesc_t *r = &op->rd[en->rreg];
-        int ldev = gw_batch_ldev(b, en);
+        int ldev = ent_ldev(op, en);
         if (kernel && r->gpu && ldev >= 0)
             continue; /* in the launch */
         if (!r->gpu) {
@@ -519,7 +506,7 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
         st = ep_stream(e, dev, &stream);
-        if (st == GW_OK)
+        if (st == GW_OK && !intrab_imported(e, b, op, dev))
             st = intrab_import(e, b, op, dev);
         if (st == GW_INPROGRESS) { /* a VMM fd is on its way: nothing moved yet */
             intrab_leave(op);
@@ -583,13 +570,16 @@ static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
     const gw_batch_t *b = req->batch;
-    size_t nk = b->nrkey ? b->nrkey : 1;
-    intrab_op_t *op = calloc(1, sizeof(*op) + nk * sizeof(rdesc_t) + nk);
+    size_t nk = b->nrkey ? b->nrkey : 1, nl = b->nlmem ? b->nlmem : 1;
+    intrab_op_t *op = calloc(1, sizeof(*op) + nk * sizeof(rdesc_t) + nl * sizeof(int32_t) + nk);
     if (!op)
         return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a batch");
     op->nslot = b->nrkey;
     op->ifc = e->ifc;
-    op->used = (uint8_t *)&op->rd[nk];
+    op->ldev = (int32_t *)&op->rd[nk];
+    for (uint32_t k = 0; k < b->nlmem; k++)
+        op->ldev[k] = b->lmem[k] && b->lmem[k]->type == GW_MEM_CUDA ? b->lmem[k]->cuda_device : -1;
+    op->used = (uint8_t *)&op->ldev[nl];
     for (uint32_t i = 0; i < b->n; i++)
         op->used[b->ent[i].rreg] = 1;
     op->fini = req->fini;
