@@ -257,6 +257,7 @@ static batch_mem_t *batch_alloc(gw_context_t *ctx, size_t n)
     }
     memset(&m->b, 0, sizeof(m->b));
     m->b.ent = m->ent;
+    m->b.rlo = UINT64_MAX;
     m->ctx = ctx;
     return m;
 }
@@ -276,6 +277,8 @@ static inline void batch_add(gw_batch_t *b, uint64_t la, uint64_t ra, uint64_t l
     if (!len)
         return;
     b->total += len;
+    b->rlo = ra < b->rlo ? ra : b->rlo;
+    b->rhi = ra + len > b->rhi ? ra + len : b->rhi;
     if (b->n) {
         gw_batch_ent_t *p = &b->ent[b->n - 1];
         if (p->lreg == lreg && p->rreg == rreg && p->laddr + p->len == la && p->raddr + p->len == ra) {

@@ -146,6 +146,27 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
     op->nhost = op->npeer = op->nstage = op->nhgpu = 0;
     op->host_bytes = 0;
     op->nkdesc = 0;
+    if (b->nrkey == 1 && b->nlmem == 1 && b->n) {
+        /* one region each side (the paged form, most lists): the span of
+         * the entries is checked once, and every entry is of one kind */
+        const rdesc_t *r = &op->rd[0];
+        if (gw_range_inside(r->s->addr, r->s->len, b->rlo, b->rhi - b->rlo)) {
+            int ldev = op->ldev[0];
+            if (r->gpu && ldev < 0) {
+                op->nhgpu = b->n;
+            } else if (r->gpu) {
+                op->npeer = b->n; /* at most one descriptor more per entry than the bytes need */
+                op->nkdesc = (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN);
+            } else if (ldev >= 0) {
+                op->nstage = b->n;
+            } else {
+                op->nhost = b->n;
+                op->host_bytes = (size_t)b->total;
+            }
+            return GW_OK;
+        }
+        /* some entry is outside: the pass below names it */
+    }
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
         const rdesc_t *r = &op->rd[en->rreg];
@@ -580,8 +601,11 @@ static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     for (uint32_t k = 0; k < b->nlmem; k++)
         op->ldev[k] = b->lmem[k] && b->lmem[k]->type == GW_MEM_CUDA ? b->lmem[k]->cuda_device : -1;
     op->used = (uint8_t *)&op->ldev[nl];
-    for (uint32_t i = 0; i < b->n; i++)
-        op->used[b->ent[i].rreg] = 1;
+    if (b->nrkey == 1)
+        op->used[0] = b->n > 0;
+    else
+        for (uint32_t i = 0; i < b->n; i++)
+            op->used[b->ent[i].rreg] = 1;
     op->fini = req->fini;
     req->fini = intrab_fini;
     req->tl[T_BATCH] = (uint64_t)(uintptr_t)op;
