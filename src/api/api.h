@@ -29,6 +29,7 @@ struct gw_context {
     uint64_t closed_tokens[64];
     unsigned closed_next;
     struct gw_names *names; /* agent name, published regions, peers, directory (api/names.c); NULL until used */
+    _Atomic(void *) batch_spare; /* api/batch.c: the entry array of the last finished batch, for the next */
 };
 
 /* ops.c's posting steps, shared with api/batch.c: the endpoint is ready;
