@@ -30,7 +30,6 @@
 #include "transport/base/batch.h"
 
 #define INTRAB_IOV 1024 /* UIO_MAXIOV */
-#define T_BATCH T_SRC   /* req->tl[] slot of a batch's state */
 
 typedef struct intrab_op {
     void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
@@ -59,8 +58,8 @@ static void intrab_leave(intrab_op_t *op)
 
 static void intrab_fini(gw_request_t *r)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)r->tl[T_BATCH];
-    r->tl[T_BATCH] = 0;
+    intrab_op_t *op = r->intra.batch;
+    r->intra.batch = NULL;
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         intrab_leave(op);
@@ -213,7 +212,7 @@ static size_t intrab_cma(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, si
  * endpoint moves at most INTRA_CMA_BUDGET bytes per progress call). */
 size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     return intrab_cma(e, req->batch, op, budget, st, fin);
 }
 
@@ -221,7 +220,7 @@ size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_statu
  * was the last, with *st the first error. */
 int intrab_part_done(gw_request_t *req, gw_status_t *st)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     if (!op)
         return 1;
     if (*st != GW_OK && op->err == GW_OK)
@@ -372,7 +371,7 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_batch_t *b = req->batch;
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     gw_status_t st = intrab_enter(e, b, op);
     if (st != GW_OK) {
         intra_rma_done(e, req, st);
@@ -452,7 +451,7 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
         op->parts++;
-        req->tl[T_STATE] = ST_COPYING;
+        req->intra.state = ST_COPYING;
         e->n_cuda++;
         return;
     }
@@ -479,9 +478,9 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
         op->used[b->ent[i].rreg] = 1;
     op->fini = req->fini;
     req->fini = intrab_fini;
-    req->tl[T_BATCH] = (uint64_t)(uintptr_t)op;
-    req->tl[T_SLOT] = 0;
-    req->tl[T_STATE] = ST_NEW;
+    req->intra.batch = op;
+    req->intra.slot = NULL;
+    req->intra.state = ST_NEW;
     if (!e->ready) {
         gw_list_push_back(&e->waiting, &req->tl_link);
         return GW_OK;

@@ -351,12 +351,12 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
                 return st;
             e->n_shm++;
             if (len > INTRA_CMA_SYNC_MAX) { /* large: piecewise from progress, as CMA */
-                intra_cp_t cp = {.ev = NULL, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT],
+                intra_cp_t cp = {.ev = NULL, .req = req, .slot = req->intra.slot,
                                  .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr,
                                  .rptr = p, .len = len};
                 if ((st = intra_cp_push(e, &cp)) != GW_OK)
                     return st;
-                req->tl[T_SLOT] = 0;
+                req->intra.slot = NULL;
                 gw_core_signal(c);
                 return GW_INPROGRESS;
             }
@@ -372,12 +372,12 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
                 return intra_cma_copy(c, e->peer_pid, to_remote, lbuf, r->addr, len);
             /* large: piecewise from the progress engine, so posting never
              * blocks for long and other endpoints keep moving */
-            intra_cp_t cp = {.ev = NULL, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT],
+            intra_cp_t cp = {.ev = NULL, .req = req, .slot = req->intra.slot,
                              .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr, .len = len};
             gw_status_t st = intra_cp_push(e, &cp);
             if (st != GW_OK)
                 return st;
-            req->tl[T_SLOT] = 0;
+            req->intra.slot = NULL;
             gw_core_signal(c);
             return GW_INPROGRESS;
         }
@@ -438,22 +438,22 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
         cu->cuStreamSynchronize(stream);
         return intra_cu_err(c, "cuEventCreate/cuEventRecord", cr);
     }
-    intra_cp_t rec = {.ev = ev, .req = req, .slot = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT], .op = req->op};
+    intra_cp_t rec = {.ev = ev, .req = req, .slot = req->intra.slot, .op = req->op};
     if (intra_cp_push(e, &rec) != GW_OK) {
         cu->cuEventSynchronize(ev);
         cu->cuEventDestroy(ev);
         return GW_ERR_NOMEM;
     }
-    req->tl[T_SLOT] = 0; /* the record owns the slot count now */
-    req->tl[T_STATE] = ST_COPYING;
+    req->intra.slot = NULL; /* the record owns the slot count now */
+    req->intra.state = ST_COPYING;
     e->n_cuda++;
     return GW_INPROGRESS;
 }
 
 /* Looks a peer slot up for an rkey-addressed access and counts us in. */
 /* The key's intra part, copied into the request when it is posted: the
- * caller may destroy the rkey while the operation waits (T_SRC: slot | a
- * valid bit, T_SRC2: region id named by the blob, T_OPID: the key's id). */
+ * caller may destroy the rkey while the operation waits (intra.src: slot | a
+ * valid bit, intra.src2: region id named by the blob, intra.opid: the key's id). */
 #define RK_VALID (1ull << 63)
 gw_status_t intra_rkey_capture(intra_ep_t *e, gw_request_t *req)
 {
@@ -463,12 +463,12 @@ gw_status_t intra_rkey_capture(intra_ep_t *e, gw_request_t *req)
         return gw_err(c, GW_ERR_UNSUPPORTED,
                       "intra: the remote region 0x%" PRIx64 " (+%" PRIu64 ") is not reachable through the intra-host "
                       "transport (its owner could not export it: see gw_mem_query's path there)", rk->addr, rk->len);
-    req->tl[T_SRC] = 0;
+    req->intra.src = 0;
     if (rk->tl_blob_len == 12) {
-        req->tl[T_SRC] = RK_VALID | gw_get_u32(rk->tl_blob);
-        req->tl[T_SRC2] = gw_get_u64(rk->tl_blob + 4);
+        req->intra.src = RK_VALID | gw_get_u32(rk->tl_blob);
+        req->intra.src2 = gw_get_u64(rk->tl_blob + 4);
     }
-    req->tl[T_OPID] = rk->id;
+    req->intra.opid = rk->id;
     return GW_OK;
 }
 
@@ -476,11 +476,11 @@ gw_status_t intra_rkey_capture(intra_ep_t *e, gw_request_t *req)
 gw_status_t intra_slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
 {
     gw_core_t *c = e->super.iface->core;
-    if (!(req->tl[T_SRC] & RK_VALID))
+    if (!(req->intra.src & RK_VALID))
         return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (bad intra part)");
-    uint32_t si = (uint32_t)(req->tl[T_SRC] & 0xffffffffu);
-    uint64_t id = req->tl[T_SRC2];
-    if (si >= GW_INTRA_SLOTS || id != req->tl[T_OPID])
+    uint32_t si = (uint32_t)(req->intra.src & 0xffffffffu);
+    uint64_t id = req->intra.src2;
+    if (si >= GW_INTRA_SLOTS || id != req->intra.opid)
         return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (slot %u)", si);
     gw_intra_slot_t *s = &e->peer_table[si];
     if (atomic_load(&s->id) != id)
@@ -517,11 +517,11 @@ revoked:
 
 void intra_slot_leave(intra_ep_t *e, gw_request_t *req)
 {
-    gw_intra_slot_t *s = (gw_intra_slot_t *)(uintptr_t)req->tl[T_SLOT];
+    gw_intra_slot_t *s = req->intra.slot;
     (void)e;
     if (s) {
         atomic_fetch_sub(&s->inflight, 1);
-        req->tl[T_SLOT] = 0;
+        req->intra.slot = NULL;
     }
 }
 
@@ -542,7 +542,7 @@ void intra_cma_flush(intra_ep_t *e)
         rdesc_t r;
         gw_status_t st = intra_slot_enter(e, req, &r);
         if (st == GW_OK && r.s->kind != GW_INTRA_SLOT_HOST) { /* the slot was reused meanwhile */
-            req->tl[T_SLOT] = (uint64_t)(uintptr_t)r.s;
+            req->intra.slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
             intra_slot_leave(e, req);
             st = gw_err(c, GW_ERR_INVALID_KEY, "intra: the remote region holding 0x%" PRIx64 " was deregistered by "
                         "its owner", req->raddr);
@@ -553,7 +553,7 @@ void intra_cma_flush(intra_ep_t *e)
                 return;
             continue;
         }
-        req->tl[T_SLOT] = (uint64_t)(uintptr_t)r.s;
+        req->intra.slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
         q[k] = req;
         loc[k] = (struct iovec){req->buf, req->len};
         rem[k] = (struct iovec){(void *)(uintptr_t)req->raddr, req->len};
@@ -582,9 +582,9 @@ void intra_cma_flush(intra_ep_t *e)
  * queued. */
 int intra_cma_queue(intra_ep_t *e, gw_request_t *req)
 {
-    if (req->len > INTRA_CMA_BATCH_MAX || local_dev(req) >= 0 || !(req->tl[T_SRC] & RK_VALID))
+    if (req->len > INTRA_CMA_BATCH_MAX || local_dev(req) >= 0 || !(req->intra.src & RK_VALID))
         return 0;
-    uint32_t si = (uint32_t)(req->tl[T_SRC] & 0xffffffffu);
+    uint32_t si = (uint32_t)(req->intra.src & 0xffffffffu);
     if (si >= GW_INTRA_SLOTS || e->peer_table[si].kind != GW_INTRA_SLOT_HOST)
         return 0; /* GPU, shared memory: their own paths */
     int get = req->op == GW_OP_GET;

@@ -241,18 +241,9 @@ static void on_rts(intra_ep_t *e, const gw_intra_hdr_t *h)
         intra_recv_pull(e, req, h->a, h->b, h->c, h->d, h->e);
         return;
     }
-    gw_unexp_t *u = calloc(1, sizeof(*u));
-    if (!u) {
+    /* handle: the sender's op id, and its table slot + 1 above bit 32 */
+    if (gw_ep_unexp_rndv(e->super.base, h->a, (size_t)h->b, (h->d & 0xffffffffu) | (h->e << 32), h->c) != GW_OK)
         intra_ep_send_fin(e, h->d, GW_ERR_NOMEM);
-        return;
-    }
-    u->tag = h->a;
-    u->len = (size_t)h->b;
-    u->handle = (h->d & 0xffffffffu) | (h->e << 32);
-    if (!u->handle)
-        u->handle = 1u << 31; /* never 0: 0 marks eager */
-    u->handle2 = h->c;
-    gw_list_push_back(&e->super.base->unexpected, &u->link);
 }
 
 static void on_eager(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *payload)
@@ -260,24 +251,18 @@ static void on_eager(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *payl
     gw_request_t *req = gw_ep_match_posted(e->super.base, h->a);
     intra_ep_send_fin(e, h->b, GW_OK);
     if (req) {
-        intra_deliver_eager(e, req, payload, h->len, h->a);
+        gw_ep_recv_eager(e->super.base, req, payload, h->len, h->a);
         return;
     }
-    /* kept as an ordinary eager message (u->data): the api layer copies it
-     * into a later receive, GPU buffers included, even after the peer left */
-    gw_unexp_t *u = calloc(1, sizeof(*u));
-    void *data = malloc(h->len ? h->len : 1);
-    if (!u || !data) {
-        free(u);
-        free(data);
+    /* kept in the base's store: a later receive gets it, GPU buffers
+     * included, even after the peer left */
+    gw_unexp_t *u = gw_ep_unexp_eager(e->super.base, h->a, h->len);
+    if (!u) {
         gw_log(GW_LOG_WARN, "intra: out of memory: dropped an unexpected message (tag 0x%" PRIx64 ")", h->a);
         return;
     }
-    memcpy(data, payload, h->len);
-    u->tag = h->a;
-    u->len = h->len;
-    u->data = data;
-    gw_list_push_back(&e->super.base->unexpected, &u->link);
+    memcpy(u->data, payload, h->len);
+    gw_ep_unexp_queue(e->super.base, u);
 }
 
 static void on_fin(intra_ep_t *e, const gw_intra_hdr_t *h)
@@ -286,7 +271,7 @@ static void on_fin(intra_ep_t *e, const gw_intra_hdr_t *h)
     gw_list_t *t_;
     gw_list_for_each_safe(p, t_, &e->sends) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
-        if (req->tl[T_OPID] == h->a) {
+        if (req->intra.opid == h->a) {
             gw_list_del(p);
             gw_status_t st = (gw_status_t)(int64_t)h->b;
             req->length = st == GW_OK ? req->len : 0;

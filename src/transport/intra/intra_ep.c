@@ -94,7 +94,7 @@ void intra_rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
     intra_slot_leave(e, req);
     req->length = st == GW_OK ? req->len : 0; /* (a put_notify completes later with it) */
     if ((req->op == GW_OP_PUT_NOTIFY || (req->op == GW_OP_BATCH && req->batch->notify)) && st == GW_OK) {
-        req->tl[T_STATE] = ST_LANDED;
+        req->intra.state = ST_LANDED;
         req->length = req->len;
         /* kept in posting order, not landing order: intra_check_notifies looks at
          * the head only, so a small later put that landed first must not
@@ -127,8 +127,8 @@ static void pull_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
         intra_ep_fail(e, st, "intra: %s", why);
         return;
     }
-    intra_ep_send_fin(e, req->tl[T_OPID], st);
-    gw_ep_recv_done(e->super.base, req, (size_t)req->tl[T_SRC2], req->rtag, st);
+    intra_ep_send_fin(e, req->intra.opid, st);
+    gw_ep_recv_done(e->super.base, req, (size_t)req->intra.src2, req->rtag, st);
 }
 
 static void op_finished(intra_ep_t *e, gw_request_t *req, gw_status_t st)
@@ -211,7 +211,7 @@ static void rma_issue(intra_ep_t *e, gw_request_t *req)
         intra_rma_done(e, req, st);
         return;
     }
-    req->tl[T_SLOT] = (uint64_t)(uintptr_t)r.s;
+    req->intra.slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
     int again = 0;
     st = intra_copy_start(e, req, req->op != GW_OP_GET, req->buf, &r, req->len, &again);
     if (st == GW_INPROGRESS) {
@@ -224,13 +224,13 @@ static void rma_issue(intra_ep_t *e, gw_request_t *req)
     intra_rma_done(e, req, st);
 }
 
-/* Pulls a rendezvous message (described in req->tl[T_SRC..]) into a recv. */
+/* Pulls a rendezvous message (described in req->intra.src, .src2) into a recv. */
 static void pull_issue(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
-    uint64_t slot1 = req->tl[T_SRC] >> 32;
+    uint64_t slot1 = req->intra.src >> 32;
     rdesc_t r = {0};
-    size_t msg_len = (size_t)req->tl[T_SRC2];
+    size_t msg_len = (size_t)req->intra.src2;
     size_t n = GW_MIN(msg_len, req->len);
     r.addr = req->raddr; /* the sender's buffer address */
     if (slot1) {
@@ -242,7 +242,7 @@ static void pull_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
         atomic_fetch_add(&s->inflight, 1);
-        req->tl[T_SLOT] = (uint64_t)(uintptr_t)s;
+        req->intra.slot = s;
         r.gpu = s->kind != GW_INTRA_SLOT_HOST && s->kind != GW_INTRA_SLOT_SHM;
         r.slot = si;
         r.s = s;
@@ -296,7 +296,7 @@ void intra_retry_waiting(intra_ep_t *e)
 gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
-    req->tl[T_STATE] = ST_NEW;
+    req->intra.state = ST_NEW;
     gw_status_t st = intra_rkey_capture(e, req);
     if (st != GW_OK)
         return st;
@@ -321,9 +321,9 @@ gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
     int gpu = req->lmem && req->lmem->type == GW_MEM_CUDA;
     if (!gpu && req->len <= GW_INTRA_EAGER_MAX) {
         /* completes on the receiver's FIN: "the peer has the message" */
-        req->tl[T_OPID] = ++e->next_op;
+        req->intra.opid = ++e->next_op;
         gw_intra_hdr_t h = {.type = GW_INTRA_M_EAGER, .len = (uint32_t)req->len, .a = req->value,
-                            .b = req->tl[T_OPID]};
+                            .b = req->intra.opid};
         gw_status_t st = intra_out_msg(e, &h, req->buf);
         if (st != GW_OK)
             return st;
@@ -339,9 +339,9 @@ gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
                           req->lmem->path);
         slot1 = si; /* stored as slot+1 */
     }
-    req->tl[T_OPID] = ++e->next_op;
+    req->intra.opid = ++e->next_op;
     gw_intra_hdr_t h = {.type = GW_INTRA_M_RTS, .a = req->value, .b = req->len,
-                        .c = (uint64_t)(uintptr_t)req->buf, .d = req->tl[T_OPID], .e = slot1};
+                        .c = (uint64_t)(uintptr_t)req->buf, .d = req->intra.opid, .e = slot1};
     gw_status_t st = intra_out_msg(e, &h, NULL);
     if (st != GW_OK)
         return st;
@@ -355,45 +355,17 @@ void intra_recv_pull(intra_ep_t *e, gw_request_t *req, uint64_t tag, uint64_t le
 {
     req->rtag = tag;
     req->raddr = addr;
-    req->tl[T_OPID] = op;
-    req->tl[T_SRC] = slot1 << 32;
-    req->tl[T_SRC2] = len;
-    req->tl[T_SLOT] = 0;
+    req->intra.opid = op;
+    req->intra.src = slot1 << 32;
+    req->intra.src2 = len;
+    req->intra.slot = NULL;
     pull_issue(e, req);
-}
-
-gw_status_t intra_deliver_eager(intra_ep_t *e, gw_request_t *req, const void *data, size_t len, uint64_t tag)
-{
-    size_t n = GW_MIN(len, req->len);
-    gw_status_t st = GW_OK;
-    if (n) {
-        if (req->lmem && req->lmem->type == GW_MEM_CUDA)
-            st = gw_staging_copy_sync(e->super.iface->core, req->lmem->cuda_device, req->buf, data, n);
-        else
-            memcpy(req->buf, data, n);
-    }
-    gw_ep_recv_done(e->super.base, req, len, tag, st);
-    return GW_OK;
 }
 
 gw_status_t intra_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp_t *u)
 {
-    intra_ep_t *e = to_ep(tep);
-    /* the api layer posted req on base->posted; take it back */
-    if (req->flags & GW_REQF_QUEUED) {
-        gw_list_del(&req->link);
-        req->flags &= (uint8_t)~GW_REQF_QUEUED;
-    }
-    if (u->handle == 0) { /* eager, payload kept in a blob */
-        intra_blob_t *b = (intra_blob_t *)(uintptr_t)u->handle2;
-        gw_list_del(&b->link);
-        intra_deliver_eager(e, req, b->data, b->len, u->tag);
-        free(b);
-    } else {
-        uint64_t op = u->handle & 0xffffffffu, slot1 = u->handle >> 32;
-        intra_recv_pull(e, req, u->tag, u->len, u->handle2, op, slot1);
-    }
-    free(u);
+    uint64_t op = u->handle & 0xffffffffu, slot1 = u->handle >> 32;
+    intra_recv_pull(to_ep(tep), req, u->tag, u->len, u->handle2, op, slot1);
     return GW_OK;
 }
 
@@ -419,7 +391,6 @@ gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_
     gw_list_init(&e->sends);
     gw_list_init(&e->imports);
     gw_list_init(&e->fdsets);
-    gw_list_init(&e->blobs);
     gw_list_init(&e->shm_maps);
     uint64_t rnd;
     gw_random_bytes(&rnd, sizeof(rnd));
@@ -582,10 +553,6 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
                 close(f->fd[i]);
         gw_list_del(p);
         free(f);
-    }
-    gw_list_for_each_safe(p, t, &e->blobs) {
-        gw_list_del(p);
-        free(gw_container_of(p, intra_blob_t, link));
     }
     for (int d = 0; d < INTRA_MAX_DEV; d++)
         if (e->stream[d]) {

@@ -12,7 +12,9 @@
  *   intra_batch.c  batched put/get
  *   intra_cma.c    several CMA copies per system call
  *   intra_shm.c    copies into shared (memfd) regions
- * Design and shared region table: intra.h. */
+ * The transport: CMA for host memory, CUDA IPC and copy engines for GPU
+ * memory, a Unix socket for control.  Design and shared region table:
+ * intra.h. */
 #ifndef GW_TRANSPORT_INTRA_INT_H
 #define GW_TRANSPORT_INTRA_INT_H
 
@@ -25,9 +27,6 @@
 #include "mem/staging.h"
 #include "transport/base/batch.h"
 #include "transport/intra/intra.h"
-
-/* intra.c - the intra-host transport: CMA for host memory, CUDA IPC and copy
- * engines for GPU memory, a Unix socket for control (see intra.h). */
 
 #define INTRA_HDR 48
 #define INTRA_MAX_DEV 16
@@ -84,12 +83,6 @@ typedef struct intra_fdset { /* VMM fds received for a peer slot */
     gw_status_t status;
 } intra_fdset_t;
 
-typedef struct intra_blob { /* unexpected eager payload (kept off u->data: see recv_matched) */
-    gw_list_t link;
-    size_t len;
-    uint8_t data[];
-} intra_blob_t;
-
 typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_abort) */
     CUevent ev;             /* CUDA copy; NULL for a CMA copy done piecewise in progress */
     gw_request_t *req;
@@ -135,7 +128,6 @@ typedef struct intra_ep {
     gw_list_t sends;     /* rendezvous sends waiting for FIN */
     gw_list_t imports;
     gw_list_t fdsets;
-    gw_list_t blobs;
     gw_list_t shm_maps;  /* the peer's gw_mem_alloc regions mapped here (intra_shm.c) */
     /* small CMA puts (or gets) posted back to back: one system call (intra_cma_flush) */
     gw_request_t *cmaq[INTRA_CMA_BATCH];
@@ -148,8 +140,7 @@ typedef struct intra_ep {
     unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
 } intra_ep_t;
 
-/* request scratch (req->tl[]) */
-enum { T_EVENT = 0, T_SLOT = 1, T_STATE = 2, T_OPID = 3, T_SRC = 4, T_SRC2 = 5 };
+/* request scratch: req->intra (core/request.h) */
 enum { ST_NEW = 0, ST_COPYING = 1, ST_LANDED = 2 };
 
 /* the copy engine: one request's bytes between a local buffer and a peer   */
@@ -176,7 +167,6 @@ void intra_ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st);
 gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req);
 void intra_recv_pull(intra_ep_t *e, gw_request_t *req, uint64_t tag, uint64_t len, uint64_t addr, uint64_t op,
     uint64_t slot1);
-gw_status_t intra_deliver_eager(intra_ep_t *e, gw_request_t *req, const void *data, size_t len, uint64_t tag);
 gw_status_t intra_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp_t *u);
 gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out, uint8_t *addr,
     size_t *addrlen);

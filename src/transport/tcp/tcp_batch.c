@@ -97,7 +97,7 @@ typedef struct tcpb_piece {
     int ldev; /* CUDA ordinal of the local bytes, -1 for host memory */
 } tcpb_piece_t;
 
-/* A get's state, kept until it completes (req->tl[0]); a put keeps none. */
+/* A get's state, kept until it completes (req->tcp.bop); a put keeps none. */
 typedef struct tcpb_op {
     void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
     tcp_ep_t *ep;
@@ -222,8 +222,8 @@ static int send_run(conn_t *c, const gw_tcp_hdr_t *h, void *owned, const struct 
 
 static void tcpb_op_fini(gw_request_t *r)
 {
-    tcpb_op_t *op = (tcpb_op_t *)(uintptr_t)r->tl[0];
-    r->tl[0] = 0;
+    tcpb_op_t *op = r->tcp.bop;
+    r->tcp.bop = NULL;
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op && op->notify && r->status != GW_OK) { /* a failed batch delivers no notification */
         tcp_ep_t *ep = op->ep;
@@ -302,7 +302,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         op->notify = b->notify != GW_NOTIFY_NONE;
         op->fini = req->fini;
         req->fini = tcpb_op_fini;
-        req->tl[0] = (uint64_t)(uintptr_t)op;
+        req->tcp.bop = op;
     }
     if (b->get) {
         uint64_t *bytes = op->bytes;
@@ -432,7 +432,7 @@ int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
     tcp_ep_t *ep = c->ep;
     if (h->type == GW_TCP_BGET_RESP) {
         gw_request_t *r = tcp_slot_get(ep, h->id, 1u << GW_OP_BATCH);
-        tcpb_op_t *op = r ? (tcpb_op_t *)(uintptr_t)r->tl[0] : NULL;
+        tcpb_op_t *op = r ? r->tcp.bop : NULL;
         if (!op)
             return tcp_protocol_error(c, "batch get response for unknown operation 0x%llx", (unsigned long long)h->id);
         if (h->val >= op->nruns)

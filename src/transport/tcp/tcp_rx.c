@@ -72,8 +72,8 @@ static void start_rndv_recv(tcp_ep_t *ep, gw_request_t *r, uint64_t sender_id, u
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory for a receive slot");
         return;
     }
-    r->tl[0] = sender_id;
-    r->tl[2] = accept;
+    r->tcp.sender = sender_id;
+    r->tcp.accept = accept;
     r->done = 0;
     tcp_send_ctl(ep, &ep->conns[0], GW_TCP_CTS, 0, sender_id, id, 0, accept, 0);
 }
@@ -162,13 +162,12 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
             c->rx_req = r;
             tcp_begin_payload_dev(c, r->buf, h->len < r->len ? h->len : r->len, h->len, mem_dev(r->lmem));
         } else {
-            gw_unexp_t *u = gw_ep_unexp_new(B(ep), h->len);
+            gw_unexp_t *u = gw_ep_unexp_eager(B(ep), h->val, h->len);
             if (!u) {
                 tcp_fail(ep, GW_ERR_NOMEM, "out of memory keeping an unexpected %llu-byte message",
                          (unsigned long long)h->len);
                 return -1;
             }
-            u->tag = h->val;
             c->rx_unexp = u;
             tcp_begin_payload(c, u->data, h->len, h->len);
         }
@@ -178,15 +177,10 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         if (r) {
             start_rndv_recv(ep, r, h->id, h->len, h->val);
         } else {
-            gw_unexp_t *u = calloc(1, sizeof(*u));
-            if (!u) {
+            if (gw_ep_unexp_rndv(B(ep), h->val, h->len, h->id, 0) != GW_OK) {
                 tcp_fail(ep, GW_ERR_NOMEM, "out of memory keeping an unexpected message");
                 return -1;
             }
-            u->tag = h->val;
-            u->len = h->len;
-            u->handle = h->id;
-            gw_list_push_back(&B(ep)->unexpected, &u->link);
         }
         return 0;
     case GW_TCP_CTS: {
@@ -214,10 +208,10 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         r = tcp_slot_get(ep, h->key, 1u << GW_OP_RECV);
         if (!r)
             return tcp_protocol_error(c, "message data for unknown receive 0x%llx", (unsigned long long)h->key);
-        if (h->addr > r->tl[2] || h->len > r->tl[2] - h->addr)
+        if (h->addr > r->tcp.accept || h->len > r->tcp.accept - h->addr)
             return tcp_protocol_error(c, "message data [%llu, +%llu) outside the %llu accepted bytes",
                                   (unsigned long long)h->addr, (unsigned long long)h->len,
-                                  (unsigned long long)r->tl[2]);
+                                  (unsigned long long)r->tcp.accept);
         c->rx_req = r;
         tcp_begin_payload_dev(c, (uint8_t *)r->buf + h->addr, h->len, h->len, mem_dev(r->lmem));
         break;
@@ -280,15 +274,15 @@ static int finish_payload(conn_t *c)
         if (r) {
             gw_ep_recv_done(B(ep), r, h->len, h->val, GW_OK);
         } else if (c->rx_unexp) {
-            gw_list_push_back(&B(ep)->unexpected, &c->rx_unexp->link);
+            gw_ep_unexp_queue(B(ep), c->rx_unexp);
             c->rx_unexp = NULL;
         }
         gw_core_signal(CORE(ep));
         return 0;
     case GW_TCP_RDATA:
         r->done += h->len;
-        if (r->done == r->tl[2]) {
-            uint64_t sender = r->tl[0];
+        if (r->done == r->tcp.accept) {
+            uint64_t sender = r->tcp.sender;
             tcp_slot_free(ep, r);
             gw_ep_recv_done(B(ep), r, r->length, r->rtag, GW_OK);
             gw_core_signal(CORE(ep));
@@ -471,7 +465,6 @@ gw_status_t tcp_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp_t *u)
 {
     tcp_ep_t *ep = to_ep(tep);
     start_rndv_recv(ep, req, u->handle, u->len, u->tag);
-    free(u);
     return GW_OK;
 }
 
