@@ -28,7 +28,7 @@ typedef struct gw_unexp {
 
 typedef struct gw_ep_base {
     gw_core_t *core;
-    gw_status_t error;        /* first error, GW_OK while healthy */
+    gw_status_t error;        /* the failure latch: first error, GW_OK while healthy (gw_ep_fail) */
     char error_detail[384];
     gw_status_t implicit_err; /* first error of an untracked op since the last flush */
     gw_list_t outstanding;    /* requests in posting order (put/get/put_notify/send) */
@@ -46,7 +46,19 @@ typedef struct gw_ep_base {
     /* counted notifications: arrived and not yet taken, per id */
     struct gw_ncount { uint64_t id, count; } *ncount;
     size_t n_ncount, cap_ncount;
+    /* the connected transport's teardown: run once, by the gw_ep_fail() that
+     * latches the error (whoever calls it: the transport, or the api layer),
+     * before the base fails the requests it holds.  Set at ep_connect,
+     * cleared at ep_destroy. */
+    void (*on_fail)(void *arg, gw_status_t status);
+    void *on_fail_arg;
 } gw_ep_base_t;
+
+/* Has the endpoint failed?  The one truth; transports keep no flag of their own. */
+static inline int gw_ep_failed(const gw_ep_base_t *b)
+{
+    return b->error != GW_OK;
+}
 
 void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core);
 /* Frees queued notifications and unexpected messages. */
@@ -85,8 +97,9 @@ int gw_ep_has_work(const gw_ep_base_t *b);
 /* Seq of the oldest outstanding op, UINT64_MAX when none. */
 uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b);
 
-/* Fails the endpoint: keeps the first error (later ones are consequences),
- * fails every outstanding request, flush and posted receive with it. */
+/* Fails the endpoint: keeps the first error and its message (later ones are
+ * consequences), runs the transport's on_fail teardown once, then fails
+ * every outstanding request, flush and posted receive with the error. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif

@@ -492,16 +492,15 @@ gw_status_t intra_slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
     }
     /* the owner's table has the last word, not the key (keys can be forged) */
     unsigned need = req->op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
-    if (!gw_range_inside(s->addr, s->len, req->raddr, req->len)) {
+    gw_status_t st = gw_region_allows(s->addr, s->len, s->access, req->raddr, req->len, need);
+    if (st != GW_OK) {
         atomic_fetch_sub(&s->inflight, 1);
-        return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
+        if (st == GW_ERR_ACCESS)
+            return gw_err(c, st, "intra: the owner registered region 0x%" PRIx64 " without remote %s access",
+                          s->addr, need == GW_ACCESS_REMOTE_READ ? "read" : "write");
+        return gw_err(c, st,
                       "intra: remote range [0x%" PRIx64 ", +%zu) is outside the region [0x%" PRIx64 ", +%" PRIu64
                       ") its owner registered", req->raddr, req->len, s->addr, s->len);
-    }
-    if (!(s->access & need)) {
-        atomic_fetch_sub(&s->inflight, 1);
-        return gw_err(c, GW_ERR_ACCESS, "intra: the owner registered region 0x%" PRIx64 " without remote %s access",
-                      s->addr, need == GW_ACCESS_REMOTE_READ ? "read" : "write");
     }
     r->gpu = s->kind != GW_INTRA_SLOT_HOST && s->kind != GW_INTRA_SLOT_SHM;
     r->slot = si;

@@ -55,16 +55,34 @@ static void ep_abort(intra_ep_t *e, gw_status_t st, int external)
     gw_list_init(&e->sends);
 }
 
+/* The endpoint's teardown (base on_fail), run by the first gw_ep_fail(). */
+static void intra_on_fail(void *arg, gw_status_t st)
+{
+    intra_ep_t *e = arg;
+    if (!e->failed)
+        ep_abort(e, st, 0);
+}
+
+/* Connected: the base runs our teardown whoever fails the endpoint. */
+static void intra_hook(intra_ep_t *e)
+{
+    e->super.base->on_fail = intra_on_fail;
+    e->super.base->on_fail_arg = e;
+}
+
 void intra_ep_fail(intra_ep_t *e, gw_status_t st, const char *fmt, const char *detail)
 {
-    if (e->failed)
+    if (e->failed || gw_ep_failed(e->super.base))
         return;
-    ep_abort(e, st, 0);
-    gw_ep_fail(e->super.base, st, fmt, detail);
+    gw_ep_fail(e->super.base, st, fmt, detail); /* runs intra_on_fail */
+    if (!e->failed) /* not connected yet: no teardown hook */
+        ep_abort(e, st, 1);
 }
 
 /* The api layer may fail the endpoint on its own (peer timeout, control
- * socket closed): notice before touching any list. */
+ * socket closed): the on_fail hook has torn it down then, except before
+ * connect (no hook yet): notice before touching any list.  e->failed says
+ * the teardown ran; whether the endpoint failed is the base's to say. */
 int intra_ep_dead(intra_ep_t *e)
 {
     if (!e->failed && e->super.base->error != GW_OK)
@@ -476,6 +494,7 @@ gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t 
             return st;
         e->lio_on = 1;
         e->connected = 1;
+        intra_hook(e);
         return GW_OK;
     }
     close(e->lfd);
@@ -491,6 +510,7 @@ gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t 
          * closed it, not as a refused connect. */
         close(fd);
         e->connected = 1;
+        intra_hook(e);
         intra_ep_fail(e, GW_ERR_CONN_RESET, "intra: %s",
                 "the peer closed the endpoint before its control connection was made (closed right after accepting it)");
         return GW_OK;
@@ -502,6 +522,7 @@ gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t 
         return st;
     }
     e->connected = 1; /* from here on destroy cleans up through the endpoint */
+    intra_hook(e);
     st = intra_ep_attach(e, fd);
     if (st == GW_ERR_CONN_RESET) {
         /* The same close as above, a moment later: the server's endpoint went
@@ -538,6 +559,8 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
     gw_core_t *c = tep->iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
     gw_list_t *p, *t;
+    if (e->connected && e->super.base->on_fail_arg == e)
+        e->super.base->on_fail = NULL;
     /* copies in flight must land before their buffers can go.  An endpoint
      * that never connected has none, and its generic endpoint may already
      * be gone (a failed handshake frees it first): leave it alone then. */

@@ -40,28 +40,22 @@ static int intra_poll(void *arg)
         busy |= e->ncp != 0 || e->bye == 1;
     }
     uint64_t now = gw_now_ns();
-    if (now - ifc->last_timer_ns >= 20000000ull) { /* peer liveness, as tcp does it */
-        ifc->last_timer_ns = now;
-        uint64_t limit = (uint64_t)ifc->super.core->peer_timeout_ms * 1000000ull;
+    if (gw_liveness_due(&ifc->live, now)) {
         gw_list_for_each_safe(p, t, &ifc->eps) {
             intra_ep_t *e = gw_container_of(p, intra_ep_t, link);
-            gw_ep_base_t *b = e->super.base;
             if (intra_ep_dead(e) || e->bye)
                 continue;
-            if (!gw_ep_has_work(b) && !e->ncp) {
-                b->last_rx_ns = now; /* silence without work outstanding is no sign of death */
-                continue;
-            }
-            uint64_t idle = gw_elapsed_ns(now, b->last_rx_ns);
-            if (idle > limit) {
+            uint64_t idle;
+            gw_live_t v = gw_liveness_judge(e->super.base, gw_ep_has_work(e->super.base) || e->ncp, now,
+                                            &e->last_ping_ns, &idle);
+            if (v == GW_LIVE_DEAD) {
                 char why[160];
                 snprintf(why, sizeof(why), "no message from the peer for %llu ms with work outstanding "
                          "(GPUWIRE_PEER_TIMEOUT_MS=%ld)", (unsigned long long)(idle / 1000000),
                          ifc->super.core->peer_timeout_ms);
                 intra_ep_fail(e, GW_ERR_PEER_TIMEOUT, "intra: %s", why);
                 n++;
-            } else if (idle > limit / 3 && now - e->last_ping_ns > limit / 3) {
-                e->last_ping_ns = now;
+            } else if (v == GW_LIVE_PING) {
                 gw_intra_hdr_t ping = {.type = GW_INTRA_M_PING};
                 intra_out_msg(e, &ping, NULL);
             }

@@ -26,6 +26,8 @@
 
 #include "mem/staging.h"
 #include "transport/base/batch.h"
+#include "transport/base/liveness.h"
+#include "transport/base/region.h"
 #include "transport/intra/intra.h"
 
 #define INTRA_HDR 48
@@ -55,7 +57,7 @@ typedef struct intra_iface {
     char cuda_why[256];
     void *bounce;        /* pinned, INTRA_BOUNCE bytes, for GPU <-> peer host */
     uint64_t gen;        /* progress calls seen */
-    uint64_t last_timer_ns;
+    gw_liveness_t live;  /* the peer-liveness timer */
     void *bdesc;         /* a free pinned descriptor buffer of GPU batches (intra_batch.c) */
     size_t bdesc_cap;
     char bkernel[200];   /* how GPU batch entries move (intra_batch.c) */

@@ -270,7 +270,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory cutting a batch of %u entries", b->n);
     }
     uint64_t id;
-    if (tcp_slot_alloc(ep, req, &id) != 0) {
+    if (gw_op_table_alloc(&ep->optab, req, &id) != 0) {
         free(k.pc);
         free(k.first);
         if (b->notify != GW_NOTIFY_NONE)
@@ -292,7 +292,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
             free(op);
             free(k.pc);
             free(k.first);
-            tcp_slot_free(ep, req);
+            gw_op_table_free(&ep->optab, req);
             if (b->notify != GW_NOTIFY_NONE)
                 ep->dn_count--;
             return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for a batch");
@@ -478,9 +478,8 @@ int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
  * deregistered in mid-batch fails the entries after it). */
 static gw_mem_t *seg_region(tcp_ep_t *ep, const tcpb_seg_t *g, unsigned need, gw_status_t *st)
 {
-    gw_tcp_hdr_t q = {.key = g->region, .addr = g->addr, .len = g->len};
     gw_mem_t *m;
-    *st = tcp_check_region(ep, &q, need, &m);
+    *st = gw_region_check(CORE(ep), g->region, g->addr, g->len, need, &m);
     return m;
 }
 

@@ -14,81 +14,40 @@
 static void conn_close(conn_t *c);
 static int timed_out_quietly(tcp_ep_t *ep);
 
-int tcp_slot_alloc(tcp_ep_t *ep, gw_request_t *req, uint64_t *id)
-{
-    if (!ep->nfree) {
-        uint32_t n = ep->nslots ? ep->nslots * 2 : 256;
-        gw_request_t **s = realloc(ep->slots, n * sizeof(*s));
-        if (!s)
-            return -1;
-        ep->slots = s;
-        uint32_t *g = realloc(ep->gens, n * sizeof(*g));
-        if (!g)
-            return -1;
-        ep->gens = g;
-        uint32_t *f = realloc(ep->freelist, n * sizeof(*f));
-        if (!f)
-            return -1;
-        ep->freelist = f;
-        for (uint32_t i = n; i-- > ep->nslots;) {
-            ep->slots[i] = NULL;
-            ep->gens[i] = 1;
-            ep->freelist[ep->nfree++] = i;
-        }
-        ep->nslots = n;
-    }
-    uint32_t i = ep->freelist[--ep->nfree];
-    ep->slots[i] = req;
-    req->slot = i;
-    ep->used_slots++;
-    *id = ((uint64_t)ep->gens[i] << 32) | i;
-    return 0;
-}
-
-void tcp_slot_free(tcp_ep_t *ep, gw_request_t *req)
-{
-    uint32_t i = req->slot;
-    if (i < ep->nslots && ep->slots[i] == req) {
-        ep->slots[i] = NULL;
-        ep->gens[i]++;
-        ep->freelist[ep->nfree++] = i;
-        ep->used_slots--;
-    }
-}
-
 gw_request_t *tcp_slot_get(tcp_ep_t *ep, uint64_t id, unsigned opmask)
 {
-    uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
-    if (i >= ep->nslots || ep->gens[i] != gen || !ep->slots[i])
-        return NULL;
-    gw_request_t *r = ep->slots[i];
-    return (opmask & (1u << r->op)) ? r : NULL;
+    gw_request_t *r = gw_op_table_get(&ep->optab, id);
+    return r && (opmask & (1u << r->op)) ? r : NULL;
 }
 
-void tcp_fail(tcp_ep_t *ep, gw_status_t st, const char *fmt, ...)
+/* The endpoint's teardown (base on_fail): receives in rendezvous are held
+ * only by their slot, the streams close, deferred notifications go. */
+static void tcp_on_fail(void *arg, gw_status_t st)
 {
-    if (ep->failed)
-        return;
-    ep->failed = 1;
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    /* receives in rendezvous are held only by their slot */
-    for (uint32_t i = 0; i < ep->nslots; i++) {
-        gw_request_t *r = ep->slots[i];
+    tcp_ep_t *ep = arg;
+    for (uint32_t i = 0; i < ep->optab.n; i++) {
+        gw_request_t *r = ep->optab.reqs[i];
         if (!r)
             continue;
-        tcp_slot_free(ep, r);
+        gw_op_table_free(&ep->optab, r);
         if (r->op == GW_OP_RECV)
             gw_ep_recv_done(B(ep), r, r->length, r->rtag, st);
     }
     for (int i = 0; i < ep->nconns; i++)
         conn_close(&ep->conns[i]);
     ep->dn_count = 0;
-    if (ep->striped_puts)
-        ep->striped_puts = 0;
+    ep->striped_puts = 0;
+}
+
+void tcp_fail(tcp_ep_t *ep, gw_status_t st, const char *fmt, ...)
+{
+    if (gw_ep_failed(B(ep)))
+        return;
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
     gw_ep_fail(B(ep), st, "%s", msg);
 }
 
@@ -207,7 +166,7 @@ static void conn_close(conn_t *c)
 
 int tcp_ep_busy(tcp_ep_t *ep)
 {
-    if (gw_ep_has_work(B(ep)) || ep->used_slots)
+    if (gw_ep_has_work(B(ep)) || ep->optab.used)
         return 1;
     for (int i = 0; i < ep->nconns; i++)
         if (ep->conns[i].in_payload || ep->conns[i].txh)
@@ -293,6 +252,8 @@ gw_status_t tcp_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t *a
     if (st != GW_OK)
         return st;
     peer->bootstrap_fd = -1;
+    B(ep)->on_fail = tcp_on_fail;
+    B(ep)->on_fail_arg = ep;
     gw_list_push_back(&ep->tif->eps, &ep->link);
     B(ep)->last_rx_ns = gw_now_ns();
     if (!peer->is_server) {
@@ -315,7 +276,7 @@ gw_status_t tcp_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t *a
 gw_status_t tcp_ep_join(gw_tl_ep_t *tep, int fd, unsigned idx)
 {
     tcp_ep_t *ep = to_ep(tep);
-    if (idx == 0 || (int)idx >= ep->nconns || ep->conns[idx].fd >= 0 || ep->failed) {
+    if (idx == 0 || (int)idx >= ep->nconns || ep->conns[idx].fd >= 0 || gw_ep_failed(B(ep))) {
         close(fd);
         return gw_err(CORE(ep), GW_ERR_PROTOCOL, "tcp stream %u for endpoint of %s is not expected (%d negotiated)",
                       idx, B(ep)->peer, ep->nconns);
@@ -329,7 +290,7 @@ gw_status_t tcp_ep_join(gw_tl_ep_t *tep, int fd, unsigned idx)
 gw_status_t tcp_ep_close(gw_tl_ep_t *tep)
 {
     tcp_ep_t *ep = to_ep(tep);
-    if (ep->failed || ep->closing)
+    if (gw_ep_failed(B(ep)) || ep->closing)
         return GW_OK;
     ep->closing = 1;
     conn_t *c = &ep->conns[0];
@@ -354,8 +315,12 @@ void tcp_ep_destroy(gw_tl_ep_t *tep)
         return;
     tcp_ep_t *ep = to_ep(tep);
     /* whatever is still in flight (e.g. receives mid-rendezvous) ends now */
-    if (!ep->failed && ep->nconns)
-        tcp_fail(ep, GW_ERR_CANCELED, "endpoint to %s closed with work outstanding", B(ep)->peer);
+    if (ep->nconns) { /* connected: the generic endpoint is still there (not before) */
+        if (!gw_ep_failed(B(ep)))
+            tcp_fail(ep, GW_ERR_CANCELED, "endpoint to %s closed with work outstanding", B(ep)->peer);
+        if (B(ep)->on_fail_arg == ep)
+            B(ep)->on_fail = NULL;
+    }
     for (int i = 0; i < GW_TCP_MAX_STREAMS; i++) {
         if (ep->conns[i].fd >= 0) {
             ep->conns[i].ep = ep;
@@ -369,9 +334,7 @@ void tcp_ep_destroy(gw_tl_ep_t *tep)
         ep->txfree = t->next;
         free(t);
     }
-    free(ep->slots);
-    free(ep->gens);
-    free(ep->freelist);
+    gw_op_table_fini(&ep->optab);
     free(ep->dn);
     free(ep);
 }

@@ -104,28 +104,28 @@ static int tcp_poll(void *arg)
         }
     }
     uint64_t now = gw_now_ns();
-    if (now - tif->last_timer_ns < 20000000ull)
+    if (!gw_liveness_due(&tif->live, now))
         return n;
-    tif->last_timer_ns = now;
-    uint64_t limit = (uint64_t)tif->super.core->peer_timeout_ms * 1000000ull;
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &tif->eps) {
         tcp_ep_t *ep = gw_container_of(p, tcp_ep_t, link);
-        if (ep->failed)
+        if (gw_ep_failed(B(ep)))
             continue;
-        if (!tcp_ep_busy(ep)) { /* silence without work outstanding is no sign of death */
-            B(ep)->last_rx_ns = now;
-            continue;
-        }
-        B(ep)->last_rx_ns = tcp_ep_last_ns(ep);
-        uint64_t idle = gw_elapsed_ns(now, B(ep)->last_rx_ns); /* helper threads stamp too */
-        if (idle > limit) {
+        int busy = tcp_ep_busy(ep);
+        if (busy)
+            B(ep)->last_rx_ns = tcp_ep_last_ns(ep); /* helper threads stamp too */
+        uint64_t idle;
+        switch (gw_liveness_judge(B(ep), busy, now, &ep->last_ping_ns, &idle)) {
+        case GW_LIVE_DEAD:
             tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
                      "no data from peer %s for %llu ms with work outstanding (GPUWIRE_PEER_TIMEOUT_MS=%ld)",
                      B(ep)->peer, (unsigned long long)(idle / 1000000), tif->super.core->peer_timeout_ms);
-        } else if (idle > limit / 3 && now - ep->last_ping_ns > limit / 3) {
-            ep->last_ping_ns = now;
+            break;
+        case GW_LIVE_PING:
             tcp_send_ctl(ep, &ep->conns[0], GW_TCP_PING, 0, 0, 0, 0, 0, 0);
+            break;
+        case GW_LIVE_OK:
+            break;
         }
     }
     return 0;

@@ -20,6 +20,9 @@
 
 #include "core/sock.h"
 #include "mem/staging.h"
+#include "transport/base/liveness.h"
+#include "transport/base/op_table.h"
+#include "transport/base/region.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_pool.h"
 
@@ -113,7 +116,7 @@ typedef struct tcp_iface {
     long streams;
     uint64_t stripe_min, chunk, eager_max, sockbuf;
     uint8_t *scratch; /* discard target */
-    uint64_t last_timer_ns;
+    gw_liveness_t live;  /* the peer-liveness timer */
     gw_staging_t *stg_tx[MAX_DEV], *stg_rx[MAX_DEV]; /* per device, made on first use */
     gw_list_t stg_wait;  /* streams whose head frame waits for a device-to-host copy */
     gw_tcp_pool_t *pool; /* helper threads, NULL when GPUWIRE_TCP_THREADS=0 */
@@ -135,16 +138,12 @@ struct tcp_ep {
     conn_t conns[GW_TCP_MAX_STREAMS];
     int nconns;          /* negotiated */
     int local_streams;
-    /* request slots: id = gen << 32 | index */
-    gw_request_t **slots;
-    uint32_t *gens;
-    uint32_t *freelist;
-    uint32_t nslots, nfree, used_slots;
+    gw_op_table_t optab; /* requests the peer answers, by the id in their frames */
     tx_item_t *txfree;
     dnotify_t *dn;       /* deferred notifications, FIFO ring */
     size_t dn_head, dn_count, dn_cap;
     uint32_t striped_puts;
-    int failed, peer_closed, closing;
+    int peer_closed, closing; /* failure: gw_ep_failed(base) */
     uint64_t last_ping_ns;
 };
 
@@ -169,8 +168,6 @@ static inline int offloadable(const tcp_iface_t *tif, size_t paylen)
 struct tcpb_rx;
 
 /* tcp_ep.c */
-int tcp_slot_alloc(tcp_ep_t *ep, gw_request_t *req, uint64_t *id);
-void tcp_slot_free(tcp_ep_t *ep, gw_request_t *req);
 gw_request_t *tcp_slot_get(tcp_ep_t *ep, uint64_t id, unsigned opmask);
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -225,7 +222,6 @@ void tcp_begin_payload(conn_t *c, uint8_t *dst, size_t keep, size_t total);
 __attribute__((format(printf, 2, 3)))
 #endif
 int tcp_protocol_error(conn_t *c, const char *fmt, ...);
-gw_status_t tcp_check_region(tcp_ep_t *ep, const gw_tcp_hdr_t *h, unsigned need, gw_mem_t **out);
 void tcp_conn_event(void *arg, uint32_t events);
 gw_status_t tcp_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp_t *u);
 void tcp_rx_job_done(conn_t *c, gw_tcp_job_t *j);

@@ -42,20 +42,6 @@ int tcp_protocol_error(conn_t *c, const char *fmt, ...)
 }
 
 /* Checks a remote access against the region table. */
-gw_status_t tcp_check_region(tcp_ep_t *ep, const gw_tcp_hdr_t *h, unsigned need, gw_mem_t **out)
-{
-    gw_mem_t *m = gw_hmap_get(&CORE(ep)->regions, h->key);
-    *out = NULL;
-    if (!m)
-        return GW_ERR_INVALID_KEY;
-    if (!(m->access & need))
-        return GW_ERR_ACCESS;
-    if (!gw_range_inside((uint64_t)(uintptr_t)m->addr, m->len, h->addr, h->len))
-        return GW_ERR_OUT_OF_BOUNDS;
-    *out = m;
-    return GW_OK;
-}
-
 static void start_rndv_recv(tcp_ep_t *ep, gw_request_t *r, uint64_t sender_id, uint64_t msg_len,
                             uint64_t tag)
 {
@@ -68,7 +54,7 @@ static void start_rndv_recv(tcp_ep_t *ep, gw_request_t *r, uint64_t sender_id, u
         gw_ep_recv_done(B(ep), r, msg_len, tag, GW_OK);
         return;
     }
-    if (tcp_slot_alloc(ep, r, &id) != 0) {
+    if (gw_op_table_alloc(&ep->optab, r, &id) != 0) {
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory for a receive slot");
         return;
     }
@@ -90,7 +76,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
     c->cur_status = GW_OK;
     switch (h->type) {
     case GW_TCP_PUT:
-        c->cur_status = tcp_check_region(ep, h, GW_ACCESS_REMOTE_WRITE, &m);
+        c->cur_status = gw_region_check(CORE(ep), h->key, h->addr, h->len, GW_ACCESS_REMOTE_WRITE, &m);
         c->dst_region = m;
         if (m)
             m->incoming++;
@@ -108,7 +94,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
             tcp_op_finish(ep, r, r->first_err);
         return 0;
     case GW_TCP_GET_REQ: {
-        gw_status_t st = tcp_check_region(ep, h, GW_ACCESS_REMOTE_READ, &m);
+        gw_status_t st = gw_region_check(CORE(ep), h->key, h->addr, h->len, GW_ACCESS_REMOTE_READ, &m);
         gw_tcp_hdr_t resp = {.type = GW_TCP_GET_RESP, .aux = st, .id = h->id,
                              .len = st == GW_OK ? h->len : 0, .val = h->val};
         tx_item_t *t = tcp_tx_alloc(ep);
@@ -283,7 +269,7 @@ static int finish_payload(conn_t *c)
         r->done += h->len;
         if (r->done == r->tcp.accept) {
             uint64_t sender = r->tcp.sender;
-            tcp_slot_free(ep, r);
+            gw_op_table_free(&ep->optab, r);
             gw_ep_recv_done(B(ep), r, r->length, r->rtag, GW_OK);
             gw_core_signal(CORE(ep));
             return tcp_send_lazy(&ep->conns[0], GW_TCP_MSG_ACK, 0, sender, 0);

@@ -380,7 +380,7 @@ int tcp_dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val, uint8_t flags)
 /* A notification goes out once every put posted up to it has landed. */
 void tcp_check_deferred(tcp_ep_t *ep)
 {
-    while (ep->dn_count && !ep->failed) {
+    while (ep->dn_count && !gw_ep_failed(B(ep))) {
         dnotify_t *d = &ep->dn[ep->dn_head];
         if (gw_ep_oldest_seq(B(ep)) <= d->seq)
             return;
@@ -395,7 +395,7 @@ void tcp_check_deferred(tcp_ep_t *ep)
 
 void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
 {
-    tcp_slot_free(ep, r);
+    gw_op_table_free(&ep->optab, r);
     if (r->tl_flags & TLF_STRIPED) {
         r->tl_flags &= (uint16_t)~TLF_STRIPED;
         ep->striped_puts--;
@@ -408,7 +408,7 @@ void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
 static gw_status_t post_pieces(tcp_ep_t *ep, gw_request_t *req, uint8_t type, uint8_t flags)
 {
     uint64_t id;
-    if (tcp_slot_alloc(ep, req, &id) != 0)
+    if (gw_op_table_alloc(&ep->optab, req, &id) != 0)
         return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory for an operation slot");
     req->first_err = GW_OK;
     size_t len = req->len;
@@ -466,7 +466,7 @@ gw_status_t tcp_send(gw_tl_ep_t *tep, gw_request_t *req)
         return GW_OK;
     }
     uint64_t id;
-    if (tcp_slot_alloc(ep, req, &id) != 0)
+    if (gw_op_table_alloc(&ep->optab, req, &id) != 0)
         return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory for a send slot");
     tcp_send_ctl(ep, &ep->conns[0], GW_TCP_RTS, 0, id, 0, 0, req->len, req->value);
     return GW_OK;
@@ -495,6 +495,6 @@ void tcp_tx_job_done(conn_t *c, gw_tcp_job_t *j)
         tcp_tx_done(c, t);
     }
     c->tx_busy = 0;
-    if (!ep->failed && c->fd >= 0)
+    if (!gw_ep_failed(B(ep)) && c->fd >= 0)
         tcp_conn_flush(c);
 }
