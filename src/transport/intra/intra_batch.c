@@ -1,9 +1,8 @@
 /* intra_batch.c - batched put/get over the intra-host transport (the
  * `batch` op).
  *
- * Compiled as part of intra.c (included at its end, GW_INTRA_INTERNAL): it
- * uses that file's private objects (peer region table, imports, copies in
- * flight).  Built alone it is empty.
+ * Uses the transport's private objects (intra_int.h: peer region table,
+ * imports, copies in flight).
  *
  * The initiator moves every byte itself, as for a single put/get:
  *  - it enters the peer's table slot of every region the batch names
@@ -23,14 +22,18 @@
  * Notification: as put_notify's (queued once the batch and every older
  * operation landed); a counted one carries b = 1 in the NOTIFY message.
  */
-#ifdef GW_INTRA_INTERNAL
+#include "transport/intra/intra_int.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "transport/base/batch.h"
 
 #define INTRAB_IOV 1024 /* UIO_MAXIOV */
-#define T_BATCH T_SRC   /* req->tl[] slot of a batch's state */
 
 typedef struct intrab_op {
     void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
@@ -72,8 +75,8 @@ static inline int ent_ldev(const intrab_op_t *op, const gw_batch_ent_t *en)
 
 static void intrab_fini(gw_request_t *r)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)r->tl[T_BATCH];
-    r->tl[T_BATCH] = 0;
+    intrab_op_t *op = r->intra.batch;
+    r->intra.batch = NULL;
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         intrab_leave(op);
@@ -265,17 +268,17 @@ static size_t intrab_cma(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, si
 
 /* The host part of a batch, piecewise from the progress engine (one
  * endpoint moves at most INTRA_CMA_BUDGET bytes per progress call). */
-static size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin)
+size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     return intrab_cma(e, req->batch, op, budget, st, fin);
 }
 
 /* A part of a batch (its host copies, its GPU copies) finished: 1 when it
  * was the last, with *st the first error. */
-static int intrab_part_done(gw_request_t *req, gw_status_t *st)
+int intrab_part_done(gw_request_t *req, gw_status_t *st)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     if (!op)
         return 1;
     if (*st != GW_OK && op->err == GW_OK)
@@ -343,7 +346,7 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
                 return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
                               "intra: remote address 0x%" PRIx64 " is in no allocation of the peer's region", ra);
             CUdeviceptr base = 0;
-            gw_status_t st = import_seg(e, r->slot, s, r->id, sg, dev, &base);
+            gw_status_t st = intra_import_seg(e, r->slot, s, r->id, sg, dev, &base);
             if (st != GW_OK)
                 return st;
             lreg = en->rreg;
@@ -396,7 +399,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         } else {
             CUresult cr = cu->cuMemHostAlloc((void **)&d, cap, CU_MEMHOSTALLOC_PORTABLE);
             if (cr != CUDA_SUCCESS)
-                return cu_err(c, "cuMemHostAlloc(batch copy descriptors)", cr);
+                return intra_cu_err(c, "cuMemHostAlloc(batch copy descriptors)", cr);
         }
         op->desc = d;
         op->desc_cap = cap;
@@ -414,7 +417,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
                 if (!(en->rreg == creg && ra >= clo && ra < chi)) {
                     const gw_intra_slot_t *s = r->s;
                     uint32_t sg = seg_index(s, ra);
-                    gw_status_t st = sg < s->nseg ? import_seg(e, r->slot, s, r->id, sg, dev, &cbase)
+                    gw_status_t st = sg < s->nseg ? intra_import_seg(e, r->slot, s, r->id, sg, dev, &cbase)
                                                   : GW_ERR_OUT_OF_BOUNDS;
                     if (st != GW_OK) {
                         creg = UINT32_MAX;
@@ -464,7 +467,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
             continue; /* in the launch */
         if (!r->gpu) {
             if (ldev >= 0) {
-                gw_status_t st = staged_host(e, !b->get, (void *)(uintptr_t)en->laddr, ldev, en->raddr, en->len);
+                gw_status_t st = intra_staged_host(e, !b->get, (void *)(uintptr_t)en->laddr, ldev, en->raddr, en->len);
                 if (st != GW_OK)
                     return st;
             }
@@ -476,14 +479,14 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         while (left) {
             uint32_t sg = seg_index(s, ra);
             CUdeviceptr base = 0;
-            gw_status_t st = sg < s->nseg ? import_seg(e, r->slot, s, r->id, sg, dev, &base) : GW_ERR_OUT_OF_BOUNDS;
+            gw_status_t st = sg < s->nseg ? intra_import_seg(e, r->slot, s, r->id, sg, dev, &base) : GW_ERR_OUT_OF_BOUNDS;
             if (st != GW_OK)
                 return st == GW_INPROGRESS ? gw_err(c, GW_ERR_UNSUPPORTED, "intra: region mixes allocation kinds") : st;
             uint64_t n = GW_MIN(left, s->seg[sg].base + s->seg[sg].size - ra);
             CUdeviceptr rp = base + (ra - s->seg[sg].base);
             CUresult cr = cu->cuMemcpyAsync(b->get ? lp : rp, b->get ? rp : lp, (size_t)n, stream);
             if (cr != CUDA_SUCCESS)
-                return cu_err(c, "cuMemcpyAsync(batch entry to/from peer GPU memory)", cr);
+                return intra_cu_err(c, "cuMemcpyAsync(batch entry to/from peer GPU memory)", cr);
             *queued = 1;
             ra += n;
             lp += n;
@@ -493,27 +496,27 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
     return GW_OK;
 }
 
-static void intrab_issue(intra_ep_t *e, gw_request_t *req)
+void intrab_issue(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_batch_t *b = req->batch;
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     gw_status_t st = intrab_enter(e, b, op);
     if (st != GW_OK) {
-        rma_done(e, req, st);
+        intra_rma_done(e, req, st);
         return;
     }
     int gpu = 0, dev = -1;
     for (uint32_t k = 0; k < b->nrkey; k++)
         if (op->used[k] && op->rd[k].gpu && dev < 0) {
             gpu = 1;
-            dev = dev_by_pci(op->rd[k].s->pci_bus_id);
+            dev = intra_dev_by_pci(op->rd[k].s->pci_bus_id);
         }
     for (uint32_t k = 0; k < b->nlmem; k++)
         if (b->lmem[k]->type == GW_MEM_CUDA) {
             gpu = 1;
             if (b->lmem[k]->cuda_device >= 0)
-                dev = b->lmem[k]->cuda_device; /* the local GPU's stream, as copy_start picks it */
+                dev = b->lmem[k]->cuda_device; /* the local GPU's stream, as intra_copy_start picks it */
         }
     if (dev < 0)
         dev = 0;
@@ -521,12 +524,12 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
     if (gpu) {
         if (!e->ifc->cu) {
             intrab_leave(op);
-            rma_done(e, req, gw_err(c, GW_ERR_UNSUPPORTED,
+            intra_rma_done(e, req, gw_err(c, GW_ERR_UNSUPPORTED,
                                     "intra: the batch touches GPU memory but CUDA is unavailable in this process (%s)",
                                     e->ifc->cuda_why));
             return;
         }
-        st = ep_stream(e, dev, &stream);
+        st = intra_ep_stream(e, dev, &stream);
         if (st == GW_OK && !intrab_imported(e, b, op, dev))
             st = intrab_import(e, b, op, dev);
         if (st == GW_INPROGRESS) { /* a VMM fd is on its way: nothing moved yet */
@@ -535,7 +538,7 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
         if (st != GW_OK) {
-            rma_done(e, req, st);
+            intra_rma_done(e, req, st);
             return;
         }
     }
@@ -552,7 +555,7 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
         st = intrab_gpu(e, b, op, dev, stream, &queued);
     if (st == GW_OK && !fin) {
         intra_cp_t rec = {.ev = NULL, .req = req, .slot = NULL, .op = GW_OP_BATCH};
-        st = cp_push(e, &rec);
+        st = intra_cp_push(e, &rec);
         if (st == GW_OK) {
             op->parts++;
             gw_core_signal(c);
@@ -565,17 +568,17 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
         if (cr == CUDA_SUCCESS)
             cr = cu->cuEventRecord(ev, stream);
         intra_cp_t rec = {.ev = ev, .req = req, .slot = NULL, .op = GW_OP_BATCH};
-        if (cr != CUDA_SUCCESS || st != GW_OK || cp_push(e, &rec) != GW_OK) {
+        if (cr != CUDA_SUCCESS || st != GW_OK || intra_cp_push(e, &rec) != GW_OK) {
             cu->cuStreamSynchronize(stream);
             if (ev)
                 cu->cuEventDestroy(ev);
             if (st == GW_OK)
-                st = cr != CUDA_SUCCESS ? cu_err(c, "cuEventCreate/cuEventRecord", cr) : GW_ERR_NOMEM;
-            rma_done(e, req, st);
+                st = cr != CUDA_SUCCESS ? intra_cu_err(c, "cuEventCreate/cuEventRecord", cr) : GW_ERR_NOMEM;
+            intra_rma_done(e, req, st);
             return;
         }
         op->parts++;
-        req->tl[T_STATE] = ST_COPYING;
+        req->intra.state = ST_COPYING;
         e->n_cuda++;
         return;
     }
@@ -584,10 +587,10 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
             op->err = st;
         return;
     }
-    rma_done(e, req, st); /* the api hook releases the slots */
+    intra_rma_done(e, req, st); /* the api hook releases the slots */
 }
 
-static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
+gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
     const gw_batch_t *b = req->batch;
@@ -608,9 +611,9 @@ static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
             op->used[b->ent[i].rreg] = 1;
     op->fini = req->fini;
     req->fini = intrab_fini;
-    req->tl[T_BATCH] = (uint64_t)(uintptr_t)op;
-    req->tl[T_SLOT] = 0;
-    req->tl[T_STATE] = ST_NEW;
+    req->intra.batch = op;
+    req->intra.slot = NULL;
+    req->intra.state = ST_NEW;
     if (!e->ready) {
         gw_list_push_back(&e->waiting, &req->tl_link);
         return GW_OK;
@@ -618,5 +621,3 @@ static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     intrab_issue(e, req);
     return GW_OK;
 }
-
-#endif /* GW_INTRA_INTERNAL */
