@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,7 +54,10 @@ typedef struct dir_agent { /* directory cache entry: the watch thread writes, un
     int64_t epoch;
     int listed;
     unsigned changes;
+    int used; /* looked up by this context: its changes make events */
 } dir_agent_t;
+
+#define EVQ_CAP 1024 /* queued peer events; past that the oldest go */
 
 typedef struct peer {
     char name[GW_NAME_MAX + 1];
@@ -101,6 +106,19 @@ struct gw_names {
     int synced; /* 1 after the first listing, -1 while the directory does not answer */
     int watch_fd;
     char dir_err[256];
+    int synced_once;       /* the first listing is in: later new agents are news */
+    /* peer events (gw_peer_watch): the thread queues them under mu and
+     * writes ev_fd; the caller's thread delivers them from progress */
+    int ev_on;             /* under mu */
+    unsigned ev_flags;     /* under mu */
+    gw_peer_event_t *evq;  /* EVQ_CAP, a ring: under mu */
+    size_t ev_head, ev_count;
+    unsigned ev_dropped;
+    int ev_fd;             /* eventfd in the context's epoll set; written under mu */
+    gw_io_t ev_io;
+    void (*ev_cb)(void *, const gw_peer_event_t *);
+    void *ev_arg;
+    int ev_delivering;
 };
 typedef struct gw_names names_t;
 
@@ -119,6 +137,7 @@ static gw_status_t names_get(gw_context_t *ctx, names_t **out)
         return gw_err(core, GW_ERR_NOMEM, "names: out of memory");
     n->ctx = ctx;
     n->watch_fd = -1;
+    n->ev_fd = -1;
     n->table_dirty = 1;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -496,6 +515,32 @@ static int parse_agent(const gw_etcd_kv_t *kv, size_t plen, dir_agent_t *a)
     return 0;
 }
 
+/* Queues a peer event about cache entry c (mu held) when events are on
+ * and c is of interest, and wakes the context. */
+static void ev_push(names_t *n, int type, const dir_agent_t *c, int restarted)
+{
+    if (!n->ev_on || !n->evq || !(c->used || (n->ev_flags & GW_PEER_WATCH_ALL)))
+        return;
+    if (n->ev_count == EVQ_CAP) {
+        n->ev_head = (n->ev_head + 1) % EVQ_CAP;
+        n->ev_count--;
+        n->ev_dropped++;
+    }
+    gw_peer_event_t *e = &n->evq[(n->ev_head + n->ev_count++) % EVQ_CAP];
+    memset(e, 0, sizeof(*e));
+    e->size = sizeof(*e);
+    e->type = type;
+    snprintf(e->name, sizeof(e->name), "%s", c->name);
+    snprintf(e->addr, sizeof(e->addr), "%s", c->addr);
+    e->epoch = (uint64_t)c->epoch;
+    e->restarted = restarted;
+    if (n->ev_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(n->ev_fd, &one, sizeof(one));
+        (void)w;
+    }
+}
+
 /* Cache update, mu held. */
 static void cache_put(names_t *n, const dir_agent_t *a)
 {
@@ -503,11 +548,16 @@ static void cache_put(names_t *n, const dir_agent_t *a)
         dir_agent_t *c = &n->agents[i];
         if (strcmp(c->name, a->name))
             continue;
-        if (!c->listed || c->uuid != a->uuid)
+        int back = !c->listed || c->uuid != a->uuid, restarted = c->uuid && c->uuid != a->uuid;
+        if (back)
             c->changes++;
         unsigned ch = c->changes;
+        int used = c->used;
         *c = *a;
         c->changes = ch;
+        c->used = used;
+        if (back)
+            ev_push(n, GW_PEER_BACK, c, restarted);
         return;
     }
     if (n->nagents == n->agcap) {
@@ -519,6 +569,8 @@ static void cache_put(names_t *n, const dir_agent_t *a)
         n->agcap = cap;
     }
     n->agents[n->nagents++] = *a;
+    if (n->synced_once) /* a new agent (not one of the first listing) */
+        ev_push(n, GW_PEER_BACK, &n->agents[n->nagents - 1], 0);
 }
 
 static dir_agent_t *cache_find(names_t *n, const char *name)
@@ -543,6 +595,7 @@ static void on_watch_event(void *arg, int is_delete, const gw_etcd_kv_t *kv)
         if (c && c->listed) {
             c->listed = 0;
             c->changes++;
+            ev_push(n, GW_PEER_LEFT, c, 0);
         }
     } else {
         dir_agent_t a;
@@ -591,6 +644,7 @@ static gw_status_t cache_sync(names_t *n, int64_t *rev, char *why, size_t whylen
             if (!found && n->agents[i].listed) {
                 n->agents[i].listed = 0;
                 n->agents[i].changes++;
+                ev_push(n, GW_PEER_LEFT, &n->agents[i], 0);
             }
         }
         for (size_t j = 0; j < s.n; j++)
@@ -634,6 +688,8 @@ static void set_synced(names_t *n, int v, const char *why)
 {
     pthread_mutex_lock(&n->mu);
     n->synced = v;
+    if (v == 1)
+        n->synced_once = 1;
     if (why)
         snprintf(n->dir_err, sizeof(n->dir_err), "%s", why);
     pthread_cond_broadcast(&n->cv);
@@ -746,8 +802,10 @@ static gw_status_t dir_lookup(names_t *n, const char *name, dir_agent_t *out, co
     }
     dir_agent_t *c = cache_find(n, name);
     int hit = c && c->listed && n->synced == 1;
-    if (hit)
+    if (hit) {
+        c->used = 1;
         *out = *c;
+    }
     pthread_mutex_unlock(&n->mu);
     if (hit)
         return GW_OK;
@@ -759,6 +817,8 @@ static gw_status_t dir_lookup(names_t *n, const char *name, dir_agent_t *out, co
         *out = s.got[0];
         pthread_mutex_lock(&n->mu);
         cache_put(n, &s.got[0]);
+        if ((c = cache_find(n, name)) != NULL)
+            c->used = 1;
         pthread_mutex_unlock(&n->mu);
     }
     free(s.got);
@@ -1250,6 +1310,137 @@ gw_status_t gw_peer_query(gw_context_t *ctx, const char *name, gw_peer_info_t *i
     return GW_OK;
 }
 
+/* ---- public: peer events ------------------------------------------------------------------- */
+static int ev_pop(names_t *n, gw_peer_event_t *e) /* mu held */
+{
+    if (!n->ev_count)
+        return 0;
+    *e = n->evq[n->ev_head];
+    e->dropped = n->ev_dropped;
+    n->ev_dropped = 0;
+    n->ev_head = (n->ev_head + 1) % EVQ_CAP;
+    n->ev_count--;
+    return 1;
+}
+
+/* The eventfd turned readable (progress, the caller's thread): hands the
+ * queued events to the callback, without holding mu while it runs. */
+static void ev_ready(void *arg, uint32_t events)
+{
+    names_t *n = arg;
+    (void)events;
+    uint64_t x;
+    ssize_t r = read(n->ev_fd, &x, sizeof(x));
+    (void)r;
+    if (n->ev_delivering)
+        return;
+    n->ev_delivering = 1;
+    for (int i = 0; i < EVQ_CAP && n->ev_cb; i++) { /* bounded: the thread may keep adding */
+        gw_peer_event_t e;
+        pthread_mutex_lock(&n->mu);
+        int got = ev_pop(n, &e);
+        pthread_mutex_unlock(&n->mu);
+        if (!got)
+            break;
+        n->ev_cb(n->ev_arg, &e);
+    }
+    n->ev_delivering = 0;
+    pthread_mutex_lock(&n->mu);
+    if (n->ev_count && n->ev_cb && n->ev_fd >= 0) { /* more came: the next progress call */
+        uint64_t one = 1;
+        ssize_t w = write(n->ev_fd, &one, sizeof(one));
+        (void)w;
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+static void ev_off(names_t *n)
+{
+    pthread_mutex_lock(&n->mu);
+    n->ev_on = 0;
+    n->ev_count = n->ev_head = 0;
+    n->ev_dropped = 0;
+    int fd = n->ev_fd;
+    n->ev_fd = -1;
+    pthread_mutex_unlock(&n->mu);
+    n->ev_cb = NULL;
+    n->ev_arg = NULL;
+    if (fd >= 0) {
+        gw_io_del(&n->ctx->core, &n->ev_io);
+        close(fd);
+    }
+}
+
+gw_status_t gw_peer_watch(gw_context_t *ctx, unsigned flags, void (*cb)(void *arg, const gw_peer_event_t *ev),
+                          void *arg)
+{
+    if (!ctx)
+        return GW_ERR_INVALID;
+    gw_core_t *core = &ctx->core;
+    if (flags & ~(unsigned)(GW_PEER_WATCH_ALL | GW_PEER_WATCH_OFF))
+        return gw_err(core, GW_ERR_INVALID, "gw_peer_watch: unknown flags 0x%x", flags);
+    names_t *n;
+    gw_status_t st = names_get(ctx, &n);
+    if (st != GW_OK)
+        return st;
+    if (flags & GW_PEER_WATCH_OFF) {
+        ev_off(n);
+        return GW_OK;
+    }
+    if (!n->have_dir)
+        return gw_err(core, GW_ERR_UNAVAILABLE,
+                      "gw_peer_watch: no directory is set (GPUWIRE_DIRECTORY): peers given by address have no watch; "
+                      "an endpoint's failure is what tells of them");
+    if (!n->evq && !(n->evq = calloc(EVQ_CAP, sizeof(*n->evq))))
+        return gw_err(core, GW_ERR_NOMEM, "gw_peer_watch: out of memory");
+    if (n->ev_fd < 0) {
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fd < 0)
+            return gw_err(core, GW_ERR_SYSTEM, "gw_peer_watch: eventfd() failed: %s", strerror(errno));
+        if ((st = gw_io_add_cold(core, &n->ev_io, fd, EPOLLIN, ev_ready, n)) != GW_OK) {
+            close(fd);
+            return st;
+        }
+        pthread_mutex_lock(&n->mu);
+        n->ev_fd = fd;
+        pthread_mutex_unlock(&n->mu);
+    }
+    n->ev_cb = cb;
+    n->ev_arg = arg;
+    pthread_mutex_lock(&n->mu);
+    n->ev_flags = flags;
+    n->ev_on = 1;
+    if (n->ev_count) { /* queued before a callback was given: hand them over */
+        uint64_t one = 1;
+        ssize_t w = write(n->ev_fd, &one, sizeof(one));
+        (void)w;
+    }
+    pthread_mutex_unlock(&n->mu);
+    return start_thread(n);
+}
+
+gw_status_t gw_peer_event_next(gw_context_t *ctx, gw_peer_event_t *ev)
+{
+    if (!ctx || !ev)
+        return GW_ERR_INVALID;
+    if (ev->size < sizeof(*ev))
+        return gw_err(&ctx->core, GW_ERR_INVALID, "gw_peer_event_next: ev->size is %zu, %zu expected", ev->size,
+                      sizeof(*ev));
+    names_t *n = ctx->names;
+    int got = 0, on = 0;
+    if (n) {
+        pthread_mutex_lock(&n->mu);
+        on = n->ev_on;
+        got = ev_pop(n, ev);
+        pthread_mutex_unlock(&n->mu);
+    }
+    if (!got)
+        return gw_err(&ctx->core, GW_ERR_NOT_FOUND, "gw_peer_event_next: no event queued%s",
+                      on ? "" : " (events are off: gw_peer_watch() starts them)");
+    ev->size = sizeof(*ev);
+    return GW_OK;
+}
+
 /* ---- public: directory listing ------------------------------------------------------------- */
 typedef struct list_arg {
     names_t *n;
@@ -1395,6 +1586,8 @@ gw_status_t gw_names_fini(gw_context_t *ctx)
         if (p->ep)
             gw_ep_close(p->ep, 0);
     stop_thread(n);
+    ev_off(n);
+    free(n->evq);
     if (n->lease) {
         char why[256];
         gw_etcd_revoke(&n->etcd, n->lease, why, sizeof(why));

@@ -239,6 +239,23 @@ static void exercise(gw_context_t *ctx, const char *name, const char *dir, uint6
     free(out);
 }
 
+/* Peer events delivered by the client's progress (gw_peer_watch). */
+static int ev_left, ev_back, ev_back_restarted;
+
+static void on_peer_event(void *arg, const gw_peer_event_t *ev)
+{
+    (void)arg;
+    fprintf(stderr, "client: event: agent \"%s\" %s (epoch %llu, %s%s)\n", ev->name,
+            ev->type == GW_PEER_LEFT ? "left" : "is back", (unsigned long long)ev->epoch, ev->addr,
+            ev->restarted ? ", restarted" : "");
+    if (ev->type == GW_PEER_LEFT)
+        ev_left++;
+    else {
+        ev_back++;
+        ev_back_restarted += ev->restarted;
+    }
+}
+
 static int listed_is(gw_context_t *ctx, const char *name, int want, double secs, gw_peer_info_t *pi)
 {
     double end = now_s() + secs;
@@ -271,6 +288,7 @@ static int client(const char *name, const char *mode, const char *dir)
         CHECK(strstr(desc, "etcd://10.77.0.1:") && strstr(desc, "reachable"));
         gw_ep_t *x;
         CHECK_ST(gw_peer_ep(ctx, "nobody", &x), GW_ERR_NOT_FOUND);
+        REQUIRE_OK(gw_peer_watch(ctx, 0, on_peer_event, NULL));
         CHECK(strstr(gw_last_error(ctx), "etcd://10.77.0.1:") != NULL);
     }
     gw_rkey_t *keys[2];
@@ -290,11 +308,21 @@ static int client(const char *name, const char *mode, const char *dir)
         CHECK(listed_is(ctx, name, 0, 20, &pi)); /* lease expiry (TTL 2 s), seen by the watch */
         fprintf(stderr, "client: the watch saw agent \"%s\" leave %.1f s after SIGKILL\n", name, now_s() - t0);
         CHECK(pi.changes == changes0 + 1);
+        double end = now_s() + 5;
+        while (!ev_left && now_s() < end)
+            if (gw_progress(ctx) == 0)
+                gw_context_wait(ctx, 10);
+        CHECK(ev_left == 1 && ev_back == 0); /* told, not only visible to polling */
         write_file(dir, "client.step2", "restart the agent\n");
         t0 = now_s();
         CHECK(listed_is(ctx, name, 1, 30, &pi));
         fprintf(stderr, "client: the watch saw agent \"%s\" come back %.1f s after asking\n", name, now_s() - t0);
         CHECK(pi.changes == changes0 + 2);
+        end = now_s() + 5;
+        while (!ev_back && now_s() < end)
+            if (gw_progress(ctx) == 0)
+                gw_context_wait(ctx, 10);
+        CHECK(ev_left == 1 && ev_back == 1 && ev_back_restarted == 1);
         gw_ep_t *ep;
         REQUIRE_OK(gw_peer_ep(ctx, name, &ep));
         CHECK(ep != old_ep);

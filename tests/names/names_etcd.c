@@ -6,6 +6,7 @@
  * says so; one that comes back has a new epoch and old keys fail; a forged
  * directory entry can neither hand a peer a key nor impersonate an agent
  * (authentication on). */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +92,60 @@ static int listed_is(gw_context_t *ctx, const char *name, int want, double timeo
         usleep(50000);
     }
     return 0;
+}
+
+/* Events received by a callback, in order. */
+typedef struct ev_log {
+    gw_peer_event_t v[256];
+    int n;
+    int in_cb; /* the callback runs on the thread that calls gw_progress */
+    pthread_t progress_thread;
+} ev_log_t;
+
+static void on_event(void *arg, const gw_peer_event_t *ev)
+{
+    ev_log_t *l = arg;
+    l->in_cb += pthread_equal(pthread_self(), l->progress_thread) ? 0 : 1000;
+    if (l->n < 256)
+        l->v[l->n++] = *ev;
+    fprintf(stderr, "event: agent \"%s\" %s (epoch %llu%s)\n", ev->name, ev->type == GW_PEER_LEFT ? "left" : "is back",
+            (unsigned long long)ev->epoch, ev->restarted ? ", restarted" : "");
+}
+
+/* Index in l of the first event (name, type) from index `from`, or -1. */
+static int ev_find(const ev_log_t *l, int from, const char *name, int type)
+{
+    for (int i = from; i < l->n; i++)
+        if (!strcmp(l->v[i].name, name) && l->v[i].type == type)
+            return i;
+    return -1;
+}
+
+/* Progresses ctx (the callback's deliveries) until event (name, type) from
+ * index `from` is in l; returns its index or -1 after secs. */
+static int wait_event(gw_context_t *ctx, ev_log_t *l, int from, const char *name, int type, double secs)
+{
+    double end = now_s() + secs;
+    int i;
+    while ((i = ev_find(l, from, name, type)) < 0 && now_s() < end)
+        if (gw_progress(ctx) == 0)
+            gw_context_wait(ctx, 10);
+    return i;
+}
+
+/* The pull form: takes events from ctx's queue into l until (name, type). */
+static int pull_event(gw_context_t *ctx, ev_log_t *l, const char *name, int type, double secs)
+{
+    double end = now_s() + secs;
+    int i;
+    while ((i = ev_find(l, 0, name, type)) < 0 && now_s() < end) {
+        gw_peer_event_t ev = {.size = sizeof(ev)};
+        if (gw_peer_event_next(ctx, &ev) == GW_OK && l->n < 256)
+            l->v[l->n++] = ev;
+        else
+            gw_context_wait(ctx, 20); /* the context fd turns ready when one is queued */
+    }
+    return i;
 }
 
 int main(void)
@@ -188,6 +243,20 @@ int main(void)
     }
     gw_etcd_delete(&e, "/gwtest/regions/b/forged", 0, why, sizeof(why));
 
+    /* events: a's callback (delivered by a's progress) for the agents a uses;
+     * wc, which uses none, takes every agent's events from its queue */
+    static ev_log_t evs, wevs;
+    evs.progress_thread = pthread_self();
+    REQUIRE_OK(gw_peer_watch(a, 0, on_event, &evs));
+    gw_context_t *wc;
+    REQUIRE_OK(gw_context_create(NULL, &wc));
+    REQUIRE_OK(gw_peer_watch(wc, GW_PEER_WATCH_ALL, NULL, NULL));
+    gw_peer_event_t none = {.size = sizeof(none)};
+    CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_NOT_FOUND);
+    none.size = 8;
+    CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_INVALID);
+    CHECK_ST(gw_peer_watch(a, 0x80, on_event, &evs), GW_ERR_INVALID);
+
     /* a dead agent disappears when its lease runs out (TTL 2 s) */
     int pid = child_agent("d");
     gw_ep_t *dep;
@@ -202,18 +271,31 @@ int main(void)
     REQUIRE_OK(gw_peer_query(a, "d", &pi));
     CHECK(pi.changes >= 1);
     CHECK_ST(gw_peer_ep(a, "d", &x), GW_ERR_NOT_FOUND);
+    int ed = wait_event(a, &evs, 0, "d", GW_PEER_LEFT, 5);
+    CHECK(ed >= 0);
+    if (ed >= 0)
+        CHECK(evs.v[ed].epoch > 0 && strchr(evs.v[ed].addr, ':') && evs.v[ed].dropped == 0);
+    CHECK(ev_find(&evs, 0, "b", GW_PEER_LEFT) < 0); /* b is still there */
+    CHECK(pull_event(wc, &wevs, "d", GW_PEER_LEFT, 5) >= 0); /* every agent's events for wc */
 
     /* an agent stopped longer than its lease (SIGSTOP): it drops out, and on
      * waking finds its lease gone and registers again by itself */
     int zpid = child_agent("z");
     CHECK(listed_is(a, "z", 1, 5));
+    gw_ep_t *zep;
+    CHECK_ST(gw_peer_ep(a, "z", &zep), GW_OK); /* a uses z: its events come */
+    int mark = evs.n;
     kill(zpid, SIGSTOP);
     CHECK(listed_is(a, "z", 0, 10));
+    CHECK(wait_event(a, &evs, mark, "z", GW_PEER_LEFT, 5) >= 0);
     kill(zpid, SIGCONT);
     t0 = now_s();
     CHECK(listed_is(a, "z", 1, 10));
     fprintf(stderr, "stopped agent registered again %.1f s after SIGCONT\n", now_s() - t0);
-    gw_ep_t *zep;
+    int ez = wait_event(a, &evs, mark, "z", GW_PEER_BACK, 5);
+    CHECK(ez >= 0);
+    if (ez >= 0)
+        CHECK(evs.v[ez].restarted == 0); /* the same context registered again */
     CHECK_ST(gw_peer_ep(a, "z", &zep), GW_OK);
     kill(zpid, SIGKILL);
     waitpid(zpid, &status, 0);
@@ -233,6 +315,22 @@ int main(void)
         usleep(20000);
     }
     CHECK(nep != ep);
+    mark = wait_event(a, &evs, 0, "b", GW_PEER_LEFT, 5); /* its listener went: lease revoked at once */
+    CHECK(mark >= 0);
+    int eb = wait_event(a, &evs, mark < 0 ? 0 : mark, "b", GW_PEER_BACK, 5);
+    CHECK(eb >= 0);
+    if (eb >= 0)
+        CHECK(evs.v[eb].restarted == 1 && strcmp(evs.v[eb].addr, b.addr) == 0);
+    CHECK(evs.in_cb == 0); /* every callback ran on this thread, from gw_progress */
+    int wb = pull_event(wc, &wevs, "b", GW_PEER_BACK, 5);
+    CHECK(wb >= 0);
+    if (wb >= 0)
+        CHECK(wevs.v[wb].restarted == 1);
+    REQUIRE_OK(gw_peer_watch(wc, GW_PEER_WATCH_OFF, NULL, NULL));
+    CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_INVALID); /* size 8 still */
+    none.size = sizeof(none);
+    CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_NOT_FOUND);
+    CHECK_ST(gw_context_destroy(wc), GW_OK);
     REQUIRE_OK(gw_peer_query(a, "b", &pi));
     CHECK(pi.epoch > before.epoch && pi.restarts == 1 && pi.changes >= 1);
     CHECK_ST(put_wait(nep, "old", 3, raddr, drk), GW_ERR_INVALID_KEY);

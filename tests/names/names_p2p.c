@@ -91,6 +91,8 @@ int main(void)
     CHECK(now_s() - t0 < 0.5);
     CHECK(strstr(gw_last_error(a), "GPUWIRE_DIRECTORY") != NULL);
     CHECK_ST(gw_peer_ep(a, "bad name!", &cep), GW_ERR_INVALID);
+    CHECK_ST(gw_peer_watch(a, 0, NULL, NULL), GW_ERR_UNAVAILABLE); /* no directory, no watch */
+    CHECK(strstr(gw_last_error(a), "GPUWIRE_DIRECTORY") != NULL);
 
     /* restart under the same name and address: a new epoch */
     uint64_t epoch1 = pi.epoch;
