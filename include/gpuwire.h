@@ -584,7 +584,9 @@ GW_API gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const ch
  * on their next gw_peer_regions() miss.  Publishing a name again replaces
  * it; gw_mem_dereg() withdraws every name of the region.  Works before or
  * after gw_agent_listen().  Errors: GW_ERR_INVALID (bad name, region without
- * remote access), GW_ERR_NO_RESOURCE (the table would pass its 12 KiB limit). */
+ * remote access), GW_ERR_NO_RESOURCE (the table would pass its 1 MiB limit:
+ * about 19,000 regions with short names; past 12 KiB, about 150 regions,
+ * peers fetch it in pieces on first use, see docs/NAMES.md). */
 GW_API gw_status_t gw_mem_publish(gw_mem_t *mem, const char *name);
 /* Withdraws a published name.  GW_ERR_NOT_FOUND when not published. */
 GW_API gw_status_t gw_mem_unpublish(gw_context_t *ctx, const char *name);

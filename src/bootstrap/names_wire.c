@@ -183,13 +183,27 @@ int gw_nt_next(const uint8_t *buf, size_t len, size_t *off, gw_nt_entry_t *e)
 
 int gw_nt_find(const uint8_t *buf, size_t len, const char *name, gw_nt_entry_t *e)
 {
-    size_t off = 0, nl = strlen(name);
-    while (gw_nt_next(buf, len, &off, e)) {
-        int c = name_cmp((const uint8_t *)e->name, strlen(e->name), (const uint8_t *)name, nl);
-        if (c == 0)
-            return 0;
+    if (!buf || len < GW_NT_FIXED_LEN || gw_get_u32(buf + 28) != len) /* a stub has no entries */
+        return -1;
+    size_t nl = strlen(name), o = GW_NT_FIXED_LEN + buf[32];
+    while (o + 3 <= len) { /* compared in place: nothing copied until it matches */
+        size_t enl = buf[o];
+        if (o + 3 + enl > len)
+            break;
+        size_t kl = gw_get_u16(buf + o + 1 + enl);
+        int c = name_cmp(buf + o + 1, enl, (const uint8_t *)name, nl);
         if (c > 0) /* sorted: it is not there */
             break;
+        if (c == 0) {
+            if (o + 3 + enl + kl > len)
+                break;
+            memcpy(e->name, buf + o + 1, enl);
+            e->name[enl] = '\0';
+            e->key_len = (uint16_t)kl;
+            e->key = buf + o + 3 + enl;
+            return 0;
+        }
+        o += 3 + enl + kl;
     }
     return -1;
 }
