@@ -31,16 +31,10 @@
 
 #include "directory/http.h"
 #include "harness.h"
+#include "names_util.h"
 
 #define BUF_LEN (1u << 20)
 #define INBOX_LEN (64u << 10)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint8_t buf_byte(size_t i)
 {
@@ -69,7 +63,7 @@ static void wait_file(const char *dir, const char *name, double secs, char *out,
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    double end = now_s() + secs;
+    double end = gwt_now_s() + secs;
     for (;;) {
         FILE *f = fopen(path, "r");
         if (f) {
@@ -79,7 +73,7 @@ static void wait_file(const char *dir, const char *name, double secs, char *out,
             out[strcspn(out, "\n")] = '\0';
             return;
         }
-        if (now_s() > end) {
+        if (gwt_now_s() > end) {
             fprintf(stderr, "client: %s did not appear within %.0f s\n", path, secs);
             exit(1);
         }
@@ -189,14 +183,14 @@ static void exercise(gw_context_t *ctx, const char *name, const char *dir, uint6
     wait_file(dir, "agent.addr", 30, line, sizeof(line));
     unsigned long long want_buf = strtoull(strchr(line, ' ') + 1, NULL, 16);
     const char *names[] = {"buf", "inbox"};
-    double t0 = now_s();
+    double t0 = gwt_now_s();
     gw_status_t st = gw_peer_regions(ctx, name, names, 2, keys);
     if (st != GW_OK) {
         fprintf(stderr, "client: gw_peer_regions(%s): %s: %s\n", name, gw_status_name(st), gw_last_error(ctx));
         exit(1);
     }
     fprintf(stderr, "client: gw_peer_regions (first: connect + handshake with the table): %.1f ms\n",
-            (now_s() - t0) * 1e3);
+            (gwt_now_s() - t0) * 1e3);
     gw_ep_t *ep, *ep2;
     REQUIRE_OK(gw_peer_ep(ctx, name, &ep));
     REQUIRE_OK(gw_peer_ep(ctx, name, &ep2));
@@ -258,8 +252,8 @@ static void on_peer_event(void *arg, const gw_peer_event_t *ev)
 
 static int listed_is(gw_context_t *ctx, const char *name, int want, double secs, gw_peer_info_t *pi)
 {
-    double end = now_s() + secs;
-    while (now_s() < end) {
+    double end = gwt_now_s() + secs;
+    while (gwt_now_s() < end) {
         pi->size = sizeof(*pi);
         if (gw_peer_query(ctx, name, pi) == GW_OK && pi->listed == want)
             return 1;
@@ -304,22 +298,22 @@ static int client(const char *name, const char *mode, const char *dir)
         REQUIRE_OK(gw_peer_ep(ctx, name, &old_ep));
         write_file(dir, "client.step1", "killing the agent\n");
         wait_file(dir, "agent.killed", 30, line, sizeof(line));
-        double t0 = now_s();
+        double t0 = gwt_now_s();
         CHECK(listed_is(ctx, name, 0, 20, &pi)); /* lease expiry (TTL 2 s), seen by the watch */
-        fprintf(stderr, "client: the watch saw agent \"%s\" leave %.1f s after SIGKILL\n", name, now_s() - t0);
+        fprintf(stderr, "client: the watch saw agent \"%s\" leave %.1f s after SIGKILL\n", name, gwt_now_s() - t0);
         CHECK(pi.changes == changes0 + 1);
-        double end = now_s() + 5;
-        while (!ev_left && now_s() < end)
+        double end = gwt_now_s() + 5;
+        while (!ev_left && gwt_now_s() < end)
             if (gw_progress(ctx) == 0)
                 gw_context_wait(ctx, 10);
         CHECK(ev_left == 1 && ev_back == 0); /* told, not only visible to polling */
         write_file(dir, "client.step2", "restart the agent\n");
-        t0 = now_s();
+        t0 = gwt_now_s();
         CHECK(listed_is(ctx, name, 1, 30, &pi));
-        fprintf(stderr, "client: the watch saw agent \"%s\" come back %.1f s after asking\n", name, now_s() - t0);
+        fprintf(stderr, "client: the watch saw agent \"%s\" come back %.1f s after asking\n", name, gwt_now_s() - t0);
         CHECK(pi.changes == changes0 + 2);
-        end = now_s() + 5;
-        while (!ev_back && now_s() < end)
+        end = gwt_now_s() + 5;
+        while (!ev_back && gwt_now_s() < end)
             if (gw_progress(ctx) == 0)
                 gw_context_wait(ctx, 10);
         CHECK(ev_left == 1 && ev_back == 1 && ev_back_restarted == 1);
@@ -347,9 +341,9 @@ static int client(const char *name, const char *mode, const char *dir)
 
 static int wait_etcd(const char *hostport, int secs)
 {
-    double end = now_s() + secs;
+    double end = gwt_now_s() + secs;
     char why[256] = "";
-    while (now_s() < end) {
+    while (gwt_now_s() < end) {
         int status = 0;
         gw_buf_t out = {0};
         gw_status_t st = gw_http_post(hostport, "/v3/kv/range", "{\"key\":\"AA==\"}", 1000, &status, &out, why,

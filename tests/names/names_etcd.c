@@ -21,24 +21,6 @@
 #include "harness.h"
 #include "names_util.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static gw_status_t put_wait(gw_ep_t *ep, const void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk)
-{
-    gw_request_t *req;
-    gw_status_t st = gw_put(ep, buf, len, NULL, raddr, rk, &req);
-    if (st != GW_OK)
-        return st;
-    st = gw_request_wait(req, 10000);
-    gw_request_free(req);
-    return st;
-}
-
 typedef struct listing {
     int agents, regions, saw_b, saw_buf;
 } listing_t;
@@ -84,8 +66,8 @@ static int child_agent(const char *name)
 
 static int listed_is(gw_context_t *ctx, const char *name, int want, double timeout_s)
 {
-    double end = now_s() + timeout_s;
-    while (now_s() < end) {
+    double end = gwt_now_s() + timeout_s;
+    while (gwt_now_s() < end) {
         gw_peer_info_t pi = {.size = sizeof(pi)};
         if (gw_peer_query(ctx, name, &pi) == GW_OK && pi.listed == want)
             return 1;
@@ -125,9 +107,9 @@ static int ev_find(const ev_log_t *l, int from, const char *name, int type)
  * index `from` is in l; returns its index or -1 after secs. */
 static int wait_event(gw_context_t *ctx, ev_log_t *l, int from, const char *name, int type, double secs)
 {
-    double end = now_s() + secs;
+    double end = gwt_now_s() + secs;
     int i;
-    while ((i = ev_find(l, from, name, type)) < 0 && now_s() < end)
+    while ((i = ev_find(l, from, name, type)) < 0 && gwt_now_s() < end)
         if (gw_progress(ctx) == 0)
             gw_context_wait(ctx, 10);
     return i;
@@ -136,9 +118,9 @@ static int wait_event(gw_context_t *ctx, ev_log_t *l, int from, const char *name
 /* The pull form: takes events from ctx's queue into l until (name, type). */
 static int pull_event(gw_context_t *ctx, ev_log_t *l, const char *name, int type, double secs)
 {
-    double end = now_s() + secs;
+    double end = gwt_now_s() + secs;
     int i;
-    while ((i = ev_find(l, 0, name, type)) < 0 && now_s() < end) {
+    while ((i = ev_find(l, 0, name, type)) < 0 && gwt_now_s() < end) {
         gw_peer_event_t ev = {.size = sizeof(ev)};
         if (gw_peer_event_next(ctx, &ev) == GW_OK && l->n < 256)
             l->v[l->n++] = ev;
@@ -180,7 +162,7 @@ int main(void)
     uint64_t raddr;
     size_t rlen;
     REQUIRE_OK(gw_rkey_range(rk, &raddr, &rlen));
-    CHECK_ST(put_wait(ep, "via etcd", 9, raddr, rk), GW_OK);
+    CHECK_ST(gwt_put_wait(ep, "via etcd", 9, raddr, rk), GW_OK);
     CHECK(memcmp(b.buf, "via etcd", 9) == 0);
     gw_peer_info_t pi = {.size = sizeof(pi)};
     REQUIRE_OK(gw_peer_query(a, "b", &pi));
@@ -188,9 +170,9 @@ int main(void)
 
     /* an unknown name fails fast and names the directory */
     gw_ep_t *x;
-    double t0 = now_s();
+    double t0 = gwt_now_s();
     CHECK_ST(gw_peer_ep(a, "nobody", &x), GW_ERR_NOT_FOUND);
-    double dt = now_s() - t0;
+    double dt = gwt_now_s() - t0;
     CHECK(dt < 1.0);
     CHECK(strstr(gw_last_error(a), etcd.url) != NULL);
     fprintf(stderr, "unknown name (%.1f ms): %s\n", dt * 1e3, gw_last_error(a));
@@ -224,7 +206,7 @@ int main(void)
     /* even handed over by other means, the agent refuses a key it did not issue */
     gw_rkey_t *direct;
     REQUIRE_OK(gw_rkey_unpack(ep, forged, fl, &direct));
-    gw_status_t fst = put_wait(ep, "evil", 4, raddr + (2u << 20), direct);
+    gw_status_t fst = gwt_put_wait(ep, "evil", 4, raddr + (2u << 20), direct);
     CHECK(fst == GW_ERR_INVALID_KEY || fst == GW_ERR_OUT_OF_BOUNDS);
     CHECK(memcmp(b.buf, "via etcd", 9) == 0);
     gw_rkey_destroy(direct);
@@ -262,12 +244,12 @@ int main(void)
     gw_ep_t *dep;
     REQUIRE_OK(gw_peer_ep(a, "d", &dep));
     CHECK(listed_is(a, "d", 1, 5));
-    t0 = now_s();
+    t0 = gwt_now_s();
     kill(pid, SIGKILL);
     int status;
     waitpid(pid, &status, 0);
     CHECK(listed_is(a, "d", 0, 10));
-    fprintf(stderr, "dead agent left the directory %.1f s after SIGKILL (TTL 2 s)\n", now_s() - t0);
+    fprintf(stderr, "dead agent left the directory %.1f s after SIGKILL (TTL 2 s)\n", gwt_now_s() - t0);
     REQUIRE_OK(gw_peer_query(a, "d", &pi));
     CHECK(pi.changes >= 1);
     CHECK_ST(gw_peer_ep(a, "d", &x), GW_ERR_NOT_FOUND);
@@ -289,9 +271,9 @@ int main(void)
     CHECK(listed_is(a, "z", 0, 10));
     CHECK(wait_event(a, &evs, mark, "z", GW_PEER_LEFT, 5) >= 0);
     kill(zpid, SIGCONT);
-    t0 = now_s();
+    t0 = gwt_now_s();
     CHECK(listed_is(a, "z", 1, 10));
-    fprintf(stderr, "stopped agent registered again %.1f s after SIGCONT\n", now_s() - t0);
+    fprintf(stderr, "stopped agent registered again %.1f s after SIGCONT\n", gwt_now_s() - t0);
     int ez = wait_event(a, &evs, mark, "z", GW_PEER_BACK, 5);
     CHECK(ez >= 0);
     if (ez >= 0)
@@ -306,9 +288,9 @@ int main(void)
     REQUIRE_OK(gw_peer_query(a, "b", &before));
     REQUIRE_OK(gw_peer_regions(a, "b", one, 1, &drk)); /* a key of b's first epoch */
     gwt_agent_cmd(&b, 2);                              /* b restarts: new context, same address */
-    double end = now_s() + 10;
+    double end = gwt_now_s() + 10;
     gw_ep_t *nep = ep;
-    while (now_s() < end) {
+    while (gwt_now_s() < end) {
         gw_progress(a);
         if (gw_peer_ep(a, "b", &nep) == GW_OK && nep != ep)
             break;
@@ -333,23 +315,23 @@ int main(void)
     CHECK_ST(gw_context_destroy(wc), GW_OK);
     REQUIRE_OK(gw_peer_query(a, "b", &pi));
     CHECK(pi.epoch > before.epoch && pi.restarts == 1 && pi.changes >= 1);
-    CHECK_ST(put_wait(nep, "old", 3, raddr, drk), GW_ERR_INVALID_KEY);
+    CHECK_ST(gwt_put_wait(nep, "old", 3, raddr, drk), GW_ERR_INVALID_KEY);
     CHECK(strstr(gw_last_error(a), "restarted") != NULL);
     gw_rkey_t *nrk;
     REQUIRE_OK(gw_peer_regions(a, "b", one, 1, &nrk));
-    CHECK_ST(put_wait(nep, "new epoch", 10, raddr, nrk), GW_OK);
+    CHECK_ST(gwt_put_wait(nep, "new epoch", 10, raddr, nrk), GW_OK);
     CHECK(memcmp(b.buf, "new epoch", 10) == 0);
 
     /* lookups come from the watched cache: with etcd frozen, gw_peer_ep still
      * answers at once and transfers go on */
     kill(etcd.pid, SIGSTOP);
-    t0 = now_s();
+    t0 = gwt_now_s();
     gw_ep_t *cached;
     for (int i = 0; i < 1000; i++)
         CHECK_ST(gw_peer_ep(a, "b", &cached), GW_OK);
-    dt = now_s() - t0;
+    dt = gwt_now_s() - t0;
     CHECK(cached == nep && dt < 0.5);
-    CHECK_ST(put_wait(cached, "frozen", 7, raddr, nrk), GW_OK);
+    CHECK_ST(gwt_put_wait(cached, "frozen", 7, raddr, nrk), GW_OK);
     fprintf(stderr, "1000 lookups with etcd stopped: %.3f ms\n", dt * 1e3);
     kill(etcd.pid, SIGCONT);
 

@@ -14,24 +14,6 @@
 #include "harness.h"
 #include "names_util.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static gw_status_t put_wait(gw_ep_t *ep, const void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk)
-{
-    gw_request_t *req;
-    gw_status_t st = gw_put(ep, buf, len, NULL, raddr, rk, &req);
-    if (st != GW_OK)
-        return st;
-    st = gw_request_wait(req, 10000);
-    gw_request_free(req);
-    return st;
-}
-
 int main(void)
 {
     if (strstr(gw_build_features(), "auth"))
@@ -63,9 +45,9 @@ int main(void)
     const char *names[] = {n0, n1, n2, "buf"};
     size_t idx[] = {0, b.published / 2, b.published - 1};
     gw_rkey_t *keys[4];
-    double t0 = now_s();
+    double t0 = gwt_now_s();
     REQUIRE_OK(gw_peer_regions(a, "big", names, 4, keys));
-    double dt = now_s() - t0;
+    double dt = gwt_now_s() - t0;
     size_t pieces = (h.full_len + GW_NP_MAX_DATA - 1) / GW_NP_MAX_DATA;
     fprintf(stderr, "whole table: %u bytes, %u entries, fetched in %zu pieces in %.1f ms (%.2f ms a piece)\n",
             h.full_len, h.count, pieces, dt * 1e3, dt * 1e3 / (double)pieces);
@@ -78,17 +60,17 @@ int main(void)
         CHECK(raddr == want && rlen == 16384);
         char msg[32];
         snprintf(msg, sizeof(msg), "entry %zu", idx[i]);
-        CHECK_ST(put_wait(ep, msg, strlen(msg) + 1, raddr + 100, keys[i]), GW_OK);
+        CHECK_ST(gwt_put_wait(ep, msg, strlen(msg) + 1, raddr + 100, keys[i]), GW_OK);
         CHECK(strcmp((char *)(uintptr_t)(raddr + 100), msg) == 0);
     }
     /* once fetched, lookups read the kept table: no exchange */
-    t0 = now_s();
+    t0 = gwt_now_s();
     gw_rkey_t *again;
     for (int i = 0; i < 100; i++) {
         REQUIRE_OK(gw_peer_regions(a, "big", &names[2], 1, &again));
         gw_rkey_destroy(again);
     }
-    dt = now_s() - t0;
+    dt = gwt_now_s() - t0;
     fprintf(stderr, "100 lookups in the fetched table: %.2f ms\n", dt * 1e3);
     CHECK(dt < 1.0);
     /* a name that is not there: NOT_FOUND, the list of what there is cut short */

@@ -25,6 +25,24 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+double gwt_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+gw_status_t gwt_put_wait(gw_ep_t *ep, const void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk)
+{
+    gw_request_t *req;
+    gw_status_t st = gw_put(ep, buf, len, NULL, raddr, rk, &req);
+    if (st != GW_OK)
+        return st;
+    st = gw_request_wait(req, 10000);
+    gw_request_free(req);
+    return st;
+}
+
 int gwt_progress_until(gw_context_t *ctx, int (*cond)(void *), void *arg, int timeout_ms)
 {
     uint64_t end = now_ms() + (uint64_t)timeout_ms;

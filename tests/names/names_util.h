@@ -51,6 +51,11 @@ typedef struct gwt_etcd {
 int gwt_etcd_start(gwt_etcd_t *e);
 void gwt_etcd_stop(gwt_etcd_t *e);
 
+/* Monotonic seconds. */
+double gwt_now_s(void);
+/* gw_put and a wait of up to 10 s for it; the status. */
+gw_status_t gwt_put_wait(gw_ep_t *ep, const void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk);
+
 /* Spins gw_progress on ctx until cond(arg) or timeout_ms; 1 when met. */
 int gwt_progress_until(gw_context_t *ctx, int (*cond)(void *), void *arg, int timeout_ms);
 
