@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/api.h"
+#include "bootstrap/names_wire.h"
 #include "directory/http.h"
 #include "harness.h"
 #include "names_util.h"
@@ -118,6 +120,14 @@ static int agent(const char *name, const char *listen, const char *dir)
     REQUIRE_OK(gw_mem_reg(ctx, inbox, INBOX_LEN, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &mi));
     REQUIRE_OK(gw_mem_publish(mb, "buf"));
     REQUIRE_OK(gw_mem_publish(mi, "inbox"));
+    /* GWT_PAD=N: N more names, so that the table passes what one handshake
+     * message holds and travels in pieces */
+    long pad = getenv("GWT_PAD") ? atol(getenv("GWT_PAD")) : 0;
+    for (long i = 0; i < pad; i++) {
+        char nm[32];
+        snprintf(nm, sizeof(nm), "pad%05ld", i);
+        REQUIRE_OK(gw_mem_publish(mb, nm));
+    }
     char addr[80], line[160];
     REQUIRE_OK(gw_listener_addr(l, addr, sizeof(addr)));
     snprintf(line, sizeof(line), "%s 0x%llx\n", addr, (unsigned long long)(uintptr_t)buf);
@@ -191,6 +201,13 @@ static void exercise(gw_context_t *ctx, const char *name, const char *dir, uint6
     }
     fprintf(stderr, "client: gw_peer_regions (first: connect + handshake with the table): %.1f ms\n",
             (gwt_now_s() - t0) * 1e3);
+    long pad = getenv("GWT_PAD") ? atol(getenv("GWT_PAD")) : 0;
+    gw_ep_t *tep;
+    REQUIRE_OK(gw_peer_ep(ctx, name, &tep));
+    fprintf(stderr, "client: the agent's table: %zu bytes%s\n", tep->peer_table_len,
+            tep->peer_table_len > GW_NT_INLINE_MAX ? " (past one handshake message: fetched in pieces)" : "");
+    if (pad >= 1000)
+        CHECK(tep->peer_table_len > GW_NT_INLINE_MAX);
     gw_ep_t *ep, *ep2;
     REQUIRE_OK(gw_peer_ep(ctx, name, &ep));
     REQUIRE_OK(gw_peer_ep(ctx, name, &ep2));

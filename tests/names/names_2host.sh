@@ -3,7 +3,8 @@
 # namespaces joined by a veth pair (10.77.0.1/24 and 10.77.0.2/24, nothing
 # else between them), an agent in one, a client in the other
 # (tests/names/names_2host.c says what each checks).
-#   p2p:  no directory; the client has the agent's address only.
+#   p2p:  no directory; the client has the agent's address only; the
+#         agent's table is past one handshake message (pieces).
 #   etcd: a real etcd runs in the agent's namespace on 10.77.0.1; both reach
 #         it by that address; the client sees the agent leave (SIGKILL, lease
 #         runs out) and come back through its watch.
@@ -75,6 +76,9 @@ wait_for() { # file seconds
   done
 }
 
+# peer-to-peer: 1,000 more names make the table pass one handshake message
+# (about 55 KB): it crosses in pieces
+[ "$mode" = p2p ] && export GWT_PAD=1000
 ip netns exec "$A" "$bin" agent kv0 10.77.0.1:0 "$tmp" >"$tmp/agent1.log" 2>&1 &
 apid=$!
 ip netns exec "$B" "$bin" client kv0 "$mode" "$tmp" >"$tmp/client.log" 2>&1 &
