@@ -556,8 +556,10 @@ static gw_status_t fetch_table(names_t *n, const char *addr, uint8_t **table, si
             break;
     }
     if ((st = gw_nt_decode(full, flen, h, w, sizeof(w))) != GW_OK || h->stub || h->uuid != owner) {
-        snprintf(why, whylen, "bad names table from %.60s: %.150s", addr,
-                 st != GW_OK ? w : h->stub ? "a stub where the whole table was asked" : "it belongs to another context");
+        const char *what = st != GW_OK ? w
+                           : h->stub   ? "a stub where the whole table was asked"
+                                       : "it belongs to another context";
+        snprintf(why, whylen, "bad names table from %.60s: %.150s", addr, what);
         st = GW_ERR_PROTOCOL;
         goto fail;
     }

@@ -76,7 +76,8 @@ static void test_table(void)
     gw_nt_add(&e, "y", k2, l2);
     n = gw_nt_finish(&e);
     CHECK(n > 0);
-    uint8_t *second = buf + GW_NT_FIXED_LEN + 1 + (1 + 1 + 2 + l1) + 1; /* entry 2: past "a", entry 1, its length byte */
+    /* entry 2's name: past the name "a", entry 1, entry 2's length byte */
+    uint8_t *second = buf + GW_NT_FIXED_LEN + 1 + (1 + 1 + 2 + l1) + 1;
     CHECK(*second == 'y');
     *second = 'x';
     CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
