@@ -308,6 +308,33 @@ int main(void)
     CHECK(wb >= 0);
     if (wb >= 0)
         CHECK(wevs.v[wb].restarted == 1);
+    /* a queue nobody reads keeps the newest 1,024 events and counts the rest:
+     * 1,100 agents appear (entries put straight into etcd) */
+    CHECK(listed_is(wc, "z", 0, 10)); /* killed above: its leaving is not to land in the middle */
+    gw_peer_event_t qe = {.size = sizeof(qe)};
+    while (gw_peer_event_next(wc, &qe) == GW_OK)
+        ;
+    for (int i = 0; i < 1100; i++) {
+        char k[64];
+        snprintf(k, sizeof(k), "/gwtest/agents/q%04d", i);
+        snprintf(val, sizeof(val), "{\"addr\":\"127.0.0.1:9\",\"uuid\":\"%016x\",\"pid\":1,\"host\":\"x\"}", i + 1);
+        REQUIRE_OK(gw_etcd_put(&e, k, val, strlen(val), 0, NULL, why, sizeof(why)));
+    }
+    gw_peer_info_t qi = {.size = sizeof(qi)};
+    double qend = gwt_now_s() + 10;
+    while ((gw_peer_query(wc, "q1099", &qi) != GW_OK || qi.listed != 1) && gwt_now_s() < qend)
+        usleep(20000);
+    CHECK(qi.listed == 1);
+    unsigned popped = 0, dropped = 0;
+    while (gw_peer_event_next(wc, &qe) == GW_OK) {
+        if (!popped)
+            CHECK(qe.dropped == 1100 - 1024 && !strcmp(qe.name, "q0076")); /* the oldest went */
+        popped++;
+        dropped += qe.dropped;
+    }
+    CHECK(popped == 1024 && dropped == 1100 - 1024);
+    fprintf(stderr, "event queue: %u taken, %u dropped (counted in the first taken)\n", popped, dropped);
+    gw_etcd_delete(&e, "/gwtest/agents/q", 1, why, sizeof(why));
     REQUIRE_OK(gw_peer_watch(wc, GW_PEER_WATCH_OFF, NULL, NULL));
     CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_INVALID); /* size 8 still */
     none.size = sizeof(none);
