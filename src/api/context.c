@@ -49,9 +49,19 @@ static void nic_hint(gw_context_t *ctx)
     snprintf(c->nic_hint_why, sizeof(c->nic_hint_why), "nearest to GPU %d at %s", (int)dev, bdf);
 }
 
+/* "verbs, intra, tcp": every transport known (core/transports.def) */
+static void known_transports(char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < GW_TL_COUNT && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", gw_tl_names[i]);
+}
+
 static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *err, size_t errlen)
 {
-    char buf[256];
+    char buf[256], known[128];
+    known_transports(known, sizeof(known));
     snprintf(buf, sizeof(buf), "%s", list);
     ctx->tl_norder = 0;
     /* an empty entry ("tcp,,verbs", a trailing comma) is a typo, not a choice */
@@ -64,7 +74,7 @@ static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *e
             nonblank += *r != ' ';
         if (!nonblank && (*q == ',' || p != list)) {
             snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": empty entry in the list (expected a comma-separated "
-                     "subset of verbs, intra, tcp)", list);
+                     "subset of %s)", list, known);
             return GW_ERR_CONFIG;
         }
         if (!*q)
@@ -77,8 +87,8 @@ static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *e
             if (!strcmp(tok, gw_tl_names[i]))
                 found = i;
         if (found < 0) {
-            snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": unknown transport \"%s\" (known: verbs, intra, tcp)",
-                     list, tok);
+            snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": unknown transport \"%s\" (known: %s)",
+                     list, tok, known);
             return GW_ERR_CONFIG;
         }
         for (int i = 0; i < ctx->tl_norder; i++) {
@@ -102,17 +112,6 @@ static int tl_allowed(const gw_context_t *ctx, int id)
         if (ctx->tl_order[i] == id)
             return 1;
     return 0;
-}
-
-/* A transport table with a NULL slot is a bug in that transport: refuse it. */
-static const char *null_slot(const gw_tl_ops_t *o)
-{
-#define S(f) if (!o->f) return #f;
-    S(iface_open) S(iface_close) S(iface_describe) S(mem_reg) S(mem_dereg) S(rkey_pack)
-    S(ep_prepare) S(ep_reachable) S(ep_connect) S(ep_join) S(ep_close) S(ep_destroy)
-    S(ep_describe) S(put) S(get) S(put_notify) S(send) S(recv_matched) S(batch)
-#undef S
-    return NULL;
 }
 
 static gw_status_t load_secret(gw_context_t *ctx, char *err, size_t errlen)
@@ -208,7 +207,6 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
         nic_hint(ctx);
     for (int i = 0; i < GW_TL_COUNT; i++) {
         const gw_tl_ops_t *ops = gw_tl_table[i];
-        const char *slot;
         if (!ops) {
             snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "not compiled into this build");
             continue;
@@ -217,12 +215,12 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
             snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "not in GPUWIRE_TRANSPORTS=\"%s\"", tls);
             continue;
         }
-        if ((slot = null_slot(ops)) != NULL) {
-            gw_log(GW_LOG_ERROR, "transport %s has no %s operation: disabled (a bug)", gw_tl_names[i], slot);
-            snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "broken: no %s operation", slot);
+        char why[256] = "";
+        if (gw_tl_check_ops(ops, i, why, sizeof(why)) != GW_OK) {
+            gw_log(GW_LOG_ERROR, "transport %s disabled (a bug): %s", gw_tl_names[i], why);
+            snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "broken: %s", why);
             continue;
         }
-        char why[256] = "";
         st = ops->iface_open(&ctx->core, &ctx->tl[i], why, sizeof(why));
         if (st == GW_OK)
             continue;

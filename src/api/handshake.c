@@ -33,6 +33,9 @@
 
 #define BLOB_MAX 1024
 
+_Static_assert(GW_TL_COUNT <= GW_HS_MAX_TL, "a HELLO offers every transport: raise GW_HS_MAX_TL");
+_Static_assert(GW_TL_COUNT < GW_HS_NO_TL, "transport ids are one byte on the wire, 0xff reserved");
+
 typedef enum { HS_FIRST, HS_WAIT_ACCEPT, HS_WAIT_CONFIRM, HS_WAIT_READY, HS_DONE, HS_FAILED } hs_state_t;
 
 struct gw_hs {
