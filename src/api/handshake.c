@@ -121,6 +121,18 @@ static void hs_free(gw_hs_t *hs)
     free(hs);
 }
 
+/* A server handshake ends without an endpoint: frees the one it made too. */
+static void hs_free_with_ep(gw_hs_t *hs)
+{
+    hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
+    if (hs->ep) {
+        hs->ep->hs = NULL;
+        gw_api_ep_free(hs->ep);
+        hs->ep = NULL;
+    }
+    hs_free(hs);
+}
+
 /* Fails a handshake: tells the peer why (unless it told us), records the
  * reason, and frees what the handshake made. */
 static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt, ...)
@@ -157,13 +169,7 @@ static void hs_fail(gw_hs_t *hs, gw_status_t st, int tell_peer, const char *fmt,
         snprintf(hs->l->last_failure_detail, sizeof(hs->l->last_failure_detail), "from %s: %.300s", hs->peer, why);
         gw_log(GW_LOG_WARN, "handshake from %s on %s refused: %s (%s)", hs->peer, hs->l->addr, why,
                gw_status_name(st));
-        hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
-        if (hs->ep) {
-            hs->ep->hs = NULL;
-            gw_api_ep_free(hs->ep);
-            hs->ep = NULL;
-        }
-        hs_free(hs);
+        hs_free_with_ep(hs);
     } else {
         gw_err(&hs->ctx->core, st, "connect to %s: %s", hs->peer, why);
         hs->ep->state = GW_EP_FAILED;
@@ -678,13 +684,7 @@ void gw_hs_drop_pending(gw_listener_t *l)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &l->pending) {
         gw_hs_t *hs = gw_container_of(p, gw_hs_t, link);
-        hs_destroy_tl_eps(hs, -1); /* they point into the endpoint: before it goes */
-        if (hs->ep) {
-            hs->ep->hs = NULL;
-            gw_api_ep_free(hs->ep);
-            hs->ep = NULL;
-        }
-        hs_free(hs);
+        hs_free_with_ep(hs);
     }
 }
 
