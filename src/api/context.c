@@ -8,46 +8,6 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "cuda/cuda_wrap.h"
-#include "topo/topo.h"
-
-#include <ctype.h>
-#include <dlfcn.h>
-
-/* The verbs transport's default device: the NIC nearest to the GPU this
- * process works on.  Only when the process already loaded the CUDA driver
- * (a GPU application): gpuwire does not initialise CUDA just for this. */
-static void nic_hint(gw_context_t *ctx)
-{
-    gw_core_t *c = &ctx->core;
-    if (gw_settings_str(&c->settings, GW_SET_IB_DEVICE)[0])
-        return;
-    void *h = dlopen(gw_settings_str(&c->settings, GW_SET_CUDA_LIB), RTLD_NOW | RTLD_NOLOAD);
-    if (!h)
-        return;
-    dlclose(h);
-    char why[256];
-    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-    if (!cu)
-        return;
-    CUcontext cur = NULL;
-    CUdevice dev = 0;
-    if (cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
-        cu->cuCtxGetDevice(&dev);
-    char bdf[32];
-    gw_cuda_pci_bus_id((int)dev, bdf, sizeof(bdf));
-    for (char *p = bdf; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    if (!bdf[0])
-        return;
-    if (gw_topo_default_nic(gw_settings_str(&c->settings, GW_SET_SYSFS_ROOT), bdf, c->nic_hint, sizeof(c->nic_hint),
-                            why, sizeof(why)) != GW_OK) {
-        c->nic_hint[0] = '\0';
-        gw_log(GW_LOG_DEBUG, "no nearest NIC for GPU %d (%s): %s", (int)dev, bdf, why);
-        return;
-    }
-    snprintf(c->nic_hint_why, sizeof(c->nic_hint_why), "nearest to GPU %d at %s", (int)dev, bdf);
-}
 
 /* "verbs, intra, tcp": every transport known (core/transports.def) */
 static void known_transports(char *buf, size_t len)
@@ -203,8 +163,6 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
         goto err_core;
 
-    if (tl_allowed(ctx, GW_TL_VERBS))
-        nic_hint(ctx);
     for (int i = 0; i < GW_TL_COUNT; i++) {
         const gw_tl_ops_t *ops = gw_tl_table[i];
         if (!ops) {
