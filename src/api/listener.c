@@ -47,7 +47,10 @@ gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out)
     gw_core_t *core = &ctx->core;
     if (!addr)
         return gw_err(core, GW_ERR_INVALID, "gw_listen: addr is NULL (\":0\" picks a port)");
-    if (!ctx->tl[GW_TL_TCP] && !ctx->tl[GW_TL_VERBS] && !ctx->tl[GW_TL_INTRA])
+    int usable = 0;
+    for (int i = 0; i < GW_TL_COUNT; i++)
+        usable += ctx->tl[i] != NULL;
+    if (!usable)
         return gw_err(core, GW_ERR_NO_TRANSPORT, "gw_listen(%s): no transport is usable in this context", addr);
     struct sockaddr_storage ss;
     socklen_t sl;
