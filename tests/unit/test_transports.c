@@ -89,8 +89,8 @@ int main(void)
     bad.name = NULL;
     check_refused(&bad, GW_TL_TCP, "(null)");
     bad = *gw_tl_table[GW_TL_TCP];
-    bad.batch = NULL;
-    check_refused(&bad, GW_TL_TCP, "no batch");
+    bad.ep_describe = NULL;
+    check_refused(&bad, GW_TL_TCP, "no ep_describe");
     bad = *gw_tl_table[GW_TL_TCP];
     bad.iface_open = NULL;
     check_refused(&bad, GW_TL_TCP, "no iface_open");
