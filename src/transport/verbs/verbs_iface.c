@@ -383,7 +383,7 @@ static gw_status_t verbs_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
         if (res.rung == GW_GPU_RUNG_STAGING) {
             /* no MR of the device range: operations move it through registered
              * pinned bounce buffers, the owner's CPU cooperating for peers'
-             * access (verbs_ep.c, "staged GPU memory"); tl_reg stays NULL */
+             * access (verbs_stage.c); tl_reg stays NULL */
             mem->tl_reg[GW_TL_VERBS] = NULL;
             vif->stg_regions++;
         }
@@ -458,7 +458,8 @@ static gw_status_t verbs_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *mem, ui
     return GW_OK;
 }
 
-/* endpoint ops live in verbs_ep.c */
+/* endpoint ops: verbs_ep.c (life), verbs_post.c (operations), verbs_cq.c (recv_matched),
+ * verbs_batch.c */
 gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out,
                                 uint8_t *addr, size_t *addrlen);
 gw_status_t gw_verbs_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
