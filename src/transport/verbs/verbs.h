@@ -161,6 +161,37 @@ gw_status_t gw_verbs_rkey_parse(const uint8_t *b, size_t len, gw_verbs_rkey_info
                                 size_t whylen);
 /* Writes the blob for info into buf (cap bytes); returns its length, 0 if cap is too small. */
 size_t gw_verbs_rkey_format(const gw_verbs_rkey_info_t *info, uint8_t *buf, size_t cap);
+/* The ops table's rkey_unpack: parses the key's verbs part once, into
+ * rk->tl_key (a gw_verbs_rkey_info_t; version 0 when the key has no verbs
+ * part, which the operations refuse with GW_ERR_INVALID_KEY). */
+gw_status_t gw_verbs_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
+                                 char *why, size_t whylen);
+/* The parsed verbs part of an unpacked key. */
+static inline const gw_verbs_rkey_info_t *gw_verbs_rkey_of(const gw_rkey_t *k)
+{
+    return (const gw_verbs_rkey_info_t *)(const void *)k->tl_key;
+}
+/* rkey of the MR piece holding raddr and the bytes left in it; -1 when the
+ * key has no MR pieces (no verbs part, staged, or raddr below the region). */
+static inline int gw_verbs_key_piece(const gw_verbs_rkey_info_t *ki, uint64_t raddr, uint32_t *rkey,
+                                     uint64_t *left)
+{
+    if (ki->version != GW_VERBS_RKEY_MR)
+        return -1;
+    if (ki->n == 0) { /* a zero-length region: only zero-length operations reach it */
+        *rkey = 0;
+        *left = UINT64_MAX;
+        return 0;
+    }
+    if (raddr < ki->base)
+        return -1;
+    uint64_t i = (raddr - ki->base) / ki->chunk;
+    if (i >= (uint64_t)ki->n)
+        i = (uint64_t)ki->n - 1;
+    *rkey = ki->rkey[i];
+    *left = (i + 1) * ki->chunk - (raddr - ki->base);
+    return 0;
+}
 
 /* ---- staged GPU memory (verbs_stage.c, "staging rung") ---------------------------------- */
 /* One staging engine (mem/staging.h) with its bounce slots registered as MRs.
@@ -450,7 +481,7 @@ static inline int msg_slot(gw_verbs_ep_t *ep, batch_t *b)
 gw_status_t gw_verbs_copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n);
 gw_status_t gw_verbs_copy_to_user(gw_request_t *req, void *dst, const void *src, size_t n);
 void gw_verbs_ctrl_queue(gw_verbs_ep_t *ep, uint8_t type, uint32_t status, uint64_t a, uint64_t b);
-gw_status_t gw_verbs_enqueue(gw_tl_ep_t *e, gw_request_t *req);
+gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req);
 void gw_verbs_hdr_fill(uint8_t *p, uint8_t type, uint32_t status, uint64_t tag, uint64_t len,
                      uint64_t addr, uint32_t rkey, uint64_t opid);
 const char *gw_verbs_op_name(int kind);

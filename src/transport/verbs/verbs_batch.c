@@ -1,4 +1,4 @@
-/* verbs_batch.c - batched put/get over verbs (the `batch` op).
+/* verbs_batch.c - batched put/get over verbs (GW_OP_BATCH requests of the `submit` op).
  *
  * It posts through verbs_post.c's work-request batches (gw_verbs_wr_add;
  * gw_verbs_post_pending flushes them) and completes through the request
@@ -37,11 +37,7 @@
 /* rkey of the remote piece holding raddr in key k, and the bytes left in it; -1 bad key */
 static int vb_remote_piece(const gw_rkey_t *k, uint64_t raddr, uint32_t *rkey, uint64_t *left)
 {
-    gw_request_t fake;
-    memset(&fake, 0, sizeof(fake));
-    fake.op = GW_OP_PUT;
-    fake.rkey = (gw_rkey_t *)k;
-    return gw_verbs_remote_piece(&fake, raddr, rkey, left);
+    return gw_verbs_key_piece(gw_verbs_rkey_of(k), raddr, rkey, left);
 }
 
 /* The batch's regions can all be reached by the NIC: GW_OK, else why not. */
@@ -148,10 +144,5 @@ int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         gw_ep_op_done(ep->super.base, req, GW_OK);
     }
     return 1;
-}
-
-gw_status_t gw_verbs_batch(gw_tl_ep_t *e, gw_request_t *req)
-{
-    return gw_verbs_enqueue(e, req);
 }
 

@@ -200,25 +200,7 @@ int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uin
         *left = UINT64_MAX;
         return 0;
     }
-    const gw_rkey_t *k = req->rkey;
-    if (!k || k->tl_blob_len < 20 || k->tl_blob[0] != 1)
-        return -1;
-    int n = k->tl_blob[1];
-    uint64_t base = gw_get_u64(k->tl_blob + 4), chunk = gw_get_u64(k->tl_blob + 12);
-    if (n == 0) { /* a zero-length region: only zero-length operations reach it */
-        *rkey = 0;
-        *left = UINT64_MAX;
-        return 0;
-    }
-    if (n < 1 || n > GW_VERBS_MAX_MRS || k->tl_blob_len < 20 + 4 * (size_t)n || chunk == 0 ||
-        raddr < base)
-        return -1;
-    uint64_t i = (raddr - base) / chunk;
-    if (i >= (uint64_t)n)
-        i = (uint64_t)n - 1;
-    *rkey = gw_get_u32(k->tl_blob + 20 + 4 * i);
-    *left = (i + 1) * chunk - (raddr - base);
-    return 0;
+    return req->rkey ? gw_verbs_key_piece(gw_verbs_rkey_of(req->rkey), raddr, rkey, left) : -1;
 }
 
 /* ---- posting a request -------------------------------------------------------------- */
@@ -664,7 +646,7 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
 }
 
 /* ---- operations (api entry points) ------------------------------------------------------ */
-gw_status_t gw_verbs_enqueue(gw_tl_ep_t *e, gw_request_t *req)
+gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
 {
     gw_verbs_ep_t *ep = to_vep(e);
     if (ep->dead || !ep->connected)
@@ -690,10 +672,6 @@ gw_status_t gw_verbs_enqueue(gw_tl_ep_t *e, gw_request_t *req)
     return GW_OK;
 }
 
-gw_status_t gw_verbs_put(gw_tl_ep_t *e, gw_request_t *req) { return gw_verbs_enqueue(e, req); }
-gw_status_t gw_verbs_get(gw_tl_ep_t *e, gw_request_t *req) { return gw_verbs_enqueue(e, req); }
-gw_status_t gw_verbs_put_notify(gw_tl_ep_t *e, gw_request_t *req) { return gw_verbs_enqueue(e, req); }
-gw_status_t gw_verbs_send(gw_tl_ep_t *e, gw_request_t *req) { return gw_verbs_enqueue(e, req); }
 
 /* Eager payloads to and from GPU memory: one synchronous copy (small). */
 gw_status_t gw_verbs_copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n)

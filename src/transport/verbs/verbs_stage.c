@@ -75,12 +75,7 @@ int gw_verbs_mem_staged(const gw_mem_t *m)
 
 int gw_verbs_rkey_staged(const gw_rkey_t *k)
 {
-    gw_verbs_rkey_info_t ki;
-    char why[128];
-    /* byte 0 is the version: only a staged key is parsed whole (this runs on every put) */
-    return k && k->tl_blob_len > 0 && k->tl_blob[0] == GW_VERBS_RKEY_STAGED &&
-           gw_verbs_rkey_parse(k->tl_blob, k->tl_blob_len, &ki, why, sizeof(why)) == GW_OK &&
-           ki.version == GW_VERBS_RKEY_STAGED;
+    return k && gw_verbs_rkey_of(k)->version == GW_VERBS_RKEY_STAGED; /* (parsed at gw_rkey_unpack) */
 }
 
 static gw_status_t stg_engine(gw_verbs_iface_t *vif, int device, int role, gw_verbs_stgeng_t **out)
