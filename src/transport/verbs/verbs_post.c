@@ -658,17 +658,27 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
     memset(req->tl, 0, sizeof(req->tl));
     /* posted by the next progress call, batched with whatever else is queued
      * by then (callers progress before they sleep, so no wake-up is needed);
-     * on an idle endpoint there is nothing to batch with: post at once
-     * (latency) */
-    int idle = gw_list_empty(&ep->pending);
+     * on an idle endpoint (nothing queued: no request, control message,
+     * rendezvous receive or staged work) there is nothing to batch with and
+     * nothing it must follow: post it at once, without the queue (latency) */
+    int idle = gw_list_empty(&ep->pending) && !ep->ctrl_count && gw_list_empty(&ep->rdv_recvs) &&
+               !ep->stg_live;
     for (int qi = 0; idle && qi < ep->nqps; qi++)
         idle = ep->qps[qi].used < 4; /* (a few unreaped completions: still idle) */
-    gw_list_push_back(&ep->pending, &req->tl_link);
-    if (idle) {
-        gw_verbs_post_pending(ep);
-        ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
-        ep->idle_polls = 0;
+    if (!idle) {
+        gw_list_push_back(&ep->pending, &req->tl_link);
+        return GW_OK;
     }
+    batch_t b;
+    memset(b.n, 0, sizeof(b.n));
+    if (!post_req(ep, &b, req)) /* blocked (no slot, no room): it waits at the queue's head */
+        gw_list_push_back(&ep->pending, &req->tl_link);
+    if (!ep->dead && ep->stg_live) /* it started staged work: its first chunks go in this batch too */
+        gw_verbs_stg_progress(ep, &b);
+    if (!ep->dead)
+        batch_flush(ep, &b);
+    ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
+    ep->idle_polls = 0;
     return GW_OK;
 }
 
