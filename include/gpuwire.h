@@ -247,8 +247,8 @@ GW_API gw_status_t gw_mem_query(const gw_mem_t *mem, gw_mem_info_t *info);
 GW_API gw_status_t gw_mem_pack_rkey(const gw_mem_t *mem, void *buf, size_t *len);
 
 /* Unpacks a remote key received from the peer of ep.  Errors:
- * GW_ERR_INVALID_KEY (malformed, wrong magic/version, or not from this
- * endpoint's peer). */
+ * GW_ERR_INVALID_KEY (malformed, wrong magic/version, a malformed part for
+ * the endpoint's transport, or not from this endpoint's peer). */
 GW_API gw_status_t gw_rkey_unpack(gw_ep_t *ep, const void *buf, size_t len, gw_rkey_t **out);
 GW_API void gw_rkey_destroy(gw_rkey_t *rkey);
 

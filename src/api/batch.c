@@ -324,6 +324,18 @@ static gw_status_t check_opts(gw_core_t *core, const char *fn, int op, const gw_
 
 static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, gw_request_t **req)
 {
+    gw_tl_caps_t caps;
+    ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
+    const char *lack = !(caps.batch & GW_TL_BATCH_NATIVE)                          ? "batched transfers"
+                       : (m->b.lgpu || m->b.rgpu) && !(caps.batch & GW_TL_BATCH_GPU) ? "batches of GPU memory"
+                       : m->b.notify == GW_NOTIFY_COUNTED && !(caps.batch & GW_TL_BATCH_COUNTED)
+                           ? "counted notifications"
+                           : NULL;
+    if (lack) {
+        free(m);
+        return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "gw_xfer_batch: the %s transport to %s has no %s",
+                      ep->ops->name, ep->base.peer, lack);
+    }
     gw_request_t *r = gw_api_new_req(ep, GW_OP_BATCH, req);
     if (!r) {
         batch_release(m);
@@ -337,7 +349,7 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, gw_request_
     for (int i = 0; i < 2; i++)
         if (m->b.busy[i])
             (*m->b.busy[i])++;
-    gw_status_t st = gw_api_submit(ep, r, req, ep->ops->batch);
+    gw_status_t st = gw_api_submit(ep, r, req, ep->ops->submit);
     if (st != GW_OK && r->fini) { /* refused at posting: the request was dropped as it was */
         void (*fini)(gw_request_t *) = r->fini;
         r->fini = NULL;

@@ -202,6 +202,13 @@ gw_status_t gw_rkey_unpack(gw_ep_t *ep, const void *buf, size_t len, gw_rkey_t *
             rk->tl_blob_len = w.blob[i].len;
         }
     }
+    /* the endpoint's transport parses its part once, here (tl.h) */
+    gw_tl_iface_t *tl = ep->tl_id >= 0 ? ep->ctx->tl[ep->tl_id] : NULL;
+    if (tl && (st = tl->ops->rkey_unpack(tl, rk->tl_blob, rk->tl_blob_len, rk, why, sizeof(why))) != GW_OK) {
+        free(rk);
+        return gw_err(core, st, "gw_rkey_unpack(len=%zu, region 0x%llx of %s): %s", len,
+                      (unsigned long long)w.addr, ep->base.peer, why);
+    }
     ep->n_rkeys++;
     *out = rk;
     return GW_OK;
@@ -211,7 +218,11 @@ void gw_rkey_destroy(gw_rkey_t *rk)
 {
     if (!rk)
         return;
-    rk->ep->n_rkeys--;
+    gw_ep_t *ep = rk->ep;
+    gw_tl_iface_t *tl = ep->tl_id >= 0 ? ep->ctx->tl[ep->tl_id] : NULL;
+    if (tl)
+        tl->ops->rkey_release(tl, rk);
+    ep->n_rkeys--;
     free(rk);
 }
 

@@ -33,6 +33,13 @@ static gw_status_t check_local(gw_ep_t *ep, int op, const void *buf, size_t len,
                       buf, len, lmem->addr, lmem->len);
     if (lmem && lmem->core != &ep->ctx->core)
         return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: local region belongs to another context", op_name(op));
+    if (lmem && lmem->type == GW_MEM_CUDA && ep->ops && ep->tl_id >= 0) { /* (asked here only: host memory is the hot path) */
+        gw_tl_caps_t caps;
+        ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
+        if (!(caps.mem_kinds & GW_TL_MEM_CUDA))
+            return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "%s: the %s transport to %s does not move GPU memory",
+                          op_name(op), ep->ops->name, ep->base.peer);
+    }
     return GW_OK;
 }
 
@@ -130,8 +137,7 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
     r->rkey = rkey;
     r->raddr = raddr;
     r->value = value;
-    const gw_tl_ops_t *o = ep->ops;
-    return submit(ep, r, req, op == GW_OP_PUT ? o->put : op == GW_OP_GET ? o->get : o->put_notify, 1);
+    return submit(ep, r, req, ep->ops->submit, 1);
 }
 
 gw_status_t gw_put(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr, gw_rkey_t *rkey,
@@ -168,7 +174,7 @@ gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, ui
     r->len = len;
     r->lmem = lmem;
     r->value = tag;
-    return submit(ep, r, req, ep->ops->send, 1);
+    return submit(ep, r, req, ep->ops->submit, 1);
 }
 
 static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)

@@ -29,6 +29,7 @@ typedef struct gw_mem gw_mem_t;
 
 /* An rkey unpacked on an endpoint: what the initiator knows of a peer region. */
 #define GW_RKEY_TL_BLOB_MAX 64
+#define GW_RKEY_TL_KEY_MAX 80 /* room for a transport's parsed key part (gw_rkey_t.tl_key) */
 struct gw_rkey {
     struct gw_ep *ep;
     uint64_t owner_uuid;    /* context that registered it */
@@ -40,6 +41,10 @@ struct gw_rkey {
     /* transport blob for the endpoint's transport (e.g. verbs rkey), len 0 if none */
     uint8_t tl_blob[GW_RKEY_TL_BLOB_MAX];
     size_t tl_blob_len;
+    /* the transport's parsed form of tl_blob, written once by its rkey_unpack
+     * (transport/base/tl.h) and read by its operations; plain bytes, so a
+     * struct copy of the key (batch key lists) copies it too */
+    _Alignas(8) uint8_t tl_key[GW_RKEY_TL_KEY_MAX];
 };
 typedef struct gw_rkey gw_rkey_t;
 

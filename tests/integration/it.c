@@ -199,6 +199,10 @@ static int target_main(void *arg)
     const it_target_cfg_t *cfg = &T->cfg;
     close(T->to_child.wfd); /* the parent's ends: EOF when the parent dies */
     close(T->to_parent.rfd);
+    /* over verbs across two devices (the guest's veth pair): the target's own NIC */
+    const char *dev = getenv("IT_TARGET_IB_DEVICE");
+    if (dev && dev[0])
+        setenv("GPUWIRE_IB_DEVICE", dev, 1);
     for (int i = 0; i < 8 && cfg->env[i]; i++)
         putenv((char *)cfg->env[i]);
     tgt_t t;

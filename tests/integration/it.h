@@ -7,7 +7,11 @@
  * pattern), sends their packed rkeys, then serves commands from the parent
  * over the chan (verify a range, fill, deregister, wait notifications,
  * receive messages...) while progressing its context.  The parent connects,
- * unpacks the keys and drives. */
+ * unpacks the keys and drives.
+ * Environment: GPUWIRE_TRANSPORTS picks the transport (ctest: tcp, intra;
+ * the Soft-RoCE guest: verbs, tests/verbs/guest_suite.sh); IT_TARGET_IB_DEVICE
+ * gives the target its own RDMA device (the parent's is GPUWIRE_IB_DEVICE);
+ * IT_ALLOC=1 takes the target's regions from gw_mem_alloc. */
 #ifndef GW_IT_H
 #define GW_IT_H
 

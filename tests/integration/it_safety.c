@@ -2,8 +2,9 @@
  * covers, or without the access the region granted, fails at the initiator
  * with a clear error and leaves the target's memory untouched; keys whose
  * bytes were forged to claim more (length, access, another region) are
- * refused by the target; malformed keys and keys of another peer do not
- * unpack; deregistering a region revokes its keys (later puts/gets fail,
+ * refused by the target; malformed keys, keys whose transport part is
+ * malformed (for the endpoint's transport: checked once, at unpack) and keys
+ * of another peer do not unpack; deregistering a region revokes its keys (later puts/gets fail,
  * memory untouched) while the endpoint stays usable; errors of untracked
  * operations surface in the next flush. */
 #include <stdlib.h>
@@ -72,6 +73,49 @@ static gw_rkey_t *forge(const uint8_t *key, size_t klen, size_t off, uint64_t va
         return NULL;
     }
     return rk;
+}
+
+/* The key again with the part of transport `tl` (wire id) replaced by
+ * part/plen; 0 when it does not encode. */
+static size_t with_tl_part(const uint8_t *key, size_t klen, int tl, const uint8_t *part, size_t plen,
+                           uint8_t *out, size_t cap)
+{
+    gw_rkey_wire_t w;
+    char why[256];
+    if (gw_rkey_decode(key, klen, &w, why, sizeof(why)) != GW_OK)
+        return 0;
+    int n = 0;
+    for (int i = 0; i < w.nblob; i++)
+        if (w.blob[i].tl != tl)
+            w.blob[n++] = w.blob[i];
+    w.blob[n].tl = (uint8_t)tl;
+    w.blob[n].len = (uint16_t)plen;
+    w.blob[n].data = part;
+    w.nblob = n + 1;
+    size_t len = gw_rkey_encode(&w, out, cap);
+    return len <= cap ? len : 0;
+}
+
+/* A malformed transport part of the endpoint's transport is refused by
+ * gw_rkey_unpack, with a message naming the transport's part. */
+static void bad_tl_part(const uint8_t *key, size_t klen, const uint8_t *part, size_t plen, const char *what)
+{
+    gw_ep_info_t ei = {.size = sizeof(ei)};
+    IT_OK(ctx, gw_ep_query(ep, &ei));
+    int tl = !strcmp(ei.transport, "verbs") ? 0 : !strcmp(ei.transport, "intra") ? 1 : 2; /* wire ids */
+    uint8_t k[IT_KEY_MAX];
+    size_t n = with_tl_part(key, klen, tl, part, plen, k, sizeof(k));
+    REQUIRE(n > 0);
+    gw_rkey_t *rk = NULL;
+    gw_status_t st = gw_rkey_unpack(ep, k, n, &rk);
+    fprintf(stderr, "%s key, %s: %s: %s\n", ei.transport, what, gw_status_name(st), gw_last_error(ctx));
+    CHECK_ST(st, GW_ERR_INVALID_KEY);
+    CHECK(rk == NULL);
+    char want[32];
+    snprintf(want, sizeof(want), "%s key part", ei.transport);
+    CHECK(strstr(gw_last_error(ctx), want) != NULL || (tl == 0 && strstr(gw_last_error(ctx), "verbs key")));
+    if (rk)
+        gw_rkey_destroy(rk);
 }
 
 int main(void)
@@ -167,6 +211,15 @@ int main(void)
     CHECK_ST(gw_rkey_unpack(ep, k2, klen[R_RW], &bad), GW_ERR_INVALID_KEY);
     fprintf(stderr, "key of another version: %s\n", gw_last_error(ctx));
     CHECK(bad == NULL);
+    /* a malformed part for the endpoint's transport: refused at unpack, not at the first put */
+    const uint8_t junk[3] = {0xEE, 0xEE, 0xEE};
+    bad_tl_part(keys[R_RW], klen[R_RW], junk, sizeof(junk), "3-byte part");
+    uint8_t v9[4] = {9, 0, 0, 0}; /* (verbs: an unknown version; intra, tcp: a wrong size) */
+    bad_tl_part(keys[R_RW], klen[R_RW], v9, sizeof(v9), "version-9 part");
+    uint8_t p12[12]; /* (intra: a slot past the table; verbs: too short for an MR piece list) */
+    gw_put_u32(p12, 1u << 20);
+    gw_put_u64(p12 + 4, 1);
+    bad_tl_part(keys[R_RW], klen[R_RW], p12, sizeof(p12), "12-byte part naming slot 2^20");
     gw_mem_t *mine = NULL, *local = NULL;
     IT_OK(ctx, gw_mem_reg(ctx, buf, RLEN, GW_ACCESS_REMOTE_WRITE, &mine));
     IT_OK(ctx, gw_mem_reg(ctx, buf + RLEN, RLEN, GW_ACCESS_LOCAL, &local));

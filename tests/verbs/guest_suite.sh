@@ -1,10 +1,15 @@
 #!/bin/bash
-# guest_suite.sh BUILD_DIR - runs every verbs test inside the Soft-RoCE guest
-# (tests/rxe/run-in-rxe-vm.sh with RXEVM_PAIR=1): each test on one rxe device
-# (loopback, rxe0) and across the veth pair (rxea <-> rxeb).  One boot for all.
+# guest_suite.sh BUILD_DIR [it] - runs every verbs test inside the Soft-RoCE
+# guest (tests/rxe/run-in-rxe-vm.sh with RXEVM_PAIR=1): each test on one rxe
+# device (loopback, rxe0) and across the veth pair (rxea <-> rxeb).  One boot
+# for all.  With "it": the integration suite (tests/integration, the programs
+# ctest runs over tcp and intra, same assertions) over verbs instead, on rxe0
+# and across the pair (the target on rxea, the initiator on rxeb): the
+# verbs_rxe_it test (a boot of its own: the guest is slow).
 set -u
-B=${1:?usage: guest_suite.sh BUILD_DIR}
+B=${1:?usage: guest_suite.sh BUILD_DIR [it]}
 T=$B/tests/verbs
+I=$B/tests/integration
 fails=0; passes=0; skips=0
 run() {  # name, command...
   local name=$1; shift
@@ -18,6 +23,28 @@ run() {  # name, command...
   return 0
 }
 echo "guest: kernel $(uname -r); rxe0 gid $RXE_GID_INDEX; pair ${RXE_PAIR:-none}"
+if [ "${2:-}" = it ]; then
+  # (the timeout of 16, 268 ms: emulated RDMA READ pipelines outlast shorter ones)
+  # Not here, because their semantics differ over verbs (seen 2026-11-23):
+  #  - it_safety, it_api_ext: after the target's NIC refuses a forged or
+  #    revoked key the RC queue pair, and so the endpoint, has failed
+  #    (docs/VERBS.md); these suites go on using the endpoint after one.
+  #  - it_lifetime: gw_ep_close(ep, 0) with 8 gets of 8 MiB outstanding took
+  #    more than the 1 s it allows in the emulated guest.
+  # it_batch runs on rxe0 in the main guest suite (batch_rxe0).
+  for t in it_rma it_msg it_many it_handshake it_auth; do
+    GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run ${t}_rxe0 "$I/$t"
+  done
+  if [ -n "${RXE_PAIR:-}" ]; then
+    for t in it_rma it_msg it_many it_batch; do
+      GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxeb IT_TARGET_IB_DEVICE=rxea GPUWIRE_IB_TIMEOUT=16 \
+        run ${t}_rxea_rxeb "$I/$t"
+    done
+  fi
+  echo "verbs guest integration suite: $passes passed, $skips skipped, $fails failed"
+  [ $fails = 0 ]
+  exit
+fi
 run smoke_rxe0 "$T/verbs_smoke" rxe0
 run api_loopback_rxe0 "$T/verbs_api" rxe0 rxe0
 run rdv_loopback_rxe0 "$T/verbs_rdv" rxe0 rxe0

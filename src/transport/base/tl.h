@@ -15,8 +15,21 @@
  *      transport; the others' tl endpoints get ep_destroy().
  *   3. ep_connect(): finish with the peer's blob.  The transport may adopt the
  *      bootstrap socket (tcp does: it becomes stream 0).
- *   4. operations; completions through gw_ep_op_done() (ep_base.h).
+ *   4. operations through submit(); completions through gw_ep_op_done()
+ *      (ep_base.h).
  *   5. ep_close() (graceful: tell the peer) then ep_destroy().
+ *
+ * Remote keys: gw_rkey_unpack() (api/mem.c) decodes the key's envelope and
+ * hands the part written by the endpoint's transport to rkey_unpack(), once;
+ * a malformed part is refused there with GW_ERR_INVALID_KEY and a message
+ * naming the transport and the fault.  The transport keeps what it parsed in
+ * rk->tl_key (GW_RKEY_TL_KEY_MAX bytes, plain data: keys are copied by value)
+ * and its operations read that, never the raw blob again.  rkey_release()
+ * runs at gw_rkey_destroy().
+ *
+ * The GW_TL_* ids below are written into packed rkeys and into the handshake
+ * (the transport list and each blob's owner): they are a wire format.  Never
+ * renumber one; a new transport takes the next free number.
  */
 #ifndef GW_TRANSPORT_TL_H
 #define GW_TRANSPORT_TL_H
@@ -65,6 +78,30 @@ typedef struct gw_tl_peer {
     void *open_stream_arg;
 } gw_tl_peer_t;
 
+/* What a transport can do, for the api layer to ask instead of knowing
+ * per-transport constants (caps op).  Sizes in bytes; 0 where none. */
+enum {
+    GW_TL_MEM_HOST = 1u << 0,       /* host memory, registered or not */
+    GW_TL_MEM_CUDA = 1u << 1,       /* CUDA device memory (lmem given) */
+};
+enum {
+    GW_TL_GPU_DIRECT = 1u << 0,     /* the device reads/writes GPU memory itself (GPUDirect RDMA) */
+    GW_TL_GPU_STAGED = 1u << 1,     /* through pinned host bounce buffers (D2H/H2D) */
+    GW_TL_GPU_IPC = 1u << 2,        /* a local peer maps the GPU memory (CUDA IPC) */
+};
+enum {
+    GW_TL_BATCH_NATIVE = 1u << 0,   /* submit() takes GW_OP_BATCH requests (batch.h) */
+    GW_TL_BATCH_GPU = 1u << 1,      /* ... whose regions may be GPU memory */
+    GW_TL_BATCH_COUNTED = 1u << 2,  /* ... with a counted notification (GW_NOTIFY_COUNTED) */
+};
+typedef struct gw_tl_caps {
+    size_t eager_max;   /* largest message sent in one piece, without a rendezvous */
+    uint64_t max_msg;   /* largest single operation or message; UINT64_MAX: no limit */
+    unsigned mem_kinds; /* GW_TL_MEM_* the operations accept */
+    unsigned gpu_paths; /* GW_TL_GPU_* ways GPU memory may move (the region's path says which) */
+    unsigned batch;     /* GW_TL_BATCH_* */
+} gw_tl_caps_t;
+
 struct gw_tl_ops {
     size_t size; /* sizeof(gw_tl_ops_t) the transport was built against */
     const char *name;
@@ -83,6 +120,19 @@ struct gw_tl_ops {
     gw_status_t (*mem_dereg)(gw_tl_iface_t *iface, gw_mem_t *mem);
     /* transport part of a packed rkey (e.g. verbs rkey + addr); *len in/out */
     gw_status_t (*rkey_pack)(gw_tl_iface_t *iface, const gw_mem_t *mem, uint8_t *buf, size_t *len);
+    /* The peer's part of a key, parsed once at gw_rkey_unpack(): rk's
+     * envelope fields (owner, id, addr, len, access, type) and tl_blob are
+     * set; blob/len is the part (len 0: the key carries none, which the
+     * transport may accept and refuse at the operation).  Writes its parsed
+     * form into rk->tl_key.  A malformed part: GW_ERR_INVALID_KEY with why
+     * ("<transport> key part: <what is wrong>"). */
+    gw_status_t (*rkey_unpack)(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
+                               char *why, size_t whylen);
+    /* gw_rkey_destroy(): release what rkey_unpack took (nothing, for a key
+     * parsed into rk->tl_key alone). */
+    void (*rkey_release)(gw_tl_iface_t *iface, gw_rkey_t *rk);
+    /* What this transport can do (see gw_tl_caps_t); never fails. */
+    void (*caps)(gw_tl_iface_t *iface, gw_tl_caps_t *out);
 
     /* endpoints */
     gw_status_t (*ep_prepare)(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out,
@@ -100,13 +150,31 @@ struct gw_tl_ops {
     /* One line for gw_ep_query()'s path. */
     gw_status_t (*ep_describe)(gw_tl_ep_t *ep, char *buf, size_t len);
 
-    /* operations: the api layer validated arguments, bounds and access,
-     * queued the request on base->outstanding (put/get/put_notify/send) and
-     * set req->seq.  The transport completes it with gw_ep_op_done(). */
-    gw_status_t (*put)(gw_tl_ep_t *ep, gw_request_t *req);
-    gw_status_t (*get)(gw_tl_ep_t *ep, gw_request_t *req);
-    gw_status_t (*put_notify)(gw_tl_ep_t *ep, gw_request_t *req);
-    gw_status_t (*send)(gw_tl_ep_t *ep, gw_request_t *req);
+    /* operations: ONE entry for every operation a request carries (chosen
+     * over per-op slots: each transport queues requests and dispatches on
+     * the operation in its progress engine anyway, and one entry keeps the
+     * api layer's posting path a single call).  The api layer validated
+     * arguments, bounds and access (rkey against the region it covers,
+     * local buffer against lmem), queued the request on base->outstanding
+     * and set req->seq.  req->op says which operation; its arguments are:
+     *   GW_OP_PUT, GW_OP_GET   buf, len, lmem (NULL: unregistered host
+     *                          memory), raddr, rkey (its tl_key parsed)
+     *   GW_OP_PUT_NOTIFY       the same, and value: delivered to the peer's
+     *                          notification queue after the data and after
+     *                          every earlier put of this endpoint
+     *   GW_OP_SEND             buf, len, lmem, value (the tag)
+     *   GW_OP_BATCH            req->batch (batch.h): the whole batch in one
+     *                          call, entries the api layer validated (bounds
+     *                          and access against each key, zero-length
+     *                          entries dropped, adjacent ones coalesced),
+     *                          moved natively, its notification (if any)
+     *                          after its last byte (ORDERED: also after
+     *                          every earlier put, like put_notify); only
+     *                          when caps() says GW_TL_BATCH_NATIVE
+     * GW_OK: the transport owns the request until it completes it once with
+     * gw_ep_op_done().  An error: nothing of it was sent and the api layer
+     * drops it (the transport keeps no reference). */
+    gw_status_t (*submit)(gw_tl_ep_t *ep, gw_request_t *req);
     /* recv of an unexpected rendezvous message: the api layer matched req
      * to msg, a record of base->unexpected the transport queued with
      * gw_ep_unexp_rndv() (eager ones never come here: the base delivers
@@ -115,15 +183,6 @@ struct gw_tl_ops {
      * transport starts fetching the message (e.g. sends its clear-to-send)
      * and completes req later with gw_ep_recv_done(). */
     gw_status_t (*recv_matched)(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
-
-    /* batched put/get (transport/base/batch.h): the whole batch in one call,
-     * req->batch holds entries the api layer validated (bounds and access
-     * against each key, zero-length entries dropped, adjacent ones
-     * coalesced); queued on base->outstanding like a put.  The transport
-     * moves it natively, delivers the batch's notification (if any) after
-     * its last byte (ORDERED: also after every earlier put, like put_notify)
-     * and completes the request once with gw_ep_op_done(). */
-    gw_status_t (*batch)(gw_tl_ep_t *ep, gw_request_t *req);
 };
 
 
@@ -134,6 +193,10 @@ gw_status_t gw_tl_unsupported_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *me
                                         size_t *len);
 gw_status_t gw_tl_unsupported_ep_join(gw_tl_ep_t *ep, int fd, unsigned stream_index);
 gw_status_t gw_tl_unsupported_op(gw_tl_ep_t *ep, gw_request_t *req);
+/* rkey_unpack of a transport whose keys carry no part: accepts none, refuses any */
+gw_status_t gw_tl_no_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
+                                 char *why, size_t whylen);
+void gw_tl_noop_rkey_release(gw_tl_iface_t *iface, gw_rkey_t *rk);
 gw_status_t gw_tl_unsupported_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
 gw_status_t gw_tl_unsupported_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
                                         const uint8_t *peer_addr, size_t len, char *why,

@@ -1,6 +1,8 @@
 /* tl_default.c - "unsupported" implementations for absent transport ops. */
 #include "transport/base/tl.h"
 
+#include <stdio.h>
+
 gw_status_t gw_tl_unsupported_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
 {
     (void)iface; (void)mem;
@@ -39,4 +41,18 @@ gw_status_t gw_tl_unsupported_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t
 {
     (void)iface; (void)peer; (void)peer_addr; (void)len; (void)why; (void)whylen;
     return GW_OK; /* no constraint known: assume reachable */
+}
+gw_status_t gw_tl_no_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
+                                 char *why, size_t whylen)
+{
+    (void)blob; (void)rk;
+    if (len == 0)
+        return GW_OK;
+    snprintf(why, whylen, "%s key part of %zu bytes: this transport's keys carry none",
+             iface && iface->ops ? iface->ops->name : "transport", len);
+    return GW_ERR_INVALID_KEY;
+}
+void gw_tl_noop_rkey_release(gw_tl_iface_t *iface, gw_rkey_t *rk)
+{
+    (void)iface; (void)rk;
 }

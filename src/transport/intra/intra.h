@@ -121,4 +121,8 @@ size_t gw_intra_cma_batch(pid_t pid, int to_remote, const struct iovec *loc, con
 
 extern const gw_tl_ops_t gw_tl_intra_ops;
 
+/* intra_rkey.c: the rkey_unpack op (checks the key's intra part once) */
+gw_status_t gw_intra_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
+                                 char *why, size_t whylen);
+
 #endif

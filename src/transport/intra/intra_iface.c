@@ -366,6 +366,29 @@ static gw_status_t intra_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *m, uint
 /* batched transfers: part of this translation unit (it uses the objects
  * above); a file of its own once the transport has a private header */
 
+/* the one operation entry (tl.h) */
+static gw_status_t intra_submit(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    switch (req->op) {
+    case GW_OP_PUT:
+    case GW_OP_GET:
+    case GW_OP_PUT_NOTIFY: return intra_put(tep, req); /* (one engine: rma_issue looks at the op) */
+    case GW_OP_SEND: return intra_send(tep, req);
+    case GW_OP_BATCH: return intrab_batch(tep, req);
+    default: return GW_ERR_UNSUPPORTED;
+    }
+}
+
+static void intra_caps(gw_tl_iface_t *iface, gw_tl_caps_t *out)
+{
+    (void)iface;
+    out->eager_max = GW_INTRA_EAGER_MAX;
+    out->max_msg = UINT64_MAX;
+    out->mem_kinds = GW_TL_MEM_HOST | GW_TL_MEM_CUDA;
+    out->gpu_paths = GW_TL_GPU_IPC | GW_TL_GPU_STAGED;
+    out->batch = GW_TL_BATCH_NATIVE | GW_TL_BATCH_GPU | GW_TL_BATCH_COUNTED;
+}
+
 const gw_tl_ops_t gw_tl_intra_ops = {
     .size = sizeof(gw_tl_ops_t),
     .name = "intra",
@@ -375,6 +398,9 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .mem_reg = intra_mem_reg,
     .mem_dereg = intra_mem_dereg,
     .rkey_pack = intra_rkey_pack,
+    .rkey_unpack = gw_intra_rkey_unpack,
+    .rkey_release = gw_tl_noop_rkey_release,
+    .caps = intra_caps,
     .ep_prepare = intra_ep_prepare,
     .ep_reachable = intra_ep_reachable,
     .ep_connect = intra_ep_connect,
@@ -382,10 +408,6 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .ep_close = intra_ep_close,
     .ep_destroy = intra_ep_destroy,
     .ep_describe = intra_ep_describe,
-    .put = intra_put,
-    .get = intra_put,
-    .put_notify = intra_put,
-    .send = intra_send,
+    .submit = intra_submit,
     .recv_matched = intra_recv_matched,
-    .batch = intrab_batch,
 };

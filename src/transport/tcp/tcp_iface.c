@@ -302,6 +302,28 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
 /* batched transfers: part of this translation unit (it uses the objects
  * above); a file of its own once the tcp transport has a private header */
 
+/* the one operation entry (tl.h): one function per operation behind it */
+static gw_status_t tcp_submit(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    switch (req->op) {
+    case GW_OP_PUT: return tcp_put(tep, req);
+    case GW_OP_GET: return tcp_get(tep, req);
+    case GW_OP_PUT_NOTIFY: return tcp_put_notify(tep, req);
+    case GW_OP_SEND: return tcp_send(tep, req);
+    case GW_OP_BATCH: return tcpb_batch(tep, req);
+    default: return GW_ERR_UNSUPPORTED;
+    }
+}
+
+static void tcp_caps(gw_tl_iface_t *iface, gw_tl_caps_t *out)
+{
+    out->eager_max = ((tcp_iface_t *)iface)->eager_max; /* GPUWIRE_TCP_EAGER_MAX */
+    out->max_msg = UINT64_MAX;
+    out->mem_kinds = GW_TL_MEM_HOST | GW_TL_MEM_CUDA;
+    out->gpu_paths = GW_TL_GPU_STAGED; /* the socket reads and writes host bounce buffers */
+    out->batch = GW_TL_BATCH_NATIVE | GW_TL_BATCH_GPU | GW_TL_BATCH_COUNTED;
+}
+
 const gw_tl_ops_t gw_tl_tcp_ops = {
     .size = sizeof(gw_tl_ops_t),
     .name = "tcp",
@@ -311,6 +333,9 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .mem_reg = tcp_mem_reg,
     .mem_dereg = tcp_mem_dereg,
     .rkey_pack = gw_tl_unsupported_rkey_pack,
+    .rkey_unpack = gw_tl_no_rkey_unpack, /* tcp keys carry no tcp part: the target checks the region id */
+    .rkey_release = gw_tl_noop_rkey_release,
+    .caps = tcp_caps,
     .ep_prepare = tcp_ep_prepare,
     .ep_reachable = tcp_ep_reachable,
     .ep_connect = tcp_ep_connect,
@@ -318,10 +343,6 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .ep_close = tcp_ep_close,
     .ep_destroy = tcp_ep_destroy,
     .ep_describe = tcp_ep_describe,
-    .put = tcp_put,
-    .get = tcp_get,
-    .put_notify = tcp_put_notify,
-    .send = tcp_send,
+    .submit = tcp_submit,
     .recv_matched = tcp_recv_matched,
-    .batch = tcpb_batch,
 };

@@ -9,7 +9,10 @@
  *
  * Files: ibv_loader.c (dlopen), verbs_dev.c (sysfs port/GID choice, address
  * blob), verbs_mr.c (registration, cache, dma-buf), verbs_iface.c (context
- * level, polling, ops table), verbs_ep.c (queue pairs and operations).
+ * level, polling, ops table), verbs_ep.c (endpoint life: queue pairs,
+ * failure), verbs_post.c (operations, posting), verbs_cq.c (completions,
+ * receive side, progress), verbs_stage.c (staged GPU memory), verbs_batch.c
+ * (batched transfers), verbs_rkey.c (the verbs part of a remote key).
  */
 #ifndef GW_VERBS_VERBS_H
 #define GW_VERBS_VERBS_H
@@ -156,8 +159,39 @@ gw_status_t gw_verbs_rkey_parse(const uint8_t *b, size_t len, gw_verbs_rkey_info
                                 size_t whylen);
 /* Writes the blob for info into buf (cap bytes); returns its length, 0 if cap is too small. */
 size_t gw_verbs_rkey_format(const gw_verbs_rkey_info_t *info, uint8_t *buf, size_t cap);
+/* The ops table's rkey_unpack: parses the key's verbs part once, into
+ * rk->tl_key (a gw_verbs_rkey_info_t; version 0 when the key has no verbs
+ * part, which the operations refuse with GW_ERR_INVALID_KEY). */
+gw_status_t gw_verbs_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
+                                 char *why, size_t whylen);
+/* The parsed verbs part of an unpacked key. */
+static inline const gw_verbs_rkey_info_t *gw_verbs_rkey_of(const gw_rkey_t *k)
+{
+    return (const gw_verbs_rkey_info_t *)(const void *)k->tl_key;
+}
+/* rkey of the MR piece holding raddr and the bytes left in it; -1 when the
+ * key has no MR pieces (no verbs part, staged, or raddr below the region). */
+static inline int gw_verbs_key_piece(const gw_verbs_rkey_info_t *ki, uint64_t raddr, uint32_t *rkey,
+                                     uint64_t *left)
+{
+    if (ki->version != GW_VERBS_RKEY_MR)
+        return -1;
+    if (ki->n == 0) { /* a zero-length region: only zero-length operations reach it */
+        *rkey = 0;
+        *left = UINT64_MAX;
+        return 0;
+    }
+    if (raddr < ki->base)
+        return -1;
+    uint64_t i = (raddr - ki->base) / ki->chunk;
+    if (i >= (uint64_t)ki->n)
+        i = (uint64_t)ki->n - 1;
+    *rkey = ki->rkey[i];
+    *left = (i + 1) * ki->chunk - (raddr - ki->base);
+    return 0;
+}
 
-/* ---- staged GPU memory (verbs_ep.c, "staging rung") ------------------------------------- */
+/* ---- staged GPU memory (verbs_stage.c, "staging rung") ---------------------------------- */
 /* One staging engine (mem/staging.h) with its bounce slots registered as MRs.
  * Per device two: one for operations this side starts, one for the chunks
  * peers ask it to move (separate so a loopback cannot starve itself). */
@@ -228,7 +262,7 @@ struct gw_verbs_iface {
     int stg_regions;
 };
 
-/* ---- endpoint (verbs_ep.c) ------------------------------------------------ */
+/* ---- endpoint (verbs_ep.c, verbs_post.c, verbs_cq.c) ---------------------- */
 typedef struct gw_verbs_wr {
     gw_request_t *req; /* NULL for control messages */
     uint16_t kind;
@@ -300,7 +334,7 @@ typedef struct gw_verbs_ep {
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
     int max_send_sge;        /* 2 where the device takes a header and a payload SGE, else 1 */
-    /* staged GPU memory (verbs_ep.c) */
+    /* staged GPU memory (verbs_stage.c) */
     gw_list_t stg_reqs;      /* gw_verbs_sreq_t in posting order */
     int stg_live;            /* staged work may exist: set when some starts, cleared by a
                               * stg_progress() pass that found none (progress skips the scans) */
@@ -322,7 +356,7 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep);
 /* Posts the zero-length receives counted in each QP's imm_repost (QPs 1..):
  * 0, or ibv_post_recv's error with *failed_qi set. */
 int gw_verbs_post_imm_recvs(gw_verbs_ep_t *ep, int *failed_qi);
-/* staging rung (verbs_ep.c): region revoked (fails the peer's chunks on it),
+/* staging rung (verbs_stage.c): region revoked (fails the peer's chunks on it),
  * endpoint teardown (drops staged work), iface teardown (engines, slot MRs) */
 void gw_verbs_stage_revoke(gw_verbs_iface_t *vif, gw_mem_t *m);
 void gw_verbs_stage_ep_fini(gw_verbs_ep_t *ep);
@@ -341,12 +375,152 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
  * zero-length receives on QPs 1.. (low byte: the QP), which only a
  * rendezvous WRITE_WITH_IMM consumes; otherwise the low bits index a bounce
  * buffer of QP 0.  Bit 61 (send or receive) marks the drain markers of a
- * failed endpoint (verbs_ep.c, ep_drain). */
+ * failed endpoint (verbs_ep.c, gw_verbs_ep_drain). */
 #define GW_VERBS_RECV_WRID (1ull << 63)
 #define GW_VERBS_IMMQ_WRID (1ull << 62)
 #define GW_VERBS_IMM_RECVS 128u /* zero-length receives kept posted on each QP 1.. */
 #define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
 #define GW_VERBS_IDLE_CLOCK 64u        /* idle progress passes per clock read */
 #define GW_VERBS_SQ_DEPTH 256
+
+/* ==== endpoint internals shared by verbs_ep.c (lifecycle, failure), verbs_post.c
+ * (posting), verbs_cq.c (completions, receive side), verbs_stage.c (staged GPU
+ * memory) and verbs_batch.c (batched transfers).  Not for other layers. ==== */
+
+enum { WR_PUT = 1, WR_GET, WR_IMM, WR_SENDMSG, WR_RDV_READ, WR_RDV_IMM };
+enum { CT_EAGER = 1, CT_RTS, CT_FIN, CT_NOTIFY };
+enum {
+    TLF_PREP = 1u << 0,      /* local buffer keys resolved */
+    TLF_ALLPOSTED = 1u << 1, /* every WR of the request is posted */
+    TLF_DATA = 1u << 2,      /* put_notify: data WRs posted, notification next */
+    TLF_WAIT_FIN = 1u << 3,  /* rendezvous send: RTS out, waiting for FIN */
+    TLF_INLINE = 1u << 4,    /* put from the user buffer, inline */
+    TLF_RDV = 1u << 5,       /* recv: rendezvous read */
+    TLF_CTS = 1u << 7,       /* send: the receiver asked for the data by RDMA WRITE */
+    TLF_WFIN = 1u << 8,      /* recv: CTS sent, the sender WRITEs and then says WFIN */
+    TLF_WIMM = 1u << 9       /* send/recv with TLF_CTS/TLF_WFIN: the WRITEs are striped and each
+                              * queue pair used is closed by a WRITE_WITH_IMM instead of a WFIN */
+};
+/* Rendezvous by RDMA WRITE (receive buffer in a region the user opened to
+ * remote writes, within one MR): the receiver answers the RTS with CT_CTS
+ * (its address, rkey and id), and the sender WRITEs the data.
+ * - With a peer announcing GW_VERBS_FEAT_WRITE_IMM the CTS carries
+ *   CTS_WIMM: the sender stripes the WRITEs over the queue pairs as a put
+ *   (from GPUWIRE_IB_SPLIT_MIN) and closes each queue pair it used with a
+ *   zero-length WRITE_WITH_IMM whose immediate is RDV_IMM(number of queue
+ *   pairs used, the receiver's id).  RC orders each queue pair, so the
+ *   receiver has the whole message once it has seen that many immediates;
+ *   nobody waits for a queue pair to drain and no FIN is sent.
+ * - Otherwise (an older peer) the data goes on QP 0 only, followed there
+ *   by a CT_WFIN message; messages from GPUWIRE_IB_SPLIT_MIN are READ. */
+#define CTS_WIMM 1u
+#define RDV_IMM(nq, opid) ((uint32_t)(nq) << 24 | (uint32_t)(opid)) /* bit 31 clear: not a notification */
+enum { CT_CTS = 7, CT_WFIN };
+#define RECV_WRID GW_VERBS_RECV_WRID
+#define DRAIN_WRID (1ull << 61) /* the drain markers of a dead endpoint (send and receive) */
+#define NO_SLOT 0xffff
+#define BATCH 32
+
+/* req->tl[] use */
+#define T_RC 0     /* gw_verbs_rc_entry_t * held for the local buffer */
+#define T_SLOT 1   /* bounce slot + 1 held by the request, 0 none */
+#define T_STRIPE 2 /* next QP of a striped transfer */
+#define T_RADDR 3  /* recv rendezvous: sender address */
+#define T_RKEY 4   /* recv rendezvous: rkey | opid << 32 */
+#define T_MLEN 5   /* recv rendezvous: message length */
+
+/* staged GPU memory (verbs_stage.c) */
+enum { WR_SPUT = 16, WR_SGET, WR_SREAD, WR_SWRITE }; /* chunk WRs (initiator: S*, owner: SREAD/SWRITE) */
+enum { CT_SREQ = 5, CT_SACK };                       /* chunk request / its acknowledgement */
+enum { C_FREE = 0, C_D2H, C_READY, C_XFER, C_H2D };  /* initiator chunk states */
+enum { J_FREE = 0, J_SLOT, J_READ, J_H2D, J_D2H, J_WRITE, J_EAGER }; /* owner job states */
+#define TLF_STAGED (1u << 6)      /* the request moves through bounce buffers */
+#define T_STG 2                   /* staged: gw_verbs_sreq_t * (never striped) */
+#define RTS_STAGED (1u << 31)     /* in an RTS opid: the sender's buffer is staged */
+#define GW_MAX_STG_HOST_CHUNK (1u << 20) /* chunk of a host buffer for a staged peer */
+typedef struct gw_verbs_sreq gw_verbs_sreq_t;
+typedef struct batch batch_t;
+
+static inline gw_verbs_ep_t *to_vep(gw_tl_ep_t *e) { return (gw_verbs_ep_t *)e; }
+static inline gw_core_t *ep_core(gw_verbs_ep_t *ep) { return ep->vif->super.core; }
+
+/* bounce slots */
+static inline int slot_get(gw_verbs_ep_t *ep)
+{
+    return ep->nsfree ? ep->sfree[--ep->nsfree] : -1;
+}
+static inline void slot_put(gw_verbs_ep_t *ep, int s)
+{
+    if (s >= 0 && s < GW_VERBS_NSLOTS)
+        ep->sfree[ep->nsfree++] = (uint16_t)s;
+}
+static inline uint8_t *slot_ptr(gw_verbs_ep_t *ep, int s) { return ep->sbuf + (size_t)s * GW_VERBS_SLOT; }
+
+/* batches */
+struct batch {
+    struct ibv_send_wr wr[GW_VERBS_MAX_QPS][BATCH];
+    struct ibv_sge sge[GW_VERBS_MAX_QPS][BATCH][2]; /* (a second one: eager sends, see post_req in verbs_post.c) */
+    int n[GW_VERBS_MAX_QPS];
+};
+
+static inline int qp_room(gw_verbs_ep_t *ep, batch_t *b, int qi)
+{
+    return b->n[qi] < BATCH && ep->qps[qi].used < ep->qps[qi].depth;
+}
+
+/* A bounce slot for a message on QP 0 when QP 0 and the batch have room:
+ * its index, else -1 (blocked: try again on a later pass). */
+static inline int msg_slot(gw_verbs_ep_t *ep, batch_t *b)
+{
+    return qp_room(ep, b, 0) ? slot_get(ep) : -1;
+}
+
+/* verbs_post.c */
+gw_status_t gw_verbs_copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n);
+gw_status_t gw_verbs_copy_to_user(gw_request_t *req, void *dst, const void *src, size_t n);
+void gw_verbs_ctrl_queue(gw_verbs_ep_t *ep, uint8_t type, uint32_t status, uint64_t a, uint64_t b);
+gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req);
+void gw_verbs_hdr_fill(uint8_t *p, uint8_t type, uint32_t status, uint64_t tag, uint64_t len,
+                     uint64_t addr, uint32_t rkey, uint64_t opid);
+const char *gw_verbs_op_name(int kind);
+int gw_verbs_others_drained(const gw_verbs_ep_t *ep, const batch_t *b);
+int gw_verbs_post_pending(gw_verbs_ep_t *ep);
+struct ibv_send_wr *gw_verbs_post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s,
+                                         uint32_t bytes);
+gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid, unsigned *idp);
+void gw_verbs_rdv_recv_forget(gw_verbs_ep_t *ep, gw_request_t *req);
+int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left);
+void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req);
+struct ibv_send_wr *gw_verbs_wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_request_t *req, int kind,
+                                  int slot, uint32_t len);
+
+/* verbs_cq.c */
+void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req);
+
+/* verbs_ep.c */
+void gw_verbs_ep_die(gw_verbs_ep_t *ep, gw_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gw_verbs_ep_drain(gw_verbs_ep_t *ep);
+void gw_verbs_ep_drained_one(gw_verbs_ep_t *ep);
+void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, int own, gw_status_t st);
+void gw_verbs_wc_fail(gw_verbs_ep_t *ep, const struct ibv_wc *wc, const gw_verbs_wr_t *r);
+
+/* verbs_stage.c */
+int gw_verbs_mem_staged(const gw_mem_t *m);
+int gw_verbs_rkey_staged(const gw_rkey_t *k);
+int gw_verbs_stg_applies(gw_verbs_ep_t *ep, gw_request_t *req);
+int gw_verbs_stg_busy(const gw_verbs_ep_t *ep);
+void gw_verbs_stg_chunk_wr_done(gw_verbs_ep_t *ep, uint32_t aux);
+void gw_verbs_stg_forget_all(gw_verbs_ep_t *ep, int own);
+void gw_verbs_stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req);
+void gw_verbs_stg_job_wr_done(gw_verbs_ep_t *ep, uint32_t aux);
+void gw_verbs_stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, const uint8_t *data, uint32_t n);
+void gw_verbs_stg_on_sreq(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes);
+int gw_verbs_stg_progress(gw_verbs_ep_t *ep, batch_t *b);
+void gw_verbs_stg_slot_drop(gw_verbs_stgeng_t *e, gw_stage_slot_t *s);
+int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);
+
+/* verbs_batch.c */
+int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);
 
 #endif

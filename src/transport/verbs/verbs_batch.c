@@ -1,9 +1,9 @@
-/* verbs_batch.c - batched put/get over verbs (the `batch` op).
+/* verbs_batch.c - batched put/get over verbs (GW_OP_BATCH requests of the `submit` op).
  *
- * Compiled as part of verbs_ep.c (included at its end, GW_VERBS_INTERNAL):
- * it posts through that file's work-request batches (wr_add, batch_flush)
- * and completes through its request accounting (req->pending, TLF_ALLPOSTED,
- * req_maybe_done).  Built alone it is empty.
+ * It posts through verbs_post.c's work-request batches (gw_verbs_wr_add;
+ * gw_verbs_post_pending flushes them) and completes through the request
+ * accounting of verbs_cq.c (req->pending, TLF_ALLPOSTED,
+ * gw_verbs_req_maybe_done).
  *
  * A batch is one request on the endpoint's pending list.  Each progress pass
  * turns as many of its entries as the batch and the send queues take into
@@ -26,9 +26,10 @@
  * refuse the access: the queue pair, and so the endpoint, fails, as for a
  * single put.
  */
-#ifdef GW_VERBS_INTERNAL
-
 #include "transport/base/batch.h"
+#include "transport/verbs/verbs.h"
+
+#include <string.h>
 
 #define T_BENT T_RADDR /* batch: next entry */
 #define T_BOFF T_MLEN  /* batch: bytes of it posted */
@@ -36,11 +37,7 @@
 /* rkey of the remote piece holding raddr in key k, and the bytes left in it; -1 bad key */
 static int vb_remote_piece(const gw_rkey_t *k, uint64_t raddr, uint32_t *rkey, uint64_t *left)
 {
-    gw_request_t fake;
-    memset(&fake, 0, sizeof(fake));
-    fake.op = GW_OP_PUT;
-    fake.rkey = (gw_rkey_t *)k;
-    return remote_piece(&fake, raddr, rkey, left);
+    return gw_verbs_key_piece(gw_verbs_rkey_of(k), raddr, rkey, left);
 }
 
 /* The batch's regions can all be reached by the NIC: GW_OK, else why not. */
@@ -52,11 +49,11 @@ static gw_status_t vb_check(gw_verbs_ep_t *ep, const gw_batch_t *b)
             return gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
                           "verbs gw_xfer_batch: the local region [%p, +%zu) is not registered with the NIC (%s); "
                           "batches move registered memory only", m->addr, m->len,
-                          mem_staged(m) ? "GPU memory on the staging rung" : "no verbs registration");
+                          gw_verbs_mem_staged(m) ? "GPU memory on the staging rung" : "no verbs registration");
     }
     for (uint32_t i = 0; i < b->nrkey; i++) {
         const gw_rkey_t *k = &b->rkey[i];
-        if (rkey_staged(k))
+        if (gw_verbs_rkey_staged(k))
             return gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
                           "verbs gw_xfer_batch: the remote region 0x%llx is GPU memory its owner stages "
                           "(no NIC registration); batches move registered memory only",
@@ -73,7 +70,7 @@ static gw_status_t vb_check(gw_verbs_ep_t *ep, const gw_batch_t *b)
 
 /* Posts what fits of a batch.  1: done with it here (all posted, or it
  * failed and was completed); 0: blocked (stays pending). */
-static int vb_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
+int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
 {
     const gw_batch_t *bt = req->batch;
     if (!(req->tl_flags & TLF_PREP)) {
@@ -112,7 +109,7 @@ static int vb_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             return 1;
         }
         uint64_t piece = GW_MIN(GW_MIN(e->len - off, stripe), GW_MIN(GW_MIN(rleft, lleft), maxmsg));
-        struct ibv_send_wr *w = wr_add(ep, b, qi, req, kind, -1, (uint32_t)piece);
+        struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, qi, req, kind, -1, (uint32_t)piece);
         w->opcode = bt->get ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
         w->wr.rdma.remote_addr = e->raddr + off;
         w->wr.rdma.rkey = rkey;
@@ -133,13 +130,13 @@ static int vb_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     if (bt->notify != GW_NOTIFY_NONE) {
         if (!gw_list_empty(&ep->stg_reqs))
             return 0; /* and every older staged operation */
-        if (!others_drained(ep, b)) /* every earlier write on the other QPs must have landed */
+        if (!gw_verbs_others_drained(ep, b)) /* every earlier write on the other QPs must have landed */
             return 0;
         int s = msg_slot(ep, b);
         if (s < 0)
             return 0;
-        hdr_fill(slot_ptr(ep, s), CT_NOTIFY, bt->notify == GW_NOTIFY_COUNTED ? 1 : 0, bt->value, 0, 0, 0, 0);
-        post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
+        gw_verbs_hdr_fill(slot_ptr(ep, s), CT_NOTIFY, bt->notify == GW_NOTIFY_COUNTED ? 1 : 0, bt->value, 0, 0, 0, 0);
+        gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
     }
     req->tl_flags |= TLF_ALLPOSTED;
     if (!req->pending) { /* an empty batch */
@@ -149,9 +146,3 @@ static int vb_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     return 1;
 }
 
-gw_status_t gw_verbs_batch(gw_tl_ep_t *e, gw_request_t *req)
-{
-    return enqueue(e, req);
-}
-
-#endif /* GW_VERBS_INTERNAL */

@@ -390,7 +390,7 @@ static gw_status_t verbs_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
         if (res.rung == GW_GPU_RUNG_STAGING) {
             /* no MR of the device range: operations move it through registered
              * pinned bounce buffers, the owner's CPU cooperating for peers'
-             * access (verbs_ep.c, "staged GPU memory"); tl_reg stays NULL */
+             * access (verbs_stage.c); tl_reg stays NULL */
             mem->tl_reg[GW_TL_VERBS] = NULL;
             vif->stg_regions++;
         }
@@ -465,7 +465,8 @@ static gw_status_t verbs_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *mem, ui
     return GW_OK;
 }
 
-/* endpoint ops live in verbs_ep.c */
+/* endpoint ops: verbs_ep.c (life), verbs_post.c (operations), verbs_cq.c (recv_matched),
+ * verbs_batch.c */
 gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out,
                                 uint8_t *addr, size_t *addrlen);
 gw_status_t gw_verbs_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
@@ -475,12 +476,17 @@ gw_status_t gw_verbs_ep_connect(gw_tl_ep_t *ep, gw_tl_peer_t *peer, const uint8_
 gw_status_t gw_verbs_ep_close(gw_tl_ep_t *ep);
 void gw_verbs_ep_destroy(gw_tl_ep_t *ep);
 gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *ep, char *buf, size_t len);
-gw_status_t gw_verbs_put(gw_tl_ep_t *ep, gw_request_t *req);
-gw_status_t gw_verbs_get(gw_tl_ep_t *ep, gw_request_t *req);
-gw_status_t gw_verbs_put_notify(gw_tl_ep_t *ep, gw_request_t *req);
-gw_status_t gw_verbs_send(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
-gw_status_t gw_verbs_batch(gw_tl_ep_t *ep, gw_request_t *req); /* verbs_batch.c */
+
+static void verbs_caps(gw_tl_iface_t *iface, gw_tl_caps_t *out)
+{
+    (void)iface;
+    out->eager_max = GW_VERBS_EAGER_MAX;
+    out->max_msg = UINT64_MAX; /* cut into pieces of the port's largest message */
+    out->mem_kinds = GW_TL_MEM_HOST | GW_TL_MEM_CUDA;
+    out->gpu_paths = GW_TL_GPU_DIRECT | GW_TL_GPU_STAGED; /* dma-buf/peermem MRs, else the staging rung */
+    out->batch = GW_TL_BATCH_NATIVE | GW_TL_BATCH_GPU | GW_TL_BATCH_COUNTED; /* (GPU: registered regions) */
+}
 
 const gw_tl_ops_t gw_tl_verbs_ops = {
     .size = sizeof(gw_tl_ops_t),
@@ -491,6 +497,9 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .mem_reg = verbs_mem_reg,
     .mem_dereg = verbs_mem_dereg,
     .rkey_pack = verbs_rkey_pack,
+    .rkey_unpack = gw_verbs_rkey_unpack,
+    .rkey_release = gw_tl_noop_rkey_release,
+    .caps = verbs_caps,
     .ep_prepare = gw_verbs_ep_prepare,
     .ep_reachable = gw_verbs_ep_reachable,
     .ep_connect = gw_verbs_ep_connect,
@@ -498,10 +507,6 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .ep_close = gw_verbs_ep_close,
     .ep_destroy = gw_verbs_ep_destroy,
     .ep_describe = gw_verbs_ep_describe,
-    .put = gw_verbs_put,
-    .get = gw_verbs_get,
-    .put_notify = gw_verbs_put_notify,
-    .send = gw_verbs_send,
+    .submit = gw_verbs_submit,
     .recv_matched = gw_verbs_recv_matched,
-    .batch = gw_verbs_batch,
 };

@@ -72,3 +72,20 @@ size_t gw_verbs_rkey_format(const gw_verbs_rkey_info_t *info, uint8_t *buf, size
         gw_put_u32(buf + 20 + 4 * i, info->rkey[i]);
     return need;
 }
+
+_Static_assert(sizeof(gw_verbs_rkey_info_t) <= GW_RKEY_TL_KEY_MAX, "the parsed verbs key part fits gw_rkey_t.tl_key");
+
+gw_status_t gw_verbs_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
+                                 char *why, size_t whylen)
+{
+    (void)iface;
+    gw_verbs_rkey_info_t ki;
+    memset(&ki, 0, sizeof(ki)); /* version 0: no verbs part (refused at the operation, as before) */
+    if (len) {
+        gw_status_t st = gw_verbs_rkey_parse(blob, len, &ki, why, whylen);
+        if (st != GW_OK)
+            return st;
+    }
+    memcpy(rk->tl_key, &ki, sizeof(ki));
+    return GW_OK;
+}

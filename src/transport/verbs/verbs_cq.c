@@ -1,0 +1,448 @@
+/* verbs_cq.c - verbs completions and the receive side: polling the CQ,
+ * retiring send WRs, incoming messages (eager, rendezvous control,
+ * notifications), the progress pass and arming the CQ when idle.
+ */
+#include "cuda/cuda_wrap.h"
+#include "transport/verbs/verbs.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Before telling anyone that the NIC's writes into GPU memory are there
+ * (a notification, a received message), make them visible to the GPU:
+ * cuFlushGPUDirectRDMAWrites where the driver has it (mem/gpu_reg.h). */
+static void gpu_fence(gw_verbs_ep_t *ep)
+{
+    if (!ep->vif->gpu_mrs)
+        return;
+    int flushed = 0;
+    if (gw_cuda_flush_rdma_writes(&flushed) != GW_OK)
+        gw_log(GW_LOG_WARN, "verbs: cuFlushGPUDirectRDMAWrites failed: %s", ep_core(ep)->errbuf);
+}
+
+void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
+{
+    if (req->pending || !(req->tl_flags & TLF_ALLPOSTED))
+        return;
+    gw_ep_base_t *base = ep->super.base;
+    if (req->op == GW_OP_RECV) {
+        /* rendezvous data is in place: release the sender, finish the receive */
+        uint64_t opid = req->tl[T_RKEY] >> 32;
+        size_t mlen = (size_t)req->tl[T_MLEN];
+        gw_verbs_req_release(ep, req);
+        gw_verbs_rdv_recv_forget(ep, req);
+        gw_verbs_ctrl_queue(ep, CT_FIN, 0, opid, 0);
+        if (req->lmem && req->lmem->type != GW_MEM_HOST)
+            gpu_fence(ep);
+        gw_ep_recv_done(base, req, mlen, req->rtag, GW_OK);
+        return;
+    }
+    if (req->op == GW_OP_SEND && (req->tl_flags & TLF_WAIT_FIN))
+        return; /* completes when the receiver's FIN arrives */
+    gw_status_t st = GW_OK;
+    if (req->op == GW_OP_GET && req->tl[T_SLOT]) /* (GPU memory: one synchronous cuMemcpy) */
+        st = gw_verbs_copy_to_user(req, req->buf, slot_ptr(ep, (int)req->tl[T_SLOT] - 1), req->len);
+    req->length = req->len;
+    gw_verbs_req_release(ep, req);
+    gw_ep_op_done(base, req, st);
+}
+
+/* ---- receive side --------------------------------------------------------------------- */
+/* Consumed receive buffers are handed back in one ibv_post_recv() per poll. */
+static void repost_recv(gw_verbs_ep_t *ep, unsigned idx)
+{
+    ep->repost[ep->nrepost++] = (uint16_t)idx;
+}
+
+int gw_verbs_post_imm_recvs(gw_verbs_ep_t *ep, int *failed_qi)
+{
+    for (int qi = 1; qi < ep->nqps; qi++) {
+        gw_verbs_qp_t *q = &ep->qps[qi];
+        while (q->imm_repost) {
+            struct ibv_recv_wr w[32], *bad;
+            unsigned n = GW_MIN(q->imm_repost, 32u);
+            for (unsigned i = 0; i < n; i++) {
+                memset(&w[i], 0, sizeof(w[i]));
+                w[i].wr_id = RECV_WRID | GW_VERBS_IMMQ_WRID | (uint64_t)qi;
+                w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+            }
+            int rc = ibv_post_recv(q->qp, w, &bad);
+            if (rc) {
+                *failed_qi = qi;
+                return rc;
+            }
+            q->imm_repost -= n;
+        }
+    }
+    return 0;
+}
+
+static void repost_flush(gw_verbs_ep_t *ep)
+{
+    unsigned n = ep->nrepost;
+    if (ep->dead)
+        return;
+    int qi = 0, rc = gw_verbs_post_imm_recvs(ep, &qi);
+    if (rc) {
+        gw_verbs_ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, zero-length receives) failed: %s",
+               ep->qps[qi].qp->qp_num, strerror(rc));
+        return;
+    }
+    if (!n)
+        return;
+    struct ibv_sge sge[32];
+    struct ibv_recv_wr w[32], *bad;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned idx = ep->repost[i];
+        sge[i].addr = (uint64_t)(uintptr_t)(ep->rbuf + (size_t)idx * GW_VERBS_SLOT);
+        sge[i].length = GW_VERBS_SLOT;
+        sge[i].lkey = ep->rmr->lkey;
+        w[i].wr_id = RECV_WRID | idx;
+        w[i].sg_list = &sge[i];
+        w[i].num_sge = 1;
+        w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+    }
+    ep->nrepost = 0;
+    rc = ibv_post_recv(ep->qps[0].qp, w, &bad);
+    if (rc)
+        gw_verbs_ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, %u buffers) failed: %s",
+               ep->qps[0].qp->qp_num, n, strerror(rc));
+}
+
+static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, uint64_t len,
+                           uint64_t addr, uint32_t rkey, uint64_t opid)
+{
+    req->rtag = tag;
+    req->tl[T_RADDR] = addr;
+    req->tl[T_RKEY] = (uint64_t)rkey | (opid << 32);
+    req->tl[T_MLEN] = len;
+    req->posted = 0;
+    req->pending = 0;
+    req->tl_flags = TLF_RDV;
+    memset(&req->tl[T_RC], 0, sizeof(req->tl[0]) * 3);
+    gw_list_push_back(&ep->rdv_recvs, &req->tl_link);
+}
+
+/* The sender's WRITEs for receive r (rendezvous id `id`) are in place. */
+static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r, unsigned id)
+{
+    ep->rdv[id] = NULL;
+    size_t mlen = (size_t)r->tl[T_MLEN];
+    gw_verbs_req_release(ep, r);
+    gw_verbs_rdv_recv_forget(ep, r);
+    if (r->lmem && r->lmem->type != GW_MEM_HOST)
+        gpu_fence(ep);
+    gw_ep_recv_done(ep->super.base, r, mlen, r->rtag, GW_OK);
+}
+
+/* A WRITE_WITH_IMM closing one queue pair's share of a striped rendezvous
+ * (imm = RDV_IMM(queue pairs used, our id)), seen on queue pair qi. */
+static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
+{
+    unsigned id, nq = (imm >> 24) & 0x7f;
+    gw_request_t *r = gw_verbs_rdv_lookup(ep, imm & 0xffffffu, &id);
+    if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != (TLF_WFIN | TLF_WIMM) ||
+        nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || r->tl[T_STRIPE] >= nq) {
+        gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: end of rendezvous write 0x%08x from %s on QP %d matches no "
+               "receive of ours waiting for one", imm, ep->peer.dev, qi);
+        return;
+    }
+    if (++r->tl[T_STRIPE] == nq)
+        rdv_written(ep, r, id);
+}
+
+static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
+{
+    gw_ep_base_t *base = ep->super.base;
+    unsigned idx = (unsigned)(wc->wr_id & 0xffff);
+    base->last_rx_ns = gw_now_coarse_ns();
+    if (wc->wr_id & GW_VERBS_IMMQ_WRID) { /* a zero-length receive on QP 1.. */
+        int qi = (int)(wc->wr_id & 0xff);
+        if (qi >= 1 && qi < ep->nqps)
+            ep->qps[qi].imm_repost++;
+        if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || (ntohl(wc->imm_data) & 0x80000000u)) {
+            gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: %s from %s on QP %d, which carries only the ends of "
+                   "rendezvous writes", wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "a notification" : "a message",
+                   ep->peer.dev, qi);
+            return;
+        }
+        rdv_imm(ep, ntohl(wc->imm_data), qi);
+        return;
+    }
+    if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        uint32_t imm = ntohl(wc->imm_data);
+        if (!(imm & 0x80000000u)) { /* the end of a rendezvous write on QP 0 */
+            rdv_imm(ep, imm, 0);
+            if (!ep->dead)
+                repost_recv(ep, idx);
+            return;
+        }
+        gpu_fence(ep);
+        if (gw_ep_notify_push(base, imm & 0x7fffffffu) != 0)
+            gw_verbs_ep_die(ep, GW_ERR_NOMEM, "notification queue: out of memory");
+        repost_recv(ep, idx);
+        return;
+    }
+    const uint8_t *p = ep->rbuf + (size_t)idx * GW_VERBS_SLOT;
+    if (wc->byte_len < GW_VERBS_HDR) {
+        gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: %u-byte message from %s is shorter than a header",
+               wc->byte_len, ep->peer.dev);
+        return;
+    }
+    uint8_t type = p[0];
+    uint32_t rkey = gw_get_u32(p + 4);
+    uint64_t tag = gw_get_u64(p + 8), len = gw_get_u64(p + 16), addr = gw_get_u64(p + 24);
+    uint64_t opid = gw_get_u32(p + 32);
+    switch (type) {
+    case CT_EAGER: {
+        if (len > wc->byte_len - GW_VERBS_HDR) {
+            gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: eager message claims %llu bytes, carries %u",
+                   (unsigned long long)len, wc->byte_len - GW_VERBS_HDR);
+            return;
+        }
+        gw_request_t *r = gw_ep_match_posted(base, tag);
+        if (r) {
+            gw_status_t cst = gw_verbs_copy_to_user(r, r->buf, p + GW_VERBS_HDR, GW_MIN((size_t)len, r->len));
+            gw_ep_recv_done(base, r, (size_t)len, tag, cst);
+        } else {
+            gw_unexp_t *u = calloc(1, sizeof(*u));
+            void *d = malloc(len ? len : 1);
+            if (!u || !d) {
+                free(u);
+                free(d);
+                gw_verbs_ep_die(ep, GW_ERR_NOMEM, "unexpected message (%llu bytes): out of memory",
+                       (unsigned long long)len);
+                return;
+            }
+            memcpy(d, p + GW_VERBS_HDR, len);
+            u->tag = tag;
+            u->len = (size_t)len;
+            u->data = d;
+            gw_list_push_back(&base->unexpected, &u->link);
+        }
+        break;
+    }
+    case CT_RTS: {
+        gw_request_t *r = gw_ep_match_posted(base, tag);
+        if (r) {
+            start_rdv_recv(ep, r, tag, len, addr, rkey, opid);
+        } else {
+            gw_unexp_t *u = calloc(1, sizeof(*u));
+            if (!u) {
+                gw_verbs_ep_die(ep, GW_ERR_NOMEM, "unexpected rendezvous: out of memory");
+                return;
+            }
+            u->tag = tag;
+            u->len = (size_t)len;
+            u->handle = ((uint64_t)rkey << 32) | opid;
+            u->handle2 = addr;
+            gw_list_push_back(&base->unexpected, &u->link);
+        }
+        break;
+    }
+    case CT_FIN: {
+        unsigned id;
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        if (r) {
+            ep->rdv[id] = NULL;
+            r->tl_flags &= (uint16_t)~TLF_WAIT_FIN;
+            r->length = r->len;
+            gw_verbs_req_release(ep, r);
+            gw_ep_op_done(base, r, GW_OK);
+        } else {
+            gw_log(GW_LOG_DEBUG, "verbs: FIN for unknown rendezvous %llu (ignored)",
+                   (unsigned long long)opid);
+        }
+        break;
+    }
+    case CT_CTS: { /* the receiver wants our rendezvous data written to it */
+        unsigned id;
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        uint32_t cst = gw_get_u32(p + 36);
+        if (!r || r->op != GW_OP_SEND || !(r->tl_flags & TLF_WAIT_FIN) || (r->tl_flags & TLF_CTS) ||
+            gw_verbs_mem_staged(r->lmem) || len > r->len || (cst & ~CTS_WIMM) ||
+            ((cst & CTS_WIMM) && !(ep->local.features & GW_VERBS_FEAT_WRITE_IMM)) || tag > 0xffffffu) {
+            gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: CTS from %s for rendezvous %llu (%llu bytes, flags 0x%x) "
+                   "matches no send of ours waiting for its receiver", ep->peer.dev,
+                   (unsigned long long)opid, (unsigned long long)len, cst);
+            return;
+        }
+        ep->rdv[id] = NULL;
+        r->tl_flags = (uint16_t)((r->tl_flags & ~(TLF_WAIT_FIN | TLF_ALLPOSTED)) | TLF_CTS |
+                                 ((cst & CTS_WIMM) ? TLF_WIMM : 0));
+        r->posted = 0;
+        r->tl[T_STRIPE] = 0;
+        r->tl[T_RADDR] = addr;
+        r->tl[T_RKEY] = (uint64_t)rkey | ((tag & 0xffffffffu) << 32);
+        r->tl[T_MLEN] = len;
+        gw_list_push_back(&ep->pending, &r->tl_link);
+        break;
+    }
+    case CT_WFIN: { /* the sender's WRITEs for our receive are in place */
+        unsigned id;
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != TLF_WFIN) {
+            gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: WFIN from %s for receive %llu, which is not waiting "
+                   "for one", ep->peer.dev, (unsigned long long)opid);
+            return;
+        }
+        rdv_written(ep, r, id);
+        break;
+    }
+    case CT_SREQ:
+        gw_verbs_stg_on_sreq(ep, p, wc->byte_len);
+        break;
+    case CT_SACK:
+        gw_verbs_stg_on_sack(ep, (uint32_t)opid, (gw_status_t)(int32_t)gw_get_u32(p + 36), p + GW_VERBS_HDR,
+                    wc->byte_len - GW_VERBS_HDR);
+        break;
+    case CT_NOTIFY: /* status 1: a counted notification of id tag (a batch's) */
+        gpu_fence(ep);
+        if (gw_get_u32(p + 36) == 1 ? gw_ep_ncount_add(base, tag) != 0 : gw_ep_notify_push(base, tag) != 0)
+            gw_verbs_ep_die(ep, GW_ERR_NOMEM, "notification queue: out of memory");
+        break;
+    default:
+        gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: unknown message type %u from %s", type, ep->peer.dev);
+        return;
+    }
+    if (!ep->dead)
+        repost_recv(ep, idx);
+}
+
+/* ---- completions ------------------------------------------------------------------------ */
+static void retire(gw_verbs_ep_t *ep, int qi, uint64_t upto)
+{
+    gw_verbs_qp_t *q = &ep->qps[qi];
+    while (q->tail != q->head && !ep->dead) {
+        uint64_t s = q->tail;
+        gw_verbs_wr_t *r = &q->ring[s % q->depth];
+        gw_request_t *req = r->req;
+        r->req = NULL;
+        if (r->slot != NO_SLOT)
+            slot_put(ep, r->slot);
+        r->slot = NO_SLOT;
+        q->tail++;
+        q->used--;
+        if (r->kind == WR_SPUT || r->kind == WR_SGET)
+            gw_verbs_stg_chunk_wr_done(ep, r->aux);
+        else if (r->kind == WR_SREAD || r->kind == WR_SWRITE)
+            gw_verbs_stg_job_wr_done(ep, r->aux);
+        if (req) {
+            req->pending--;
+            gw_verbs_req_maybe_done(ep, req);
+        }
+        if ((s & 0xffffffffffffull) == upto)
+            break;
+    }
+}
+
+static int poll_cq(gw_verbs_ep_t *ep)
+{
+    struct ibv_wc wc[32];
+    int total = 0, n;
+    do {
+        n = ibv_poll_cq(ep->cq, 32, wc);
+        if (n < 0) {
+            gw_verbs_ep_die(ep, GW_ERR_VERBS, "ibv_poll_cq(%s) failed: %d", ep->vif->port.dev, n);
+            return total;
+        }
+        for (int i = 0; i < n; i++) {
+            if (ep->dead) { /* consequences of the first error: not causes */
+                if (wc[i].wr_id & DRAIN_WRID)
+                    gw_verbs_ep_drained_one(ep);
+                continue;
+            }
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                gw_verbs_wr_t *r = NULL;
+                if (!(wc[i].wr_id & RECV_WRID)) {
+                    int qi = (int)(wc[i].wr_id >> 48);
+                    if (qi < ep->nqps)
+                        r = &ep->qps[qi].ring[(wc[i].wr_id & 0xffffffffffffull) %
+                                              ep->qps[qi].depth];
+                }
+                gw_verbs_wc_fail(ep, &wc[i], r);
+                continue;
+            }
+            if (wc[i].wr_id & RECV_WRID)
+                on_recv(ep, &wc[i]);
+            else
+                retire(ep, (int)(wc[i].wr_id >> 48), wc[i].wr_id & 0xffffffffffffull);
+        }
+        if (n)
+            repost_flush(ep); /* (reposts come only from completions) */
+        total += n;
+    } while (n == 32);
+    return total;
+}
+
+int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
+{
+    if (!ep->connected)
+        return 0;
+    if (!ep->dead && ep->super.base->error != GW_OK) {
+        /* failed from above (peer gone on the bootstrap socket, close, timeout) */
+        ep->dead = 1;
+        gw_verbs_ep_forget_all(ep, 0, ep->super.base->error);
+        gw_verbs_ep_drain(ep);
+    }
+    /* posted work counts as progress: a caller that progresses until 0
+     * before sleeping on the context fd has handed everything to the device */
+    int n = gw_verbs_post_pending(ep);
+    int c = poll_cq(ep);
+    if (c)
+        n += gw_verbs_post_pending(ep);
+    n += c;
+    if (!n && !ep->dead && gw_verbs_stg_busy(ep))
+        n = 1; /* staged copies in flight: CUDA events wake no fd, keep the caller polling */
+    if (n) {
+        /* no clock read here: the busy path stays free of system calls
+         * (where the clock has no vDSO mode, as in an emulated guest, each
+         * read is one); the idle path below stamps the activity */
+        ep->active_ns = 0;
+        ep->idle_polls = 0;
+    }
+    if (c)
+        ep->super.base->last_rx_ns = gw_now_coarse_ns(); /* completions are the peer's acks */
+    if (n == 0 && !ep->cq_armed) {
+        /* Arming costs a system call and makes every completion a channel
+         * event (another one).  While completions keep coming (less than
+         * GW_VERBS_ARM_IDLE_NS since the last), report activity instead, so a
+         * caller progressing until 0 keeps polling for that long; after it,
+         * arm so the context fd wakes a sleeper.  The clock is read on every
+         * GW_VERBS_IDLE_CLOCK-th idle pass only: the window is that much
+         * longer at most. */
+        if (++ep->idle_polls % GW_VERBS_IDLE_CLOCK)
+            return 1;
+        uint64_t now = gw_now_ns();
+        if (!ep->active_ns)
+            ep->active_ns = now;
+        if (now - ep->active_ns < GW_VERBS_ARM_IDLE_NS)
+            return 1;
+        /* going idle: arm the CQ so the context fd wakes a sleeping caller */
+        if (ibv_req_notify_cq(ep->cq, 0) == 0)
+            ep->cq_armed = 1;
+        n = poll_cq(ep);
+        if (n)
+            gw_verbs_post_pending(ep);
+    }
+    return n;
+}
+
+gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *msg)
+{
+    /* a rendezvous only (tl.h): the base delivers eager messages and frees
+     * msg after this call.  TODO: the eager records of on_recv could come
+     * from gw_ep_unexp_eager() and gw_verbs_copy_to_user() become
+     * gw_mem_copy_to() (mem/mem_copy.h). */
+    gw_verbs_ep_t *ep = to_vep(e);
+    if (ep->dead) {
+        gw_ep_recv_done(ep->super.base, req, msg->len, msg->tag, ep->super.base->error);
+    } else {
+        start_rdv_recv(ep, req, msg->tag, msg->len, msg->handle2, (uint32_t)(msg->handle >> 32),
+                       msg->handle & 0xffffffffu);
+        gw_core_signal(ep_core(ep));
+    }
+    return GW_OK;
+}

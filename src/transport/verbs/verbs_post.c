@@ -1,0 +1,699 @@
+/* verbs_post.c - verbs operations, posting side.
+ *
+ *
+ *   put          RDMA WRITE (inline when small; striped over the QPs when large)
+ *   get          RDMA READ
+ *   put_notify   the data as RDMA WRITEs, then - once every earlier put on
+ *                the other QPs has completed - a notification on QP 0:
+ *                WRITE_WITH_IMM (0 bytes) carrying the value when it fits in
+ *                31 bits, else a SEND carrying all 64 bits.  RC ordering on
+ *                QP 0 places it after the data.
+ *   send/recv    eager SEND of header + payload up to GW_VERBS_EAGER_MAX from a
+ *                registered bounce slot into pre-posted receive buffers; larger
+ *                messages send an RTS (address + rkey), the receiver RDMA
+ *                READs straight into the receive buffer and answers FIN.
+ *
+ * Posting: operations are queued (ep->pending, FIFO) and posted from the
+ * progress engine in batches, one ibv_post_send() per QP per pass, with
+ * only the last WR of a batch (and every depth/4-th) signalled.  A signalled
+ * completion retires every older WR of its QP (RC completes in order)
+ * (verbs_cq.c).
+ */
+#include "transport/verbs/verbs.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *gw_verbs_op_name(int kind)
+{
+    switch (kind) {
+    case WR_PUT: return "RDMA WRITE (put)";
+    case WR_GET: return "RDMA READ (get)";
+    case WR_IMM: return "RDMA WRITE_WITH_IMM (put notification)";
+    case WR_SENDMSG: return "SEND (message)";
+    case WR_RDV_READ: return "RDMA READ (rendezvous receive)";
+    case WR_RDV_IMM: return "RDMA WRITE_WITH_IMM (end of a rendezvous send)";
+    case WR_SPUT: return "RDMA WRITE (staged put chunk)";
+    case WR_SGET: return "RDMA READ (staged get chunk)";
+    case WR_SREAD: return "RDMA READ (staged chunk for the peer)";
+    case WR_SWRITE: return "RDMA WRITE (staged chunk for the peer)";
+    default: return "work request";
+    }
+}
+
+/* Claims the next WR of QP qi in the batch and its ring record. */
+struct ibv_send_wr *gw_verbs_wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_request_t *req, int kind,
+                                  int slot, uint32_t len)
+{
+    gw_verbs_qp_t *q = &ep->qps[qi];
+    int k = b->n[qi]++;
+    struct ibv_send_wr *w = &b->wr[qi][k];
+    memset(w, 0, sizeof(*w));
+    w->sg_list = b->sge[qi][k];
+    uint64_t seq = q->head++;
+    gw_verbs_wr_t *r = &q->ring[seq % q->depth];
+    r->req = req;
+    r->kind = (uint16_t)kind;
+    r->slot = (uint16_t)(slot < 0 ? NO_SLOT : slot);
+    r->len = len;
+    q->used++;
+    w->wr_id = ((uint64_t)qi << 48) | (seq & 0xffffffffffffull);
+    if (req)
+        req->pending++;
+    return w;
+}
+
+static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
+{
+    for (int qi = 0; qi < ep->nqps; qi++) {
+        int n = b->n[qi];
+        if (!n)
+            continue;
+        gw_verbs_qp_t *q = &ep->qps[qi];
+        for (int k = 0; k < n; k++) {
+            b->wr[qi][k].next = k + 1 < n ? &b->wr[qi][k + 1] : NULL;
+            if (++q->unsig >= q->depth / 4 || k == n - 1) {
+                b->wr[qi][k].send_flags |= IBV_SEND_SIGNALED;
+                q->unsig = 0;
+                ep->wr_signalled++;
+            }
+        }
+        b->n[qi] = 0;
+        ep->wr_posted += (uint64_t)n;
+        ep->post_calls++;
+        struct ibv_send_wr *bad = NULL;
+        int rc = ibv_post_send(q->qp, &b->wr[qi][0], &bad);
+        if (rc) {
+            gw_verbs_ep_die(ep, GW_ERR_VERBS, "ibv_post_send(qp=0x%x, %d WRs, first %s) failed: %s "
+                   "(errno %d)", q->qp->qp_num, n,
+                   gw_verbs_op_name(q->ring[(bad ? bad->wr_id : b->wr[qi][0].wr_id) % q->depth].kind),
+                   strerror(rc), rc);
+            return;
+        }
+    }
+}
+
+/* ---- request completion ------------------------------------------------------------- */
+void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req)
+{
+    if (req->tl[T_RC]) {
+        gw_verbs_rcache_put(ep->vif, (gw_verbs_rc_entry_t *)(uintptr_t)req->tl[T_RC]);
+        req->tl[T_RC] = 0;
+    }
+    if (req->tl[T_SLOT]) {
+        slot_put(ep, (int)req->tl[T_SLOT] - 1);
+        req->tl[T_SLOT] = 0;
+    }
+    if ((req->tl_flags & TLF_STAGED) && req->tl[T_STG])
+        gw_verbs_stg_free(ep, (gw_verbs_sreq_t *)(uintptr_t)req->tl[T_STG], 1);
+}
+
+void gw_verbs_ctrl_queue(gw_verbs_ep_t *ep, uint8_t type, uint32_t status, uint64_t a, uint64_t b)
+{
+    if (ep->ctrl_count == GW_ARRAY_SIZE(ep->ctrlq)) {
+        gw_verbs_ep_die(ep, GW_ERR_NO_RESOURCE, "control queue full (%u messages waiting)", ep->ctrl_count);
+        return;
+    }
+    gw_verbs_ctrl_t *c = &ep->ctrlq[(ep->ctrl_head + ep->ctrl_count) % GW_ARRAY_SIZE(ep->ctrlq)];
+    c->type = type;
+    c->status = status;
+    c->a = a;
+    c->b = b;
+    ep->ctrl_count++;
+}
+
+/* ---- local keys ---------------------------------------------------------------------- */
+/* Resolves how the local buffer is reached.  Returns 1 ready, 0 blocked
+ * (no bounce slot now), -1 failed (request completed with the error). */
+static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, size_t len)
+{
+    if (req->tl_flags & TLF_PREP)
+        return 1;
+    if (req->op == GW_OP_PUT || req->op == GW_OP_PUT_NOTIFY) {
+        if (len <= ep->max_inline && !(req->lmem && req->lmem->type != GW_MEM_HOST)) {
+            req->tl_flags |= TLF_PREP | TLF_INLINE;
+            return 1;
+        }
+    }
+    if (req->lmem && req->lmem->tl_reg[GW_TL_VERBS]) {
+        req->tl_flags |= TLF_PREP;
+        return 1;
+    }
+    if (len <= GW_VERBS_EAGER_MAX && req->op != GW_OP_RECV) {
+        int s = slot_get(ep);
+        if (s < 0)
+            return 0;
+        req->tl[T_SLOT] = (uint64_t)s + 1;
+        gw_status_t cst = is_read_target ? GW_OK : gw_verbs_copy_from_user(req, slot_ptr(ep, s), req->buf, len);
+        if (cst != GW_OK) {
+            gw_verbs_req_release(ep, req);
+            gw_ep_op_done(ep->super.base, req, cst);
+            return -1;
+        }
+        req->tl_flags |= TLF_PREP;
+        return 1;
+    }
+    gw_verbs_rc_entry_t *e;
+    gw_status_t st = gw_verbs_rcache_get(ep->vif, req->buf, len, IBV_ACCESS_LOCAL_WRITE, &e);
+    if (st != GW_OK) {
+        if (req->op == GW_OP_RECV) {
+            gw_verbs_rdv_recv_forget(ep, req);
+            gw_ep_recv_done(ep->super.base, req, (size_t)req->tl[T_MLEN], req->rtag, st);
+        } else {
+            gw_ep_op_done(ep->super.base, req, st);
+        }
+        return -1;
+    }
+    req->tl[T_RC] = (uint64_t)(uintptr_t)e;
+    req->tl_flags |= TLF_PREP;
+    return 1;
+}
+
+/* lkey of the local piece holding buf+off and the bytes left in it */
+static void local_piece(gw_verbs_ep_t *ep, gw_request_t *req, size_t off, uint64_t *addr,
+                        uint32_t *lkey, uint64_t *left)
+{
+    if (req->tl[T_SLOT]) {
+        *addr = (uint64_t)(uintptr_t)slot_ptr(ep, (int)req->tl[T_SLOT] - 1) + off;
+        *lkey = ep->smr->lkey;
+        *left = UINT64_MAX;
+        return;
+    }
+    *addr = (uint64_t)(uintptr_t)req->buf + off;
+    const gw_verbs_reg_t *reg = req->tl[T_RC]
+                                    ? ((gw_verbs_rc_entry_t *)(uintptr_t)req->tl[T_RC])->reg
+                                    : req->lmem->tl_reg[GW_TL_VERBS];
+    if (gw_verbs_reg_piece(reg, *addr, lkey, NULL, left) != 0) {
+        *lkey = 0;
+        *left = 0;
+    }
+}
+
+/* rkey of the remote piece holding raddr and the bytes left in it; -1 bad key */
+int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left)
+{
+    if (req->op == GW_OP_RECV || (req->tl_flags & TLF_CTS)) {
+        *rkey = (uint32_t)req->tl[T_RKEY];
+        *left = UINT64_MAX;
+        return 0;
+    }
+    return req->rkey ? gw_verbs_key_piece(gw_verbs_rkey_of(req->rkey), raddr, rkey, left) : -1;
+}
+
+/* ---- posting a request -------------------------------------------------------------- */
+/* Queue pairs a transfer of `total` bytes is striped over. */
+static int stripe_qps(const gw_verbs_ep_t *ep, const gw_request_t *req, size_t total)
+{
+    if (total < ep->vif->split_min || ep->nqps < 2)
+        return 1;
+    if ((req->tl_flags & TLF_CTS) && !(req->tl_flags & TLF_WIMM))
+        return 1; /* closed by a WFIN on QP 0: QP 0 only */
+    return ep->nqps;
+}
+
+/* Posts RDMA WRITE/READ pieces of req.  1: all posted, 0: blocked, -1: the
+ * request was completed with an error (do not touch it again). */
+static int post_rdma(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int kind, size_t total,
+                     uint64_t raddr)
+{
+    size_t stripe = total;
+    int nq = stripe_qps(ep, req, total);
+    if (nq > 1) {
+        stripe = (total + (size_t)nq - 1) / (size_t)nq;
+        stripe = (stripe + 4095) & ~(size_t)4095;
+    }
+    int first = 1;
+    while (req->posted < total || (total == 0 && first)) {
+        first = 0;
+        int qi = nq > 1 ? (int)(req->tl[T_STRIPE] % (uint64_t)nq) : 0;
+        if (!qp_room(ep, b, qi))
+            return 0;
+        size_t off = req->posted;
+        uint64_t piece = GW_MIN((uint64_t)(total - off), (uint64_t)stripe);
+        if (ep->peer.max_msg)
+            piece = GW_MIN(piece, (uint64_t)GW_MIN(ep->peer.max_msg, ep->local.max_msg));
+        uint32_t rkey;
+        uint64_t rleft, laddr = 0, lleft = UINT64_MAX;
+        uint32_t lkey = 0;
+        if (gw_verbs_remote_piece(req, raddr + off, &rkey, &rleft) != 0) {
+            if (req->pending)
+                return 0; /* cannot happen past the first piece: same key */
+            gw_verbs_req_release(ep, req);
+            gw_ep_op_done(ep->super.base, req,
+                          gw_err(ep_core(ep), GW_ERR_INVALID_KEY,
+                                 "verbs %s(raddr=0x%llx): the remote key carries no usable verbs "
+                                 "part", gw_verbs_op_name(kind), (unsigned long long)raddr));
+            return -1;
+        }
+        piece = GW_MIN(piece, rleft);
+        if (req->tl_flags & TLF_INLINE) {
+            laddr = (uint64_t)(uintptr_t)req->buf + off;
+        } else {
+            local_piece(ep, req, off, &laddr, &lkey, &lleft);
+            piece = GW_MIN(piece, lleft);
+        }
+        struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, qi, req, kind, -1, (uint32_t)piece);
+        w->opcode = kind == WR_GET || kind == WR_RDV_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+        w->wr.rdma.remote_addr = raddr + off;
+        w->wr.rdma.rkey = rkey;
+        if (piece) {
+            w->num_sge = 1;
+            w->sg_list->addr = laddr;
+            w->sg_list->length = (uint32_t)piece;
+            w->sg_list->lkey = lkey;
+            if (req->tl_flags & TLF_INLINE)
+                w->send_flags |= IBV_SEND_INLINE;
+        }
+        req->posted += (size_t)piece;
+        req->tl[T_STRIPE]++;
+    }
+    return 1;
+}
+
+/* Fills a control/eager header at p. */
+void gw_verbs_hdr_fill(uint8_t *p, uint8_t type, uint32_t status, uint64_t tag, uint64_t len,
+                     uint64_t addr, uint32_t rkey, uint64_t opid)
+{
+    memset(p, 0, GW_VERBS_HDR);
+    p[0] = type;
+    gw_put_u32(p + 4, rkey);
+    gw_put_u64(p + 8, tag);
+    gw_put_u64(p + 16, len);
+    gw_put_u64(p + 24, addr);
+    gw_put_u32(p + 32, (uint32_t)opid);
+    gw_put_u32(p + 36, status);
+}
+
+/* A SEND of `bytes` from bounce slot s on QP 0. */
+struct ibv_send_wr *gw_verbs_post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s,
+                                         uint32_t bytes)
+{
+    struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, req, WR_SENDMSG, s, bytes);
+    w->opcode = IBV_WR_SEND;
+    w->num_sge = 1;
+    w->sg_list->addr = (uint64_t)(uintptr_t)slot_ptr(ep, s);
+    w->sg_list->length = bytes;
+    w->sg_list->lkey = ep->smr->lkey;
+    if (bytes <= ep->max_inline)
+        w->send_flags |= IBV_SEND_INLINE;
+    return w;
+}
+
+/* A rendezvous id on the wire: generation << 8 | table index. */
+static uint64_t rdv_opid(const gw_verbs_ep_t *ep, int id)
+{
+    return ((uint64_t)ep->rdv_gen[id] << 8) | (uint64_t)id;
+}
+
+/* The request an id names, or NULL when it names none (stale or forged);
+ * *idp gets the table index. */
+gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid, unsigned *idp)
+{
+    unsigned id = (unsigned)(opid & 0xff);
+    *idp = id;
+    if (id >= GW_ARRAY_SIZE(ep->rdv) || ((opid >> 8) & 0xffff) != ep->rdv_gen[id])
+        return NULL;
+    return ep->rdv[id];
+}
+
+/* Every WR on the QPs other than 0 has completed (RC orders QP 0 only):
+ * what a notification after striped data waits for. */
+int gw_verbs_others_drained(const gw_verbs_ep_t *ep, const batch_t *b)
+{
+    for (int qi = 1; qi < ep->nqps; qi++)
+        if (ep->qps[qi].used || b->n[qi])
+            return 0;
+    return 1;
+}
+
+static int rdv_alloc(gw_verbs_ep_t *ep, gw_request_t *req)
+{
+    for (int i = 0; i < (int)GW_ARRAY_SIZE(ep->rdv); i++) {
+        if (!ep->rdv[i]) {
+            ep->rdv[i] = req;
+            ep->rdv_gen[i]++;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Rendezvous receives in flight are owned here (they are on no api list):
+ * they sit on ep->rdv_recvs from the RTS until the data is in place. */
+void gw_verbs_rdv_recv_forget(gw_verbs_ep_t *ep, gw_request_t *req)
+{
+    (void)ep;
+    if (req->tl_flags & TLF_RDV) {
+        req->tl_flags &= (uint16_t)~TLF_RDV;
+        gw_list_del(&req->tl_link);
+    }
+}
+
+/* 1 fully posted, 0 blocked (keep at the head of the queue). */
+/* Rendezvous receive: asks the sender to WRITE the data (CT_CTS) when the
+ * buffer lies in a region the user registered for remote writes (the peer
+ * gets no access the user did not grant) within one MR.  1: CTS posted,
+ * -1: blocked (no room now), 0: take the RDMA READ path instead. */
+static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
+{
+    const gw_mem_t *m = req->lmem;
+    uint32_t both = ep->local.features & ep->peer.features;
+    int imm = (both & GW_VERBS_FEAT_WRITE_IMM) != 0;
+    if (n == 0 || ep->vif->rdv_read || !m || !m->tl_reg[GW_TL_VERBS] ||
+        !(m->access & GW_ACCESS_REMOTE_WRITE) || !(both & GW_VERBS_FEAT_WRITE_RDV) ||
+        (!imm && n >= ep->vif->split_min && ep->nqps > 1))
+        return 0;
+    uint32_t rkey = 0;
+    uint64_t left = 0;
+    if (gw_verbs_reg_piece(m->tl_reg[GW_TL_VERBS], (uint64_t)(uintptr_t)req->buf, NULL, &rkey, &left) != 0 ||
+        left < n)
+        return 0;
+    if (!qp_room(ep, b, 0) || !ep->nsfree)
+        return -1;
+    int id = rdv_alloc(ep, req);
+    if (id < 0)
+        return 0;
+    int s = slot_get(ep);
+    uint64_t sender = (req->tl[T_RKEY] >> 32) & 0xffffffffu;
+    uint64_t myid = rdv_opid(ep, id);
+    gw_verbs_hdr_fill(slot_ptr(ep, s), CT_CTS, imm ? CTS_WIMM : 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey,
+             sender);
+    gw_verbs_post_sendmsg(ep, b, NULL, s, GW_VERBS_HDR);
+    req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED | (imm ? TLF_WIMM : 0); /* (T_STRIPE, zeroed by
+                                                                        * start_rdv_recv, counts the end marks) */
+    ep->rdv_by_write++;
+    return 1;
+}
+
+
+static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
+{
+    int r;
+    if (req->op == GW_OP_BATCH)
+        return gw_verbs_batch_post(ep, b, req);
+    if (!(req->tl_flags & TLF_STAGED) && gw_verbs_stg_applies(ep, req))
+        return gw_verbs_stg_start(ep, b, req);
+    switch (req->op) {
+    case GW_OP_PUT:
+    case GW_OP_GET: {
+        int get = req->op == GW_OP_GET;
+        if ((r = req_prep(ep, req, get, req->len)) <= 0)
+            return r < 0 ? 1 : 0;
+        r = post_rdma(ep, b, req, get ? WR_GET : WR_PUT, req->len, req->raddr);
+        if (r == 0)
+            return 0;
+        if (r > 0)
+            req->tl_flags |= TLF_ALLPOSTED;
+        return 1;
+    }
+    case GW_OP_PUT_NOTIFY: {
+        if (!(req->tl_flags & TLF_DATA)) {
+            if ((r = req_prep(ep, req, 0, req->len)) <= 0)
+                return r < 0 ? 1 : 0;
+            if (req->len) {
+                r = post_rdma(ep, b, req, WR_PUT, req->len, req->raddr);
+                if (r <= 0)
+                    return r < 0 ? 1 : 0;
+            }
+            req->tl_flags |= TLF_DATA;
+        }
+        if (!gw_list_empty(&ep->stg_reqs))
+            return 0; /* and every older staged operation */
+        if (!gw_verbs_others_drained(ep, b)) /* every earlier put on the other QPs must have landed */
+            return 0;
+        if (!qp_room(ep, b, 0))
+            return 0;
+        if (req->value < (1ull << 31)) {
+            uint32_t rkey = 0;
+            uint64_t left;
+            if (gw_verbs_remote_piece(req, req->raddr, &rkey, &left) != 0)
+                rkey = 0;
+            struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, req, WR_IMM, -1, 0);
+            w->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+            w->imm_data = htonl((uint32_t)req->value | 0x80000000u);
+            w->wr.rdma.remote_addr = req->raddr;
+            w->wr.rdma.rkey = rkey;
+        } else {
+            int s = slot_get(ep);
+            if (s < 0)
+                return 0;
+            gw_verbs_hdr_fill(slot_ptr(ep, s), CT_NOTIFY, 0, req->value, 0, 0, 0, 0);
+            gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
+        }
+        req->tl_flags |= TLF_ALLPOSTED;
+        return 1;
+    }
+    case GW_OP_SEND: {
+        if (req->tl_flags & TLF_CTS) { /* the data by RDMA WRITE, then the end marks */
+            size_t total = (size_t)req->tl[T_MLEN];
+            r = post_rdma(ep, b, req, WR_PUT, total, req->tl[T_RADDR]);
+            if (r <= 0)
+                return r < 0 ? 1 : 0;
+            if (req->tl_flags & TLF_WIMM) {
+                /* one zero-length WRITE_WITH_IMM on each queue pair used (pieces
+                 * go round-robin from QP 0), all in one batch or none */
+                int used = (int)GW_MIN(req->tl[T_STRIPE], (uint64_t)stripe_qps(ep, req, total));
+                for (int qi = 0; qi < used; qi++)
+                    if (!qp_room(ep, b, qi))
+                        return 0;
+                uint32_t rid = (uint32_t)(req->tl[T_RKEY] >> 32);
+                for (int qi = 0; qi < used; qi++) {
+                    struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, qi, req, WR_RDV_IMM, -1, 0);
+                    w->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+                    w->imm_data = htonl(RDV_IMM(used, rid));
+                    w->wr.rdma.remote_addr = req->tl[T_RADDR];
+                    w->wr.rdma.rkey = (uint32_t)req->tl[T_RKEY];
+                }
+                req->tl_flags |= TLF_ALLPOSTED; /* done when every WR has completed */
+                return 1;
+            }
+            int s = msg_slot(ep, b);
+            if (s < 0)
+                return 0;
+            gw_verbs_hdr_fill(slot_ptr(ep, s), CT_WFIN, 0, 0, 0, 0, 0, req->tl[T_RKEY] >> 32);
+            gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
+            req->tl_flags |= TLF_ALLPOSTED; /* done when the WFIN's SEND completes */
+            return 1;
+        }
+        int s = msg_slot(ep, b);
+        if (s < 0)
+            return 0;
+        uint8_t *p = slot_ptr(ep, s);
+        if (req->len <= GW_VERBS_EAGER_MAX) {
+            gw_verbs_hdr_fill(p, CT_EAGER, 0, req->value, req->len, 0, 0, 0);
+            uint32_t lkey;
+            uint64_t left;
+            if (req->len > ep->max_inline && ep->max_send_sge >= 2 && req->lmem &&
+                req->lmem->type == GW_MEM_HOST && req->lmem->tl_reg[GW_TL_VERBS] &&
+                gw_verbs_reg_piece(req->lmem->tl_reg[GW_TL_VERBS], (uint64_t)(uintptr_t)req->buf, &lkey, NULL,
+                                   &left) == 0 &&
+                left >= req->len) {
+                /* from a registered buffer: the header from the slot, the payload
+                 * straight from the user's memory (a second SGE, no copy) */
+                struct ibv_send_wr *w = gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
+                w->send_flags &= ~(unsigned)IBV_SEND_INLINE;
+                w->sg_list[1].addr = (uint64_t)(uintptr_t)req->buf;
+                w->sg_list[1].length = (uint32_t)req->len;
+                w->sg_list[1].lkey = lkey;
+                w->num_sge = 2;
+                ep->eager_gathered++;
+                req->tl_flags |= TLF_ALLPOSTED;
+                return 1;
+            }
+            gw_status_t cst = gw_verbs_copy_from_user(req, p + GW_VERBS_HDR, req->buf, req->len);
+            if (cst != GW_OK) {
+                slot_put(ep, s);
+                gw_ep_op_done(ep->super.base, req, cst);
+                return 1;
+            }
+            gw_verbs_post_sendmsg(ep, b, req, s, (uint32_t)(GW_VERBS_HDR + req->len));
+            req->tl_flags |= TLF_ALLPOSTED;
+            return 1;
+        }
+        if (gw_verbs_mem_staged(req->lmem)) { /* the receiver asks us for chunks (verbs_stage.c) */
+            if (!(ep->local.features & ep->peer.features & GW_VERBS_FEAT_STAGED)) {
+                slot_put(ep, s);
+                gw_ep_op_done(ep->super.base, req,
+                              gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
+                                     "send(len=%zu) from GPU memory on the staging rung over verbs: the "
+                                     "peer on %s does not announce staged transfers (a gpuwire build "
+                                     "before them) and could not fetch it; send from host memory, or "
+                                     "upgrade the peer", req->len, ep->peer.dev));
+                return 1;
+            }
+            int id = rdv_alloc(ep, req);
+            if (id < 0) {
+                slot_put(ep, s);
+                return 0;
+            }
+            uint64_t opid = rdv_opid(ep, id) | RTS_STAGED;
+            gw_verbs_hdr_fill(p, CT_RTS, 0, req->value, req->len, (uint64_t)(uintptr_t)req->buf, 0, opid);
+            req->tl_flags |= TLF_WAIT_FIN | TLF_ALLPOSTED;
+            gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
+            return 1;
+        }
+        /* rendezvous: expose the buffer for the receiver's READ */
+        uint32_t rkey = 0;
+        uint64_t left = 0;
+        const gw_verbs_reg_t *reg = NULL;
+        if (req->lmem && req->lmem->tl_reg[GW_TL_VERBS] &&
+            (req->lmem->access & GW_ACCESS_REMOTE_READ)) {
+            reg = req->lmem->tl_reg[GW_TL_VERBS];
+        } else {
+            gw_verbs_rc_entry_t *e;
+            gw_status_t st = gw_verbs_rcache_get(ep->vif, req->buf, req->len,
+                                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &e);
+            if (st != GW_OK) {
+                slot_put(ep, s);
+                gw_ep_op_done(ep->super.base, req, st);
+                return 1;
+            }
+            req->tl[T_RC] = (uint64_t)(uintptr_t)e;
+            reg = e->reg;
+        }
+        gw_verbs_reg_piece(reg, (uint64_t)(uintptr_t)req->buf, NULL, &rkey, &left);
+        if (left < req->len) {
+            slot_put(ep, s);
+            gw_verbs_req_release(ep, req);
+            gw_ep_op_done(ep->super.base, req,
+                          gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
+                                 "send(len=%zu) over verbs: the buffer spans several memory "
+                                 "regions (largest MR %llu bytes); rendezvous needs one",
+                                 req->len, (unsigned long long)ep->vif->max_mr));
+            return 1;
+        }
+        int id = rdv_alloc(ep, req);
+        if (id < 0) {
+            slot_put(ep, s);
+            return 0;
+        }
+        uint64_t opid = rdv_opid(ep, id);
+        gw_verbs_hdr_fill(p, CT_RTS, 0, req->value, req->len, (uint64_t)(uintptr_t)req->buf, rkey, opid);
+        req->tl_flags |= TLF_WAIT_FIN | TLF_ALLPOSTED;
+        gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
+        return 1;
+    }
+    case GW_OP_RECV: { /* rendezvous read into the receive buffer */
+        size_t n = GW_MIN(req->len, (size_t)req->tl[T_MLEN]);
+        if ((r = rdv_cts(ep, b, req, n)) != 0)
+            return r > 0;
+        if ((r = req_prep(ep, req, 1, n)) <= 0)
+            return r < 0 ? 1 : 0;
+        if (n == 0) {
+            req->tl_flags |= TLF_ALLPOSTED;
+            gw_verbs_req_maybe_done(ep, req);
+            return 1;
+        }
+        r = post_rdma(ep, b, req, WR_RDV_READ, n, req->tl[T_RADDR]);
+        if (r == 0)
+            return 0;
+        req->tl_flags |= TLF_ALLPOSTED;
+        ep->rdv_by_read++;
+        return 1;
+    }
+    default:
+        gw_ep_op_done(ep->super.base, req, GW_ERR_UNSUPPORTED);
+        return 1;
+    }
+}
+
+/* Posts what is queued; returns the number of WRs handed to the device. */
+int gw_verbs_post_pending(gw_verbs_ep_t *ep)
+{
+    if (ep->dead || !ep->connected)
+        return 0;
+    if (!ep->ctrl_count && gw_list_empty(&ep->pending) && gw_list_empty(&ep->rdv_recvs) && !ep->stg_live)
+        return 0; /* nothing queued (the common case of a progress call) */
+    uint64_t before = ep->wr_posted;
+    batch_t b;
+    memset(b.n, 0, sizeof(b.n));
+    /* control messages first (FIN unblocks the peer) */
+    while (ep->ctrl_count) {
+        int s = msg_slot(ep, &b);
+        if (s < 0)
+            break;
+        gw_verbs_ctrl_t *c = &ep->ctrlq[ep->ctrl_head];
+        gw_verbs_hdr_fill(slot_ptr(ep, s), c->type, c->status, c->b, 0, 0, 0, c->a);
+        gw_verbs_post_sendmsg(ep, &b, NULL, s, GW_VERBS_HDR);
+        ep->ctrl_head = (ep->ctrl_head + 1) % (unsigned)GW_ARRAY_SIZE(ep->ctrlq);
+        ep->ctrl_count--;
+    }
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &ep->pending) {
+        gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
+        gw_list_del(p);
+        if (!post_req(ep, &b, req)) {
+            gw_list_push_front(&ep->pending, &req->tl_link);
+            break;
+        }
+        if (ep->dead)
+            return 1;
+    }
+    gw_list_for_each_safe(p, t, &ep->rdv_recvs) {
+        gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
+        if ((req->tl_flags & TLF_ALLPOSTED) || !post_req(ep, &b, req))
+            continue;
+        if (ep->dead)
+            return 1;
+    }
+    if (gw_verbs_stg_progress(ep, &b) && ep->dead)
+        return 1;
+    batch_flush(ep, &b);
+    return (int)(ep->wr_posted - before);
+}
+
+/* ---- operations (api entry points) ------------------------------------------------------ */
+gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
+{
+    gw_verbs_ep_t *ep = to_vep(e);
+    if (ep->dead || !ep->connected)
+        return gw_err(ep_core(ep), GW_ERR_ENDPOINT_FAILED, "verbs endpoint to %s is %s",
+                      ep->super.base->peer, ep->dead ? "failed" : "not connected");
+    req->posted = 0;
+    req->pending = 0;
+    req->tl_flags = 0;
+    memset(req->tl, 0, sizeof(req->tl));
+    /* posted by the next progress call, batched with whatever else is queued
+     * by then (callers progress before they sleep, so no wake-up is needed);
+     * on an idle endpoint (nothing queued: no request, control message,
+     * rendezvous receive or staged work) there is nothing to batch with and
+     * nothing it must follow: post it at once, without the queue (latency) */
+    int idle = gw_list_empty(&ep->pending) && !ep->ctrl_count && gw_list_empty(&ep->rdv_recvs) &&
+               !ep->stg_live;
+    for (int qi = 0; idle && qi < ep->nqps; qi++)
+        idle = ep->qps[qi].used < 4; /* (a few unreaped completions: still idle) */
+    if (!idle) {
+        gw_list_push_back(&ep->pending, &req->tl_link);
+        return GW_OK;
+    }
+    batch_t b;
+    memset(b.n, 0, sizeof(b.n));
+    if (!post_req(ep, &b, req)) /* blocked (no slot, no room): it waits at the queue's head */
+        gw_list_push_back(&ep->pending, &req->tl_link);
+    if (!ep->dead && ep->stg_live) /* it started staged work: its first chunks go in this batch too */
+        gw_verbs_stg_progress(ep, &b);
+    if (!ep->dead)
+        batch_flush(ep, &b);
+    ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
+    ep->idle_polls = 0;
+    return GW_OK;
+}
+
+
+/* Eager payloads to and from GPU memory: one synchronous copy (small). */
+gw_status_t gw_verbs_copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n)
+{
+    if (req->lmem && req->lmem->type != GW_MEM_HOST)
+        return gw_staging_copy_sync(req->core, req->lmem->cuda_device, dst, src, n);
+    if (n)
+        memcpy(dst, src, n);
+    return GW_OK;
+}
+
+gw_status_t gw_verbs_copy_to_user(gw_request_t *req, void *dst, const void *src, size_t n)
+{
+    return gw_verbs_copy_from_user(req, dst, src, n);
+}
