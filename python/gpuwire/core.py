@@ -37,6 +37,8 @@ _NOTIFY_NONE, _NOTIFY_ORDERED, _NOTIFY_COUNTED = 0, 1, 2
 _ALL = 0xFFFFFFFFFFFFFFFF
 _U32 = 0xFFFFFFFF
 _IDX_FORMATS = frozenset("iIlLqQnN")
+# index-array types the accelerator reads as they are (numpy.ndarray joins at first sight)
+_IDX_DIRECT = {list, tuple, type(None)}
 _kept = []      # (context handle, regions) left alive because views of them were (Context.close)
 
 
@@ -70,6 +72,8 @@ def _index_source(x, name):
     _index_array)."""
     t = type(x)
     if t is list or t is tuple or x is None or t.__module__ != "torch":
+        if t.__module__ == "numpy" and t.__name__ == "ndarray":
+            _IDX_DIRECT.add(t)          # put_pages' inline path takes it from now on
         return x
     if x.device.type != "cpu":
         raise _bad("%s: an index tensor on %s: give it in host memory (.cpu())" % (name, x.device))
@@ -990,6 +994,27 @@ class Endpoint:
         local.addr + local_offset + lpages[i] * page_size, written to
         rkey.addr + offset + rpages[i] * page_size (lpages/rpages: list, NumPy
         array or tensor; None: 0..count-1).  notify / counted as put_batch."""
+        F = _lib.fast
+        if (F is not None and type(local) is Memory and type(rkey) is RemoteKey and notify is None
+                and type(lpages) in _IDX_DIRECT and type(rpages) in _IDX_DIRECT
+                and (counted is None or type(counted) is int) and type(page_size) is int
+                and page_size > 0 and local_offset >= 0 and offset >= 0 and F.batch_ok):
+            # the common case inlined (the post of a KV layer; bench/python_pages.sh)
+            mh, kh, eh = local._h, rkey._h, self._h
+            if mh is not None and kh is not None and eh is not None:
+                try:
+                    r = F.pages(eh, 0, mh, local.addr + local_offset, lpages, kh, rkey.addr + offset,
+                                rpages, count, page_size, 0 if counted is None else 2, counted or 0,
+                                track)
+                except ValueError as e:
+                    raise _bad(str(e)) from None
+                if r > 0:
+                    if count is None:
+                        count = len(lpages if lpages is not None else rpages)
+                    return Request(self.ctx, r, None, count * page_size)
+                if r == 0:
+                    return None
+                self._pages_failed(r, 0)
         return self._pages(0, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
                            notify, counted, track)
 
