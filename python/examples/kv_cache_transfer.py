@@ -10,6 +10,10 @@ carries a counted notification with the layer's id, so decode can start on
 layer 0 while later layers are still on the wire.  Decode waits for each
 layer's count (ep.wait_count) and checks every page of it.
 
+--mode notify sends each page by its own put instead (untracked), the
+layer's last one a put_notify carrying the layer's id, which decode takes
+with wait_notify: the form without the batched API.
+
 --chunks N splits each layer's pages into N paged puts (as N tensor-parallel
 ranks or streams would send them); each carries one counted notification of
 the layer's id and decode waits for N of them: counts do not care in which
@@ -58,8 +62,14 @@ def decode(args, store):
             slots, free = free[:n], free[n:] + free[:n]
             ep.send_bytes(",".join(map(str, slots)).encode(), tag=req)   # the page table
             for layer in range(args.layers):
-                # every chunk of this layer is in place once its count is reached
-                ep.wait_count(layer_id(req, layer), args.chunks, timeout=60)
+                if args.mode == "paged":
+                    # every chunk of this layer is in place once its count is reached
+                    ep.wait_count(layer_id(req, layer), args.chunks, timeout=60)
+                else:
+                    got = ep.wait_notify(timeout=60)
+                    if got != layer_id(req, layer):
+                        raise SystemExit("decode: notification %#x, wanted %#x"
+                                         % (got, layer_id(req, layer)))
                 want = torch.tensor([page_value(req, layer, i) for i in range(n)],
                                     dtype=torch.float16, device=dev)
                 got = cache[layer, slots]                    # (n, page_elems), gathered
@@ -71,9 +81,10 @@ def decode(args, store):
                                                     got[i, :4].tolist(), want[i].item()))
         ep.send_bytes(b"done", tag=0xFFFF)
         print("decode: %d requests x %d layers x %d pages of %d B arrived intact over %s "
-              "(%d paged put(s) and counted notifications per layer)"
-              % (args.requests, args.layers, args.pages_per_request, 2 * args.page_elems,
-                 ep.transport, args.chunks))
+              "(%s)" % (args.requests, args.layers, args.pages_per_request, 2 * args.page_elems,
+                        ep.transport, "%d paged put(s) and counted notifications per layer"
+                        % args.chunks if args.mode == "paged" else "a put per page, a "
+                        "put_notify per layer"))
 
 
 def prefill(args, store):
@@ -99,6 +110,18 @@ def prefill(args, store):
                     kv[layer, i].fill_(page_value(req, layer, i))
                 if dev.type == "cuda":
                     torch.cuda.current_stream().synchronize()
+                if args.mode == "notify":
+                    base = layer * n * page_bytes
+                    for i, s in enumerate(slots.tolist()):
+                        off = (layer * args.pages + s) * page_bytes
+                        if i < n - 1:
+                            ep.put(mem, rk, offset=off, length=page_bytes,
+                                   local_offset=base + i * page_bytes, track=False)
+                        else:                      # the layer's last page carries the notification
+                            ep.put_notify(mem, rk, layer_id(req, layer), offset=off,
+                                          length=page_bytes, local_offset=base + i * page_bytes,
+                                          track=False)
+                    continue
                 # page i of the layer (local) -> slot slots[i] of the same layer (remote)
                 for c in chunks:
                     ep.put_pages(mem, rk, page_bytes, local[c], slots[c],
@@ -132,6 +155,9 @@ def main():
     p.add_argument("--pages-per-request", type=int, default=12)
     p.add_argument("--page-elems", type=int, default=2048, help="fp16 elements per page")
     p.add_argument("--requests", type=int, default=3)
+    p.add_argument("--mode", choices=["paged", "notify"], default="paged",
+                   help="paged: a paged put + counted notification per layer; notify: a put "
+                        "per page, the last a put_notify")
     p.add_argument("--chunks", type=int, default=1,
                    help="paged puts (and counted notifications) per layer")
     args = p.parse_args()

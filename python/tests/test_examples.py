@@ -30,6 +30,11 @@ def test_kv_cache_transfer(transport):
     assert "2 paged put(s)" in out and "kv_cache_transfer: OK" in out
 
 
+def test_kv_cache_transfer_put_notify():
+    out = run("kv_cache_transfer.py", "--layers", "4", "--requests", "2", "--mode", "notify")
+    assert "a put per page, a put_notify per layer" in out and "kv_cache_transfer: OK" in out
+
+
 def test_weight_sync():
     out = run("weight_sync.py", "--inference", "3", "--steps", "3")
     assert out.count("checked") == 3 and "weight_sync: OK" in out
