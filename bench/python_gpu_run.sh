@@ -8,7 +8,10 @@
 # dumps its stack through faulthandler before it is killed), then the paged
 # post bench and the per-operation overhead bench.  Logs under $OUT.
 #
-# usage: bench/python_gpu_run.sh    (env: OUT, BUILD=/tmp/gw-build, BUDGET=280 s)
+# usage: bench/python_gpu_run.sh [stress]
+#   stress: only the KV example, long runs of the put + put_notify mode
+#   (KV_ARGS, KV_MODES, KV_LIMIT), then the paged post bench at 64 B and 4 KiB pages
+# env: OUT, BUILD=/tmp/gw-build, BUDGET=280 s
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-logs}
@@ -31,6 +34,8 @@ cmake --build "$BUILD" -j "$(nproc)" --target gpuwire gpuwire_tool gw_pyfast >>"
   echo "build: failed (see build.log)"
 grep -E "error|accelerator" "$OUT/build.log" | head -5
 rc=0
+stress=0
+[ "${1:-}" = stress ] && stress=1
 run_py() { # name timeout files...
   local name=$1 lim=$2; shift 2
   [ "$(left)" -gt 20 ] || { echo "$name: skipped (device budget)"; return; }
@@ -39,16 +44,18 @@ run_py() { # name timeout files...
   echo "$name: $(grep -E "passed|failed|SKIP" "$OUT/$name.log" | tail -1)"
   grep -E "FAILED|Error" "$OUT/$name.log" | head -8
 }
-echo "== GPU suite"
-run_py python-gpu 110 python/tests/test_gpu.py
-echo "== binding suites (batch, names, requests) on this Python"
-run_py python-bindings 50 python/tests/test_batch.py python/tests/test_names.py python/tests/test_requests.py
+if [ $stress = 0 ]; then
+  echo "== GPU suite"
+  run_py python-gpu 110 python/tests/test_gpu.py
+  echo "== binding suites (batch, names, requests) on this Python"
+  run_py python-bindings 50 python/tests/test_batch.py python/tests/test_names.py python/tests/test_requests.py
+fi
 echo "== KV example on CUDA"
 kv() { # mode limit
   local mode=$1 lim=$2 s e
   s=$(date +%s%N)
   PYTHONFAULTHANDLER=1 LD_LIBRARY_PATH="$BUILD" setsid "$py" python/examples/kv_cache_transfer.py \
-    --device cuda --requests 3 --layers 8 --mode "$mode" >"$OUT/kv.tmp" 2>&1 &
+    --device cuda ${KV_ARGS:---requests 3 --layers 8} --mode "$mode" >"$OUT/kv.tmp" 2>&1 &
   local pid=$!
   for _ in $(seq $((lim * 10))); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   if kill -0 $pid 2>/dev/null; then
@@ -63,16 +70,17 @@ kv() { # mode limit
   printf "%s %d ms: %s\n" "$mode" $(( (e - s) / 1000000 )) "$(grep -E "arrived|STALL|Error|failed" "$OUT/kv.tmp" | head -2 | tr '\n' ' ')" | tee -a "$OUT/kv-runs.txt"
   cat "$OUT/kv.tmp" >>"$OUT/python-examples.log"
 }
-for m in notify paged notify notify paged notify; do
-  [ "$(left)" -gt 45 ] || { echo "kv: further runs skipped (device budget)"; break; }
-  kv $m 35
+for m in ${KV_MODES:-notify paged notify notify paged notify}; do
+  [ "$(left)" -gt $(( ${KV_LIMIT:-35} + 10 )) ] || { echo "kv: further runs skipped (device budget)"; break; }
+  kv $m ${KV_LIMIT:-35}
 done
 echo "== paged post: Python vs C"
-if [ "$(left)" -gt 40 ]; then
-  PYTHON="$py" ROUNDS=200 timeout 60 bench/python_pages.sh "$BUILD" 2>&1 | tee "$OUT/python-pages.log" | grep -vE "^(tensor|list) "
-fi
+for pg in $([ $stress = 1 ] && echo 64 4096 || echo 4096); do
+  [ "$(left)" -gt 40 ] || break
+  PAGE=$pg PYTHON="$py" ROUNDS=200 timeout 60 bench/python_pages.sh "$BUILD" 2>&1 | tee "$OUT/python-pages-$pg.log" | grep -vE "^(tensor|list) "
+done
 echo "== per-operation overhead"
-if [ "$(left)" -gt 30 ]; then
+if [ $stress = 0 ] && [ "$(left)" -gt 30 ]; then
   TRANSPORT=intra N=100000 PYTHON="$py" timeout $(( $(left) - 5 )) bench/python_overhead.sh "$BUILD" 2>&1 | tee "$OUT/python-overhead.log" | grep -E "==|binding overhead|put "
 fi
 echo "== done in $(( $(date +%s) - t0 )) s, rc $rc"

@@ -75,13 +75,14 @@ def _index_source(x, name):
         if t.__module__ == "numpy" and t.__name__ == "ndarray":
             _IDX_DIRECT.add(t)          # put_pages' inline path takes it from now on
         return x
-    if x.device.type != "cpu":
-        raise _bad("%s: an index tensor on %s: give it in host memory (.cpu())" % (name, x.device))
-    if x.layout is not sys.modules["torch"].strided:
-        raise _bad("%s: a %s tensor: give a dense 1-D tensor" % (name, x.layout))
-    try:
-        return x.detach().numpy()
-    except (TypeError, RuntimeError) as e:      # bfloat16 and other types NumPy lacks
+    try:        # a CPU tensor's NumPy view; the checks only when that fails
+        return (x.detach() if x.requires_grad else x).numpy()
+    except (TypeError, RuntimeError) as e:
+        if x.device.type != "cpu":
+            raise _bad("%s: an index tensor on %s: give it in host memory (.cpu())"
+                       % (name, x.device)) from None
+        if x.layout is not sys.modules["torch"].strided:
+            raise _bad("%s: a %s tensor: give a dense 1-D tensor" % (name, x.layout)) from None
         raise _bad("%s: dtype %s: indices are int32, uint32, int64 or uint64 (%s)"
                    % (name, x.dtype, e)) from None
 

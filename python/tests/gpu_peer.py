@@ -110,6 +110,12 @@ elif case == "pages":
         if G.type == "cuda":
             torch.cuda.synchronize()
         sm = ctx.register(src)
+        if G.type == "cuda":
+            try:
+                ep.put_pages(sm, rk, P, lp.to(G), rp)
+                sys.exit("pages: an index tensor on %s was accepted" % G)
+            except gpuwire.InvalidArgument as e:
+                assert "lpages: an index tensor on cuda" in str(e), e
         reqs = [ep.put_pages(sm, rk, P, lp[i:i + 64], rp[i:i + 64].numpy(), counted=9)
                 for i in (0, 64, 128)]
         assert [r.wait(120) for r in reqs] == [64 * P] * 3

@@ -200,6 +200,15 @@ def test_bad_page_arguments(pair, path):
         eb.put_pages(sm, rk, PAGE, torch.zeros(2), [0, 1])
     with pytest.raises(gpuwire.InvalidArgument, match="lpages: dtype with format 'b'"):
         eb.put_pages(sm, rk, PAGE, torch.zeros(2, dtype=torch.int8), [0, 1])
+    with pytest.raises(gpuwire.InvalidArgument, match="rpages: dtype torch.bfloat16"):
+        eb.put_pages(sm, rk, PAGE, [0], torch.zeros(1, dtype=torch.bfloat16))
+    with pytest.raises(gpuwire.InvalidArgument, match="rpages: a torch.sparse_coo tensor"):
+        eb.put_pages(sm, rk, PAGE, [0], torch.zeros(1, dtype=torch.int32).to_sparse())
+    with pytest.raises(gpuwire.InvalidArgument, match="lpages: not contiguous"):
+        eb.put_pages(sm, rk, PAGE, torch.arange(8, dtype=torch.int32)[::2], [0, 1, 2, 3])
+    with pytest.raises(gpuwire.InvalidArgument, match=r"lpages: item 1 is negative \(-2\)"):
+        eb.put_pages(sm, rk, PAGE, torch.tensor([1, -2], dtype=torch.int64, requires_grad=False),
+                     [0, 1])
     with pytest.raises(gpuwire.InvalidArgument, match="ridx: item 0 is negative"):
         L = pair.b.dlist_local([(sm, 0, 16)])
         eb.put_batch(L, eb.dlist_remote([(rk, 0, 16)]), [0], [-1])
