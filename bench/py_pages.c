@@ -18,66 +18,10 @@
  *   (i * 40503 + 17) % PAGES (PAGES a power of two: both are permutations);
  *   python_pages.py builds the same arrays.
  */
-#include <gpuwire.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-#define CHECK(x)                                                                             \
-    do {                                                                                     \
-        gw_status_t s_ = (x);                                                                \
-        if (s_ != GW_OK) {                                                                   \
-            fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, gw_status_name(s_)); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
-
-static int target(const char *tl, size_t bytes)
-{
-    gw_config_t cfg = {.size = sizeof(cfg), .transports = tl, .log_level = -1};
-    gw_context_t *a;
-    CHECK(gw_context_create(&cfg, &a));
-    gw_listener_t *l;
-    CHECK(gw_listen(a, "127.0.0.1:0", &l));
-    char addr[80];
-    CHECK(gw_listener_addr(l, addr, sizeof(addr)));
-    printf("%s\n", addr);
-    fflush(stdout);
-    char *dst = calloc(1, bytes);
-    gw_mem_t *dm;
-    CHECK(gw_mem_reg(a, dst, bytes, GW_ACCESS_REMOTE_WRITE | GW_ACCESS_REMOTE_READ, &dm));
-    uint8_t key[512];
-    size_t klen = sizeof(key);
-    CHECK(gw_mem_pack_rkey(dm, key, &klen));
-    for (;;) { /* one initiator at a time, until none comes for 60 s */
-        gw_ep_t *ep;
-        if (gw_accept(l, 60000, &ep) != GW_OK)
-            return 0;
-        gw_request_t *r;
-        CHECK(gw_send(ep, key, klen, NULL, 1, &r));
-        gw_request_free(r);
-        for (;;) {
-            gw_context_wait(a, 50);
-            gw_progress(a);
-            uint64_t c = 0; /* counted notifications pile up: take them */
-            if (gw_notify_count(ep, 1, &c) == GW_OK && c)
-                gw_notify_count_wait(ep, 1, c, 0);
-            gw_ep_info_t ei = {.size = sizeof(ei)};
-            if (gw_ep_query(ep, &ei) != GW_OK || ei.error != GW_OK)
-                break;
-        }
-        gw_ep_close(ep, 0);
-    }
-}
+#include "py_bench.h"
 
 static int cmp(const void *a, const void *b)
 {
@@ -88,35 +32,25 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc > 3 && strcmp(argv[1], "target") == 0)
-        return target(argv[2], (size_t)atoll(argv[3]));
+        return py_bench_target(argv[2], calloc(1, (size_t)atoll(argv[3])), (size_t)atoll(argv[3]),
+                               GW_ACCESS_REMOTE_WRITE | GW_ACCESS_REMOTE_READ);
     if (argc < 6 || (argc > 6 && (atoi(argv[6]) < 1))) {
         fprintf(stderr, "usage: py_pages target TRANSPORT BYTES | py_pages ADDR TRANSPORT PAGES PAGE_SIZE ROUNDS [BURST]\n");
         return 2;
     }
     const char *tl = argv[2];
     size_t pages = (size_t)atoll(argv[3]), page = (size_t)atoll(argv[4]);
-    int rounds = atoi(argv[5]), burst = argc > 6 ? atoi(argv[6]) : 8;
-    gw_config_t cfg = {.size = sizeof(cfg), .transports = tl, .log_level = -1};
+    int rounds = atoi(argv[5]), burst = argc > 6 ? atoi(argv[6]) : 1;
     gw_context_t *b;
-    CHECK(gw_context_create(&cfg, &b));
     gw_ep_t *ep;
-    CHECK(gw_connect(b, argv[1], &ep));
+    gw_rkey_t *rk;
+    uint64_t raddr;
+    py_bench_connect(argv[1], tl, &b, &ep, &rk, &raddr);
     char *src = malloc(pages * page);
     for (size_t i = 0; i < pages * page; i++)
         src[i] = (char)(i * 131);
     gw_mem_t *sm;
     CHECK(gw_mem_reg(b, src, pages * page, GW_ACCESS_LOCAL, &sm));
-    uint8_t key[512];
-    gw_request_t *r;
-    CHECK(gw_recv(ep, key, sizeof(key), NULL, 1, ~0ull, &r));
-    CHECK(gw_request_wait(r, 10000));
-    gw_request_info_t ri = {.size = sizeof(ri)};
-    gw_request_info(r, &ri);
-    gw_request_free(r);
-    gw_rkey_t *rk;
-    CHECK(gw_rkey_unpack(ep, key, ri.length, &rk));
-    uint64_t raddr;
-    CHECK(gw_rkey_range(rk, &raddr, NULL));
     uint32_t *lp = malloc(pages * sizeof(*lp)), *rp = malloc(pages * sizeof(*rp));
     for (size_t i = 0; i < pages; i++) {
         lp[i] = (uint32_t)((i * 7919) % pages);

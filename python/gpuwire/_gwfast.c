@@ -309,6 +309,20 @@ static int idx_count(const idx_t *l, const idx_t *r, const char *ln, const char 
     return 0;
 }
 
+/* Both index arrays and the count of a batch: 0, or -1 with an exception set
+ * and nothing held. */
+static int idx_both(PyObject *lo, PyObject *ro, PyObject *cnt, const char *ln, const char *rn, idx_t *li, idx_t *ri,
+                    size_t *count)
+{
+    memset(ri, 0, sizeof(*ri));
+    if (idx_get(lo, ln, li) != 0 || idx_get(ro, rn, ri) != 0 || idx_count(li, ri, ln, rn, cnt, count) != 0) {
+        idx_release(li);
+        idx_release(ri);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *post_result(gw_status_t st, gw_request_t *req)
 {
     if (st != GW_OK)
@@ -339,12 +353,8 @@ static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
         return NULL;
     idx_t li, ri;
     size_t count = 0;
-    if (idx_get(a[3], "lidx", &li) != 0)
-        goto fail_l;
-    if (idx_get(a[5], "ridx", &ri) != 0)
-        goto fail_r;
-    if (idx_count(&li, &ri, "lidx", "ridx", a[6], &count) != 0)
-        goto fail;
+    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count) != 0)
+        return NULL;
     gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value};
     gw_request_t *req = NULL;
     gw_status_t st;
@@ -354,14 +364,6 @@ static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
     idx_release(&li);
     idx_release(&ri);
     return post_result(st, req);
-fail:
-    idx_release(&ri);
-fail_r:
-    idx_release(&li);
-    return NULL;
-fail_l:
-    idx_release(&li);
-    return NULL;
 }
 
 /* pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None,
@@ -390,12 +392,8 @@ static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
         return NULL;
     idx_t li, ri;
     size_t count = 0;
-    if (idx_get(a[4], "lpages", &li) != 0)
-        goto fail_l;
-    if (idx_get(a[7], "rpages", &ri) != 0)
-        goto fail_r;
-    if (idx_count(&li, &ri, "lpages", "rpages", a[8], &count) != 0)
-        goto fail;
+    if (idx_both(a[4], a[7], a[8], "lpages", "rpages", &li, &ri, &count) != 0)
+        return NULL;
     gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value};
     gw_request_t *req = NULL;
     gw_status_t st;
@@ -406,14 +404,6 @@ static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
     idx_release(&li);
     idx_release(&ri);
     return post_result(st, req);
-fail:
-    idx_release(&ri);
-fail_r:
-    idx_release(&li);
-    return NULL;
-fail_l:
-    idx_release(&li);
-    return NULL;
 }
 
 static PyMethodDef methods[] = {

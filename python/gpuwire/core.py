@@ -1079,20 +1079,27 @@ class DescList:
         if remote:
             owner._lists.add(self)
 
+    @staticmethod
+    def _descs(entries, struct, want):
+        """A ctypes array of struct from (want-object, offset, length) entries."""
+        arr = (struct * max(1, len(entries)))()
+        for i, e in enumerate(entries):
+            try:
+                obj, off, ln = e
+            except (TypeError, ValueError):
+                raise _bad("entry %d: give (%s, offset, length), not %r"
+                           % (i, want.__name__, e)) from None
+            if type(obj) is not want or obj._h is None:
+                raise _bad("entry %d: %s, not an open %s" % (i, _what(obj), want.__name__))
+            if off < 0 or ln < 0:
+                raise _bad("entry %d: offset %d / length %d is negative" % (i, off, ln))
+            arr[i] = struct(obj._h, off, ln)
+        return arr
+
     @classmethod
     def _local(cls, ctx, entries):
         entries = list(entries)
-        arr = (_lib.LocalDesc * max(1, len(entries)))()
-        for i, e in enumerate(entries):
-            try:
-                mem, off, ln = e
-            except (TypeError, ValueError):
-                raise _bad("entry %d: give (Memory, offset, length), not %r" % (i, e)) from None
-            if type(mem) is not Memory or mem._h is None:
-                raise _bad("entry %d: %s, not an open Memory" % (i, _what(mem)))
-            if off < 0 or ln < 0:
-                raise _bad("entry %d: offset %d / length %d is negative" % (i, off, ln))
-            arr[i] = _lib.LocalDesc(mem._h, off, ln)
+        arr = cls._descs(entries, _lib.LocalDesc, Memory)
         h = _c_void_p()
         st = _opt("gw_dlist_local")(ctx._handle(), arr, len(entries), _byref(h))
         if st != 0:
@@ -1102,17 +1109,7 @@ class DescList:
     @classmethod
     def _remote(cls, ep, entries, access):
         entries = list(entries)
-        arr = (_lib.RemoteDesc * max(1, len(entries)))()
-        for i, e in enumerate(entries):
-            try:
-                rk, off, ln = e
-            except (TypeError, ValueError):
-                raise _bad("entry %d: give (RemoteKey, offset, length), not %r" % (i, e)) from None
-            if type(rk) is not RemoteKey or rk._h is None:
-                raise _bad("entry %d: %s, not an open RemoteKey" % (i, _what(rk)))
-            if off < 0 or ln < 0:
-                raise _bad("entry %d: offset %d / length %d is negative" % (i, off, ln))
-            arr[i] = _lib.RemoteDesc(rk._h, off, ln)
+        arr = cls._descs(entries, _lib.RemoteDesc, RemoteKey)
         if access & ~ACCESS_REMOTE or not access:
             raise _bad("access 0x%x: ACCESS_REMOTE_WRITE (puts), ACCESS_REMOTE_READ (gets) or "
                        "both" % access)
