@@ -9,6 +9,11 @@ import pytest
 import gpuwire
 
 np = pytest.importorskip("numpy", reason="python3-numpy not installed")
+try:        # here, not in a test: see test_ops.py (a slow import leaves the pair idle)
+    import torch
+except ImportError:
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="python3-torch not installed")
 
 PAGE = 512
 
@@ -60,8 +65,8 @@ def expect_pages(dst, src, lpages, rpages):
     assert (dst == want).all()
 
 
+@needs_torch
 def test_put_pages_counted_index_kinds(pair, path):
-    torch = pytest.importorskip("torch", reason="python3-torch not installed")
     n = 64
     dst, rk, src, sm = paged_setup(pair, n)
     rng = np.random.default_rng(5)
@@ -175,8 +180,8 @@ def test_bad_page_arrays(pair, path, bad, msg):
     assert e.value.status == -1 and e.value.name == "GW_ERR_INVALID"
 
 
+@needs_torch
 def test_bad_page_arguments(pair, path):
-    torch = pytest.importorskip("torch", reason="python3-torch not installed")
     dst, rk, src, sm = paged_setup(pair, 8)
     eb = pair.eb
     with pytest.raises(gpuwire.GwError, match=r"rpages\[1\] = 8 is out of range.*remote page") as e:
