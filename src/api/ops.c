@@ -182,6 +182,7 @@ static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
     gw_ep_t *ep = r->ep;
     gw_unexp_t *u = gw_ep_match_unexp(&ep->base, r->value, r->mask);
     if (!u) {
+        gw_ep_work_begins(&ep->base);
         r->flags |= GW_REQF_QUEUED;
         gw_list_push_back(&ep->base.posted, &r->link);
         return GW_OK;

@@ -17,7 +17,12 @@
  *   bad_args      gw_listen(ctx, NULL) and gw_rkey_unpack(ep, NULL, n) are
  *                 GW_ERR_INVALID with a message naming the NULL (defect 8)
  *   settings      a setting that does not parse fails gw_context_create()
- *                 whatever transports are allowed (defect 5) */
+ *                 whatever transports are allowed (defect 5)
+ *   idle_recv     an endpoint left without progress calls for longer than
+ *                 the peer timeout, then given a receive: the receive waits
+ *                 for its message (it failed at once with a false
+ *                 GW_ERR_PEER_TIMEOUT: posting a receive did not restart
+ *                 the peer's silence clock, as posting a put does) */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -183,6 +188,43 @@ static void case_frozen(int recv)
         CHECK_ST(info.error, GW_ERR_PEER_TIMEOUT);
         CHECK(took < 1.0 + 3.0); /* the timeout plus slack for a loaded machine */
     }
+    reap_target(&T);
+    free(b);
+    finish(ctx, ep, rk);
+}
+
+/* ---- a receive after an idle spell (found by the Python tests) ----------------- */
+static void case_idle_recv(void)
+{
+    gw_context_t *ctx = ctx_with("GPUWIRE_PEER_TIMEOUT_MS", "1000");
+    it_target_t T;
+    gw_ep_t *ep;
+    gw_rkey_t *rk;
+    uint64_t ra;
+    start_target(&T, ctx, 1u << 20, "GPUWIRE_PEER_TIMEOUT_MS=1000", &ep, &rk, &ra);
+    uint8_t *b = it_alloc(4096);
+    gw_request_t *w;
+    IT_OK(ctx, gw_get(ep, b, 8, NULL, ra, rk, &w));
+    IT_OK(ctx, it_wait_free(w, 5000));
+    usleep(2500 * 1000); /* no progress call for 2.5 peer timeouts; the peer is alive */
+    gw_request_t *r;
+    IT_OK(ctx, gw_recv(ep, b, 4096, NULL, 7, ~0ull, &r));
+    double t0 = it_now();
+    while (it_now() - t0 < 0.5) {
+        gw_progress(ctx);
+        usleep(1000);
+    }
+    gw_status_t st = gw_request_test(r);
+    gw_ep_info_t info = {.size = sizeof(info)};
+    IT_OK(ctx, gw_ep_query(ep, &info));
+    fprintf(stderr, "  recv posted after an idle spell: %s after 0.5 s; endpoint %s (%s)\n", gw_status_name(st),
+            gw_status_name(info.error), info.error_detail);
+    CHECK_ST(st, GW_INPROGRESS);
+    CHECK_ST(info.error, GW_OK);
+    CHECK_ST(gw_request_cancel(r), GW_OK);
+    gw_request_free(r);
+    IT_OK(ctx, gw_get(ep, b, 8, NULL, ra, rk, &w)); /* and the endpoint still works */
+    CHECK_ST(it_wait_free(w, 5000), GW_OK);
     reap_target(&T);
     free(b);
     finish(ctx, ep, rk);
@@ -377,6 +419,8 @@ int main(int argc, char **argv)
         case_bad_args();
     else if (!strcmp(c, "settings"))
         case_settings();
+    else if (!strcmp(c, "idle_recv"))
+        case_idle_recv();
     else {
         fprintf(stderr, "unknown case '%s'\n", c);
         return 2;

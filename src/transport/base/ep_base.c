@@ -35,10 +35,15 @@ void gw_ep_base_fini(gw_ep_base_t *b)
     b->n_ncount = b->cap_ncount = 0;
 }
 
+void gw_ep_work_begins(gw_ep_base_t *b)
+{
+    if (!gw_ep_has_work(b)) /* an idle endpoint: the peer's silence counts from now */
+        b->last_rx_ns = gw_now_coarse_ns();
+}
+
 void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
 {
-    if (gw_list_empty(&b->outstanding)) /* the peer's silence counts from now */
-        b->last_rx_ns = gw_now_coarse_ns();
+    gw_ep_work_begins(b);
     req->seq = ++b->next_seq;
     req->flags |= GW_REQF_QUEUED;
     gw_list_push_back(&b->outstanding, &req->link);
@@ -85,6 +90,7 @@ void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
 
 void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req)
 {
+    gw_ep_work_begins(b);
     req->seq = b->next_seq; /* covers everything posted so far */
     req->flags |= GW_REQF_QUEUED;
     gw_list_push_back(&b->flushes, &req->link);

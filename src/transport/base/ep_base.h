@@ -83,6 +83,10 @@ void gw_ep_unexp_free(gw_ep_base_t *b, gw_unexp_t *u);
 void gw_ep_unexp_pool_init(gw_ep_base_t *b);
 void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
 
+/* Work is about to be queued on b (an operation, a flush, a posted
+ * receive): if it had none, the peer's silence is counted from now, not
+ * from the last message of a spell without progress calls. */
+void gw_ep_work_begins(gw_ep_base_t *b);
 /* Queues req (sets seq) as outstanding. */
 void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req);
 /* Completes an outstanding request and any flush it was holding back. */
