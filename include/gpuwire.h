@@ -584,7 +584,9 @@ GW_API gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const ch
  * on their next gw_peer_regions() miss.  Publishing a name again replaces
  * it; gw_mem_dereg() withdraws every name of the region.  Works before or
  * after gw_agent_listen().  Errors: GW_ERR_INVALID (bad name, region without
- * remote access), GW_ERR_NO_RESOURCE (the table would pass its 12 KiB limit). */
+ * remote access), GW_ERR_NO_RESOURCE (the table would pass its 1 MiB limit:
+ * about 19,000 regions with short names; past 12 KiB, about 150 regions,
+ * peers fetch it in pieces on first use, see docs/NAMES.md). */
 GW_API gw_status_t gw_mem_publish(gw_mem_t *mem, const char *name);
 /* Withdraws a published name.  GW_ERR_NOT_FOUND when not published. */
 GW_API gw_status_t gw_mem_unpublish(gw_context_t *ctx, const char *name);
@@ -625,6 +627,55 @@ typedef struct gw_peer_info {
 /* What this context knows of agent `name` (no network traffic).
  * GW_ERR_NOT_FOUND when it never heard of it. */
 GW_API gw_status_t gw_peer_query(gw_context_t *ctx, const char *name, gw_peer_info_t *info);
+
+/* Being told when an agent leaves the directory or comes back (directory
+ * form only: the directory's watch is what sees it).
+ *
+ * GW_PEER_LEFT: the agent's entry went (its lease ran out: it died or was
+ * stopped longer than GPUWIRE_DIRECTORY_TTL; or it ended its listener).
+ * GW_PEER_BACK: it is listed again, or it re-registered as another context
+ * (`restarted`: a new context uuid, so its keys of the old epoch are void
+ * and gw_peer_regions() returns the new ones).
+ *
+ * Which agents: by default those this context used (looked up through the
+ * directory with gw_peer_ep / gw_peer_regions), from the first lookup on;
+ * with GW_PEER_WATCH_ALL every agent of the directory.  The watch thread
+ * queues events (up to 1,024; past that the oldest are dropped and the next
+ * event counts them in `dropped`) and makes the context fd readable.
+ * Threading: the callback is called from gw_progress() (and the calls that
+ * progress, e.g. gw_request_wait) on the thread that calls it, never from
+ * the watch thread, one event at a time, in the order the watch saw them.
+ * It may call gpuwire functions on the context (gw_peer_ep, gw_peer_regions,
+ * gw_peer_query...) except gw_context_destroy; events that arrive while it
+ * runs are handed over after it returns.  Without a callback (cb NULL) events stay
+ * queued for gw_peer_event_next().  An event says what the watch saw; a
+ * healthy endpoint to an agent that "left" keeps working until the
+ * connection itself fails. */
+typedef enum gw_peer_event_type { GW_PEER_LEFT = 1, GW_PEER_BACK = 2 } gw_peer_event_type_t;
+typedef struct gw_peer_event {
+    size_t size;         /* sizeof(gw_peer_event_t), set by the caller of gw_peer_event_next */
+    int type;            /* gw_peer_event_type_t */
+    char name[64];       /* the agent */
+    char addr[80];       /* GW_PEER_BACK: where it listens now; LEFT: where it listened */
+    uint64_t epoch;      /* GW_PEER_BACK: its new epoch; LEFT: the epoch that left */
+    int restarted;       /* GW_PEER_BACK: another context than the one listed before */
+    unsigned dropped;    /* events dropped (queue full) since the previous one taken */
+} gw_peer_event_t;
+enum {
+    GW_PEER_WATCH_ALL = 1u << 0, /* every agent of the directory, not only those this context used */
+    GW_PEER_WATCH_OFF = 1u << 1  /* stop: no more events (queued ones are discarded) */
+};
+/* Starts (or changes, or with GW_PEER_WATCH_OFF stops) the events of this
+ * context.  Calling it again replaces flags, callback and argument.
+ * Errors: GW_ERR_UNAVAILABLE without a directory (GPUWIRE_DIRECTORY): the
+ * peer-to-peer form has no watch; an endpoint's failure is its signal. */
+GW_API gw_status_t gw_peer_watch(gw_context_t *ctx, unsigned flags,
+                                 void (*cb)(void *arg, const gw_peer_event_t *ev), void *arg);
+/* Takes the oldest queued event (events are queued when gw_peer_watch was
+ * given no callback).  GW_OK with *ev filled; GW_ERR_NOT_FOUND when none is
+ * queued (no waiting: wait on the context fd / gw_context_wait, which
+ * become ready when one arrives); GW_ERR_INVALID when ev->size is too small. */
+GW_API gw_status_t gw_peer_event_next(gw_context_t *ctx, gw_peer_event_t *ev);
 
 /* One line of a directory listing: an agent (region == NULL) or a region. */
 typedef struct gw_dir_entry {

@@ -29,6 +29,7 @@ struct gw_context {
     uint64_t closed_tokens[64];
     unsigned closed_next;
     struct gw_names *names; /* agent name, published regions, peers, directory (api/names.c); NULL until used */
+    _Atomic(void *) batch_spare; /* api/batch.c: the entry array of the last finished batch, for the next */
 };
 
 /* ops.c's posting steps, shared with api/batch.c: the endpoint is ready;
@@ -98,9 +99,11 @@ struct gw_listener {
 };
 
 /* ---- names (api/names.c), called from the handshake, ops and teardown ---- */
-/* Server: fills READY's table (+ HMAC with auth) into m, table bytes in buf. */
-void gw_names_fill_ready(gw_context_t *ctx, gw_hs_msg_t *m, uint8_t *buf, size_t cap, const uint8_t *nonce_c,
-                         const uint8_t *nonce_s, uint64_t uuid_c);
+/* Server: fills READY's table (+ HMAC with auth) into m, table bytes in buf:
+ * piece_off < 0 the table (a stub when it passes GW_NT_INLINE_MAX), else the
+ * piece from that offset (a table-only handshake that asked for it). */
+void gw_names_fill_ready(gw_context_t *ctx, gw_hs_msg_t *m, uint8_t *buf, size_t cap, long piece_off,
+                         const uint8_t *nonce_c, const uint8_t *nonce_s, uint64_t uuid_c);
 /* Client: checks and keeps the table READY carried.  GW_OK or GW_ERR_AUTH /
  * GW_ERR_PROTOCOL with why. */
 gw_status_t gw_names_take_table(gw_context_t *ctx, gw_ep_t *ep, const gw_hs_msg_t *m, const uint8_t *nonce_c,

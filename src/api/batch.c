@@ -7,6 +7,7 @@
  * dropped, an entry that continues the previous one on both sides merged
  * into it. */
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,19 +230,45 @@ gw_status_t gw_dlist_destroy(gw_dlist_t *l)
  * form, the entries. */
 typedef struct batch_mem {
     gw_batch_t b;
+    gw_context_t *ctx;
+    size_t cap; /* entries ent[] holds */
     gw_mem_t *lm1;
     gw_rkey_t rk1;
     gw_batch_ent_t ent[];
 } batch_mem_t;
 
-static batch_mem_t *batch_alloc(size_t n)
+/* The entry array of a batch: the last finished batch's when it is large
+ * enough (ctx->batch_spare), else a new one.  A fresh 4096-entry array is
+ * 160 KiB, which malloc maps and unmaps anew each time: its page faults
+ * cost as much as building the entries. */
+static batch_mem_t *batch_alloc(gw_context_t *ctx, size_t n)
 {
-    batch_mem_t *m = malloc(sizeof(*m) + (n ? n : 1) * sizeof(gw_batch_ent_t));
-    if (!m)
-        return NULL;
+    batch_mem_t *m = atomic_exchange(&ctx->batch_spare, NULL);
+    if (m && m->cap < n) {
+        free(m);
+        m = NULL;
+    }
+    if (!m) {
+        size_t cap = n < 64 ? 64 : n;
+        m = malloc(sizeof(*m) + cap * sizeof(gw_batch_ent_t));
+        if (!m)
+            return NULL;
+        m->cap = cap;
+    }
     memset(&m->b, 0, sizeof(m->b));
     m->b.ent = m->ent;
+    m->b.rlo = UINT64_MAX;
+    m->ctx = ctx;
     return m;
+}
+
+/* Keeps m for the next batch (the larger of it and the spare there). */
+static void batch_release(batch_mem_t *m)
+{
+    batch_mem_t *old = atomic_exchange(&m->ctx->batch_spare, m);
+    if (old && old->cap > m->cap) /* keep the larger: put it back, free what it displaces */
+        old = atomic_exchange(&m->ctx->batch_spare, old);
+    free(old);
 }
 
 /* Appends an entry, merging it into the previous one when it continues it. */
@@ -250,6 +277,8 @@ static inline void batch_add(gw_batch_t *b, uint64_t la, uint64_t ra, uint64_t l
     if (!len)
         return;
     b->total += len;
+    b->rlo = ra < b->rlo ? ra : b->rlo;
+    b->rhi = ra + len > b->rhi ? ra + len : b->rhi;
     if (b->n) {
         gw_batch_ent_t *p = &b->ent[b->n - 1];
         if (p->lreg == lreg && p->rreg == rreg && p->laddr + p->len == la && p->raddr + p->len == ra) {
@@ -269,7 +298,7 @@ static void batch_fini(gw_request_t *r)
     for (int i = 0; i < 2; i++)
         if (b->busy[i])
             (*b->busy[i])--;
-    free(b); /* first member of its batch_mem_t */
+    batch_release((batch_mem_t *)b); /* b is the first member of its batch_mem_t */
 }
 
 static gw_status_t check_opts(gw_core_t *core, const char *fn, int op, const gw_xfer_opts_t *o, int *notify,
@@ -309,7 +338,7 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, gw_request_
     }
     gw_request_t *r = gw_api_new_req(ep, GW_OP_BATCH, req);
     if (!r) {
-        free(m);
+        batch_release(m);
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for a request");
     }
     r->batch = &m->b;
@@ -362,21 +391,21 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
                       count, !lidx && count > local->n ? "local" : "remote", !lidx && count > local->n ? local->n : remote->n);
     if (count > UINT32_MAX)
         return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries (at most %u)", count, UINT32_MAX);
-    batch_mem_t *m = batch_alloc(count);
+    batch_mem_t *m = batch_alloc(ep->ctx, count);
     if (!m)
         return gw_err(core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for %zu entries", count);
     gw_batch_t *b = &m->b;
     for (size_t i = 0; i < count; i++) {
         size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
         if (li >= local->n || ri >= remote->n) {
-            free(m);
+            batch_release(m);
             return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %zu is outside the list (%zu entries)",
                           i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
                           li >= local->n ? local->n : remote->n);
         }
         const dl_ent_t *le = &local->e[li], *re = &remote->e[ri];
         if (le->len != re->len) {
-            free(m);
+            batch_release(m);
             return gw_err(core, GW_ERR_INVALID,
                           "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
                           (unsigned long long)le->len, ri, (unsigned long long)re->len);
@@ -429,7 +458,7 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
     if (count > UINT32_MAX)
         return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: %zu pages (at most %u)", count, UINT32_MAX);
     uint64_t lb = (uint64_t)(uintptr_t)lmem->addr, ll = lmem->len, la = (uint64_t)(uintptr_t)lbase;
-    batch_mem_t *m = batch_alloc(count);
+    batch_mem_t *m = batch_alloc(ep->ctx, count);
     if (!m)
         return gw_err(core, GW_ERR_NOMEM, "gw_xfer_pages: out of memory for %zu pages", count);
     gw_batch_t *b = &m->b;
@@ -441,7 +470,7 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
                     __builtin_add_overflow(ro, (uint64_t)page_size, &rend) ||
                     !gw_range_inside(rkey->addr, rkey->len, ro, page_size);
         if (bad_l || bad_r) {
-            free(m);
+            batch_release(m);
             if (bad_l)
                 return gw_err(core, GW_ERR_INVALID,
                               "gw_xfer_pages: entry %zu: local page %llu (%zu bytes from %p) is outside the region "

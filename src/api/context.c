@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,7 @@ err_ifaces:
             ctx->tl[i]->ops->iface_close(ctx->tl[i]);
 err_core:
     gw_hmap_fini(&ctx->tokens);
+    free(atomic_load(&ctx->batch_spare));
     gw_core_fini(&ctx->core);
 err_free:
     free(ctx);

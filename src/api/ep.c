@@ -50,6 +50,7 @@ struct gw_hs {
     int chosen;
     int table_only;      /* server: a HELLO that asked for the names table only */
     uint64_t peer_uuid;  /* server, table only (no endpoint holds it) */
+    long table_off;      /* server, table only: the piece asked for, -1 the whole table */
     gw_status_t result;
     char peer[64];
     struct sockaddr_storage ss; /* client: where further streams connect */
@@ -298,6 +299,7 @@ static void server_table_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
     memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
     hs->peer_uuid = m->uuid;
     hs->table_only = 1;
+    hs->table_off = m->has_table_off ? (long)m->table_off : -1;
     gw_hs_msg_t a;
     memset(&a, 0, sizeof(a));
     a.chosen = GW_HS_NO_TL;
@@ -467,7 +469,7 @@ static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
         memset(&r, 0, sizeof(r));
         r.type = GW_HS_READY;
         r.token = GW_HS_TABLE_TOKEN;
-        gw_names_fill_ready(ctx, &r, table, sizeof(table), hs->nonce_peer, hs->nonce_local, peer_uuid);
+        gw_names_fill_ready(ctx, &r, table, sizeof(table), hs->table_off, hs->nonce_peer, hs->nonce_local, peer_uuid);
         hs_io_off(hs);
         if (hs_send(hs, &r) != GW_OK)
             gw_log(GW_LOG_DEBUG, "names table to %s not sent: %s", hs->peer, ctx->core.errbuf);
@@ -487,7 +489,7 @@ static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
     memset(&r, 0, sizeof(r));
     r.type = GW_HS_READY;
     r.token = ep->token;
-    gw_names_fill_ready(ctx, &r, table, sizeof(table), hs->nonce_peer, hs->nonce_local, peer_uuid);
+    gw_names_fill_ready(ctx, &r, table, sizeof(table), -1, hs->nonce_peer, hs->nonce_local, peer_uuid);
     gw_status_t st = hs_send(hs, &r);
     gw_tl_peer_t peer = {.uuid = ep->peer_uuid, .host_id = hs->peer_host, .is_server = 1, .bootstrap_fd = hs->fd,
                          .peer_addr = hs->peer, .ep_token = ep->token};

@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,7 +45,12 @@
 typedef struct pub {
     char name[GW_NAME_MAX + 1];
     gw_mem_t *mem;
+    uint8_t *key; /* packed when published */
+    size_t key_len;
 } pub_t;
+
+/* Bytes an entry takes in the table. */
+#define PUB_BYTES(p) (3 + strlen((p)->name) + (p)->key_len)
 
 typedef struct dir_agent { /* directory cache entry: the watch thread writes, under mu */
     char name[GW_NAME_MAX + 1];
@@ -52,7 +59,10 @@ typedef struct dir_agent { /* directory cache entry: the watch thread writes, un
     int64_t epoch;
     int listed;
     unsigned changes;
+    int used; /* looked up by this context: its changes make events */
 } dir_agent_t;
+
+#define EVQ_CAP 1024 /* queued peer events; past that the oldest go */
 
 typedef struct peer {
     char name[GW_NAME_MAX + 1];
@@ -76,8 +86,10 @@ struct gw_names {
     uint64_t epoch;
     pub_t *pubs;
     size_t npubs, pubcap;
-    uint8_t table[GW_NT_MAX_LEN];
-    size_t table_len;
+    size_t pub_bytes;       /* sum of the entries' sizes: the limit check is O(1) */
+    uint8_t *table;         /* built once per change (sorted by name) */
+    size_t table_len, table_cap;
+    uint64_t table_serial;  /* grows with each build: pieces of two builds never mix */
     int table_dirty;
     peer_t *peers;
     gw_ep_t **retired;
@@ -101,6 +113,19 @@ struct gw_names {
     int synced; /* 1 after the first listing, -1 while the directory does not answer */
     int watch_fd;
     char dir_err[256];
+    int synced_once;       /* the first listing is in: later new agents are news */
+    /* peer events (gw_peer_watch): the thread queues them under mu and
+     * writes ev_fd; the caller's thread delivers them from progress */
+    int ev_on;             /* under mu */
+    unsigned ev_flags;     /* under mu */
+    gw_peer_event_t *evq;  /* EVQ_CAP, a ring: under mu */
+    size_t ev_head, ev_count;
+    unsigned ev_dropped;
+    int ev_fd;             /* eventfd in the context's epoll set; written under mu */
+    gw_io_t ev_io;
+    void (*ev_cb)(void *, const gw_peer_event_t *);
+    void *ev_arg;
+    int ev_delivering;
 };
 typedef struct gw_names names_t;
 
@@ -119,6 +144,7 @@ static gw_status_t names_get(gw_context_t *ctx, names_t **out)
         return gw_err(core, GW_ERR_NOMEM, "names: out of memory");
     n->ctx = ctx;
     n->watch_fd = -1;
+    n->ev_fd = -1;
     n->table_dirty = 1;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -216,45 +242,75 @@ static gw_status_t add_static_peer(names_t *n, const char *name, const char *add
 }
 
 /* ---- the table ------------------------------------------------------------------------ */
+static int pub_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const pub_t *const *)a)->name, (*(const pub_t *const *)b)->name);
+}
+
 static gw_status_t build_table(names_t *n)
 {
     if (!n->table_dirty)
         return GW_OK;
-    gw_nt_enc_t e;
-    gw_nt_begin(&e, n->table, sizeof(n->table), n->ctx->core.uuid, n->epoch, n->name);
-    for (size_t i = 0; i < n->npubs; i++) {
-        uint8_t key[GW_RKEY_MAX_LEN];
-        size_t kl = sizeof(key);
-        if (gw_mem_pack_rkey(n->pubs[i].mem, key, &kl) != GW_OK)
-            return GW_ERR_INVALID;
-        gw_nt_add(&e, n->pubs[i].name, key, kl);
+    size_t need = GW_NT_FIXED_LEN + strlen(n->name) + n->pub_bytes;
+    if (need > GW_NT_MAX_LEN)
+        return GW_ERR_NO_RESOURCE;
+    if (need > n->table_cap) {
+        uint8_t *t = realloc(n->table, need);
+        if (!t)
+            return GW_ERR_NOMEM;
+        n->table = t;
+        n->table_cap = need;
     }
+    pub_t **idx = n->npubs ? malloc(n->npubs * sizeof(*idx)) : NULL;
+    if (n->npubs && !idx)
+        return GW_ERR_NOMEM;
+    for (size_t i = 0; i < n->npubs; i++)
+        idx[i] = &n->pubs[i];
+    if (n->npubs)
+        qsort(idx, n->npubs, sizeof(*idx), pub_cmp); /* the format wants names in order */
+    gw_nt_enc_t e;
+    gw_nt_begin(&e, n->table, n->table_cap, n->ctx->core.uuid, n->epoch, n->name);
+    for (size_t i = 0; i < n->npubs; i++)
+        gw_nt_add(&e, idx[i]->name, idx[i]->key, idx[i]->key_len);
+    free(idx);
     size_t len = gw_nt_finish(&e);
     if (!len)
         return GW_ERR_NO_RESOURCE;
     n->table_len = len;
+    n->table_serial++;
     n->table_dirty = 0;
     return GW_OK;
 }
 
-void gw_names_fill_ready(gw_context_t *ctx, gw_hs_msg_t *m, uint8_t *buf, size_t cap, const uint8_t *nonce_c,
-                         const uint8_t *nonce_s, uint64_t uuid_c)
+void gw_names_fill_ready(gw_context_t *ctx, gw_hs_msg_t *m, uint8_t *buf, size_t cap, long piece_off,
+                         const uint8_t *nonce_c, const uint8_t *nonce_s, uint64_t uuid_c)
 {
     names_t *n = ctx->names;
-    if (!n || (!n->name[0] && !n->npubs) || build_table(n) != GW_OK || n->table_len > cap)
+    if (!n || (!n->name[0] && !n->npubs) || build_table(n) != GW_OK)
         return;
-    memcpy(buf, n->table, n->table_len);
+    size_t len;
+    if (piece_off >= 0) { /* a table-only handshake asked for the bytes from piece_off */
+        len = gw_np_encode(buf, cap, n->table, n->table_len, (size_t)piece_off, ctx->core.uuid, n->table_serial);
+    } else if (n->table_len <= GW_NT_INLINE_MAX && n->table_len <= cap) {
+        memcpy(buf, n->table, n->table_len);
+        len = n->table_len;
+    } else { /* too big for a READY: who we are, and that the entries come in pieces */
+        len = gw_nt_stub(n->table, n->table_len, buf, cap);
+    }
+    if (!len || len > 0xffff)
+        return;
     m->table = buf;
-    m->table_len = (uint16_t)n->table_len;
+    m->table_len = (uint16_t)len;
     if (ctx->auth_enabled &&
         gw_auth_mac_data(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-table", nonce_c, nonce_s, uuid_c,
-                         ctx->core.uuid, buf, n->table_len, m->table_mac) == 0)
+                         ctx->core.uuid, buf, len, m->table_mac) == 0)
         m->has_table_mac = 1;
 }
 
-/* Checks a received table (its HMAC with auth, its format, its owner). */
-static gw_status_t check_table(gw_context_t *ctx, const gw_hs_msg_t *m, const uint8_t *nonce_c,
-                               const uint8_t *nonce_s, uint64_t uuid_s, gw_nt_header_t *h, char *why, size_t whylen)
+/* Checks the HMAC over what READY carried (a table or a piece) when
+ * authentication is on. */
+static gw_status_t check_table_mac(gw_context_t *ctx, const gw_hs_msg_t *m, const uint8_t *nonce_c,
+                                   const uint8_t *nonce_s, uint64_t uuid_s, char *why, size_t whylen)
 {
     if (ctx->auth_enabled) {
         uint8_t want[GW_AUTH_MAC_LEN];
@@ -266,8 +322,18 @@ static gw_status_t check_table(gw_context_t *ctx, const gw_hs_msg_t *m, const ui
             return GW_ERR_AUTH;
         }
     }
+    return GW_OK;
+}
+
+/* Checks a received table (its HMAC with auth, its format, its owner). */
+static gw_status_t check_table(gw_context_t *ctx, const gw_hs_msg_t *m, const uint8_t *nonce_c,
+                               const uint8_t *nonce_s, uint64_t uuid_s, gw_nt_header_t *h, char *why, size_t whylen)
+{
+    gw_status_t st = check_table_mac(ctx, m, nonce_c, nonce_s, uuid_s, why, whylen);
+    if (st != GW_OK)
+        return st;
     char w[200];
-    gw_status_t st = gw_nt_decode(m->table, m->table_len, h, w, sizeof(w));
+    st = gw_nt_decode(m->table, m->table_len, h, w, sizeof(w));
     if (st != GW_OK) {
         snprintf(why, whylen, "bad names table from the peer: %s", w);
         return GW_ERR_PROTOCOL;
@@ -329,8 +395,10 @@ static gw_status_t read_msg(int fd, uint8_t *buf, size_t cap, int to, gw_hs_msg_
     return GW_OK;
 }
 
-static gw_status_t fetch_table(names_t *n, const char *addr, uint8_t **table, size_t *len, gw_nt_header_t *h,
-                               char *why, size_t whylen)
+/* One table-only handshake asking for the piece from `off`: returns a copy
+ * of what READY carried (HMAC checked with auth) and who answered. */
+static gw_status_t fetch_one(names_t *n, const char *addr, size_t off, uint8_t **out, size_t *len, uint64_t *uuid,
+                             char *why, size_t whylen)
 {
     gw_context_t *ctx = n->ctx;
     int to = (int)ctx->connect_timeout_ms;
@@ -357,6 +425,8 @@ static gw_status_t fetch_table(names_t *n, const char *addr, uint8_t **table, si
     m.has_nonce = 1;
     m.pref[0] = GW_TL_TCP; /* the format wants a list; unused in a table-only exchange */
     m.npref = 1;
+    m.has_table_off = 1;
+    m.table_off = (uint32_t)off;
     size_t k = gw_hs_encode(&m, buf, sizeof(buf));
     if (!k || gw_sock_write_full(fd, buf, k, to) != 0) {
         snprintf(why, whylen, "sending to %s failed: %s", addr, strerror(errno));
@@ -403,16 +473,102 @@ static gw_status_t fetch_table(names_t *n, const char *addr, uint8_t **table, si
         st = GW_ERR_NOT_FOUND;
         goto out;
     }
-    if ((st = check_table(ctx, &r, nonce_c, nonce_s, uuid_s, h, why, whylen)) != GW_OK)
+    if ((st = check_table_mac(ctx, &r, nonce_c, nonce_s, uuid_s, why, whylen)) != GW_OK)
         goto out;
-    if (!(*table = malloc(r.table_len))) {
+    if (!(*out = malloc(r.table_len))) {
+        snprintf(why, whylen, "out of memory");
         st = GW_ERR_NOMEM;
         goto out;
     }
-    memcpy(*table, r.table, r.table_len);
+    memcpy(*out, r.table, r.table_len);
     *len = r.table_len;
+    *uuid = uuid_s;
 out:
     close(fd);
+    return st;
+}
+
+/* The agent's whole table, piece by piece (one table-only handshake each,
+ * so the agent never blocks on a slow reader: each answer is one message).
+ * Pieces of another build of the table (the agent published meanwhile) or
+ * of another context (it restarted) start the fetch over, three times at
+ * most. */
+static gw_status_t fetch_table(names_t *n, const char *addr, uint8_t **table, size_t *len, gw_nt_header_t *h,
+                               char *why, size_t whylen)
+{
+    uint8_t *full = NULL, *p = NULL;
+    size_t have = 0, flen = 0, pl = 0;
+    uint64_t serial = 0, owner = 0, us = 0;
+    int again = 0;
+    gw_status_t st;
+    char w[200];
+    for (;;) {
+        if ((st = fetch_one(n, addr, have, &p, &pl, &us, why, whylen)) != GW_OK)
+            goto fail;
+        if (pl >= 4 && gw_get_u32(p) == GW_NT_MAGIC && !have) { /* an agent that answers with the whole table */
+            full = p;
+            flen = pl;
+            owner = us;
+            p = NULL;
+            break;
+        }
+        gw_np_header_t ph;
+        if ((st = gw_np_decode(p, pl, &ph, w, sizeof(w))) != GW_OK || ph.uuid != us) {
+            snprintf(why, whylen, "bad names table piece from %.60s: %.150s", addr,
+                     st != GW_OK ? w : "it belongs to another context");
+            st = GW_ERR_PROTOCOL;
+            goto fail;
+        }
+        if (have && (ph.serial != serial || ph.uuid != owner || ph.full_len != flen)) {
+            free(full); /* the table changed between pieces: start over */
+            full = NULL;
+            have = 0;
+            if (++again > 3) {
+                snprintf(why, whylen, "the agent's table at %s kept changing while it was fetched (%d tries)", addr,
+                         again);
+                st = GW_ERR_BUSY;
+                goto fail;
+            }
+            free(p);
+            p = NULL;
+            continue;
+        }
+        if (!have) {
+            flen = ph.full_len;
+            serial = ph.serial;
+            owner = ph.uuid;
+            if (!(full = malloc(flen))) {
+                snprintf(why, whylen, "out of memory for a names table of %zu bytes", flen);
+                st = GW_ERR_NOMEM;
+                goto fail;
+            }
+        }
+        if (ph.off != have) {
+            snprintf(why, whylen, "names table piece from %s starts at byte %u, %zu asked", addr, ph.off, have);
+            st = GW_ERR_PROTOCOL;
+            goto fail;
+        }
+        memcpy(full + have, ph.data, ph.data_len);
+        have += ph.data_len;
+        free(p);
+        p = NULL;
+        if (have == flen)
+            break;
+    }
+    if ((st = gw_nt_decode(full, flen, h, w, sizeof(w))) != GW_OK || h->stub || h->uuid != owner) {
+        const char *what = st != GW_OK ? w
+                           : h->stub   ? "a stub where the whole table was asked"
+                                       : "it belongs to another context";
+        snprintf(why, whylen, "bad names table from %.60s: %.150s", addr, what);
+        st = GW_ERR_PROTOCOL;
+        goto fail;
+    }
+    *table = full;
+    *len = flen;
+    return GW_OK;
+fail:
+    free(p);
+    free(full);
     return st;
 }
 
@@ -496,6 +652,32 @@ static int parse_agent(const gw_etcd_kv_t *kv, size_t plen, dir_agent_t *a)
     return 0;
 }
 
+/* Queues a peer event about cache entry c (mu held) when events are on
+ * and c is of interest, and wakes the context. */
+static void ev_push(names_t *n, int type, const dir_agent_t *c, int restarted)
+{
+    if (!n->ev_on || !n->evq || !(c->used || (n->ev_flags & GW_PEER_WATCH_ALL)))
+        return;
+    if (n->ev_count == EVQ_CAP) {
+        n->ev_head = (n->ev_head + 1) % EVQ_CAP;
+        n->ev_count--;
+        n->ev_dropped++;
+    }
+    gw_peer_event_t *e = &n->evq[(n->ev_head + n->ev_count++) % EVQ_CAP];
+    memset(e, 0, sizeof(*e));
+    e->size = sizeof(*e);
+    e->type = type;
+    snprintf(e->name, sizeof(e->name), "%s", c->name);
+    snprintf(e->addr, sizeof(e->addr), "%s", c->addr);
+    e->epoch = (uint64_t)c->epoch;
+    e->restarted = restarted;
+    if (n->ev_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(n->ev_fd, &one, sizeof(one));
+        (void)w;
+    }
+}
+
 /* Cache update, mu held. */
 static void cache_put(names_t *n, const dir_agent_t *a)
 {
@@ -503,11 +685,16 @@ static void cache_put(names_t *n, const dir_agent_t *a)
         dir_agent_t *c = &n->agents[i];
         if (strcmp(c->name, a->name))
             continue;
-        if (!c->listed || c->uuid != a->uuid)
+        int back = !c->listed || c->uuid != a->uuid, restarted = c->uuid && c->uuid != a->uuid;
+        if (back)
             c->changes++;
         unsigned ch = c->changes;
+        int used = c->used;
         *c = *a;
         c->changes = ch;
+        c->used = used;
+        if (back)
+            ev_push(n, GW_PEER_BACK, c, restarted);
         return;
     }
     if (n->nagents == n->agcap) {
@@ -519,6 +706,8 @@ static void cache_put(names_t *n, const dir_agent_t *a)
         n->agcap = cap;
     }
     n->agents[n->nagents++] = *a;
+    if (n->synced_once) /* a new agent (not one of the first listing) */
+        ev_push(n, GW_PEER_BACK, &n->agents[n->nagents - 1], 0);
 }
 
 static dir_agent_t *cache_find(names_t *n, const char *name)
@@ -543,6 +732,7 @@ static void on_watch_event(void *arg, int is_delete, const gw_etcd_kv_t *kv)
         if (c && c->listed) {
             c->listed = 0;
             c->changes++;
+            ev_push(n, GW_PEER_LEFT, c, 0);
         }
     } else {
         dir_agent_t a;
@@ -591,6 +781,7 @@ static gw_status_t cache_sync(names_t *n, int64_t *rev, char *why, size_t whylen
             if (!found && n->agents[i].listed) {
                 n->agents[i].listed = 0;
                 n->agents[i].changes++;
+                ev_push(n, GW_PEER_LEFT, &n->agents[i], 0);
             }
         }
         for (size_t j = 0; j < s.n; j++)
@@ -634,6 +825,8 @@ static void set_synced(names_t *n, int v, const char *why)
 {
     pthread_mutex_lock(&n->mu);
     n->synced = v;
+    if (v == 1)
+        n->synced_once = 1;
     if (why)
         snprintf(n->dir_err, sizeof(n->dir_err), "%s", why);
     pthread_cond_broadcast(&n->cv);
@@ -746,8 +939,10 @@ static gw_status_t dir_lookup(names_t *n, const char *name, dir_agent_t *out, co
     }
     dir_agent_t *c = cache_find(n, name);
     int hit = c && c->listed && n->synced == 1;
-    if (hit)
+    if (hit) {
+        c->used = 1;
         *out = *c;
+    }
     pthread_mutex_unlock(&n->mu);
     if (hit)
         return GW_OK;
@@ -759,6 +954,8 @@ static gw_status_t dir_lookup(names_t *n, const char *name, dir_agent_t *out, co
         *out = s.got[0];
         pthread_mutex_lock(&n->mu);
         cache_put(n, &s.got[0]);
+        if ((c = cache_find(n, name)) != NULL)
+            c->used = 1;
         pthread_mutex_unlock(&n->mu);
     }
     free(s.got);
@@ -906,34 +1103,44 @@ gw_status_t gw_mem_publish(gw_mem_t *mem, const char *name)
     gw_status_t st = names_get(ctx, &n);
     if (st != GW_OK)
         return st;
+    uint8_t key[GW_RKEY_MAX_LEN];
+    size_t kl = sizeof(key);
+    if ((st = gw_mem_pack_rkey(mem, key, &kl)) != GW_OK)
+        return st;
     size_t i;
     for (i = 0; i < n->npubs && strcmp(n->pubs[i].name, name); i++)
         ;
-    gw_mem_t *prev = i < n->npubs ? n->pubs[i].mem : NULL;
+    size_t old_bytes = i < n->npubs ? PUB_BYTES(&n->pubs[i]) : 0, new_bytes = 3 + strlen(name) + kl;
+    /* the agent's name may come later: count the longest one */
+    if (GW_NT_FIXED_LEN + GW_NAME_MAX + n->pub_bytes - old_bytes + new_bytes > GW_NT_MAX_LEN)
+        return gw_err(core, GW_ERR_NO_RESOURCE,
+                      "gw_mem_publish(%s): the names table would pass its %u-byte limit (%zu regions, %zu bytes; this "
+                      "one takes %zu)", name, GW_NT_MAX_LEN, n->npubs, n->pub_bytes, new_bytes);
+    uint8_t *kcopy = malloc(kl);
+    if (!kcopy)
+        return gw_err(core, GW_ERR_NOMEM, "gw_mem_publish(%s): out of memory", name);
+    memcpy(kcopy, key, kl);
     if (i == n->npubs) {
         if (n->npubs == n->pubcap) {
             size_t c = n->pubcap ? n->pubcap * 2 : 8;
             pub_t *p = realloc(n->pubs, c * sizeof(*p));
-            if (!p)
+            if (!p) {
+                free(kcopy);
                 return gw_err(core, GW_ERR_NOMEM, "gw_mem_publish(%s): out of memory", name);
+            }
             n->pubs = p;
             n->pubcap = c;
         }
+        memset(&n->pubs[i], 0, sizeof(n->pubs[i]));
         snprintf(n->pubs[i].name, sizeof(n->pubs[i].name), "%s", name);
         n->npubs++;
     }
+    free(n->pubs[i].key);
     n->pubs[i].mem = mem;
-    n->table_dirty = 1;
-    if ((st = build_table(n)) != GW_OK) {
-        if (prev)
-            n->pubs[i].mem = prev;
-        else
-            n->npubs--;
-        n->table_dirty = 1;
-        build_table(n);
-        return gw_err(core, st, "gw_mem_publish(%s): the names table would pass its %d-byte limit (%zu regions)",
-                      name, GW_NT_MAX_LEN, n->npubs);
-    }
+    n->pubs[i].key = kcopy;
+    n->pubs[i].key_len = kl;
+    n->pub_bytes = n->pub_bytes - old_bytes + new_bytes;
+    n->table_dirty = 1; /* built when a handshake next needs it */
     if (n->have_dir && n->name[0]) {
         char rk[GW_ETCD_KEY_MAX], rv[256], why[256];
         region_key(n, name, rk, sizeof(rk));
@@ -952,6 +1159,8 @@ static void unpublish_at(names_t *n, size_t i)
         region_key(n, n->pubs[i].name, rk, sizeof(rk));
         reg_del(n, rk);
     }
+    n->pub_bytes -= PUB_BYTES(&n->pubs[i]);
+    free(n->pubs[i].key);
     n->pubs[i] = n->pubs[--n->npubs];
     n->table_dirty = 1;
 }
@@ -1099,31 +1308,24 @@ gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out)
     return GW_OK;
 }
 
+/* Tables kept on an endpoint were checked when they came (gw_nt_decode). */
 static int table_find(const uint8_t *t, size_t len, const char *name, gw_nt_entry_t *e)
 {
-    gw_nt_header_t h;
-    char why[8];
-    if (!t || gw_nt_decode(t, len, &h, why, sizeof(why)) != GW_OK)
-        return -1;
-    for (unsigned i = 0; i < h.count; i++)
-        if (gw_nt_entry(t, len, i, e) == 0 && !strcmp(e->name, name))
-            return 0;
-    return -1;
+    return t ? gw_nt_find(t, len, name, e) : -1;
 }
 
 static void table_names(const uint8_t *t, size_t len, char *out, size_t cap)
 {
-    gw_nt_header_t h;
-    char why[8];
-    size_t o = 0;
+    size_t o = 0, off = 0, count = 0;
+    gw_nt_entry_t e;
     out[0] = '\0';
-    if (!t || gw_nt_decode(t, len, &h, why, sizeof(why)) != GW_OK)
-        return;
-    for (unsigned i = 0; i < h.count && o < cap; i++) {
-        gw_nt_entry_t e;
-        if (gw_nt_entry(t, len, i, &e) == 0)
+    while (t && gw_nt_next(t, len, &off, &e)) {
+        if (o < cap)
             o += (size_t)snprintf(out + o, cap - o, "%s%s", o ? ", " : "", e.name);
+        count++;
     }
+    if (o >= cap && cap > 32)
+        snprintf(out + cap - 32, 32, "... (%zu in all)", count);
 }
 
 gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *const *names, size_t cnt,
@@ -1247,6 +1449,137 @@ gw_status_t gw_peer_query(gw_context_t *ctx, const char *name, gw_peer_info_t *i
     if (!known)
         return gw_err(&ctx->core, GW_ERR_NOT_FOUND, "gw_peer_query: this context knows no agent \"%s\"", name);
     memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
+    return GW_OK;
+}
+
+/* ---- public: peer events ------------------------------------------------------------------- */
+static int ev_pop(names_t *n, gw_peer_event_t *e) /* mu held */
+{
+    if (!n->ev_count)
+        return 0;
+    *e = n->evq[n->ev_head];
+    e->dropped = n->ev_dropped;
+    n->ev_dropped = 0;
+    n->ev_head = (n->ev_head + 1) % EVQ_CAP;
+    n->ev_count--;
+    return 1;
+}
+
+/* The eventfd turned readable (progress, the caller's thread): hands the
+ * queued events to the callback, without holding mu while it runs. */
+static void ev_ready(void *arg, uint32_t events)
+{
+    names_t *n = arg;
+    (void)events;
+    uint64_t x;
+    ssize_t r = read(n->ev_fd, &x, sizeof(x));
+    (void)r;
+    if (n->ev_delivering)
+        return;
+    n->ev_delivering = 1;
+    for (int i = 0; i < EVQ_CAP && n->ev_cb; i++) { /* bounded: the thread may keep adding */
+        gw_peer_event_t e;
+        pthread_mutex_lock(&n->mu);
+        int got = ev_pop(n, &e);
+        pthread_mutex_unlock(&n->mu);
+        if (!got)
+            break;
+        n->ev_cb(n->ev_arg, &e);
+    }
+    n->ev_delivering = 0;
+    pthread_mutex_lock(&n->mu);
+    if (n->ev_count && n->ev_cb && n->ev_fd >= 0) { /* more came: the next progress call */
+        uint64_t one = 1;
+        ssize_t w = write(n->ev_fd, &one, sizeof(one));
+        (void)w;
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+static void ev_off(names_t *n)
+{
+    pthread_mutex_lock(&n->mu);
+    n->ev_on = 0;
+    n->ev_count = n->ev_head = 0;
+    n->ev_dropped = 0;
+    int fd = n->ev_fd;
+    n->ev_fd = -1;
+    pthread_mutex_unlock(&n->mu);
+    n->ev_cb = NULL;
+    n->ev_arg = NULL;
+    if (fd >= 0) {
+        gw_io_del(&n->ctx->core, &n->ev_io);
+        close(fd);
+    }
+}
+
+gw_status_t gw_peer_watch(gw_context_t *ctx, unsigned flags, void (*cb)(void *arg, const gw_peer_event_t *ev),
+                          void *arg)
+{
+    if (!ctx)
+        return GW_ERR_INVALID;
+    gw_core_t *core = &ctx->core;
+    if (flags & ~(unsigned)(GW_PEER_WATCH_ALL | GW_PEER_WATCH_OFF))
+        return gw_err(core, GW_ERR_INVALID, "gw_peer_watch: unknown flags 0x%x", flags);
+    names_t *n;
+    gw_status_t st = names_get(ctx, &n);
+    if (st != GW_OK)
+        return st;
+    if (flags & GW_PEER_WATCH_OFF) {
+        ev_off(n);
+        return GW_OK;
+    }
+    if (!n->have_dir)
+        return gw_err(core, GW_ERR_UNAVAILABLE,
+                      "gw_peer_watch: no directory is set (GPUWIRE_DIRECTORY): peers given by address have no watch; "
+                      "an endpoint's failure is what tells of them");
+    if (!n->evq && !(n->evq = calloc(EVQ_CAP, sizeof(*n->evq))))
+        return gw_err(core, GW_ERR_NOMEM, "gw_peer_watch: out of memory");
+    if (n->ev_fd < 0) {
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fd < 0)
+            return gw_err(core, GW_ERR_SYSTEM, "gw_peer_watch: eventfd() failed: %s", strerror(errno));
+        if ((st = gw_io_add_cold(core, &n->ev_io, fd, EPOLLIN, ev_ready, n)) != GW_OK) {
+            close(fd);
+            return st;
+        }
+        pthread_mutex_lock(&n->mu);
+        n->ev_fd = fd;
+        pthread_mutex_unlock(&n->mu);
+    }
+    n->ev_cb = cb;
+    n->ev_arg = arg;
+    pthread_mutex_lock(&n->mu);
+    n->ev_flags = flags;
+    n->ev_on = 1;
+    if (n->ev_count) { /* queued before a callback was given: hand them over */
+        uint64_t one = 1;
+        ssize_t w = write(n->ev_fd, &one, sizeof(one));
+        (void)w;
+    }
+    pthread_mutex_unlock(&n->mu);
+    return start_thread(n);
+}
+
+gw_status_t gw_peer_event_next(gw_context_t *ctx, gw_peer_event_t *ev)
+{
+    if (!ctx || !ev)
+        return GW_ERR_INVALID;
+    if (ev->size < sizeof(*ev))
+        return gw_err(&ctx->core, GW_ERR_INVALID, "gw_peer_event_next: ev->size is %zu, %zu expected", ev->size,
+                      sizeof(*ev));
+    names_t *n = ctx->names;
+    int got = 0, on = 0;
+    if (n) {
+        pthread_mutex_lock(&n->mu);
+        on = n->ev_on;
+        got = ev_pop(n, ev);
+        pthread_mutex_unlock(&n->mu);
+    }
+    if (!got)
+        return gw_err(&ctx->core, GW_ERR_NOT_FOUND, "gw_peer_event_next: no event queued%s",
+                      on ? "" : " (events are off: gw_peer_watch() starts them)");
+    ev->size = sizeof(*ev);
     return GW_OK;
 }
 
@@ -1395,6 +1728,8 @@ gw_status_t gw_names_fini(gw_context_t *ctx)
         if (p->ep)
             gw_ep_close(p->ep, 0);
     stop_thread(n);
+    ev_off(n);
+    free(n->evq);
     if (n->lease) {
         char why[256];
         gw_etcd_revoke(&n->etcd, n->lease, why, sizeof(why));
@@ -1405,7 +1740,10 @@ gw_status_t gw_names_fini(gw_context_t *ctx)
         free(p);
     }
     free(n->retired);
+    for (size_t i = 0; i < n->npubs; i++)
+        free(n->pubs[i].key);
     free(n->pubs);
+    free(n->table);
     free(n->kvs);
     free(n->agents);
     pthread_mutex_destroy(&n->mu);

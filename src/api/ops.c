@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "api/api.h"
-#include "mem/staging.h"
 
 static const char *op_name(int op)
 {
@@ -187,17 +186,8 @@ static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
         gw_list_push_back(&ep->base.posted, &r->link);
         return GW_OK;
     }
-    if (u->data) { /* eager message already here */
-        gw_status_t st = GW_OK;
-        if (r->lmem && r->lmem->type == GW_MEM_CUDA)
-            st = gw_staging_copy_sync(&ep->ctx->core, r->lmem->cuda_device, r->buf, u->data, GW_MIN(u->len, r->len));
-        else
-            memcpy(r->buf, u->data, GW_MIN(u->len, r->len));
-        gw_ep_recv_done(&ep->base, r, u->len, u->tag, st);
-        gw_ep_unexp_free(&ep->base, u);
-        return GW_OK;
-    }
-    return ep->ops->recv_matched(tl, r, u);
+    /* an eager payload is copied now, a rendezvous started by the transport */
+    return gw_ep_recv_unexp(&ep->base, r, u, ep->ops->recv_matched, tl);
 }
 
 gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t tag, uint64_t mask,

@@ -9,7 +9,8 @@
  * Exchange: client HELLO -> server ACCEPT -> client CONFIRM -> server READY;
  * either side may answer ERROR instead, then closes.  JOIN opens a further
  * connection of an established endpoint (tcp stripes).  READY may carry
- * the server's names table (TLV 13) and its HMAC (TLV 14).
+ * the server's names table (TLV 13) and its HMAC (TLV 14); a table-only
+ * HELLO may ask for the piece of the table from an offset (TLV 15).
  *
  * Packed remote key:
  *   0  u32 magic "GWRK"  4 u16 version  6 u16 total length
@@ -81,6 +82,10 @@ typedef struct gw_hs_msg {
     uint16_t table_len;
     int has_table_mac;
     uint8_t table_mac[GW_HS_MAC_LEN];
+    /* HELLO (table only): the piece of the table wanted, from this offset
+     * (the READY then carries a names_wire.h piece, not a table) */
+    int has_table_off;
+    uint32_t table_off;
 } gw_hs_msg_t;
 
 /* Header check: GW_OK with *type and *body_len, GW_ERR_PROTOCOL (bad magic,

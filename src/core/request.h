@@ -13,6 +13,26 @@ struct gw_ep;
 struct gw_mem;
 struct gw_rkey;
 struct gw_batch;
+struct gw_intra_slot;
+struct intrab_op;
+struct tcpb_op;
+
+/* Transport-private scratch of a request, typed per transport (the union
+ * below).  Each member is the transport's alone while it holds the request;
+ * a request starts zeroed. */
+struct gw_req_tcp {
+    uint64_t sender;        /* rendezvous receive: the sender's slot id (for MSG_ACK) */
+    uint64_t accept;        /* rendezvous receive: bytes accepted (CTS), checked against RDATA */
+    struct tcpb_op *bop;    /* batched get: its state until it completes (tcp_batch.c) */
+};
+struct gw_req_intra {
+    struct gw_intra_slot *slot; /* the peer table slot entered (its inflight counted) */
+    uint32_t state;         /* ST_* (intra_int.h) */
+    uint64_t opid;          /* send/rendezvous: the operation id FIN answers */
+    uint64_t src;           /* put/get: RK_VALID | table slot; rendezvous receive: slot + 1 << 32 */
+    uint64_t src2;          /* put/get: the region id; rendezvous receive: message length */
+    struct intrab_op *batch; /* batched transfer: its state (intra_batch.c) */
+};
 
 typedef enum gw_op_type {
     GW_OP_PUT = 1,
@@ -58,7 +78,11 @@ struct gw_request {
     size_t done;        /* bytes confirmed */
     uint32_t pending;   /* frames/work requests in flight */
     gw_status_t first_err;
-    uint64_t tl[6];     /* transport scratch */
+    union {                     /* transport scratch */
+        uint64_t tl[6];         /* untyped: verbs (its T_* indices; typed by #10's verbs part) */
+        struct gw_req_tcp tcp;
+        struct gw_req_intra intra;
+    };
     /* batched transfers (transport/base/batch.h): the entries, and the hook
      * that releases them, run once when the request completes */
     struct gw_batch *batch;

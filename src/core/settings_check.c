@@ -5,7 +5,7 @@
  * never opens, so a bad value of its settings used to pass unnoticed until
  * the day it was allowed.  gw_settings_check() runs at gw_context_create()
  * and checks each value's syntax and range here, once for all.  The ranges
- * are the ones the readers use (tcp.c, verbs_iface.c, staging.c, context.c,
+ * are the ones the readers use (tcp_iface.c, verbs_iface.c, staging.c, context.c,
  * core.c); a reader may still refuse a value for reasons only it knows.
  * GPUWIRE_LOG_LEVEL (core.c) and GPUWIRE_TRANSPORTS (context.c) are checked
  * where they are parsed, which happens whatever is allowed. */

@@ -153,6 +153,24 @@ int main(void)
     REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, msrc, src, lp, rk, base, rp, NSEL, PAGE, &o, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_free(r);
+    /* intra: the 700 scattered pages (no two adjacent on both sides) went to
+     * the kernel in one launch, every page once */
+    const char *launches = getenv("FAKECUDA_LAUNCHES");
+    if (launches) {
+        FILE *lf = fopen(launches, "r");
+        unsigned n, nl = 0, sum = 0, big = 0;
+        while (lf && fscanf(lf, "gw_batch_copy %u\n", &n) == 1) {
+            nl++;
+            sum += n;
+            big += n > 8192;
+        }
+        if (lf)
+            fclose(lf);
+        fprintf(stderr, "kernel launches of the paged put: %u, %u descriptors\n", nl, sum);
+        CHECK(nl == 1);
+        CHECK(sum == NSEL);
+        CHECK(big == 0);
+    }
     /* 2. a list put host -> GPU, an ordered notification */
     gw_local_desc_t ld[50];
     gw_remote_desc_t rd[50];

@@ -294,9 +294,17 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
     if (f != (void *)(uintptr_t)0x46554e || !params)
         return EINVAL_;
-    const uint64_t *d = *(const uint64_t *const *)params[0];
     unsigned n = *(const unsigned *)params[1];
-    for (unsigned i = 0; i < n; i++) {
+    /* the descriptors may be in (fake) device memory, as the GPU would read them */
+    const uint64_t *d = (const uint64_t *)hv(*(const uintptr_t *)params[0], (size_t)n * 24);
+    if (!d)
+        return EINVAL_;
+    /* FAKECUDA_KERNEL_NOCOPY: the launch moves nothing, for profiling the
+     * host side of a batch without the fake's memcpy in the samples */
+    static int nocopy = -1;
+    if (nocopy < 0)
+        nocopy = getenv("FAKECUDA_KERNEL_NOCOPY") != NULL;
+    for (unsigned i = 0; i < n && !nocopy; i++) {
         CUresult r = copy((uintptr_t)d[3 * i + 1], (uintptr_t)d[3 * i], (size_t)d[3 * i + 2]);
         if (r != OK)
             return r;

@@ -36,7 +36,7 @@ for op in put get send put_notify; do
   n=$(wc -l <"$out")
   [ "$n" = 5 ] || err "perf --op $op: $n lines of JSON, expected 5"
   for key in op bytes iterations bw_GBps msg_rate lat_us_avg lat_us_p50 lat_us_p99 \
-             cpu_initiator_pct cpu_target_pct; do
+             cpu_initiator_pct cpu_target_pct post_us; do
     c=$(grep -c "\"$key\":" "$out")
     [ "$c" = 5 ] || err "perf --op $op: key $key in $c of 5 lines"
   done

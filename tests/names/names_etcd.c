@@ -6,6 +6,7 @@
  * says so; one that comes back has a new epoch and old keys fail; a forged
  * directory entry can neither hand a peer a key nor impersonate an agent
  * (authentication on). */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,24 +20,6 @@
 #include "directory/etcd.h"
 #include "harness.h"
 #include "names_util.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static gw_status_t put_wait(gw_ep_t *ep, const void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk)
-{
-    gw_request_t *req;
-    gw_status_t st = gw_put(ep, buf, len, NULL, raddr, rk, &req);
-    if (st != GW_OK)
-        return st;
-    st = gw_request_wait(req, 10000);
-    gw_request_free(req);
-    return st;
-}
 
 typedef struct listing {
     int agents, regions, saw_b, saw_buf;
@@ -83,14 +66,68 @@ static int child_agent(const char *name)
 
 static int listed_is(gw_context_t *ctx, const char *name, int want, double timeout_s)
 {
-    double end = now_s() + timeout_s;
-    while (now_s() < end) {
+    double end = gwt_now_s() + timeout_s;
+    while (gwt_now_s() < end) {
         gw_peer_info_t pi = {.size = sizeof(pi)};
         if (gw_peer_query(ctx, name, &pi) == GW_OK && pi.listed == want)
             return 1;
         usleep(50000);
     }
     return 0;
+}
+
+/* Events received by a callback, in order. */
+typedef struct ev_log {
+    gw_peer_event_t v[256];
+    int n;
+    int in_cb; /* the callback runs on the thread that calls gw_progress */
+    pthread_t progress_thread;
+} ev_log_t;
+
+static void on_event(void *arg, const gw_peer_event_t *ev)
+{
+    ev_log_t *l = arg;
+    l->in_cb += pthread_equal(pthread_self(), l->progress_thread) ? 0 : 1000;
+    if (l->n < 256)
+        l->v[l->n++] = *ev;
+    fprintf(stderr, "event: agent \"%s\" %s (epoch %llu%s)\n", ev->name, ev->type == GW_PEER_LEFT ? "left" : "is back",
+            (unsigned long long)ev->epoch, ev->restarted ? ", restarted" : "");
+}
+
+/* Index in l of the first event (name, type) from index `from`, or -1. */
+static int ev_find(const ev_log_t *l, int from, const char *name, int type)
+{
+    for (int i = from; i < l->n; i++)
+        if (!strcmp(l->v[i].name, name) && l->v[i].type == type)
+            return i;
+    return -1;
+}
+
+/* Progresses ctx (the callback's deliveries) until event (name, type) from
+ * index `from` is in l; returns its index or -1 after secs. */
+static int wait_event(gw_context_t *ctx, ev_log_t *l, int from, const char *name, int type, double secs)
+{
+    double end = gwt_now_s() + secs;
+    int i;
+    while ((i = ev_find(l, from, name, type)) < 0 && gwt_now_s() < end)
+        if (gw_progress(ctx) == 0)
+            gw_context_wait(ctx, 10);
+    return i;
+}
+
+/* The pull form: takes events from ctx's queue into l until (name, type). */
+static int pull_event(gw_context_t *ctx, ev_log_t *l, const char *name, int type, double secs)
+{
+    double end = gwt_now_s() + secs;
+    int i;
+    while ((i = ev_find(l, 0, name, type)) < 0 && gwt_now_s() < end) {
+        gw_peer_event_t ev = {.size = sizeof(ev)};
+        if (gw_peer_event_next(ctx, &ev) == GW_OK && l->n < 256)
+            l->v[l->n++] = ev;
+        else
+            gw_context_wait(ctx, 20); /* the context fd turns ready when one is queued */
+    }
+    return i;
 }
 
 int main(void)
@@ -125,7 +162,7 @@ int main(void)
     uint64_t raddr;
     size_t rlen;
     REQUIRE_OK(gw_rkey_range(rk, &raddr, &rlen));
-    CHECK_ST(put_wait(ep, "via etcd", 9, raddr, rk), GW_OK);
+    CHECK_ST(gwt_put_wait(ep, "via etcd", 9, raddr, rk), GW_OK);
     CHECK(memcmp(b.buf, "via etcd", 9) == 0);
     gw_peer_info_t pi = {.size = sizeof(pi)};
     REQUIRE_OK(gw_peer_query(a, "b", &pi));
@@ -133,9 +170,9 @@ int main(void)
 
     /* an unknown name fails fast and names the directory */
     gw_ep_t *x;
-    double t0 = now_s();
+    double t0 = gwt_now_s();
     CHECK_ST(gw_peer_ep(a, "nobody", &x), GW_ERR_NOT_FOUND);
-    double dt = now_s() - t0;
+    double dt = gwt_now_s() - t0;
     CHECK(dt < 1.0);
     CHECK(strstr(gw_last_error(a), etcd.url) != NULL);
     fprintf(stderr, "unknown name (%.1f ms): %s\n", dt * 1e3, gw_last_error(a));
@@ -169,7 +206,7 @@ int main(void)
     /* even handed over by other means, the agent refuses a key it did not issue */
     gw_rkey_t *direct;
     REQUIRE_OK(gw_rkey_unpack(ep, forged, fl, &direct));
-    gw_status_t fst = put_wait(ep, "evil", 4, raddr + (2u << 20), direct);
+    gw_status_t fst = gwt_put_wait(ep, "evil", 4, raddr + (2u << 20), direct);
     CHECK(fst == GW_ERR_INVALID_KEY || fst == GW_ERR_OUT_OF_BOUNDS);
     CHECK(memcmp(b.buf, "via etcd", 9) == 0);
     gw_rkey_destroy(direct);
@@ -188,32 +225,59 @@ int main(void)
     }
     gw_etcd_delete(&e, "/gwtest/regions/b/forged", 0, why, sizeof(why));
 
+    /* events: a's callback (delivered by a's progress) for the agents a uses;
+     * wc, which uses none, takes every agent's events from its queue */
+    static ev_log_t evs, wevs;
+    evs.progress_thread = pthread_self();
+    REQUIRE_OK(gw_peer_watch(a, 0, on_event, &evs));
+    gw_context_t *wc;
+    REQUIRE_OK(gw_context_create(NULL, &wc));
+    REQUIRE_OK(gw_peer_watch(wc, GW_PEER_WATCH_ALL, NULL, NULL));
+    gw_peer_event_t none = {.size = sizeof(none)};
+    CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_NOT_FOUND);
+    none.size = 8;
+    CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_INVALID);
+    CHECK_ST(gw_peer_watch(a, 0x80, on_event, &evs), GW_ERR_INVALID);
+
     /* a dead agent disappears when its lease runs out (TTL 2 s) */
     int pid = child_agent("d");
     gw_ep_t *dep;
     REQUIRE_OK(gw_peer_ep(a, "d", &dep));
     CHECK(listed_is(a, "d", 1, 5));
-    t0 = now_s();
+    t0 = gwt_now_s();
     kill(pid, SIGKILL);
     int status;
     waitpid(pid, &status, 0);
     CHECK(listed_is(a, "d", 0, 10));
-    fprintf(stderr, "dead agent left the directory %.1f s after SIGKILL (TTL 2 s)\n", now_s() - t0);
+    fprintf(stderr, "dead agent left the directory %.1f s after SIGKILL (TTL 2 s)\n", gwt_now_s() - t0);
     REQUIRE_OK(gw_peer_query(a, "d", &pi));
     CHECK(pi.changes >= 1);
     CHECK_ST(gw_peer_ep(a, "d", &x), GW_ERR_NOT_FOUND);
+    int ed = wait_event(a, &evs, 0, "d", GW_PEER_LEFT, 5);
+    CHECK(ed >= 0);
+    if (ed >= 0)
+        CHECK(evs.v[ed].epoch > 0 && strchr(evs.v[ed].addr, ':') && evs.v[ed].dropped == 0);
+    CHECK(ev_find(&evs, 0, "b", GW_PEER_LEFT) < 0); /* b is still there */
+    CHECK(pull_event(wc, &wevs, "d", GW_PEER_LEFT, 5) >= 0); /* every agent's events for wc */
 
     /* an agent stopped longer than its lease (SIGSTOP): it drops out, and on
      * waking finds its lease gone and registers again by itself */
     int zpid = child_agent("z");
     CHECK(listed_is(a, "z", 1, 5));
+    gw_ep_t *zep;
+    CHECK_ST(gw_peer_ep(a, "z", &zep), GW_OK); /* a uses z: its events come */
+    int mark = evs.n;
     kill(zpid, SIGSTOP);
     CHECK(listed_is(a, "z", 0, 10));
+    CHECK(wait_event(a, &evs, mark, "z", GW_PEER_LEFT, 5) >= 0);
     kill(zpid, SIGCONT);
-    t0 = now_s();
+    t0 = gwt_now_s();
     CHECK(listed_is(a, "z", 1, 10));
-    fprintf(stderr, "stopped agent registered again %.1f s after SIGCONT\n", now_s() - t0);
-    gw_ep_t *zep;
+    fprintf(stderr, "stopped agent registered again %.1f s after SIGCONT\n", gwt_now_s() - t0);
+    int ez = wait_event(a, &evs, mark, "z", GW_PEER_BACK, 5);
+    CHECK(ez >= 0);
+    if (ez >= 0)
+        CHECK(evs.v[ez].restarted == 0); /* the same context registered again */
     CHECK_ST(gw_peer_ep(a, "z", &zep), GW_OK);
     kill(zpid, SIGKILL);
     waitpid(zpid, &status, 0);
@@ -224,34 +288,77 @@ int main(void)
     REQUIRE_OK(gw_peer_query(a, "b", &before));
     REQUIRE_OK(gw_peer_regions(a, "b", one, 1, &drk)); /* a key of b's first epoch */
     gwt_agent_cmd(&b, 2);                              /* b restarts: new context, same address */
-    double end = now_s() + 10;
+    double end = gwt_now_s() + 10;
     gw_ep_t *nep = ep;
-    while (now_s() < end) {
+    while (gwt_now_s() < end) {
         gw_progress(a);
         if (gw_peer_ep(a, "b", &nep) == GW_OK && nep != ep)
             break;
         usleep(20000);
     }
     CHECK(nep != ep);
+    mark = wait_event(a, &evs, 0, "b", GW_PEER_LEFT, 5); /* its listener went: lease revoked at once */
+    CHECK(mark >= 0);
+    int eb = wait_event(a, &evs, mark < 0 ? 0 : mark, "b", GW_PEER_BACK, 5);
+    CHECK(eb >= 0);
+    if (eb >= 0)
+        CHECK(evs.v[eb].restarted == 1 && strcmp(evs.v[eb].addr, b.addr) == 0);
+    CHECK(evs.in_cb == 0); /* every callback ran on this thread, from gw_progress */
+    int wb = pull_event(wc, &wevs, "b", GW_PEER_BACK, 5);
+    CHECK(wb >= 0);
+    if (wb >= 0)
+        CHECK(wevs.v[wb].restarted == 1);
+    /* a queue nobody reads keeps the newest 1,024 events and counts the rest:
+     * 1,100 agents appear (entries put straight into etcd) */
+    CHECK(listed_is(wc, "z", 0, 10)); /* killed above: its leaving is not to land in the middle */
+    gw_peer_event_t qe = {.size = sizeof(qe)};
+    while (gw_peer_event_next(wc, &qe) == GW_OK)
+        ;
+    for (int i = 0; i < 1100; i++) {
+        char k[64];
+        snprintf(k, sizeof(k), "/gwtest/agents/q%04d", i);
+        snprintf(val, sizeof(val), "{\"addr\":\"127.0.0.1:9\",\"uuid\":\"%016x\",\"pid\":1,\"host\":\"x\"}", i + 1);
+        REQUIRE_OK(gw_etcd_put(&e, k, val, strlen(val), 0, NULL, why, sizeof(why)));
+    }
+    gw_peer_info_t qi = {.size = sizeof(qi)};
+    double qend = gwt_now_s() + 10;
+    while ((gw_peer_query(wc, "q1099", &qi) != GW_OK || qi.listed != 1) && gwt_now_s() < qend)
+        usleep(20000);
+    CHECK(qi.listed == 1);
+    unsigned popped = 0, dropped = 0;
+    while (gw_peer_event_next(wc, &qe) == GW_OK) {
+        if (!popped)
+            CHECK(qe.dropped == 1100 - 1024 && !strcmp(qe.name, "q0076")); /* the oldest went */
+        popped++;
+        dropped += qe.dropped;
+    }
+    CHECK(popped == 1024 && dropped == 1100 - 1024);
+    fprintf(stderr, "event queue: %u taken, %u dropped (counted in the first taken)\n", popped, dropped);
+    gw_etcd_delete(&e, "/gwtest/agents/q", 1, why, sizeof(why));
+    REQUIRE_OK(gw_peer_watch(wc, GW_PEER_WATCH_OFF, NULL, NULL));
+    CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_INVALID); /* size 8 still */
+    none.size = sizeof(none);
+    CHECK_ST(gw_peer_event_next(wc, &none), GW_ERR_NOT_FOUND);
+    CHECK_ST(gw_context_destroy(wc), GW_OK);
     REQUIRE_OK(gw_peer_query(a, "b", &pi));
     CHECK(pi.epoch > before.epoch && pi.restarts == 1 && pi.changes >= 1);
-    CHECK_ST(put_wait(nep, "old", 3, raddr, drk), GW_ERR_INVALID_KEY);
+    CHECK_ST(gwt_put_wait(nep, "old", 3, raddr, drk), GW_ERR_INVALID_KEY);
     CHECK(strstr(gw_last_error(a), "restarted") != NULL);
     gw_rkey_t *nrk;
     REQUIRE_OK(gw_peer_regions(a, "b", one, 1, &nrk));
-    CHECK_ST(put_wait(nep, "new epoch", 10, raddr, nrk), GW_OK);
+    CHECK_ST(gwt_put_wait(nep, "new epoch", 10, raddr, nrk), GW_OK);
     CHECK(memcmp(b.buf, "new epoch", 10) == 0);
 
     /* lookups come from the watched cache: with etcd frozen, gw_peer_ep still
      * answers at once and transfers go on */
     kill(etcd.pid, SIGSTOP);
-    t0 = now_s();
+    t0 = gwt_now_s();
     gw_ep_t *cached;
     for (int i = 0; i < 1000; i++)
         CHECK_ST(gw_peer_ep(a, "b", &cached), GW_OK);
-    dt = now_s() - t0;
+    dt = gwt_now_s() - t0;
     CHECK(cached == nep && dt < 0.5);
-    CHECK_ST(put_wait(cached, "frozen", 7, raddr, nrk), GW_OK);
+    CHECK_ST(gwt_put_wait(cached, "frozen", 7, raddr, nrk), GW_OK);
     fprintf(stderr, "1000 lookups with etcd stopped: %.3f ms\n", dt * 1e3);
     kill(etcd.pid, SIGCONT);
 

@@ -13,29 +13,11 @@
 #include "harness.h"
 #include "names_util.h"
 
-static gw_status_t put_wait(gw_ep_t *ep, const void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk)
-{
-    gw_request_t *req;
-    gw_status_t st = gw_put(ep, buf, len, NULL, raddr, rk, &req);
-    if (st != GW_OK)
-        return st;
-    st = gw_request_wait(req, 10000);
-    gw_request_free(req);
-    return st;
-}
-
 static int ep_failed(void *arg)
 {
     gw_ep_info_t info = {.size = sizeof(info)};
     gw_ep_query(arg, &info);
     return info.error != GW_OK;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int main(void)
@@ -58,7 +40,7 @@ int main(void)
     size_t rlen;
     REQUIRE_OK(gw_rkey_range(rk, &raddr, &rlen));
     CHECK(rlen == 1 << 20 && raddr == (uint64_t)(uintptr_t)b.buf);
-    CHECK_ST(put_wait(ep, "hello, b", 9, raddr + 100, rk), GW_OK);
+    CHECK_ST(gwt_put_wait(ep, "hello, b", 9, raddr + 100, rk), GW_OK);
     CHECK(memcmp(b.buf + 100, "hello, b", 9) == 0);
     gw_peer_info_t pi = {.size = sizeof(pi)};
     REQUIRE_OK(gw_peer_query(a, "b", &pi));
@@ -76,7 +58,7 @@ int main(void)
     const char *late[] = {"late", "buf"};
     gw_rkey_t *lk[2];
     REQUIRE_OK(gw_peer_regions(a, "b", late, 2, lk));
-    CHECK_ST(put_wait(ep, "late!", 6, (uint64_t)(uintptr_t)b.late_buf, lk[0]), GW_OK);
+    CHECK_ST(gwt_put_wait(ep, "late!", 6, (uint64_t)(uintptr_t)b.late_buf, lk[0]), GW_OK);
     CHECK(memcmp(b.late_buf, "late!", 6) == 0);
     gw_rkey_destroy(lk[0]);
     gw_rkey_destroy(lk[1]);
@@ -86,11 +68,13 @@ int main(void)
     gw_ep_t *cep;
     CHECK_ST(gw_peer_ep(a, "c", &cep), GW_ERR_NOT_FOUND);
     CHECK(strstr(gw_last_error(a), "is agent \"b\"") != NULL);
-    double t0 = now_s();
+    double t0 = gwt_now_s();
     CHECK_ST(gw_peer_ep(a, "nobody", &cep), GW_ERR_NOT_FOUND);
-    CHECK(now_s() - t0 < 0.5);
+    CHECK(gwt_now_s() - t0 < 0.5);
     CHECK(strstr(gw_last_error(a), "GPUWIRE_DIRECTORY") != NULL);
     CHECK_ST(gw_peer_ep(a, "bad name!", &cep), GW_ERR_INVALID);
+    CHECK_ST(gw_peer_watch(a, 0, NULL, NULL), GW_ERR_UNAVAILABLE); /* no directory, no watch */
+    CHECK(strstr(gw_last_error(a), "GPUWIRE_DIRECTORY") != NULL);
 
     /* restart under the same name and address: a new epoch */
     uint64_t epoch1 = pi.epoch;
@@ -101,14 +85,14 @@ int main(void)
     CHECK(ep3 != ep);
     REQUIRE_OK(gw_peer_query(a, "b", &pi));
     CHECK(pi.restarts == 1 && pi.epoch > epoch1 && pi.connected == 1);
-    CHECK_ST(put_wait(ep3, "x", 1, raddr, rk), GW_ERR_INVALID_KEY); /* an old key on the new endpoint */
+    CHECK_ST(gwt_put_wait(ep3, "x", 1, raddr, rk), GW_ERR_INVALID_KEY); /* an old key on the new endpoint */
     CHECK(strstr(gw_last_error(a), "restarted") != NULL);
     fprintf(stderr, "old key, new endpoint: %s\n", gw_last_error(a));
-    CHECK_ST(put_wait(ep, "x", 1, raddr, rk), GW_ERR_INVALID_KEY); /* and on the old one */
+    CHECK_ST(gwt_put_wait(ep, "x", 1, raddr, rk), GW_ERR_INVALID_KEY); /* and on the old one */
     CHECK(strstr(gw_last_error(a), "restarted") != NULL);
     gw_rkey_t *rk2;
     REQUIRE_OK(gw_peer_regions(a, "b", one, 1, &rk2));
-    CHECK_ST(put_wait(ep3, "again", 6, raddr + 8, rk2), GW_OK);
+    CHECK_ST(gwt_put_wait(ep3, "again", 6, raddr + 8, rk2), GW_OK);
     CHECK(memcmp(b.buf + 8, "again", 6) == 0);
 
     CHECK_ST(gw_context_destroy(a), GW_ERR_BUSY); /* keys from gw_peer_regions() alive */
@@ -123,12 +107,12 @@ int main(void)
     setenv("GPUWIRE_DIRECTORY", "etcd://127.0.0.1:1", 1);
     gw_context_t *d;
     REQUIRE_OK(gw_context_create(NULL, &d));
-    t0 = now_s();
+    t0 = gwt_now_s();
     CHECK_ST(gw_peer_ep(d, "x", &cep), GW_ERR_UNAVAILABLE);
     CHECK(strstr(gw_last_error(d), "etcd://127.0.0.1:1") != NULL);
     gw_listener_t *dl;
     CHECK_ST(gw_agent_listen(d, "x", "127.0.0.1:0", &dl), GW_ERR_UNAVAILABLE);
-    CHECK(now_s() - t0 < 5.0);
+    CHECK(gwt_now_s() - t0 < 5.0);
     fprintf(stderr, "directory down: %s\n", gw_last_error(d));
     CHECK_ST(gw_context_destroy(d), GW_OK); /* no listener was left behind */
     setenv("GPUWIRE_DIRECTORY", "", 1);

@@ -25,6 +25,24 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+double gwt_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+gw_status_t gwt_put_wait(gw_ep_t *ep, const void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk)
+{
+    gw_request_t *req;
+    gw_status_t st = gw_put(ep, buf, len, NULL, raddr, rk, &req);
+    if (st != GW_OK)
+        return st;
+    st = gw_request_wait(req, 10000);
+    gw_request_free(req);
+    return st;
+}
+
 int gwt_progress_until(gw_context_t *ctx, int (*cond)(void *), void *arg, int timeout_ms)
 {
     uint64_t end = now_ms() + (uint64_t)timeout_ms;
@@ -61,6 +79,10 @@ static void agent_close(gwt_agent_t *a)
     if (a->late_mem)
         gw_mem_dereg(a->late_mem);
     a->late_mem = NULL;
+    for (int s = 0; s < 64; s++)
+        if (a->slices[s])
+            gw_mem_dereg(a->slices[s]);
+    memset(a->slices, 0, sizeof(a->slices));
 }
 
 typedef struct ep_list {
@@ -89,6 +111,19 @@ static void *agent_main(void *arg)
                 REQUIRE_OK(gw_mem_reg(a->ctx, a->late_buf, sizeof(a->late_buf),
                                       GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &a->late_mem));
                 REQUIRE_OK(gw_mem_publish(a->late_mem, "late"));
+            } else if (cmd == 4) {
+                for (int s = 0; s < 64; s++)
+                    REQUIRE_OK(gw_mem_reg(a->ctx, a->buf + s * 16384, 16384,
+                                          GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &a->slices[s]));
+                uint64_t t0 = now_ms();
+                for (a->published = 0;; a->published++) {
+                    char nm[32];
+                    snprintf(nm, sizeof(nm), "r%05zu", a->published);
+                    if ((a->publish_st = gw_mem_publish(a->slices[a->published % 64], nm)) != GW_OK)
+                        break;
+                }
+                a->publish_s = (double)(now_ms() - t0) / 1e3;
+                snprintf(a->publish_err, sizeof(a->publish_err), "%s", gw_last_error(a->ctx));
             } else {
                 for (size_t i = 0; i < eps.n; i++)
                     gw_ep_close(eps.v[i], 0);

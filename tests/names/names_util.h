@@ -21,10 +21,16 @@ typedef struct gwt_agent {
     gw_mem_t *late_mem;
     uint8_t late_buf[4096];
     pthread_t thr;
-    volatile int cmd;         /* 1 publish "late", 2 restart (new context, same address), 3 stop */
+    volatile int cmd;         /* 1 publish "late", 2 restart (new context, same address), 3 stop,
+                                 4 publish "r00000", "r00001"... until the table is full */
     volatile int done;        /* commands completed */
     volatile int ready;
     uint64_t accepted;
+    gw_mem_t *slices[64];     /* cmd 4: region i is 16 KiB slice i % 64 of buf */
+    size_t published;         /* cmd 4: how many went in */
+    gw_status_t publish_st;   /* cmd 4: what the one past the limit returned */
+    char publish_err[256];
+    double publish_s;         /* cmd 4: seconds it took */
 } gwt_agent_t;
 
 /* Creates the context (environment as it is now), listens, publishes "buf",
@@ -44,6 +50,11 @@ typedef struct gwt_etcd {
 } gwt_etcd_t;
 int gwt_etcd_start(gwt_etcd_t *e);
 void gwt_etcd_stop(gwt_etcd_t *e);
+
+/* Monotonic seconds. */
+double gwt_now_s(void);
+/* gw_put and a wait of up to 10 s for it; the status. */
+gw_status_t gwt_put_wait(gw_ep_t *ep, const void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk);
 
 /* Spins gw_progress on ctx until cond(arg) or timeout_ms; 1 when met. */
 int gwt_progress_until(gw_context_t *ctx, int (*cond)(void *), void *arg, int timeout_ms);

@@ -1,13 +1,20 @@
 /* test_ep_base.c - shared endpoint state: posting order, flush waits for
  * everything older and reports untracked errors once, first error kept and
  * fanned out to every outstanding request / receive / flush, notification
- * FIFO across growth, tag matching (oldest first, masks), truncation. */
+ * FIFO across growth, tag matching (oldest first, masks), truncation; the
+ * base pieces the transports share: the on_fail teardown hook (run once, by
+ * the first failure), the unexpected-message store (eager and rendezvous
+ * records, delivery, truncation), generation-counted op ids, liveness
+ * verdicts and region checks. */
 #include <stdlib.h>
 
 #include "core/core.h"
 #include "core/request.h"
 #include "harness.h"
 #include "transport/base/ep_base.h"
+#include "transport/base/liveness.h"
+#include "transport/base/op_table.h"
+#include "transport/base/region.h"
 
 static gw_request_t *op(gw_core_t *c, gw_ep_base_t *b, int user)
 {
@@ -195,6 +202,152 @@ static void test_matching(gw_core_t *c)
     gw_ep_base_fini(&b); /* frees the remaining unexpected messages */
 }
 
+static int hook_calls;
+static gw_status_t hook_status;
+static void on_fail(void *arg, gw_status_t st)
+{
+    gw_ep_base_t *b = arg;
+    hook_calls++;
+    hook_status = st;
+    CHECK(gw_ep_failed(b)); /* the latch is set before the teardown runs */
+}
+
+static void test_fail_hook(gw_core_t *c)
+{
+    gw_ep_base_t b;
+    gw_ep_base_init(&b, c);
+    CHECK(!gw_ep_failed(&b));
+    b.on_fail = on_fail;
+    b.on_fail_arg = &b;
+    hook_calls = 0;
+    gw_ep_fail(&b, GW_ERR_PEER_TIMEOUT, "first");
+    gw_ep_fail(&b, GW_ERR_CONN_RESET, "second");
+    CHECK(hook_calls == 1);
+    CHECK_ST(hook_status, GW_ERR_PEER_TIMEOUT);
+    CHECK(gw_ep_failed(&b));
+    gw_ep_base_fini(&b);
+}
+
+static gw_status_t started;
+static gw_unexp_t *started_u;
+static gw_status_t start_rndv(struct gw_tl_ep *tl, gw_request_t *req, gw_unexp_t *u)
+{
+    (void)tl;
+    (void)req;
+    CHECK(u->data == NULL && u->handle == 77 && u->handle2 == 78 && u->len == 5000);
+    started_u = u;
+    return started;
+}
+
+static void test_unexp_store(gw_core_t *c)
+{
+    gw_ep_base_t b;
+    gw_ep_base_init(&b, c);
+    /* eager: the base gives the room, the transport fills and queues */
+    gw_unexp_t *u = gw_ep_unexp_eager(&b, 9, 6);
+    REQUIRE(u && u->data && u->len == 6 && u->tag == 9);
+    memcpy(u->data, "abcdef", 6);
+    gw_ep_unexp_queue(&b, u);
+    REQUIRE_OK(gw_ep_unexp_rndv(&b, 10, 5000, 77, 78));
+    /* a short receive matches the eager one: truncated, first bytes copied */
+    char buf[4] = {0};
+    gw_request_t *r = gw_req_alloc(c);
+    REQUIRE(r);
+    r->op = GW_OP_RECV;
+    r->flags |= GW_REQF_USER;
+    r->buf = buf;
+    r->len = sizeof(buf);
+    gw_unexp_t *m = gw_ep_match_unexp(&b, 9, ~0ull);
+    REQUIRE(m == u);
+    CHECK_ST(gw_ep_recv_unexp(&b, r, m, start_rndv, NULL), GW_OK);
+    CHECK_ST(r->status, GW_ERR_TRUNCATED);
+    CHECK(r->length == 6 && r->rtag == 9 && !memcmp(buf, "abcd", 4));
+    gw_req_release(r);
+    /* a rendezvous goes to the transport's start, whose status comes back */
+    gw_request_t *r2 = gw_req_alloc(c);
+    REQUIRE(r2);
+    r2->op = GW_OP_RECV;
+    r2->flags |= GW_REQF_USER;
+    started = GW_ERR_NOMEM;
+    m = gw_ep_match_unexp(&b, 10, ~0ull);
+    REQUIRE(m);
+    CHECK_ST(gw_ep_recv_unexp(&b, r2, m, start_rndv, NULL), GW_ERR_NOMEM);
+    CHECK(started_u == m);
+    CHECK(gw_list_empty(&b.unexpected));
+    CHECK_ST(r2->status, GW_INPROGRESS); /* the transport completes it later */
+    gw_ep_recv_done(&b, r2, 5000, 10, GW_OK);
+    gw_req_release(r2);
+    /* records never received are the base's to free */
+    u = gw_ep_unexp_eager(&b, 11, 100000); /* too large for the pool */
+    REQUIRE(u);
+    gw_ep_unexp_queue(&b, u);
+    REQUIRE_OK(gw_ep_unexp_rndv(&b, 12, 1, 1, 0));
+    gw_ep_base_fini(&b);
+}
+
+static void test_op_table(gw_core_t *c)
+{
+    gw_op_table_t t;
+    gw_op_table_init(&t);
+    gw_request_t *rs[300];
+    uint64_t ids[300];
+    for (int i = 0; i < 300; i++) { /* past the first growth */
+        rs[i] = gw_req_alloc(c);
+        REQUIRE(rs[i]);
+        REQUIRE(gw_op_table_alloc(&t, rs[i], &ids[i]) == 0);
+    }
+    CHECK(t.used == 300);
+    for (int i = 0; i < 300; i++)
+        CHECK(gw_op_table_get(&t, ids[i]) == rs[i]);
+    gw_op_table_free(&t, rs[7]);
+    CHECK(gw_op_table_get(&t, ids[7]) == NULL); /* stale */
+    uint64_t id;
+    REQUIRE(gw_op_table_alloc(&t, rs[7], &id) == 0);
+    CHECK((uint32_t)id == (uint32_t)ids[7] && id != ids[7]); /* index reused, generation moved on */
+    CHECK(gw_op_table_get(&t, ids[7]) == NULL && gw_op_table_get(&t, id) == rs[7]);
+    CHECK(gw_op_table_get(&t, (uint64_t)1 << 32 | 100000) == NULL); /* out of range */
+    gw_op_table_free(&t, rs[7]);
+    gw_op_table_free(&t, rs[7]); /* twice: no effect */
+    CHECK(t.used == 299);
+    for (int i = 0; i < 300; i++) {
+        gw_op_table_free(&t, rs[i]);
+        rs[i]->flags |= GW_REQF_USER;
+        gw_req_complete(rs[i], GW_OK);
+        gw_req_release(rs[i]);
+    }
+    CHECK(t.used == 0);
+    gw_op_table_fini(&t);
+}
+
+static void test_liveness_region(gw_core_t *c)
+{
+    gw_ep_base_t b;
+    gw_ep_base_init(&b, c);
+    long saved = c->peer_timeout_ms;
+    c->peer_timeout_ms = 3000;
+    uint64_t ms = 1000000ull, t0 = 1000000 * ms, ping = 0, idle;
+    gw_liveness_t l = {0};
+    CHECK(gw_liveness_due(&l, t0) && !gw_liveness_due(&l, t0 + 5 * ms) && gw_liveness_due(&l, t0 + 25 * ms));
+    b.last_rx_ns = t0;
+    CHECK(gw_liveness_judge(&b, 0, t0 + 5000 * ms, &ping, &idle) == GW_LIVE_OK); /* no work: no verdict */
+    CHECK(b.last_rx_ns == t0 + 5000 * ms);
+    b.last_rx_ns = t0;
+    CHECK(gw_liveness_judge(&b, 1, t0 + 500 * ms, &ping, &idle) == GW_LIVE_OK && idle == 500 * ms);
+    CHECK(gw_liveness_judge(&b, 1, t0 + 1500 * ms, &ping, &idle) == GW_LIVE_PING && ping == t0 + 1500 * ms);
+    CHECK(gw_liveness_judge(&b, 1, t0 + 1600 * ms, &ping, &idle) == GW_LIVE_OK); /* pinged a moment ago */
+    CHECK(gw_liveness_judge(&b, 1, t0 + 3100 * ms, &ping, &idle) == GW_LIVE_DEAD);
+    c->peer_timeout_ms = saved;
+    gw_ep_base_fini(&b);
+    CHECK_ST(gw_region_allows(0x1000, 0x100, GW_ACCESS_REMOTE_READ, 0x1000, 0x100, GW_ACCESS_REMOTE_READ), GW_OK);
+    CHECK_ST(gw_region_allows(0x1000, 0x100, GW_ACCESS_REMOTE_READ, 0x1001, 0x100, GW_ACCESS_REMOTE_READ),
+             GW_ERR_OUT_OF_BOUNDS);
+    CHECK_ST(gw_region_allows(0x1000, 0x100, GW_ACCESS_REMOTE_READ, 0x1000, 8, GW_ACCESS_REMOTE_WRITE),
+             GW_ERR_ACCESS);
+    gw_mem_t *m = (gw_mem_t *)1;
+    CHECK_ST(gw_region_check(c, 0x1234567, 0, 8, GW_ACCESS_REMOTE_READ, &m), GW_ERR_INVALID_KEY);
+    CHECK(m == NULL);
+}
+
 int main(void)
 {
     gw_core_t c;
@@ -204,6 +357,10 @@ int main(void)
     test_fail(&c);
     test_notify(&c);
     test_matching(&c);
+    test_fail_hook(&c);
+    test_unexp_store(&c);
+    test_op_table(&c);
+    test_liveness_region(&c);
     gw_core_fini(&c);
     return gwt_done("unit_ep_base");
 }

@@ -5,6 +5,7 @@
 
 #include "bootstrap/names_wire.h"
 #include "bootstrap/wire.h"
+#include "core/util.h"
 #include "directory/etcd.h"
 #include "directory/http.h"
 #include "directory/json.h"
@@ -18,31 +19,51 @@ static size_t key_for(uint64_t owner, uint64_t id, uint8_t *out)
 
 static void test_table(void)
 {
-    uint8_t buf[GW_NT_MAX_LEN], k1[GW_RKEY_MAX_LEN], k2[GW_RKEY_MAX_LEN];
+    static uint8_t buf[GW_NT_MAX_LEN];
+    uint8_t k1[GW_RKEY_MAX_LEN], k2[GW_RKEY_MAX_LEN];
     size_t l1 = key_for(7, 1, k1), l2 = key_for(7, 2, k2);
     gw_nt_enc_t e;
     gw_nt_begin(&e, buf, sizeof(buf), 7, 42, "agent-0");
-    gw_nt_add(&e, "weights", k1, l1);
     gw_nt_add(&e, "kv.cache:3", k2, l2);
+    gw_nt_add(&e, "weights", k1, l1);
     size_t n = gw_nt_finish(&e);
     CHECK(n > 0);
     gw_nt_header_t h;
     char why[256];
     CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_OK);
-    CHECK(h.uuid == 7 && h.epoch == 42 && h.count == 2 && !strcmp(h.name, "agent-0"));
+    CHECK(h.uuid == 7 && h.epoch == 42 && h.count == 2 && !strcmp(h.name, "agent-0") && !h.stub && h.full_len == n);
     gw_nt_entry_t en;
-    CHECK(gw_nt_entry(buf, n, 1, &en) == 0 && !strcmp(en.name, "kv.cache:3") && en.key_len == l2 &&
+    CHECK(gw_nt_entry(buf, n, 0, &en) == 0 && !strcmp(en.name, "kv.cache:3") && en.key_len == l2 &&
           !memcmp(en.key, k2, l2));
     CHECK(gw_nt_entry(buf, n, 2, &en) != 0);
-    /* truncated, trailing byte, bad magic, wrong version */
+    CHECK(gw_nt_find(buf, n, "weights", &en) == 0 && en.key_len == l1 && !memcmp(en.key, k1, l1));
+    CHECK(gw_nt_find(buf, n, "kv", &en) != 0 && gw_nt_find(buf, n, "zz", &en) != 0 &&
+          gw_nt_find(buf, n, "a", &en) != 0);
+    size_t off = 0;
+    int cnt = 0;
+    while (gw_nt_next(buf, n, &off, &en))
+        cnt++;
+    CHECK(cnt == 2 && off == n);
+    /* truncated, trailing byte, bad magic, wrong version (1: the 12 KiB format) */
     CHECK_ST(gw_nt_decode(buf, n - 1, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
     buf[0] ^= 1;
     CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
     buf[0] ^= 1;
-    buf[4] = 9;
+    buf[4] = 1;
     CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_VERSION);
     buf[4] = GW_NT_VERSION;
-    /* a key issued by another context, a duplicate name, a bad name */
+    /* the stub: who, how many, how long; no entries */
+    uint8_t stub[128];
+    size_t sl = gw_nt_stub(buf, n, stub, sizeof(stub));
+    CHECK(sl == GW_NT_FIXED_LEN + 7);
+    CHECK_ST(gw_nt_decode(stub, sl, &h, why, sizeof(why)), GW_OK);
+    CHECK(h.stub && h.full_len == n && h.count == 2 && h.uuid == 7 && !strcmp(h.name, "agent-0"));
+    off = 0;
+    CHECK(gw_nt_next(stub, sl, &off, &en) == 0 && gw_nt_find(stub, sl, "weights", &en) != 0);
+    stub[sl] = 'x'; /* a stub with entry bytes */
+    gw_put_u32(stub + 8, (uint32_t)sl + 1);
+    CHECK_ST(gw_nt_decode(stub, sl + 1, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
+    /* a key issued by another context, a name twice, out of order, a bad name */
     uint8_t k3[GW_RKEY_MAX_LEN];
     size_t l3 = key_for(8, 3, k3);
     gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
@@ -52,23 +73,86 @@ static void test_table(void)
     CHECK(strstr(why, "another context") != NULL);
     gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
     gw_nt_add(&e, "x", k1, l1);
-    gw_nt_add(&e, "x", k2, l2);
+    gw_nt_add(&e, "y", k2, l2);
     n = gw_nt_finish(&e);
+    CHECK(n > 0);
+    /* entry 2's name: past the name "a", entry 1, entry 2's length byte */
+    uint8_t *second = buf + GW_NT_FIXED_LEN + 1 + (1 + 1 + 2 + l1) + 1;
+    CHECK(*second == 'y');
+    *second = 'x';
     CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
     CHECK(strstr(why, "twice") != NULL);
+    *second = 'w';
+    CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "out of order") != NULL);
+    gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
+    gw_nt_add(&e, "y", k1, l1);
+    gw_nt_add(&e, "x", k2, l2); /* the encoder wants order too */
+    CHECK(gw_nt_finish(&e) == 0);
     gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
     gw_nt_add(&e, "sp ace", k1, l1);
     n = gw_nt_finish(&e);
     CHECK_ST(gw_nt_decode(buf, n, &h, why, sizeof(why)), GW_ERR_PROTOCOL);
     CHECK(gw_name_valid("node-1.gpu:0") && !gw_name_valid("") && !gw_name_valid("a/b"));
-    /* the encoder refuses to pass the limit */
-    gw_nt_begin(&e, buf, sizeof(buf), 7, 1, "a");
+    /* the encoder refuses to pass its capacity */
+    gw_nt_begin(&e, buf, 4096, 7, 1, "a");
     for (int i = 0; i < 400; i++) {
         char nm[16];
-        snprintf(nm, sizeof(nm), "r%d", i);
+        snprintf(nm, sizeof(nm), "r%04d", i);
         gw_nt_add(&e, nm, k1, l1);
     }
     CHECK(gw_nt_finish(&e) == 0);
+}
+
+/* A table far past one handshake message, sent in pieces and put together. */
+static void test_pieces(void)
+{
+    static uint8_t table[GW_NT_MAX_LEN], whole[GW_NT_MAX_LEN];
+    uint8_t k[GW_RKEY_MAX_LEN], piece[GW_NP_HDR_LEN + GW_NP_MAX_DATA + 64];
+    size_t kl = key_for(9, 1, k);
+    gw_nt_enc_t e;
+    gw_nt_begin(&e, table, sizeof(table), 9, 5, "big");
+    for (int i = 0; i < 5000; i++) {
+        char nm[32];
+        snprintf(nm, sizeof(nm), "region-%05d", i);
+        gw_nt_add(&e, nm, k, kl);
+    }
+    size_t n = gw_nt_finish(&e);
+    CHECK(n > 20 * GW_NT_INLINE_MAX);
+    size_t have = 0, pieces = 0;
+    char why[256];
+    while (have < n) {
+        size_t pl = gw_np_encode(piece, sizeof(piece), table, n, have, 9, 77);
+        gw_np_header_t ph;
+        CHECK_ST(gw_np_decode(piece, pl, &ph, why, sizeof(why)), GW_OK);
+        if (pl == 0 || ph.off != have || ph.full_len != n || ph.uuid != 9 || ph.serial != 77)
+            break;
+        memcpy(whole + have, ph.data, ph.data_len);
+        have += ph.data_len;
+        pieces++;
+    }
+    CHECK(have == n && pieces == (n + GW_NP_MAX_DATA - 1) / GW_NP_MAX_DATA);
+    gw_nt_header_t h;
+    CHECK_ST(gw_nt_decode(whole, n, &h, why, sizeof(why)), GW_OK);
+    CHECK(h.count == 5000);
+    gw_nt_entry_t en;
+    CHECK(gw_nt_find(whole, n, "region-04999", &en) == 0 && gw_nt_find(whole, n, "region-5", &en) != 0);
+    CHECK(gw_np_encode(piece, sizeof(piece), table, n, n, 9, 77) == 0); /* nothing past the end */
+    /* bad pieces: magic, version, lengths that do not add up */
+    size_t pl = gw_np_encode(piece, sizeof(piece), table, n, 0, 9, 77);
+    gw_np_header_t ph;
+    CHECK_ST(gw_np_decode(piece, pl - 1, &ph, why, sizeof(why)), GW_ERR_PROTOCOL);
+    piece[0] ^= 1;
+    CHECK_ST(gw_np_decode(piece, pl, &ph, why, sizeof(why)), GW_ERR_PROTOCOL);
+    piece[0] ^= 1;
+    piece[4] = 9;
+    CHECK_ST(gw_np_decode(piece, pl, &ph, why, sizeof(why)), GW_ERR_VERSION);
+    piece[4] = GW_NP_VERSION;
+    gw_put_u32(piece + 8, (uint32_t)n - 10); /* runs past the whole */
+    CHECK_ST(gw_np_decode(piece, pl, &ph, why, sizeof(why)), GW_ERR_PROTOCOL);
+    gw_put_u32(piece + 8, 0);
+    gw_put_u32(piece + 12, GW_NT_MAX_LEN + 1);
+    CHECK_ST(gw_np_decode(piece, pl, &ph, why, sizeof(why)), GW_ERR_PROTOCOL);
 }
 
 static void test_json(void)
@@ -182,6 +266,7 @@ static void test_etcd_msgs(void)
 int main(void)
 {
     test_table();
+    test_pieces();
     test_json();
     test_b64();
     test_http();

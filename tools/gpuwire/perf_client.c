@@ -33,6 +33,7 @@ typedef struct result {
     double bw_GBps, msg_rate, elapsed_s;
     double lat_avg, lat_p50, lat_p99;
     double cpu_init, cpu_target;
+    double post_us; /* bandwidth phase: average time inside one posting call */
     int checked;
 } result_t;
 
@@ -335,11 +336,13 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
     gw_request_t *win[PERF_MAX_WINDOW] = {0};
     uint64_t w = (uint64_t)o->window;
     uint64_t posted = 0, done = 0;
-    uint64_t cpu0 = perf_cpu_ns(), t0 = perf_now_ns();
+    uint64_t cpu0 = perf_cpu_ns(), t0 = perf_now_ns(), post_ns = 0;
     for (;;) {
         int more = !done_yet(o, posted, t0, perf_now_ns());
         while (more && posted - done < w) {
+            uint64_t p0 = perf_now_ns();
             st = post_bw(c, size, posted, &win[posted % w]);
+            post_ns += perf_now_ns() - p0;
             if (st != GW_OK) {
                 perf_fail(c->ctx, "posting a bandwidth operation", st);
                 goto out;
@@ -392,6 +395,7 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
     res->bw_GBps = (double)size * (double)per * (double)done / secs / 1e9;
     res->msg_rate = (double)per * (double)done / secs;
     res->cpu_init = 100.0 * (double)(cpu1 - cpu0) / (double)(t1 - t0);
+    res->post_us = posted ? (double)post_ns / 1e3 / (double)posted : 0.0;
 
     m.type = PERF_MSG_END;
     m.a = done;
@@ -508,12 +512,12 @@ static void print_result(cli_t *c, const result_t *r)
     }
     printf("{\"op\":\"%s\",\"bytes\":%llu,\"iterations\":%llu,\"lat_iterations\":%llu,"
            "\"bw_GBps\":%.6f,\"msg_rate\":%.1f,\"lat_us_avg\":%.3f,\"lat_us_p50\":%.3f,"
-           "\"lat_us_p99\":%.3f,\"cpu_initiator_pct\":%.1f,\"cpu_target_pct\":%.1f,"
+           "\"lat_us_p99\":%.3f,\"cpu_initiator_pct\":%.1f,\"cpu_target_pct\":%.1f,\"post_us\":%.3f,"
            "\"elapsed_s\":%.4f,\"window\":%d,\"batch\":%ld,\"pages\":%s,\"checked\":%s,\"same_gpu\":%s,"
            "\"transport\":",
            perf_op_name(o->op), (unsigned long long)r->bytes, (unsigned long long)r->bw_iters,
            (unsigned long long)r->lat_iters, r->bw_GBps, r->msg_rate, r->lat_avg, r->lat_p50,
-           r->lat_p99, r->cpu_init, r->cpu_target, r->elapsed_s, o->window, o->batch,
+           r->lat_p99, r->cpu_init, r->cpu_target, r->post_us, r->elapsed_s, o->window, o->batch,
            o->pages ? "true" : "false", r->checked ? "true" : "false", c->same_gpu ? "true" : "false");
     json_str(stdout, c->info.transport);
     printf(",\"path\":");

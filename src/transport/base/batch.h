@@ -41,6 +41,8 @@ typedef struct gw_batch {
     uint8_t rgpu;             /* some remote region is GPU memory */
     uint64_t value;           /* ORDERED: the value; COUNTED: the id */
     uint64_t total;           /* bytes */
+    uint64_t rlo, rhi;        /* lowest remote address and end of the entries (any key): with one
+                               * key, a transport checks its bounds once instead of per entry */
     gw_batch_ent_t *ent;
     gw_mem_t *const *lmem;
     uint32_t nlmem;

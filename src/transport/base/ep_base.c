@@ -99,6 +99,8 @@ void gw_ep_fail(gw_ep_base_t *b, gw_status_t status, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(b->error_detail, sizeof(b->error_detail), fmt, ap);
         va_end(ap);
+        if (b->on_fail) /* the transport's own requests and streams first */
+            b->on_fail(b->on_fail_arg, status);
         gw_log(GW_LOG_INFO, "endpoint to %s failed: %s (%s)", b->peer, b->error_detail,
                gw_status_str(status));
         /* the context's last error says why, also when only a request's status shows it */

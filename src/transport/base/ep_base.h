@@ -15,10 +15,10 @@ typedef struct gw_unexp {
     gw_list_t link;
     uint64_t tag;
     size_t len;       /* full message length */
-    void *data;       /* eager payload (malloc'd, len bytes), NULL for rendezvous */
+    void *data;       /* eager payload (len bytes), NULL for rendezvous */
     uint64_t handle;  /* transport's id of a rendezvous (e.g. sender op id) */
     uint64_t handle2;
-    int pool_class;   /* gw_ep_unexp_new's size class + 1; 0: record and data malloc'd apart */
+    int pool_class;   /* pooled block's size class + 1; 0: record and data malloc'd apart */
 } gw_unexp_t;
 
 /* Unexpected-message records pooled per endpoint (unexp.c). */
@@ -28,7 +28,7 @@ typedef struct gw_unexp {
 
 typedef struct gw_ep_base {
     gw_core_t *core;
-    gw_status_t error;        /* first error, GW_OK while healthy */
+    gw_status_t error;        /* the failure latch: first error, GW_OK while healthy (gw_ep_fail) */
     char error_detail[384];
     gw_status_t implicit_err; /* first error of an untracked op since the last flush */
     gw_list_t outstanding;    /* requests in posting order (put/get/put_notify/send) */
@@ -46,17 +46,39 @@ typedef struct gw_ep_base {
     /* counted notifications: arrived and not yet taken, per id */
     struct gw_ncount { uint64_t id, count; } *ncount;
     size_t n_ncount, cap_ncount;
+    /* the connected transport's teardown: run once, by the gw_ep_fail() that
+     * latches the error (whoever calls it: the transport, or the api layer),
+     * before the base fails the requests it holds.  Set at ep_connect,
+     * cleared at ep_destroy. */
+    void (*on_fail)(void *arg, gw_status_t status);
+    void *on_fail_arg;
 } gw_ep_base_t;
+
+/* Has the endpoint failed?  The one truth; transports keep no flag of their own. */
+static inline int gw_ep_failed(const gw_ep_base_t *b)
+{
+    return b->error != GW_OK;
+}
 
 void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core);
 /* Frees queued notifications and unexpected messages. */
 void gw_ep_base_fini(gw_ep_base_t *b);
 
-/* A record for an unexpected eager message of len bytes, u->data pointing
- * at room for them (pooled up to GW_UNEXP_CLASS_MAX); NULL when out of
- * memory.  unexp_free takes any record, pooled or calloc'd with a malloc'd
- * data (what transports that keep their own payloads queue). */
-gw_unexp_t *gw_ep_unexp_new(gw_ep_base_t *b, size_t len);
+/* The unexpected-message store.  The base owns every record, from the
+ * transport taking it to the receive it is matched to (libfabric's peer
+ * SRX split: the owner allocates, the provider fills):
+ *  - eager: gw_ep_unexp_eager() gives a record with room for len bytes at
+ *    u->data (one pooled block up to GW_UNEXP_CLASS_MAX); the transport
+ *    fills it (at once or as the bytes arrive), then gw_ep_unexp_queue();
+ *    one whose payload never completes goes back with gw_ep_unexp_free();
+ *  - rendezvous: gw_ep_unexp_rndv() queues a record (data NULL) carrying the
+ *    transport's handles for its recv_matched;
+ *  - a receive that matches one calls gw_ep_recv_unexp(), which delivers it
+ *    and frees the record; gw_ep_base_fini() frees what was never received.
+ * NULL / GW_ERR_NOMEM when out of memory. */
+gw_unexp_t *gw_ep_unexp_eager(gw_ep_base_t *b, uint64_t tag, size_t len);
+void gw_ep_unexp_queue(gw_ep_base_t *b, gw_unexp_t *u);
+gw_status_t gw_ep_unexp_rndv(gw_ep_base_t *b, uint64_t tag, size_t len, uint64_t handle, uint64_t handle2);
 void gw_ep_unexp_free(gw_ep_base_t *b, gw_unexp_t *u);
 void gw_ep_unexp_pool_init(gw_ep_base_t *b);
 void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
@@ -75,8 +97,9 @@ int gw_ep_has_work(const gw_ep_base_t *b);
 /* Seq of the oldest outstanding op, UINT64_MAX when none. */
 uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b);
 
-/* Fails the endpoint: keeps the first error (later ones are consequences),
- * fails every outstanding request, flush and posted receive with it. */
+/* Fails the endpoint: keeps the first error and its message (later ones are
+ * consequences), runs the transport's on_fail teardown once, then fails
+ * every outstanding request, flush and posted receive with the error. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
@@ -100,5 +123,20 @@ gw_unexp_t *gw_ep_peek_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask);
  * msg_len > req->len. */
 void gw_ep_recv_done(gw_ep_base_t *b, gw_request_t *req, size_t msg_len, uint64_t tag,
                      gw_status_t status);
+
+/* Eager delivery: copies the first min(len, req->len) bytes of data (host
+ * memory) into req's buffer, host or GPU (mem/mem_copy.h), and completes
+ * req with the full length len (GW_ERR_TRUNCATED when it did not fit, the
+ * copy's error if it failed). */
+void gw_ep_recv_eager(gw_ep_base_t *b, gw_request_t *req, const void *data, size_t len, uint64_t tag);
+/* A receive req matched unexpected message u (taken off the queue): an eager
+ * one is delivered at once (gw_ep_recv_eager), a rendezvous is handed to
+ * start (the transport's recv_matched, with its tl endpoint), which starts
+ * fetching it and completes req later.  Frees u either way; returns start's
+ * status (GW_OK for an eager one). */
+struct gw_tl_ep;
+gw_status_t gw_ep_recv_unexp(gw_ep_base_t *b, gw_request_t *req, gw_unexp_t *u,
+                             gw_status_t (*start)(struct gw_tl_ep *tl, gw_request_t *req, gw_unexp_t *u),
+                             struct gw_tl_ep *tl);
 
 #endif

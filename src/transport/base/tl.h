@@ -170,9 +170,13 @@ struct gw_tl_ops {
      * gw_ep_op_done().  An error: nothing of it was sent and the api layer
      * drops it (the transport keeps no reference). */
     gw_status_t (*submit)(gw_tl_ep_t *ep, gw_request_t *req);
-    /* recv: the api layer first matches base->unexpected; the transport is
-     * called with the request already posted on base->posted (to e.g. send a
-     * rendezvous reply for an unexpected RTS it matched: see ep_base.h). */
+    /* recv of an unexpected rendezvous message: the api layer matched req
+     * to msg, a record of base->unexpected the transport queued with
+     * gw_ep_unexp_rndv() (eager ones never come here: the base delivers
+     * them, gw_ep_recv_unexp in ep_base.h).  req is on no list; msg is the
+     * base's and valid for this call only (freed after it returns).  The
+     * transport starts fetching the message (e.g. sends its clear-to-send)
+     * and completes req later with gw_ep_recv_done(). */
     gw_status_t (*recv_matched)(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
 };
 

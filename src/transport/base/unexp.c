@@ -1,4 +1,5 @@
-/* unexp.c - records of unexpected eager messages, pooled per endpoint.
+/* unexp.c - the unexpected-message store (ep_base.h): records pooled per
+ * endpoint, owned by the base from the transport's take to the receive.
  *
  * A stream of small sends that outruns the receiver's posted receives makes
  * every message unexpected: two allocations (record, payload) and two frees
@@ -9,11 +10,12 @@
  * of payload room per class), larger messages are allocated as before. */
 #include <stdlib.h>
 
+#include "mem/mem_copy.h"
 #include "transport/base/ep_base.h"
 
 static const size_t class_bytes[GW_UNEXP_CLASSES] = {256, 1024, GW_UNEXP_CLASS_MAX};
 
-gw_unexp_t *gw_ep_unexp_new(gw_ep_base_t *b, size_t len)
+static gw_unexp_t *unexp_new(gw_ep_base_t *b, size_t len)
 {
     for (int k = 0; k < GW_UNEXP_CLASSES; k++) {
         if (len > class_bytes[k])
@@ -44,12 +46,58 @@ gw_unexp_t *gw_ep_unexp_new(gw_ep_base_t *b, size_t len)
     return u;
 }
 
+gw_unexp_t *gw_ep_unexp_eager(gw_ep_base_t *b, uint64_t tag, size_t len)
+{
+    gw_unexp_t *u = unexp_new(b, len);
+    if (u)
+        u->tag = tag;
+    return u;
+}
+
+void gw_ep_unexp_queue(gw_ep_base_t *b, gw_unexp_t *u)
+{
+    gw_list_push_back(&b->unexpected, &u->link);
+}
+
+gw_status_t gw_ep_unexp_rndv(gw_ep_base_t *b, uint64_t tag, size_t len, uint64_t handle, uint64_t handle2)
+{
+    gw_unexp_t *u = unexp_new(b, 0); /* a pooled block of the smallest class */
+    if (!u)
+        return GW_ERR_NOMEM;
+    u->data = NULL;
+    u->tag = tag;
+    u->len = len;
+    u->handle = handle;
+    u->handle2 = handle2;
+    gw_list_push_back(&b->unexpected, &u->link);
+    return GW_OK;
+}
+
+void gw_ep_recv_eager(gw_ep_base_t *b, gw_request_t *req, const void *data, size_t len, uint64_t tag)
+{
+    gw_status_t st = gw_mem_copy_to(b->core, req->lmem, req->buf, data, GW_MIN(len, req->len));
+    gw_ep_recv_done(b, req, len, tag, st);
+}
+
+gw_status_t gw_ep_recv_unexp(gw_ep_base_t *b, gw_request_t *req, gw_unexp_t *u,
+                             gw_status_t (*start)(struct gw_tl_ep *tl, gw_request_t *req, gw_unexp_t *u),
+                             struct gw_tl_ep *tl)
+{
+    gw_status_t st = GW_OK;
+    if (u->data)
+        gw_ep_recv_eager(b, req, u->data, u->len, u->tag);
+    else
+        st = start(tl, req, u);
+    gw_ep_unexp_free(b, u);
+    return st;
+}
+
 void gw_ep_unexp_free(gw_ep_base_t *b, gw_unexp_t *u)
 {
     if (!u)
         return;
     int k = u->pool_class - 1;
-    if (k < 0) { /* not pooled: record and payload apart (any transport's calloc) */
+    if (k < 0) { /* not pooled: record and payload apart */
         free(u->data);
         free(u);
         return;

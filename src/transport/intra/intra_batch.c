@@ -1,9 +1,8 @@
 /* intra_batch.c - batched put/get over the intra-host transport (the
  * `batch` op).
  *
- * Compiled as part of intra.c (included at its end, GW_INTRA_INTERNAL): it
- * uses that file's private objects (peer region table, imports, copies in
- * flight).  Built alone it is empty.
+ * Uses the transport's private objects (intra_int.h: peer region table,
+ * imports, copies in flight).
  *
  * The initiator moves every byte itself, as for a single put/get:
  *  - it enters the peer's table slot of every region the batch names
@@ -12,21 +11,29 @@
  *    revoked before the batch fails it whole, with nothing moved;
  *  - host <-> peer host entries: process_vm_writev/readv over iovec arrays,
  *    up to 1024 entries per call, at posting;
- *  - entries touching GPU memory: one cuMemcpyAsync per entry into or out of
- *    the peer's imported allocation on one stream, one event for the batch
- *    (copy-engine copies: the gather/scatter kernel is not built yet), or
- *    through the pinned bounce buffer (local GPU <-> peer host).
+ *  - local GPU <-> peer GPU entries: the gather/scatter copy kernel
+ *    (src/cuda/copy_kernel.cu) over the peer's imported allocations, launched
+ *    in chunks as the descriptors are built (one copy-engine copy per entry
+ *    where the kernel cannot load); local host <-> peer GPU: one cuMemcpyAsync
+ *    per entry; local GPU <-> peer host: the pinned bounce buffer.  One
+ *    stream and one event for the batch.
+ *  - one classifying pass (with the bounds check) counts each kind, and the
+ *    later passes run only over kinds the batch holds.
  * Notification: as put_notify's (queued once the batch and every older
  * operation landed); a counted one carries b = 1 in the NOTIFY message.
  */
-#ifdef GW_INTRA_INTERNAL
+#include "transport/intra/intra_int.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "transport/base/batch.h"
 
 #define INTRAB_IOV 1024 /* UIO_MAXIOV */
-#define T_BATCH T_SRC   /* req->tl[] slot of a batch's state */
 
 typedef struct intrab_op {
     void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
@@ -37,9 +44,16 @@ typedef struct intrab_op {
     int parts;                     /* parts in flight (piecewise CMA, GPU copies) */
     gw_status_t err;               /* their first error */
     uint8_t *used;                 /* per key: an entry of this batch uses it */
+    int32_t *ldev;                 /* per local region: its GPU ordinal, -1 for host memory */
     intra_iface_t *ifc;
     gw_copy_desc_t *desc;          /* pinned descriptors of a kernel launch in flight, or NULL */
     size_t desc_cap;
+    uint32_t nhost;                /* entries host <-> peer host (CMA) */
+    uint32_t npeer;                /* entries local GPU <-> peer GPU (the kernel, else copy engine) */
+    uint32_t nstage;               /* entries local GPU <-> peer host (bounce buffer) */
+    uint32_t nhgpu;                /* entries local host <-> peer GPU (copy engine) */
+    size_t host_bytes;             /* bytes of the nhost entries */
+    size_t nkdesc;                 /* kernel descriptors the npeer entries make (GW_COPY_DESC_MAX_LEN each) */
     rdesc_t rd[];                  /* per key of the batch: the peer slot entered */
 } intrab_op_t;
 
@@ -53,10 +67,16 @@ static void intrab_leave(intrab_op_t *op)
     op->entered = 0;
 }
 
+/* The GPU of an entry's local memory (-1: host), from the per-region table. */
+static inline int ent_ldev(const intrab_op_t *op, const gw_batch_ent_t *en)
+{
+    return op->ldev[en->lreg];
+}
+
 static void intrab_fini(gw_request_t *r)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)r->tl[T_BATCH];
-    r->tl[T_BATCH] = 0;
+    intrab_op_t *op = r->intra.batch;
+    r->intra.batch = NULL;
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         intrab_leave(op);
@@ -122,14 +142,55 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
                           s->addr, need == GW_ACCESS_REMOTE_READ ? "read" : "write");
         }
     }
-    for (uint32_t i = 0; i < b->n; i++) { /* the owner's table has the last word, not the keys */
+    /* one pass: the owner's table has the last word on bounds, not the keys;
+     * and each entry is counted by the way it moves, so that the later
+     * passes run only over the kinds a batch holds (a pass over 4096
+     * entries costs microseconds of the batch's time) */
+    op->nhost = op->npeer = op->nstage = op->nhgpu = 0;
+    op->host_bytes = 0;
+    op->nkdesc = 0;
+    if (b->nrkey == 1 && b->nlmem == 1 && b->n) {
+        /* one region each side (the paged form, most lists): the span of
+         * the entries is checked once, and every entry is of one kind */
+        const rdesc_t *r = &op->rd[0];
+        if (gw_range_inside(r->s->addr, r->s->len, b->rlo, b->rhi - b->rlo)) {
+            int ldev = op->ldev[0];
+            if (r->gpu && ldev < 0) {
+                op->nhgpu = b->n;
+            } else if (r->gpu) {
+                op->npeer = b->n; /* at most one descriptor more per entry than the bytes need */
+                op->nkdesc = (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN);
+            } else if (ldev >= 0) {
+                op->nstage = b->n;
+            } else {
+                op->nhost = b->n;
+                op->host_bytes = (size_t)b->total;
+            }
+            return GW_OK;
+        }
+        /* some entry is outside: the pass below names it */
+    }
+    for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
-        const gw_intra_slot_t *s = op->rd[en->rreg].s;
+        const rdesc_t *r = &op->rd[en->rreg];
+        const gw_intra_slot_t *s = r->s;
         if (!gw_range_inside(s->addr, s->len, en->raddr, en->len)) {
             intrab_leave(op);
             return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
-                          "intra: batch entry [0x%" PRIx64 ", +%" PRIu64 ") is outside the region [0x%" PRIx64
-                          ", +%" PRIu64 ") its owner registered", en->raddr, en->len, s->addr, s->len);
+                          "intra: batch entry %" PRIu32 " [0x%" PRIx64 ", +%" PRIu64 ") is outside the region [0x%" PRIx64
+                          ", +%" PRIu64 ") its owner registered", i, en->raddr, en->len, s->addr, s->len);
+        }
+        int ldev = ent_ldev(op, en);
+        if (r->gpu && ldev < 0) {
+            op->nhgpu++;
+        } else if (r->gpu) {
+            op->npeer++;
+            op->nkdesc += (size_t)((en->len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN);
+        } else if (ldev >= 0) {
+            op->nstage++;
+        } else {
+            op->nhost++;
+            op->host_bytes += (size_t)en->len;
         }
     }
     return GW_OK;
@@ -137,7 +198,7 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
 
 static inline int host_ent(const gw_batch_t *b, const intrab_op_t *op, const gw_batch_ent_t *en)
 {
-    return !op->rd[en->rreg].gpu && gw_batch_ldev(b, en) < 0;
+    return !op->rd[en->rreg].gpu && ent_ldev(op, en) < 0;
 }
 
 /* Host <-> peer host entries by CMA from the op's cursor, INTRAB_IOV entries
@@ -207,17 +268,17 @@ static size_t intrab_cma(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, si
 
 /* The host part of a batch, piecewise from the progress engine (one
  * endpoint moves at most INTRA_CMA_BUDGET bytes per progress call). */
-static size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin)
+size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     return intrab_cma(e, req->batch, op, budget, st, fin);
 }
 
 /* A part of a batch (its host copies, its GPU copies) finished: 1 when it
  * was the last, with *st the first error. */
-static int intrab_part_done(gw_request_t *req, gw_status_t *st)
+int intrab_part_done(gw_request_t *req, gw_status_t *st)
 {
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     if (!op)
         return 1;
     if (*st != GW_OK && op->err == GW_OK)
@@ -228,50 +289,100 @@ static int intrab_part_done(gw_request_t *req, gw_status_t *st)
     return 1;
 }
 
+/* The segment of slot s holding remote address ra, or s->nseg. */
+static inline uint32_t seg_index(const gw_intra_slot_t *s, uint64_t ra)
+{
+    uint32_t sg = 0;
+    while (sg < s->nseg && !(ra >= s->seg[sg].base && ra < s->seg[sg].base + s->seg[sg].size))
+        sg++;
+    return sg;
+}
+
+/* 1 when every allocation of every peer GPU region the batch names is
+ * imported for dev already (the steady state of a reused region): then the
+ * import pass over the entries is not needed. */
+static int intrab_imported(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev)
+{
+    for (uint32_t k = 0; k < b->nrkey; k++) {
+        const rdesc_t *r = &op->rd[k];
+        if (!op->used[k] || !r->gpu)
+            continue;
+        for (uint32_t sg = 0; sg < r->s->nseg; sg++) {
+            int found = 0;
+            gw_list_t *p, *t;
+            gw_list_for_each_safe(p, t, &e->imports) {
+                const intra_import_t *im = gw_container_of(p, intra_import_t, link);
+                if (im->slot == r->slot && im->seg == sg && im->dev == dev && im->id == r->id) {
+                    found = 1;
+                    break;
+                }
+            }
+            if (!found)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 /* Imports every peer GPU allocation the batch touches.  GW_INPROGRESS: a
  * VMM fd was requested; try again once it comes. */
 static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev)
 {
     gw_core_t *c = e->super.iface->core;
+    uint32_t lreg = UINT32_MAX; /* the last segment imported: entries of a batch mostly share one */
+    uint64_t lo = 0, hi = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
         const rdesc_t *r = &op->rd[en->rreg];
         if (!r->gpu)
             continue;
+        if (en->rreg == lreg && en->raddr >= lo && en->raddr + en->len <= hi)
+            continue;
         const gw_intra_slot_t *s = r->s;
         uint64_t ra = en->raddr, end = en->raddr + en->len;
         while (ra < end) {
-            uint32_t sg = 0;
-            while (sg < s->nseg && !(ra >= s->seg[sg].base && ra < s->seg[sg].base + s->seg[sg].size))
-                sg++;
+            uint32_t sg = seg_index(s, ra);
             if (sg == s->nseg)
                 return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
                               "intra: remote address 0x%" PRIx64 " is in no allocation of the peer's region", ra);
             CUdeviceptr base = 0;
-            gw_status_t st = import_seg(e, r->slot, s, r->id, sg, dev, &base);
+            gw_status_t st = intra_import_seg(e, r->slot, s, r->id, sg, dev, &base);
             if (st != GW_OK)
                 return st;
-            ra = s->seg[sg].base + s->seg[sg].size;
+            lreg = en->rreg;
+            lo = s->seg[sg].base;
+            hi = lo + s->seg[sg].size;
+            ra = hi;
         }
     }
     return GW_OK;
 }
 
-/* Entries touching GPU memory: copy-engine copies on one stream (peer GPU)
- * or through the bounce buffer (local GPU <-> peer host). *queued: copies
- * were queued on *stream. */
+/* Entries touching GPU memory: local GPU <-> peer GPU by the copy kernel
+ * where it loads (else one copy-engine copy each), local host <-> peer GPU
+ * by copy-engine copies, local GPU <-> peer host through the bounce buffer;
+ * all on one stream.  One launch per INTRAB_KCHUNK descriptors: on an H100
+ * each cuLaunchKernel cost the posting thread microseconds, and launching
+ * every 512 descriptors, to overlap the build with the copy, made a
+ * 4096-entry batch slower, not faster (docs/PERFORMANCE.md, "Batched
+ * transfers").  *queued: copies were queued on *stream. */
+#define INTRAB_KCHUNK 8192
+
+/* Launches the kernel over descriptors [from, from + n) of the batch. */
+static gw_status_t intrab_launch(intrab_op_t *op, int dev, CUstream stream, size_t from, uint32_t n, char *why,
+                                 size_t whylen)
+{
+    return gw_cuda_copy_kernel_launch(dev, stream, op->desc + from, n, why, whylen);
+}
+
 static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
                               int *queued)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
     *queued = 0;
-    /* GPU <-> peer GPU entries: one launch of the copy kernel where it loads */
     char why[200];
-    size_t nk = 0;
-    for (uint32_t i = 0; i < b->n; i++)
-        if (op->rd[b->ent[i].rreg].gpu && gw_batch_ldev(b, &b->ent[i]) >= 0)
-            nk += (size_t)((b->ent[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN);
+    size_t nk = op->nkdesc;
     int kernel = nk && nk <= UINT32_MAX && gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) == GW_OK;
     if (nk && !kernel && !e->ifc->bkernel[0]) {
         snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
@@ -288,52 +399,75 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         } else {
             CUresult cr = cu->cuMemHostAlloc((void **)&d, cap, CU_MEMHOSTALLOC_PORTABLE);
             if (cr != CUDA_SUCCESS)
-                return cu_err(c, "cuMemHostAlloc(batch copy descriptors)", cr);
+                return intra_cu_err(c, "cuMemHostAlloc(batch copy descriptors)", cr);
         }
         op->desc = d;
         op->desc_cap = cap;
-        size_t k = 0;
+        size_t k = 0, launched = 0;
+        uint32_t creg = UINT32_MAX; /* the last segment resolved: (key, segment) -> imported base */
+        uint64_t clo = 0, chi = 0;
+        CUdeviceptr cbase = 0;
         for (uint32_t i = 0; i < b->n; i++) {
             const gw_batch_ent_t *en = &b->ent[i];
             const rdesc_t *r = &op->rd[en->rreg];
-            if (!r->gpu || gw_batch_ldev(b, en) < 0)
+            if (!r->gpu || ent_ldev(op, en) < 0)
                 continue;
-            const gw_intra_slot_t *s = r->s;
             uint64_t ra = en->raddr, left = en->len, la = en->laddr;
             while (left) {
-                uint32_t sg = 0;
-                while (sg < s->nseg && !(ra >= s->seg[sg].base && ra < s->seg[sg].base + s->seg[sg].size))
-                    sg++;
-                CUdeviceptr base = 0;
-                gw_status_t st = sg < s->nseg ? import_seg(e, r->slot, s, r->id, sg, dev, &base)
-                                              : GW_ERR_OUT_OF_BOUNDS;
-                if (st != GW_OK)
-                    return st == GW_INPROGRESS ? gw_err(c, GW_ERR_UNSUPPORTED, "intra: region mixes allocation kinds")
-                                               : st;
-                uint64_t n = GW_MIN(GW_MIN(left, s->seg[sg].base + s->seg[sg].size - ra), GW_COPY_DESC_MAX_LEN);
-                uint64_t rp = base + (ra - s->seg[sg].base);
+                if (!(en->rreg == creg && ra >= clo && ra < chi)) {
+                    const gw_intra_slot_t *s = r->s;
+                    uint32_t sg = seg_index(s, ra);
+                    gw_status_t st = sg < s->nseg ? intra_import_seg(e, r->slot, s, r->id, sg, dev, &cbase)
+                                                  : GW_ERR_OUT_OF_BOUNDS;
+                    if (st != GW_OK) {
+                        creg = UINT32_MAX;
+                        if (launched)
+                            *queued = 1; /* the launched chunks still run: the caller waits for them */
+                        return st == GW_INPROGRESS ? gw_err(c, GW_ERR_UNSUPPORTED, "intra: region mixes allocation kinds")
+                                                   : st;
+                    }
+                    creg = en->rreg;
+                    clo = s->seg[sg].base;
+                    chi = clo + s->seg[sg].size;
+                }
+                uint64_t n = GW_MIN(GW_MIN(left, chi - ra), GW_COPY_DESC_MAX_LEN);
+                uint64_t rp = cbase + (ra - clo);
                 d[k++] = (gw_copy_desc_t){b->get ? rp : la, b->get ? la : rp, n};
                 ra += n;
                 la += n;
                 left -= n;
+                if (k - launched == INTRAB_KCHUNK) {
+                    gw_status_t st = intrab_launch(op, dev, stream, launched, INTRAB_KCHUNK, why, sizeof(why));
+                    if (st != GW_OK) {
+                        *queued = launched > 0;
+                        return gw_err(c, st, "intra: %s", why);
+                    }
+                    launched = k;
+                }
             }
         }
-        gw_status_t st = gw_cuda_copy_kernel_launch(dev, stream, d, (uint32_t)k, why, sizeof(why));
-        if (st != GW_OK)
-            return gw_err(c, st, "intra: %s", why);
+        if (k > launched) {
+            gw_status_t st = intrab_launch(op, dev, stream, launched, (uint32_t)(k - launched), why, sizeof(why));
+            if (st != GW_OK) {
+                *queued = launched > 0;
+                return gw_err(c, st, "intra: %s", why);
+            }
+        }
         snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
         e->n_kernel++;
         *queued = 1;
     }
+    if (!op->nstage && !op->nhgpu && (kernel || !op->npeer))
+        return GW_OK; /* every GPU entry is in the launches */
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
         const rdesc_t *r = &op->rd[en->rreg];
-        int ldev = gw_batch_ldev(b, en);
+        int ldev = ent_ldev(op, en);
         if (kernel && r->gpu && ldev >= 0)
             continue; /* in the launch */
         if (!r->gpu) {
             if (ldev >= 0) {
-                gw_status_t st = staged_host(e, !b->get, (void *)(uintptr_t)en->laddr, ldev, en->raddr, en->len);
+                gw_status_t st = intra_staged_host(e, !b->get, (void *)(uintptr_t)en->laddr, ldev, en->raddr, en->len);
                 if (st != GW_OK)
                     return st;
             }
@@ -343,18 +477,16 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         uint64_t ra = en->raddr, left = en->len;
         CUdeviceptr lp = (CUdeviceptr)en->laddr;
         while (left) {
-            uint32_t sg = 0;
-            while (sg < s->nseg && !(ra >= s->seg[sg].base && ra < s->seg[sg].base + s->seg[sg].size))
-                sg++;
+            uint32_t sg = seg_index(s, ra);
             CUdeviceptr base = 0;
-            gw_status_t st = sg < s->nseg ? import_seg(e, r->slot, s, r->id, sg, dev, &base) : GW_ERR_OUT_OF_BOUNDS;
+            gw_status_t st = sg < s->nseg ? intra_import_seg(e, r->slot, s, r->id, sg, dev, &base) : GW_ERR_OUT_OF_BOUNDS;
             if (st != GW_OK)
                 return st == GW_INPROGRESS ? gw_err(c, GW_ERR_UNSUPPORTED, "intra: region mixes allocation kinds") : st;
             uint64_t n = GW_MIN(left, s->seg[sg].base + s->seg[sg].size - ra);
             CUdeviceptr rp = base + (ra - s->seg[sg].base);
             CUresult cr = cu->cuMemcpyAsync(b->get ? lp : rp, b->get ? rp : lp, (size_t)n, stream);
             if (cr != CUDA_SUCCESS)
-                return cu_err(c, "cuMemcpyAsync(batch entry to/from peer GPU memory)", cr);
+                return intra_cu_err(c, "cuMemcpyAsync(batch entry to/from peer GPU memory)", cr);
             *queued = 1;
             ra += n;
             lp += n;
@@ -364,27 +496,27 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
     return GW_OK;
 }
 
-static void intrab_issue(intra_ep_t *e, gw_request_t *req)
+void intrab_issue(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_batch_t *b = req->batch;
-    intrab_op_t *op = (intrab_op_t *)(uintptr_t)req->tl[T_BATCH];
+    intrab_op_t *op = req->intra.batch;
     gw_status_t st = intrab_enter(e, b, op);
     if (st != GW_OK) {
-        rma_done(e, req, st);
+        intra_rma_done(e, req, st);
         return;
     }
     int gpu = 0, dev = -1;
     for (uint32_t k = 0; k < b->nrkey; k++)
         if (op->used[k] && op->rd[k].gpu && dev < 0) {
             gpu = 1;
-            dev = dev_by_pci(op->rd[k].s->pci_bus_id);
+            dev = intra_dev_by_pci(op->rd[k].s->pci_bus_id);
         }
     for (uint32_t k = 0; k < b->nlmem; k++)
         if (b->lmem[k]->type == GW_MEM_CUDA) {
             gpu = 1;
             if (b->lmem[k]->cuda_device >= 0)
-                dev = b->lmem[k]->cuda_device; /* the local GPU's stream, as copy_start picks it */
+                dev = b->lmem[k]->cuda_device; /* the local GPU's stream, as intra_copy_start picks it */
         }
     if (dev < 0)
         dev = 0;
@@ -392,13 +524,13 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
     if (gpu) {
         if (!e->ifc->cu) {
             intrab_leave(op);
-            rma_done(e, req, gw_err(c, GW_ERR_UNSUPPORTED,
+            intra_rma_done(e, req, gw_err(c, GW_ERR_UNSUPPORTED,
                                     "intra: the batch touches GPU memory but CUDA is unavailable in this process (%s)",
                                     e->ifc->cuda_why));
             return;
         }
-        st = ep_stream(e, dev, &stream);
-        if (st == GW_OK)
+        st = intra_ep_stream(e, dev, &stream);
+        if (st == GW_OK && !intrab_imported(e, b, op, dev))
             st = intrab_import(e, b, op, dev);
         if (st == GW_INPROGRESS) { /* a VMM fd is on its way: nothing moved yet */
             intrab_leave(op);
@@ -406,17 +538,15 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
         if (st != GW_OK) {
-            rma_done(e, req, st);
+            intra_rma_done(e, req, st);
             return;
         }
     }
     /* host entries: at once when small, else piecewise from progress (posting never blocks for long) */
-    size_t host = 0;
-    for (uint32_t i = 0; i < b->n && host <= INTRA_CMA_SYNC_MAX; i++)
-        if (host_ent(b, op, &b->ent[i]))
-            host += (size_t)b->ent[i].len;
     int fin = 1;
-    if (host <= INTRA_CMA_SYNC_MAX)
+    if (!op->nhost)
+        st = GW_OK; /* nothing for CMA */
+    else if (op->host_bytes <= INTRA_CMA_SYNC_MAX)
         intrab_cma(e, b, op, SIZE_MAX, &st, &fin);
     else
         fin = 0;
@@ -425,7 +555,7 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
         st = intrab_gpu(e, b, op, dev, stream, &queued);
     if (st == GW_OK && !fin) {
         intra_cp_t rec = {.ev = NULL, .req = req, .slot = NULL, .op = GW_OP_BATCH};
-        st = cp_push(e, &rec);
+        st = intra_cp_push(e, &rec);
         if (st == GW_OK) {
             op->parts++;
             gw_core_signal(c);
@@ -438,17 +568,17 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
         if (cr == CUDA_SUCCESS)
             cr = cu->cuEventRecord(ev, stream);
         intra_cp_t rec = {.ev = ev, .req = req, .slot = NULL, .op = GW_OP_BATCH};
-        if (cr != CUDA_SUCCESS || st != GW_OK || cp_push(e, &rec) != GW_OK) {
+        if (cr != CUDA_SUCCESS || st != GW_OK || intra_cp_push(e, &rec) != GW_OK) {
             cu->cuStreamSynchronize(stream);
             if (ev)
                 cu->cuEventDestroy(ev);
             if (st == GW_OK)
-                st = cr != CUDA_SUCCESS ? cu_err(c, "cuEventCreate/cuEventRecord", cr) : GW_ERR_NOMEM;
-            rma_done(e, req, st);
+                st = cr != CUDA_SUCCESS ? intra_cu_err(c, "cuEventCreate/cuEventRecord", cr) : GW_ERR_NOMEM;
+            intra_rma_done(e, req, st);
             return;
         }
         op->parts++;
-        req->tl[T_STATE] = ST_COPYING;
+        req->intra.state = ST_COPYING;
         e->n_cuda++;
         return;
     }
@@ -457,27 +587,33 @@ static void intrab_issue(intra_ep_t *e, gw_request_t *req)
             op->err = st;
         return;
     }
-    rma_done(e, req, st); /* the api hook releases the slots */
+    intra_rma_done(e, req, st); /* the api hook releases the slots */
 }
 
-static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
+gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
     const gw_batch_t *b = req->batch;
-    size_t nk = b->nrkey ? b->nrkey : 1;
-    intrab_op_t *op = calloc(1, sizeof(*op) + nk * sizeof(rdesc_t) + nk);
+    size_t nk = b->nrkey ? b->nrkey : 1, nl = b->nlmem ? b->nlmem : 1;
+    intrab_op_t *op = calloc(1, sizeof(*op) + nk * sizeof(rdesc_t) + nl * sizeof(int32_t) + nk);
     if (!op)
         return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a batch");
     op->nslot = b->nrkey;
     op->ifc = e->ifc;
-    op->used = (uint8_t *)&op->rd[nk];
-    for (uint32_t i = 0; i < b->n; i++)
-        op->used[b->ent[i].rreg] = 1;
+    op->ldev = (int32_t *)&op->rd[nk];
+    for (uint32_t k = 0; k < b->nlmem; k++)
+        op->ldev[k] = b->lmem[k] && b->lmem[k]->type == GW_MEM_CUDA ? b->lmem[k]->cuda_device : -1;
+    op->used = (uint8_t *)&op->ldev[nl];
+    if (b->nrkey == 1)
+        op->used[0] = b->n > 0;
+    else
+        for (uint32_t i = 0; i < b->n; i++)
+            op->used[b->ent[i].rreg] = 1;
     op->fini = req->fini;
     req->fini = intrab_fini;
-    req->tl[T_BATCH] = (uint64_t)(uintptr_t)op;
-    req->tl[T_SLOT] = 0;
-    req->tl[T_STATE] = ST_NEW;
+    req->intra.batch = op;
+    req->intra.slot = NULL;
+    req->intra.state = ST_NEW;
     if (!e->ready) {
         gw_list_push_back(&e->waiting, &req->tl_link);
         return GW_OK;
@@ -485,5 +621,3 @@ static gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     intrab_issue(e, req);
     return GW_OK;
 }
-
-#endif /* GW_INTRA_INTERNAL */

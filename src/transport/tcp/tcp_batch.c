@@ -1,8 +1,7 @@
 /* tcp_batch.c - batched put/get over the tcp transport (the `batch` op).
  *
- * Compiled as part of tcp.c (included at its end, GW_TCP_INTERNAL): it uses
- * that file's private objects (streams, transmit items, slots).  Built alone
- * it is empty.
+ * Uses the transport's private objects (tcp_int.h: streams, transmit items,
+ * slots).
  *
  * A batch is cut into runs: up to GW_TCP_BDESC_MAX_ENT entries and about
  * one stripe piece of bytes each (an entry longer than that is split).  A
@@ -28,7 +27,11 @@
  * run, received GPU-bound bytes go through the staging slots per entry (the
  * stream's GPU receive path); both use copy-engine copies, one per entry.
  */
-#ifdef GW_TCP_INTERNAL
+#include "transport/tcp/tcp_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "transport/base/batch.h"
 
@@ -94,7 +97,7 @@ typedef struct tcpb_piece {
     int ldev; /* CUDA ordinal of the local bytes, -1 for host memory */
 } tcpb_piece_t;
 
-/* A get's state, kept until it completes (req->tl[0]); a put keeps none. */
+/* A get's state, kept until it completes (req->tcp.bop); a put keeps none. */
 typedef struct tcpb_op {
     void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
     tcp_ep_t *ep;
@@ -166,7 +169,7 @@ static int cut_batch(const gw_batch_t *b, uint64_t maxrun, tcpb_cut_t *k)
 
 /* Appends the rest of batch run t (header, block, entries) to iov.  Returns
  * 1 when the array filled before the run's end. */
-static int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap)
+int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap)
 {
     size_t skip = t->off;
     if (skip < GW_TCP_HDR) {
@@ -200,7 +203,7 @@ static int send_run(conn_t *c, const gw_tcp_hdr_t *h, void *owned, const struct 
         free(owned);
         return -1;
     }
-    tx_item_t *t = tx_alloc(ep);
+    tx_item_t *t = tcp_tx_alloc(ep);
     if (!t) {
         free(owned);
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
@@ -211,16 +214,16 @@ static int send_run(conn_t *c, const gw_tcp_hdr_t *h, void *owned, const struct 
     t->iov = iov;
     t->niov = niov;
     t->paylen = paylen;
-    tx_push(c, t);
+    tcp_tx_push(c, t);
     if (!c->want_out && !c->stg_wait)
-        return conn_flush(c);
+        return tcp_conn_flush(c);
     return 0;
 }
 
 static void tcpb_op_fini(gw_request_t *r)
 {
-    tcpb_op_t *op = (tcpb_op_t *)(uintptr_t)r->tl[0];
-    r->tl[0] = 0;
+    tcpb_op_t *op = r->tcp.bop;
+    r->tcp.bop = NULL;
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op && op->notify && r->status != GW_OK) { /* a failed batch delivers no notification */
         tcp_ep_t *ep = op->ep;
@@ -240,22 +243,22 @@ static void tcpb_op_fini(gw_request_t *r)
         next(r);
 }
 
-static gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
+gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
 {
     tcp_ep_t *ep = to_ep(tep);
     const gw_batch_t *b = req->batch;
     gw_core_t *core = CORE(ep);
     if (b->notify != GW_NOTIFY_NONE &&
-        dn_push(ep, req->seq, b->value, b->notify == GW_NOTIFY_COUNTED ? GW_TCP_F_COUNTED : 0) != 0)
+        tcp_dn_push(ep, req->seq, b->value, b->notify == GW_NOTIFY_COUNTED ? GW_TCP_F_COUNTED : 0) != 0)
         return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory deferring a batch's notification");
     if (b->n == 0) { /* nothing to move: done now, the notification follows older operations */
         req->length = 0;
         gw_ep_op_done(B(ep), req, GW_OK);
-        check_deferred(ep);
+        tcp_check_deferred(ep);
         return GW_OK;
     }
-    int striped = b->total >= ep->tif->stripe_min && open_streams(ep) > 1;
-    uint64_t maxrun = striped ? piece_size(ep, (size_t)b->total) : ep->tif->chunk;
+    int striped = b->total >= ep->tif->stripe_min && tcp_open_streams(ep) > 1;
+    uint64_t maxrun = striped ? tcp_piece_size(ep, (size_t)b->total) : ep->tif->chunk;
     if (maxrun < 4096)
         maxrun = 4096;
     tcpb_cut_t k;
@@ -267,7 +270,7 @@ static gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory cutting a batch of %u entries", b->n);
     }
     uint64_t id;
-    if (slot_alloc(ep, req, &id) != 0) {
+    if (gw_op_table_alloc(&ep->optab, req, &id) != 0) {
         free(k.pc);
         free(k.first);
         if (b->notify != GW_NOTIFY_NONE)
@@ -289,7 +292,7 @@ static gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
             free(op);
             free(k.pc);
             free(k.first);
-            slot_free(ep, req);
+            gw_op_table_free(&ep->optab, req);
             if (b->notify != GW_NOTIFY_NONE)
                 ep->dn_count--;
             return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for a batch");
@@ -299,7 +302,7 @@ static gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         op->notify = b->notify != GW_NOTIFY_NONE;
         op->fini = req->fini;
         req->fini = tcpb_op_fini;
-        req->tl[0] = (uint64_t)(uintptr_t)op;
+        req->tcp.bop = op;
     }
     if (b->get) {
         uint64_t *bytes = op->bytes;
@@ -337,7 +340,7 @@ static gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         iov[0].iov_len = dlen;
         uint32_t niov = 1;
         gw_tcp_hdr_t h = {.id = id};
-        conn_t *c = striped ? least_loaded(ep) : &ep->conns[0];
+        conn_t *c = striped ? tcp_least_loaded(ep) : &ep->conns[0];
         if (b->get) {
             h.type = GW_TCP_BGET_REQ;
             h.len = dlen;
@@ -402,7 +405,7 @@ struct tcpb_rx {
     tcpb_seg_t segs[];   /* the block's entries (put; a get response uses its op's pieces) */
 };
 
-static void tcpb_rx_drop(conn_t *c)
+void tcpb_rx_drop(conn_t *c)
 {
     free(c->brx);
     c->brx = NULL;
@@ -424,27 +427,27 @@ static int rx_alloc(conn_t *c, uint32_t nseg, size_t dlen)
     return 0;
 }
 
-static int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
+int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
 {
     tcp_ep_t *ep = c->ep;
     if (h->type == GW_TCP_BGET_RESP) {
-        gw_request_t *r = slot_get(ep, h->id, 1u << GW_OP_BATCH);
-        tcpb_op_t *op = r ? (tcpb_op_t *)(uintptr_t)r->tl[0] : NULL;
+        gw_request_t *r = tcp_slot_get(ep, h->id, 1u << GW_OP_BATCH);
+        tcpb_op_t *op = r ? r->tcp.bop : NULL;
         if (!op)
-            return protocol_error(c, "batch get response for unknown operation 0x%llx", (unsigned long long)h->id);
+            return tcp_protocol_error(c, "batch get response for unknown operation 0x%llx", (unsigned long long)h->id);
         if (h->val >= op->nruns)
-            return protocol_error(c, "batch get response for run %llu of %u", (unsigned long long)h->val, op->nruns);
+            return tcp_protocol_error(c, "batch get response for run %llu of %u", (unsigned long long)h->val, op->nruns);
         if (h->aux < 0 || h->len == 0) {
             if (h->len)
-                return protocol_error(c, "failed batch get response carries %llu bytes", (unsigned long long)h->len);
+                return tcp_protocol_error(c, "failed batch get response carries %llu bytes", (unsigned long long)h->len);
             if (h->aux < 0 && r->first_err == GW_OK)
                 r->first_err = (gw_status_t)h->aux;
             if (--r->pending == 0)
-                op_finish(ep, r, r->first_err);
+                tcp_op_finish(ep, r, r->first_err);
             return 0;
         }
         if (h->len != op->bytes[h->val])
-            return protocol_error(c, "batch get response of %llu bytes for a run of %llu", (unsigned long long)h->len,
+            return tcp_protocol_error(c, "batch get response of %llu bytes for a run of %llu", (unsigned long long)h->len,
                                   (unsigned long long)op->bytes[h->val]);
         if (rx_alloc(c, 0, 0) < 0)
             return -1;
@@ -462,12 +465,12 @@ static int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
     uint64_t dlen = h->type == GW_TCP_BPUT ? h->addr : h->len;
     if (dlen < GW_TCP_BDESC_HDR || dlen > GW_TCP_BDESC_HDR + (uint64_t)GW_TCP_BDESC_MAX_ENT * GW_TCP_BDESC_ENT ||
         dlen > h->len)
-        return protocol_error(c, "batch frame with a %llu-byte descriptor block in a %llu-byte payload",
+        return tcp_protocol_error(c, "batch frame with a %llu-byte descriptor block in a %llu-byte payload",
                               (unsigned long long)dlen, (unsigned long long)h->len);
     uint32_t nseg = (uint32_t)((dlen - GW_TCP_BDESC_HDR) / GW_TCP_BDESC_ENT);
     if (rx_alloc(c, nseg, (size_t)dlen) < 0)
         return -1;
-    begin_payload(c, c->brx->desc, (size_t)dlen, (size_t)dlen);
+    tcp_begin_payload(c, c->brx->desc, (size_t)dlen, (size_t)dlen);
     return 0;
 }
 
@@ -475,9 +478,8 @@ static int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
  * deregistered in mid-batch fails the entries after it). */
 static gw_mem_t *seg_region(tcp_ep_t *ep, const tcpb_seg_t *g, unsigned need, gw_status_t *st)
 {
-    gw_tcp_hdr_t q = {.key = g->region, .addr = g->addr, .len = g->len};
     gw_mem_t *m;
-    *st = check_region(ep, &q, need, &m);
+    *st = gw_region_check(CORE(ep), g->region, g->addr, g->len, need, &m);
     return m;
 }
 
@@ -517,7 +519,7 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
     gw_tcp_hdr_t resp = {.type = GW_TCP_BGET_RESP, .aux = st, .id = h->id, .len = st == GW_OK ? total : 0,
                          .val = h->val};
     tcpb_rx_drop(c);
-    tx_item_t *t = tx_alloc(ep);
+    tx_item_t *t = tcp_tx_alloc(ep);
     if (!t) {
         free(buf);
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get");
@@ -527,31 +529,31 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
     t->owned = buf;
     t->payload = buf;
     t->paylen = st == GW_OK ? total : 0;
-    tx_push(c, t);
-    return c->want_out || c->stg_wait ? 0 : conn_flush(c);
+    tcp_tx_push(c, t);
+    return c->want_out || c->stg_wait ? 0 : tcp_conn_flush(c);
 }
 
 /* A payload part of a batch frame ended (the block, or one entry's bytes):
  * start the next entry, or finish the frame. */
-static int tcpb_rx_next(conn_t *c)
+int tcpb_rx_next(conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
     struct tcpb_rx *s = c->brx;
     const gw_tcp_hdr_t *h = &c->cur;
     if (!s)
-        return protocol_error(c, "batch payload without its state");
+        return tcp_protocol_error(c, "batch payload without its state");
     if (!s->data) { /* the descriptor block is in */
         char why[200];
         uint32_t n;
         gw_status_t st = gw_tcp_bdesc_check(s->desc, s->dlen, &n, why, sizeof(why));
         if (st != GW_OK)
-            return protocol_error(c, "%s", why);
+            return tcp_protocol_error(c, "%s", why);
         uint64_t sum = 0;
         for (uint32_t i = 0; i < n; i++) {
             tcpb_seg_t *g = &s->seg[i];
             gw_tcp_bdesc_entry(s->desc, i, &g->region, &g->addr, &g->len);
             if (__builtin_add_overflow(sum, g->len, &sum))
-                return protocol_error(c, "batch entry lengths overflow");
+                return tcp_protocol_error(c, "batch entry lengths overflow");
         }
         s->n = n;
         s->data = 1;
@@ -559,7 +561,7 @@ static int tcpb_rx_next(conn_t *c)
         if (h->type == GW_TCP_BGET_REQ)
             return answer_get(c, s);
         if (sum != h->len - s->dlen)
-            return protocol_error(c, "batch frame of %llu data bytes for entries of %llu",
+            return tcp_protocol_error(c, "batch frame of %llu data bytes for entries of %llu",
                                   (unsigned long long)(h->len - s->dlen), (unsigned long long)sum);
         s->total = sum;
     } else if (s->started) { /* an entry ended */
@@ -576,7 +578,7 @@ static int tcpb_rx_next(conn_t *c)
         if (h->type == GW_TCP_BGET_RESP) {
             const tcpb_piece_t *p = &s->pcs[s->i];
             c->cur_status = GW_OK;
-            begin_payload_dev(c, (uint8_t *)(uintptr_t)p->laddr, p->len, p->len, p->ldev);
+            tcp_begin_payload_dev(c, (uint8_t *)(uintptr_t)p->laddr, p->len, p->len, p->ldev);
             if (p->len)
                 return 0;
             continue;
@@ -590,7 +592,7 @@ static int tcpb_rx_next(conn_t *c)
         c->dst_region = m;
         if (m)
             m->incoming++;
-        begin_payload_dev(c, m ? (uint8_t *)(uintptr_t)g->addr : NULL, m ? g->len : 0, g->len, mem_dev(m));
+        tcp_begin_payload_dev(c, m ? (uint8_t *)(uintptr_t)g->addr : NULL, m ? g->len : 0, g->len, mem_dev(m));
         if (g->len)
             return 0;
         if (m) {
@@ -608,10 +610,8 @@ static int tcpb_rx_next(conn_t *c)
         c->rx_req = NULL;
         r->done += total;
         if (--r->pending == 0)
-            op_finish(ep, r, r->first_err);
+            tcp_op_finish(ep, r, r->first_err);
         return 0;
     }
-    return send_lazy(c, GW_TCP_PUT_ACK, st, h->id, st == GW_OK ? total : 0);
+    return tcp_send_lazy(c, GW_TCP_PUT_ACK, st, h->id, st == GW_OK ? total : 0);
 }
-
-#endif /* GW_TCP_INTERNAL */

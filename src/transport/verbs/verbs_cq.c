@@ -432,22 +432,17 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
 
 gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *msg)
 {
+    /* a rendezvous only (tl.h): the base delivers eager messages and frees
+     * msg after this call.  TODO(t10c): the eager records of on_recv could
+     * come from gw_ep_unexp_eager() and gw_verbs_copy_to_user() become
+     * gw_mem_copy_to() (mem/mem_copy.h). */
     gw_verbs_ep_t *ep = to_vep(e);
-    if (req->flags & GW_REQF_QUEUED) { /* still on the posted list: take it off */
-        gw_list_del(&req->link);
-        req->flags &= (uint8_t)~GW_REQF_QUEUED;
-    }
-    if (msg->data) { /* eager: the payload is here */
-        gw_status_t cst = gw_verbs_copy_to_user(req, req->buf, msg->data, GW_MIN(msg->len, req->len));
-        gw_ep_recv_done(ep->super.base, req, msg->len, msg->tag, cst);
-    } else if (ep->dead) {
+    if (ep->dead) {
         gw_ep_recv_done(ep->super.base, req, msg->len, msg->tag, ep->super.base->error);
     } else {
         start_rdv_recv(ep, req, msg->tag, msg->len, msg->handle2, (uint32_t)(msg->handle >> 32),
                        msg->handle & 0xffffffffu);
         gw_core_signal(ep_core(ep));
     }
-    free(msg->data);
-    free(msg);
     return GW_OK;
 }

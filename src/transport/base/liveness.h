@@ -1,0 +1,50 @@
+/* liveness.h - the peer-liveness timer every transport runs (transport
+ * base).
+ *
+ * A peer is judged only while work waits on it (an operation, a flush, a
+ * posted receive, or the transport's own: gw_ep_has_work plus what the
+ * transport adds): silence without work is no sign of death.  With work, a
+ * peer silent for a third of GPUWIRE_PEER_TIMEOUT_MS is pinged (once per
+ * third), and one silent for all of it is dead.  "Silent" counts from
+ * base->last_rx_ns, which the transport stamps whenever the peer shows life.
+ *
+ * Use from a progress poller:
+ *   if (gw_liveness_due(&iface->live, now))
+ *       for each endpoint:
+ *           switch (gw_liveness_judge(base, busy, now, &ep->last_ping_ns, &idle)) {
+ *           case GW_LIVE_PING: send a ping; break;
+ *           case GW_LIVE_DEAD: fail the endpoint (GW_ERR_PEER_TIMEOUT); break;
+ *           }
+ * tcp and intra do; verbs (t10c) relies on RC retries and the api's control
+ * socket today and can adopt it for its CT_* pings the same way.
+ */
+#ifndef GW_TRANSPORT_LIVENESS_H
+#define GW_TRANSPORT_LIVENESS_H
+
+#include <stdint.h>
+
+#include "transport/base/ep_base.h"
+
+#define GW_LIVENESS_TICK_NS 20000000ull /* the timer runs at most every 20 ms */
+
+typedef struct gw_liveness {
+    uint64_t last_ns; /* last time the timer ran */
+} gw_liveness_t;
+
+typedef enum { GW_LIVE_OK, GW_LIVE_PING, GW_LIVE_DEAD } gw_live_t;
+
+/* Is the timer due at `now`?  Stamps it when it is. */
+static inline int gw_liveness_due(gw_liveness_t *l, uint64_t now)
+{
+    if (now - l->last_ns < GW_LIVENESS_TICK_NS)
+        return 0;
+    l->last_ns = now;
+    return 1;
+}
+
+/* Judges one endpoint at `now`.  busy: work waits on the peer (not busy:
+ * b->last_rx_ns is moved to now, GW_LIVE_OK).  *idle_ns gets the silence.
+ * GW_LIVE_PING stamps *last_ping_ns. */
+gw_live_t gw_liveness_judge(gw_ep_base_t *b, int busy, uint64_t now, uint64_t *last_ping_ns, uint64_t *idle_ns);
+
+#endif

@@ -1,0 +1,216 @@
+/* intra_int.h - the intra-host transport's private objects, shared by its
+ * files (not included outside src/transport/intra).
+ *
+ *   intra_iface.c  iface open/close/describe, the progress hook, memory
+ *                  registration and export, the ops table
+ *   intra_ep.c     endpoint lifecycle, failure, issuing operations,
+ *                  completions, tagged messages
+ *   intra_ctl.c    the control socket: frame codec, output byte queue, fd
+ *                  passing, incoming control messages
+ *   intra_copy.c   the copy engine: CMA, CUDA IPC/VMM imports, bounce
+ *                  buffers, the peer's region table slots
+ *   intra_batch.c  batched put/get
+ *   intra_cma.c    several CMA copies per system call
+ *   intra_shm.c    copies into shared (memfd) regions
+ * The transport: CMA for host memory, CUDA IPC and copy engines for GPU
+ * memory, a Unix socket for control.  Design and shared region table:
+ * intra.h. */
+#ifndef GW_TRANSPORT_INTRA_INT_H
+#define GW_TRANSPORT_INTRA_INT_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+
+#include "mem/staging.h"
+#include "transport/base/batch.h"
+#include "transport/base/liveness.h"
+#include "transport/base/region.h"
+#include "transport/intra/intra.h"
+
+#define INTRA_HDR 48
+#define INTRA_MAX_DEV 16
+#define INTRA_MAX_RXFD 64
+#define INTRA_BOUNCE (4u << 20)
+#define INTRA_DEREG_WAIT_MS 10000
+#define INTRA_CMA_SYNC_MAX (256u << 10) /* larger CMA copies run piecewise in progress */
+#define INTRA_CMA_BUDGET (4u << 20)     /* CMA bytes one progress call moves per endpoint */
+#define INTRA_BLOB_LEN 64
+#define INTRA_CMA_BATCH 64              /* small CMA copies queued for one system call */
+#define INTRA_CMA_BATCH_MAX (64u << 10) /* largest copy that is queued */
+
+typedef struct intra_iface {
+    gw_tl_iface_t super;
+    pid_t pid;
+    int table_fd;
+    gw_intra_slot_t *table;
+    gw_mem_t *slot_mem[GW_INTRA_SLOTS];
+    uint32_t free_slots[GW_INTRA_SLOTS];
+    uint32_t nfree;
+    volatile uint64_t probe;
+    int force;
+    gw_list_t eps;
+    int poller_on;
+    const gw_cuda_t *cu; /* NULL: host memory only */
+    char cuda_why[256];
+    void *bounce;        /* pinned, INTRA_BOUNCE bytes, for GPU <-> peer host */
+    uint64_t gen;        /* progress calls seen */
+    gw_liveness_t live;  /* the peer-liveness timer */
+    void *bdesc;         /* a free pinned descriptor buffer of GPU batches (intra_batch.c) */
+    size_t bdesc_cap;
+    char bkernel[200];   /* how GPU batch entries move (intra_batch.c) */
+} intra_iface_t;
+
+typedef struct intra_import {
+    gw_list_t link;
+    uint32_t slot;
+    uint64_t id;
+    uint32_t seg;
+    int dev;        /* our device whose context opened it */
+    int kind;
+    CUdeviceptr ptr;
+    size_t size;
+    CUmemGenericAllocationHandle h;
+} intra_import_t;
+
+typedef struct intra_fdset { /* VMM fds received for a peer slot */
+    gw_list_t link;
+    uint32_t slot;
+    uint64_t id;
+    int n;
+    int fd[GW_INTRA_SEGS];
+    int requested; /* FDREQ sent, no reply yet */
+    gw_status_t status;
+} intra_fdset_t;
+
+typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_abort) */
+    CUevent ev;             /* CUDA copy; NULL for a CMA copy done piecewise in progress */
+    gw_request_t *req;
+    gw_intra_slot_t *slot;
+    int op;
+    int to_remote;          /* CMA: direction, buffer, remote address, progress */
+    char *lbuf;
+    uint64_t raddr;
+    uint8_t *rptr;          /* the peer's shared region mapped here: memcpy instead of CMA */
+    size_t len, done;
+} intra_cp_t;
+
+typedef struct intra_ep {
+    gw_tl_ep_t super;
+    intra_iface_t *ifc;
+    gw_list_t link;
+    int lfd, fd;
+    int bootfd;  /* the handshake socket, adopted and held (liveness is the Unix socket's job) */
+    gw_io_t lio, io;
+    int lio_on, io_on;
+    char lname[40];
+    pid_t peer_pid;
+    uint64_t peer_probe;
+    char peer_name[80];
+    gw_intra_slot_t *peer_table;
+    int ready;   /* socket connected and peer table mapped */
+    int failed;
+    int bye;     /* the peer closed: fail on the next progress call */
+    int connected; /* ep_connect succeeded */
+    uint64_t bye_gen;
+    uint64_t last_ping_ns;
+    uint8_t *out;
+    size_t out_len, out_off, out_cap;
+    uint8_t *in;
+    size_t in_len, in_cap;
+    int rxfd[INTRA_MAX_RXFD];
+    int nrxfd;
+    gw_list_t waiting;   /* put/get/put_notify waiting for the connection or VMM fds */
+    gw_list_t waiting_recv; /* receives whose pull waits likewise */
+    intra_cp_t *cps;     /* CUDA copies in flight */
+    size_t ncp, capcp;
+    gw_list_t notifies;  /* put_notify whose data landed, waiting for older ops */
+    gw_list_t sends;     /* rendezvous sends waiting for FIN */
+    gw_list_t imports;
+    gw_list_t fdsets;
+    gw_list_t shm_maps;  /* the peer's gw_mem_alloc regions mapped here (intra_shm.c) */
+    /* small CMA puts (or gets) posted back to back: one system call (intra_cma_flush) */
+    gw_request_t *cmaq[INTRA_CMA_BATCH];
+    unsigned ncmaq;
+    int cmaq_get;        /* the queue holds gets (process_vm_readv), else puts */
+    uint64_t cma_gen;    /* ifc->gen when the last CMA copy went at once */
+    uint32_t next_op;
+    CUstream stream[INTRA_MAX_DEV];
+    unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
+    unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
+} intra_ep_t;
+
+/* request scratch: req->intra (core/request.h) */
+enum { ST_NEW = 0, ST_COPYING = 1, ST_LANDED = 2 };
+
+/* the copy engine: one request's bytes between a local buffer and a peer   */
+typedef struct rdesc {
+    int gpu;                   /* peer memory is GPU memory (slot) */
+    uint32_t slot;             /* peer slot index (gpu, or host with a key) */
+    const gw_intra_slot_t *s;  /* mapped peer slot, NULL for keyless host (send) */
+    uint64_t id;
+    uint64_t addr;
+} rdesc_t;
+
+#define to_ifc(i) ((intra_iface_t *)(i))
+#define to_ep(e) ((intra_ep_t *)(e))
+
+/* intra_ep.c */
+void intra_ep_fail(intra_ep_t *e, gw_status_t st, const char *fmt, const char *detail);
+int intra_ep_dead(intra_ep_t *e);
+void intra_check_notifies(intra_ep_t *e);
+void intra_rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st);
+int intra_poll_inflight(intra_ep_t *e);
+void intra_retry_waiting(intra_ep_t *e);
+gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req);
+void intra_ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st);
+gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req);
+void intra_recv_pull(intra_ep_t *e, gw_request_t *req, uint64_t tag, uint64_t len, uint64_t addr, uint64_t op,
+    uint64_t slot1);
+gw_status_t intra_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp_t *u);
+gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out, uint8_t *addr,
+    size_t *addrlen);
+gw_status_t intra_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer, const uint8_t *blob,
+    size_t len, char *why, size_t whylen);
+gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t *blob, size_t len);
+gw_status_t intra_ep_close(gw_tl_ep_t *tep);
+void intra_ep_destroy(gw_tl_ep_t *tep);
+gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len);
+
+/* intra_ctl.c */
+socklen_t intra_abstract_addr(struct sockaddr_un *sa, const char *name);
+void intra_out_flush(intra_ep_t *e);
+gw_status_t intra_out_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const void *payload);
+gw_status_t intra_ep_attach(intra_ep_t *e, int fd);
+void intra_listen_event(void *arg, uint32_t events);
+
+/* intra_copy.c */
+int intra_cma_probe(pid_t pid, uint64_t addr, char *why, size_t whylen);
+gw_status_t intra_cma_copy(gw_core_t *c, pid_t pid, int to_remote, void *lbuf, uint64_t raddr,
+    size_t len);
+gw_status_t intra_cu_err(gw_core_t *c, const char *what, CUresult r);
+int intra_dev_by_pci(const char *pci);
+gw_status_t intra_ep_stream(intra_ep_t *e, int dev, CUstream *out);
+void intra_import_close(intra_ep_t *e, intra_import_t *im);
+intra_fdset_t *intra_fdset_find(intra_ep_t *e, uint32_t slot, uint64_t id);
+gw_status_t intra_import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t *s, uint64_t id,
+    uint32_t sg, int dev, CUdeviceptr *out);
+gw_status_t intra_cp_push(intra_ep_t *e, const intra_cp_t *cp);
+gw_status_t intra_staged_host(intra_ep_t *e, int to_remote, void *lbuf, int ldev, uint64_t raddr, size_t len);
+gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, void *lbuf, const rdesc_t *r,
+    size_t len, int *again);
+gw_status_t intra_rkey_capture(intra_ep_t *e, gw_request_t *req);
+gw_status_t intra_slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r);
+void intra_slot_leave(intra_ep_t *e, gw_request_t *req);
+void intra_cma_flush(intra_ep_t *e);
+int intra_cma_queue(intra_ep_t *e, gw_request_t *req);
+
+/* intra_batch.c */
+size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin);
+int intrab_part_done(gw_request_t *req, gw_status_t *st);
+void intrab_issue(intra_ep_t *e, gw_request_t *req);
+gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req);
+
+#endif

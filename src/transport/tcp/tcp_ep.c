@@ -1,0 +1,354 @@
+/* tcp_ep.c - tcp endpoints: lifecycle (prepare, connect, join, close,
+ * destroy), opening and closing streams, request slots, failure and peer
+ * liveness.
+ * Private objects: tcp_int.h. */
+#include "transport/tcp/tcp_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void conn_close(conn_t *c);
+static int timed_out_quietly(tcp_ep_t *ep);
+
+gw_request_t *tcp_slot_get(tcp_ep_t *ep, uint64_t id, unsigned opmask)
+{
+    gw_request_t *r = gw_op_table_get(&ep->optab, id);
+    return r && (opmask & (1u << r->op)) ? r : NULL;
+}
+
+/* The endpoint's teardown (base on_fail): receives in rendezvous are held
+ * only by their slot, the streams close, deferred notifications go. */
+static void tcp_on_fail(void *arg, gw_status_t st)
+{
+    tcp_ep_t *ep = arg;
+    for (uint32_t i = 0; i < ep->optab.n; i++) {
+        gw_request_t *r = ep->optab.reqs[i];
+        if (!r)
+            continue;
+        gw_op_table_free(&ep->optab, r);
+        if (r->op == GW_OP_RECV)
+            gw_ep_recv_done(B(ep), r, r->length, r->rtag, st);
+    }
+    for (int i = 0; i < ep->nconns; i++)
+        conn_close(&ep->conns[i]);
+    ep->dn_count = 0;
+    ep->striped_puts = 0;
+}
+
+void tcp_fail(tcp_ep_t *ep, gw_status_t st, const char *fmt, ...)
+{
+    if (gw_ep_failed(B(ep)))
+        return;
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    gw_ep_fail(B(ep), st, "%s", msg);
+}
+
+void tcp_sock_fail(tcp_ep_t *ep, int e, const char *op, int idx)
+{
+    if (e != ETIMEDOUT && timed_out_quietly(ep))
+        e = ETIMEDOUT;
+    if (e == ETIMEDOUT)
+        tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
+                 "%s on tcp stream %d with %s failed: %s (unacknowledged data for GPUWIRE_PEER_TIMEOUT_MS=%ld)", op,
+                 idx, B(ep)->peer, strerror(e), CORE(ep)->peer_timeout_ms);
+    else
+        tcp_fail(ep, GW_ERR_CONN_RESET, "%s on tcp stream %d with %s failed: %s", op, idx, B(ep)->peer, strerror(e));
+}
+
+/* End of stream on c (seen by the progress thread or a helper thread): an
+ * orderly close when the peer said BYE or we are closing, a peer timeout when
+ * the kernel gave up on our data, else the peer vanished `how`. */
+void tcp_stream_ended(conn_t *c, const char *how)
+{
+    tcp_ep_t *ep = c->ep;
+    if (ep->peer_closed || ep->closing) {
+        conn_close(c);
+        return;
+    }
+    if (timed_out_quietly(ep))
+        tcp_sock_fail(ep, ETIMEDOUT, "recv", c->idx);
+    else
+        tcp_fail(ep, GW_ERR_CONN_RESET, "peer %s closed tcp stream %d %s (process exited or crashed?)", B(ep)->peer,
+                 c->idx, how);
+}
+
+/* The progress thread watches for reading unless a worker reads the stream. */
+void tcp_conn_update_io(conn_t *c)
+{
+    if (c->fd >= 0)
+        gw_io_mod(CORE(c->ep), &c->io, (c->rx_busy ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0));
+}
+
+static gw_status_t conn_open(tcp_ep_t *ep, int idx, int fd)
+{
+    conn_t *c = &ep->conns[idx];
+    gw_core_t *core = CORE(ep);
+    if (!c->rbuf && !(c->rbuf = malloc(RBUF_CAP)))
+        return gw_err(core, GW_ERR_NOMEM, "out of memory for a tcp receive buffer");
+    gw_sock_nonblock(fd, 1);
+    gw_sock_tune(fd, (int)ep->tif->sockbuf, core->peer_timeout_ms);
+    c->ep = ep;
+    c->idx = idx;
+    c->fd = fd;
+    c->want_out = 0;
+    c->rpos = c->rlen = 0;
+    c->in_payload = 0;
+    c->rx_dev = -1;
+    c->tx_busy = c->rx_busy = c->hdr_only = 0;
+    c->worker = (int)(ep->tif->next_worker++);
+    gw_list_init(&c->stg_link);
+    c->corked = 0;
+    c->wrote_gen = UINT64_MAX;
+    gw_list_init(&c->cork_link);
+    gw_status_t st = gw_io_add(core, &c->io, fd, EPOLLIN, tcp_conn_event, c);
+    if (st != GW_OK) {
+        c->fd = -1;
+        return st;
+    }
+    return GW_OK;
+}
+
+static void conn_close(conn_t *c)
+{
+    if (c->fd < 0)
+        return;
+    tcp_ep_t *ep = c->ep;
+    /* a worker moving bytes on this socket lets go of it first */
+    gw_tcp_pool_cancel(ep->tif->pool, &c->txj);
+    gw_tcp_pool_cancel(ep->tif->pool, &c->rxj);
+    c->tx_busy = c->rx_busy = 0;
+    gw_io_del(CORE(ep), &c->io);
+    close(c->fd);
+    c->fd = -1;
+    if (c->lazy) {
+        c->lazy = 0;
+        gw_list_del(&c->lazy_link);
+    }
+    tcp_conn_uncork(c);
+    if (c->stg_wait) {
+        c->stg_wait = 0;
+        gw_list_del(&c->stg_link);
+    }
+    if (c->rx_dev >= 0) {
+        gw_staging_t *st = tcp_stg_get(ep->tif, c->rx_dev, 1);
+        if (st && c->rx_slot)
+            gw_staging_release(st, c->rx_slot);
+        for (int i = 0; st && i < c->rx_nin; i++)
+            tcp_slot_finish(ep->tif, st, c->rx_in[i]);
+        c->rx_slot = NULL;
+        c->rx_nin = 0;
+        c->rx_dev = -1;
+    }
+    if (c->dst_region) {
+        c->dst_region->incoming--;
+        c->dst_region = NULL;
+    }
+    gw_ep_unexp_free(B(ep), c->rx_unexp);
+    c->rx_unexp = NULL;
+    tcpb_rx_drop(c);
+    c->in_payload = 0;
+    while (c->txh) {
+        tx_item_t *t = c->txh;
+        c->txh = t->next;
+        tcp_tx_release(ep, t);
+    }
+    c->txt = NULL;
+    c->tx_bytes = 0;
+}
+
+int tcp_ep_busy(tcp_ep_t *ep)
+{
+    if (gw_ep_has_work(B(ep)) || ep->optab.used)
+        return 1;
+    for (int i = 0; i < ep->nconns; i++)
+        if (ep->conns[i].in_payload || ep->conns[i].txh)
+            return 1;
+    return 0;
+}
+
+/* The last time the peer showed life, counting bytes a helper thread moved. */
+uint64_t tcp_ep_last_ns(tcp_ep_t *ep)
+{
+    uint64_t last = B(ep)->last_rx_ns;
+    for (int i = 0; i < ep->nconns; i++) {
+        conn_t *c = &ep->conns[i];
+        if (c->tx_busy)
+            last = GW_MAX(last, gw_tcp_job_last_ns(&c->txj));
+        if (c->rx_busy)
+            last = GW_MAX(last, gw_tcp_job_last_ns(&c->rxj));
+    }
+    return last;
+}
+
+/* A stream ended or failed after about GPUWIRE_PEER_TIMEOUT_MS without a
+ * sign of life while work was outstanding: the kernel's TCP_USER_TIMEOUT
+ * (the same limit) tore it down, and the error it reported may have gone to
+ * another reader of the socket (a helper thread) leaving an end-of-stream
+ * here.  Either way the peer timed out. */
+static int timed_out_quietly(tcp_ep_t *ep)
+{
+    uint64_t limit = (uint64_t)CORE(ep)->peer_timeout_ms * 1000000ull;
+    if (!tcp_ep_busy(ep))
+        return 0;
+    uint64_t last = tcp_ep_last_ns(ep);
+    return gw_elapsed_ns(gw_now_ns(), last) >= limit - limit / 10;
+}
+
+gw_status_t tcp_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out,
+                                  uint8_t *addr, size_t *addrlen)
+{
+    tcp_iface_t *tif = to_if(iface);
+    if (*addrlen < 4)
+        return gw_err(iface->core, GW_ERR_INVALID, "tcp address buffer too small");
+    tcp_ep_t *ep = calloc(1, sizeof(*ep));
+    if (!ep)
+        return gw_err(iface->core, GW_ERR_NOMEM, "out of memory for a tcp endpoint");
+    ep->super.iface = iface;
+    ep->super.base = base;
+    ep->tif = tif;
+    ep->local_streams = (int)tif->streams;
+    for (int i = 0; i < GW_TCP_MAX_STREAMS; i++)
+        ep->conns[i].fd = -1;
+    gw_list_init(&ep->link);
+    gw_put_u16(addr, GW_TCP_VERSION);
+    gw_put_u16(addr + 2, (uint16_t)tif->streams);
+    *addrlen = 4;
+    *out = &ep->super;
+    return GW_OK;
+}
+
+gw_status_t tcp_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
+                                    const uint8_t *a, size_t len, char *why, size_t whylen)
+{
+    (void)iface;
+    (void)peer;
+    if (len < 4 || gw_get_u16(a) != GW_TCP_VERSION) {
+        snprintf(why, whylen, "peer's tcp protocol version %u differs from ours (%u)",
+                 len >= 2 ? gw_get_u16(a) : 0, GW_TCP_VERSION);
+        return GW_ERR_VERSION;
+    }
+    return GW_OK;
+}
+
+gw_status_t tcp_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t *a, size_t len)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    gw_core_t *core = CORE(ep);
+    char why[128];
+    gw_status_t st = tcp_ep_reachable(tep->iface, peer, a, len, why, sizeof(why));
+    if (st != GW_OK)
+        return gw_err(core, st, "%s", why);
+    int peer_streams = gw_get_u16(a + 2);
+    ep->nconns = GW_MAX(1, GW_MIN(ep->local_streams, GW_MIN(peer_streams, GW_TCP_MAX_STREAMS)));
+    st = conn_open(ep, 0, peer->bootstrap_fd);
+    if (st != GW_OK)
+        return st;
+    peer->bootstrap_fd = -1;
+    B(ep)->on_fail = tcp_on_fail;
+    B(ep)->on_fail_arg = ep;
+    gw_list_push_back(&ep->tif->eps, &ep->link);
+    B(ep)->last_rx_ns = gw_now_ns();
+    if (!peer->is_server) {
+        for (int i = 1; i < ep->nconns; i++) {
+            int fd = peer->open_stream(peer->open_stream_arg, (unsigned)i);
+            if (fd < 0) {
+                gw_log(GW_LOG_WARN, "tcp stream %d to %s could not be opened (%s); using %d stream(s)",
+                       i, peer->peer_addr, core->errbuf, i);
+                break;
+            }
+            if ((st = conn_open(ep, i, fd)) != GW_OK) {
+                close(fd);
+                break;
+            }
+        }
+    }
+    return GW_OK;
+}
+
+gw_status_t tcp_ep_join(gw_tl_ep_t *tep, int fd, unsigned idx)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    if (idx == 0 || (int)idx >= ep->nconns || ep->conns[idx].fd >= 0 || gw_ep_failed(B(ep))) {
+        close(fd);
+        return gw_err(CORE(ep), GW_ERR_PROTOCOL, "tcp stream %u for endpoint of %s is not expected (%d negotiated)",
+                      idx, B(ep)->peer, ep->nconns);
+    }
+    gw_status_t st = conn_open(ep, (int)idx, fd);
+    if (st != GW_OK)
+        close(fd);
+    return st;
+}
+
+gw_status_t tcp_ep_close(gw_tl_ep_t *tep)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    if (gw_ep_failed(B(ep)) || ep->closing)
+        return GW_OK;
+    ep->closing = 1;
+    conn_t *c = &ep->conns[0];
+    if (c->fd < 0)
+        return GW_OK;
+    tcp_send_ctl(ep, c, GW_TCP_CLOSE, 0, 0, 0, 0, 0, 0);
+    /* give the close frame (and what precedes it) a bounded chance to leave */
+    uint64_t deadline = gw_now_ns() + 200000000ull;
+    while (c->fd >= 0 && c->txh && gw_now_ns() < deadline) {
+        gw_tcp_pool_reap(ep->tif->pool, tcp_job_done, ep->tif);
+        if (c->fd < 0 || tcp_conn_flush(c) < 0)
+            break;
+        if (c->txh)
+            usleep(1000);
+    }
+    return GW_OK;
+}
+
+void tcp_ep_destroy(gw_tl_ep_t *tep)
+{
+    if (!tep)
+        return;
+    tcp_ep_t *ep = to_ep(tep);
+    /* whatever is still in flight (e.g. receives mid-rendezvous) ends now */
+    if (ep->nconns) { /* connected: the generic endpoint is still there (not before) */
+        if (!gw_ep_failed(B(ep)))
+            tcp_fail(ep, GW_ERR_CANCELED, "endpoint to %s closed with work outstanding", B(ep)->peer);
+        if (B(ep)->on_fail_arg == ep)
+            B(ep)->on_fail = NULL;
+    }
+    for (int i = 0; i < GW_TCP_MAX_STREAMS; i++) {
+        if (ep->conns[i].fd >= 0) {
+            ep->conns[i].ep = ep;
+            conn_close(&ep->conns[i]);
+        }
+        free(ep->conns[i].rbuf);
+    }
+    gw_list_del(&ep->link);
+    while (ep->txfree) {
+        tx_item_t *t = ep->txfree;
+        ep->txfree = t->next;
+        free(t);
+    }
+    gw_op_table_fini(&ep->optab);
+    free(ep->dn);
+    free(ep);
+}
+
+gw_status_t tcp_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    tcp_iface_t *tif = ep->tif;
+    if (tif->pool && tif->thread_min != UINT64_MAX)
+        snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes, %d helper thread(s) moving payloads from %llu bytes",
+                 tcp_open_streams(ep), (unsigned long long)tif->stripe_min, gw_tcp_pool_size(tif->pool),
+                 (unsigned long long)tif->thread_min);
+    else
+        snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes, no helper threads", tcp_open_streams(ep),
+                 (unsigned long long)tif->stripe_min);
+    return GW_OK;
+}

@@ -1,0 +1,500 @@
+/* tcp_tx.c - the tcp transmit side: transmit items, flushing and
+ * corking streams, helper-thread hand-over of large frames, deferred
+ * notifications, and the put/get/send operations.
+ * Private objects: tcp_int.h. */
+#include "transport/tcp/tcp_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int conn_flush_(conn_t *c);
+
+tx_item_t *tcp_tx_alloc(tcp_ep_t *ep)
+{
+    tx_item_t *t = ep->txfree;
+    if (t)
+        ep->txfree = t->next;
+    else if (!(t = malloc(sizeof(*t))))
+        return NULL;
+    t->next = NULL;
+    t->payload = NULL;
+    t->paylen = 0;
+    t->iov = NULL;
+    t->niov = 0;
+    t->off = 0;
+    t->req = NULL;
+    t->region_id = 0;
+    t->owned = NULL;
+    t->gpu_dev = -1;
+    t->staged = t->sl_used = 0;
+    t->sl_head = t->sl_n = 0;
+    return t;
+}
+
+void tcp_tx_release(tcp_ep_t *ep, tx_item_t *t)
+{
+    tcp_tx_drop_slots(ep, t);
+    free(t->owned);
+    t->owned = NULL;
+    t->next = ep->txfree;
+    ep->txfree = t;
+}
+
+/* The kernel took n bytes of ours on stream c.  Small frames prove
+ * nothing: a frozen process's kernel takes our PINGs, acknowledgements and
+ * get requests for ever.  Data does, up to a point: while the buffers are
+ * known full (a send met EAGAIN and our queue has not run dry since) bytes
+ * taken mean the process read; before that, every TX_PROOF bytes count as
+ * life - a frozen peer takes at most its buffers' worth, then our sends stop
+ * and its silence shows within GPUWIRE_PEER_TIMEOUT_MS. */
+#define TX_PROOF (64u << 10)
+void tcp_tx_taken(conn_t *c, size_t n)
+{
+    c->tx_unproven += n;
+    if (c->tx_full || c->tx_unproven >= TX_PROOF) {
+        c->ep->super.base->last_rx_ns = gw_now_ns();
+        c->tx_unproven = 0;
+    }
+}
+
+void tcp_conn_set_out(conn_t *c, int on)
+{
+    if (c->want_out == on || c->fd < 0)
+        return;
+    c->want_out = on;
+    tcp_conn_update_io(c);
+}
+
+/* Pops a fully written head frame and completes what waited for it. */
+void tcp_tx_done(conn_t *c, tx_item_t *t)
+{
+    tcp_ep_t *ep = c->ep;
+    c->txh = t->next;
+    if (!c->txh)
+        c->txt = NULL;
+    gw_request_t *r = t->req;
+    tcp_tx_release(ep, t);
+    if (r) { /* eager send: the message is on its way */
+        r->length = r->len;
+        gw_ep_op_done(B(ep), r, GW_OK);
+        tcp_check_deferred(ep);
+    }
+}
+
+void tcp_pool_trouble(tcp_iface_t *tif, gw_status_t st)
+{
+    gw_log(GW_LOG_WARN, "tcp: helper threads unavailable (%s: %s); moving every byte on the progress thread",
+           gw_status_name(st), tif->super.core->errbuf);
+    tif->thread_min = UINT64_MAX;
+}
+
+/* Hands the head frame to the stream's helper thread.  1: handed over. */
+static int offload_tx(conn_t *c)
+{
+    tcp_iface_t *tif = c->ep->tif;
+    tx_item_t *t = c->txh;
+    if (!offloadable(tif, t->paylen) || t->sl_n || t->iov)
+        return 0;
+    gw_tcp_job_t *j = &c->txj;
+    j->rx = 0;
+    j->fd = c->fd;
+    j->dev = t->gpu_dev;
+    j->owner = c;
+    memcpy(j->hdr, t->hdr, GW_TCP_HDR);
+    j->src = t->payload;
+    j->dst = NULL;
+    j->len = GW_TCP_HDR + t->paylen;
+    j->keep = 0;
+    j->off = t->off;
+    j->nnext = 0; /* large frames queued behind it go along: one hand-over for several */
+    for (tx_item_t *n = t->next; n && j->nnext < GW_TCP_JOB_FRAMES - 1 && offloadable(tif, n->paylen) && !n->iov;
+         n = n->next) {
+        gw_tcp_next_frame_t *f = &j->next[j->nnext++];
+        memcpy(f->hdr, n->hdr, GW_TCP_HDR);
+        f->src = n->payload;
+        f->len = GW_TCP_HDR + n->paylen;
+        f->dev = n->gpu_dev;
+    }
+    gw_status_t st = gw_tcp_pool_submit(tif->pool, c->worker, j);
+    if (st != GW_OK) {
+        tcp_pool_trouble(tif, st);
+        return 0;
+    }
+    c->tx_busy = 1;
+    tcp_conn_set_out(c, 0); /* the worker watches the socket now */
+    return 1;
+}
+
+void tcp_conn_uncork(conn_t *c)
+{
+    if (c->corked) {
+        c->corked = 0;
+        gw_list_del(&c->cork_link);
+    }
+}
+
+int tcp_conn_flush(conn_t *c)
+{
+    if (c->in_flush) /* the running flush picks up what was queued */
+        return 0;
+    c->in_flush = 1;
+    int r = conn_flush_(c);
+    c->in_flush = 0;
+    return r;
+}
+
+static int conn_flush_(conn_t *c)
+{
+    tcp_ep_t *ep = c->ep;
+    while (c->txh && c->fd >= 0) {
+        if (c->tx_busy || offload_tx(c))
+            return 0;
+        if (c->txh->gpu_dev >= 0) {
+            int r = tcp_flush_gpu_head(c);
+            if (r <= 0)
+                return r;
+            continue;
+        }
+        struct iovec iov[IOV_MAX_RUN];
+        int n = 0;
+        for (tx_item_t *t = c->txh; t && t->gpu_dev < 0 && n < IOV_MAX_BATCH - 1; t = t->next) {
+            if (n && offloadable(ep->tif, t->paylen) && !t->iov)
+                break; /* goes to a helper thread once it is the head */
+            if (t->iov) { /* a batch run: header and payload from its iovecs */
+                if (tcpb_iov_fill(t, iov, &n, IOV_MAX_RUN))
+                    break; /* the array is full */
+                continue;
+            }
+            if (t->off < GW_TCP_HDR) {
+                iov[n].iov_base = t->hdr + t->off;
+                iov[n].iov_len = GW_TCP_HDR - t->off;
+                n++;
+                if (t->paylen) {
+                    iov[n].iov_base = (void *)t->payload;
+                    iov[n].iov_len = t->paylen;
+                    n++;
+                }
+            } else {
+                iov[n].iov_base = (void *)(t->payload + (t->off - GW_TCP_HDR));
+                iov[n].iov_len = t->paylen - (t->off - GW_TCP_HDR);
+                n++;
+            }
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c->tx_full = 1;
+                tcp_conn_set_out(c, 1);
+                return 0;
+            }
+            tcp_sock_fail(ep, errno, "send", c->idx);
+            return -1;
+        }
+        size_t left = (size_t)w;
+        /* a long transfer in one direction (our PINGs queue behind it) is
+         * not silence, but bytes a frozen peer's kernel takes are no life
+         * (see tcp_tx_taken) */
+        if (w > 0)
+            tcp_tx_taken(c, (size_t)w);
+        c->tx_bytes -= GW_MIN(c->tx_bytes, left);
+        while (left && c->txh) {
+            tx_item_t *t = c->txh;
+            size_t rem = GW_TCP_HDR + t->paylen - t->off;
+            if (left < rem) {
+                t->off += left;
+                left = 0;
+                break;
+            }
+            left -= rem;
+            tcp_tx_done(c, t);
+        }
+        /* a partial item stays at the head; loop to try again */
+    }
+    c->tx_full = 0; /* our queue ran dry: the buffers are no longer known full */
+    tcp_conn_set_out(c, 0);
+    if (c->lazy) {
+        c->lazy = 0;
+        gw_list_del(&c->lazy_link);
+    }
+    tcp_conn_uncork(c);
+    return 0;
+}
+
+void tcp_tx_push(conn_t *c, tx_item_t *t)
+{
+    t->next = NULL;
+    if (c->txt)
+        c->txt->next = t;
+    else
+        c->txh = t;
+    c->txt = t;
+    c->tx_bytes += GW_TCP_HDR + t->paylen;
+}
+
+/* After a frame was queued by a post: write now, unless the stream is backed
+ * up (the socket or a staging copy will call back) or the frame is corked.
+ * The first small frame posted after a progress call goes out at once (a
+ * lone operation's latency is untouched); more posted before the next
+ * progress call wait for it, or for CORK_FRAMES of them, and leave in one
+ * sendmsg: a window of small puts costs one system call per 128, not one
+ * each.  The context fd is signalled, so a caller that sleeps on it wakes
+ * to write them. */
+static int conn_kick(conn_t *c, size_t paylen, int gpu_dev)
+{
+    tcp_iface_t *tif = c->ep->tif;
+    if (c->want_out || c->stg_wait)
+        return 0;
+    if (paylen <= CORK_PAYLOAD_MAX && gpu_dev < 0) {
+        if (c->corked) {
+            if (++c->ncorked < CORK_FRAMES)
+                return 0;
+        } else if (c->wrote_gen == tif->gen) {
+            c->corked = 1;
+            c->ncorked = 1;
+            gw_list_push_back(&tif->cork, &c->cork_link);
+            gw_core_signal(tif->super.core);
+            return 0;
+        }
+    }
+    c->wrote_gen = tif->gen;
+    return tcp_conn_flush(c);
+}
+
+/* Queues a frame and writes it now when the stream is not backed up. */
+int tcp_send_frame_dev(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
+                          gw_request_t *req, int gpu_dev)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->fd < 0)
+        return -1;
+    tx_item_t *t = tcp_tx_alloc(ep);
+    if (!t) {
+        tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
+        return -1;
+    }
+    gw_tcp_hdr_encode(t->hdr, h);
+    t->payload = payload;
+    t->paylen = paylen;
+    t->req = req;
+    t->gpu_dev = paylen ? gpu_dev : -1;
+    tcp_tx_push(c, t);
+    return conn_kick(c, paylen, t->gpu_dev);
+}
+
+static int send_frame(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
+                      gw_request_t *req)
+{
+    return tcp_send_frame_dev(c, h, payload, paylen, req, -1);
+}
+
+int tcp_send_ctl(tcp_ep_t *ep, conn_t *c, uint8_t type, int32_t aux, uint64_t id, uint64_t key,
+                    uint64_t addr, uint64_t len, uint64_t val)
+{
+    gw_tcp_hdr_t h = {.type = type, .aux = aux, .id = id, .key = key, .addr = addr, .len = len, .val = val};
+    (void)ep;
+    return send_frame(c, &h, NULL, 0, NULL);
+}
+
+/* Acknowledgements wait for the next frame on the stream to carry them (one
+ * write instead of two in request/response patterns), or for the next
+ * progress call, which the context fd is woken for. */
+int tcp_send_lazy(conn_t *c, uint8_t type, int32_t aux, uint64_t id, uint64_t len)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->fd < 0)
+        return -1;
+    tx_item_t *t = tcp_tx_alloc(ep);
+    if (!t) {
+        tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
+        return -1;
+    }
+    gw_tcp_hdr_t h = {.type = type, .aux = aux, .id = id, .len = len};
+    gw_tcp_hdr_encode(t->hdr, &h);
+    tcp_tx_push(c, t);
+    if (!c->lazy && !c->want_out) {
+        c->lazy = 1;
+        c->lazy_gen = ep->tif->gen;
+        gw_list_push_back(&ep->tif->lazy, &c->lazy_link);
+        gw_core_signal(CORE(ep));
+    }
+    return 0;
+}
+
+conn_t *tcp_least_loaded(tcp_ep_t *ep)
+{
+    conn_t *best = &ep->conns[0];
+    for (int i = 1; i < ep->nconns; i++) {
+        conn_t *c = &ep->conns[i];
+        if (c->fd >= 0 && (best->fd < 0 || c->tx_bytes < best->tx_bytes))
+            best = c;
+    }
+    return best;
+}
+
+int tcp_open_streams(tcp_ep_t *ep)
+{
+    int n = 0;
+    for (int i = 0; i < ep->nconns; i++)
+        n += ep->conns[i].fd >= 0;
+    return n;
+}
+
+size_t tcp_piece_size(tcp_ep_t *ep, size_t len)
+{
+    int n = tcp_open_streams(ep);
+    size_t per = (len + (size_t)n - 1) / (size_t)(n ? n : 1);
+    size_t chunk = (size_t)ep->tif->chunk;
+    /* with helper threads, pieces too small for one would stay on the
+     * progress thread: fewer, larger pieces (fewer streams) move faster */
+    if (ep->tif->pool && ep->tif->thread_min != UINT64_MAX && per < ep->tif->thread_min)
+        per = (size_t)GW_MIN((uint64_t)len, ep->tif->thread_min);
+    return per < chunk ? per : chunk;
+}
+
+int tcp_dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val, uint8_t flags)
+{
+    if (ep->dn_count == ep->dn_cap) {
+        size_t ncap = ep->dn_cap ? ep->dn_cap * 2 : 32;
+        dnotify_t *q = malloc(ncap * sizeof(*q));
+        if (!q)
+            return -1;
+        for (size_t i = 0; i < ep->dn_count; i++)
+            q[i] = ep->dn[(ep->dn_head + i) % ep->dn_cap];
+        free(ep->dn);
+        ep->dn = q;
+        ep->dn_cap = ncap;
+        ep->dn_head = 0;
+    }
+    ep->dn[(ep->dn_head + ep->dn_count) % ep->dn_cap] = (dnotify_t){seq, val, flags};
+    ep->dn_count++;
+    return 0;
+}
+
+/* A notification goes out once every put posted up to it has landed. */
+void tcp_check_deferred(tcp_ep_t *ep)
+{
+    while (ep->dn_count && !gw_ep_failed(B(ep))) {
+        dnotify_t *d = &ep->dn[ep->dn_head];
+        if (gw_ep_oldest_seq(B(ep)) <= d->seq)
+            return;
+        gw_tcp_hdr_t h = {.type = GW_TCP_NOTIFY, .flags = d->flags & ~DN_DROPPED, .val = d->val};
+        int dropped = d->flags & DN_DROPPED;
+        ep->dn_head = (ep->dn_head + 1) % ep->dn_cap;
+        ep->dn_count--;
+        if (!dropped && send_frame(&ep->conns[0], &h, NULL, 0, NULL) < 0)
+            return;
+    }
+}
+
+void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
+{
+    gw_op_table_free(&ep->optab, r);
+    if (r->tl_flags & TLF_STRIPED) {
+        r->tl_flags &= (uint16_t)~TLF_STRIPED;
+        ep->striped_puts--;
+    }
+    r->length = st == GW_OK ? r->len : r->done;
+    gw_ep_op_done(B(ep), r, st);
+    tcp_check_deferred(ep);
+}
+
+static gw_status_t post_pieces(tcp_ep_t *ep, gw_request_t *req, uint8_t type, uint8_t flags)
+{
+    uint64_t id;
+    if (gw_op_table_alloc(&ep->optab, req, &id) != 0)
+        return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory for an operation slot");
+    req->first_err = GW_OK;
+    size_t len = req->len;
+    int striped = len >= ep->tif->stripe_min && tcp_open_streams(ep) > 1;
+    size_t piece = striped ? tcp_piece_size(ep, len) : (len ? len : 1);
+    size_t npieces = len ? (len + piece - 1) / piece : 1;
+    req->pending = (uint32_t)npieces;
+    if (striped && type == GW_TCP_PUT) {
+        req->tl_flags |= TLF_STRIPED;
+        ep->striped_puts++;
+    }
+    for (size_t i = 0; i < npieces; i++) {
+        size_t off = i * piece, n = GW_MIN(piece, len - off);
+        gw_tcp_hdr_t h = {.type = type, .flags = flags, .id = id, .key = req->rkey->id,
+                          .addr = req->raddr + off, .len = n,
+                          .val = type == GW_TCP_PUT && flags ? req->value : off};
+        conn_t *c = striped ? tcp_least_loaded(ep) : &ep->conns[0];
+        if (type == GW_TCP_PUT) {
+            if (tcp_send_frame_dev(c, &h, (const uint8_t *)req->buf + off, n, NULL, mem_dev(req->lmem)) < 0)
+                return GW_OK; /* the endpoint failed and completed the request */
+        } else if (send_frame(c, &h, NULL, 0, NULL) < 0) {
+            return GW_OK;
+        }
+    }
+    return GW_OK;
+}
+
+gw_status_t tcp_put(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    return post_pieces(to_ep(tep), req, GW_TCP_PUT, 0);
+}
+
+gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    int single = req->len < ep->tif->stripe_min || tcp_open_streams(ep) <= 1;
+    if (single && ep->striped_puts == 0 && ep->dn_count == 0)
+        return post_pieces(ep, req, GW_TCP_PUT, GW_TCP_F_NOTIFY); /* in order on stream 0 */
+    if (tcp_dn_push(ep, req->seq, req->value, 0) != 0)
+        return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory deferring a notification");
+    return post_pieces(ep, req, GW_TCP_PUT, 0);
+}
+
+gw_status_t tcp_get(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    return post_pieces(to_ep(tep), req, GW_TCP_GET_REQ, 0);
+}
+
+gw_status_t tcp_send(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    if (req->len <= ep->tif->eager_max) {
+        gw_tcp_hdr_t h = {.type = GW_TCP_EAGER, .len = req->len, .val = req->value};
+        tcp_send_frame_dev(&ep->conns[0], &h, req->buf, req->len, req, mem_dev(req->lmem));
+        return GW_OK;
+    }
+    uint64_t id;
+    if (gw_op_table_alloc(&ep->optab, req, &id) != 0)
+        return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory for a send slot");
+    tcp_send_ctl(ep, &ep->conns[0], GW_TCP_RTS, 0, id, 0, 0, req->len, req->value);
+    return GW_OK;
+}
+
+void tcp_tx_job_done(conn_t *c, gw_tcp_job_t *j)
+{
+    tcp_ep_t *ep = c->ep;
+    if (j->cuda) {
+        c->tx_busy = 0;
+        tcp_fail(ep, GW_ERR_CUDA, "tcp: device-to-host staging copy for stream %d failed: %s", c->idx, j->why);
+        return;
+    }
+    if (j->err) {
+        c->tx_busy = 0;
+        tcp_sock_fail(ep, j->err, "send", c->idx);
+        return;
+    }
+    B(ep)->last_rx_ns = gw_now_ns(); /* the peer's kernel took the bytes */
+    /* tx_busy stays set until every frame of the job is popped: what their
+     * completions queue must not be flushed (or handed over) past them */
+    for (int i = 0; i < j->frames_done && c->txh && c->fd >= 0; i++) {
+        tx_item_t *t = c->txh;
+        c->tx_bytes -= GW_MIN(c->tx_bytes, GW_TCP_HDR + t->paylen - t->off);
+        t->off = GW_TCP_HDR + t->paylen;
+        tcp_tx_done(c, t);
+    }
+    c->tx_busy = 0;
+    if (!gw_ep_failed(B(ep)) && c->fd >= 0)
+        tcp_conn_flush(c);
+}
