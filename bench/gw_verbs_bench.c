@@ -5,7 +5,8 @@
  *     OP: put (like ib_write_bw), get (ib_read_bw), send (ib_send_bw),
  *         lat (8-byte put ping-pong, each side polling its memory for the
  *         peer's write, like ib_write_lat; prints half the round trip)
- *   prints one line: "OP SIZE bw_gbps=X" or "lat SIZE usec=X"
+ *   prints one line: "OP SIZE ops_s=N bw_gbps=X" (operations first: at small sizes
+ *   the rate is the figure) or "lat SIZE usec=X"
  *
  * Bandwidth keeps WINDOW (128, perftest's default tx depth) operations in
  * flight from one registered buffer, as perftest does, and times ITERS of
@@ -186,7 +187,8 @@ int main(int argc, char **argv)
                 gw_request_free(win[i]);
             }
         t1 = now_s();
-        printf("%s %zu bw_gbps=%.4f\n", op, size, (double)size * (double)iters * 8 / (t1 - t0) / 1e9);
+        printf("%s %zu ops_s=%.0f bw_gbps=%.4f\n", op, size, (double)iters / (t1 - t0),
+               (double)size * (double)iters * 8 / (t1 - t0) / 1e9);
     } else if (!strcmp(op, "send")) {
         sync_msg(ep, 0, 2); /* the server's receives are posted */
         gw_request_t *win[WINDOW] = {0};
@@ -205,7 +207,8 @@ int main(int argc, char **argv)
                 gw_request_free(win[i]);
             }
         t1 = now_s();
-        printf("send %zu bw_gbps=%.4f\n", size, (double)size * (double)iters * 8 / (t1 - t0) / 1e9);
+        printf("send %zu ops_s=%.0f bw_gbps=%.4f\n", size, (double)iters / (t1 - t0),
+               (double)size * (double)iters * 8 / (t1 - t0) / 1e9);
     } else if (!strcmp(op, "lat")) {
         /* the server needs our key to answer */
         uint8_t key[512];

@@ -11,93 +11,32 @@
  *     put_wait tracked 8-byte put, request_wait, request_free
  *     test     gw_request_test on a completed request
  */
-#include <gpuwire.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-#define CHECK(x)                                                                    \
-    do {                                                                            \
-        gw_status_t s_ = (x);                                                       \
-        if (s_ != GW_OK) {                                                          \
-            fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, gw_status_name(s_)); \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
-
-static int target(const char *tl)
-{
-    gw_config_t cfg = {.size = sizeof(cfg), .transports = tl, .log_level = -1};
-    gw_context_t *a;
-    CHECK(gw_context_create(&cfg, &a));
-    gw_listener_t *l;
-    CHECK(gw_listen(a, "127.0.0.1:0", &l));
-    char addr[80];
-    CHECK(gw_listener_addr(l, addr, sizeof(addr)));
-    printf("%s\n", addr);
-    fflush(stdout);
-    static char dst[1 << 16];
-    gw_mem_t *dm;
-    CHECK(gw_mem_reg(a, dst, sizeof(dst), GW_ACCESS_REMOTE_WRITE, &dm));
-    uint8_t key[512];
-    size_t klen = sizeof(key);
-    CHECK(gw_mem_pack_rkey(dm, key, &klen));
-    for (;;) { /* one initiator at a time, until none comes for 60 s */
-        gw_ep_t *ep;
-        gw_status_t s = gw_accept(l, 60000, &ep);
-        if (s != GW_OK)
-            return 0;
-        gw_request_t *r;
-        CHECK(gw_send(ep, key, klen, NULL, 1, &r));
-        gw_request_free(r);
-        for (;;) {
-            gw_context_wait(a, 50);
-            gw_progress(a);
-            gw_ep_info_t ei = {.size = sizeof(ei)};
-            if (gw_ep_query(ep, &ei) != GW_OK || ei.error != GW_OK)
-                break;
-        }
-        gw_ep_close(ep, 0);
-    }
-}
+#include "py_bench.h"
 
 int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "target") == 0)
-        return target(argv[2]);
+    {
+        static char dst[1 << 16];
+        return py_bench_target(argv[2], dst, sizeof(dst), GW_ACCESS_REMOTE_WRITE);
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: py_overhead target TRANSPORT | py_overhead ADDR TRANSPORT N\n");
         return 2;
     }
     const char *tl = argv[2];
     long n = atol(argv[3]);
-    gw_config_t cfg = {.size = sizeof(cfg), .transports = tl, .log_level = -1};
     gw_context_t *b;
-    CHECK(gw_context_create(&cfg, &b));
     gw_ep_t *ep;
-    CHECK(gw_connect(b, argv[1], &ep));
+    gw_rkey_t *rk;
+    uint64_t raddr;
+    py_bench_connect(argv[1], tl, &b, &ep, &rk, &raddr);
     static char src[1 << 16];
     gw_mem_t *sm;
     CHECK(gw_mem_reg(b, src, sizeof(src), GW_ACCESS_LOCAL, &sm));
-    uint8_t key[512];
     gw_request_t *r;
-    CHECK(gw_recv(ep, key, sizeof(key), NULL, 1, ~0ull, &r));
-    CHECK(gw_request_wait(r, 10000));
-    gw_request_info_t ri = {.size = sizeof(ri)};
-    gw_request_info(r, &ri);
-    gw_request_free(r);
-    gw_rkey_t *rk;
-    CHECK(gw_rkey_unpack(ep, key, ri.length, &rk));
-    uint64_t raddr;
-    CHECK(gw_rkey_range(rk, &raddr, NULL));
     /* Each figure is the fastest batch of 256 operations (of n in all): on a
      * shared machine the minimum estimates the uncontended cost, which is
      * what the Python side is compared with. */

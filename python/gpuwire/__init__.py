@@ -1,6 +1,6 @@
 """gpuwire - move PyTorch tensors, NumPy arrays and any buffer between
 processes and machines (one-sided put/get, put with a notification, tagged
-send/recv) over libgpuwire.
+send/recv, batched and paged transfers, names) over libgpuwire.
 
     import gpuwire
     with gpuwire.Context() as ctx:
@@ -10,8 +10,8 @@ send/recv) over libgpuwire.
 """
 from ._lib import load as _load
 from .core import (ACCESS_LOCAL, ACCESS_REMOTE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, Context,
-                   Endpoint, Listener, Memory, RemoteKey, Request, build_features, settings,
-                   status_name, version)
+                   DescList, Endpoint, Listener, Memory, RemoteKey, Request, build_features,
+                   settings, status_name, test_many, version, wait_any)
 from . import store
 from .errors import EndpointError, GwError, InvalidArgument, InvalidKey, Timeout
 
@@ -24,6 +24,7 @@ def load_library(path=None):
 
 
 __all__ = ["ACCESS_LOCAL", "ACCESS_REMOTE", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "Context",
-           "Endpoint", "Listener", "Memory", "RemoteKey", "Request", "GwError", "InvalidArgument",
+           "DescList", "Endpoint", "Listener", "Memory", "RemoteKey", "Request", "test_many",
+           "wait_any", "GwError", "InvalidArgument",
            "InvalidKey", "Timeout", "EndpointError", "build_features", "settings", "status_name",
            "version", "load_library", "store"]

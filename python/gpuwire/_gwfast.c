@@ -4,17 +4,23 @@
  * ctypes costs about 1.3 us per 7-argument call on an H100 host (argument
  * conversion), a C extension about 0.13 us (bench/python_overhead.sh,
  * docs/PERFORMANCE.md), so the operations whose overhead the package promises
- * (put, get, put_notify, and waiting on their requests) go through this
- * module when it is built; everything else, and every call when it is not
+ * (put, get, put_notify, waiting on their requests, and the batched and
+ * paged posts with their index arrays) go through this module when it is
+ * built; everything else, and every call when it is not
  * built, goes through ctypes.  It links nothing: the package hands it the
  * addresses of the libgpuwire functions ctypes already loaded, so both
  * paths always use one library instance.  Built against the stable ABI
- * (abi3, Python >= 3.10), so one build serves every Python version.
+ * (abi3, Python >= 3.11: the buffer protocol joined the limited API there),
+ * so one build serves every later Python version.
  */
-#define Py_LIMITED_API 0x030A0000
+#define Py_LIMITED_API 0x030B0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gpuwire.h"
 
@@ -25,19 +31,34 @@ typedef gw_status_t (*putn_fn)(gw_ep_t *, const void *, size_t, gw_mem_t *, uint
 typedef gw_status_t (*wait_fn)(gw_request_t *, int);
 typedef gw_status_t (*test_fn)(const gw_request_t *);
 typedef void (*free_fn)(gw_request_t *);
+typedef gw_status_t (*batch_fn)(gw_ep_t *, int, gw_dlist_t *, const uint32_t *, gw_dlist_t *, const uint32_t *,
+                                size_t, const gw_xfer_opts_t *, gw_request_t **);
+typedef gw_status_t (*pages_fn)(gw_ep_t *, int, gw_mem_t *, void *, const uint32_t *, gw_rkey_t *, uint64_t,
+                                const uint32_t *, size_t, size_t, const gw_xfer_opts_t *, gw_request_t **);
 
 static put_fn f_put, f_get;
 static putn_fn f_put_notify;
 static wait_fn f_wait;
 static test_fn f_test;
 static free_fn f_free;
+static batch_fn f_batch;   /* NULL with a library older than the batched API */
+static pages_fn f_pages;
 
-/* init(put, get, put_notify, request_wait, request_test, request_free): addresses */
+/* init(put, get, put_notify, request_wait, request_test, request_free
+ *      [, xfer_batch, xfer_pages]): addresses (the last two may be 0) */
 static PyObject *fast_init(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 6) {
-        PyErr_SetString(PyExc_TypeError, "init takes the six function addresses");
+    if (n != 6 && n != 8) {
+        PyErr_SetString(PyExc_TypeError, "init takes six or eight function addresses");
         return NULL;
+    }
+    f_batch = NULL;
+    f_pages = NULL;
+    if (n == 8) {
+        f_batch = (batch_fn)PyLong_AsVoidPtr(a[6]);
+        f_pages = (pages_fn)PyLong_AsVoidPtr(a[7]);
+        if (PyErr_Occurred())
+            return NULL;
     }
     void *p[6];
     for (int i = 0; i < 6; i++) {
@@ -95,7 +116,9 @@ static PyObject *fast_rma(PyObject *self, PyObject *const *a, Py_ssize_t n)
 }
 
 /* wait_free(req, timeout_ms) -> status.  1 (GW_INPROGRESS): timed out, the
- * request is still valid; anything else: its final status, request freed. */
+ * request is still valid; GW_OK: complete, request freed; an error: the
+ * request failed and is NOT freed (the caller reads its error detail with
+ * gw_request_info, then frees it). */
 static PyObject *fast_wait_free(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
     if (n != 2) {
@@ -111,17 +134,285 @@ static PyObject *fast_wait_free(PyObject *self, PyObject *const *a, Py_ssize_t n
     st = f_wait(req, ms);
     if (st == GW_ERR_TIMEOUT && f_test(req) == GW_INPROGRESS)
         st = GW_INPROGRESS;
-    else
+    else if (st == GW_OK)
         f_free(req);
     Py_END_ALLOW_THREADS
     return PyLong_FromLong(st);
+}
+
+/* ---- index arrays of the batched and paged transfers ------------------------ */
+/* An index array as the C API takes it: a uint32_t vector.  Taken without a
+ * copy from a buffer of 4-byte unsigned integers (numpy.uint32, array('I'));
+ * checked for negatives, without a copy, when the integers are signed;
+ * converted (checked) when they are 8 bytes wide or given as a list or
+ * tuple.  Anything else (floats, bools, 1- or 2-byte integers, another
+ * ndim, not contiguous) is refused with a ValueError naming the argument. */
+typedef struct idx {
+    const uint32_t *p;   /* NULL: the argument was None */
+    Py_ssize_t n;
+    uint32_t *owned;     /* a converted copy, freed by idx_release */
+    Py_buffer view;
+    int has_view;
+} idx_t;
+
+static void idx_release(idx_t *x)
+{
+    if (x->has_view)
+        PyBuffer_Release(&x->view);
+    free(x->owned);
+    memset(x, 0, sizeof(*x));
+}
+
+/* The name of o's type into buf (the limited API hides tp_name). */
+static const char *tname(PyObject *o, char *buf, size_t len)
+{
+    PyObject *n = PyType_GetName(Py_TYPE(o));
+    const char *u = n ? PyUnicode_AsUTF8AndSize(n, NULL) : NULL;
+    snprintf(buf, len, "%s", u ? u : "?");
+    Py_XDECREF(n);
+    PyErr_Clear();
+    return buf;
+}
+
+static int idx_bad(const char *name, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    PyOS_vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    PyErr_Format(PyExc_ValueError, "%s: %s", name, msg);
+    return -1;
+}
+
+static int idx_from_seq(PyObject *o, const char *name, idx_t *x)
+{
+    Py_ssize_t n = PySequence_Size(o);
+    if (n < 0)
+        return -1;
+    x->owned = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (!x->owned) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int is_list = PyList_Check(o);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = is_list ? PyList_GetItem(o, i) : PyTuple_GetItem(o, i); /* borrowed */
+        if (!it)
+            return -1;
+        if (!PyLong_Check(it))
+        {
+            char tb[64];
+            return idx_bad(name, "item %zd is a %s, not an int", i, tname(it, tb, sizeof(tb)));
+        }
+        int over = 0;
+        long long v = PyLong_AsLongLongAndOverflow(it, &over);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (over || v < 0 || v > (long long)UINT32_MAX)
+            return idx_bad(name, "item %zd is %s: an index is 0 .. 4294967295", i,
+                           over > 0 || v > 0 ? "too large" : "negative");
+        x->owned[i] = (uint32_t)v;
+    }
+    x->p = x->owned;
+    x->n = n;
+    return 0;
+}
+
+static int idx_get(PyObject *o, const char *name, idx_t *x)
+{
+    memset(x, 0, sizeof(*x));
+    if (o == Py_None)
+        return 0;
+    if (PyList_Check(o) || PyTuple_Check(o))
+        return idx_from_seq(o, name, x);
+    if (PyObject_GetBuffer(o, &x->view, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
+        char tb[64];
+        PyErr_Clear();
+        return idx_bad(name, "a %s is not an index array: give a list of ints, a 1-D NumPy array or tensor of "
+                       "int32/uint32/int64/uint64, or an array('I')", tname(o, tb, sizeof(tb)));
+    }
+    x->has_view = 1;
+    Py_buffer *v = &x->view;
+    const char *f = v->format ? v->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '!' || *f == '>')
+        f++;
+    char k = f[0];
+    int ok_fmt = f[0] && !f[1] && strchr("iIlLqQnN", k) && (v->itemsize == 4 || v->itemsize == 8);
+    if (!ok_fmt)
+        return idx_bad(name, "dtype with format '%s' (%zd bytes per item): indices are int32, uint32, int64 or "
+                       "uint64", v->format ? v->format : "B", v->itemsize);
+    if (v->ndim != 1)
+        return idx_bad(name, "%d-dimensional: give a 1-D array", v->ndim);
+    if (v->strides && v->shape[0] > 1 && v->strides[0] != v->itemsize)
+        return idx_bad(name, "not contiguous (stride %zd bytes, item %zd bytes): use a contiguous copy",
+                       v->strides[0], v->itemsize);
+    Py_ssize_t n = v->shape[0];
+    int is_signed = k == 'i' || k == 'l' || k == 'q' || k == 'n';
+    x->n = n;
+    if (v->itemsize == 4) {
+        if (is_signed) {
+            const int32_t *s = v->buf;
+            for (Py_ssize_t i = 0; i < n; i++)
+                if (s[i] < 0)
+                    return idx_bad(name, "item %zd is negative (%d)", i, (int)s[i]);
+        }
+        x->p = v->buf;
+        return 0;
+    }
+    x->owned = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (!x->owned) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const uint64_t *u = v->buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (is_signed && (int64_t)u[i] < 0)
+            return idx_bad(name, "item %zd is negative (%lld)", i, (long long)(int64_t)u[i]);
+        if (u[i] > UINT32_MAX)
+            return idx_bad(name, "item %zd is %llu: an index is at most 4294967295", i, (unsigned long long)u[i]);
+        x->owned[i] = (uint32_t)u[i];
+    }
+    x->p = x->owned;
+    return 0;
+}
+
+/* The number of entries: both arrays given -> equal lengths; one -> its
+ * length; none -> count (which must then be given, >= 0). */
+static int idx_count(const idx_t *l, const idx_t *r, const char *ln, const char *rn, PyObject *cnt, size_t *out)
+{
+    long long c = -1;
+    if (cnt != Py_None) {
+        c = PyLong_AsLongLong(cnt);
+        if (c == -1 && PyErr_Occurred())
+            return -1;
+        if (c < 0) {
+            PyErr_Format(PyExc_ValueError, "count: %lld is negative", c);
+            return -1;
+        }
+    }
+    if (l->p && r->p && l->n != r->n) {
+        PyErr_Format(PyExc_ValueError, "%s has %zd entries but %s has %zd: they pair entry by entry", ln, l->n, rn,
+                     r->n);
+        return -1;
+    }
+    Py_ssize_t have = l->p ? l->n : r->p ? r->n : -1;
+    if (have >= 0 && c >= 0 && c != have) {
+        PyErr_Format(PyExc_ValueError, "count %lld differs from the %zd entries of %s", c, have, l->p ? ln : rn);
+        return -1;
+    }
+    if (have < 0 && c < 0) {
+        PyErr_Format(PyExc_ValueError, "count: give it when neither %s nor %s is given", ln, rn);
+        return -1;
+    }
+    *out = (size_t)(have >= 0 ? have : c);
+    return 0;
+}
+
+/* Both index arrays and the count of a batch: 0, or -1 with an exception set
+ * and nothing held. */
+static int idx_both(PyObject *lo, PyObject *ro, PyObject *cnt, const char *ln, const char *rn, idx_t *li, idx_t *ri,
+                    size_t *count)
+{
+    memset(ri, 0, sizeof(*ri));
+    if (idx_get(lo, ln, li) != 0 || idx_get(ro, rn, ri) != 0 || idx_count(li, ri, ln, rn, cnt, count) != 0) {
+        idx_release(li);
+        idx_release(ri);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *post_result(gw_status_t st, gw_request_t *req)
+{
+    if (st != GW_OK)
+        return PyLong_FromLong(st);
+    return PyLong_FromVoidPtr(req);
+}
+
+/* batch(ep, op, ldlist, lidx, rdlist, ridx, count|None, notify, value, track)
+ * -> request address, 0 (untracked), or the negative status of a refused post */
+static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (n != 10) {
+        PyErr_SetString(PyExc_TypeError, "batch takes 10 arguments");
+        return NULL;
+    }
+    if (!f_batch) {
+        PyErr_SetString(PyExc_RuntimeError, "the loaded libgpuwire has no gw_xfer_batch");
+        return NULL;
+    }
+    void *ep = PyLong_AsVoidPtr(a[0]);
+    int op = (int)PyLong_AsLong(a[1]);
+    void *ll = PyLong_AsVoidPtr(a[2]);
+    void *rl = PyLong_AsVoidPtr(a[4]);
+    int notify = (int)PyLong_AsLong(a[7]);
+    unsigned long long value = PyLong_AsUnsignedLongLong(a[8]);
+    int track = PyObject_IsTrue(a[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    idx_t li, ri;
+    size_t count = 0;
+    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count) != 0)
+        return NULL;
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value};
+    gw_request_t *req = NULL;
+    gw_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = f_batch(ep, op, ll, li.p, rl, ri.p, count, notify ? &o : NULL, track ? &req : NULL);
+    Py_END_ALLOW_THREADS
+    idx_release(&li);
+    idx_release(&ri);
+    return post_result(st, req);
+}
+
+/* pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None,
+ *       page_size, notify, value, track) -> as batch() */
+static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (n != 13) {
+        PyErr_SetString(PyExc_TypeError, "pages takes 13 arguments");
+        return NULL;
+    }
+    if (!f_pages) {
+        PyErr_SetString(PyExc_RuntimeError, "the loaded libgpuwire has no gw_xfer_pages");
+        return NULL;
+    }
+    void *ep = PyLong_AsVoidPtr(a[0]);
+    int op = (int)PyLong_AsLong(a[1]);
+    void *lmem = PyLong_AsVoidPtr(a[2]);
+    void *lbase = PyLong_AsVoidPtr(a[3]);
+    void *rkey = PyLong_AsVoidPtr(a[5]);
+    unsigned long long raddr = PyLong_AsUnsignedLongLong(a[6]);
+    size_t page = PyLong_AsSize_t(a[9]);
+    int notify = (int)PyLong_AsLong(a[10]);
+    unsigned long long value = PyLong_AsUnsignedLongLong(a[11]);
+    int track = PyObject_IsTrue(a[12]);
+    if (PyErr_Occurred())
+        return NULL;
+    idx_t li, ri;
+    size_t count = 0;
+    if (idx_both(a[4], a[7], a[8], "lpages", "rpages", &li, &ri, &count) != 0)
+        return NULL;
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value};
+    gw_request_t *req = NULL;
+    gw_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = f_pages(ep, op, lmem, lbase, li.p, rkey, raddr, ri.p, count, page, notify ? &o : NULL,
+                 track ? &req : NULL);
+    Py_END_ALLOW_THREADS
+    idx_release(&li);
+    idx_release(&ri);
+    return post_result(st, req);
 }
 
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))fast_init, METH_FASTCALL, "bind the library's functions"},
     {"rma", (PyCFunction)(void (*)(void))fast_rma, METH_FASTCALL, "put/get/put_notify"},
     {"wait_free", (PyCFunction)(void (*)(void))fast_wait_free, METH_FASTCALL,
-     "wait, then free unless still in progress"},
+     "wait, then free unless still in progress or failed"},
+    {"batch", (PyCFunction)(void (*)(void))fast_batch, METH_FASTCALL, "gw_xfer_batch with index arrays"},
+    {"pages", (PyCFunction)(void (*)(void))fast_pages, METH_FASTCALL, "gw_xfer_pages with page arrays"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gwfast", NULL, -1, methods,

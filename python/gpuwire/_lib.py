@@ -46,7 +46,37 @@ class EpInfo(ctypes.Structure):
 
 
 class RequestInfo(ctypes.Structure):
-    _fields_ = [("size", c_size_t), ("status", c_int), ("length", c_size_t), ("tag", c_uint64)]
+    _fields_ = [("size", c_size_t), ("status", c_int), ("length", c_size_t), ("tag", c_uint64),
+                ("error_detail", ctypes.c_char * 256)]
+
+
+class LocalDesc(ctypes.Structure):
+    _fields_ = [("mem", c_void_p), ("offset", c_size_t), ("len", c_size_t)]
+
+
+class RemoteDesc(ctypes.Structure):
+    _fields_ = [("rkey", c_void_p), ("offset", c_uint64), ("len", c_size_t)]
+
+
+class XferOpts(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("notify", c_int), ("value", c_uint64)]
+
+
+class ProbeInfo(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("length", c_size_t), ("tag", c_uint64)]
+
+
+class PeerInfo(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("addr", ctypes.c_char * 80), ("epoch", c_uint64),
+                ("listed", c_int), ("changes", c_uint), ("connected", c_int), ("restarts", c_uint)]
+
+
+class DirEntry(ctypes.Structure):
+    _fields_ = [("agent", c_char_p), ("region", c_char_p), ("addr", c_char_p), ("epoch", c_uint64),
+                ("raddr", c_uint64), ("rlen", c_uint64), ("type", c_char_p), ("access", c_uint)]
+
+
+DIR_CB = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(DirEntry))
 
 
 class SettingDesc(ctypes.Structure):
@@ -103,9 +133,46 @@ _PROTOS = {
     "gw_transport_at": (c_int, [c_void_p, c_size_t, POINTER(TransportInfo)]),
 }
 
-# Entry points of later API additions (batched/paged transfers, names): bound
-# when the loaded library has them, so one package works with older builds.
-_OPTIONAL = {}
+# Entry points of later API additions (batched/paged transfers, names,
+# gw_mem_alloc, cancel/probe/many): bound when the loaded library has them, so
+# one package works with older builds (a call then says what is missing).
+PU32 = POINTER(ctypes.c_uint32)
+PSZ = POINTER(c_size_t)
+_OPTIONAL = {
+    "gw_mem_alloc": (c_int, [c_void_p, c_size_t, c_uint, PP, PP]),
+    "gw_dlist_local": (c_int, [c_void_p, POINTER(LocalDesc), c_size_t, PP]),
+    "gw_dlist_remote": (c_int, [c_void_p, POINTER(RemoteDesc), c_size_t, c_uint, PP]),
+    "gw_dlist_count": (c_size_t, [c_void_p]),
+    "gw_dlist_destroy": (c_int, [c_void_p]),
+    "gw_xfer_batch": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t,
+                              POINTER(XferOpts), PP]),
+    "gw_xfer_pages": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_uint64,
+                              c_void_p, c_size_t, c_size_t, POINTER(XferOpts), PP]),
+    "gw_notify_count_wait": (c_int, [c_void_p, c_uint64, c_uint64, c_int]),
+    "gw_notify_count": (c_int, [c_void_p, c_uint64, POINTER(c_uint64)]),
+    "gw_request_cancel": (c_int, [c_void_p]),
+    "gw_request_test_many": (c_int, [POINTER(c_void_p), c_size_t, PSZ, PSZ]),
+    "gw_request_wait_any": (c_int, [POINTER(c_void_p), c_size_t, c_int, PSZ]),
+    "gw_probe": (c_int, [c_void_p, c_uint64, c_uint64, POINTER(ProbeInfo)]),
+    "gw_agent_listen": (c_int, [c_void_p, c_char_p, c_char_p, PP]),
+    "gw_mem_publish": (c_int, [c_void_p, c_char_p]),
+    "gw_mem_unpublish": (c_int, [c_void_p, c_char_p]),
+    "gw_peer_add": (c_int, [c_void_p, c_char_p, c_char_p]),
+    "gw_peer_ep": (c_int, [c_void_p, c_char_p, PP]),
+    "gw_peer_regions": (c_int, [c_void_p, c_char_p, POINTER(c_char_p), c_size_t, PP]),
+    "gw_peer_query": (c_int, [c_void_p, c_char_p, POINTER(PeerInfo)]),
+    "gw_directory_list": (c_int, [c_void_p, DIR_CB, c_void_p]),
+    "gw_directory_describe": (c_int, [c_void_p, c_char_p, c_size_t]),
+}
+
+
+def need(name):
+    """The optional entry point `name`, or ImportError saying the library lacks it."""
+    f = getattr(lib, name, None)
+    if f is None or name not in _OPTIONAL:
+        raise ImportError("gpuwire: the loaded libgpuwire (%s) has no %s: rebuild it from this "
+                          "checkout" % (path, name))
+    return f
 
 lib = None
 path = None
@@ -181,8 +248,14 @@ def find_fast(enable=True):
         except ImportError:
             continue
         addr = lambda fn: ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value  # noqa: E731
-        mod.init(addr("gw_put"), addr("gw_get"), addr("gw_put_notify"), addr("gw_request_wait"),
-                 addr("gw_request_test"), addr("gw_request_free"))
+        opt = lambda fn: addr(fn) if hasattr(lib, fn) else 0  # noqa: E731
+        try:
+            mod.init(addr("gw_put"), addr("gw_get"), addr("gw_put_notify"), addr("gw_request_wait"),
+                     addr("gw_request_test"), addr("gw_request_free"), opt("gw_xfer_batch"),
+                     opt("gw_xfer_pages"))
+        except TypeError:       # an accelerator built before the batched API
+            continue
+        mod.batch_ok = hasattr(lib, "gw_xfer_batch") and hasattr(lib, "gw_xfer_pages")
         fast = mod
         return mod
     return None

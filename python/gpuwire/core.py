@@ -1,4 +1,4 @@
-"""core.py - Context, Memory, Listener, Endpoint, RemoteKey and Request.
+"""core.py - Context, Memory, Listener, Endpoint, RemoteKey, DescList and Request.
 
 Each class wraps one C object of include/gpuwire.h and keeps its rules:
 parents outlive children (a child holds a reference to its parent, and
@@ -16,6 +16,8 @@ is discarded), as gw_request_free() does.
 """
 import asyncio
 import ctypes
+import sys
+import warnings
 
 from . import _lib
 from ._buffers import resolve
@@ -30,6 +32,14 @@ _c_void_p = ctypes.c_void_p
 _byref = ctypes.byref
 _INPROGRESS = 1
 _TIMEOUT = -7
+_BUSY = -6
+_NOTIFY_NONE, _NOTIFY_ORDERED, _NOTIFY_COUNTED = 0, 1, 2
+_ALL = 0xFFFFFFFFFFFFFFFF
+_U32 = 0xFFFFFFFF
+_IDX_FORMATS = frozenset("iIlLqQnN")
+# index-array types the accelerator reads as they are (numpy.ndarray joins at first sight)
+_IDX_DIRECT = {list, tuple, type(None)}
+_kept = []      # (context handle, regions) left alive because views of them were (Context.close)
 
 
 def _ms(timeout):
@@ -49,6 +59,98 @@ def _raise(st, detail=""):
 
 def _bad(detail):
     return InvalidArgument(-1, "GW_ERR_INVALID", "invalid argument", detail)
+
+
+def _opt(name):
+    """An optional entry point of the C API (see _lib._OPTIONAL)."""
+    return _lib.need(name)
+
+
+def _index_source(x, name):
+    """A torch tensor given as an index array becomes its NumPy view (no copy);
+    everything else is checked where it is read (the accelerator or
+    _index_array)."""
+    t = type(x)
+    if t is list or t is tuple or x is None or t.__module__ != "torch":
+        if t.__module__ == "numpy" and t.__name__ == "ndarray":
+            _IDX_DIRECT.add(t)          # put_pages' inline path takes it from now on
+        return x
+    try:        # a CPU tensor's NumPy view; the checks only when that fails
+        return (x.detach() if x.requires_grad else x).numpy()
+    except (TypeError, RuntimeError) as e:
+        if x.device.type != "cpu":
+            raise _bad("%s: an index tensor on %s: give it in host memory (.cpu())"
+                       % (name, x.device)) from None
+        if x.layout is not sys.modules["torch"].strided:
+            raise _bad("%s: a %s tensor: give a dense 1-D tensor" % (name, x.layout)) from None
+        raise _bad("%s: dtype %s: indices are int32, uint32, int64 or uint64 (%s)"
+                   % (name, x.dtype, e)) from None
+
+
+def _index_array(x, name):
+    """(ctypes uint32 array or None, length) for the ctypes path: the checks
+    and messages of the accelerator's idx_get (python/gpuwire/_gwfast.c)."""
+    if x is None:
+        return None, -1
+    if type(x) is list or type(x) is tuple:
+        vals = x
+        for i, v in enumerate(vals):
+            if not isinstance(v, int):
+                raise _bad("%s: item %d is a %s, not an int" % (name, i, type(v).__name__))
+            if v < 0 or v > _U32:
+                raise _bad("%s: item %d is %s: an index is 0 .. 4294967295"
+                           % (name, i, "negative" if v < 0 else "too large"))
+    else:
+        try:
+            mv = memoryview(x)
+        except TypeError:
+            raise _bad("%s: a %s is not an index array: give a list of ints, a 1-D NumPy array or "
+                       "tensor of int32/uint32/int64/uint64, or an array('I')"
+                       % (name, type(x).__name__)) from None
+        fmt = mv.format.lstrip("@=<>!")
+        if len(fmt) != 1 or fmt not in _IDX_FORMATS or mv.itemsize not in (4, 8):
+            raise _bad("%s: dtype with format '%s' (%d bytes per item): indices are int32, uint32, "
+                       "int64 or uint64" % (name, mv.format, mv.itemsize))
+        if mv.ndim != 1:
+            raise _bad("%s: %d-dimensional: give a 1-D array" % (name, mv.ndim))
+        if not mv.c_contiguous:
+            raise _bad("%s: not contiguous (stride %d bytes, item %d bytes): use a contiguous copy"
+                       % (name, mv.strides[0], mv.itemsize))
+        vals = mv.tolist()
+        for i, v in enumerate(vals):
+            if v < 0:
+                raise _bad("%s: item %d is negative (%d)" % (name, i, v))
+            if v > _U32:
+                raise _bad("%s: item %d is %d: an index is at most 4294967295" % (name, i, v))
+    return (ctypes.c_uint32 * len(vals))(*vals), len(vals)
+
+
+def _index_count(l, r, ln, rn, count):
+    """The accelerator's idx_count: the number of entries of a batch."""
+    if count is not None and count < 0:
+        raise _bad("count: %d is negative" % count)
+    if l[0] is not None and r[0] is not None and l[1] != r[1]:
+        raise _bad("%s has %d entries but %s has %d: they pair entry by entry" % (ln, l[1], rn, r[1]))
+    have = l[1] if l[0] is not None else r[1] if r[0] is not None else -1
+    if have >= 0 and count is not None and count != have:
+        raise _bad("count %d differs from the %d entries of %s"
+                   % (count, have, ln if l[0] is not None else rn))
+    if have < 0 and count is None:
+        raise _bad("count: give it when neither %s nor %s is given" % (ln, rn))
+    return have if have >= 0 else count
+
+
+def _notify_opts(notify, counted, op):
+    if notify is not None and counted is not None:
+        raise _bad("notify=%r and counted=%r: a batch carries one notification, ordered or "
+                   "counted" % (notify, counted))
+    if op == 1 and (notify is not None or counted is not None):
+        raise _bad("a notification goes with a put batch, not a get")
+    if counted is not None:
+        return _NOTIFY_COUNTED, int(counted)
+    if notify is not None:
+        return _NOTIFY_ORDERED, int(notify)
+    return _NOTIFY_NONE, 0
 
 
 def status_name(status):
@@ -96,6 +198,7 @@ class Context:
         # because the Python object went out of scope
         self._children = set()
         self._aio = None
+        self.name = None        # the agent name, once agent_listen() made it one
 
     # -- lifetime -------------------------------------------------------------------
     def close(self):
@@ -103,14 +206,32 @@ class Context:
         if self._h is None:
             return
         kids = list(self._children)
-        for k in kids:                      # endpoints first: they free their keys
+        pinned = [k for k in kids if isinstance(k, Memory) and k._views() > 0]
+        for k in kids:                      # lists first: they hold regions and endpoints
+            if isinstance(k, DescList):
+                k.close()
+        for k in kids:                      # then endpoints: they free their keys
             if isinstance(k, Endpoint):
                 k.close()
         for k in kids:
-            if not isinstance(k, Endpoint):
+            if not isinstance(k, (Endpoint, DescList)) and k not in pinned:
                 k.close()
         if self._aio is not None:
             self._aio.stop()
+        if pinned:
+            # memory from ctx.alloc() still viewed by NumPy arrays, memoryviews or
+            # tensors: freeing it would leave them pointing at unmapped memory, so
+            # the region and the context stay (until the process exits)
+            warnings.warn("gpuwire: %d region(s) from Context.alloc() still have live views "
+                          "(%d bytes); the context is closed but that memory is kept until "
+                          "the process exits" % (len(pinned), sum(m.nbytes for m in pinned)),
+                          ResourceWarning, stacklevel=2)
+            _kept.append((self._h, pinned))
+            for m in pinned:
+                m._h = None
+            self._children.clear()
+            self._h = None
+            return
         st = self._L.gw_context_destroy(self._h)
         if st != 0:
             self._check(st)
@@ -188,6 +309,18 @@ class Context:
         """Registers obj's memory (tensor, ndarray, buffer, CUDA array, DLPack)."""
         return Memory(self, obj, access)
 
+    def alloc(self, nbytes, access=ACCESS_REMOTE):
+        """nbytes of zeroed host memory that gpuwire allocates and registers
+        (gw_mem_alloc): shared with peers on this host, so intra-host puts and
+        gets into it are plain copies.  See it without copies through
+        mem.numpy(), mem.tensor(), mem.memoryview()."""
+        return Memory._alloc(self, nbytes, access)
+
+    def dlist_local(self, entries):
+        """A prepared local descriptor list (gw_dlist_local) of (Memory, offset,
+        length) entries, for Endpoint.put_batch / get_batch."""
+        return DescList._local(self, entries)
+
     # -- endpoints --------------------------------------------------------------------------
     def listen(self, addr="127.0.0.1:0"):
         return Listener(self, addr)
@@ -198,6 +331,98 @@ class Context:
         if st != 0:
             self._check(st, "connect to %s" % addr)
         return Endpoint(self, h.value)
+
+    # -- names (docs/NAMES.md) ------------------------------------------------------------------
+    def agent_listen(self, name, addr=None):
+        """Makes the context the agent `name`: a Listener on addr (None: every
+        address, a free port), registered in the directory when one is set."""
+        h = _c_void_p()
+        st = _opt("gw_agent_listen")(self._handle(), name.encode(),
+                                     None if addr is None else addr.encode(), _byref(h))
+        if st != 0:
+            self._check(st, "agent_listen(%r)" % name)
+        self.name = name
+        return Listener(self, None, h.value)
+
+    def unpublish(self, name):
+        st = _opt("gw_mem_unpublish")(self._handle(), name.encode())
+        if st != 0:
+            self._check(st, "unpublish(%r)" % name)
+
+    def peer_add(self, name, addr):
+        """Agent `name` listens at addr ("host:port"): the peer-to-peer form."""
+        st = _opt("gw_peer_add")(self._handle(), name.encode(), addr.encode())
+        if st != 0:
+            self._check(st, "peer_add(%r, %r)" % (name, addr))
+
+    def peer_ep(self, name):
+        """The Endpoint to agent `name` (connected on first use, reused after)."""
+        h = _c_void_p()
+        st = _opt("gw_peer_ep")(self._handle(), name.encode(), _byref(h))
+        if st != 0:
+            self._check(st, "peer_ep(%r)" % name)
+        for k in self._children:
+            if isinstance(k, Endpoint) and k._h == h.value:
+                return k
+        return Endpoint(self, h.value)
+
+    def peer_regions(self, peer, names):
+        """RemoteKeys of regions agent `peer` published, one per name, unpacked
+        on peer_ep(peer) (all or nothing).  A str gives one RemoteKey."""
+        one = isinstance(names, str)
+        names = [names] if one else list(names)
+        ep = self.peer_ep(peer)
+        arr = (ctypes.c_char_p * max(1, len(names)))(*[n.encode() for n in names])
+        out = (_c_void_p * max(1, len(names)))()
+        st = _opt("gw_peer_regions")(self._handle(), peer.encode(), arr, len(names), out)
+        if st != 0:
+            self._check(st, "peer_regions(%r, %r)" % (peer, names))
+        keys = []
+        for i in range(len(names)):
+            rk = RemoteKey(ep, out[i])
+            ep._keys.add(rk)
+            keys.append(rk)
+        return keys[0] if one else keys
+
+    def peer_query(self, name):
+        """What this context knows of agent `name` (no traffic): a dict."""
+        pi = _lib.PeerInfo()
+        pi.size = ctypes.sizeof(pi)
+        st = _opt("gw_peer_query")(self._handle(), name.encode(), _byref(pi))
+        if st != 0:
+            self._check(st, "peer_query(%r)" % name)
+        return {"addr": pi.addr.decode(errors="replace"), "epoch": pi.epoch,
+                "listed": None if pi.listed < 0 else bool(pi.listed), "changes": pi.changes,
+                "connected": bool(pi.connected), "restarts": pi.restarts}
+
+    def ls(self):
+        """Every agent and region the directory holds (`gpuwire ls`): dicts,
+        agents first; GW_ERR_UNAVAILABLE without a directory."""
+        out = []
+
+        def each(_arg, e):
+            e = e.contents
+            d = {"agent": e.agent.decode(errors="replace")}
+            if e.region is None:
+                d.update(addr=(e.addr or b"").decode(errors="replace"), epoch=e.epoch)
+            else:
+                d.update(region=e.region.decode(errors="replace"), addr=e.raddr, len=e.rlen,
+                         type=(e.type or b"").decode(), access=e.access)
+            out.append(d)
+            return 0
+        cb = _lib.DIR_CB(each)
+        st = _opt("gw_directory_list")(self._handle(), cb, None)
+        if st != 0:
+            self._check(st, "ls")
+        return out
+
+    def directory(self):
+        """One line: which directory the context uses and whether it answers."""
+        buf = ctypes.create_string_buffer(512)
+        st = _opt("gw_directory_describe")(self._handle(), buf, 512)
+        if st != 0:
+            self._check(st, "directory")
+        return buf.value.decode(errors="replace")
 
 
 class Memory:
@@ -211,6 +436,7 @@ class Memory:
         self.ctx = ctx
         self.obj = obj
         self._r = r
+        self._own = False
         self.addr = r.addr
         self.nbytes = r.nbytes
         self.access = access
@@ -232,17 +458,85 @@ class Memory:
                            % (r.device, got))
         ctx._children.add(self)
 
+    @classmethod
+    def _alloc(cls, ctx, nbytes, access):
+        if access & ~ACCESS_REMOTE:
+            raise _bad("access flags 0x%x: use ACCESS_LOCAL, ACCESS_REMOTE_READ, "
+                       "ACCESS_REMOTE_WRITE or both" % access)
+        if not isinstance(nbytes, int) or nbytes <= 0:
+            raise _bad("alloc(%r): give a size in bytes > 0" % (nbytes,))
+        a, h = _c_void_p(), _c_void_p()
+        st = _opt("gw_mem_alloc")(ctx._handle(), nbytes, access, _byref(a), _byref(h))
+        if st != 0:
+            ctx._check(st, "alloc(%d)" % nbytes)
+        self = cls.__new__(cls)
+        self.ctx = ctx
+        # the ctypes array is the buffer every view is made from: its
+        # reference count tells whether views are alive (see _views)
+        self.obj = (ctypes.c_uint8 * nbytes).from_address(a.value)
+        self._r = None
+        self._own = True
+        self.addr = a.value
+        self.nbytes = nbytes
+        self.access = access
+        self._h = h.value
+        ctx._children.add(self)
+        return self
+
+    def _views(self):
+        """How many views (memoryviews, arrays, tensors) of an allocated region live."""
+        if not getattr(self, "_own", False) or self.obj is None:
+            return 0
+        return sys.getrefcount(self.obj) - 2      # self.obj and getrefcount's argument
+
+    def memoryview(self):
+        """A writable memoryview of the region's bytes (host memory), no copy."""
+        if self._h is None:
+            raise _bad("the memory region is closed (deregistered)")
+        try:
+            return memoryview(self.obj).cast("B")
+        except TypeError:
+            raise _bad("a region registered from a %s has no memoryview: use the object "
+                       "itself" % type(self.obj).__name__) from None
+
+    def numpy(self, dtype="uint8", shape=None):
+        """The region as a NumPy array (host memory), no copy."""
+        import numpy as np
+        a = np.frombuffer(self.memoryview(), dtype=dtype)
+        return a if shape is None else a.reshape(shape)
+
+    def tensor(self, dtype=None, shape=None):
+        """The region as a CPU torch tensor, no copy (dtype default uint8)."""
+        import torch
+        if self._h is None:
+            raise _bad("the memory region is closed (deregistered)")
+        t = torch.frombuffer(self.obj if getattr(self, "_own", False) else self.memoryview(),
+                             dtype=dtype or torch.uint8)
+        return t if shape is None else t.view(shape)
+
+    def publish(self, name):
+        """Publishes the region under `name` in the context's agent table."""
+        st = _opt("gw_mem_publish")(self._handle(), name.encode())
+        if st != 0:
+            self.ctx._check(st, "publish(%r)" % name)
+
     def close(self):
-        """Deregisters; every key packed from the region is revoked."""
+        """Deregisters; every key packed from the region is revoked (memory from
+        Context.alloc() is freed: refused while views of it are alive)."""
         if self._h is None:
             return
+        n = self._views()
+        if n > 0:
+            _raise(_BUSY, "close a %d-byte region from Context.alloc(): %d view(s) of it (NumPy "
+                          "arrays, memoryviews, tensors) are alive; drop them first"
+                   % (self.nbytes, n))
         if self.ctx._h is not None:
             st = self.ctx._L.gw_mem_dereg(self._h)
             if st != 0:
                 self.ctx._check(st, "deregister")
         self._h = None
         self.ctx._children.discard(self)
-        if self._r.release:
+        if self._r is not None and self._r.release:
             self._r.release()
         self.obj = None
 
@@ -286,13 +580,15 @@ class Memory:
 
 
 class Listener:
-    def __init__(self, ctx, addr):
-        h = _c_void_p()
-        st = ctx._L.gw_listen(ctx._handle(), addr.encode(), _byref(h))
-        if st != 0:
-            ctx._check(st, "listen on %s" % addr)
+    def __init__(self, ctx, addr, handle=None):
+        if handle is None:
+            h = _c_void_p()
+            st = ctx._L.gw_listen(ctx._handle(), addr.encode(), _byref(h))
+            if st != 0:
+                ctx._check(st, "listen on %s" % addr)
+            handle = h.value
         self.ctx = ctx
-        self._h = h.value
+        self._h = handle
         ctx._children.add(self)
 
     @property
@@ -360,6 +656,7 @@ class Endpoint:
         self._h = h
         self._L = ctx._L
         self._keys = set()
+        self._lists = set()
         ctx._children.add(self)
 
     def _handle(self):
@@ -371,6 +668,8 @@ class Endpoint:
         """Finishes outstanding operations (up to timeout), then closes."""
         if self._h is None:
             return
+        for k in list(self._lists):
+            k.close()
         for k in list(self._keys):
             k.close()
         if self.ctx._h is not None:
@@ -566,6 +865,188 @@ class Endpoint:
             self.ctx._check(st, "wait for a notification")
         return v.value
 
+    def probe(self, tag=0, mask=_ALL):
+        """(length, tag) of the queued message recv(tag, mask) would take, or
+        None when none arrived yet (one progress pass first)."""
+        pi = _lib.ProbeInfo()
+        pi.size = ctypes.sizeof(pi)
+        st = _opt("gw_probe")(self._handle(), tag, mask, _byref(pi))
+        if st == _INPROGRESS:
+            return None
+        if st != 0:
+            self.ctx._check(st, "probe(tag=%#x, mask=%#x)" % (tag, mask))
+        return pi.length, pi.tag
+
+    # -- batched and paged transfers (docs/BATCH.md) --------------------------------------------
+    def dlist_remote(self, entries, access=ACCESS_REMOTE_WRITE):
+        """A prepared remote descriptor list (gw_dlist_remote) of (RemoteKey,
+        offset, length) entries on this endpoint; access: what the transfers
+        will do (ACCESS_REMOTE_WRITE for puts, ACCESS_REMOTE_READ for gets)."""
+        return DescList._remote(self, entries, access)
+
+    def _batch(self, op, local, remote, lidx, ridx, count, notify, counted, track):
+        if type(local) is not DescList or local.remote:
+            raise _bad("local: a local DescList (ctx.dlist_local), not %s" % _what(local))
+        if type(remote) is not DescList or not remote.remote:
+            raise _bad("remote: a remote DescList (ep.dlist_remote), not %s" % _what(remote))
+        nk, val = _notify_opts(notify, counted, op)
+        eh, lh, rh = self._handle(), local._handle(), remote._handle()
+        if lidx is None and ridx is None and count is None:
+            if local.n != remote.n:
+                raise _bad("count: give it (or lidx/ridx): the local list has %d entries, the "
+                           "remote one %d" % (local.n, remote.n))
+            count = local.n
+        lidx = _index_source(lidx, "lidx")
+        ridx = _index_source(ridx, "ridx")
+        F = _lib.fast
+        if F is not None and F.batch_ok:
+            try:
+                r = F.batch(eh, op, lh, lidx, rh, ridx, count, nk, val, track)
+            except ValueError as e:
+                raise _bad(str(e)) from None
+        else:
+            li, ri = _index_array(lidx, "lidx"), _index_array(ridx, "ridx")
+            n = _index_count(li, ri, "lidx", "ridx", count)
+            o = _lib.XferOpts(ctypes.sizeof(_lib.XferOpts), nk, val)
+            req = _c_void_p()
+            r = _opt("gw_xfer_batch")(eh, op, lh, li[0], rh, ri[0], n, _byref(o) if nk else None,
+                                      _byref(req) if track else None)
+            if r == 0:
+                r = req.value or 0
+        if r > 0:
+            return Request(self.ctx, r, None, None)
+        if r == 0:
+            return None
+        self.ctx._check(r, "%s_batch" % ("put", "get")[op])
+
+    def put_batch(self, local, remote, lidx=None, ridx=None, count=None, notify=None,
+                  counted=None, track=True):
+        """Writes local entry lidx[i] into remote entry ridx[i] for every i, as
+        one request (lidx/ridx: list, NumPy array or tensor of indices; None:
+        0..count-1).  notify=value: an ordered notification after the batch
+        (read by wait_notify); counted=id: one counted notification of id
+        (wait_count)."""
+        return self._batch(0, local, remote, lidx, ridx, count, notify, counted, track)
+
+    def get_batch(self, local, remote, lidx=None, ridx=None, count=None, track=True):
+        """Reads remote entry ridx[i] into local entry lidx[i] for every i."""
+        return self._batch(1, local, remote, lidx, ridx, count, None, None, track)
+
+    def _pages(self, op, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
+               notify, counted, track):
+        if type(local) is not Memory:
+            raise _bad("local: the paged form needs a registered Memory, not %s" % _what(local))
+        if type(rkey) is not RemoteKey:
+            raise _bad("rkey: a RemoteKey (ep.unpack), not %s" % _what(rkey))
+        mh, kh, eh = local._h, rkey._h, self._h
+        if mh is None or kh is None or eh is None:
+            raise _bad("the %s is closed" % ("local memory region" if mh is None else
+                                              "remote key" if kh is None else "endpoint"))
+        if type(page_size) is not int or page_size <= 0:
+            raise _bad("page_size %r: give the page size in bytes (> 0)" % (page_size,))
+        if local_offset < 0 or offset < 0:
+            raise _bad("%s %d is negative" % (("local_offset", local_offset) if local_offset < 0
+                                              else ("offset", offset)))
+        nk, val = (0, 0) if notify is None and counted is None else \
+            _notify_opts(notify, counted, op)
+        lpages = _index_source(lpages, "lpages")
+        rpages = _index_source(rpages, "rpages")
+        F = _lib.fast
+        try:
+            if F is not None and F.batch_ok:
+                try:
+                    r = F.pages(eh, op, mh, local.addr + local_offset, lpages, kh,
+                                rkey.addr + offset, rpages, count, page_size, nk, val, track)
+                except ValueError as e:
+                    raise _bad(str(e)) from None
+            else:
+                li, ri = _index_array(lpages, "lpages"), _index_array(rpages, "rpages")
+                n = _index_count(li, ri, "lpages", "rpages", count)
+                o = _lib.XferOpts(ctypes.sizeof(_lib.XferOpts), nk, val)
+                req = _c_void_p()
+                r = _opt("gw_xfer_pages")(eh, op, mh, local.addr + local_offset, li[0], kh,
+                                          rkey.addr + offset, ri[0], n, page_size,
+                                          _byref(o) if nk else None, _byref(req) if track else None)
+                if r == 0:
+                    r = req.value or 0
+        except OverflowError as e:
+            raise _bad("an argument is out of range: %s" % e) from None
+        if r > 0:
+            if count is None:
+                count = len(lpages if lpages is not None else rpages)
+            return Request(self.ctx, r, None, count * page_size)
+        if r == 0:
+            return None
+        self._pages_failed(r, op)
+
+    def _pages_failed(self, st, op):
+        """Raises for a refused paged post, naming the index array at fault."""
+        import re
+        detail = self._L.gw_last_error(self.ctx._h).decode(errors="replace")
+        m = re.search(r"entry (\d+): (local|remote) page (\d+)", detail)
+        if m:
+            detail = "%s[%s] = %s is out of range: %s" % (
+                "lpages" if m.group(2) == "local" else "rpages", m.group(1), m.group(3), detail)
+        _raise(st, "%s_pages: %s" % (("put", "get")[op], detail))
+
+    def put_pages(self, local, rkey, page_size, lpages=None, rpages=None, count=None,
+                  local_offset=0, offset=0, notify=None, counted=None, track=True):
+        """The paged put (KV caches): page i is the page_size bytes at
+        local.addr + local_offset + lpages[i] * page_size, written to
+        rkey.addr + offset + rpages[i] * page_size (lpages/rpages: list, NumPy
+        array or tensor; None: 0..count-1).  notify / counted as put_batch."""
+        F = _lib.fast
+        if (F is not None and type(local) is Memory and type(rkey) is RemoteKey and notify is None
+                and type(lpages) in _IDX_DIRECT and type(rpages) in _IDX_DIRECT
+                and (counted is None or type(counted) is int) and type(page_size) is int
+                and page_size > 0 and local_offset >= 0 and offset >= 0 and F.batch_ok):
+            # the common case inlined (the post of a KV layer; bench/python_pages.sh)
+            mh, kh, eh = local._h, rkey._h, self._h
+            if mh is not None and kh is not None and eh is not None:
+                try:
+                    r = F.pages(eh, 0, mh, local.addr + local_offset, lpages, kh, rkey.addr + offset,
+                                rpages, count, page_size, 0 if counted is None else 2, counted or 0,
+                                track)
+                except ValueError as e:
+                    raise _bad(str(e)) from None
+                if r > 0:
+                    if count is None:
+                        count = len(lpages if lpages is not None else rpages)
+                    return Request(self.ctx, r, None, count * page_size)
+                if r == 0:
+                    return None
+                self._pages_failed(r, 0)
+        return self._pages(0, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
+                           notify, counted, track)
+
+    def get_pages(self, local, rkey, page_size, lpages=None, rpages=None, count=None,
+                  local_offset=0, offset=0, track=True):
+        """The paged get: remote page rpages[i] into local page lpages[i]."""
+        return self._pages(1, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
+                           None, None, track)
+
+    def wait_count(self, id, count=1, timeout=None):
+        """Waits until `count` counted notifications of `id` arrived on this
+        endpoint (from batches finishing in any order) and takes them.
+        Timeout (nothing taken) when fewer came in time."""
+        if count < 0:
+            raise _bad("count %d is negative" % count)
+        st = _opt("gw_notify_count_wait")(self._handle(), id, count, _ms(timeout))
+        if st == _INPROGRESS or st == _TIMEOUT:
+            have = self.notify_count(id)
+            _raise(_TIMEOUT, "wait_count(id=%d, count=%d): %d arrived within %s s"
+                   % (id, count, have, timeout))
+        if st != 0:
+            self.ctx._check(st, "wait_count(id=%d, count=%d)" % (id, count))
+
+    def notify_count(self, id):
+        """How many counted notifications of `id` arrived and were not taken."""
+        v = ctypes.c_uint64()
+        st = _opt("gw_notify_count")(self._handle(), id, _byref(v))
+        if st != 0:
+            self.ctx._check(st, "notify_count(%d)" % id)
+        return v.value
+
     # -- helpers over tagged messages ---------------------------------------------------------
     def send_bytes(self, data, tag=0, timeout=30.0):
         self.send(bytes(data), tag).wait(timeout)
@@ -577,26 +1058,120 @@ class Endpoint:
         return bytes(buf[:n])
 
 
+def _what(x):
+    return "a %s" % type(x).__name__
+
+
+class DescList:
+    """A prepared descriptor list (gw_dlist_t): local (ctx.dlist_local) or
+    remote (ep.dlist_remote).  Every entry is checked when it is made (the
+    error names the entry).  Lives until close() or its context's (a local
+    list keeps its regions from closing; a remote one its endpoint)."""
+
+    def __init__(self, owner, h, remote, refs, n):
+        self.owner = owner          # Context (local list) or Endpoint (remote list)
+        self.ctx = owner.ctx if remote else owner
+        self._h = h
+        self.remote = remote
+        self._refs = refs           # the Memory / RemoteKey objects named
+        self.n = n
+        self.ctx._children.add(self)
+        if remote:
+            owner._lists.add(self)
+
+    @staticmethod
+    def _descs(entries, struct, want):
+        """A ctypes array of struct from (want-object, offset, length) entries."""
+        arr = (struct * max(1, len(entries)))()
+        for i, e in enumerate(entries):
+            try:
+                obj, off, ln = e
+            except (TypeError, ValueError):
+                raise _bad("entry %d: give (%s, offset, length), not %r"
+                           % (i, want.__name__, e)) from None
+            if type(obj) is not want or obj._h is None:
+                raise _bad("entry %d: %s, not an open %s" % (i, _what(obj), want.__name__))
+            if off < 0 or ln < 0:
+                raise _bad("entry %d: offset %d / length %d is negative" % (i, off, ln))
+            arr[i] = struct(obj._h, off, ln)
+        return arr
+
+    @classmethod
+    def _local(cls, ctx, entries):
+        entries = list(entries)
+        arr = cls._descs(entries, _lib.LocalDesc, Memory)
+        h = _c_void_p()
+        st = _opt("gw_dlist_local")(ctx._handle(), arr, len(entries), _byref(h))
+        if st != 0:
+            ctx._check(st, "dlist_local")
+        return cls(ctx, h.value, False, [e[0] for e in entries], len(entries))
+
+    @classmethod
+    def _remote(cls, ep, entries, access):
+        entries = list(entries)
+        arr = cls._descs(entries, _lib.RemoteDesc, RemoteKey)
+        if access & ~ACCESS_REMOTE or not access:
+            raise _bad("access 0x%x: ACCESS_REMOTE_WRITE (puts), ACCESS_REMOTE_READ (gets) or "
+                       "both" % access)
+        h = _c_void_p()
+        st = _opt("gw_dlist_remote")(ep._handle(), arr, len(entries), access, _byref(h))
+        if st != 0:
+            ep.ctx._check(st, "dlist_remote")
+        return cls(ep, h.value, True, [], len(entries))
+
+    def __len__(self):
+        return self.n
+
+    def _handle(self):
+        if self._h is None:
+            raise _bad("the descriptor list is closed")
+        return self._h
+
+    def close(self):
+        """Destroys the list (GW_ERR_BUSY while a transfer uses it)."""
+        if self._h is None:
+            return
+        if self.ctx._h is not None:
+            st = _opt("gw_dlist_destroy")(self._h)
+            if st != 0:
+                self.ctx._check(st, "close a descriptor list")
+        self._h = None
+        self._refs = None
+        self.ctx._children.discard(self)
+        if self.remote:
+            self.owner._lists.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class Request:
     """One operation: wait(timeout) or `await req`; .status, .nbytes, .tag when done."""
 
-    __slots__ = ("ctx", "_h", "_keep", "status", "nbytes", "tag")
+    __slots__ = ("ctx", "_h", "_keep", "status", "nbytes", "tag", "detail")
 
     def __init__(self, ctx, h, keep, nbytes=None):
         self.ctx = ctx
         self._h = h
         self._keep = keep
         self.status = _INPROGRESS
-        self.nbytes = nbytes    # None: taken from the completion (recv, flush)
+        self.nbytes = nbytes    # None: taken from the completion (recv, flush, batch)
         self.tag = 0
+        self.detail = ""        # why it failed (gw_request_info's error_detail)
 
     def _finish(self, st):
         L = self.ctx._L
-        if self.nbytes is None:       # recv, flush: length and tag from the completion
+        if self.nbytes is None or st < 0:   # length and tag from the completion; why it failed
             ri = _lib.RequestInfo()
             ri.size = ctypes.sizeof(ri)
             L.gw_request_info(self._h, _byref(ri))
-            self.nbytes, self.tag = ri.length, ri.tag
+            if self.nbytes is None:
+                self.nbytes, self.tag = ri.length, ri.tag
+            if st < 0:
+                self.detail = ri.error_detail.decode(errors="replace")
         L.gw_request_free(self._h)
         self._h = None
         self.status = st
@@ -608,9 +1183,29 @@ class Request:
 
     def _raise_failed(self):
         d = "request failed"
-        _raise(self.status, "%s; context: %s" % (d, self.ctx._L.gw_last_error(self.ctx._h)
-                                                 .decode(errors="replace"))
-               if self.ctx._h else d)
+        if self.detail:
+            d = "%s: %s" % (d, self.detail)
+        elif self.ctx._h:
+            d = "%s; context: %s" % (d, self.ctx._L.gw_last_error(self.ctx._h).decode(errors="replace"))
+        _raise(self.status, d)
+
+    def cancel(self):
+        """Withdraws the operation if it has not started to move data (a
+        receive nothing matched yet, a waiting flush).  True when the request
+        is complete on return (then .status says GW_ERR_CANCELED, or its own
+        status when it had completed); False when it is past withdrawal and
+        completes on its own."""
+        if self._h is None:
+            return True
+        if self.ctx._h is None:
+            raise _bad("the context of this request is closed")
+        st = _opt("gw_request_cancel")(self._h)
+        if st == _INPROGRESS:
+            return False
+        if st != 0:
+            self.ctx._check(st, "cancel")
+        self._finish(self.ctx._L.gw_request_test(self._h))
+        return True
 
     def done(self):
         """True once complete (does not progress; see Context.progress)."""
@@ -632,18 +1227,19 @@ class Request:
             F = _lib.fast
             if F is not None and self.nbytes is not None:     # put/get/send: no info needed
                 st = F.wait_free(self._h, -1 if timeout is None else _ms(timeout))
+                if st == 0:
+                    self._h = None
+                    self.status = 0
+                    k = self._keep
+                    if k is not None:
+                        self._keep = None
+                        if k.release:
+                            k.release()
+                    return self.nbytes
                 if st == _INPROGRESS:
                     _raise(_TIMEOUT, "request not complete after %s s" % timeout)
-                self._h = None
-                self.status = st
-                k = self._keep
-                if k is not None:
-                    self._keep = None
-                    if k.release:
-                        k.release()
-                if st != 0:
-                    self._raise_failed()
-                return self.nbytes
+                self._finish(st)            # failed: not freed yet, its detail is read first
+                self._raise_failed()
             st = self.ctx._L.gw_request_wait(self._h, -1 if timeout is None else _ms(timeout))
             if st == _TIMEOUT and self.ctx._L.gw_request_test(self._h) == _INPROGRESS:
                 _raise(_TIMEOUT, "request not complete after %s s" % timeout)
@@ -727,3 +1323,67 @@ def _aio_driver(ctx):
             d.stop()
         d = ctx._aio = _AioDriver(ctx, loop)
     return d
+
+
+def _handles(reqs):
+    reqs = list(reqs)
+    ctx = None
+    for i, r in enumerate(reqs):
+        if r is None:
+            continue
+        if type(r) is not Request:
+            raise _bad("requests[%d]: %s, not a Request (or None)" % (i, _what(r)))
+        if ctx is None:
+            ctx = r.ctx
+        elif r.ctx is not ctx and r._h is not None:
+            raise _bad("requests[%d] belongs to another context than requests before it" % i)
+    return reqs, ctx
+
+
+def test_many(reqs):
+    """Indices of the complete requests among reqs (None entries skipped),
+    without progressing (gw_request_test_many)."""
+    reqs, ctx = _handles(reqs)
+    n = len(reqs)
+    arr = (_c_void_p * max(1, n))(*[(r._h or 0) if r is not None else 0 for r in reqs])
+    live = [i for i, r in enumerate(reqs) if r is not None and r._h is not None]
+    done = set(i for i, r in enumerate(reqs) if r is not None and r._h is None)
+    if live:
+        if ctx._h is None:
+            raise _bad("the context of these requests is closed")
+        idx = (ctypes.c_size_t * max(1, n))()
+        nd = ctypes.c_size_t()
+        st = _opt("gw_request_test_many")(arr, n, idx, _byref(nd))
+        if st != 0:
+            ctx._check(st, "test_many")
+        for k in range(nd.value):
+            i = idx[k]
+            if reqs[i] is not None and reqs[i]._h is not None:
+                reqs[i].done()           # records its status, frees the C request
+                done.add(i)
+    return sorted(done)
+
+
+def wait_any(reqs, timeout=None):
+    """Progresses until one of reqs (one context; None entries skipped) is
+    complete and returns its index (the lowest complete one).  Its status is
+    in .status; wait() on it returns or raises as usual.  Timeout when none
+    completed in time."""
+    reqs, ctx = _handles(reqs)
+    for i, r in enumerate(reqs):
+        if r is not None and r._h is None:
+            return i
+    if ctx is None:
+        raise _bad("wait_any: no request given (every entry is None)")
+    if ctx._h is None:
+        raise _bad("the context of these requests is closed")
+    n = len(reqs)
+    arr = (_c_void_p * n)(*[(r._h or 0) if r is not None else 0 for r in reqs])
+    idx = ctypes.c_size_t()
+    st = _opt("gw_request_wait_any")(arr, n, _ms(timeout), _byref(idx))
+    if st == _TIMEOUT or st == _INPROGRESS:
+        _raise(_TIMEOUT, "wait_any: none of %d requests complete after %s s" % (n, timeout))
+    if st != 0:
+        ctx._check(st, "wait_any")
+    reqs[idx.value].done()
+    return idx.value

@@ -1,8 +1,10 @@
 """gpu_peer.py ROLE TRANSPORT CASE STORE_FILE - one side of a GPU test of
 test_gpu.py (run as its own process: CUDA IPC needs two).  ROLE is target or
 initiator; CASE is dirs (CUDA<->CUDA, CPU<->CUDA both ways, put/get/send/recv),
-slices (caching-allocator slices beside live neighbours) or vmm (the same
-under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set by the caller).
+slices (caching-allocator slices beside live neighbours), vmm (the same
+under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set by the caller) or
+pages (paged puts of CUDA pages with counted notifications, a batch of
+descriptor lists with an ordered one, a paged get back).
 Exit 0 when every byte checked is right; the reason otherwise."""
 import datetime
 import os
@@ -80,6 +82,54 @@ if case == "dirs":
         hr = torch.zeros(N, dtype=torch.uint8)
         ep.recv(hr, tag=6).wait(120)
         check("recv H <- send G", hr, pat(N, 1, G))
+        ep.send_bytes(b"done", tag=7)
+        print("initiator: endpoint %s" % ep.info()["path"])
+elif case == "pages":
+    P, NP = 16 << 10, 256                 # 16 KiB pages, 256 of them on each side
+    lp = torch.randperm(NP, generator=torch.Generator().manual_seed(3))[:192].to(torch.int32)
+    rp = torch.randperm(NP, generator=torch.Generator().manual_seed(4))[:192].to(torch.int32)
+    if role == "target":
+        cache = torch.zeros(NP * P, dtype=torch.uint8, device=G)
+        m = ctx.register(cache)
+        d.publish("cache", m)
+        d.serve("t", addr="127.0.0.1:0")
+        ep = d.accept("t")
+        ep.wait_count(9, 3, 120)                                     # three paged puts
+        assert ep.wait_notify(120) == 0x99                           # then the list batch
+        want = torch.zeros(NP * P, dtype=torch.uint8)
+        src = pat(NP * P, 30, "cpu")
+        for a, b in zip(lp.tolist(), rp.tolist()):
+            want[b * P:(b + 1) * P] = src[a * P:(a + 1) * P]
+        want[5:5 + 1000] = src[7000:8000]                            # the list batch's entry
+        check("paged puts", cache, want)
+        assert ep.recv_bytes(tag=7, timeout=120) == b"done"
+    else:
+        ep = d.connect("t")
+        rk = d.remote_key(ep, "cache")
+        src = pat(NP * P, 30, G)
+        if G.type == "cuda":
+            torch.cuda.synchronize()
+        sm = ctx.register(src)
+        if G.type == "cuda":
+            try:
+                ep.put_pages(sm, rk, P, lp.to(G), rp)
+                sys.exit("pages: an index tensor on %s was accepted" % G)
+            except gpuwire.InvalidArgument as e:
+                assert "lpages: an index tensor on cuda" in str(e), e
+        reqs = [ep.put_pages(sm, rk, P, lp[i:i + 64], rp[i:i + 64].numpy(), counted=9)
+                for i in (0, 64, 128)]
+        assert [r.wait(120) for r in reqs] == [64 * P] * 3
+        L = ctx.dlist_local([(sm, 7000, 1000)])
+        R = ep.dlist_remote([(rk, 5, 1000)], access=gpuwire.ACCESS_REMOTE)
+        ep.put_batch(L, R, notify=0x99).wait(120)
+        back = torch.zeros(192 * P, dtype=torch.uint8, device=G)
+        ep.get_pages(ctx.register(back), rk, P, None, rp.tolist()).wait(120)
+        exp = torch.cat([src[a * P:(a + 1) * P] for a in lp.tolist()])
+        # remote page rp[i] holds local page lp[i] except where the list batch wrote
+        for i, b in enumerate(rp.tolist()):
+            if b == 0:
+                exp[i * P + 5:i * P + 1005] = src[7000:8000]
+        check("paged get", back, exp)
         ep.send_bytes(b"done", tag=7)
         print("initiator: endpoint %s" % ep.info()["path"])
 else:   # slices / vmm: registered tensors are parts of allocator blocks with live neighbours

@@ -1,7 +1,8 @@
 """GPU suite: CUDA tensors both directions on every transport usable on one
 GPU (tcp staging, intra CUDA IPC; verbs where an RDMA device exists), tensors
 that are slices of the caching allocator's blocks, and the same under
-expandable_segments:True (VMM memory).  Two processes per case (CUDA IPC
+expandable_segments:True (VMM memory), and paged/batched transfers of CUDA
+pages with counted notifications.  Two processes per case (CUDA IPC
 cannot open a handle in its own process)."""
 import os
 import subprocess
@@ -23,7 +24,7 @@ def gpu_transports():
         return [n for n, ok, _ in c.transports() if ok]
 
 
-@pytest.mark.parametrize("case", ["dirs", "slices", "vmm"])
+@pytest.mark.parametrize("case", ["dirs", "slices", "vmm", "pages"])
 @pytest.mark.parametrize("transport", gpu_transports())
 def test_gpu_pair(transport, case, tmp_path):
     env = dict(os.environ)

@@ -9,50 +9,20 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "cuda/cuda_wrap.h"
-#include "topo/topo.h"
 
-#include <ctype.h>
-#include <dlfcn.h>
-
-/* The verbs transport's default device: the NIC nearest to the GPU this
- * process works on.  Only when the process already loaded the CUDA driver
- * (a GPU application): gpuwire does not initialise CUDA just for this. */
-static void nic_hint(gw_context_t *ctx)
+/* "verbs, intra, tcp": every transport known (core/transports.def) */
+static void known_transports(char *buf, size_t len)
 {
-    gw_core_t *c = &ctx->core;
-    if (gw_settings_str(&c->settings, GW_SET_IB_DEVICE)[0])
-        return;
-    void *h = dlopen(gw_settings_str(&c->settings, GW_SET_CUDA_LIB), RTLD_NOW | RTLD_NOLOAD);
-    if (!h)
-        return;
-    dlclose(h);
-    char why[256];
-    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-    if (!cu)
-        return;
-    CUcontext cur = NULL;
-    CUdevice dev = 0;
-    if (cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
-        cu->cuCtxGetDevice(&dev);
-    char bdf[32];
-    gw_cuda_pci_bus_id((int)dev, bdf, sizeof(bdf));
-    for (char *p = bdf; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    if (!bdf[0])
-        return;
-    if (gw_topo_default_nic(gw_settings_str(&c->settings, GW_SET_SYSFS_ROOT), bdf, c->nic_hint, sizeof(c->nic_hint),
-                            why, sizeof(why)) != GW_OK) {
-        c->nic_hint[0] = '\0';
-        gw_log(GW_LOG_DEBUG, "no nearest NIC for GPU %d (%s): %s", (int)dev, bdf, why);
-        return;
-    }
-    snprintf(c->nic_hint_why, sizeof(c->nic_hint_why), "nearest to GPU %d at %s", (int)dev, bdf);
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < GW_TL_COUNT && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", gw_tl_names[i]);
 }
 
 static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *err, size_t errlen)
 {
-    char buf[256];
+    char buf[256], known[128];
+    known_transports(known, sizeof(known));
     snprintf(buf, sizeof(buf), "%s", list);
     ctx->tl_norder = 0;
     /* an empty entry ("tcp,,verbs", a trailing comma) is a typo, not a choice */
@@ -65,7 +35,7 @@ static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *e
             nonblank += *r != ' ';
         if (!nonblank && (*q == ',' || p != list)) {
             snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": empty entry in the list (expected a comma-separated "
-                     "subset of verbs, intra, tcp)", list);
+                     "subset of %s)", list, known);
             return GW_ERR_CONFIG;
         }
         if (!*q)
@@ -78,8 +48,8 @@ static gw_status_t parse_transports(gw_context_t *ctx, const char *list, char *e
             if (!strcmp(tok, gw_tl_names[i]))
                 found = i;
         if (found < 0) {
-            snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": unknown transport \"%s\" (known: verbs, intra, tcp)",
-                     list, tok);
+            snprintf(err, errlen, "GPUWIRE_TRANSPORTS=\"%s\": unknown transport \"%s\" (known: %s)",
+                     list, tok, known);
             return GW_ERR_CONFIG;
         }
         for (int i = 0; i < ctx->tl_norder; i++) {
@@ -103,18 +73,6 @@ static int tl_allowed(const gw_context_t *ctx, int id)
         if (ctx->tl_order[i] == id)
             return 1;
     return 0;
-}
-
-/* A transport table with a NULL slot is a bug in that transport: refuse it. */
-static const char *null_slot(const gw_tl_ops_t *o)
-{
-#define S(f) if (!o->f) return #f;
-    S(iface_open) S(iface_close) S(iface_describe) S(mem_reg) S(mem_dereg) S(rkey_pack)
-    S(rkey_unpack) S(rkey_release) S(caps)
-    S(ep_prepare) S(ep_reachable) S(ep_connect) S(ep_join) S(ep_close) S(ep_destroy)
-    S(ep_describe) S(submit) S(recv_matched)
-#undef S
-    return NULL;
 }
 
 static gw_status_t load_secret(gw_context_t *ctx, char *err, size_t errlen)
@@ -206,11 +164,8 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
         goto err_core;
 
-    if (tl_allowed(ctx, GW_TL_VERBS))
-        nic_hint(ctx);
     for (int i = 0; i < GW_TL_COUNT; i++) {
         const gw_tl_ops_t *ops = gw_tl_table[i];
-        const char *slot;
         if (!ops) {
             snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "not compiled into this build");
             continue;
@@ -219,12 +174,12 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
             snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "not in GPUWIRE_TRANSPORTS=\"%s\"", tls);
             continue;
         }
-        if ((slot = null_slot(ops)) != NULL) {
-            gw_log(GW_LOG_ERROR, "transport %s has no %s operation: disabled (a bug)", gw_tl_names[i], slot);
-            snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "broken: no %s operation", slot);
+        char why[256] = "";
+        if (gw_tl_check_ops(ops, i, why, sizeof(why)) != GW_OK) {
+            gw_log(GW_LOG_ERROR, "transport %s disabled (a bug): %s", gw_tl_names[i], why);
+            snprintf(ctx->tl_why[i], sizeof(ctx->tl_why[i]), "broken: %s", why);
             continue;
         }
-        char why[256] = "";
         st = ops->iface_open(&ctx->core, &ctx->tl[i], why, sizeof(why));
         if (st == GW_OK)
             continue;

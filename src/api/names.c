@@ -2,7 +2,7 @@
  *
  * A context becomes an agent with gw_agent_listen(); gw_mem_publish() puts a
  * region's packed key into the agent's table (bootstrap/names_wire.h).  The
- * table travels to every peer in the handshake's READY (ep.c calls
+ * table travels to every peer in the handshake's READY (handshake.c calls
  * gw_names_fill_ready / gw_names_take_table), with an HMAC over it when
  * authentication is on, and again in a table-only handshake when a peer
  * misses a name (fetch_table below).  Keys therefore only ever come from the

@@ -17,6 +17,10 @@
  *   8  u64 owner context uuid  16 u64 region id  24 u64 addr  32 u64 len
  *  40  u32 access  44 u8 memory type  45 u8 transport blob count
  *  46  blobs { u8 transport id, u8 len, len bytes }
+ *
+ * A transport id, here and in the handshake's preference list, blobs and
+ * chosen transport, is a GW_TL_* wire id of core/transports.def: never
+ * renumbered.  0xff (GW_HS_NO_TL) is reserved.
  */
 #ifndef GW_BOOTSTRAP_WIRE_H
 #define GW_BOOTSTRAP_WIRE_H

@@ -48,10 +48,6 @@ struct gw_core {
     int nhot;           /* fds added by gw_io_add (not _cold) and not yet deleted */
     unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
     long peer_timeout_ms;
-    /* RDMA device the topology puts nearest to this process's GPU, for the
-     * verbs transport's default ("" when unknown), and how it was chosen */
-    char nic_hint[64];
-    char nic_hint_why[192];
 };
 
 gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen);

@@ -114,6 +114,20 @@ const char *gw_settings_str(const gw_settings_t *s, gw_setting_id_t id)
     return s->value[id] ? s->value[id] : g_settings[id].default_value;
 }
 
+const char *gw_settings_env(gw_setting_id_t id)
+{
+    if ((unsigned)id >= GW_SET_COUNT)
+        return "";
+    const char *env = getenv(g_settings[id].name);
+    return env ? env : g_settings[id].default_value;
+}
+
+const char *gw_settings_sysfs_root(const gw_settings_t *s)
+{
+    const char *v = s ? gw_settings_str(s, GW_SET_SYSFS_ROOT) : gw_settings_env(GW_SET_SYSFS_ROOT);
+    return v && v[0] ? v : g_settings[GW_SET_SYSFS_ROOT].default_value;
+}
+
 gw_status_t gw_settings_int(const gw_settings_t *s, gw_setting_id_t id, long min, long max,
                             long *out, char *err, size_t errlen)
 {

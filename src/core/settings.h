@@ -25,6 +25,14 @@ void gw_settings_free(gw_settings_t *s);
 
 const char *gw_settings_name(gw_setting_id_t id);
 const char *gw_settings_str(const gw_settings_t *s, gw_setting_id_t id);
+/* A setting's value for code that runs without a context (the tool, the
+ * topology and doctor of a process): from the environment now, else its
+ * default.  The registry is the only reader of GPUWIRE_* variables. */
+const char *gw_settings_env(gw_setting_id_t id);
+/* The root of the sysfs tree (GPUWIRE_SYSFS_ROOT, else /sys; empty counts
+ * as unset): the one resolver, used by mem, topo, verbs and the doctor.
+ * s NULL: the process environment (gw_settings_env). */
+const char *gw_settings_sysfs_root(const gw_settings_t *s);
 /* Parse helpers; on failure write "GPUWIRE_X=value: why" into err. */
 gw_status_t gw_settings_int(const gw_settings_t *s, gw_setting_id_t id, long min, long max,
                             long *out, char *err, size_t errlen);

@@ -25,12 +25,12 @@ int gw_gpu_peermem_loaded(const char *sysfs_root, char *why, size_t whylen)
     char p[512];
     struct stat sb;
     for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++) {
-        snprintf(p, sizeof(p), "%s/module/%s", sysfs_root && *sysfs_root ? sysfs_root : "/sys", mods[i]);
+        snprintf(p, sizeof(p), "%s/module/%s", sysfs_root, mods[i]);
         if (stat(p, &sb) == 0)
             return 1;
     }
     snprintf(why, whylen, "nvidia-peermem not loaded (no %s/module/nvidia_peermem; `modprobe nvidia-peermem`)",
-             sysfs_root && *sysfs_root ? sysfs_root : "/sys");
+             sysfs_root);
     return 0;
 }
 
@@ -80,7 +80,7 @@ gw_status_t gw_gpu_reg_ladder(gw_core_t *c, gw_mem_t *m, const char *tl, const g
         snprintf(res->dmabuf_why, sizeof(res->dmabuf_why), "skipped (GPUWIRE_GPU_REG=%s)", mode);
     }
     if (want_peermem) {
-        const char *sysfs = gw_settings_str(&c->settings, GW_SET_SYSFS_ROOT);
+        const char *sysfs = gw_settings_sysfs_root(&c->settings);
         if (gw_gpu_peermem_loaded(sysfs, res->peermem_why, sizeof(res->peermem_why)) &&
             ops->reg_peermem(ops->arg, m, res->peermem_why, sizeof(res->peermem_why)) == GW_OK) {
             res->rung = GW_GPU_RUNG_PEERMEM;

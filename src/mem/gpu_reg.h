@@ -65,7 +65,8 @@ typedef struct gw_gpu_reg_result {
 const char *gw_gpu_rung_name(gw_gpu_rung_t r);
 
 /* 1 when a peer-memory kernel module is loaded (nvidia_peermem or
- * nv_peer_mem under <sysfs_root>/module), else 0 with the reason. */
+ * nv_peer_mem under <sysfs_root>/module), else 0 with the reason.  sysfs_root:
+ * gw_settings_sysfs_root()'s answer. */
 int gw_gpu_peermem_loaded(const char *sysfs_root, char *why, size_t whylen);
 
 /* Runs the ladder for GPU region m as GPUWIRE_GPU_REG says.  GW_OK with

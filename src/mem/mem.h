@@ -6,8 +6,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
-
-#define GW_TL_MAX 4 /* transports a region can be registered with */
+#include "core/transports.h"
 
 struct gw_mem {
     gw_core_t *core;
@@ -21,7 +20,7 @@ struct gw_mem {
     uint32_t inflight;      /* local operations using the region */
     uint32_t incoming;      /* remote writes streaming into it right now */
     uint32_t lists;         /* local descriptor lists naming it (gw_dlist_local) */
-    void *tl_reg[GW_TL_MAX]; /* per-transport registration (e.g. verbs MR) */
+    void *tl_reg[GW_TL_COUNT]; /* per-transport registration (e.g. verbs MR) */
     char path[512];         /* how each transport reaches it, with downgrade reasons */
     gw_list_t link;         /* context's list */
     int shm_fd;             /* gw_mem_alloc: the memfd behind it (shared with local peers), else -1 */

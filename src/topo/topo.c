@@ -528,15 +528,6 @@ static void compute(gw_topo_t *t, const gw_topo_opts_t *o)
     }
 }
 
-const char *gw_topo_default_root(void)
-{
-    const char *r = getenv(gw_settings_name(GW_SET_SYSFS_ROOT));
-    if (r && r[0])
-        return r;
-    const gw_setting_desc_t *d = gw_setting_at(GW_SET_SYSFS_ROOT);
-    return d ? d->default_value : "/sys";
-}
-
 gw_status_t gw_topo_create(const char *root, const gw_topo_opts_t *opts, gw_topo_t **out,
                            char *err, size_t errlen)
 {
@@ -547,7 +538,7 @@ gw_status_t gw_topo_create(const char *root, const gw_topo_opts_t *opts, gw_topo
     }
     *out = NULL;
     if (!root)
-        root = gw_topo_default_root();
+        root = gw_settings_sysfs_root(NULL);
     names_t pci = {0}, ib = {0}, nodes = {0};
     if (opts && opts->size < sizeof(gw_topo_opts_t)) {
         snprintf(err, errlen, "gw_topo_create(root=%s) failed: opts.size %zu < %zu", root,

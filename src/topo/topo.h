@@ -122,7 +122,8 @@ typedef struct gw_topo_opts {
     const char *nvlink_file;
 } gw_topo_opts_t;
 
-/* Options with this build's NVLink hook (the CUDA driver, when loadable). */
+/* Options with this build's NVLink hook (the CUDA driver, when loadable;
+ * topo_cuda.c). */
 void gw_topo_opts_default(gw_topo_opts_t *o);
 
 typedef struct gw_topo {
@@ -138,14 +139,13 @@ typedef struct gw_topo {
     char note[1024];          /* topology-wide problems ("" if none) */
 } gw_topo_t;
 
-/* Reads the topology under root (NULL: GPUWIRE_SYSFS_ROOT, else /sys).
+/* Reads the topology under root (NULL: gw_settings_sysfs_root(NULL), the
+ * process's GPUWIRE_SYSFS_ROOT, else /sys).
  * Errors: GW_ERR_INVALID (NULL out), GW_ERR_NOMEM, GW_ERR_NOT_FOUND (root is
  * not a directory).  A tree with no GPU and no NIC is not an error. */
 gw_status_t gw_topo_create(const char *root, const gw_topo_opts_t *opts, gw_topo_t **out,
                            char *err, size_t errlen);
 void gw_topo_destroy(gw_topo_t *t);
-/* GPUWIRE_SYSFS_ROOT from the environment, else its default (/sys). */
-const char *gw_topo_default_root(void);
 
 static inline gw_topo_dev_t *gw_topo_gpu(gw_topo_t *t, int g) { return &t->dev[g]; }
 static inline gw_topo_dev_t *gw_topo_nic(gw_topo_t *t, int n) { return &t->dev[t->ngpu + n]; }
@@ -160,10 +160,20 @@ int gw_topo_find(const gw_topo_t *t, const char *name_or_bdf);
 int gw_topo_path_bridges(const gw_topo_t *t, int i, int j, const gw_topo_bridge_t **out, int max);
 
 /* The default RDMA device for memory on the GPU with PCI address gpu_bdf:
- * the first of its nearest NICs (name into out).  For the verbs transport and
- * the api layer.  GW_ERR_NOT_FOUND (with why) when no GPU or NIC matches. */
+ * the first of its nearest NICs (name into out).  GW_ERR_NOT_FOUND (with
+ * why) when no GPU or NIC matches. */
 gw_status_t gw_topo_default_nic(const char *root, const char *gpu_bdf, char *out, size_t outlen,
                                 char *why, size_t whylen);
+
+struct gw_settings;
+/* The verbs transport's default device (topo_cuda.c): the NIC nearest to the GPU
+ * this process works on (the device of its current CUDA context, else
+ * device 0), under s's sysfs root.  Only when the process already loaded
+ * the CUDA driver (s's GPUWIRE_CUDA_LIB; a GPU application): it does not
+ * initialise CUDA for this.  GW_OK with the name in nic and "nearest to GPU
+ * <n> at <bdf>" in why; otherwise GW_ERR_NOT_FOUND with the reason in why. */
+gw_status_t gw_topo_process_nic(const struct gw_settings *s, char *nic, size_t niclen, char *why,
+                                size_t whylen);
 
 /* Writes the matrix as `nvidia-smi topo -m` does, NICs included, then a legend
  * and each GPU's nearest NIC(s). */

@@ -6,7 +6,7 @@
 
 #include "fixture.h"
 #include "harness.h"
-#include "topo/doctor.h"
+#include "diag/doctor.h"
 
 /* ---- fakes ---- */
 typedef struct fake {

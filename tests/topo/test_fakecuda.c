@@ -7,7 +7,7 @@
 
 #include "fixture.h"
 #include "harness.h"
-#include "topo/doctor.h"
+#include "diag/doctor.h"
 
 int main(void)
 {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "topo/doctor.h"
+#include "diag/doctor.h"
 
 static char *topo_json(const char *root)
 {

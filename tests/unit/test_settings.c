@@ -165,5 +165,26 @@ int main(void)
     CHECK(gw_log_parse_level("2") == GW_LOG_INFO);
     CHECK(gw_log_parse_level("5") == -1);
     CHECK(gw_log_parse_level(NULL) == -1);
+
+    /* the one sysfs-root resolver: a context's value, else the process's
+     * environment now; unset or empty is /sys */
+    unsetenv("GPUWIRE_SYSFS_ROOT");
+    CHECK(!strcmp(gw_settings_sysfs_root(NULL), "/sys"));
+    setenv("GPUWIRE_SYSFS_ROOT", "", 1);
+    CHECK(!strcmp(gw_settings_sysfs_root(NULL), "/sys"));
+    setenv("GPUWIRE_SYSFS_ROOT", "/rec/one", 1);
+    CHECK(!strcmp(gw_settings_sysfs_root(NULL), "/rec/one"));
+    CHECK(!strcmp(gw_settings_env(GW_SET_SYSFS_ROOT), "/rec/one"));
+    gw_settings_t ss;
+    REQUIRE_OK(gw_settings_load(&ss, err, sizeof(err)));
+    setenv("GPUWIRE_SYSFS_ROOT", "/rec/two", 1); /* after the load: the loaded value stays */
+    CHECK(!strcmp(gw_settings_sysfs_root(&ss), "/rec/one"));
+    CHECK(!strcmp(gw_settings_sysfs_root(NULL), "/rec/two"));
+    gw_settings_free(&ss);
+    setenv("GPUWIRE_SYSFS_ROOT", "", 1);
+    REQUIRE_OK(gw_settings_load(&ss, err, sizeof(err)));
+    CHECK(!strcmp(gw_settings_sysfs_root(&ss), "/sys"));
+    gw_settings_free(&ss);
+    unsetenv("GPUWIRE_SYSFS_ROOT");
     return gwt_done("unit_settings");
 }

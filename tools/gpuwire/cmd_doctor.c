@@ -1,5 +1,5 @@
 /* cmd_doctor.c - `gpuwire doctor`: every GPUDirect RDMA requirement, one
- * check each, with the evidence and a one-line fix (checks: src/topo/doctor.c). */
+ * check each, with the evidence and a one-line fix (checks: src/diag/doctor.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "cuda/cuda_wrap.h"
 #include "gpuwire.h"
 #include "subcommands.h"
-#include "topo/doctor.h"
+#include "diag/doctor.h"
 
 /* ---- the live test --------------------------------------------------------
  * For one NIC port and the GPU nearest it: a context restricted to the verbs
@@ -305,7 +305,7 @@ int cmd_doctor(int argc, char **argv)
     env.live_test = live_test;
     env.live_absent_why = NULL;
     /* a recorded tree describes another machine: this one's drivers cannot speak for it */
-    const char *root = env.sysfs_root ? env.sysfs_root : gw_topo_default_root();
+    const char *root = env.sysfs_root ? env.sysfs_root : gw_settings_sysfs_root(NULL);
     if (strcmp(root, "/sys") != 0) {
         static const char *rec = "a recorded sysfs tree is checked: the CUDA, verbs and live checks need the live machine";
         env.cuda_query = NULL;

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "core/settings.h"
 #include "topo/topo.h"
 
 int gw_tool_print_topo(FILE *out, int json)
@@ -11,7 +12,7 @@ int gw_tool_print_topo(FILE *out, int json)
     gw_topo_t *t = NULL;
     gw_topo_opts_t opts;
     gw_topo_opts_default(&opts);
-    if (strcmp(gw_topo_default_root(), "/sys") != 0)
+    if (strcmp(gw_settings_sysfs_root(NULL), "/sys") != 0)
         opts.nvlink = NULL; /* a recorded tree: this machine's CUDA cannot speak for it */
     gw_status_t st = gw_topo_create(NULL, &opts, &t, err, sizeof(err));
     if (st != GW_OK) {

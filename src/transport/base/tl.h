@@ -3,7 +3,10 @@
  * A transport is a `const gw_tl_ops_t` filled with designated initializers.
  * No slot is ever NULL: operations a transport lacks point at the
  * gw_tl_unsupported_* defaults in tl_default.c, which return
- * GW_ERR_UNSUPPORTED.  The table starts with its size (versioned ABI).
+ * GW_ERR_UNSUPPORTED.  The table starts with its size: the context refuses
+ * a table whose size differs from this header's sizeof(gw_tl_ops_t) (built
+ * against another version of this interface) or that has a NULL slot
+ * (gw_tl_check_ops).
  *
  * Life of an endpoint:
  *   1. ep_prepare(): make local resources, return the local address blob the
@@ -36,10 +39,12 @@
 
 #include "core/core.h"
 #include "core/request.h"
+#include "core/transports.h"
 #include "mem/mem.h"
 #include "transport/base/ep_base.h"
 
-enum { GW_TL_VERBS = 0, GW_TL_INTRA = 1, GW_TL_TCP = 2, GW_TL_COUNT = 3 }; /* wire ids: never renumber */
+/* The transport ids GW_TL_VERBS.. and GW_TL_COUNT come from the one list,
+ * core/transports.def: a wire format, never renumbered. */
 
 typedef struct gw_tl_iface gw_tl_iface_t;
 typedef struct gw_tl_ep gw_tl_ep_t;
@@ -197,8 +202,15 @@ gw_status_t gw_tl_unsupported_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t
                                         const uint8_t *peer_addr, size_t len, char *why,
                                         size_t whylen);
 
-/* The transports compiled in, in GW_TL_* order (NULL for ones not built). */
+/* The transports compiled in, in GW_TL_* order (NULL for ones not built),
+ * and every known transport's name; both made from core/transports.def by
+ * tl_table.c. */
 extern const gw_tl_ops_t *const gw_tl_table[GW_TL_COUNT];
 extern const char *const gw_tl_names[GW_TL_COUNT];
+
+/* Checks a transport's table before the context uses it: its size is this
+ * build's sizeof(gw_tl_ops_t), its name is gw_tl_names[id], no slot is
+ * NULL.  GW_OK, or GW_ERR_INVALID with what is wrong in why. */
+gw_status_t gw_tl_check_ops(const gw_tl_ops_t *ops, int id, char *why, size_t whylen);
 
 #endif

@@ -72,10 +72,11 @@ static void intra_hook(intra_ep_t *e)
 
 void intra_ep_fail(intra_ep_t *e, gw_status_t st, const char *fmt, const char *detail)
 {
-    if (e->failed || gw_ep_failed(e->super.base))
+    if (e->failed)
         return;
-    gw_ep_fail(e->super.base, st, fmt, detail); /* runs intra_on_fail */
-    if (!e->failed) /* not connected yet: no teardown hook */
+    if (!gw_ep_failed(e->super.base))
+        gw_ep_fail(e->super.base, st, fmt, detail); /* runs intra_on_fail once connected */
+    if (!e->failed) /* no hook yet (not connected), or the base had failed before */
         ep_abort(e, st, 1);
 }
 

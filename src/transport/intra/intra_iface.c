@@ -363,6 +363,9 @@ static gw_status_t intra_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *m, uint
     return GW_OK;
 }
 
+/* batched transfers: part of this translation unit (it uses the objects
+ * above); a file of its own once the transport has a private header */
+
 /* the one operation entry (tl.h) */
 static gw_status_t intra_submit(gw_tl_ep_t *tep, gw_request_t *req)
 {

@@ -299,6 +299,9 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
     return GW_OK;
 }
 
+/* batched transfers: part of this translation unit (it uses the objects
+ * above); a file of its own once the tcp transport has a private header */
+
 /* the one operation entry (tl.h): one function per operation behind it */
 static gw_status_t tcp_submit(gw_tl_ep_t *tep, gw_request_t *req)
 {

@@ -54,8 +54,6 @@ typedef struct gw_verbs_port {
     char note[128]; /* why not usable, "" when usable */
 } gw_verbs_port_t;
 
-/* Root of the sysfs tree: GPUWIRE_SYSFS_ROOT or /sys. */
-const char *gw_verbs_sysfs_root(void);
 /* Reads one port (dev, port) from sysfs under root.  -1 if it does not exist. */
 int gw_verbs_port_read(const char *root, const char *dev, int port, gw_verbs_port_t *out);
 /* Chooses the port: want is GPUWIRE_IB_DEVICE ("", "dev" or "dev:port");

@@ -422,7 +422,8 @@ gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *
 {
     /* a rendezvous only (tl.h): the base delivers eager messages (on_recv
      * takes their records from gw_ep_unexp_eager) and frees msg after this
-     * call */
+     * call.  TODO: gw_verbs_copy_to_user() could become gw_mem_copy_to()
+     * (mem/mem_copy.h). */
     gw_verbs_ep_t *ep = to_vep(e);
     if (ep->dead) {
         gw_ep_recv_done(ep->super.base, req, msg->len, msg->tag, ep->super.base->error);

@@ -1,9 +1,12 @@
 /* verbs_dev.c - device, port and GID choice from sysfs; the address blob.
  *
- * Everything here reads files under GPUWIRE_SYSFS_ROOT (default /sys), so it
+ * Everything here reads files under the sysfs root it is given (the
+ * caller's gw_settings_sysfs_root(): GPUWIRE_SYSFS_ROOT, default /sys), so it
  * runs the same on a recorded or fake tree (tests/verbs/test_verbs_select.c)
  * as on a live machine, and needs no RDMA device. */
 #include "transport/verbs/verbs.h"
+
+#include "topo/topo.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -14,34 +17,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *gw_verbs_sysfs_root(void)
+/* Reads a small sysfs file, root/<fmt...>, into buf without trailing
+ * whitespace (topo's gw_sysfs_read); -1 if absent. */
+static int read_attr(const char *root, char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int read_attr(const char *root, char *buf, size_t len, const char *fmt, ...)
 {
-    const char *r = getenv("GPUWIRE_SYSFS_ROOT");
-    return r && *r ? r : "/sys";
-}
-
-/* Reads a small sysfs file into buf without the trailing newline; -1 if absent. */
-static int read_attr(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int read_attr(char *buf, size_t len, const char *fmt, ...)
-{
-    char path[512];
+    char rel[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(path, sizeof(path), fmt, ap);
+    vsnprintf(rel, sizeof(rel), fmt, ap);
     va_end(ap);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, len - 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad)
-        return -1;
-    buf[n] = '\0';
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-        buf[--n] = '\0';
-    return (int)n;
+    return gw_sysfs_read(root, rel, buf, len, NULL, 0);
 }
 
 static int parse_gid(const char *s, uint8_t raw[16])
@@ -106,16 +93,16 @@ int gw_verbs_port_read(const char *root, const char *dev, int port, gw_verbs_por
     out->port = port;
     out->numa_node = -1;
     const char *P = root;
-    if (read_attr(v, sizeof(v), "%s/class/infiniband/%s/ports/%d/state", P, dev, port) < 0)
+    if (read_attr(P, v, sizeof(v), "class/infiniband/%s/ports/%d/state", dev, port) < 0)
         return -1;
     out->active = strstr(v, "ACTIVE") != NULL;
-    if (read_attr(v, sizeof(v), "%s/class/infiniband/%s/ports/%d/link_layer", P, dev, port) >= 0)
+    if (read_attr(P, v, sizeof(v), "class/infiniband/%s/ports/%d/link_layer", dev, port) >= 0)
         out->link_layer = strcmp(v, "Ethernet") == 0 ? GW_VERBS_LL_ETH : GW_VERBS_LL_IB;
     else
         out->link_layer = GW_VERBS_LL_IB;
-    if (read_attr(v, sizeof(v), "%s/class/infiniband/%s/ports/%d/lid", P, dev, port) >= 0)
+    if (read_attr(P, v, sizeof(v), "class/infiniband/%s/ports/%d/lid", dev, port) >= 0)
         out->lid = (uint16_t)strtoul(v, NULL, 0);
-    if (read_attr(v, sizeof(v), "%s/class/infiniband/%s/device/numa_node", P, dev) >= 0)
+    if (read_attr(P, v, sizeof(v), "class/infiniband/%s/device/numa_node", dev) >= 0)
         out->numa_node = atoi(v);
 
     /* GIDs: collect the non-zero ones, then order them by preference. */
@@ -123,7 +110,7 @@ int gw_verbs_port_read(const char *root, const char *dev, int port, gw_verbs_por
     int n = 0, zeros = 0, v1_only = 0;
     for (int i = 0; i < 4096 && zeros < 128 && n < (int)GW_ARRAY_SIZE(cand); i++) {
         uint8_t raw[16];
-        if (read_attr(v, sizeof(v), "%s/class/infiniband/%s/ports/%d/gids/%d", P, dev, port, i) < 0)
+        if (read_attr(P, v, sizeof(v), "class/infiniband/%s/ports/%d/gids/%d", dev, port, i) < 0)
             break; /* past the table */
         if (parse_gid(v, raw) != 0 || gid_is_zero(raw)) {
             zeros++;
@@ -138,8 +125,7 @@ int gw_verbs_port_read(const char *root, const char *dev, int port, gw_verbs_por
         g->link_local = raw[0] == 0xfe && (raw[1] & 0xc0) == 0x80;
         if (out->link_layer == GW_VERBS_LL_ETH) {
             char t[64];
-            if (read_attr(t, sizeof(t), "%s/class/infiniband/%s/ports/%d/gid_attrs/types/%d", P,
-                          dev, port, i) < 0)
+            if (read_attr(P, t, sizeof(t), "class/infiniband/%s/ports/%d/gid_attrs/types/%d", dev, port, i) < 0)
                 continue;
             if (strstr(t, "v2"))
                 g->type = GW_GID_ROCE_V2;
@@ -148,8 +134,8 @@ int gw_verbs_port_read(const char *root, const char *dev, int port, gw_verbs_por
                 v1_only++;
                 continue; /* RoCE v1 is not routable: not used */
             }
-            read_attr(g->ndev, sizeof(g->ndev), "%s/class/infiniband/%s/ports/%d/gid_attrs/ndevs/%d",
-                      P, dev, port, i);
+            read_attr(P, g->ndev, sizeof(g->ndev), "class/infiniband/%s/ports/%d/gid_attrs/ndevs/%d",
+                      dev, port, i);
             if (i > 255)
                 continue; /* ibv_ah_attr.grh.sgid_index is 8 bits */
         } else {

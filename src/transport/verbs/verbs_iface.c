@@ -2,6 +2,7 @@
  * completion channel and async events in the context's epoll set, the
  * progress poller, region registration, and the ops table. */
 #include "mem/gpu_reg.h"
+#include "topo/topo.h"
 #include "transport/verbs/verbs.h"
 
 #include <errno.h>
@@ -135,19 +136,25 @@ static gw_status_t verbs_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
     gw_list_init(&vif->rcache);
 
     /* GPUWIRE_IB_DEVICE, else the NIC the topology puts nearest to this
-     * process's GPU (api/context.c), else the NUMA-local active port */
+     * process's GPU (topo/topo_cuda.c), else the NUMA-local active port */
+    const char *sysfs = gw_settings_sysfs_root(s);
     const char *want = gw_settings_str(s, GW_SET_IB_DEVICE);
-    if (!want[0] && core->nic_hint[0])
-        want = core->nic_hint;
-    st = gw_verbs_port_select(gw_verbs_sysfs_root(), want, (int)gid_index, current_numa_node(), &vif->port,
-                              vif->how, sizeof(vif->how));
-    if (st != GW_OK && want != gw_settings_str(s, GW_SET_IB_DEVICE)) { /* the hint's port is down: any port */
+    char hint[64] = "", hint_why[256];
+    if (!want[0]) {
+        if (gw_topo_process_nic(s, hint, sizeof(hint), hint_why, sizeof(hint_why)) == GW_OK)
+            want = hint;
+        else
+            gw_log(GW_LOG_DEBUG, "verbs: no default device from the topology: %s", hint_why);
+    }
+    st = gw_verbs_port_select(sysfs, want, (int)gid_index, current_numa_node(), &vif->port, vif->how,
+                              sizeof(vif->how));
+    if (st != GW_OK && want == hint) { /* the hint's port is down: any port */
         gw_log(GW_LOG_INFO, "verbs: nearest NIC %s unusable (%s); choosing another", want, vif->how);
-        st = gw_verbs_port_select(gw_verbs_sysfs_root(), "", (int)gid_index, current_numa_node(), &vif->port,
-                                  vif->how, sizeof(vif->how));
-    } else if (st == GW_OK && want == core->nic_hint) {
+        st = gw_verbs_port_select(sysfs, "", (int)gid_index, current_numa_node(), &vif->port, vif->how,
+                                  sizeof(vif->how));
+    } else if (st == GW_OK && want == hint) {
         size_t hl = strlen(vif->how);
-        snprintf(vif->how + hl, sizeof(vif->how) - hl, " (%s)", core->nic_hint_why);
+        snprintf(vif->how + hl, sizeof(vif->how) - hl, " (%s)", hint_why);
     }
     if (st != GW_OK) {
         snprintf(why, whylen, "%s", vif->how);

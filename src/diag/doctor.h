@@ -1,4 +1,6 @@
-/* doctor.h - the checks behind `gpuwire doctor` (topo layer).
+/* doctor.h - the checks behind `gpuwire doctor` (diag layer: a static
+ * library linked into the tool only, not into libgpuwire.so; above the
+ * transports, whose loaders its hooks use).
  *
  * Each check tests one requirement of GPUDirect RDMA and ends with a verdict,
  * the evidence it saw and a one-line fix.  Checks read sysfs/procfs (roots
@@ -12,13 +14,14 @@
  * Exit status (gw_doctor_exit_code): 0 all pass or skip, 1 warnings or
  * unknowns, 2 failures.
  */
-#ifndef GW_TOPO_DOCTOR_H
-#define GW_TOPO_DOCTOR_H
+#ifndef GW_DIAG_DOCTOR_H
+#define GW_DIAG_DOCTOR_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/settings.h"
 #include "topo/topo.h"
 
 typedef enum gw_verdict {

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
-#include "topo/doctor.h"
+#include "diag/doctor.h"
 
 #define GIB (1024ull * 1024 * 1024)
 #define MIB (1024ull * 1024)
@@ -797,7 +797,7 @@ gw_status_t gw_doctor_run(const gw_doctor_env_t *env, gw_doctor_report_t *rep)
         return GW_ERR_NOMEM;
     x->env = env;
     x->rep = rep;
-    x->sys = env->sysfs_root ? env->sysfs_root : gw_topo_default_root();
+    x->sys = env->sysfs_root ? env->sysfs_root : gw_settings_sysfs_root(NULL);
     x->proc = env->proc_root ? env->proc_root : "/proc";
     x->boot = env->boot_dir ? env->boot_dir : "/boot";
     x->reg_bytes = env->register_bytes ? env->register_bytes : GIB;

@@ -1,0 +1,239 @@
+"""Batched and paged transfers, counted notifications, index arrays given as
+lists, NumPy arrays and tensors, through the C accelerator and through ctypes
+alone, on every transport usable here; payloads checked where they land."""
+import array
+import threading
+
+import pytest
+
+import gpuwire
+
+np = pytest.importorskip("numpy", reason="python3-numpy not installed")
+try:        # here, not in a test: see test_ops.py (a slow import leaves the pair idle)
+    import torch
+except ImportError:
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="python3-torch not installed")
+
+PAGE = 512
+
+
+@pytest.fixture(params=["accelerator", "ctypes"])
+def path(request):
+    from gpuwire import _lib
+    _lib.load()
+    if request.param == "accelerator" and (_lib.fast is None or not _lib.fast.batch_ok):
+        pytest.skip("the _gwfast accelerator is not built (no Python headers)")
+    if request.param == "ctypes":
+        _lib.find_fast(False)
+    yield request.param
+    _lib.find_fast(True)
+
+
+def target_counts(pair, want, timeout=20):
+    """Context a's thread waits for counted notifications {id: n}, then keeps
+    progressing (the initiator's puts complete on the target's acknowledgement
+    over tcp) until the returned finish() -> {id: notify_count after}."""
+    stop = threading.Event()
+
+    def run():
+        for i, n in want.items():
+            pair.ea.wait_count(i, n, timeout)
+        while not stop.is_set():
+            pair.a.progress()
+            pair.a.wait(0.01)
+        return {i: pair.ea.notify_count(i) for i in want}
+    j = pair.in_a(run)
+
+    def finish():
+        stop.set()
+        return j()
+    return finish
+
+
+def paged_setup(pair, npages):
+    dst = np.zeros(npages * PAGE, dtype=np.uint8)
+    rk = pair.key_to_b(pair.a.register(dst))
+    src = (np.arange(npages * PAGE, dtype=np.uint64) * 2654435761 >> 7).astype(np.uint8)
+    return dst, rk, src, pair.b.register(src)
+
+
+def expect_pages(dst, src, lpages, rpages):
+    want = np.zeros_like(dst)
+    for lp, rp in zip(lpages, rpages):
+        want[rp * PAGE:(rp + 1) * PAGE] = src[lp * PAGE:(lp + 1) * PAGE]
+    assert (dst == want).all()
+
+
+@needs_torch
+def test_put_pages_counted_index_kinds(pair, path):
+    n = 64
+    dst, rk, src, sm = paged_setup(pair, n)
+    rng = np.random.default_rng(5)
+    perm = rng.permutation(n)
+    lp, rp = perm[:48], rng.permutation(n)[:48]
+    # four batches, one per kind of index array, each one counted notification of id 7
+    kinds = [(list(map(int, lp[0:12])), list(map(int, rp[0:12]))),
+             (lp[12:24].astype(np.uint32), rp[12:24].astype(np.uint32)),
+             (lp[24:36].astype(np.int64), rp[24:36].astype(np.int32)),
+             (torch.tensor(lp[36:48], dtype=torch.int32),
+              torch.tensor(rp[36:48], dtype=torch.int64))]
+    finish = target_counts(pair, {7: 4})
+    reqs = [pair.eb.put_pages(sm, rk, PAGE, a, b, counted=7) for a, b in kinds]
+    assert [r.wait(20) for r in reqs] == [12 * PAGE] * 4
+    assert finish() == {7: 0}               # all four taken
+    expect_pages(dst, src, lp, rp)
+    # read pages back by a paged get into a fresh region, identity on the local side
+    back = np.zeros(48 * PAGE, dtype=np.uint8)
+    serve = pair.serve_a()
+    g = pair.eb.get_pages(pair.b.register(back), rk, PAGE, None, array.array("I", rp), count=48)
+    assert g.wait(20) == 48 * PAGE
+    serve()
+    for i, r in enumerate(rp):
+        assert (back[i * PAGE:(i + 1) * PAGE] == dst[r * PAGE:(r + 1) * PAGE]).all()
+
+
+def test_pages_offsets_identity_ordered_untracked(pair, path):
+    n = 16
+    dst, rk, src, sm = paged_setup(pair, n)
+    note = pair.expect_notify()
+    # identity pages (no arrays), the count given; untracked then an ordered notification
+    assert pair.eb.put_pages(sm, rk, PAGE, count=4, local_offset=8 * PAGE, offset=2 * PAGE,
+                             track=False) is None
+    pair.eb.put_pages(sm, rk, PAGE, [0], [15], notify=0x77).wait(20)
+    assert note() == 0x77
+    assert (dst[2 * PAGE:6 * PAGE] == src[8 * PAGE:12 * PAGE]).all()
+    assert (dst[15 * PAGE:] == src[:PAGE]).all()
+    assert not dst[:2 * PAGE].any() and not dst[6 * PAGE:15 * PAGE].any()
+
+
+def test_batch_lists(pair, path):
+    dst = np.zeros(8192, dtype=np.uint8)
+    dm = pair.a.register(dst)
+    rk = pair.key_to_b(dm)
+    src = (np.arange(8192) % 251).astype(np.uint8)
+    sm = pair.b.register(src)
+    # local entries of several sizes, remote entries matching them somewhere else
+    lens = [100, 1, 4000, 37, 0, 512]
+    loffs = [0, 200, 300, 5000, 6000, 7000]
+    roffs = [4096, 0, 10, 7000, 8000, 6000]
+    L = pair.b.dlist_local([(sm, o, n) for o, n in zip(loffs, lens)])
+    R = pair.eb.dlist_remote([(rk, o, n) for o, n in zip(roffs, lens)])
+    assert len(L) == 6 and len(R) == 6
+    note = pair.expect_notify()
+    r = pair.eb.put_batch(L, R, notify=9)          # no index arrays: entry i to entry i
+    assert r.wait(20) == sum(lens)
+    assert note() == 9
+    for o, ro, n in zip(loffs, roffs, lens):
+        assert (dst[ro:ro + n] == src[o:o + n]).all()
+    # a get batch with index arrays: remote entries 2 and 0 into local entries 2 and 0
+    back = np.zeros(8192, dtype=np.uint8)
+    bm = pair.b.register(back)
+    BL = pair.b.dlist_local([(bm, o, n) for o, n in zip(loffs, lens)])
+    RR = pair.eb.dlist_remote([(rk, o, n) for o, n in zip(roffs, lens)],
+                              access=gpuwire.ACCESS_REMOTE_READ)
+    serve = pair.serve_a()
+    assert pair.eb.get_batch(BL, RR, np.array([2, 0], dtype=np.uint32), [2, 0]).wait(20) == 4100
+    serve()
+    assert (back[300:4300] == src[300:4300]).all() and (back[:100] == src[:100]).all()
+    assert not back[200:300].any()
+    # a list in use keeps its region from closing; a list of the wrong kind is refused
+    with pytest.raises(gpuwire.GwError, match="BUSY"):
+        bm.close()
+    with pytest.raises(gpuwire.InvalidArgument, match="remote: a remote DescList"):
+        pair.eb.put_batch(L, L)
+    with pytest.raises(gpuwire.GwError, match="entry 1"):
+        pair.eb.dlist_remote([(rk, 0, 10), (rk, 8190, 10)])
+    for x in (BL, RR, L, R):
+        x.close()
+    bm.close()
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ([0.0, 1.0], "lpages: item 0 is a float, not an int"),
+    ([0, -1], "lpages: item 1 is negative"),
+    ([0, 1 << 33], "lpages: item 1 is too large"),
+    ("np.float32", "lpages: dtype with format 'f'"),
+    ("np.int8", "lpages: dtype with format 'b'"),
+    ("np.uint16", "lpages: dtype with format 'H'"),
+    ("2d", "lpages: 2-dimensional"),
+    ("strided", "lpages: not contiguous"),
+    ("negative32", r"lpages: item 2 is negative \(-3\)"),
+    ("negative64", r"lpages: item 1 is negative \(-1\)"),
+    ("huge64", "lpages: item 0 is 4294967296"),
+    ("text", "lpages: a str is not an index array"),
+    ("oob", r"lpages\[3\] = 64 is out of range"),
+])
+def test_bad_page_arrays(pair, path, bad, msg):
+    dst, rk, src, sm = paged_setup(pair, 8)
+    src8 = pair.b.register(np.zeros(64 * PAGE, dtype=np.uint8))
+    arr = {"np.float32": np.zeros(2, dtype=np.float32), "np.int8": np.zeros(2, dtype=np.int8),
+           "np.uint16": np.zeros(2, dtype=np.uint16), "2d": np.zeros((2, 2), dtype=np.uint32),
+           "strided": np.arange(8, dtype=np.uint32)[::2],
+           "negative32": np.array([0, 1, -3], dtype=np.int32),
+           "negative64": np.array([0, -1], dtype=np.int64),
+           "huge64": np.array([1 << 32], dtype=np.uint64), "text": "0,1",
+           "oob": [0, 1, 2, 64]}.get(bad, bad) if not isinstance(bad, list) else bad
+    local = src8 if bad != "oob" else sm
+    with pytest.raises(gpuwire.InvalidArgument, match=msg) as e:
+        pair.eb.put_pages(local, rk, PAGE, arr, [0, 1, 2, 3][:len(arr) if bad != "2d" else 2])
+    assert e.value.status == -1 and e.value.name == "GW_ERR_INVALID"
+
+
+@needs_torch
+def test_bad_page_arguments(pair, path):
+    dst, rk, src, sm = paged_setup(pair, 8)
+    eb = pair.eb
+    with pytest.raises(gpuwire.GwError, match=r"rpages\[1\] = 8 is out of range.*remote page") as e:
+        eb.put_pages(sm, rk, PAGE, [0, 1], [0, 8])
+    assert e.value.name == "GW_ERR_OUT_OF_BOUNDS"       # checked against the key, nothing sent
+    with pytest.raises(gpuwire.InvalidArgument, match="lpages has 2 entries but rpages has 3"):
+        eb.put_pages(sm, rk, PAGE, [0, 1], [0, 1, 2])
+    with pytest.raises(gpuwire.InvalidArgument, match="count: give it"):
+        eb.put_pages(sm, rk, PAGE)
+    with pytest.raises(gpuwire.InvalidArgument, match="count 3 differs"):
+        eb.put_pages(sm, rk, PAGE, [0, 1], count=3)
+    with pytest.raises(gpuwire.InvalidArgument, match="page_size"):
+        eb.put_pages(sm, rk, 0, [0])
+    with pytest.raises(gpuwire.InvalidArgument, match="one notification"):
+        eb.put_pages(sm, rk, PAGE, [0], notify=1, counted=2)
+    with pytest.raises(gpuwire.InvalidArgument, match="not a get"):
+        eb._pages(1, sm, rk, PAGE, [0], None, None, 0, 0, 5, None, True)
+    with pytest.raises(gpuwire.InvalidArgument, match="needs a registered Memory"):
+        eb.put_pages(bytearray(PAGE), rk, PAGE, [0])
+    with pytest.raises(gpuwire.InvalidArgument, match=r"lpages: dtype torch.float32|format 'f'"):
+        eb.put_pages(sm, rk, PAGE, torch.zeros(2), [0, 1])
+    with pytest.raises(gpuwire.InvalidArgument, match="lpages: dtype with format 'b'"):
+        eb.put_pages(sm, rk, PAGE, torch.zeros(2, dtype=torch.int8), [0, 1])
+    with pytest.raises(gpuwire.InvalidArgument, match="rpages: dtype torch.bfloat16"):
+        eb.put_pages(sm, rk, PAGE, [0], torch.zeros(1, dtype=torch.bfloat16))
+    with pytest.raises(gpuwire.InvalidArgument, match="rpages: a torch.sparse_coo tensor"):
+        eb.put_pages(sm, rk, PAGE, [0], torch.zeros(1, dtype=torch.int32).to_sparse())
+    with pytest.raises(gpuwire.InvalidArgument, match="lpages: not contiguous"):
+        eb.put_pages(sm, rk, PAGE, torch.arange(8, dtype=torch.int32)[::2], [0, 1, 2, 3])
+    with pytest.raises(gpuwire.InvalidArgument, match=r"lpages: item 1 is negative \(-2\)"):
+        eb.put_pages(sm, rk, PAGE, torch.tensor([1, -2], dtype=torch.int64, requires_grad=False),
+                     [0, 1])
+    with pytest.raises(gpuwire.InvalidArgument, match="ridx: item 0 is negative"):
+        L = pair.b.dlist_local([(sm, 0, 16)])
+        eb.put_batch(L, eb.dlist_remote([(rk, 0, 16)]), [0], [-1])
+    with pytest.raises(gpuwire.InvalidArgument, match="lidx: dtype with format 'd'"):
+        eb.put_batch(L, eb.dlist_remote([(rk, 0, 16)]), np.zeros(1), [0])
+    with pytest.raises(gpuwire.InvalidArgument, match="entry 0: local index 3 is outside"):
+        eb.put_batch(L, eb.dlist_remote([(rk, 0, 16)]), [3], [0])
+
+
+def test_wait_count_timeout_takes_nothing(pair):
+    dst, rk, src, sm = paged_setup(pair, 4)
+    finish = target_counts(pair, {3: 2})
+    for _ in range(2):
+        pair.eb.put_pages(sm, rk, PAGE, [0], [1], counted=3).wait(20)
+    pair.eb.put_pages(sm, rk, PAGE, [2], [2], counted=4).wait(20)
+    assert finish() == {3: 0}
+    j = pair.in_a(lambda: pair.ea.wait_count(4, 2, 0.2))
+    with pytest.raises(gpuwire.Timeout, match=r"wait_count\(id=4, count=2\): 1 arrived"):
+        j()
+    assert pair.ea.notify_count(4) == 1          # nothing taken by the timed-out wait
+    pair.ea.wait_count(4, 1, 5)
+    assert pair.ea.notify_count(4) == 0
+    pair.ea.wait_count(4, 0, 0)                  # count 0: at once
