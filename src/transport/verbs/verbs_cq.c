@@ -207,20 +207,14 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
             gw_status_t cst = gw_verbs_copy_to_user(r, r->buf, p + GW_VERBS_HDR, GW_MIN((size_t)len, r->len));
             gw_ep_recv_done(base, r, (size_t)len, tag, cst);
         } else {
-            gw_unexp_t *u = calloc(1, sizeof(*u));
-            void *d = malloc(len ? len : 1);
-            if (!u || !d) {
-                free(u);
-                free(d);
+            gw_unexp_t *u = gw_ep_unexp_eager(base, tag, (size_t)len); /* the base's record (ep_base.h) */
+            if (!u) {
                 gw_verbs_ep_die(ep, GW_ERR_NOMEM, "unexpected message (%llu bytes): out of memory",
                        (unsigned long long)len);
                 return;
             }
-            memcpy(d, p + GW_VERBS_HDR, len);
-            u->tag = tag;
-            u->len = (size_t)len;
-            u->data = d;
-            gw_list_push_back(&base->unexpected, &u->link);
+            memcpy(u->data, p + GW_VERBS_HDR, len);
+            gw_ep_unexp_queue(base, u);
         }
         break;
     }
@@ -229,16 +223,10 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         if (r) {
             start_rdv_recv(ep, r, tag, len, addr, rkey, opid);
         } else {
-            gw_unexp_t *u = calloc(1, sizeof(*u));
-            if (!u) {
+            if (gw_ep_unexp_rndv(base, tag, (size_t)len, ((uint64_t)rkey << 32) | opid, addr) != GW_OK) {
                 gw_verbs_ep_die(ep, GW_ERR_NOMEM, "unexpected rendezvous: out of memory");
                 return;
             }
-            u->tag = tag;
-            u->len = (size_t)len;
-            u->handle = ((uint64_t)rkey << 32) | opid;
-            u->handle2 = addr;
-            gw_list_push_back(&base->unexpected, &u->link);
         }
         break;
     }
@@ -432,10 +420,10 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
 
 gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *msg)
 {
-    /* a rendezvous only (tl.h): the base delivers eager messages and frees
-     * msg after this call.  TODO: the eager records of on_recv could come
-     * from gw_ep_unexp_eager() and gw_verbs_copy_to_user() become
-     * gw_mem_copy_to() (mem/mem_copy.h). */
+    /* a rendezvous only (tl.h): the base delivers eager messages (on_recv
+     * takes their records from gw_ep_unexp_eager) and frees msg after this
+     * call.  TODO: gw_verbs_copy_to_user() could become gw_mem_copy_to()
+     * (mem/mem_copy.h). */
     gw_verbs_ep_t *ep = to_vep(e);
     if (ep->dead) {
         gw_ep_recv_done(ep->super.base, req, msg->len, msg->tag, ep->super.base->error);
