@@ -322,8 +322,26 @@ static gw_status_t check_opts(gw_core_t *core, const char *fn, int op, const gw_
     return GW_OK;
 }
 
-static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, gw_request_t **req)
+/* What both forms check first: the endpoint is usable, the options valid. */
+static gw_status_t xfer_begin(gw_ep_t *ep, const char *fn, int op, const gw_xfer_opts_t *opts, gw_request_t **req,
+                              int *notify, uint64_t *value)
 {
+    if (!ep)
+        return GW_ERR_INVALID;
+    if (req)
+        *req = NULL;
+    gw_status_t st = gw_api_ep_usable(ep, GW_OP_BATCH);
+    return st != GW_OK ? st : check_opts(&ep->ctx->core, fn, op, opts, notify, value);
+}
+
+/* Fills what both forms share and hands the batch to the transport. */
+static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t count, int op, int notify,
+                        uint64_t value, gw_request_t **req)
+{
+    m->b.n_user = (uint32_t)count;
+    m->b.get = op == GW_XFER_GET;
+    m->b.notify = (uint8_t)notify;
+    m->b.value = value;
     gw_tl_caps_t caps;
     ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
     const char *lack = !(caps.batch & GW_TL_BATCH_NATIVE)                          ? "batched transfers"
@@ -361,17 +379,12 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, gw_request_
 gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
                           const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
 {
-    if (!ep)
-        return GW_ERR_INVALID;
-    if (req)
-        *req = NULL;
-    gw_core_t *core = &ep->ctx->core;
     int notify;
     uint64_t value;
-    gw_status_t st;
-    if ((st = gw_api_ep_usable(ep, GW_OP_BATCH)) ||
-        (st = check_opts(core, "gw_xfer_batch", op, opts, &notify, &value)))
+    gw_status_t st = xfer_begin(ep, "gw_xfer_batch", op, opts, req, &notify, &value);
+    if (st != GW_OK)
         return st;
+    gw_core_t *core = &ep->ctx->core;
     if (!local || !remote)
         return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: NULL %s list", local ? "remote" : "local");
     if (local->remote || !remote->remote)
@@ -412,10 +425,6 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
         }
         batch_add(b, le->addr, re->addr, le->len, le->reg, re->reg);
     }
-    b->n_user = (uint32_t)count;
-    b->get = op == GW_XFER_GET;
-    b->notify = (uint8_t)notify;
-    b->value = value;
     b->lgpu = (uint8_t)local->lgpu;
     b->rgpu = (uint8_t)remote->rgpu;
     b->lmem = local->mems;
@@ -424,24 +433,19 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     b->nrkey = remote->nreg;
     b->busy[0] = &local->busy;
     b->busy[1] = &remote->busy;
-    return post(ep, m, NULL, req);
+    return post(ep, m, NULL, count, op, notify, value, req);
 }
 
 gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, const uint32_t *lpages, gw_rkey_t *rkey,
                           uint64_t raddr, const uint32_t *rpages, size_t count, size_t page_size,
                           const gw_xfer_opts_t *opts, gw_request_t **req)
 {
-    if (!ep)
-        return GW_ERR_INVALID;
-    if (req)
-        *req = NULL;
-    gw_core_t *core = &ep->ctx->core;
     int notify;
     uint64_t value;
-    gw_status_t st;
-    if ((st = gw_api_ep_usable(ep, GW_OP_BATCH)) ||
-        (st = check_opts(core, "gw_xfer_pages", op, opts, &notify, &value)))
+    gw_status_t st = xfer_begin(ep, "gw_xfer_pages", op, opts, req, &notify, &value);
+    if (st != GW_OK)
         return st;
+    gw_core_t *core = &ep->ctx->core;
     if (!lmem)
         return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: NULL local region (the paged form needs one)");
     if (lmem->core != core)
@@ -484,17 +488,13 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
     }
     m->lm1 = lmem;
     m->rk1 = *rkey;
-    b->n_user = (uint32_t)count;
-    b->get = op == GW_XFER_GET;
-    b->notify = (uint8_t)notify;
-    b->value = value;
     b->lgpu = lmem->type == GW_MEM_CUDA;
     b->rgpu = rkey->type == GW_MEM_CUDA;
     b->lmem = &m->lm1;
     b->nlmem = 1;
     b->rkey = &m->rk1;
     b->nrkey = 1;
-    return post(ep, m, lmem, req);
+    return post(ep, m, lmem, count, op, notify, value, req);
 }
 
 /* ---- counted notifications --------------------------------------------------------------- */

@@ -97,6 +97,23 @@ static void intrab_fini(gw_request_t *r)
         next(r);
 }
 
+/* Counts n entries of one kind (peer memory GPU or not, local device or
+ * -1) and their bytes; ndesc: the kernel descriptors they make. */
+static inline void count_kind(intrab_op_t *op, int rgpu, int ldev, uint32_t n, uint64_t bytes, size_t ndesc)
+{
+    if (rgpu && ldev < 0) {
+        op->nhgpu += n;
+    } else if (rgpu) {
+        op->npeer += n;
+        op->nkdesc += ndesc;
+    } else if (ldev >= 0) {
+        op->nstage += n;
+    } else {
+        op->nhost += n;
+        op->host_bytes += (size_t)bytes;
+    }
+}
+
 /* Enters the slot of every key and checks every entry against it. */
 static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op)
 {
@@ -154,18 +171,9 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
          * the entries is checked once, and every entry is of one kind */
         const rdesc_t *r = &op->rd[0];
         if (gw_range_inside(r->s->addr, r->s->len, b->rlo, b->rhi - b->rlo)) {
-            int ldev = op->ldev[0];
-            if (r->gpu && ldev < 0) {
-                op->nhgpu = b->n;
-            } else if (r->gpu) {
-                op->npeer = b->n; /* at most one descriptor more per entry than the bytes need */
-                op->nkdesc = (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN);
-            } else if (ldev >= 0) {
-                op->nstage = b->n;
-            } else {
-                op->nhost = b->n;
-                op->host_bytes = (size_t)b->total;
-            }
+            /* at most one descriptor more per entry than the bytes need */
+            count_kind(op, r->gpu, op->ldev[0], b->n, b->total,
+                       (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN));
             return GW_OK;
         }
         /* some entry is outside: the pass below names it */
@@ -180,18 +188,8 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
                           "intra: batch entry %" PRIu32 " [0x%" PRIx64 ", +%" PRIu64 ") is outside the region [0x%" PRIx64
                           ", +%" PRIu64 ") its owner registered", i, en->raddr, en->len, s->addr, s->len);
         }
-        int ldev = ent_ldev(op, en);
-        if (r->gpu && ldev < 0) {
-            op->nhgpu++;
-        } else if (r->gpu) {
-            op->npeer++;
-            op->nkdesc += (size_t)((en->len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN);
-        } else if (ldev >= 0) {
-            op->nstage++;
-        } else {
-            op->nhost++;
-            op->host_bytes += (size_t)en->len;
-        }
+        count_kind(op, r->gpu, ent_ldev(op, en), 1, en->len,
+                   (size_t)((en->len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN));
     }
     return GW_OK;
 }
@@ -368,13 +366,6 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
  * transfers").  *queued: copies were queued on *stream. */
 #define INTRAB_KCHUNK 8192
 
-/* Launches the kernel over descriptors [from, from + n) of the batch. */
-static gw_status_t intrab_launch(intrab_op_t *op, int dev, CUstream stream, size_t from, uint32_t n, char *why,
-                                 size_t whylen)
-{
-    return gw_cuda_copy_kernel_launch(dev, stream, op->desc + from, n, why, whylen);
-}
-
 static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
                               int *queued)
 {
@@ -437,7 +428,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
                 la += n;
                 left -= n;
                 if (k - launched == INTRAB_KCHUNK) {
-                    gw_status_t st = intrab_launch(op, dev, stream, launched, INTRAB_KCHUNK, why, sizeof(why));
+                    gw_status_t st = gw_cuda_copy_kernel_launch(dev, stream, d + launched, INTRAB_KCHUNK, why, sizeof(why));
                     if (st != GW_OK) {
                         *queued = launched > 0;
                         return gw_err(c, st, "intra: %s", why);
@@ -447,7 +438,8 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
             }
         }
         if (k > launched) {
-            gw_status_t st = intrab_launch(op, dev, stream, launched, (uint32_t)(k - launched), why, sizeof(why));
+            gw_status_t st = gw_cuda_copy_kernel_launch(dev, stream, d + launched, (uint32_t)(k - launched), why,
+                                                        sizeof(why));
             if (st != GW_OK) {
                 *queued = launched > 0;
                 return gw_err(c, st, "intra: %s", why);
