@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "mem/staging.h"
+#include "transport/base/op_table.h"
 #include "transport/base/tl.h"
 #include "transport/verbs/ibv_syms.h"
 
@@ -322,9 +323,10 @@ typedef struct gw_verbs_ep {
     /* control messages waiting for a slot */
     gw_verbs_ctrl_t ctrlq[64];
     unsigned ctrl_head, ctrl_count;
-    /* rendezvous sends waiting for the receiver's FIN */
-    gw_request_t *rdv[64];
-    uint16_t rdv_gen[64];
+    /* rendezvous sends waiting for the receiver's FIN or CTS, and receives
+     * waiting for the sender's WRITEs (CTS sent): the base op table, capped
+     * at GW_VERBS_RDV_MAX; its narrow ids (RDV_ID_BITS) are on the wire */
+    gw_op_table_t rdv;
     /* chosen path */
     gw_verbs_addr_t local, peer;
     int sgid_i, dgid_i;      /* positions in local.gids / peer.gids, -1 for IB */
@@ -414,6 +416,13 @@ enum {
  * - Otherwise (an older peer) the data goes on QP 0 only, followed there
  *   by a CT_WFIN message; messages from GPUWIRE_IB_SPLIT_MIN are READ. */
 #define CTS_WIMM 1u
+/* Rendezvous ids on the wire (RTS, CTS, FIN, WFIN, the immediate of
+ * RDV_IMM, a staged chunk request's ident): the op table's narrow id, 8
+ * bits of index under 16 of generation, 24 bits in all (RDV_IMM keeps the
+ * top byte; RTS_STAGED is bit 31). */
+#define RDV_IDX_BITS 8
+#define RDV_GEN_BITS 16
+#define GW_VERBS_RDV_MAX 64 /* rendezvous in flight per endpoint (< 1 << RDV_IDX_BITS) */
 #define RDV_IMM(nq, opid) ((uint32_t)(nq) << 24 | (uint32_t)(opid)) /* bit 31 clear: not a notification */
 enum { CT_CTS = 7, CT_WFIN };
 #define RECV_WRID GW_VERBS_RECV_WRID
@@ -487,7 +496,7 @@ int gw_verbs_others_drained(const gw_verbs_ep_t *ep, const batch_t *b);
 int gw_verbs_post_pending(gw_verbs_ep_t *ep);
 struct ibv_send_wr *gw_verbs_post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s,
                                          uint32_t bytes);
-gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid, unsigned *idp);
+gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid);
 void gw_verbs_rdv_recv_forget(gw_verbs_ep_t *ep, gw_request_t *req);
 int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left);
 void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req);

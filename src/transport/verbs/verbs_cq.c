@@ -125,10 +125,10 @@ static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, u
     gw_list_push_back(&ep->rdv_recvs, &req->tl_link);
 }
 
-/* The sender's WRITEs for receive r (rendezvous id `id`) are in place. */
-static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r, unsigned id)
+/* The sender's WRITEs for receive r (in ep->rdv) are in place. */
+static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r)
 {
-    ep->rdv[id] = NULL;
+    gw_op_table_free(&ep->rdv, r);
     size_t mlen = (size_t)r->tl[T_MLEN];
     gw_verbs_req_release(ep, r);
     gw_verbs_rdv_recv_forget(ep, r);
@@ -141,8 +141,8 @@ static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r, unsigned id)
  * (imm = RDV_IMM(queue pairs used, our id)), seen on queue pair qi. */
 static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
 {
-    unsigned id, nq = (imm >> 24) & 0x7f;
-    gw_request_t *r = gw_verbs_rdv_lookup(ep, imm & 0xffffffu, &id);
+    unsigned nq = (imm >> 24) & 0x7f;
+    gw_request_t *r = gw_verbs_rdv_lookup(ep, imm & 0xffffffu);
     if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != (TLF_WFIN | TLF_WIMM) ||
         nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || r->tl[T_STRIPE] >= nq) {
         gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: end of rendezvous write 0x%08x from %s on QP %d matches no "
@@ -150,7 +150,7 @@ static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
         return;
     }
     if (++r->tl[T_STRIPE] == nq)
-        rdv_written(ep, r, id);
+        rdv_written(ep, r);
 }
 
 static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
@@ -231,10 +231,9 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_FIN: {
-        unsigned id;
-        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid);
         if (r) {
-            ep->rdv[id] = NULL;
+            gw_op_table_free(&ep->rdv, r);
             r->tl_flags &= (uint16_t)~TLF_WAIT_FIN;
             r->length = r->len;
             gw_verbs_req_release(ep, r);
@@ -246,8 +245,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_CTS: { /* the receiver wants our rendezvous data written to it */
-        unsigned id;
-        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid);
         uint32_t cst = gw_get_u32(p + 36);
         if (!r || r->op != GW_OP_SEND || !(r->tl_flags & TLF_WAIT_FIN) || (r->tl_flags & TLF_CTS) ||
             gw_verbs_mem_staged(r->lmem) || len > r->len || (cst & ~CTS_WIMM) ||
@@ -257,7 +255,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
                    (unsigned long long)opid, (unsigned long long)len, cst);
             return;
         }
-        ep->rdv[id] = NULL;
+        gw_op_table_free(&ep->rdv, r);
         r->tl_flags = (uint16_t)((r->tl_flags & ~(TLF_WAIT_FIN | TLF_ALLPOSTED)) | TLF_CTS |
                                  ((cst & CTS_WIMM) ? TLF_WIMM : 0));
         r->posted = 0;
@@ -269,14 +267,13 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_WFIN: { /* the sender's WRITEs for our receive are in place */
-        unsigned id;
-        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid);
         if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != TLF_WFIN) {
             gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: WFIN from %s for receive %llu, which is not waiting "
                    "for one", ep->peer.dev, (unsigned long long)opid);
             return;
         }
-        rdv_written(ep, r, id);
+        rdv_written(ep, r);
         break;
     }
     case CT_SREQ:

@@ -41,6 +41,7 @@ static void ep_free_res(gw_verbs_ep_t *ep)
             gw_log(GW_LOG_WARN, "ibv_destroy_cq(%s) failed: %s", ep->vif->port.dev, strerror(rc));
     }
     gw_verbs_stage_ep_fini(ep); /* (after the QPs: no NIC access to bounce slots is left) */
+    gw_op_table_fini(&ep->rdv);
     if (ep->smr)
         ibv->dereg_mr(ep->smr);
     if (ep->rmr)
@@ -94,6 +95,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
     gw_list_init(&ep->pending);
     gw_list_init(&ep->rdv_recvs);
     gw_list_init(&ep->stg_reqs);
+    gw_op_table_init(&ep->rdv);
     ep->sgid_i = ep->dgid_i = -1;
     ep->nqps = vif->nqps;
     ep->nrecv = GW_VERBS_NRECV;
@@ -435,7 +437,7 @@ void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, int own, gw_status_t st)
         gw_verbs_rdv_recv_forget(ep, req);
         gw_ep_recv_done(ep->super.base, req, (size_t)req->tl[T_MLEN], req->rtag, st);
     }
-    memset(ep->rdv, 0, sizeof(ep->rdv));
+    gw_op_table_clear(&ep->rdv);
 }
 
 /* A dead endpoint's QPs go to the error state and get one marker WR on their

@@ -302,21 +302,16 @@ struct ibv_send_wr *gw_verbs_post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_requ
     return w;
 }
 
-/* A rendezvous id on the wire: generation << 8 | table index. */
-static uint64_t rdv_opid(const gw_verbs_ep_t *ep, int id)
+/* A rendezvous id on the wire (verbs.h, RDV_IDX_BITS) of a request in ep->rdv. */
+static uint64_t rdv_opid(const gw_verbs_ep_t *ep, const gw_request_t *req)
 {
-    return ((uint64_t)ep->rdv_gen[id] << 8) | (uint64_t)id;
+    return gw_op_table_short_id(&ep->rdv, req, RDV_IDX_BITS, RDV_GEN_BITS);
 }
 
-/* The request an id names, or NULL when it names none (stale or forged);
- * *idp gets the table index. */
-gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid, unsigned *idp)
+/* The request an id names, or NULL when it names none (stale or forged). */
+gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid)
 {
-    unsigned id = (unsigned)(opid & 0xff);
-    *idp = id;
-    if (id >= GW_ARRAY_SIZE(ep->rdv) || ((opid >> 8) & 0xffff) != ep->rdv_gen[id])
-        return NULL;
-    return ep->rdv[id];
+    return gw_op_table_get_short(&ep->rdv, opid, RDV_IDX_BITS, RDV_GEN_BITS);
 }
 
 /* Every WR on the QPs other than 0 has completed (RC orders QP 0 only):
@@ -329,16 +324,14 @@ int gw_verbs_others_drained(const gw_verbs_ep_t *ep, const batch_t *b)
     return 1;
 }
 
+/* Enters req in the rendezvous table: 0, or -1 when GW_VERBS_RDV_MAX are in
+ * flight or out of memory (blocked: try again on a later pass). */
 static int rdv_alloc(gw_verbs_ep_t *ep, gw_request_t *req)
 {
-    for (int i = 0; i < (int)GW_ARRAY_SIZE(ep->rdv); i++) {
-        if (!ep->rdv[i]) {
-            ep->rdv[i] = req;
-            ep->rdv_gen[i]++;
-            return i;
-        }
-    }
-    return -1;
+    uint64_t id;
+    if (ep->rdv.used >= GW_VERBS_RDV_MAX || gw_op_table_alloc(&ep->rdv, req, &id) != 0)
+        return -1;
+    return 0;
 }
 
 /* Rendezvous receives in flight are owned here (they are on no api list):
@@ -373,12 +366,11 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
         return 0;
     if (!qp_room(ep, b, 0) || !ep->nsfree)
         return -1;
-    int id = rdv_alloc(ep, req);
-    if (id < 0)
+    if (rdv_alloc(ep, req) < 0)
         return 0;
     int s = slot_get(ep);
     uint64_t sender = (req->tl[T_RKEY] >> 32) & 0xffffffffu;
-    uint64_t myid = rdv_opid(ep, id);
+    uint64_t myid = rdv_opid(ep, req);
     gw_verbs_hdr_fill(slot_ptr(ep, s), CT_CTS, imm ? CTS_WIMM : 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey,
              sender);
     gw_verbs_post_sendmsg(ep, b, NULL, s, GW_VERBS_HDR);
@@ -524,12 +516,11 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                                      "upgrade the peer", req->len, ep->peer.dev));
                 return 1;
             }
-            int id = rdv_alloc(ep, req);
-            if (id < 0) {
+            if (rdv_alloc(ep, req) < 0) {
                 slot_put(ep, s);
                 return 0;
             }
-            uint64_t opid = rdv_opid(ep, id) | RTS_STAGED;
+            uint64_t opid = rdv_opid(ep, req) | RTS_STAGED;
             gw_verbs_hdr_fill(p, CT_RTS, 0, req->value, req->len, (uint64_t)(uintptr_t)req->buf, 0, opid);
             req->tl_flags |= TLF_WAIT_FIN | TLF_ALLPOSTED;
             gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
@@ -565,12 +556,11 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                                  req->len, (unsigned long long)ep->vif->max_mr));
             return 1;
         }
-        int id = rdv_alloc(ep, req);
-        if (id < 0) {
+        if (rdv_alloc(ep, req) < 0) {
             slot_put(ep, s);
             return 0;
         }
-        uint64_t opid = rdv_opid(ep, id);
+        uint64_t opid = rdv_opid(ep, req);
         gw_verbs_hdr_fill(p, CT_RTS, 0, req->value, req->len, (uint64_t)(uintptr_t)req->buf, rkey, opid);
         req->tl_flags |= TLF_WAIT_FIN | TLF_ALLPOSTED;
         gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);

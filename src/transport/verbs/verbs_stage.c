@@ -634,8 +634,7 @@ static gw_status_t job_check(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
 {
     gw_core_t *c = ep_core(ep);
     if (j->by_rdv) {
-        unsigned id;
-        gw_request_t *r = gw_verbs_rdv_lookup(ep, j->ident, &id);
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, j->ident);
         if (!r || j->dir != 1 || !gw_verbs_mem_staged(r->lmem))
             return GW_ERR_INVALID_KEY;
         if (!gw_range_inside((uint64_t)(uintptr_t)r->buf, r->len, j->taddr, j->len))
