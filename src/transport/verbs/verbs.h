@@ -302,10 +302,9 @@ typedef struct gw_verbs_ep {
     unsigned idle_polls;     /* idle progress passes since then */
     int nqps;
     gw_verbs_qp_t qps[GW_VERBS_MAX_QPS];
-    int connected;
-    int dead;                /* a QP is in error: nothing more is posted */
+    int connected;           /* (failed or not: the base's latch says, vep_failed) */
     unsigned stg_returned;   /* parked bounce slots given back by the drain */
-    int draining;            /* dead: drain WRs whose flush completion is still to come
+    int draining;            /* failed: drain WRs whose flush completion is still to come
                               * (then the NIC touches none of our buffers: parked bounce
                               * slots go back to their engine, see ep_drain) */
     gw_list_t pending;       /* requests not fully posted, FIFO (req->tl_link) */
@@ -452,6 +451,11 @@ typedef struct batch batch_t;
 
 static inline gw_verbs_ep_t *to_vep(gw_tl_ep_t *e) { return (gw_verbs_ep_t *)e; }
 static inline gw_core_t *ep_core(gw_verbs_ep_t *ep) { return ep->vif->super.core; }
+/* Has the endpoint failed?  The base's latch is the one truth (ep_base.h):
+ * whoever failed it (a completion error here, a peer timeout or closed
+ * control socket in the api layer), verbs_on_fail has torn the endpoint
+ * down, nothing more is posted and completions are only drained. */
+static inline int vep_failed(const gw_verbs_ep_t *ep) { return gw_ep_failed(ep->super.base); }
 
 /* bounce slots */
 static inline int slot_get(gw_verbs_ep_t *ep)
@@ -511,7 +515,7 @@ void gw_verbs_ep_die(gw_verbs_ep_t *ep, gw_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void gw_verbs_ep_drain(gw_verbs_ep_t *ep);
 void gw_verbs_ep_drained_one(gw_verbs_ep_t *ep);
-void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, int own, gw_status_t st);
+void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, gw_status_t st);
 void gw_verbs_wc_fail(gw_verbs_ep_t *ep, const struct ibv_wc *wc, const gw_verbs_wr_t *r);
 
 /* verbs_stage.c */

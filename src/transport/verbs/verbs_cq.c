@@ -82,7 +82,7 @@ int gw_verbs_post_imm_recvs(gw_verbs_ep_t *ep, int *failed_qi)
 static void repost_flush(gw_verbs_ep_t *ep)
 {
     unsigned n = ep->nrepost;
-    if (ep->dead)
+    if (vep_failed(ep))
         return;
     int qi = 0, rc = gw_verbs_post_imm_recvs(ep, &qi);
     if (rc) {
@@ -175,7 +175,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         uint32_t imm = ntohl(wc->imm_data);
         if (!(imm & 0x80000000u)) { /* the end of a rendezvous write on QP 0 */
             rdv_imm(ep, imm, 0);
-            if (!ep->dead)
+            if (!vep_failed(ep))
                 repost_recv(ep, idx);
             return;
         }
@@ -292,7 +292,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: unknown message type %u from %s", type, ep->peer.dev);
         return;
     }
-    if (!ep->dead)
+    if (!vep_failed(ep))
         repost_recv(ep, idx);
 }
 
@@ -300,7 +300,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
 static void retire(gw_verbs_ep_t *ep, int qi, uint64_t upto)
 {
     gw_verbs_qp_t *q = &ep->qps[qi];
-    while (q->tail != q->head && !ep->dead) {
+    while (q->tail != q->head && !vep_failed(ep)) {
         uint64_t s = q->tail;
         gw_verbs_wr_t *r = &q->ring[s % q->depth];
         gw_request_t *req = r->req;
@@ -334,7 +334,7 @@ static int poll_cq(gw_verbs_ep_t *ep)
             return total;
         }
         for (int i = 0; i < n; i++) {
-            if (ep->dead) { /* consequences of the first error: not causes */
+            if (vep_failed(ep)) { /* consequences of the first error: not causes */
                 if (wc[i].wr_id & DRAIN_WRID)
                     gw_verbs_ep_drained_one(ep);
                 continue;
@@ -366,12 +366,6 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
 {
     if (!ep->connected)
         return 0;
-    if (!ep->dead && ep->super.base->error != GW_OK) {
-        /* failed from above (peer gone on the bootstrap socket, close, timeout) */
-        ep->dead = 1;
-        gw_verbs_ep_forget_all(ep, 0, ep->super.base->error);
-        gw_verbs_ep_drain(ep);
-    }
     /* posted work counts as progress: a caller that progresses until 0
      * before sleeping on the context fd has handed everything to the device */
     int n = gw_verbs_post_pending(ep);
@@ -379,7 +373,7 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
     if (c)
         n += gw_verbs_post_pending(ep);
     n += c;
-    if (!n && !ep->dead && gw_verbs_stg_busy(ep))
+    if (!n && !vep_failed(ep) && gw_verbs_stg_busy(ep))
         n = 1; /* staged copies in flight: CUDA events wake no fd, keep the caller polling */
     if (n) {
         /* no clock read here: the busy path stays free of system calls
@@ -422,7 +416,7 @@ gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *
      * call.  TODO: gw_verbs_copy_to_user() could become gw_mem_copy_to()
      * (mem/mem_copy.h). */
     gw_verbs_ep_t *ep = to_vep(e);
-    if (ep->dead) {
+    if (vep_failed(ep)) {
         gw_ep_recv_done(ep->super.base, req, msg->len, msg->tag, ep->super.base->error);
     } else {
         start_rdv_recv(ep, req, msg->tag, msg->len, msg->handle2, (uint32_t)(msg->handle >> 32),

@@ -593,7 +593,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
 /* Posts what is queued; returns the number of WRs handed to the device. */
 int gw_verbs_post_pending(gw_verbs_ep_t *ep)
 {
-    if (ep->dead || !ep->connected)
+    if (vep_failed(ep) || !ep->connected)
         return 0;
     if (!ep->ctrl_count && gw_list_empty(&ep->pending) && gw_list_empty(&ep->rdv_recvs) && !ep->stg_live)
         return 0; /* nothing queued (the common case of a progress call) */
@@ -619,17 +619,17 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
             gw_list_push_front(&ep->pending, &req->tl_link);
             break;
         }
-        if (ep->dead)
+        if (vep_failed(ep))
             return 1;
     }
     gw_list_for_each_safe(p, t, &ep->rdv_recvs) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
         if ((req->tl_flags & TLF_ALLPOSTED) || !post_req(ep, &b, req))
             continue;
-        if (ep->dead)
+        if (vep_failed(ep))
             return 1;
     }
-    if (gw_verbs_stg_progress(ep, &b) && ep->dead)
+    if (gw_verbs_stg_progress(ep, &b) && vep_failed(ep))
         return 1;
     batch_flush(ep, &b);
     return (int)(ep->wr_posted - before);
@@ -639,9 +639,9 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
 gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
 {
     gw_verbs_ep_t *ep = to_vep(e);
-    if (ep->dead || !ep->connected)
+    if (vep_failed(ep) || !ep->connected)
         return gw_err(ep_core(ep), GW_ERR_ENDPOINT_FAILED, "verbs endpoint to %s is %s",
-                      ep->super.base->peer, ep->dead ? "failed" : "not connected");
+                      ep->super.base->peer, vep_failed(ep) ? "failed" : "not connected");
     req->posted = 0;
     req->pending = 0;
     req->tl_flags = 0;
@@ -663,9 +663,9 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
     memset(b.n, 0, sizeof(b.n));
     if (!post_req(ep, &b, req)) /* blocked (no slot, no room): it waits at the queue's head */
         gw_list_push_back(&ep->pending, &req->tl_link);
-    if (!ep->dead && ep->stg_live) /* it started staged work: its first chunks go in this batch too */
+    if (!vep_failed(ep) && ep->stg_live) /* it started staged work: its first chunks go in this batch too */
         gw_verbs_stg_progress(ep, &b);
-    if (!ep->dead)
+    if (!vep_failed(ep))
         batch_flush(ep, &b);
     ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
     ep->idle_polls = 0;

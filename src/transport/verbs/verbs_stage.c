@@ -891,7 +891,7 @@ int gw_verbs_stg_progress(gw_verbs_ep_t *ep, batch_t *b)
         }
         stg_drive(ep, b, sr);
         stg_maybe_finish(ep, sr);
-        if (ep->dead)
+        if (vep_failed(ep))
             return busy;
     }
     for (unsigned ji = 0; ji < GW_VERBS_STG_CREDITS; ji++) {
