@@ -4,6 +4,7 @@
  * owner on request (CT_SREQ -> RDMA READ/WRITE on its side -> CT_SACK with a
  * status), which checks key, access and bounds itself.
  */
+#include "transport/base/region.h"
 #include "transport/verbs/verbs.h"
 
 #include <errno.h>
@@ -642,13 +643,16 @@ static gw_status_t job_check(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
         j->device = r->lmem->cuda_device;
         return GW_OK;
     }
-    gw_mem_t *m = gw_hmap_get(&c->regions, j->ident);
-    if (!m || !gw_verbs_mem_staged(m))
+    /* a region: the base's check (unknown or revoked, access, bounds), and
+     * it must be one on the staging rung (any other is reached by RDMA, so
+     * a chunk request naming one is forged: no such key here) */
+    gw_mem_t *m;
+    gw_status_t st = gw_region_check(c, j->ident, j->taddr, j->len,
+                                     j->dir ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE, &m);
+    if (st != GW_OK)
+        return st;
+    if (!gw_verbs_mem_staged(m))
         return GW_ERR_INVALID_KEY;
-    if (!(m->access & (j->dir ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE)))
-        return GW_ERR_ACCESS;
-    if (!gw_range_inside((uint64_t)(uintptr_t)m->addr, m->len, j->taddr, j->len))
-        return GW_ERR_OUT_OF_BOUNDS;
     j->mem = m;
     j->device = m->cuda_device;
     m->incoming += j->dir == 0;
