@@ -489,8 +489,6 @@ static inline int msg_slot(gw_verbs_ep_t *ep, batch_t *b)
 }
 
 /* verbs_post.c */
-gw_status_t gw_verbs_copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n);
-gw_status_t gw_verbs_copy_to_user(gw_request_t *req, void *dst, const void *src, size_t n);
 void gw_verbs_ctrl_queue(gw_verbs_ep_t *ep, uint8_t type, uint32_t status, uint64_t a, uint64_t b);
 gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req);
 void gw_verbs_hdr_fill(uint8_t *p, uint8_t type, uint32_t status, uint64_t tag, uint64_t len,

@@ -3,6 +3,7 @@
  * notifications), the progress pass and arming the CQ when idle.
  */
 #include "cuda/cuda_wrap.h"
+#include "mem/mem_copy.h"
 #include "transport/verbs/verbs.h"
 
 #include <arpa/inet.h>
@@ -43,7 +44,7 @@ void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
         return; /* completes when the receiver's FIN arrives */
     gw_status_t st = GW_OK;
     if (req->op == GW_OP_GET && req->tl[T_SLOT]) /* (GPU memory: one synchronous cuMemcpy) */
-        st = gw_verbs_copy_to_user(req, req->buf, slot_ptr(ep, (int)req->tl[T_SLOT] - 1), req->len);
+        st = gw_mem_copy_to(req->core, req->lmem, req->buf, slot_ptr(ep, (int)req->tl[T_SLOT] - 1), req->len);
     req->length = req->len;
     gw_verbs_req_release(ep, req);
     gw_ep_op_done(base, req, st);
@@ -204,7 +205,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         }
         gw_request_t *r = gw_ep_match_posted(base, tag);
         if (r) {
-            gw_status_t cst = gw_verbs_copy_to_user(r, r->buf, p + GW_VERBS_HDR, GW_MIN((size_t)len, r->len));
+            gw_status_t cst = gw_mem_copy_to(r->core, r->lmem, r->buf, p + GW_VERBS_HDR, GW_MIN((size_t)len, r->len));
             gw_ep_recv_done(base, r, (size_t)len, tag, cst);
         } else {
             gw_unexp_t *u = gw_ep_unexp_eager(base, tag, (size_t)len); /* the base's record (ep_base.h) */
@@ -413,8 +414,7 @@ gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *
 {
     /* a rendezvous only (tl.h): the base delivers eager messages (on_recv
      * takes their records from gw_ep_unexp_eager) and frees msg after this
-     * call.  TODO: gw_verbs_copy_to_user() could become gw_mem_copy_to()
-     * (mem/mem_copy.h). */
+     * call. */
     gw_verbs_ep_t *ep = to_vep(e);
     if (vep_failed(ep)) {
         gw_ep_recv_done(ep->super.base, req, msg->len, msg->tag, ep->super.base->error);

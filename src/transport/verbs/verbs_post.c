@@ -19,6 +19,7 @@
  * completion retires every older WR of its QP (RC completes in order)
  * (verbs_cq.c).
  */
+#include "mem/mem_copy.h"
 #include "transport/verbs/verbs.h"
 
 #include <arpa/inet.h>
@@ -147,7 +148,8 @@ static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, si
         if (s < 0)
             return 0;
         req->tl[T_SLOT] = (uint64_t)s + 1;
-        gw_status_t cst = is_read_target ? GW_OK : gw_verbs_copy_from_user(req, slot_ptr(ep, s), req->buf, len);
+        gw_status_t cst =
+            is_read_target ? GW_OK : gw_mem_copy_from(req->core, req->lmem, slot_ptr(ep, s), req->buf, len);
         if (cst != GW_OK) {
             gw_verbs_req_release(ep, req);
             gw_ep_op_done(ep->super.base, req, cst);
@@ -495,7 +497,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                 req->tl_flags |= TLF_ALLPOSTED;
                 return 1;
             }
-            gw_status_t cst = gw_verbs_copy_from_user(req, p + GW_VERBS_HDR, req->buf, req->len);
+            gw_status_t cst = gw_mem_copy_from(req->core, req->lmem, p + GW_VERBS_HDR, req->buf, req->len);
             if (cst != GW_OK) {
                 slot_put(ep, s);
                 gw_ep_op_done(ep->super.base, req, cst);
@@ -670,20 +672,4 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
     ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
     ep->idle_polls = 0;
     return GW_OK;
-}
-
-
-/* Eager payloads to and from GPU memory: one synchronous copy (small). */
-gw_status_t gw_verbs_copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n)
-{
-    if (req->lmem && req->lmem->type != GW_MEM_HOST)
-        return gw_staging_copy_sync(req->core, req->lmem->cuda_device, dst, src, n);
-    if (n)
-        memcpy(dst, src, n);
-    return GW_OK;
-}
-
-gw_status_t gw_verbs_copy_to_user(gw_request_t *req, void *dst, const void *src, size_t n)
-{
-    return gw_verbs_copy_from_user(req, dst, src, n);
 }

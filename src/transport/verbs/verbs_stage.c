@@ -5,6 +5,7 @@
  * status), which checks key, access and bounds itself.
  */
 #include "transport/base/region.h"
+#include "mem/mem_copy.h"
 #include "transport/verbs/verbs.h"
 
 #include <errno.h>
@@ -387,7 +388,8 @@ static void stg_eager(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
         return;
     int s = slot_get(ep);
     uint8_t *p = slot_ptr(ep, s);
-    gw_status_t st = sr->dir ? GW_OK : gw_verbs_copy_from_user(sr->req, p + SREQ_BYTES, sr->req->buf, sr->total);
+    gw_status_t st = sr->dir ? GW_OK
+                             : gw_mem_copy_from(sr->req->core, sr->req->lmem, p + SREQ_BYTES, sr->req->buf, sr->total);
     if (st != GW_OK) {
         slot_put(ep, s);
         stg_fail(sr, 0, st, ep_core(ep)->errbuf);
@@ -606,7 +608,7 @@ void gw_verbs_stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, co
             return;
         }
         gw_verbs_sreq_t *sr = ch->sr;
-        st = gw_verbs_copy_to_user(sr->req, (uint8_t *)sr->req->buf + ch->off, data, n);
+        st = gw_mem_copy_to(sr->req->core, sr->req->lmem, (uint8_t *)sr->req->buf + ch->off, data, n);
         if (st != GW_OK)
             stg_fail(sr, ch->off, st, ep_core(ep)->errbuf);
     }
