@@ -429,13 +429,7 @@ enum { CT_CTS = 7, CT_WFIN };
 #define NO_SLOT 0xffff
 #define BATCH 32
 
-/* req->tl[] use */
-#define T_RC 0     /* gw_verbs_rc_entry_t * held for the local buffer */
-#define T_SLOT 1   /* bounce slot + 1 held by the request, 0 none */
-#define T_STRIPE 2 /* next QP of a striped transfer */
-#define T_RADDR 3  /* recv rendezvous: sender address */
-#define T_RKEY 4   /* recv rendezvous: rkey | opid << 32 */
-#define T_MLEN 5   /* recv rendezvous: message length */
+/* A request's verbs scratch: req->verbs (struct gw_req_verbs, core/request.h). */
 
 /* staged GPU memory (verbs_stage.c) */
 enum { WR_SPUT = 16, WR_SGET, WR_SREAD, WR_SWRITE }; /* chunk WRs (initiator: S*, owner: SREAD/SWRITE) */
@@ -443,7 +437,6 @@ enum { CT_SREQ = 5, CT_SACK };                       /* chunk request / its ackn
 enum { C_FREE = 0, C_D2H, C_READY, C_XFER, C_H2D };  /* initiator chunk states */
 enum { J_FREE = 0, J_SLOT, J_READ, J_H2D, J_D2H, J_WRITE, J_EAGER }; /* owner job states */
 #define TLF_STAGED (1u << 6)      /* the request moves through bounce buffers */
-#define T_STG 2                   /* staged: gw_verbs_sreq_t * (never striped) */
 #define RTS_STAGED (1u << 31)     /* in an RTS opid: the sender's buffer is staged */
 #define GW_MAX_STG_HOST_CHUNK (1u << 20) /* chunk of a host buffer for a staged peer */
 typedef struct gw_verbs_sreq gw_verbs_sreq_t;

@@ -30,8 +30,8 @@ void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
     gw_ep_base_t *base = ep->super.base;
     if (req->op == GW_OP_RECV) {
         /* rendezvous data is in place: release the sender, finish the receive */
-        uint64_t opid = req->tl[T_RKEY] >> 32;
-        size_t mlen = (size_t)req->tl[T_MLEN];
+        uint64_t opid = req->verbs.rdv.opid;
+        size_t mlen = (size_t)req->verbs.rdv.mlen;
         gw_verbs_req_release(ep, req);
         gw_verbs_rdv_recv_forget(ep, req);
         gw_verbs_ctrl_queue(ep, CT_FIN, 0, opid, 0);
@@ -43,8 +43,8 @@ void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
     if (req->op == GW_OP_SEND && (req->tl_flags & TLF_WAIT_FIN))
         return; /* completes when the receiver's FIN arrives */
     gw_status_t st = GW_OK;
-    if (req->op == GW_OP_GET && req->tl[T_SLOT]) /* (GPU memory: one synchronous cuMemcpy) */
-        st = gw_mem_copy_to(req->core, req->lmem, req->buf, slot_ptr(ep, (int)req->tl[T_SLOT] - 1), req->len);
+    if (req->op == GW_OP_GET && req->verbs.slot) /* (GPU memory: one synchronous cuMemcpy) */
+        st = gw_mem_copy_to(req->core, req->lmem, req->buf, slot_ptr(ep, (int)req->verbs.slot - 1), req->len);
     req->length = req->len;
     gw_verbs_req_release(ep, req);
     gw_ep_op_done(base, req, st);
@@ -116,13 +116,16 @@ static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, u
                            uint64_t addr, uint32_t rkey, uint64_t opid)
 {
     req->rtag = tag;
-    req->tl[T_RADDR] = addr;
-    req->tl[T_RKEY] = (uint64_t)rkey | (opid << 32);
-    req->tl[T_MLEN] = len;
+    req->verbs.rdv.raddr = addr;
+    req->verbs.rdv.rkey = rkey;
+    req->verbs.rdv.opid = (uint32_t)opid;
+    req->verbs.rdv.mlen = len;
     req->posted = 0;
     req->pending = 0;
     req->tl_flags = TLF_RDV;
-    memset(&req->tl[T_RC], 0, sizeof(req->tl[0]) * 3);
+    req->verbs.rc = NULL;
+    req->verbs.stg = NULL;
+    req->verbs.slot = req->verbs.stripe = 0;
     gw_list_push_back(&ep->rdv_recvs, &req->tl_link);
 }
 
@@ -130,7 +133,7 @@ static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, u
 static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r)
 {
     gw_op_table_free(&ep->rdv, r);
-    size_t mlen = (size_t)r->tl[T_MLEN];
+    size_t mlen = (size_t)r->verbs.rdv.mlen;
     gw_verbs_req_release(ep, r);
     gw_verbs_rdv_recv_forget(ep, r);
     if (r->lmem && r->lmem->type != GW_MEM_HOST)
@@ -145,12 +148,12 @@ static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
     unsigned nq = (imm >> 24) & 0x7f;
     gw_request_t *r = gw_verbs_rdv_lookup(ep, imm & 0xffffffu);
     if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != (TLF_WFIN | TLF_WIMM) ||
-        nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || r->tl[T_STRIPE] >= nq) {
+        nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || r->verbs.stripe >= nq) {
         gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: end of rendezvous write 0x%08x from %s on QP %d matches no "
                "receive of ours waiting for one", imm, ep->peer.dev, qi);
         return;
     }
-    if (++r->tl[T_STRIPE] == nq)
+    if (++r->verbs.stripe == nq)
         rdv_written(ep, r);
 }
 
@@ -260,10 +263,11 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         r->tl_flags = (uint16_t)((r->tl_flags & ~(TLF_WAIT_FIN | TLF_ALLPOSTED)) | TLF_CTS |
                                  ((cst & CTS_WIMM) ? TLF_WIMM : 0));
         r->posted = 0;
-        r->tl[T_STRIPE] = 0;
-        r->tl[T_RADDR] = addr;
-        r->tl[T_RKEY] = (uint64_t)rkey | ((tag & 0xffffffffu) << 32);
-        r->tl[T_MLEN] = len;
+        r->verbs.stripe = 0;
+        r->verbs.rdv.raddr = addr;
+        r->verbs.rdv.rkey = rkey;
+        r->verbs.rdv.opid = (uint32_t)tag;
+        r->verbs.rdv.mlen = len;
         gw_list_push_back(&ep->pending, &r->tl_link);
         break;
     }

@@ -174,7 +174,7 @@ int gw_verbs_stg_applies(gw_verbs_ep_t *ep, gw_request_t *req)
         /* small ones to an MR: a bounce slot and one synchronous copy (req_prep) */
         return gw_verbs_mem_staged(req->lmem) && req->len > GW_VERBS_EAGER_MAX;
     case GW_OP_RECV:
-        return gw_verbs_mem_staged(req->lmem) || ((req->tl[T_RKEY] >> 32) & RTS_STAGED);
+        return gw_verbs_mem_staged(req->lmem) || (req->verbs.rdv.opid & RTS_STAGED);
     default:
         return 0;
     }
@@ -214,7 +214,7 @@ void gw_verbs_stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req)
         gw_verbs_rcache_put(ep->vif, sr->rc);
     gw_list_del(&sr->link);
     if (touch_req)
-        sr->req->tl[T_STG] = 0;
+        sr->req->verbs.stg = NULL;
     free(sr);
 }
 
@@ -238,8 +238,8 @@ static void stg_finish(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr)
     ep->stg_bytes += sr->acked;
     gw_verbs_stg_free(ep, sr, 1);
     if (req->op == GW_OP_RECV) {
-        uint64_t opid = (req->tl[T_RKEY] >> 32) & ~(uint64_t)RTS_STAGED;
-        size_t mlen = (size_t)req->tl[T_MLEN];
+        uint64_t opid = (req->verbs.rdv.opid & ~RTS_STAGED);
+        size_t mlen = (size_t)req->verbs.rdv.mlen;
         gw_verbs_req_release(ep, req);
         gw_verbs_rdv_recv_forget(ep, req);
         gw_verbs_ctrl_queue(ep, CT_FIN, 0, opid, 0); /* the sender may go on either way */
@@ -506,10 +506,10 @@ int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     sr->dir = req->op == GW_OP_GET || sr->is_recv;
     sr->lstaged = (uint8_t)gw_verbs_mem_staged(req->lmem);
     if (sr->is_recv) {
-        sr->total = GW_MIN(req->len, (size_t)req->tl[T_MLEN]);
-        sr->raddr = req->tl[T_RADDR];
-        sr->rstaged = ((req->tl[T_RKEY] >> 32) & RTS_STAGED) != 0;
-        sr->ident = (req->tl[T_RKEY] >> 32) & ~(uint64_t)RTS_STAGED;
+        sr->total = GW_MIN(req->len, (size_t)req->verbs.rdv.mlen);
+        sr->raddr = req->verbs.rdv.raddr;
+        sr->rstaged = (req->verbs.rdv.opid & RTS_STAGED) != 0;
+        sr->ident = (req->verbs.rdv.opid & ~RTS_STAGED);
         sr->by_rdv = 1;
     } else {
         sr->total = req->len;
@@ -530,7 +530,7 @@ int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             goto fail;
         }
     }
-    req->tl[T_STG] = (uint64_t)(uintptr_t)sr;
+    req->verbs.stg = sr;
     req->tl_flags |= TLF_PREP | TLF_STAGED;
     if (sr->is_recv)
         req->tl_flags |= TLF_ALLPOSTED; /* (keeps the rendezvous loop from posting it again) */
@@ -544,8 +544,8 @@ fail:
     free(sr);
     if (req->op == GW_OP_RECV) {
         gw_verbs_rdv_recv_forget(ep, req);
-        gw_verbs_ctrl_queue(ep, CT_FIN, 0, (req->tl[T_RKEY] >> 32) & ~(uint64_t)RTS_STAGED, 0);
-        gw_ep_recv_done(ep->super.base, req, (size_t)req->tl[T_MLEN], req->rtag, st);
+        gw_verbs_ctrl_queue(ep, CT_FIN, 0, (req->verbs.rdv.opid & ~RTS_STAGED), 0);
+        gw_ep_recv_done(ep->super.base, req, (size_t)req->verbs.rdv.mlen, req->rtag, st);
     } else {
         gw_ep_op_done(ep->super.base, req, st);
     }
