@@ -122,6 +122,20 @@ const char *gw_settings_env(gw_setting_id_t id)
     return env ? env : g_settings[id].default_value;
 }
 
+const char *gw_settings_test_hook(const char *name)
+{
+    if (!name || strncmp(name, "GW_TEST_", 8) != 0)
+        return NULL;
+    return getenv(name);
+}
+
+int gw_settings_is_env(const gw_settings_t *s, gw_setting_id_t id)
+{
+    if ((unsigned)id >= GW_SET_COUNT)
+        return 0;
+    return s ? s->from_env[id] != 0 : getenv(g_settings[id].name) != NULL;
+}
+
 const char *gw_settings_sysfs_root(const gw_settings_t *s)
 {
     const char *v = s ? gw_settings_str(s, GW_SET_SYSFS_ROOT) : gw_settings_env(GW_SET_SYSFS_ROOT);

@@ -29,6 +29,12 @@ const char *gw_settings_str(const gw_settings_t *s, gw_setting_id_t id);
  * topology and doctor of a process): from the environment now, else its
  * default.  The registry is the only reader of GPUWIRE_* variables. */
 const char *gw_settings_env(gw_setting_id_t id);
+/* A test hook (GW_TEST_*: not a setting, not listed by `gpuwire info`, for
+ * the project's tests only), or NULL when unset.  Here so that the registry
+ * stays the one reader of the environment. */
+const char *gw_settings_test_hook(const char *name);
+/* Whether a setting came from the environment (s NULL: the process's now). */
+int gw_settings_is_env(const gw_settings_t *s, gw_setting_id_t id);
 /* The root of the sysfs tree (GPUWIRE_SYSFS_ROOT, else /sys; empty counts
  * as unset): the one resolver, used by mem, topo, verbs and the doctor.
  * s NULL: the process environment (gw_settings_env). */

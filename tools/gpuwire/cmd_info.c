@@ -93,10 +93,10 @@ static void print_settings(gw_context_t *ctx)
         const gw_setting_desc_t *d = gw_setting_at(i);
         if (!d)
             break;
-        const char *val = ctx ? gw_setting_value(ctx, d->name) : NULL;
-        const char *env = getenv(d->name);
+        const char *val = gw_setting_value(ctx, d->name);
+        int env = gw_setting_from_env(ctx, d->name) == 1;
         if (!val)
-            val = env ? env : d->default_value;
+            val = d->default_value;
         const char *src = env ? "env" : "default";
         printf("  %s=%s%s%s  [%s", d->name, *val ? "\"" : "", *val ? val : "(unset)",
                *val ? "\"" : "", src);
@@ -183,10 +183,10 @@ static void json_settings(gw_context_t *ctx)
         const gw_setting_desc_t *d = gw_setting_at(i);
         if (!d)
             break;
-        const char *val = ctx ? gw_setting_value(ctx, d->name) : NULL;
-        const char *env = getenv(d->name);
+        const char *val = gw_setting_value(ctx, d->name);
+        int env = gw_setting_from_env(ctx, d->name) == 1;
         if (!val)
-            val = env ? env : d->default_value;
+            val = d->default_value;
         printf("%s{\"name\":", i ? "," : "");
         json_str(d->name);
         printf(",\"value\":");
