@@ -535,6 +535,9 @@ typedef struct gw_setting_desc {
     const char *name;       /* "GPUWIRE_TCP_STREAMS" */
     const char *default_value;
     const char *help;
+    /* what the value may be (from the registry's kind and range), e.g. "integer 1..16, or auto", "size 4K..1G (K/M/G/T)",
+     * "one of auto, force or off", "text" */
+    const char *accepts;
 } gw_setting_desc_t;
 
 /* The i-th known setting, or NULL past the end. */

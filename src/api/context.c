@@ -155,10 +155,10 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
                           : gw_settings_str(&ctx->core.settings, GW_SET_TRANSPORTS);
     if ((st = parse_transports(ctx, tls, err, sizeof(err))) != GW_OK)
         goto err_core;
-    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_CONNECT_TIMEOUT_MS, 1, 3600000L,
+    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_CONNECT_TIMEOUT_MS,
                               &ctx->connect_timeout_ms, err, sizeof(err))) != GW_OK)
         goto err_core;
-    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_SPIN_US, 0, 10000000L, &ctx->spin_us, err,
+    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_SPIN_US, &ctx->spin_us, err,
                               sizeof(err))) != GW_OK)
         goto err_core;
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)

@@ -104,6 +104,7 @@ static void print_settings(gw_context_t *ctx)
             printf("; default \"%s\"", d->default_value);
         printf("]\n");
         print_wrapped(d->help, 6, 92);
+        printf("      accepts: %s\n", d->accepts);
     }
     /* unknown GPUWIRE_* variables: gw_context_create() warned already; list them again here */
     extern char **environ;
@@ -195,6 +196,8 @@ static void json_settings(gw_context_t *ctx)
         json_str(d->default_value);
         printf(",\"help\":");
         json_str(d->help);
+        printf(",\"accepts\":");
+        json_str(d->accepts);
         printf("}");
     }
     printf("],\"unknown_settings\":[");
