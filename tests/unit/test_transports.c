@@ -33,7 +33,7 @@ static void test_intra_rkey(void)
 {
     gw_rkey_t rk;
     char why[256];
-    uint8_t b[12];
+    uint8_t b[12] = {0};
     memset(&rk, 0xee, sizeof(rk)); /* stale bytes must not survive */
     rk.id = 77;
     CHECK(gw_intra_rkey_unpack(NULL, b, 0, &rk, why, sizeof(why)) == GW_OK);
