@@ -8,7 +8,8 @@
 # the rxe kernel work), and the top symbols of each are printed.  The guest
 # has no PMU: cpu-clock sampling only, no call graphs.
 # Knobs: OPS ("put send lat"), S (8), N (20000 operations; lat 3000),
-#        TOP (25 symbols), PROF_DIR (a host directory to keep perf.data in).
+#        TOP (25 symbols), PROF_DIR (a host directory to keep perf.data in),
+#        GW_BENCH (another build's gw_verbs_bench), NO_RECORD=1 (perf stat only).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:-$HERE/../build}" && pwd) || { echo "no build dir" >&2; exit 2; }
@@ -20,7 +21,7 @@ fi
 S=${S:-8}
 TOP=${TOP:-25}
 D=${PROF_DIR:-/tmp}
-GW=$B/tests/verbs/gw_verbs_bench
+GW=${GW_BENCH:-$B/tests/verbs/gw_verbs_bench}
 echo "# verbs_prof: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), guest $(uname -r), $RXE_DEV, $S bytes"
 pt_pair() {  # tool args...: server in the background, the client retried until it connects
   local tool=$1; shift
@@ -48,6 +49,7 @@ for op in ${OPS:-put send lat}; do
       "${cmd[@]}" 2>&1 | grep -v '^$' | tail -n 3
     awk -F, -v n="$n" '/sys_enter|task-clock|context-switches/ {
         printf "   %-28s %14s  per op %.2f\n", $3, $1, $1 / n }' /tmp/pstat
+    [ -n "${NO_RECORD:-}" ] && continue
     echo "== $op $S x $n: $who: perf record -a, top $TOP (overhead, command, object, symbol)"
     perf record -q -a -e cpu-clock -F 4000 -o "$D/perf.$op.$who.data" "${cmd[@]}" > /dev/null 2>&1
     perf report -q -i "$D/perf.$op.$who.data" --sort comm,dso,sym --percent-limit 0.7 2>/dev/null |

@@ -33,7 +33,7 @@ OLD=${OLD_BENCH:-}
 PORT=18515
 echo "# verbs_small: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), guest $(uname -r), $(nproc) vCPUs, $RXE_DEV," \
      "guest load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# gpuwire $(git -C "$HERE/.." log -1 --format=%h 2>/dev/null || echo ?)${OLD:+, old: $OLD}; $REPS rounds per row, order alternating"
+echo "# gpuwire $(git -C "$HERE/.." describe --always --dirty 2>/dev/null || echo ?)${OLD:+, old: $OLD}; $REPS rounds per row, order alternating"
 
 gw_run() {  # bench op size n -> ops/s (lat: one-way median in us)
   local out

@@ -66,7 +66,7 @@ gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...);
  * matters to sleepers and slow paths: with no hot fd, a non-blocking progress
  * call polls the set on every GW_CORE_COLD_EVERY-th call only, so busy-polling
  * a verbs endpoint makes no system call (a sleeping wait always polls). */
-#define GW_CORE_COLD_EVERY 16u
+#define GW_CORE_COLD_EVERY 128u
 gw_status_t gw_io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
 gw_status_t gw_io_add_cold(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
 gw_status_t gw_io_mod(gw_core_t *c, gw_io_t *io, uint32_t events);

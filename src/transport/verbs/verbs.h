@@ -381,7 +381,7 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_IMMQ_WRID (1ull << 62)
 #define GW_VERBS_IMM_RECVS 128u /* zero-length receives kept posted on each QP 1.. */
 #define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
-#define GW_VERBS_IDLE_CLOCK 64u        /* idle progress passes per clock read */
+#define GW_VERBS_IDLE_CLOCK 512u       /* idle progress passes per clock read */
 #define GW_VERBS_SQ_DEPTH 256
 
 /* ==== endpoint internals shared by verbs_ep.c (lifecycle, failure), verbs_post.c
