@@ -87,8 +87,9 @@ for op in ${OPS:-put send lat}; do
         p=$(pt_run "$op" "$s" "$n"); [ -n "$OLD" ] && o=$(gw_run "$OLD" "$op" "$s" "$n"); g=$(gw_run "$GW" "$op" "$s" "$n")
       fi
       echo "$g" >> /tmp/vs.g; echo "$o" >> /tmp/vs.o; echo "$p" >> /tmp/vs.p
-      [ -n "$g" ] && [ -n "$p" ] && awk -v a="$g" -v b="$p" 'BEGIN{ if (b + 0 > 0) printf "%.3f\n", a / b }' >> /tmp/vs.r
-      [ -n "$o" ] && [ -n "$p" ] && awk -v a="$o" -v b="$p" 'BEGIN{ if (b + 0 > 0) printf "%.3f\n", a / b }' >> /tmp/vs.ro
+      num() { [[ "$1" =~ ^[0-9]+(\.[0-9]+)?$ ]]; }   # perftest may print "inf"
+      num "$g" && num "$p" && awk -v a="$g" -v b="$p" 'BEGIN{ if (b + 0 > 0) printf "%.3f\n", a / b }' >> /tmp/vs.r
+      num "$o" && num "$p" && awk -v a="$o" -v b="$p" 'BEGIN{ if (b + 0 > 0) printf "%.3f\n", a / b }' >> /tmp/vs.ro
       echo "  $op $s round $r: gpuwire ${g:-fail}${OLD:+ old ${o:-fail}} perftest ${p:-fail} $unit"
     done
     read -r gb gm _ _ < <(stats /tmp/vs.g $low); read -r pb pm _ _ < <(stats /tmp/vs.p $low)
