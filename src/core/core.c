@@ -189,11 +189,21 @@ void gw_core_wake(gw_core_t *c)
     (void)n;
 }
 
+/* A non-blocking pass with no hot fd: is the cold set due (core.h)? */
+static int cold_due(gw_core_t *c)
+{
+    uint64_t t = gw_now_coarse_ns();
+    if (++c->cold_pass % GW_CORE_COLD_EVERY != 0 && t == c->cold_at)
+        return 0;
+    c->cold_at = t;
+    return 1;
+}
+
 int gw_core_dispatch(gw_core_t *c, int timeout_ms)
 {
     struct epoll_event evs[64];
     int n = 0;
-    if (timeout_ms != 0 || c->nhot > 0 || ++c->cold_pass % GW_CORE_COLD_EVERY == 0)
+    if (timeout_ms != 0 || c->nhot > 0 || cold_due(c))
         n = epoll_wait(c->epfd, evs, 64, timeout_ms);
     if (n < 0)
         return errno == EINTR ? 0 : -1;

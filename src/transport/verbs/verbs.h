@@ -332,6 +332,7 @@ typedef struct gw_verbs_ep {
     int path_mtu;            /* enum ibv_mtu */
     uint32_t max_inline;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
+    uint64_t cq_polls, cq_wcs; /* ibv_poll_cq calls and the completions they returned */
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
     int max_send_sge;        /* 2 where the device takes a header and a payload SGE, else 1 */
@@ -381,7 +382,7 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_IMMQ_WRID (1ull << 62)
 #define GW_VERBS_IMM_RECVS 128u /* zero-length receives kept posted on each QP 1.. */
 #define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
-#define GW_VERBS_IDLE_CLOCK 64u        /* idle progress passes per clock read */
+#define GW_VERBS_IDLE_CLOCK 512u       /* idle progress passes per clock read */
 #define GW_VERBS_SQ_DEPTH 256
 
 /* ==== endpoint internals shared by verbs_ep.c (lifecycle, failure), verbs_post.c

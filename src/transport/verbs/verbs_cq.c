@@ -334,6 +334,7 @@ static int poll_cq(gw_verbs_ep_t *ep)
     int total = 0, n;
     do {
         n = ibv_poll_cq(ep->cq, 32, wc);
+        ep->cq_polls++;
         if (n < 0) {
             gw_verbs_ep_die(ep, GW_ERR_VERBS, "ibv_poll_cq(%s) failed: %d", ep->vif->port.dev, n);
             return total;
@@ -363,6 +364,7 @@ static int poll_cq(gw_verbs_ep_t *ep)
         if (n)
             repost_flush(ep); /* (reposts come only from completions) */
         total += n;
+        ep->cq_wcs += (uint64_t)n;
     } while (n == 32);
     return total;
 }

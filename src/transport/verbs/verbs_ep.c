@@ -403,6 +403,11 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                  vif->port.dev, vif->port.port, ep->local.lid, ep->peer.dev, ep->peer.lid,
                  mtu_str(ep->path_mtu), ep->nqps);
     }
+    if (ep->wr_posted)
+        appendf(buf, len, "; %llu WRs in %llu posts, %llu signalled; %llu completions in %llu polls",
+                (unsigned long long)ep->wr_posted, (unsigned long long)ep->post_calls,
+                (unsigned long long)ep->wr_signalled, (unsigned long long)ep->cq_wcs,
+                (unsigned long long)ep->cq_polls);
     if (ep->rdv_by_write || ep->rdv_by_read)
         appendf(buf, len, "; rendezvous receives: %llu by the sender's RDMA WRITE, %llu by RDMA READ",
                 (unsigned long long)ep->rdv_by_write, (unsigned long long)ep->rdv_by_read);
