@@ -16,6 +16,7 @@ is discarded), as gw_request_free() does.
 """
 import asyncio
 import ctypes
+import functools
 import sys
 import warnings
 
@@ -153,6 +154,58 @@ def _notify_opts(notify, counted, op):
     return _NOTIFY_NONE, 0
 
 
+def _close_plans(ctx, h):
+    """Closes the prepared paged transfers naming handle h (every one: None),
+    before that endpoint, region or key goes: a plan holds raw handles."""
+    plans = ctx._plans
+    if not plans:
+        return
+    for p in list(plans):
+        if h is None or p.closed or p._uses(h):
+            p.close()
+            plans.discard(p)
+
+
+class _PagesPlan:
+    """A prepared paged transfer through ctypes (the accelerator's Pages when
+    it is not built): the same interface, post([track]) / close() / count /
+    nbytes / closed."""
+
+    def __init__(self, ep, op, mh, lbase, lpages, kh, raddr, rpages, count, page, nk, val, fail):
+        li, ri = _index_array(lpages, "lpages"), _index_array(rpages, "rpages")
+        self.count = _index_count(li, ri, "lpages", "rpages", count)
+        self.nbytes = self.count * page
+        self._li, self._ri = li[0], ri[0]
+        self._o = _lib.XferOpts(ctypes.sizeof(_lib.XferOpts), nk, val)
+        self._args = (ep._h, op, mh, lbase, kh, raddr, page, nk)
+        self._ctx = ep.ctx
+        self._fail = fail
+
+    @property
+    def closed(self):
+        return self._ctx is None
+
+    def _uses(self, h):
+        a = self._args
+        return self._ctx is not None and h in (a[0], a[2], a[4])
+
+    def close(self):
+        self._ctx = None
+
+    def post(self, track=True):
+        if self._ctx is None:
+            raise ValueError("the prepared paged transfer is closed (or its endpoint, region or "
+                             "key is)")
+        eh, op, mh, lbase, kh, raddr, page, nk = self._args
+        req = _c_void_p()
+        st = _opt("gw_xfer_pages")(eh, op, mh, lbase, self._li, kh, raddr, self._ri, self.count,
+                                   page, _byref(self._o) if nk else None,
+                                   _byref(req) if track else None)
+        if st != 0:
+            self._fail(st)
+        return Request(self._ctx, req.value, None, self.nbytes) if track else None
+
+
 def status_name(status):
     return _lib.load().gw_status_name(status).decode()
 
@@ -197,6 +250,7 @@ class Context:
         # context closes: a registration a peer relies on does not vanish
         # because the Python object went out of scope
         self._children = set()
+        self._plans = set()     # prepared paged transfers (Endpoint.prepare_put_pages)
         self._aio = None
         self.name = None        # the agent name, once agent_listen() made it one
 
@@ -205,6 +259,7 @@ class Context:
         """Closes endpoints, listeners and regions made by it, then the context."""
         if self._h is None:
             return
+        _close_plans(self, None)
         kids = list(self._children)
         pinned = [k for k in kids if isinstance(k, Memory) and k._views() > 0]
         for k in kids:                      # lists first: they hold regions and endpoints
@@ -530,6 +585,7 @@ class Memory:
             _raise(_BUSY, "close a %d-byte region from Context.alloc(): %d view(s) of it (NumPy "
                           "arrays, memoryviews, tensors) are alive; drop them first"
                    % (self.nbytes, n))
+        _close_plans(self.ctx, self._h)
         if self.ctx._h is not None:
             st = self.ctx._L.gw_mem_dereg(self._h)
             if st != 0:
@@ -639,6 +695,8 @@ class RemoteKey:
         self.nbytes = n.value
 
     def close(self):
+        if self._h is not None:
+            _close_plans(self.ep.ctx, self._h)
         if self._h is not None and self.ep._h is not None:
             self.ep.ctx._L.gw_rkey_destroy(self._h)
         self._h = None
@@ -668,6 +726,7 @@ class Endpoint:
         """Finishes outstanding operations (up to timeout), then closes."""
         if self._h is None:
             return
+        _close_plans(self.ctx, self._h)
         for k in list(self._lists):
             k.close()
         for k in list(self._keys):
@@ -979,7 +1038,7 @@ class Endpoint:
             return None
         self._pages_failed(r, op)
 
-    def _pages_failed(self, st, op):
+    def _pages_failed(self, st, op=0):
         """Raises for a refused paged post, naming the index array at fault."""
         import re
         detail = self._L.gw_last_error(self.ctx._h).decode(errors="replace")
@@ -1024,6 +1083,64 @@ class Endpoint:
         """The paged get: remote page rpages[i] into local page lpages[i]."""
         return self._pages(1, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
                            None, None, track)
+
+    def _prepare_pages(self, op, local, rkey, page_size, lpages, rpages, count, local_offset,
+                       offset, notify, counted):
+        if type(local) is not Memory:
+            raise _bad("local: the paged form needs a registered Memory, not %s" % _what(local))
+        if type(rkey) is not RemoteKey:
+            raise _bad("rkey: a RemoteKey (ep.unpack), not %s" % _what(rkey))
+        mh, kh, eh = local._h, rkey._h, self._h
+        if mh is None or kh is None or eh is None:
+            raise _bad("the %s is closed" % ("local memory region" if mh is None else
+                                              "remote key" if kh is None else "endpoint"))
+        if type(page_size) is not int or page_size <= 0:
+            raise _bad("page_size %r: give the page size in bytes (> 0)" % (page_size,))
+        if local_offset < 0 or offset < 0:
+            raise _bad("%s %d is negative" % (("local_offset", local_offset) if local_offset < 0
+                                              else ("offset", offset)))
+        nk, val = _notify_opts(notify, counted, op)
+        lpages = _index_source(lpages, "lpages")
+        rpages = _index_source(rpages, "rpages")
+        fail = functools.partial(self._pages_failed, op=op)
+        F = _lib.fast
+        try:
+            if F is not None and F.batch_ok and hasattr(F, "Pages"):
+                try:
+                    plan = F.Pages(eh, op, mh, local.addr + local_offset, lpages, kh,
+                                   rkey.addr + offset, rpages, count, page_size, nk, val, Request,
+                                   self.ctx, fail)
+                except ValueError as e:
+                    raise _bad(str(e)) from None
+            else:
+                plan = _PagesPlan(self, op, mh, local.addr + local_offset, lpages, kh,
+                                  rkey.addr + offset, rpages, count, page_size, nk, val, fail)
+        except OverflowError as e:
+            raise _bad("an argument is out of range: %s" % e) from None
+        plans = self.ctx._plans
+        if len(plans) > 64:                 # forget plans the user closed
+            for p in [p for p in plans if p.closed]:
+                plans.discard(p)
+        plans.add(plan)
+        return plan
+
+    def prepare_put_pages(self, local, rkey, page_size, lpages=None, rpages=None, count=None,
+                          local_offset=0, offset=0, notify=None, counted=None):
+        """put_pages() prepared once, posted many times: checks the arguments
+        and copies the index arrays now (later changes to them do not reach
+        the plan), and returns a plan whose post(track=True) makes the same
+        gw_xfer_pages call with nothing left to convert (the Request, or None
+        untracked).  For a transfer repeated with the same pages (each layer
+        of a KV cache into the same slots).  close() the plan when done; it
+        is closed with its endpoint, region, key or context."""
+        return self._prepare_pages(0, local, rkey, page_size, lpages, rpages, count,
+                                   local_offset, offset, notify, counted)
+
+    def prepare_get_pages(self, local, rkey, page_size, lpages=None, rpages=None, count=None,
+                          local_offset=0, offset=0):
+        """get_pages() prepared once (see prepare_put_pages)."""
+        return self._prepare_pages(1, local, rkey, page_size, lpages, rpages, count,
+                                   local_offset, offset, None, None)
 
     def wait_count(self, id, count=1, timeout=None):
         """Waits until `count` counted notifications of `id` arrived on this
