@@ -18,6 +18,7 @@ import asyncio
 import ctypes
 import functools
 import sys
+import time
 import warnings
 
 from . import _lib
@@ -35,6 +36,7 @@ _INPROGRESS = 1
 _TIMEOUT = -7
 _BUSY = -6
 _NOTIFY_NONE, _NOTIFY_ORDERED, _NOTIFY_COUNTED = 0, 1, 2
+_NOT_FOUND = -13
 _ALL = 0xFFFFFFFFFFFFFFFF
 _U32 = 0xFFFFFFFF
 _IDX_FORMATS = frozenset("iIlLqQnN")
@@ -166,6 +168,28 @@ def _close_plans(ctx, h):
             plans.discard(p)
 
 
+class PeerEvent:
+    """An agent left the directory or came back (gw_peer_event_t): .type
+    ("left" or "back"), .name, .addr, .epoch, .restarted (back as another
+    context: its old keys are void), .dropped (events lost to a full queue
+    before this one)."""
+
+    __slots__ = ("type", "name", "addr", "epoch", "restarted", "dropped")
+
+    def __init__(self, ev):
+        self.type = {1: "left", 2: "back"}.get(ev.type, "unknown(%d)" % ev.type)
+        self.name = ev.name.decode(errors="replace")
+        self.addr = ev.addr.decode(errors="replace")
+        self.epoch = ev.epoch
+        self.restarted = bool(ev.restarted)
+        self.dropped = ev.dropped
+
+    def __repr__(self):
+        return "PeerEvent(%s %r addr=%s epoch=%d%s%s)" % (
+            self.type, self.name, self.addr, self.epoch, " restarted" if self.restarted else "",
+            " dropped=%d" % self.dropped if self.dropped else "")
+
+
 class _PagesPlan:
     """A prepared paged transfer through ctypes (the accelerator's Pages when
     it is not built): the same interface, post([track]) / close() / count /
@@ -252,6 +276,8 @@ class Context:
         self._children = set()
         self._plans = set()     # prepared paged transfers (Endpoint.prepare_put_pages)
         self._aio = None
+        self._watch_cb = None   # the ctypes callback gw_peer_watch holds (kept referenced)
+        self._watch_err = None  # an exception the peer-event callback raised, raised by progress()
         self.name = None        # the agent name, once agent_listen() made it one
 
     # -- lifetime -------------------------------------------------------------------
@@ -343,6 +369,9 @@ class Context:
     # -- progress -----------------------------------------------------------------------
     def progress(self):
         n = self._L.gw_progress(self._handle())
+        if self._watch_err is not None:
+            e, self._watch_err = self._watch_err, None
+            raise e
         if n < 0:
             self._check(n, "gw_progress")
         return n
@@ -438,6 +467,68 @@ class Context:
             ep._keys.add(rk)
             keys.append(rk)
         return keys[0] if one else keys
+
+    def peer_watch(self, callback=None, all=False):
+        """Starts being told when an agent leaves the directory or comes back
+        (gw_peer_watch; the directory form only: GW_ERR_UNAVAILABLE without
+        GPUWIRE_DIRECTORY).  all=False: the agents this context looked up
+        (peer_ep, peer_regions), all=True: every agent.  With a callback,
+        callback(PeerEvent) runs from progress() and the calls that progress
+        (waits), on that thread; an exception it raises comes out of the next
+        progress().  Without one, events queue for peer_event() /
+        peer_events().  Calling it again replaces callback and scope."""
+        if callback is not None and not callable(callback):
+            raise _bad("callback: %s is not callable" % _what(callback))
+        fn = _opt("gw_peer_watch")
+        cb = None
+        if callback is not None:
+            def on_event(_arg, ev, callback=callback, ctx=self):
+                try:
+                    callback(PeerEvent(ev.contents))
+                except BaseException as e:  # handed to progress(): a C frame is between
+                    if ctx._watch_err is None:
+                        ctx._watch_err = e
+            cb = _lib.PEER_CB(on_event)
+        st = fn(self._handle(), 1 if all else 0, cb or _lib.PEER_CB(), None)
+        if st != 0:
+            self._check(st, "peer_watch")
+        self._watch_cb = cb
+
+    def peer_unwatch(self):
+        """Stops the events (queued ones are discarded)."""
+        st = _opt("gw_peer_watch")(self._handle(), 2, _lib.PEER_CB(), None)
+        if st != 0:
+            self._check(st, "peer_unwatch")
+        self._watch_cb = None
+
+    def peer_event(self, timeout=0):
+        """The oldest queued PeerEvent (peer_watch without a callback), waiting
+        up to timeout seconds (None: no limit) on the context; None when none
+        came."""
+        fn = _opt("gw_peer_event_next")
+        ev = _lib.PeerEvent()
+        ev.size = ctypes.sizeof(ev)
+        h = self._handle()
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            st = fn(h, _byref(ev))
+            if st == 0:
+                return PeerEvent(ev)
+            if st != _NOT_FOUND:
+                self._check(st, "peer_event")
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            self._L.gw_context_wait(h, 100 if left is None else max(1, min(100, int(left * 1000))))
+
+    def peer_events(self, timeout=None):
+        """Iterates over peer events as they come (peer_event with that timeout
+        for each), until one does not come in time."""
+        while True:
+            ev = self.peer_event(timeout)
+            if ev is None:
+                return
+            yield ev
 
     def peer_query(self, name):
         """What this context knows of agent `name` (no traffic): a dict."""
