@@ -366,12 +366,16 @@ static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
     return post_result(st, req);
 }
 
+static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject *nbytes);
+
 /* pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None,
- *       page_size, notify, value, track) -> as batch() */
+ *       page_size, notify, value, track[, request_class, ctx]) -> as batch();
+ * given request_class and ctx, a tracked post returns the Request itself,
+ * made here (see new_request) */
 static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 13) {
-        PyErr_SetString(PyExc_TypeError, "pages takes 13 arguments");
+    if (n != 13 && n != 15) {
+        PyErr_SetString(PyExc_TypeError, "pages takes 13 or 15 arguments");
         return NULL;
     }
     if (!f_pages) {
@@ -403,6 +407,15 @@ static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
     Py_END_ALLOW_THREADS
     idx_release(&li);
     idx_release(&ri);
+    if (n == 15 && st == GW_OK && req) {
+        PyObject *h = PyLong_FromVoidPtr(req), *nb = PyLong_FromSize_t(count * page);
+        PyObject *r = h && nb ? new_request(a[13], a[14], h, nb) : NULL;
+        Py_XDECREF(h);
+        Py_XDECREF(nb);
+        if (!r)
+            f_free(req);
+        return r;
+    }
     return post_result(st, req);
 }
 
@@ -538,16 +551,16 @@ static PyObject *plan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
  * __init__ sets them (ctx, _h, _keep, status, nbytes, tag, detail). */
 static PyObject *s_zero, *s_ctx, *s_h, *s_keep, *s_status, *s_nbytes, *s_tag, *s_detail, *s_empty, *s_inprogress;
 
-static PyObject *new_request(pages_plan_t *p, PyObject *h)
+static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject *nbytes)
 {
-    PyTypeObject *tp = (PyTypeObject *)p->req_cls;
+    PyTypeObject *tp = (PyTypeObject *)cls;
     allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
     PyObject *r = alloc ? alloc(tp, 0) : NULL;
     if (!r)
         return NULL;
-    if (PyObject_GenericSetAttr(r, s_ctx, p->ctx) || PyObject_GenericSetAttr(r, s_h, h) ||
+    if (PyObject_GenericSetAttr(r, s_ctx, ctx) || PyObject_GenericSetAttr(r, s_h, h) ||
         PyObject_GenericSetAttr(r, s_keep, Py_None) || PyObject_GenericSetAttr(r, s_status, s_inprogress) ||
-        PyObject_GenericSetAttr(r, s_nbytes, p->nbytes) || PyObject_GenericSetAttr(r, s_tag, s_zero) ||
+        PyObject_GenericSetAttr(r, s_nbytes, nbytes) || PyObject_GenericSetAttr(r, s_tag, s_zero) ||
         PyObject_GenericSetAttr(r, s_detail, s_empty)) {
         Py_DECREF(r);
         return NULL;
@@ -594,7 +607,7 @@ static PyObject *plan_post(PyObject *o, PyObject *const *a, Py_ssize_t n)
         f_free(req);
         return NULL;
     }
-    PyObject *r = new_request(p, h);
+    PyObject *r = new_request(p->req_cls, p->ctx, h, p->nbytes);
     Py_DECREF(h);
     if (!r)
         f_free(req);

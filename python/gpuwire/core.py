@@ -1153,18 +1153,14 @@ class Endpoint:
             # the common case inlined (the post of a KV layer; bench/python_pages.sh)
             mh, kh, eh = local._h, rkey._h, self._h
             if mh is not None and kh is not None and eh is not None:
-                try:
+                try:        # a tracked post comes back as the Request, made in C
                     r = F.pages(eh, 0, mh, local.addr + local_offset, lpages, kh, rkey.addr + offset,
                                 rpages, count, page_size, 0 if counted is None else 2, counted or 0,
-                                track)
+                                track, Request, self.ctx)
                 except ValueError as e:
                     raise _bad(str(e)) from None
-                if r > 0:
-                    if count is None:
-                        count = len(lpages if lpages is not None else rpages)
-                    return Request(self.ctx, r, None, count * page_size)
-                if r == 0:
-                    return None
+                if type(r) is Request or r == 0:
+                    return r or None
                 self._pages_failed(r, 0)
         return self._pages(0, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
                            notify, counted, track)
