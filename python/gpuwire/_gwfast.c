@@ -366,6 +366,39 @@ static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
     return post_result(st, req);
 }
 
+/* The arguments the paged post and the prepared plan share:
+ * (ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None, page_size,
+ * notify, value) from a[0..11]; the index arrays held until idx_release. */
+typedef struct pages_args {
+    void *ep, *lmem, *lbase, *rkey;
+    unsigned long long raddr;
+    size_t page, count;
+    int op, notify;
+    gw_xfer_opts_t opts;
+    idx_t li, ri;
+} pages_args_t;
+
+static int pages_parse(PyObject *const *a, pages_args_t *g)
+{
+    if (!f_pages) {
+        PyErr_SetString(PyExc_RuntimeError, "the loaded libgpuwire has no gw_xfer_pages");
+        return -1;
+    }
+    g->ep = PyLong_AsVoidPtr(a[0]);
+    g->op = (int)PyLong_AsLong(a[1]);
+    g->lmem = PyLong_AsVoidPtr(a[2]);
+    g->lbase = PyLong_AsVoidPtr(a[3]);
+    g->rkey = PyLong_AsVoidPtr(a[5]);
+    g->raddr = PyLong_AsUnsignedLongLong(a[6]);
+    g->page = PyLong_AsSize_t(a[9]);
+    g->notify = (int)PyLong_AsLong(a[10]);
+    unsigned long long value = PyLong_AsUnsignedLongLong(a[11]);
+    if (PyErr_Occurred())
+        return -1;
+    g->opts = (gw_xfer_opts_t){.size = sizeof(g->opts), .notify = g->notify, .value = value};
+    return idx_both(a[4], a[7], a[8], "lpages", "rpages", &g->li, &g->ri, &g->count);
+}
+
 static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject *nbytes);
 
 /* pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None,
@@ -378,37 +411,20 @@ static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
         PyErr_SetString(PyExc_TypeError, "pages takes 13 or 15 arguments");
         return NULL;
     }
-    if (!f_pages) {
-        PyErr_SetString(PyExc_RuntimeError, "the loaded libgpuwire has no gw_xfer_pages");
-        return NULL;
-    }
-    void *ep = PyLong_AsVoidPtr(a[0]);
-    int op = (int)PyLong_AsLong(a[1]);
-    void *lmem = PyLong_AsVoidPtr(a[2]);
-    void *lbase = PyLong_AsVoidPtr(a[3]);
-    void *rkey = PyLong_AsVoidPtr(a[5]);
-    unsigned long long raddr = PyLong_AsUnsignedLongLong(a[6]);
-    size_t page = PyLong_AsSize_t(a[9]);
-    int notify = (int)PyLong_AsLong(a[10]);
-    unsigned long long value = PyLong_AsUnsignedLongLong(a[11]);
     int track = PyObject_IsTrue(a[12]);
-    if (PyErr_Occurred())
+    pages_args_t g;
+    if (track < 0 || pages_parse(a, &g) != 0)
         return NULL;
-    idx_t li, ri;
-    size_t count = 0;
-    if (idx_both(a[4], a[7], a[8], "lpages", "rpages", &li, &ri, &count) != 0)
-        return NULL;
-    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value};
     gw_request_t *req = NULL;
     gw_status_t st;
     Py_BEGIN_ALLOW_THREADS
-    st = f_pages(ep, op, lmem, lbase, li.p, rkey, raddr, ri.p, count, page, notify ? &o : NULL,
-                 track ? &req : NULL);
+    st = f_pages(g.ep, g.op, g.lmem, g.lbase, g.li.p, g.rkey, g.raddr, g.ri.p, g.count, g.page,
+                 g.notify ? &g.opts : NULL, track ? &req : NULL);
     Py_END_ALLOW_THREADS
-    idx_release(&li);
-    idx_release(&ri);
+    idx_release(&g.li);
+    idx_release(&g.ri);
     if (n == 15 && st == GW_OK && req) {
-        PyObject *h = PyLong_FromVoidPtr(req), *nb = PyLong_FromSize_t(count * page);
+        PyObject *h = PyLong_FromVoidPtr(req), *nb = PyLong_FromSize_t(g.count * g.page);
         PyObject *r = h && nb ? new_request(a[13], a[14], h, nb) : NULL;
         Py_XDECREF(h);
         Py_XDECREF(nb);
@@ -493,33 +509,17 @@ static PyObject *plan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "Pages() takes 15 arguments");
         return NULL;
     }
-    if (!f_pages) {
-        PyErr_SetString(PyExc_RuntimeError, "the loaded libgpuwire has no gw_xfer_pages");
-        return NULL;
-    }
     PyObject *a[15];
     for (int i = 0; i < 15; i++)
         a[i] = PyTuple_GetItem(args, i); /* borrowed */
-    void *ep = PyLong_AsVoidPtr(a[0]);
-    int op = (int)PyLong_AsLong(a[1]);
-    void *lmem = PyLong_AsVoidPtr(a[2]);
-    void *lbase = PyLong_AsVoidPtr(a[3]);
-    void *rkey = PyLong_AsVoidPtr(a[5]);
-    unsigned long long raddr = PyLong_AsUnsignedLongLong(a[6]);
-    size_t page = PyLong_AsSize_t(a[9]);
-    int notify = (int)PyLong_AsLong(a[10]);
-    unsigned long long value = PyLong_AsUnsignedLongLong(a[11]);
-    if (PyErr_Occurred())
+    pages_args_t g;
+    if (pages_parse(a, &g) != 0)
         return NULL;
-    idx_t li, ri;
-    size_t count = 0;
-    if (idx_both(a[4], a[7], a[8], "lpages", "rpages", &li, &ri, &count) != 0)
-        return NULL;
-    uint32_t *lp = idx_copy(&li), *rp = idx_copy(&ri);
-    int nomem = (li.p && !lp) || (ri.p && !rp);
-    idx_release(&li);
-    idx_release(&ri);
-    PyObject *nb = nomem ? NULL : PyLong_FromSize_t(count * page);
+    uint32_t *lp = idx_copy(&g.li), *rp = idx_copy(&g.ri);
+    int nomem = (g.li.p && !lp) || (g.ri.p && !rp);
+    idx_release(&g.li);
+    idx_release(&g.ri);
+    PyObject *nb = nomem ? NULL : PyLong_FromSize_t(g.count * g.page);
     pages_plan_t *p = nb ? (pages_plan_t *)PyType_GenericAlloc(tp, 0) : NULL;
     if (!p) {
         free(lp);
@@ -527,18 +527,18 @@ static PyObject *plan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         Py_XDECREF(nb);
         return nomem ? PyErr_NoMemory() : NULL;
     }
-    p->ep = ep;
-    p->op = op;
-    p->lmem = lmem;
-    p->lbase = lbase;
+    p->ep = g.ep;
+    p->op = g.op;
+    p->lmem = g.lmem;
+    p->lbase = g.lbase;
     p->lp = lp;
-    p->rkey = rkey;
-    p->raddr = raddr;
+    p->rkey = g.rkey;
+    p->raddr = g.raddr;
     p->rp = rp;
-    p->count = count;
-    p->page = page;
-    p->notify = notify;
-    p->opts = (gw_xfer_opts_t){.size = sizeof(p->opts), .notify = notify, .value = value};
+    p->count = g.count;
+    p->page = g.page;
+    p->notify = g.notify;
+    p->opts = g.opts;
     p->nbytes = nb;
     p->req_cls = Py_NewRef(a[12]);
     p->ctx = Py_NewRef(a[13]);

@@ -1082,8 +1082,9 @@ class Endpoint:
         """Reads remote entry ridx[i] into local entry lidx[i] for every i."""
         return self._batch(1, local, remote, lidx, ridx, count, None, None, track)
 
-    def _pages(self, op, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
-               notify, counted, track):
+    def _pages_handles(self, local, rkey, page_size, local_offset, offset):
+        """The checks of the paged forms' arguments; the handles of local,
+        rkey and this endpoint."""
         if type(local) is not Memory:
             raise _bad("local: the paged form needs a registered Memory, not %s" % _what(local))
         if type(rkey) is not RemoteKey:
@@ -1097,6 +1098,11 @@ class Endpoint:
         if local_offset < 0 or offset < 0:
             raise _bad("%s %d is negative" % (("local_offset", local_offset) if local_offset < 0
                                               else ("offset", offset)))
+        return mh, kh, eh
+
+    def _pages(self, op, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
+               notify, counted, track):
+        mh, kh, eh = self._pages_handles(local, rkey, page_size, local_offset, offset)
         nk, val = (0, 0) if notify is None and counted is None else \
             _notify_opts(notify, counted, op)
         lpages = _index_source(lpages, "lpages")
@@ -1173,19 +1179,7 @@ class Endpoint:
 
     def _prepare_pages(self, op, local, rkey, page_size, lpages, rpages, count, local_offset,
                        offset, notify, counted):
-        if type(local) is not Memory:
-            raise _bad("local: the paged form needs a registered Memory, not %s" % _what(local))
-        if type(rkey) is not RemoteKey:
-            raise _bad("rkey: a RemoteKey (ep.unpack), not %s" % _what(rkey))
-        mh, kh, eh = local._h, rkey._h, self._h
-        if mh is None or kh is None or eh is None:
-            raise _bad("the %s is closed" % ("local memory region" if mh is None else
-                                              "remote key" if kh is None else "endpoint"))
-        if type(page_size) is not int or page_size <= 0:
-            raise _bad("page_size %r: give the page size in bytes (> 0)" % (page_size,))
-        if local_offset < 0 or offset < 0:
-            raise _bad("%s %d is negative" % (("local_offset", local_offset) if local_offset < 0
-                                              else ("offset", offset)))
+        mh, kh, eh = self._pages_handles(local, rkey, page_size, local_offset, offset)
         nk, val = _notify_opts(notify, counted, op)
         lpages = _index_source(lpages, "lpages")
         rpages = _index_source(rpages, "rpages")
