@@ -2,11 +2,12 @@
 # python_gpu_run.sh - the Python package on a GPU machine in one device call
 # of at most ~5 minutes: builds the library, the tool and the _gwfast
 # accelerator; runs the GPU suite (python/tests/test_gpu.py), the suites of
-# the batched/paged, names and request bindings, the KV example on CUDA in
-# both modes several times (the put + put_notify mode is the one that once
-# stalled: each run is timed and, past its limit, every Python process of it
-# dumps its stack through faulthandler before it is killed), then the paged
-# post bench and the per-operation overhead bench.  Logs under $OUT.
+# the batched/paged, names, request and peer-event bindings, the KV example
+# on CUDA through bench/py_kv_loop.sh (the put + put_notify form, the one that
+# once stalled, KV_RUNS=20 times, 4 at a time, then the paged form 4 times:
+# each run is timed and, past its limit, every Python process of it dumps its
+# stack through faulthandler before it is killed), then the paged post bench
+# and the per-operation overhead bench.  Logs under $OUT.
 #
 # usage: bench/python_gpu_run.sh [stress]
 #   stress: only the KV example, long runs of the put + put_notify mode
@@ -48,9 +49,22 @@ if [ $stress = 0 ]; then
   echo "== GPU suite"
   run_py python-gpu 110 python/tests/test_gpu.py
   echo "== binding suites (batch, names, requests) on this Python"
-  run_py python-bindings 50 python/tests/test_batch.py python/tests/test_names.py python/tests/test_requests.py
+  run_py python-bindings 60 python/tests/test_batch.py python/tests/test_names.py python/tests/test_requests.py \
+    python/tests/test_watch.py
 fi
 echo "== KV example on CUDA"
+if [ $stress = 0 ]; then
+  # the put + put_notify form (the one that once stalled) KV_RUNS times, then the paged form
+  for m in notify paged; do
+    n=$([ $m = notify ] && echo "${KV_RUNS:-20}" || echo "${KV_PAGED_RUNS:-4}")
+    [ "$(left)" -gt $(( ${KV_LIMIT:-45} + 60 )) ] || { echo "kv $m: skipped (device budget)"; continue; }
+    MODE=$m RUNS=$n PAR=${KV_PAR:-4} LIMIT=${KV_LIMIT:-45} PYTHON="$py" \
+      KV_ARGS="--device cuda ${KV_ARGS:---requests 4 --layers 8}" \
+      bench/py_kv_loop.sh "$BUILD" "$OUT/kv" >"$OUT/kv-$m.txt" 2>&1 || rc=1
+    tail -1 "$OUT/kv-$m.txt"
+    grep -E "STALL|FAILED" "$OUT/kv-$m.txt" | head -4
+  done
+else
 kv() { # mode limit
   local mode=$1 lim=$2 s e
   s=$(date +%s%N)
@@ -74,6 +88,7 @@ for m in ${KV_MODES:-notify paged notify notify paged notify}; do
   [ "$(left)" -gt $(( ${KV_LIMIT:-35} + 10 )) ] || { echo "kv: further runs skipped (device budget)"; break; }
   kv $m ${KV_LIMIT:-35}
 done
+fi
 echo "== paged post: Python vs C"
 for pg in $([ $stress = 1 ] && echo 64 4096 || echo 4096); do
   [ "$(left)" -gt 40 ] || break

@@ -10,7 +10,7 @@ send/recv, batched and paged transfers, names) over libgpuwire.
 """
 from ._lib import load as _load
 from .core import (ACCESS_LOCAL, ACCESS_REMOTE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, Context,
-                   DescList, Endpoint, Listener, Memory, RemoteKey, Request, build_features,
+                   DescList, Endpoint, Listener, Memory, PeerEvent, RemoteKey, Request, build_features,
                    settings, status_name, test_many, version, wait_any)
 from . import store
 from .errors import EndpointError, GwError, InvalidArgument, InvalidKey, Timeout
@@ -24,7 +24,7 @@ def load_library(path=None):
 
 
 __all__ = ["ACCESS_LOCAL", "ACCESS_REMOTE", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "Context",
-           "DescList", "Endpoint", "Listener", "Memory", "RemoteKey", "Request", "test_many",
+           "DescList", "Endpoint", "Listener", "Memory", "PeerEvent", "RemoteKey", "Request", "test_many",
            "wait_any", "GwError", "InvalidArgument",
            "InvalidKey", "Timeout", "EndpointError", "build_features", "settings", "status_name",
            "version", "load_library", "store"]

@@ -366,45 +366,311 @@ static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
     return post_result(st, req);
 }
 
-/* pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None,
- *       page_size, notify, value, track) -> as batch() */
-static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
+/* The arguments the paged post and the prepared plan share:
+ * (ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None, page_size,
+ * notify, value) from a[0..11]; the index arrays held until idx_release. */
+typedef struct pages_args {
+    void *ep, *lmem, *lbase, *rkey;
+    unsigned long long raddr;
+    size_t page, count;
+    int op, notify;
+    gw_xfer_opts_t opts;
+    idx_t li, ri;
+} pages_args_t;
+
+static int pages_parse(PyObject *const *a, pages_args_t *g)
 {
-    if (n != 13) {
-        PyErr_SetString(PyExc_TypeError, "pages takes 13 arguments");
-        return NULL;
-    }
     if (!f_pages) {
         PyErr_SetString(PyExc_RuntimeError, "the loaded libgpuwire has no gw_xfer_pages");
+        return -1;
+    }
+    g->ep = PyLong_AsVoidPtr(a[0]);
+    g->op = (int)PyLong_AsLong(a[1]);
+    g->lmem = PyLong_AsVoidPtr(a[2]);
+    g->lbase = PyLong_AsVoidPtr(a[3]);
+    g->rkey = PyLong_AsVoidPtr(a[5]);
+    g->raddr = PyLong_AsUnsignedLongLong(a[6]);
+    g->page = PyLong_AsSize_t(a[9]);
+    g->notify = (int)PyLong_AsLong(a[10]);
+    unsigned long long value = PyLong_AsUnsignedLongLong(a[11]);
+    if (PyErr_Occurred())
+        return -1;
+    g->opts = (gw_xfer_opts_t){.size = sizeof(g->opts), .notify = g->notify, .value = value};
+    return idx_both(a[4], a[7], a[8], "lpages", "rpages", &g->li, &g->ri, &g->count);
+}
+
+static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject *nbytes);
+
+/* pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None,
+ *       page_size, notify, value, track[, request_class, ctx]) -> as batch();
+ * given request_class and ctx, a tracked post returns the Request itself,
+ * made here (see new_request) */
+static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (n != 13 && n != 15) {
+        PyErr_SetString(PyExc_TypeError, "pages takes 13 or 15 arguments");
         return NULL;
     }
-    void *ep = PyLong_AsVoidPtr(a[0]);
-    int op = (int)PyLong_AsLong(a[1]);
-    void *lmem = PyLong_AsVoidPtr(a[2]);
-    void *lbase = PyLong_AsVoidPtr(a[3]);
-    void *rkey = PyLong_AsVoidPtr(a[5]);
-    unsigned long long raddr = PyLong_AsUnsignedLongLong(a[6]);
-    size_t page = PyLong_AsSize_t(a[9]);
-    int notify = (int)PyLong_AsLong(a[10]);
-    unsigned long long value = PyLong_AsUnsignedLongLong(a[11]);
     int track = PyObject_IsTrue(a[12]);
-    if (PyErr_Occurred())
+    pages_args_t g;
+    if (track < 0 || pages_parse(a, &g) != 0)
         return NULL;
-    idx_t li, ri;
-    size_t count = 0;
-    if (idx_both(a[4], a[7], a[8], "lpages", "rpages", &li, &ri, &count) != 0)
-        return NULL;
-    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value};
     gw_request_t *req = NULL;
     gw_status_t st;
     Py_BEGIN_ALLOW_THREADS
-    st = f_pages(ep, op, lmem, lbase, li.p, rkey, raddr, ri.p, count, page, notify ? &o : NULL,
-                 track ? &req : NULL);
+    st = f_pages(g.ep, g.op, g.lmem, g.lbase, g.li.p, g.rkey, g.raddr, g.ri.p, g.count, g.page,
+                 g.notify ? &g.opts : NULL, track ? &req : NULL);
     Py_END_ALLOW_THREADS
-    idx_release(&li);
-    idx_release(&ri);
+    idx_release(&g.li);
+    idx_release(&g.ri);
+    if (n == 15 && st == GW_OK && req) {
+        PyObject *h = PyLong_FromVoidPtr(req), *nb = PyLong_FromSize_t(g.count * g.page);
+        PyObject *r = h && nb ? new_request(a[13], a[14], h, nb) : NULL;
+        Py_XDECREF(h);
+        Py_XDECREF(nb);
+        if (!r)
+            f_free(req);
+        return r;
+    }
     return post_result(st, req);
 }
+
+/* ---- a prepared paged transfer ------------------------------------------------ */
+/* Pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None, page_size,
+ *       notify, value, request_class, ctx, fail): everything of one gw_xfer_pages
+ * call, checked and converted once (the index arrays copied into uint32
+ * vectors: later changes to the given arrays do not reach the plan).  post()
+ * then makes the call with no argument to convert and no buffer to export:
+ * the per-post Python cost of a paged transfer is one method call and the
+ * Request.  The handles are raw: the package closes the plan (close()) before
+ * the endpoint, region or key it names (Endpoint/Memory/RemoteKey.close). */
+typedef struct pages_plan {
+    PyObject_HEAD
+    void *ep, *lmem, *lbase, *rkey;
+    unsigned long long raddr;
+    uint32_t *lp, *rp;   /* owned copies, NULL for 0..count-1 */
+    size_t count, page;
+    int op, notify;
+    gw_xfer_opts_t opts;
+    PyObject *req_cls, *ctx, *fail, *nbytes; /* NULL once closed */
+} pages_plan_t;
+
+static uint32_t *idx_copy(const idx_t *x)
+{
+    if (!x->p)
+        return NULL;
+    uint32_t *c = malloc((size_t)(x->n ? x->n : 1) * sizeof(uint32_t));
+    if (c)
+        memcpy(c, x->p, (size_t)x->n * sizeof(uint32_t));
+    return c;
+}
+
+static int plan_clear(PyObject *o)
+{
+    pages_plan_t *p = (pages_plan_t *)o;
+    Py_CLEAR(p->req_cls);
+    Py_CLEAR(p->ctx);
+    Py_CLEAR(p->fail);
+    Py_CLEAR(p->nbytes);
+    free(p->lp);
+    free(p->rp);
+    p->lp = p->rp = NULL;
+    p->ep = p->lmem = p->rkey = NULL;
+    return 0;
+}
+
+static int plan_traverse(PyObject *o, visitproc visit, void *arg)
+{
+    pages_plan_t *p = (pages_plan_t *)o;
+    Py_VISIT(p->req_cls);
+    Py_VISIT(p->ctx);
+    Py_VISIT(p->fail);
+    Py_VISIT(Py_TYPE(o)); /* a heap type's instances reference it */
+    return 0;
+}
+
+static void plan_dealloc(PyObject *o)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    PyObject_GC_UnTrack(o);
+    plan_clear(o);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(o);
+    Py_DECREF(tp);
+}
+
+static PyObject *plan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    if (kw && PyDict_Size(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Pages() takes positional arguments only");
+        return NULL;
+    }
+    if (PyTuple_Size(args) != 15) {
+        PyErr_SetString(PyExc_TypeError, "Pages() takes 15 arguments");
+        return NULL;
+    }
+    PyObject *a[15];
+    for (int i = 0; i < 15; i++)
+        a[i] = PyTuple_GetItem(args, i); /* borrowed */
+    pages_args_t g;
+    if (pages_parse(a, &g) != 0)
+        return NULL;
+    uint32_t *lp = idx_copy(&g.li), *rp = idx_copy(&g.ri);
+    int nomem = (g.li.p && !lp) || (g.ri.p && !rp);
+    idx_release(&g.li);
+    idx_release(&g.ri);
+    PyObject *nb = nomem ? NULL : PyLong_FromSize_t(g.count * g.page);
+    pages_plan_t *p = nb ? (pages_plan_t *)PyType_GenericAlloc(tp, 0) : NULL;
+    if (!p) {
+        free(lp);
+        free(rp);
+        Py_XDECREF(nb);
+        return nomem ? PyErr_NoMemory() : NULL;
+    }
+    p->ep = g.ep;
+    p->op = g.op;
+    p->lmem = g.lmem;
+    p->lbase = g.lbase;
+    p->lp = lp;
+    p->rkey = g.rkey;
+    p->raddr = g.raddr;
+    p->rp = rp;
+    p->count = g.count;
+    p->page = g.page;
+    p->notify = g.notify;
+    p->opts = g.opts;
+    p->nbytes = nb;
+    p->req_cls = Py_NewRef(a[12]);
+    p->ctx = Py_NewRef(a[13]);
+    p->fail = Py_NewRef(a[14]);
+    return (PyObject *)p;
+}
+
+/* A Request (python/gpuwire/core.py) made without running its __init__, so
+ * no bytecode runs inside a post: allocated by its type, its slots set as
+ * __init__ sets them (ctx, _h, _keep, status, nbytes, tag, detail). */
+static PyObject *s_zero, *s_ctx, *s_h, *s_keep, *s_status, *s_nbytes, *s_tag, *s_detail, *s_empty, *s_inprogress;
+
+static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject *nbytes)
+{
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+    PyObject *r = alloc ? alloc(tp, 0) : NULL;
+    if (!r)
+        return NULL;
+    if (PyObject_GenericSetAttr(r, s_ctx, ctx) || PyObject_GenericSetAttr(r, s_h, h) ||
+        PyObject_GenericSetAttr(r, s_keep, Py_None) || PyObject_GenericSetAttr(r, s_status, s_inprogress) ||
+        PyObject_GenericSetAttr(r, s_nbytes, nbytes) || PyObject_GenericSetAttr(r, s_tag, s_zero) ||
+        PyObject_GenericSetAttr(r, s_detail, s_empty)) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* post([track=True]) -> Request, or None untracked; a refused post calls
+ * fail(status), which raises. */
+static PyObject *plan_post(PyObject *o, PyObject *const *a, Py_ssize_t n)
+{
+    pages_plan_t *p = (pages_plan_t *)o;
+    if (n > 1) {
+        PyErr_SetString(PyExc_TypeError, "post() takes at most one argument (track)");
+        return NULL;
+    }
+    int track = n ? PyObject_IsTrue(a[0]) : 1;
+    if (track < 0)
+        return NULL;
+    if (!p->ctx) {
+        PyErr_SetString(PyExc_ValueError, "the prepared paged transfer is closed (or its endpoint, region or key is)");
+        return NULL;
+    }
+    gw_request_t *req = NULL;
+    gw_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = f_pages(p->ep, p->op, p->lmem, p->lbase, p->lp, p->rkey, p->raddr, p->rp, p->count, p->page,
+                 p->notify ? &p->opts : NULL, track ? &req : NULL);
+    Py_END_ALLOW_THREADS
+    if (st != GW_OK) {
+        PyObject *s = PyLong_FromLong(st);
+        PyObject *r = s ? PyObject_CallFunctionObjArgs(p->fail, s, NULL) : NULL;
+        Py_XDECREF(s);
+        if (r) { /* fail() is to raise; say so if it did not */
+            Py_DECREF(r);
+            PyErr_Format(PyExc_RuntimeError, "gw_xfer_pages failed with status %d", (int)st);
+        }
+        return NULL;
+    }
+    if (!track)
+        Py_RETURN_NONE;
+    PyObject *h = PyLong_FromVoidPtr(req);
+    if (!h) {
+        f_free(req);
+        return NULL;
+    }
+    PyObject *r = new_request(p->req_cls, p->ctx, h, p->nbytes);
+    Py_DECREF(h);
+    if (!r)
+        f_free(req);
+    return r;
+}
+
+static PyObject *plan_close(PyObject *o, PyObject *unused)
+{
+    plan_clear(o);
+    Py_RETURN_NONE;
+}
+
+/* _uses(handle) -> True when the plan names that endpoint, region or key */
+static PyObject *plan_uses(PyObject *o, PyObject *h)
+{
+    pages_plan_t *p = (pages_plan_t *)o;
+    void *v = PyLong_AsVoidPtr(h);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(p->ctx && v && (v == p->ep || v == p->lmem || v == p->rkey));
+}
+
+static PyObject *plan_count(PyObject *o, void *unused)
+{
+    return PyLong_FromSize_t(((pages_plan_t *)o)->count);
+}
+
+static PyObject *plan_closed(PyObject *o, void *unused)
+{
+    return PyBool_FromLong(((pages_plan_t *)o)->ctx == NULL);
+}
+
+static PyObject *plan_nbytes(PyObject *o, void *unused)
+{
+    pages_plan_t *p = (pages_plan_t *)o;
+    return PyLong_FromSize_t(p->count * p->page);
+}
+
+static PyMethodDef plan_methods[] = {
+    {"post", (PyCFunction)(void (*)(void))plan_post, METH_FASTCALL,
+     "post([track=True]) -> Request (None untracked): the prepared gw_xfer_pages call"},
+    {"close", plan_close, METH_NOARGS, "forget the plan (idempotent)"},
+    {"_uses", plan_uses, METH_O, "whether the plan names this handle"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef plan_getset[] = {
+    {"count", plan_count, NULL, "pages per post", NULL},
+    {"nbytes", plan_nbytes, NULL, "bytes per post", NULL},
+    {"closed", plan_closed, NULL, "True once closed", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot plan_slots[] = {
+    {Py_tp_new, plan_new},
+    {Py_tp_dealloc, plan_dealloc},
+    {Py_tp_traverse, plan_traverse},
+    {Py_tp_clear, plan_clear},
+    {Py_tp_methods, plan_methods},
+    {Py_tp_getset, plan_getset},
+    {Py_tp_doc, "a prepared paged transfer: Endpoint.prepare_put_pages / prepare_get_pages"},
+    {0, NULL}};
+
+static PyType_Spec plan_spec = {"gpuwire._gwfast.Pages", sizeof(pages_plan_t), 0,
+                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, plan_slots};
 
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))fast_init, METH_FASTCALL, "bind the library's functions"},
@@ -418,4 +684,27 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gwfast", NULL, -1, methods,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__gwfast(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__gwfast(void)
+{
+    s_ctx = PyUnicode_InternFromString("ctx");
+    s_h = PyUnicode_InternFromString("_h");
+    s_keep = PyUnicode_InternFromString("_keep");
+    s_status = PyUnicode_InternFromString("status");
+    s_nbytes = PyUnicode_InternFromString("nbytes");
+    s_tag = PyUnicode_InternFromString("tag");
+    s_detail = PyUnicode_InternFromString("detail");
+    s_empty = PyUnicode_FromString("");
+    s_zero = PyLong_FromLong(0);
+    s_inprogress = PyLong_FromLong(GW_INPROGRESS);
+    if (!s_ctx || !s_h || !s_keep || !s_status || !s_nbytes || !s_tag || !s_detail || !s_empty || !s_zero ||
+        !s_inprogress)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    PyObject *t = m ? PyType_FromSpec(&plan_spec) : NULL;
+    if (!t || PyModule_AddObject(m, "Pages", t) != 0) {
+        Py_XDECREF(t);
+        Py_XDECREF(m);
+        return NULL;
+    }
+    return m;
+}

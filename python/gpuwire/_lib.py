@@ -79,6 +79,15 @@ class DirEntry(ctypes.Structure):
 DIR_CB = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(DirEntry))
 
 
+class PeerEvent(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("type", c_int), ("name", ctypes.c_char * 64),
+                ("addr", ctypes.c_char * 80), ("epoch", c_uint64), ("restarted", c_int),
+                ("dropped", c_uint)]
+
+
+PEER_CB = ctypes.CFUNCTYPE(None, c_void_p, POINTER(PeerEvent))
+
+
 class SettingDesc(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("default_value", c_char_p), ("help", c_char_p)]
 
@@ -163,6 +172,8 @@ _OPTIONAL = {
     "gw_peer_query": (c_int, [c_void_p, c_char_p, POINTER(PeerInfo)]),
     "gw_directory_list": (c_int, [c_void_p, DIR_CB, c_void_p]),
     "gw_directory_describe": (c_int, [c_void_p, c_char_p, c_size_t]),
+    "gw_peer_watch": (c_int, [c_void_p, c_uint, PEER_CB, c_void_p]),
+    "gw_peer_event_next": (c_int, [c_void_p, POINTER(PeerEvent)]),
 }
 
 

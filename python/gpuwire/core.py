@@ -16,7 +16,9 @@ is discarded), as gw_request_free() does.
 """
 import asyncio
 import ctypes
+import functools
 import sys
+import time
 import warnings
 
 from . import _lib
@@ -34,6 +36,7 @@ _INPROGRESS = 1
 _TIMEOUT = -7
 _BUSY = -6
 _NOTIFY_NONE, _NOTIFY_ORDERED, _NOTIFY_COUNTED = 0, 1, 2
+_NOT_FOUND = -13
 _ALL = 0xFFFFFFFFFFFFFFFF
 _U32 = 0xFFFFFFFF
 _IDX_FORMATS = frozenset("iIlLqQnN")
@@ -153,6 +156,80 @@ def _notify_opts(notify, counted, op):
     return _NOTIFY_NONE, 0
 
 
+def _close_plans(ctx, h):
+    """Closes the prepared paged transfers naming handle h (every one: None),
+    before that endpoint, region or key goes: a plan holds raw handles."""
+    plans = ctx._plans
+    if not plans:
+        return
+    for p in list(plans):
+        if h is None or p.closed or p._uses(h):
+            p.close()
+            plans.discard(p)
+
+
+class PeerEvent:
+    """An agent left the directory or came back (gw_peer_event_t): .type
+    ("left" or "back"), .name, .addr, .epoch, .restarted (back as another
+    context: its old keys are void), .dropped (events lost to a full queue
+    before this one)."""
+
+    __slots__ = ("type", "name", "addr", "epoch", "restarted", "dropped")
+
+    def __init__(self, ev):
+        self.type = {1: "left", 2: "back"}.get(ev.type, "unknown(%d)" % ev.type)
+        self.name = ev.name.decode(errors="replace")
+        self.addr = ev.addr.decode(errors="replace")
+        self.epoch = ev.epoch
+        self.restarted = bool(ev.restarted)
+        self.dropped = ev.dropped
+
+    def __repr__(self):
+        return "PeerEvent(%s %r addr=%s epoch=%d%s%s)" % (
+            self.type, self.name, self.addr, self.epoch, " restarted" if self.restarted else "",
+            " dropped=%d" % self.dropped if self.dropped else "")
+
+
+class _PagesPlan:
+    """A prepared paged transfer through ctypes (the accelerator's Pages when
+    it is not built): the same interface, post([track]) / close() / count /
+    nbytes / closed."""
+
+    def __init__(self, ep, op, mh, lbase, lpages, kh, raddr, rpages, count, page, nk, val, fail):
+        li, ri = _index_array(lpages, "lpages"), _index_array(rpages, "rpages")
+        self.count = _index_count(li, ri, "lpages", "rpages", count)
+        self.nbytes = self.count * page
+        self._li, self._ri = li[0], ri[0]
+        self._o = _lib.XferOpts(ctypes.sizeof(_lib.XferOpts), nk, val)
+        self._args = (ep._h, op, mh, lbase, kh, raddr, page, nk)
+        self._ctx = ep.ctx
+        self._fail = fail
+
+    @property
+    def closed(self):
+        return self._ctx is None
+
+    def _uses(self, h):
+        a = self._args
+        return self._ctx is not None and h in (a[0], a[2], a[4])
+
+    def close(self):
+        self._ctx = None
+
+    def post(self, track=True):
+        if self._ctx is None:
+            raise ValueError("the prepared paged transfer is closed (or its endpoint, region or "
+                             "key is)")
+        eh, op, mh, lbase, kh, raddr, page, nk = self._args
+        req = _c_void_p()
+        st = _opt("gw_xfer_pages")(eh, op, mh, lbase, self._li, kh, raddr, self._ri, self.count,
+                                   page, _byref(self._o) if nk else None,
+                                   _byref(req) if track else None)
+        if st != 0:
+            self._fail(st)
+        return Request(self._ctx, req.value, None, self.nbytes) if track else None
+
+
 def status_name(status):
     return _lib.load().gw_status_name(status).decode()
 
@@ -197,7 +274,10 @@ class Context:
         # context closes: a registration a peer relies on does not vanish
         # because the Python object went out of scope
         self._children = set()
+        self._plans = set()     # prepared paged transfers (Endpoint.prepare_put_pages)
         self._aio = None
+        self._watch_cb = None   # the ctypes callback gw_peer_watch holds (kept referenced)
+        self._watch_err = None  # an exception the peer-event callback raised, raised by progress()
         self.name = None        # the agent name, once agent_listen() made it one
 
     # -- lifetime -------------------------------------------------------------------
@@ -205,6 +285,7 @@ class Context:
         """Closes endpoints, listeners and regions made by it, then the context."""
         if self._h is None:
             return
+        _close_plans(self, None)
         kids = list(self._children)
         pinned = [k for k in kids if isinstance(k, Memory) and k._views() > 0]
         for k in kids:                      # lists first: they hold regions and endpoints
@@ -288,6 +369,9 @@ class Context:
     # -- progress -----------------------------------------------------------------------
     def progress(self):
         n = self._L.gw_progress(self._handle())
+        if self._watch_err is not None:
+            e, self._watch_err = self._watch_err, None
+            raise e
         if n < 0:
             self._check(n, "gw_progress")
         return n
@@ -383,6 +467,68 @@ class Context:
             ep._keys.add(rk)
             keys.append(rk)
         return keys[0] if one else keys
+
+    def peer_watch(self, callback=None, all=False):
+        """Starts being told when an agent leaves the directory or comes back
+        (gw_peer_watch; the directory form only: GW_ERR_UNAVAILABLE without
+        GPUWIRE_DIRECTORY).  all=False: the agents this context looked up
+        (peer_ep, peer_regions), all=True: every agent.  With a callback,
+        callback(PeerEvent) runs from progress() and the calls that progress
+        (waits), on that thread; an exception it raises comes out of the next
+        progress().  Without one, events queue for peer_event() /
+        peer_events().  Calling it again replaces callback and scope."""
+        if callback is not None and not callable(callback):
+            raise _bad("callback: %s is not callable" % _what(callback))
+        fn = _opt("gw_peer_watch")
+        cb = None
+        if callback is not None:
+            def on_event(_arg, ev, callback=callback, ctx=self):
+                try:
+                    callback(PeerEvent(ev.contents))
+                except BaseException as e:  # handed to progress(): a C frame is between
+                    if ctx._watch_err is None:
+                        ctx._watch_err = e
+            cb = _lib.PEER_CB(on_event)
+        st = fn(self._handle(), 1 if all else 0, cb or _lib.PEER_CB(), None)
+        if st != 0:
+            self._check(st, "peer_watch")
+        self._watch_cb = cb
+
+    def peer_unwatch(self):
+        """Stops the events (queued ones are discarded)."""
+        st = _opt("gw_peer_watch")(self._handle(), 2, _lib.PEER_CB(), None)
+        if st != 0:
+            self._check(st, "peer_unwatch")
+        self._watch_cb = None
+
+    def peer_event(self, timeout=0):
+        """The oldest queued PeerEvent (peer_watch without a callback), waiting
+        up to timeout seconds (None: no limit) on the context; None when none
+        came."""
+        fn = _opt("gw_peer_event_next")
+        ev = _lib.PeerEvent()
+        ev.size = ctypes.sizeof(ev)
+        h = self._handle()
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            st = fn(h, _byref(ev))
+            if st == 0:
+                return PeerEvent(ev)
+            if st != _NOT_FOUND:
+                self._check(st, "peer_event")
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            self._L.gw_context_wait(h, 100 if left is None else max(1, min(100, int(left * 1000))))
+
+    def peer_events(self, timeout=None):
+        """Iterates over peer events as they come (peer_event with that timeout
+        for each), until one does not come in time."""
+        while True:
+            ev = self.peer_event(timeout)
+            if ev is None:
+                return
+            yield ev
 
     def peer_query(self, name):
         """What this context knows of agent `name` (no traffic): a dict."""
@@ -530,6 +676,7 @@ class Memory:
             _raise(_BUSY, "close a %d-byte region from Context.alloc(): %d view(s) of it (NumPy "
                           "arrays, memoryviews, tensors) are alive; drop them first"
                    % (self.nbytes, n))
+        _close_plans(self.ctx, self._h)
         if self.ctx._h is not None:
             st = self.ctx._L.gw_mem_dereg(self._h)
             if st != 0:
@@ -639,6 +786,8 @@ class RemoteKey:
         self.nbytes = n.value
 
     def close(self):
+        if self._h is not None:
+            _close_plans(self.ep.ctx, self._h)
         if self._h is not None and self.ep._h is not None:
             self.ep.ctx._L.gw_rkey_destroy(self._h)
         self._h = None
@@ -668,6 +817,7 @@ class Endpoint:
         """Finishes outstanding operations (up to timeout), then closes."""
         if self._h is None:
             return
+        _close_plans(self.ctx, self._h)
         for k in list(self._lists):
             k.close()
         for k in list(self._keys):
@@ -932,8 +1082,9 @@ class Endpoint:
         """Reads remote entry ridx[i] into local entry lidx[i] for every i."""
         return self._batch(1, local, remote, lidx, ridx, count, None, None, track)
 
-    def _pages(self, op, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
-               notify, counted, track):
+    def _pages_handles(self, local, rkey, page_size, local_offset, offset):
+        """The checks of the paged forms' arguments; the handles of local,
+        rkey and this endpoint."""
         if type(local) is not Memory:
             raise _bad("local: the paged form needs a registered Memory, not %s" % _what(local))
         if type(rkey) is not RemoteKey:
@@ -947,6 +1098,11 @@ class Endpoint:
         if local_offset < 0 or offset < 0:
             raise _bad("%s %d is negative" % (("local_offset", local_offset) if local_offset < 0
                                               else ("offset", offset)))
+        return mh, kh, eh
+
+    def _pages(self, op, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
+               notify, counted, track):
+        mh, kh, eh = self._pages_handles(local, rkey, page_size, local_offset, offset)
         nk, val = (0, 0) if notify is None and counted is None else \
             _notify_opts(notify, counted, op)
         lpages = _index_source(lpages, "lpages")
@@ -979,7 +1135,7 @@ class Endpoint:
             return None
         self._pages_failed(r, op)
 
-    def _pages_failed(self, st, op):
+    def _pages_failed(self, st, op=0):
         """Raises for a refused paged post, naming the index array at fault."""
         import re
         detail = self._L.gw_last_error(self.ctx._h).decode(errors="replace")
@@ -1003,18 +1159,14 @@ class Endpoint:
             # the common case inlined (the post of a KV layer; bench/python_pages.sh)
             mh, kh, eh = local._h, rkey._h, self._h
             if mh is not None and kh is not None and eh is not None:
-                try:
+                try:        # a tracked post comes back as the Request, made in C
                     r = F.pages(eh, 0, mh, local.addr + local_offset, lpages, kh, rkey.addr + offset,
                                 rpages, count, page_size, 0 if counted is None else 2, counted or 0,
-                                track)
+                                track, Request, self.ctx)
                 except ValueError as e:
                     raise _bad(str(e)) from None
-                if r > 0:
-                    if count is None:
-                        count = len(lpages if lpages is not None else rpages)
-                    return Request(self.ctx, r, None, count * page_size)
-                if r == 0:
-                    return None
+                if type(r) is Request or r == 0:
+                    return r or None
                 self._pages_failed(r, 0)
         return self._pages(0, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
                            notify, counted, track)
@@ -1024,6 +1176,52 @@ class Endpoint:
         """The paged get: remote page rpages[i] into local page lpages[i]."""
         return self._pages(1, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
                            None, None, track)
+
+    def _prepare_pages(self, op, local, rkey, page_size, lpages, rpages, count, local_offset,
+                       offset, notify, counted):
+        mh, kh, eh = self._pages_handles(local, rkey, page_size, local_offset, offset)
+        nk, val = _notify_opts(notify, counted, op)
+        lpages = _index_source(lpages, "lpages")
+        rpages = _index_source(rpages, "rpages")
+        fail = functools.partial(self._pages_failed, op=op)
+        F = _lib.fast
+        try:
+            if F is not None and F.batch_ok and hasattr(F, "Pages"):
+                try:
+                    plan = F.Pages(eh, op, mh, local.addr + local_offset, lpages, kh,
+                                   rkey.addr + offset, rpages, count, page_size, nk, val, Request,
+                                   self.ctx, fail)
+                except ValueError as e:
+                    raise _bad(str(e)) from None
+            else:
+                plan = _PagesPlan(self, op, mh, local.addr + local_offset, lpages, kh,
+                                  rkey.addr + offset, rpages, count, page_size, nk, val, fail)
+        except OverflowError as e:
+            raise _bad("an argument is out of range: %s" % e) from None
+        plans = self.ctx._plans
+        if len(plans) > 64:                 # forget plans the user closed
+            for p in [p for p in plans if p.closed]:
+                plans.discard(p)
+        plans.add(plan)
+        return plan
+
+    def prepare_put_pages(self, local, rkey, page_size, lpages=None, rpages=None, count=None,
+                          local_offset=0, offset=0, notify=None, counted=None):
+        """put_pages() prepared once, posted many times: checks the arguments
+        and copies the index arrays now (later changes to them do not reach
+        the plan), and returns a plan whose post(track=True) makes the same
+        gw_xfer_pages call with nothing left to convert (the Request, or None
+        untracked).  For a transfer repeated with the same pages (each layer
+        of a KV cache into the same slots).  close() the plan when done; it
+        is closed with its endpoint, region, key or context."""
+        return self._prepare_pages(0, local, rkey, page_size, lpages, rpages, count,
+                                   local_offset, offset, notify, counted)
+
+    def prepare_get_pages(self, local, rkey, page_size, lpages=None, rpages=None, count=None,
+                          local_offset=0, offset=0):
+        """get_pages() prepared once (see prepare_put_pages)."""
+        return self._prepare_pages(1, local, rkey, page_size, lpages, rpages, count,
+                                   local_offset, offset, None, None)
 
     def wait_count(self, id, count=1, timeout=None):
         """Waits until `count` counted notifications of `id` arrived on this

@@ -117,7 +117,9 @@ elif case == "pages":
             except gpuwire.InvalidArgument as e:
                 assert "lpages: an index tensor on cuda" in str(e), e
         reqs = [ep.put_pages(sm, rk, P, lp[i:i + 64], rp[i:i + 64].numpy(), counted=9)
-                for i in (0, 64, 128)]
+                for i in (0, 64)]
+        plan = ep.prepare_put_pages(sm, rk, P, lp[128:], rp[128:], counted=9)   # the prepared form
+        reqs.append(plan.post())
         assert [r.wait(120) for r in reqs] == [64 * P] * 3
         L = ctx.dlist_local([(sm, 7000, 1000)])
         R = ep.dlist_remote([(rk, 5, 1000)], access=gpuwire.ACCESS_REMOTE)
@@ -168,6 +170,9 @@ else:   # slices / vmm: registered tensors are parts of allocator blocks with li
         small = pat(3000, 21, G)
         if G.type == "cuda":
             torch.cuda.synchronize()
+        if case == "vmm" and G.type == "cuda":   # the initiator's side is VMM memory too
+            print("initiator expandable segments:",
+                  any(x.get("is_expandable") for x in torch.cuda.memory_snapshot()))
         ep.put(ctx.register(s), rsl, track=False)
         ep.put_notify(ctx.register(small), rb, 1).wait(120)
         back = torch.zeros(n, dtype=torch.uint8, device=G)

@@ -237,3 +237,56 @@ def test_wait_count_timeout_takes_nothing(pair):
     pair.ea.wait_count(4, 1, 5)
     assert pair.ea.notify_count(4) == 0
     pair.ea.wait_count(4, 0, 0)                  # count 0: at once
+
+
+def test_prepared_pages(pair, path):
+    """A prepared paged put posted three times (the arrays copied when it was
+    prepared, so changing them after does nothing), a prepared paged get, a
+    refused post naming the page, and plans closed with what they name."""
+    n = 16
+    dst, rk, src, sm = paged_setup(pair, n)
+    lp = np.array([3, 1, 4, 9], dtype=np.int32)
+    rp = [0, 5, 10, 15]
+    plan = pair.eb.prepare_put_pages(sm, rk, PAGE, lp, rp, counted=11)
+    assert plan.count == 4 and plan.nbytes == 4 * PAGE and not plan.closed
+    lp[:] = 0                                      # after preparing: not seen by the plan
+    finish = target_counts(pair, {11: 3})
+    reqs = [plan.post() for _ in range(2)] + [plan.post(True)]
+    assert [r.wait(20) for r in reqs] == [4 * PAGE] * 3
+    assert finish() == {11: 0}
+    expect_pages(dst, src, [3, 1, 4, 9], rp)
+    assert plan.post(False) is None                # untracked: completes with the next flush
+    serve = pair.serve_a()
+    pair.eb.flush().wait(20)
+    back = np.zeros(2 * PAGE, dtype=np.uint8)
+    bm = pair.b.register(back)
+    g = pair.eb.prepare_get_pages(bm, rk, PAGE, None, np.array([15, 5], dtype=np.uint64))
+    assert g.post().wait(20) == 2 * PAGE
+    serve()
+    assert (back[:PAGE] == src[9 * PAGE:10 * PAGE]).all()
+    assert (back[PAGE:] == src[PAGE:2 * PAGE]).all()
+    # checked when prepared, not at the post: the same messages as put_pages
+    with pytest.raises(gpuwire.InvalidArgument, match="lpages: item 1 is negative"):
+        pair.eb.prepare_put_pages(sm, rk, PAGE, [0, -1], [0, 1])
+    with pytest.raises(gpuwire.InvalidArgument, match="count: give it"):
+        pair.eb.prepare_get_pages(bm, rk, PAGE)
+    with pytest.raises(gpuwire.InvalidArgument, match="one notification"):
+        pair.eb.prepare_put_pages(sm, rk, PAGE, [0], notify=1, counted=2)
+    # what the C call refuses raises at the post, naming the page
+    bad = pair.eb.prepare_put_pages(sm, rk, PAGE, [0, 1], [0, n])
+    with pytest.raises(gpuwire.GwError, match=r"rpages\[1\] = 16 is out of range") as e:
+        bad.post()
+    assert e.value.name == "GW_ERR_OUT_OF_BOUNDS"
+    # a plan goes with the region, key or endpoint it names (it holds their handles)
+    bm.close()
+    assert g.closed and not plan.closed
+    with pytest.raises(ValueError, match="closed"):
+        g.post()
+    plan.close()
+    plan.close()
+    assert plan.closed
+    with pytest.raises(ValueError, match="closed"):
+        plan.post()
+    again = pair.eb.prepare_put_pages(sm, rk, PAGE, [0], [0])
+    rk.close()
+    assert again.closed and bad.closed

@@ -48,3 +48,4 @@ def test_gpu_pair(transport, case, tmp_path):
     assert all(p.returncode == 0 for p in procs), "\n".join(outs)
     if case == "vmm":
         assert "expandable segments: True" in outs[0]
+        assert "initiator expandable segments: True" in outs[1]
