@@ -14,7 +14,10 @@
  *  - local GPU <-> peer GPU entries: the gather/scatter copy kernel
  *    (src/cuda/copy_kernel.cu) over the peer's imported allocations, launched
  *    in chunks as the descriptors are built (one copy-engine copy per entry
- *    where the kernel cannot load); local host <-> peer GPU: one cuMemcpyAsync
+ *    where the kernel cannot load); a paged batch (gw_xfer_pages, GPU on
+ *    both sides, its span in one peer allocation) goes to the page kernel as
+ *    it came: its index arrays copied into pinned memory, one launch, no
+ *    per-page work on the host at all; local host <-> peer GPU: one cuMemcpyAsync
  *    per entry; local GPU <-> peer host: the pinned bounce buffer.  One
  *    stream and one event for the batch.
  *  - one classifying pass (with the bounds check) counts each kind, and the
@@ -166,17 +169,23 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
     op->nhost = op->npeer = op->nstage = op->nhgpu = 0;
     op->host_bytes = 0;
     op->nkdesc = 0;
-    if (b->nrkey == 1 && b->nlmem == 1 && b->n) {
+    if (b->nrkey == 1 && b->nlmem == 1 && (b->n || b->npages)) {
         /* one region each side (the paged form, most lists): the span of
          * the entries is checked once, and every entry is of one kind */
         const rdesc_t *r = &op->rd[0];
         if (gw_range_inside(r->s->addr, r->s->len, b->rlo, b->rhi - b->rlo)) {
-            /* at most one descriptor more per entry than the bytes need */
-            count_kind(op, r->gpu, op->ldev[0], b->n, b->total,
-                       (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN));
+            if (b->npages && !(r->gpu && op->ldev[0] >= 0))
+                gw_batch_expand((gw_batch_t *)b); /* the owner's slot says host memory: CMA or staging, by entry */
+            if (b->npages) /* a descriptor per page piece, should the kernel take entries after all */
+                count_kind(op, 1, op->ldev[0], b->npages, b->total,
+                           (size_t)b->npages * (size_t)((b->psize + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN));
+            else /* at most one descriptor more per entry than the bytes need */
+                count_kind(op, r->gpu, op->ldev[0], b->n, b->total,
+                           (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN));
             return GW_OK;
         }
         /* some entry is outside: the pass below names it */
+        gw_batch_expand((gw_batch_t *)b);
     }
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
@@ -329,6 +338,20 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
     gw_core_t *c = e->super.iface->core;
     uint32_t lreg = UINT32_MAX; /* the last segment imported: entries of a batch mostly share one */
     uint64_t lo = 0, hi = 0;
+    if (b->npages) { /* unexpanded pages: the allocations under their span */
+        const rdesc_t *r = &op->rd[0];
+        for (uint64_t ra = b->rlo; ra < b->rhi;) {
+            uint32_t sg = seg_index(r->s, ra);
+            CUdeviceptr base = 0;
+            gw_status_t st = sg < r->s->nseg ? intra_import_seg(e, r->slot, r->s, r->id, sg, dev, &base)
+                                             : gw_err(c, GW_ERR_OUT_OF_BOUNDS, "intra: remote address 0x%" PRIx64
+                                                      " is in no allocation of the peer's region", ra);
+            if (st != GW_OK)
+                return st;
+            ra = r->s->seg[sg].base + r->s->seg[sg].size;
+        }
+        return GW_OK;
+    }
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
         const rdesc_t *r = &op->rd[en->rreg];
@@ -366,6 +389,68 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
  * transfers").  *queued: copies were queued on *stream. */
 #define INTRAB_KCHUNK 8192
 
+/* A pinned buffer of at least cap bytes for the op's launch (the interface's
+ * spare when large enough), kept in op->desc until the launch completes. */
+static gw_status_t intrab_pinned(intra_ep_t *e, intrab_op_t *op, size_t cap, void **out)
+{
+    void *d = NULL;
+    if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
+        d = e->ifc->bdesc;
+        cap = e->ifc->bdesc_cap;
+        e->ifc->bdesc = NULL;
+        e->ifc->bdesc_cap = 0;
+    } else {
+        CUresult cr = e->ifc->cu->cuMemHostAlloc(&d, cap, CU_MEMHOSTALLOC_PORTABLE);
+        if (cr != CUDA_SUCCESS)
+            return intra_cu_err(e->super.iface->core, "cuMemHostAlloc(batch copy descriptors)", cr);
+    }
+    op->desc = d;
+    op->desc_cap = cap;
+    *out = d;
+    return GW_OK;
+}
+
+/* An unexpanded paged batch (GPU on both sides) by the page kernel: the
+ * index arrays into pinned memory, one launch.  GW_ERR_UNSUPPORTED when the
+ * pages' span crosses allocations of the peer's region (the caller expands
+ * the batch and goes by entry). */
+static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream)
+{
+    const rdesc_t *r = &op->rd[0];
+    const gw_intra_slot_t *s = r->s;
+    uint32_t sg = seg_index(s, b->rlo);
+    if (sg == s->nseg || b->rhi > s->seg[sg].base + s->seg[sg].size)
+        return GW_ERR_UNSUPPORTED;
+    CUdeviceptr base = 0;
+    gw_status_t st = intra_import_seg(e, r->slot, s, r->id, sg, dev, &base);
+    if (st != GW_OK)
+        return st == GW_INPROGRESS ? gw_err(e->super.iface->core, GW_ERR_UNSUPPORTED,
+                                            "intra: region mixes allocation kinds")
+                                   : st;
+    uint32_t n = b->npages;
+    size_t arrays = (b->lpage != NULL) + (b->rpage != NULL);
+    uint32_t *ix = NULL;
+    if (arrays && (st = intrab_pinned(e, op, arrays * n * sizeof(uint32_t), (void **)&ix)) != GW_OK)
+        return st;
+    const uint32_t *lp = NULL, *rp = NULL;
+    if (b->lpage) {
+        memcpy(ix, b->lpage, n * sizeof(uint32_t));
+        lp = ix;
+    }
+    if (b->rpage) {
+        uint32_t *t = ix + (b->lpage ? n : 0);
+        memcpy(t, b->rpage, n * sizeof(uint32_t));
+        rp = t;
+    }
+    /* the peer's page p at prbase + p * psize, as mapped here (the base may
+     * lie below the allocation: only the pages' addresses need be inside) */
+    uint64_t rbase = (uint64_t)base - s->seg[sg].base + b->prbase;
+    char why[200];
+    st = b->get ? gw_cuda_page_copy_launch(dev, stream, rp, lp, n, rbase, b->plbase, b->psize, why, sizeof(why))
+                : gw_cuda_page_copy_launch(dev, stream, lp, rp, n, b->plbase, rbase, b->psize, why, sizeof(why));
+    return st == GW_OK ? GW_OK : gw_err(e->super.iface->core, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
+}
+
 static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
                               int *queued)
 {
@@ -379,21 +464,23 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
         gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
     }
+    if (b->npages) {
+        gw_status_t st = kernel ? intrab_pages(e, b, op, dev, stream) : GW_ERR_UNSUPPORTED;
+        if (st == GW_OK) {
+            snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
+            e->n_kernel++;
+            *queued = 1;
+            return GW_OK;
+        }
+        if (st != GW_ERR_UNSUPPORTED)
+            return st;
+        gw_batch_expand((gw_batch_t *)b); /* no kernel, or a span over several allocations: by entry */
+    }
     if (kernel) {
         gw_copy_desc_t *d = NULL;
-        size_t cap = nk * sizeof(*d);
-        if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
-            d = e->ifc->bdesc;
-            cap = e->ifc->bdesc_cap;
-            e->ifc->bdesc = NULL;
-            e->ifc->bdesc_cap = 0;
-        } else {
-            CUresult cr = cu->cuMemHostAlloc((void **)&d, cap, CU_MEMHOSTALLOC_PORTABLE);
-            if (cr != CUDA_SUCCESS)
-                return intra_cu_err(c, "cuMemHostAlloc(batch copy descriptors)", cr);
-        }
-        op->desc = d;
-        op->desc_cap = cap;
+        gw_status_t pst = intrab_pinned(e, op, nk * sizeof(*d), (void **)&d);
+        if (pst != GW_OK)
+            return pst;
         size_t k = 0, launched = 0;
         uint32_t creg = UINT32_MAX; /* the last segment resolved: (key, segment) -> imported base */
         uint64_t clo = 0, chi = 0;
@@ -597,7 +684,7 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
         op->ldev[k] = b->lmem[k] && b->lmem[k]->type == GW_MEM_CUDA ? b->lmem[k]->cuda_device : -1;
     op->used = (uint8_t *)&op->ldev[nl];
     if (b->nrkey == 1)
-        op->used[0] = b->n > 0;
+        op->used[0] = b->n > 0 || b->npages > 0;
     else
         for (uint32_t i = 0; i < b->n; i++)
             op->used[b->ent[i].rreg] = 1;
