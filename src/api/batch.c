@@ -227,8 +227,7 @@ gw_status_t gw_dlist_destroy(gw_dlist_t *l)
 
 /* ---- transfers ------------------------------------------------------------------------ */
 /* One allocation: the batch, a region pointer and key copy for the paged
- * form, the entries, then (paged form) room for the two page index arrays
- * of cap entries each. */
+ * form, the entries. */
 typedef struct batch_mem {
     gw_batch_t b;
     gw_context_t *ctx;
@@ -251,7 +250,7 @@ static batch_mem_t *batch_alloc(gw_context_t *ctx, size_t n)
     }
     if (!m) {
         size_t cap = n < 64 ? 64 : n;
-        m = malloc(sizeof(*m) + cap * (sizeof(gw_batch_ent_t) + 2 * sizeof(uint32_t)));
+        m = malloc(sizeof(*m) + cap * sizeof(gw_batch_ent_t));
         if (!m)
             return NULL;
         m->cap = cap;
@@ -419,7 +418,11 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     return post(ep, m, NULL, count, op, notify, value, req);
 }
 
-/* The lowest and highest index of a page array (NULL: 0 .. n-1). */
+/* The lowest and highest index of a page array (NULL: 0 .. n-1).  Four
+ * lanes at a time (GCC/clang vector extensions: SSE2 or NEON, no newer
+ * instruction set assumed): a 4096-page batch reads 8192 indices here, and
+ * the scalar loop's two compare chains cost microseconds of the post. */
+typedef uint32_t idx_v4 __attribute__((vector_size(16)));
 static void idx_span(const uint32_t *p, size_t n, uint32_t *lo, uint32_t *hi)
 {
     if (!p || !n) {
@@ -428,7 +431,22 @@ static void idx_span(const uint32_t *p, size_t n, uint32_t *lo, uint32_t *hi)
         return;
     }
     uint32_t a = UINT32_MAX, z = 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    if (n >= 8) {
+        idx_v4 va = {a, a, a, a}, vz = {0, 0, 0, 0};
+        for (; i + 4 <= n; i += 4) {
+            idx_v4 x;
+            memcpy(&x, p + i, sizeof(x)); /* (any alignment) */
+            idx_v4 lt = (idx_v4)(x < va), gt = (idx_v4)(x > vz);
+            va = (x & lt) | (va & ~lt);
+            vz = (x & gt) | (vz & ~gt);
+        }
+        for (int k = 0; k < 4; k++) {
+            a = va[k] < a ? va[k] : a;
+            z = vz[k] > z ? vz[k] : z;
+        }
+    }
+    for (; i < n; i++) {
         a = p[i] < a ? p[i] : a;
         z = p[i] > z ? p[i] : z;
     }
@@ -521,16 +539,11 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
         b->rhi = rend;
         if (b->lgpu && b->rgpu && (caps.batch & GW_TL_BATCH_PAGES)) {
             /* left to the transport as pages (a GPU kernel computes the
-             * addresses): only the index arrays are copied, since the caller
-             * may reuse them once this returns */
-            uint32_t *ix = (uint32_t *)(m->ent + m->cap);
-            if (lpages)
-                memcpy(ix, lpages, count * sizeof(*ix));
-            if (rpages)
-                memcpy(ix + m->cap, rpages, count * sizeof(*ix));
+             * addresses); the transport copies the caller's index arrays
+             * while it takes the batch (batch.h) */
             b->npages = (uint32_t)count;
-            b->lpage = lpages ? ix : NULL;
-            b->rpage = rpages ? ix + m->cap : NULL;
+            b->lpage = lpages;
+            b->rpage = rpages;
             b->plbase = la;
             b->prbase = raddr;
             b->psize = ps;

@@ -14,6 +14,7 @@
 #define MAX_DEV 64
 #define THREADS 256
 #define MAX_BLOCKS 8192
+#define PAGE_WAVE 1024 /* blocks of 256 threads an H100 (132 SMs) holds at once, about */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* contexts of other threads load too */
 static struct {
@@ -101,11 +102,18 @@ gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *s
     unsigned int g = 32;
     while (g < THREADS && (unsigned long long)g * 2 * 16 * 2 <= chunk) /* two 16-byte moves per thread or more */
         g *= 2;
-    unsigned long long ipb = THREADS / g, nb = (nitems + ipb - 1) / ipb;
+    /* items per block and round: enough that the grid is about one wave of
+     * PAGE_WAVE blocks (each round costs one PCIe round trip for its
+     * indices), at least a round of every group, at most 64 */
+    unsigned int ipb = THREADS / g;
+    unsigned long long per = (nitems + PAGE_WAVE - 1) / PAGE_WAVE;
+    per = per < ipb ? ipb : per > 64 ? 64 : (per + ipb - 1) / ipb * ipb;
+    unsigned long long nb = (nitems + per - 1) / per;
     unsigned blocks = nb < MAX_BLOCKS ? (unsigned)nb : MAX_BLOCKS;
+    unsigned int pr = (unsigned int)per;
     const uint32_t *s = sidx, *d = didx;
     unsigned long long sb = sbase, db = dbase, ps = psize;
-    void *params[9] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g};
+    void *params[10] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr};
     CUresult r = cu->cuLaunchKernel(g_k[dev].pfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
     if (r != CUDA_SUCCESS) {
         snprintf(why, whylen, "cuLaunchKernel(gw_page_copy, %u pages of %llu bytes) failed: %s", n,

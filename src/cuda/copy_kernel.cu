@@ -51,31 +51,34 @@ extern "C" __global__ void gw_batch_copy(const gw_copy_desc *d, unsigned int n)
 // `chunk` bytes) is piece w % chunks of page p = w / chunks, copied from
 // sbase + sidx[p] * psize to dbase + didx[p] * psize (a NULL index array
 // reads as p).  A group of g threads (a power of two, 32 .. blockDim.x)
-// copies one item; a block holds blockDim.x / g groups (at most 32), so that
-// small pages do not leave most of a block idle.  One thread per group
-// reads the two indices (host memory, over PCIe) into shared memory.
+// copies one item at a time; a block holds blockDim.x / g groups.  A block
+// takes `per` consecutive items per round (at most 64, a multiple of its
+// groups): their indices are read by `per` threads at once (host memory,
+// over PCIe: one round trip for the round, not one per page) into shared
+// memory, then the groups copy them.  The host sizes `per` so that the grid
+// is about one wave.
 extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned int *didx,
                                         unsigned long long nitems, unsigned int chunks, unsigned long long sbase,
                                         unsigned long long dbase, unsigned long long psize,
-                                        unsigned long long chunk, unsigned int g)
+                                        unsigned long long chunk, unsigned int g, unsigned int per)
 {
-    __shared__ unsigned long long ss[32], sdst[32], sl[32];
+    __shared__ unsigned long long ss[64], sdst[64], sl[64];
     unsigned int ipb = blockDim.x / g, slot = threadIdx.x / g, lane = threadIdx.x % g;
-    for (unsigned long long base = (unsigned long long)blockIdx.x * ipb; base < nitems;
-         base += (unsigned long long)gridDim.x * ipb) {
-        unsigned long long w = base + slot;
-        if (lane == 0 && w < nitems) {
+    for (unsigned long long base = (unsigned long long)blockIdx.x * per; base < nitems;
+         base += (unsigned long long)gridDim.x * per) {
+        unsigned long long w = base + threadIdx.x;
+        if (threadIdx.x < per && w < nitems) {
             unsigned long long p = chunks == 1 ? w : w / chunks, off = (w - p * chunks) * chunk;
             unsigned long long si = sidx ? sidx[p] : p, di = didx ? didx[p] : p, rest = psize - off;
-            ss[slot] = sbase + si * psize + off;
-            sdst[slot] = dbase + di * psize + off;
-            sl[slot] = rest < chunk ? rest : chunk;
+            ss[threadIdx.x] = sbase + si * psize + off;
+            sdst[threadIdx.x] = dbase + di * psize + off;
+            sl[threadIdx.x] = rest < chunk ? rest : chunk;
         }
         __syncthreads();
-        if (w < nitems) {
-            const unsigned char *s = (const unsigned char *)ss[slot];
-            unsigned char *t = (unsigned char *)sdst[slot];
-            unsigned long long len = sl[slot], k = lane;
+        for (unsigned int j = slot; j < per && base + j < nitems; j += ipb) {
+            const unsigned char *s = (const unsigned char *)ss[j];
+            unsigned char *t = (unsigned char *)sdst[j];
+            unsigned long long len = sl[j], k = lane;
             if ((((unsigned long long)s | (unsigned long long)t) & 15ull) == 0) {
                 unsigned long long nv = len >> 4;
                 const uint4 *sv = (const uint4 *)s;
@@ -95,6 +98,6 @@ extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned
             for (; k < len; k += g)
                 t[k] = s[k];
         }
-        __syncthreads(); /* every group is done with its slot before the next items are loaded */
+        __syncthreads(); /* every group is done with the round before the next is loaded */
     }
 }

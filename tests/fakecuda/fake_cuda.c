@@ -302,7 +302,8 @@ static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
  * w % chunks (at most `chunk` bytes) of page p = w / chunks from
  * sbase + sidx[p] * psize to dbase + didx[p] * psize; NULL index arrays
  * read as p.  A group of g threads per item, g a power of two from 32 to the
- * block's size, as the kernel requires. */
+ * block's size, and `per` items per block and round (a multiple of the
+ * block's groups, at most 64), as the kernel requires. */
 static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npages)
 {
     uintptr_t sidx = *(const uintptr_t *)params[0], didx = *(const uintptr_t *)params[1];
@@ -310,9 +311,10 @@ static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npag
     unsigned chunks = *(const unsigned *)params[3];
     unsigned long long sbase = *(const unsigned long long *)params[4], dbase = *(const unsigned long long *)params[5];
     unsigned long long psize = *(const unsigned long long *)params[6], chunk = *(const unsigned long long *)params[7];
-    unsigned g = *(const unsigned *)params[8];
+    unsigned g = *(const unsigned *)params[8], per = *(const unsigned *)params[9];
     if (!chunks || !chunk || !psize || nitems % chunks || (unsigned long long)chunks * chunk < psize ||
-        (unsigned long long)(chunks - 1) * chunk >= psize || g < 32 || g > bx || (g & (g - 1)) || bx % g)
+        (unsigned long long)(chunks - 1) * chunk >= psize || g < 32 || g > bx || (g & (g - 1)) || bx % g ||
+        per < bx / g || per > 64 || per % (bx / g))
         return EINVAL_;
     unsigned long long n = nitems / chunks;
     const uint32_t *si = sidx ? (const uint32_t *)hv(sidx, (size_t)n * 4) : NULL;

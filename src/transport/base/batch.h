@@ -18,10 +18,13 @@
  * The paged form may come unexpanded: a transport that says
  * GW_TL_BATCH_PAGES gets a gw_xfer_pages batch with GPU memory on both sides
  * as the page arrays (`npages` > 0, `n` 0), every page checked against the
- * local region and the key (the span [rlo, rhi) too).  It either moves the
- * pages as they are (a kernel that computes the addresses) or calls
- * gw_batch_expand() once, which writes the entries into `ent` (room for
- * `npages` is there): the one change a transport makes to a batch.
+ * local region and the key (the span [rlo, rhi) too).  `lpage` and `rpage`
+ * are then the caller's arrays, valid only during the `submit` call: the
+ * transport copies them there (and points the batch at its copies) or
+ * expands the batch there.  It either moves the pages as they are (a kernel
+ * that computes the addresses) or calls gw_batch_expand() once, which
+ * writes the entries into `ent` (room for `npages` is there): the changes a
+ * transport may make to a batch.
  */
 #ifndef GW_TRANSPORT_BATCH_H
 #define GW_TRANSPORT_BATCH_H

@@ -76,6 +76,25 @@ static inline int ent_ldev(const intrab_op_t *op, const gw_batch_ent_t *en)
     return op->ldev[en->lreg];
 }
 
+/* Gives the op's pinned buffer back: the interface keeps the larger of it
+ * and its spare for the next batch. */
+static void intrab_unpin(intrab_op_t *op)
+{
+    if (!op->desc)
+        return;
+    intra_iface_t *ifc = op->ifc;
+    if (op->desc_cap > ifc->bdesc_cap) {
+        if (ifc->bdesc)
+            ifc->cu->cuMemFreeHost(ifc->bdesc);
+        ifc->bdesc = op->desc;
+        ifc->bdesc_cap = op->desc_cap;
+    } else {
+        ifc->cu->cuMemFreeHost(op->desc);
+    }
+    op->desc = NULL;
+    op->desc_cap = 0;
+}
+
 static void intrab_fini(gw_request_t *r)
 {
     intrab_op_t *op = r->intra.batch;
@@ -83,17 +102,7 @@ static void intrab_fini(gw_request_t *r)
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         intrab_leave(op);
-        if (op->desc) { /* the launch is complete: keep the larger buffer for the next batch */
-            intra_iface_t *ifc = op->ifc;
-            if (op->desc_cap > ifc->bdesc_cap) {
-                if (ifc->bdesc)
-                    ifc->cu->cuMemFreeHost(ifc->bdesc);
-                ifc->bdesc = op->desc;
-                ifc->bdesc_cap = op->desc_cap;
-            } else {
-                ifc->cu->cuMemFreeHost(op->desc);
-            }
-        }
+        intrab_unpin(op); /* the launch is complete */
         free(op);
     }
     if (next)
@@ -394,6 +403,7 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
 static gw_status_t intrab_pinned(intra_ep_t *e, intrab_op_t *op, size_t cap, void **out)
 {
     void *d = NULL;
+    intrab_unpin(op); /* (a paged batch's index arrays, once it was expanded) */
     if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
         d = e->ifc->bdesc;
         cap = e->ifc->bdesc_cap;
@@ -410,11 +420,13 @@ static gw_status_t intrab_pinned(intra_ep_t *e, intrab_op_t *op, size_t cap, voi
     return GW_OK;
 }
 
-/* An unexpanded paged batch (GPU on both sides) by the page kernel: the
- * index arrays into pinned memory, one launch.  GW_ERR_UNSUPPORTED when the
- * pages' span crosses allocations of the peer's region (the caller expands
- * the batch and goes by entry). */
-static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream)
+/* An unexpanded paged batch (GPU on both sides) by the page kernel, one
+ * launch (its index arrays are in pinned memory already: op->desc, from
+ * intrab_batch).  GW_ERR_UNSUPPORTED when the pages' span crosses
+ * allocations of the peer's region (the caller expands the batch and goes
+ * by entry). */
+static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev,
+                                CUstream stream)
 {
     const rdesc_t *r = &op->rd[0];
     const gw_intra_slot_t *s = r->s;
@@ -428,20 +440,7 @@ static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
                                             "intra: region mixes allocation kinds")
                                    : st;
     uint32_t n = b->npages;
-    size_t arrays = (b->lpage != NULL) + (b->rpage != NULL);
-    uint32_t *ix = NULL;
-    if (arrays && (st = intrab_pinned(e, op, arrays * n * sizeof(uint32_t), (void **)&ix)) != GW_OK)
-        return st;
-    const uint32_t *lp = NULL, *rp = NULL;
-    if (b->lpage) {
-        memcpy(ix, b->lpage, n * sizeof(uint32_t));
-        lp = ix;
-    }
-    if (b->rpage) {
-        uint32_t *t = ix + (b->lpage ? n : 0);
-        memcpy(t, b->rpage, n * sizeof(uint32_t));
-        rp = t;
-    }
+    const uint32_t *lp = b->lpage, *rp = b->rpage; /* pinned copies (intrab_batch) */
     /* the peer's page p at prbase + p * psize, as mapped here (the base may
      * lie below the allocation: only the pages' addresses need be inside) */
     uint64_t rbase = (uint64_t)base - s->seg[sg].base + b->prbase;
@@ -691,6 +690,27 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     op->fini = req->fini;
     req->fini = intrab_fini;
     req->intra.batch = op;
+    if (b->npages) { /* the caller's index arrays are ours only during this call: into pinned memory */
+        gw_batch_t *pb = req->batch;
+        size_t arrays = (b->lpage != NULL) + (b->rpage != NULL);
+        uint32_t *ix = NULL;
+        if (!arrays) {
+            /* both NULL: nothing to copy */
+        } else if (!e->ifc->cu ||
+                   intrab_pinned(e, op, arrays * b->npages * sizeof(uint32_t), (void **)&ix) != GW_OK) {
+            gw_batch_expand(pb); /* (no CUDA, no pinned memory: by entry, which fails or copes later) */
+        } else {
+            if (b->lpage) {
+                memcpy(ix, b->lpage, b->npages * sizeof(uint32_t));
+                pb->lpage = ix;
+                ix += b->npages;
+            }
+            if (b->rpage) {
+                memcpy(ix, b->rpage, b->npages * sizeof(uint32_t));
+                pb->rpage = ix;
+            }
+        }
+    }
     req->intra.slot = NULL;
     req->intra.state = ST_NEW;
     if (!e->ready) {
