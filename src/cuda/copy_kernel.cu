@@ -57,7 +57,7 @@ extern "C" __global__ void gw_batch_copy(const gw_copy_desc *d, unsigned int n)
 // over PCIe: one round trip for the round, not one per page) into shared
 // memory, then the groups copy them.  The host sizes `per` so that the grid
 // is about one wave.
-extern "C" __global__ void __launch_bounds__(256, 8) gw_page_copy(const unsigned int *sidx, const unsigned int *didx,
+extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned int *didx,
                                         unsigned long long nitems, unsigned int chunks, unsigned long long sbase,
                                         unsigned long long dbase, unsigned long long psize,
                                         unsigned long long chunk, unsigned int g, unsigned int per)
@@ -78,18 +78,18 @@ extern "C" __global__ void __launch_bounds__(256, 8) gw_page_copy(const unsigned
         for (unsigned int j = slot; j < per && base + j < nitems; j += ipb) {
             const unsigned char *s = (const unsigned char *)ss[j];
             unsigned char *t = (unsigned char *)sdst[j];
-            unsigned int len = (unsigned int)sl[j], k = lane; /* (a piece is at most 64 KiB) */
+            unsigned long long len = sl[j], k = lane;
             if ((((unsigned long long)s | (unsigned long long)t) & 15ull) == 0) {
-                unsigned int nv = len >> 4;
+                unsigned long long nv = len >> 4;
                 const uint4 *sv = (const uint4 *)s;
                 uint4 *tv = (uint4 *)t;
                 /* four loads in flight per thread before the stores */
-                for (; k + 3 * g < nv; k += 4 * g) {
-                    uint4 a = sv[k], b = sv[k + g], c = sv[k + 2 * g], d = sv[k + 3 * g];
+                for (; k + 3ull * g < nv; k += 4ull * g) {
+                    uint4 a = sv[k], b = sv[k + g], c = sv[k + 2ull * g], d = sv[k + 3ull * g];
                     tv[k] = a;
                     tv[k + g] = b;
-                    tv[k + 2 * g] = c;
-                    tv[k + 3 * g] = d;
+                    tv[k + 2ull * g] = c;
+                    tv[k + 3ull * g] = d;
                 }
                 for (; k < nv; k += g)
                     tv[k] = sv[k];

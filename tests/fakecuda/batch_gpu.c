@@ -250,19 +250,25 @@ int main(void)
     CHECK(bad == 0);
     free(got);
 
-    /* 5. pages of 131075 bytes (three kernel pieces, the last of 3 bytes,
-     * none 16-byte aligned), from an odd base, scattered both ways */
-    const size_t big_ps = 2 * 65536 + 3;
-    uint32_t b5l[5] = {40, 3, 71, 0, 22}, b5r[5] = {9, 60, 1, 33, 50};
-    char *lb5 = (char *)src + 5, *rb5 = (char *)(uintptr_t)base + 7;
-    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, lb5, b5l, rk, (uint64_t)(uintptr_t)rb5, b5r, 5, big_ps), GW_OK);
-    CHECK_ST(pages(ep, GW_XFER_GET, mdst, (char *)dst + 1, b5l, rk, (uint64_t)(uintptr_t)rb5, b5r, 5, big_ps), GW_OK);
-    got = dev_read(cu, dst, REGION);
-    bad = 0;
-    for (uint32_t i = 0; i < 5; i++)
-        bad += memcmp(got + 1 + b5l[i] * big_ps, hs + 5 + b5l[i] * big_ps, big_ps) != 0;
-    CHECK(bad == 0);
-    free(got);
+    /* 5. pages of odd sizes from odd bases, none 16-byte aligned, scattered
+     * both ways: 40003 bytes (the page kernel's byte path), then 131075
+     * (from 64 KiB, intra expands them into entries for the descriptor
+     * kernel) */
+    unsigned kb0 = logged ? launches("gw_batch_copy", &sum, &big) : 0;
+    static const size_t odd_ps[2] = {40003, 2 * 65536 + 3};
+    for (int z = 0; z < 2; z++) {
+        const size_t ps5 = odd_ps[z];
+        uint32_t b5l[5] = {40, 3, 71, 0, 22}, b5r[5] = {9, 60, 1, 33, 50};
+        char *lb5 = (char *)src + 5, *rb5 = (char *)(uintptr_t)base + 7;
+        CHECK_ST(pages(ep, GW_XFER_PUT, msrc, lb5, b5l, rk, (uint64_t)(uintptr_t)rb5, b5r, 5, ps5), GW_OK);
+        CHECK_ST(pages(ep, GW_XFER_GET, mdst, (char *)dst + 1, b5l, rk, (uint64_t)(uintptr_t)rb5, b5r, 5, ps5), GW_OK);
+        got = dev_read(cu, dst, REGION);
+        bad = 0;
+        for (uint32_t i = 0; i < 5; i++)
+            bad += memcmp(got + 1 + b5l[i] * ps5, hs + 5 + b5l[i] * ps5, ps5) != 0;
+        CHECK(bad == 0);
+        free(got);
+    }
 
     /* 6. the same page in several entries: local page 7 to remote pages
      * 100..115 (a source read many times), then local pages 1 and 2 both to
@@ -300,7 +306,8 @@ int main(void)
     CHECK(memcmp(got + 300 * PAGE, got + 301 * PAGE, PAGE) == 0);
     free(got);
     unsigned kl1 = logged ? launches("gw_page_copy", &sum, &big) : 0;
-    CHECK(!logged || kl1 == kl0 + 7); /* 4: two, 5: two, 6: three */
+    CHECK(!logged || kl1 == kl0 + 7); /* 4: two, 5: two (40003), 6: three */
+    CHECK(!logged || launches("gw_batch_copy", &sum, &big) == kb0 + 2); /* 5: 131075 */
 
     /* 7. zero pages, and pages of zero bytes: valid, nothing moves or launches */
     CHECK_ST(pages(ep, GW_XFER_PUT, msrc, src, p4, rk, base, p4, 0, PAGE), GW_OK);

@@ -20,7 +20,8 @@
  *    where the kernel cannot load); a paged batch (gw_xfer_pages, GPU on
  *    both sides, its span in one peer allocation) goes to the page kernel as
  *    it came: its index arrays copied into pinned memory, one launch, no
- *    per-page work on the host at all; local host <-> peer GPU: one cuMemcpyAsync
+ *    per-page work on the host at all (pages under 64 KiB; larger ones go
+ *    by entries, which measured faster); local host <-> peer GPU: one cuMemcpyAsync
  *    per entry; local GPU <-> peer host: the pinned bounce buffer.  One
  *    stream and one event for the batch.
  *  - one classifying pass (with the bounds check) counts each kind, and the
@@ -500,7 +501,12 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
     }
     if (b->npages) {
-        gw_status_t st = kernel ? intrab_pages(e, b, op, dev, stream) : GW_ERR_UNSUPPORTED;
+        /* pages of 64 KiB and more go by entries and the descriptor kernel:
+         * on an H100, 64 x 1 MiB pages ran at 0.71-0.73x of one contiguous
+         * copy through the page kernel, 0.82-0.83x as entries (few entries:
+         * little host work; docs/PERFORMANCE.md, "Batched transfers") */
+        gw_status_t st = kernel && b->psize < GW_COPY_DESC_MAX_LEN ? intrab_pages(e, b, op, dev, stream)
+                                                                     : GW_ERR_UNSUPPORTED;
         if (st == GW_OK) {
             snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
             e->n_kernel++;
@@ -509,7 +515,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         }
         if (st != GW_ERR_UNSUPPORTED)
             return st;
-        gw_batch_expand((gw_batch_t *)b); /* no kernel, or a span over several allocations: by entry */
+        gw_batch_expand((gw_batch_t *)b); /* no kernel, large pages, or a span over several allocations */
     }
     if (kernel) {
         gw_copy_desc_t *d = NULL;
@@ -630,15 +636,14 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
         for (uint32_t k = 0; k < b->nrkey && all; k++) {
             if (!op->used[k])
                 continue;
-            st = intra_shm_delta(e, &op->rd[k], &op->shm_delta[k]);
-            if (st == GW_INPROGRESS) { /* its fd is on its way: nothing moved yet */
-                intrab_leave(op);
-                gw_list_push_back(&e->waiting, &req->tl_link);
+            /* not mapped yet (its fd was asked for: GW_INPROGRESS) or not
+             * mappable: this batch goes by CMA, which reaches any host region */
+            all = intra_shm_delta(e, &op->rd[k], &op->shm_delta[k]) == GW_OK;
+            if (e->failed) /* asking for the fd failed the endpoint, and with it this request */
                 return;
-            }
-            all = st == GW_OK; /* (else CMA, which reaches any host region) */
         }
         op->shm = all;
+        st = GW_OK;
     }
     int gpu = 0, dev = -1;
     for (uint32_t k = 0; k < b->nrkey; k++)
