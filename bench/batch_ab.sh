@@ -6,20 +6,24 @@
 #    at 4096 x 16 KiB and 64 x 1 MiB);
 #  - at 256 x 1 KiB, against UCX doing what NIXL's UCX backend does (one
 #    ucp_put_nbx per descriptor, then a flush: bench/ucx_batch_bench.c) over
-#    the same kind of transport (UCX_TLS=tcp,self for tcp, sm,self for intra;
-#    goal >= 3x).
+#    the same kind of transport (UCX_TLS=tcp,self for tcp, sm,self for intra,
+#    rc_verbs,self for verbs; goal >= 3x).  verbs runs in the Soft-RoCE guest:
+#    bench/verbs_batch.sh.
 # Every measurement is one operation in flight at a time (post, wait), best
 # of REPS (default 3) runs of DUR seconds (default 1), the three kinds
 # alternating so that machine load hits them alike.
 # usage: bench/batch_ab.sh [BUILD_DIR]    TRANSPORTS="tcp intra" REPS=3 DUR=1 ALLOC_ROWS=intra-alloc
-#        (ALLOC_ROWS= leaves out the intra rows with gw_mem_alloc buffers)
+#        (ALLOC_ROWS= leaves out the intra rows with gw_mem_alloc buffers; they
+#        are there by default when TRANSPORTS names intra)
 set -u
 bld=${1:-build}
 reps=${REPS:-3}
 dur=${DUR:-1}
 tls=${TRANSPORTS:-tcp intra}
 ucx=""
-if [ -e /usr/include/ucp/api/ucp.h ]; then
+if [ -x "$bld/ucx_batch_bench" ] && [ "$bld/ucx_batch_bench" -nt "$(dirname "$0")/ucx_batch_bench.c" ]; then
+  ucx="$bld/ucx_batch_bench"   # built already (bench/verbs_batch.sh builds it before the guest boots)
+elif [ -e /usr/include/ucp/api/ucp.h ]; then
   ucx="$bld/ucx_batch_bench"
   cc -O2 -o "$ucx" "$(dirname "$0")/ucx_batch_bench.c" -lucp -lucs || ucx=""
 fi
@@ -36,8 +40,13 @@ echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), 
 printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' transport shape "batch[GB/s]" "contig[GB/s]" ratio "ucx[GB/s]" ratio "batch[Mdesc/s]"
 # intra-alloc: intra with both buffers from gw_mem_alloc (shared memory the
 # initiator maps and copies into with memcpy, batches and single puts alike)
-for t in $tls ${ALLOC_ROWS-intra-alloc}; do
-  case $t in tcp) utls=tcp,self ;; *) utls=sm,self ;; esac
+case " $tls " in *" intra "*) arows=${ALLOC_ROWS-intra-alloc} ;; *) arows=${ALLOC_ROWS-} ;; esac
+for t in $tls $arows; do
+  case $t in
+    tcp) utls=tcp,self ;;
+    verbs) utls=rc_verbs,self ;; # with UCX_NET_DEVICES set by the caller (bench/verbs_batch.sh)
+    *) utls=sm,self ;;
+  esac
   xa=
   [ "$t" = intra-alloc ] && xa=--alloc
   for shape in "256 1K 1024" "4096 16K 16384" "64 1M 1048576"; do
