@@ -12,7 +12,9 @@
 # Every measurement is one operation in flight at a time (post, wait), best
 # of REPS (default 3) runs of DUR seconds (default 1), the three kinds
 # alternating so that machine load hits them alike.
-# usage: bench/batch_ab.sh [BUILD_DIR]    TRANSPORTS="tcp intra" REPS=3 DUR=1
+# usage: bench/batch_ab.sh [BUILD_DIR]    TRANSPORTS="tcp intra" REPS=3 DUR=1 ALLOC_ROWS=intra-alloc
+#        (ALLOC_ROWS= leaves out the intra rows with gw_mem_alloc buffers; they
+#        are there by default when TRANSPORTS names intra)
 set -u
 bld=${1:-build}
 reps=${REPS:-3}
@@ -27,7 +29,7 @@ elif [ -e /usr/include/ucp/api/ucp.h ]; then
 fi
 [ -n "$ucx" ] || echo "# no UCX headers (apt-get install libucx-dev): the UCX column is left out"
 gw() { # transport args... -> bandwidth in GB/s
-  tr=$1
+  tr=${1%-alloc}
   shift
   GPUWIRE_TRANSPORTS=$tr "$bld/gpuwire" perf --loopback --bw-only --json --window 1 --duration "$dur" "$@" 2>/dev/null |
     sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p' | tail -1
@@ -36,12 +38,17 @@ max() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{print (a > b ? a : b)}'; }
 ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{if (b > 0) printf "%.2f", a/b; else print "-"}'; }
 echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), best of $reps x ${dur}s, one operation in flight"
 printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' transport shape "batch[GB/s]" "contig[GB/s]" ratio "ucx[GB/s]" ratio "batch[Mdesc/s]"
-for t in $tls; do
+# intra-alloc: intra with both buffers from gw_mem_alloc (shared memory the
+# initiator maps and copies into with memcpy, batches and single puts alike)
+case " $tls " in *" intra "*) arows=${ALLOC_ROWS-intra-alloc} ;; *) arows=${ALLOC_ROWS-} ;; esac
+for t in $tls $arows; do
   case $t in
     tcp) utls=tcp,self ;;
     verbs) utls=rc_verbs,self ;; # with UCX_NET_DEVICES set by the caller (bench/verbs_batch.sh)
     *) utls=sm,self ;;
   esac
+  xa=
+  [ "$t" = intra-alloc ] && xa=--alloc
   for shape in "256 1K 1024" "4096 16K 16384" "64 1M 1048576"; do
     set -- $shape
     n=$1 s=$2 b=$3
@@ -49,15 +56,15 @@ for t in $tls; do
     bb=0 cb=0 ub=0
     i=0
     while [ $i -lt "$reps" ]; do
-      x=$(gw "$t" --batch "$n" --size "$s"); bb=$(max "$bb" "$x")
-      x=$(gw "$t" --size "$tot"); cb=$(max "$cb" "$x")
-      if [ -n "$ucx" ] && [ "$n" = 256 ]; then
+      x=$(gw "$t" --batch "$n" --size "$s" $xa); bb=$(max "$bb" "$x")
+      x=$(gw "$t" --size "$tot" $xa); cb=$(max "$cb" "$x")
+      if [ -n "$ucx" ] && [ "$n" = 256 ] && [ -z "$xa" ]; then
         x=$(UCX_TLS=$utls timeout 120 "$ucx" "$n" "$b" "$dur" 2>/dev/null | awk '{print $4}'); ub=$(max "$ub" "$x")
       fi
       i=$((i + 1))
     done
     md=$(awk -v g="$bb" -v b="$b" 'BEGIN{printf "%.3f", g * 1e9 / b / 1e6}')
-    if [ "$n" = 256 ] && [ -n "$ucx" ]; then
+    if [ "$n" = 256 ] && [ -n "$ucx" ] && [ -z "$xa" ]; then
       printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" "$ub" "$(ratio "$bb" "$ub")" "$md"
     else
       printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" - - "$md"

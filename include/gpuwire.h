@@ -425,7 +425,7 @@ typedef struct gw_xfer_opts {
  * notification).  Completion: every byte is in place (put: in the target's
  * memory; get: in the local entries).  Entries may overlap or repeat; where
  * two entries of one put write the same remote bytes, which one wins is not
- * defined.  Errors at posting: GW_ERR_INVALID (index out of range, lengths
+ * defined (with GPU memory the bytes of both may mix).  Errors at posting: GW_ERR_INVALID (index out of range, lengths
  * differ, list of another endpoint/context: the message names i),
  * GW_ERR_ACCESS (remote list prepared without the access op needs),
  * GW_ERR_ENDPOINT_FAILED. */

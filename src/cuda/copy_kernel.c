@@ -14,11 +14,13 @@
 #define MAX_DEV 64
 #define THREADS 256
 #define MAX_BLOCKS 8192
+#define PAGE_WAVE 1024 /* blocks of 256 threads an H100 (132 SMs) holds at once, about */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* contexts of other threads load too */
 static struct {
     int state; /* 0 not tried, 1 loaded, -1 failed */
-    CUfunction fn;
+    CUfunction fn;  /* gw_batch_copy: descriptors */
+    CUfunction pfn; /* gw_page_copy: the paged form */
     char why[200];
 } g_k[MAX_DEV];
 
@@ -46,6 +48,9 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else if ((r = cu->cuModuleGetFunction(&g_k[dev].fn, m, "gw_batch_copy")) != CUDA_SUCCESS)
             snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_batch_copy) failed: %s",
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+        else if ((r = cu->cuModuleGetFunction(&g_k[dev].pfn, m, "gw_page_copy")) != CUDA_SUCCESS)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_copy) failed: %s",
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else
             g_k[dev].state = 1;
@@ -75,6 +80,44 @@ gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_d
     if (r != CUDA_SUCCESS) {
         snprintf(why, whylen, "cuLaunchKernel(gw_batch_copy, %u descriptors) failed: %s", n,
                  gw_cuda_strerror(r, eb, sizeof(eb)));
+        return GW_ERR_CUDA;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
+                                     uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize, char *why,
+                                     size_t whylen)
+{
+    gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
+    if (st != GW_OK || n == 0 || psize == 0)
+        return st;
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    /* pages longer than a descriptor's most are cut the same way, so that
+     * they spread over SMs; a group of threads per piece, sized to it */
+    unsigned long long chunk = psize < GW_COPY_DESC_MAX_LEN ? psize : GW_COPY_DESC_MAX_LEN;
+    unsigned int chunks = (unsigned int)((psize + chunk - 1) / chunk);
+    unsigned long long nitems = (unsigned long long)n * chunks;
+    unsigned int g = 32;
+    while (g < THREADS && (unsigned long long)g * 2 * 16 * 2 <= chunk) /* two 16-byte moves per thread or more */
+        g *= 2;
+    /* items per block and round: enough that the grid is about one wave of
+     * PAGE_WAVE blocks (each round costs one PCIe round trip for its
+     * indices), at least a round of every group, at most 64 */
+    unsigned int ipb = THREADS / g;
+    unsigned long long per = (nitems + PAGE_WAVE - 1) / PAGE_WAVE;
+    per = per < ipb ? ipb : per > 64 ? 64 : (per + ipb - 1) / ipb * ipb;
+    unsigned long long nb = (nitems + per - 1) / per;
+    unsigned blocks = nb < MAX_BLOCKS ? (unsigned)nb : MAX_BLOCKS;
+    unsigned int pr = (unsigned int)per;
+    const uint32_t *s = sidx, *d = didx;
+    unsigned long long sb = sbase, db = dbase, ps = psize;
+    void *params[10] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr};
+    CUresult r = cu->cuLaunchKernel(g_k[dev].pfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, whylen, "cuLaunchKernel(gw_page_copy, %u pages of %llu bytes) failed: %s", n,
+                 (unsigned long long)psize, gw_cuda_strerror(r, eb, sizeof(eb)));
         return GW_ERR_CUDA;
     }
     return GW_OK;

@@ -13,6 +13,10 @@
 // on an H100).  The host cuts descriptors to at most 64 KiB so
 // that large blocks spread over many SMs.  Descriptors are read straight from
 // pinned host memory (unified addressing).
+//
+// gw_page_copy is the paged form (gw_xfer_pages): no descriptors, only the
+// two page index arrays (pinned host memory, NULL for 0..n-1), the two bases
+// and the page size; the kernel computes every address itself.
 struct gw_copy_desc {
     unsigned long long src, dst, len;
 };
@@ -40,5 +44,60 @@ extern "C" __global__ void gw_batch_copy(const gw_copy_desc *d, unsigned int n)
         }
         for (; k < len; k += blockDim.x)
             t[k] = s[k];
+    }
+}
+
+// The paged form.  Work item w (of n pages x `chunks` pieces of at most
+// `chunk` bytes) is piece w % chunks of page p = w / chunks, copied from
+// sbase + sidx[p] * psize to dbase + didx[p] * psize (a NULL index array
+// reads as p).  A group of g threads (a power of two, 32 .. blockDim.x)
+// copies one item at a time; a block holds blockDim.x / g groups.  A block
+// takes `per` consecutive items per round (at most 64, a multiple of its
+// groups): their indices are read by `per` threads at once (host memory,
+// over PCIe: one round trip for the round, not one per page) into shared
+// memory, then the groups copy them.  The host sizes `per` so that the grid
+// is about one wave.
+extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned int *didx,
+                                        unsigned long long nitems, unsigned int chunks, unsigned long long sbase,
+                                        unsigned long long dbase, unsigned long long psize,
+                                        unsigned long long chunk, unsigned int g, unsigned int per)
+{
+    __shared__ unsigned long long ss[64], sdst[64], sl[64];
+    unsigned int ipb = blockDim.x / g, slot = threadIdx.x / g, lane = threadIdx.x % g;
+    for (unsigned long long base = (unsigned long long)blockIdx.x * per; base < nitems;
+         base += (unsigned long long)gridDim.x * per) {
+        unsigned long long w = base + threadIdx.x;
+        if (threadIdx.x < per && w < nitems) {
+            unsigned long long p = chunks == 1 ? w : w / chunks, off = (w - p * chunks) * chunk;
+            unsigned long long si = sidx ? sidx[p] : p, di = didx ? didx[p] : p, rest = psize - off;
+            ss[threadIdx.x] = sbase + si * psize + off;
+            sdst[threadIdx.x] = dbase + di * psize + off;
+            sl[threadIdx.x] = rest < chunk ? rest : chunk;
+        }
+        __syncthreads();
+        for (unsigned int j = slot; j < per && base + j < nitems; j += ipb) {
+            const unsigned char *s = (const unsigned char *)ss[j];
+            unsigned char *t = (unsigned char *)sdst[j];
+            unsigned long long len = sl[j], k = lane;
+            if ((((unsigned long long)s | (unsigned long long)t) & 15ull) == 0) {
+                unsigned long long nv = len >> 4;
+                const uint4 *sv = (const uint4 *)s;
+                uint4 *tv = (uint4 *)t;
+                /* four loads in flight per thread before the stores */
+                for (; k + 3ull * g < nv; k += 4ull * g) {
+                    uint4 a = sv[k], b = sv[k + g], c = sv[k + 2ull * g], d = sv[k + 3ull * g];
+                    tv[k] = a;
+                    tv[k + g] = b;
+                    tv[k + 2ull * g] = c;
+                    tv[k + 3ull * g] = d;
+                }
+                for (; k < nv; k += g)
+                    tv[k] = sv[k];
+                k = (nv << 4) + lane;
+            }
+            for (; k < len; k += g)
+                t[k] = s[k];
+        }
+        __syncthreads(); /* every group is done with the round before the next is loaded */
     }
 }

@@ -265,5 +265,12 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen);
  * stream (dev's context current). */
 gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_desc_t *desc, uint32_t n,
                                        char *why, size_t whylen);
+/* The paged form: one launch copies n pages of psize bytes, page i from
+ * sbase + sidx[i] * psize to dbase + didx[i] * psize (an index array NULL:
+ * i; otherwise pinned host memory kept until the launch completes).  The
+ * caller has checked every page's bounds on both sides. */
+gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
+                                     uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize, char *why,
+                                     size_t whylen);
 
 #endif

@@ -3,7 +3,14 @@
  * transport GPUWIRE_TRANSPORTS names (tcp: staging; intra: CUDA IPC):
  * a paged put GPU -> GPU with a counted notification, a list put host ->
  * GPU with an ordered one, a paged get GPU -> GPU; payloads verified by
- * copying the "device" memory back. */
+ * copying the "device" memory back.  Then the paged form's corners, each
+ * read back by a paged get: index arrays left NULL (pages 0..n-1), pages of
+ * an odd size larger than one kernel piece (64 KiB), the same page in
+ * several entries on either side, zero pages and zero-byte pages, and pages
+ * outside either region (refused before anything moves or launches, the
+ * message naming the entry).  Over intra with the kernel (FAKECUDA_LAUNCHES
+ * set) the paged batches go to the page kernel, which the fake driver runs
+ * by the index arrays, as the GPU would. */
 #include <poll.h>
 #include <unistd.h>
 
@@ -61,6 +68,39 @@ static void wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
         gw_progress(ctx);
     }
     REQUIRE(!"the other process did not answer within 30 s");
+}
+
+/* Launches logged so far by the fake driver (FAKECUDA_LAUNCHES): how many of
+ * kernel `name`, and the pages or descriptors they covered; 0 when no log. */
+static unsigned launches(const char *name, unsigned *sum, unsigned *big)
+{
+    const char *path = getenv("FAKECUDA_LAUNCHES");
+    FILE *lf = path ? fopen(path, "r") : NULL;
+    char k[32];
+    unsigned n, nl = 0;
+    *sum = *big = 0;
+    while (lf && fscanf(lf, "%31s %u\n", k, &n) == 2)
+        if (!strcmp(k, name)) {
+            nl++;
+            *sum += n;
+            *big += n > 8192;
+        }
+    if (lf)
+        fclose(lf);
+    return nl;
+}
+
+/* One paged transfer, waited for. */
+static gw_status_t pages(gw_ep_t *ep, int op, gw_mem_t *m, void *base, const uint32_t *lp, gw_rkey_t *rk,
+                         uint64_t raddr, const uint32_t *rp, size_t n, size_t ps)
+{
+    gw_request_t *r;
+    gw_status_t st = gw_xfer_pages(ep, op, m, base, lp, rk, raddr, rp, n, ps, NULL, &r);
+    if (st != GW_OK)
+        return st;
+    st = gw_request_wait(r, 20000);
+    gw_request_free(r);
+    return st;
 }
 
 /* page i of the selection: distinct (7919 is prime to NPAGES) */
@@ -153,23 +193,16 @@ int main(void)
     REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, msrc, src, lp, rk, base, rp, NSEL, PAGE, &o, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_free(r);
-    /* intra: the 700 scattered pages (no two adjacent on both sides) went to
-     * the kernel in one launch, every page once */
-    const char *launches = getenv("FAKECUDA_LAUNCHES");
-    if (launches) {
-        FILE *lf = fopen(launches, "r");
-        unsigned n, nl = 0, sum = 0, big = 0;
-        while (lf && fscanf(lf, "gw_batch_copy %u\n", &n) == 1) {
-            nl++;
-            sum += n;
-            big += n > 8192;
-        }
-        if (lf)
-            fclose(lf);
-        fprintf(stderr, "kernel launches of the paged put: %u, %u descriptors\n", nl, sum);
+    /* intra: the 700 scattered pages went to the page kernel as pages, in
+     * one launch, no descriptors built */
+    const int logged = getenv("FAKECUDA_LAUNCHES") != NULL;
+    unsigned sum, big;
+    if (logged) {
+        unsigned nl = launches("gw_page_copy", &sum, &big);
+        fprintf(stderr, "page kernel launches of the paged put: %u, %u pages\n", nl, sum);
         CHECK(nl == 1);
         CHECK(sum == NSEL);
-        CHECK(big == 0);
+        CHECK(launches("gw_batch_copy", &sum, &big) == 0);
     }
     /* 2. a list put host -> GPU, an ordered notification */
     gw_local_desc_t ld[50];
@@ -199,6 +232,107 @@ int main(void)
     free(got);
     free(want);
     free(zero);
+    unsigned kl0 = logged ? launches("gw_page_copy", &sum, &big) : 0;
+    CHECK(!logged || kl0 == 2);
+
+    /* 4. index arrays left NULL: src pages p4[i] -> remote pages 0..63, read
+     * back into dst pages 0..63 with both arrays NULL (one contiguous span) */
+    uint8_t *hs = dev_read(cu, src, REGION);
+    uint32_t p4[64];
+    for (uint32_t i = 0; i < 64; i++)
+        p4[i] = page(i * 3 + 1);
+    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, src, p4, rk, base, NULL, 64, PAGE), GW_OK);
+    CHECK_ST(pages(ep, GW_XFER_GET, mdst, dst, NULL, rk, base, NULL, 64, PAGE), GW_OK);
+    got = dev_read(cu, dst, REGION);
+    bad = 0;
+    for (uint32_t i = 0; i < 64; i++)
+        bad += memcmp(got + (size_t)i * PAGE, hs + (size_t)p4[i] * PAGE, PAGE) != 0;
+    CHECK(bad == 0);
+    free(got);
+
+    /* 5. pages of odd sizes from odd bases, none 16-byte aligned, scattered
+     * both ways: 40003 bytes (the page kernel's byte path), then 131075
+     * (from 64 KiB, intra expands them into entries for the descriptor
+     * kernel) */
+    unsigned kb0 = logged ? launches("gw_batch_copy", &sum, &big) : 0;
+    static const size_t odd_ps[2] = {40003, 2 * 65536 + 3};
+    for (int z = 0; z < 2; z++) {
+        const size_t ps5 = odd_ps[z];
+        uint32_t b5l[5] = {40, 3, 71, 0, 22}, b5r[5] = {9, 60, 1, 33, 50};
+        char *lb5 = (char *)src + 5, *rb5 = (char *)(uintptr_t)base + 7;
+        CHECK_ST(pages(ep, GW_XFER_PUT, msrc, lb5, b5l, rk, (uint64_t)(uintptr_t)rb5, b5r, 5, ps5), GW_OK);
+        CHECK_ST(pages(ep, GW_XFER_GET, mdst, (char *)dst + 1, b5l, rk, (uint64_t)(uintptr_t)rb5, b5r, 5, ps5), GW_OK);
+        got = dev_read(cu, dst, REGION);
+        bad = 0;
+        for (uint32_t i = 0; i < 5; i++)
+            bad += memcmp(got + 1 + b5l[i] * ps5, hs + 5 + b5l[i] * ps5, ps5) != 0;
+        CHECK(bad == 0);
+        free(got);
+    }
+
+    /* 6. the same page in several entries: local page 7 to remote pages
+     * 100..115 (a source read many times), then local pages 1 and 2 both to
+     * remote page 200 (its bytes come from one or the other) */
+    uint32_t d6l[16], d6r[16], w6l[2] = {1, 2}, w6r[2] = {200, 200};
+    for (uint32_t i = 0; i < 16; i++) {
+        d6l[i] = 7;
+        d6r[i] = 100 + i;
+    }
+    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, src, d6l, rk, base, d6r, 16, PAGE), GW_OK);
+    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, src, w6l, rk, base, w6r, 2, PAGE), GW_OK);
+    /* ... read back with the local side duplicated too: remote page 200 into
+     * dst pages 300 and 301, remote pages 100..115 into dst 400..415 */
+    uint32_t g6l[18], g6r[18];
+    for (uint32_t i = 0; i < 16; i++) {
+        g6l[i] = 400 + i;
+        g6r[i] = 100 + i;
+    }
+    g6l[16] = 300;
+    g6l[17] = 301;
+    g6r[16] = g6r[17] = 200;
+    CHECK_ST(pages(ep, GW_XFER_GET, mdst, dst, g6l, rk, base, g6r, 18, PAGE), GW_OK);
+    got = dev_read(cu, dst, REGION);
+    bad = 0;
+    for (uint32_t i = 0; i < 16; i++)
+        bad += memcmp(got + (size_t)(400 + i) * PAGE, hs + 7 * PAGE, PAGE) != 0;
+    CHECK(bad == 0);
+    /* the two writers of remote page 200 run at once on a GPU: each 16-byte
+     * piece comes from one of them (the H100 mixed them) */
+    int mixed_ok = 1;
+    for (size_t off = 0; off < PAGE; off += 16)
+        mixed_ok &= memcmp(got + 300 * PAGE + off, hs + 1 * PAGE + off, 16) == 0 ||
+                    memcmp(got + 300 * PAGE + off, hs + 2 * PAGE + off, 16) == 0;
+    CHECK(mixed_ok);
+    CHECK(memcmp(got + 300 * PAGE, got + 301 * PAGE, PAGE) == 0);
+    free(got);
+    unsigned kl1 = logged ? launches("gw_page_copy", &sum, &big) : 0;
+    CHECK(!logged || kl1 == kl0 + 7); /* 4: two, 5: two (40003), 6: three */
+    CHECK(!logged || launches("gw_batch_copy", &sum, &big) == kb0 + 2); /* 5: 131075 */
+
+    /* 7. zero pages, and pages of zero bytes: valid, nothing moves or launches */
+    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, src, p4, rk, base, p4, 0, PAGE), GW_OK);
+    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, src, p4, rk, base, p4, 64, 0), GW_OK);
+    CHECK_ST(pages(ep, GW_XFER_GET, mdst, dst, NULL, rk, base, NULL, 0, 0), GW_OK);
+
+    /* 8. a page outside either region: refused at posting, naming the entry */
+    uint32_t e8l[40], e8r[40];
+    for (uint32_t i = 0; i < 40; i++)
+        e8l[i] = e8r[i] = i * 10;
+    e8r[23] = NPAGES; /* the first page past the remote region */
+    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, src, e8l, rk, base, e8r, 40, PAGE), GW_ERR_OUT_OF_BOUNDS);
+    CHECK(strstr(gw_last_error(ctx), "entry 23: remote page 3072") != NULL);
+    e8r[23] = 230;
+    e8l[31] = UINT32_MAX; /* far past it (the address would overflow 32 bits of pages times 4 KiB) */
+    CHECK_ST(pages(ep, GW_XFER_GET, mdst, dst, e8l, rk, base, e8r, 40, PAGE), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "entry 31: local page 4294967295") != NULL);
+    e8l[31] = 310;
+    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, (char *)src + 1, e8l, rk, base, e8r, 40, PAGE), GW_OK);
+    e8l[39] = NPAGES - 1; /* the last page, from a base one byte in: its last byte is outside */
+    CHECK_ST(pages(ep, GW_XFER_PUT, msrc, (char *)src + 1, e8l, rk, base, e8r, 40, PAGE), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "entry 39: local page 3071") != NULL);
+    unsigned kl2 = logged ? launches("gw_page_copy", &sum, &big) : 0;
+    CHECK(!logged || kl2 == kl1 + 1); /* only the good one of section 8 launched */
+    free(hs);
     REQUIRE(gwt_chan_send(&pch, "q", 1) == 0);
     /* intra: how the GPU entries moved (the copy kernel, or copy-engine copies with the reason) */
     const char *want_path = getenv("BATCH_GPU_EXPECT");

@@ -270,10 +270,14 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
     return OK;
 }
 
-/* The batched copy kernel (src/cuda/copy_kernel.cu): a module whose image
- * names gw_batch_copy loads (unless FAKECUDA_NO_MODULE is set); a launch does
- * the descriptors' copies at once.  FAKECUDA_LAUNCHES, when set, names a file
- * that gets one line per launch (tests check the kernel ran). */
+/* The batched copy kernels (src/cuda/copy_kernel.cu): a module whose image
+ * names gw_batch_copy and gw_page_copy loads (unless FAKECUDA_NO_MODULE is
+ * set); a launch does the copies at once, reading the descriptors, or the
+ * page index arrays, where the GPU would (host or fake device memory).
+ * FAKECUDA_LAUNCHES, when set, names a file that gets one line per launch
+ * (tests check which kernel ran, over how many descriptors or pages). */
+#define FN_BATCH ((void *)(uintptr_t)0x46554e)
+#define FN_PAGE ((void *)(uintptr_t)0x504147)
 static CUresult cuModuleLoadData(void **m, const void *image)
 {
     if (getenv("FAKECUDA_NO_MODULE") || !strstr((const char *)image, "gw_batch_copy"))
@@ -283,36 +287,83 @@ static CUresult cuModuleLoadData(void **m, const void *image)
 }
 static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
 {
-    if (m != (void *)(uintptr_t)0x4d4f44 || strcmp(name, "gw_batch_copy") != 0)
+    if (m != (void *)(uintptr_t)0x4d4f44)
         return EINVAL_;
-    *f = (void *)(uintptr_t)0x46554e;
+    if (!strcmp(name, "gw_batch_copy"))
+        *f = FN_BATCH;
+    else if (!strcmp(name, "gw_page_copy"))
+        *f = FN_PAGE;
+    else
+        return EINVAL_;
     return OK;
 }
+
+/* gw_page_copy's semantics: item w (of nitems = pages x chunks) copies piece
+ * w % chunks (at most `chunk` bytes) of page p = w / chunks from
+ * sbase + sidx[p] * psize to dbase + didx[p] * psize; NULL index arrays
+ * read as p.  A group of g threads per item, g a power of two from 32 to the
+ * block's size, and `per` items per block and round (a multiple of the
+ * block's groups, at most 64), as the kernel requires. */
+static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npages)
+{
+    uintptr_t sidx = *(const uintptr_t *)params[0], didx = *(const uintptr_t *)params[1];
+    unsigned long long nitems = *(const unsigned long long *)params[2];
+    unsigned chunks = *(const unsigned *)params[3];
+    unsigned long long sbase = *(const unsigned long long *)params[4], dbase = *(const unsigned long long *)params[5];
+    unsigned long long psize = *(const unsigned long long *)params[6], chunk = *(const unsigned long long *)params[7];
+    unsigned g = *(const unsigned *)params[8], per = *(const unsigned *)params[9];
+    if (!chunks || !chunk || !psize || nitems % chunks || (unsigned long long)chunks * chunk < psize ||
+        (unsigned long long)(chunks - 1) * chunk >= psize || g < 32 || g > bx || (g & (g - 1)) || bx % g ||
+        per < bx / g || per > 64 || per % (bx / g))
+        return EINVAL_;
+    unsigned long long n = nitems / chunks;
+    const uint32_t *si = sidx ? (const uint32_t *)hv(sidx, (size_t)n * 4) : NULL;
+    const uint32_t *di = didx ? (const uint32_t *)hv(didx, (size_t)n * 4) : NULL;
+    if ((sidx && !si) || (didx && !di))
+        return EINVAL_;
+    *npages = (unsigned)n;
+    for (unsigned long long w = 0; w < nitems && !nocopy; w++) {
+        unsigned long long p = w / chunks, off = (w % chunks) * chunk, len = psize - off < chunk ? psize - off : chunk;
+        unsigned long long s = sbase + (si ? si[p] : p) * psize + off, d = dbase + (di ? di[p] : p) * psize + off;
+        CUresult r = copy((uintptr_t)d, (uintptr_t)s, (size_t)len);
+        if (r != OK)
+            return r;
+    }
+    return OK;
+}
+
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned sh, void *st, void **params, void **extra)
 {
-    (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
-    if (f != (void *)(uintptr_t)0x46554e || !params)
-        return EINVAL_;
-    unsigned n = *(const unsigned *)params[1];
-    /* the descriptors may be in (fake) device memory, as the GPU would read them */
-    const uint64_t *d = (const uint64_t *)hv(*(const uintptr_t *)params[0], (size_t)n * 24);
-    if (!d)
+    (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
+    if ((f != FN_BATCH && f != FN_PAGE) || !params)
         return EINVAL_;
     /* FAKECUDA_KERNEL_NOCOPY: the launch moves nothing, for profiling the
      * host side of a batch without the fake's memcpy in the samples */
     static int nocopy = -1;
     if (nocopy < 0)
         nocopy = getenv("FAKECUDA_KERNEL_NOCOPY") != NULL;
-    for (unsigned i = 0; i < n && !nocopy; i++) {
-        CUresult r = copy((uintptr_t)d[3 * i + 1], (uintptr_t)d[3 * i], (size_t)d[3 * i + 2]);
+    unsigned n = 0;
+    if (f == FN_PAGE) {
+        CUresult r = page_copy(params, bx, nocopy, &n);
         if (r != OK)
             return r;
+    } else {
+        n = *(const unsigned *)params[1];
+        /* the descriptors may be in (fake) device memory, as the GPU would read them */
+        const uint64_t *d = (const uint64_t *)hv(*(const uintptr_t *)params[0], (size_t)n * 24);
+        if (!d)
+            return EINVAL_;
+        for (unsigned i = 0; i < n && !nocopy; i++) {
+            CUresult r = copy((uintptr_t)d[3 * i + 1], (uintptr_t)d[3 * i], (size_t)d[3 * i + 2]);
+            if (r != OK)
+                return r;
+        }
     }
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
-        fprintf(lf, "gw_batch_copy %u\n", n);
+        fprintf(lf, "%s %u\n", f == FN_PAGE ? "gw_page_copy" : "gw_batch_copy", n);
         fclose(lf);
     }
     __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);

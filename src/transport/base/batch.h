@@ -14,6 +14,17 @@
  * that moves an entry through a peer region must still let the target (or its
  * region table) have the last word on bounds, access and revocation, exactly
  * as for a single put/get.
+ *
+ * The paged form may come unexpanded: a transport that says
+ * GW_TL_BATCH_PAGES gets a gw_xfer_pages batch with GPU memory on both sides
+ * as the page arrays (`npages` > 0, `n` 0), every page checked against the
+ * local region and the key (the span [rlo, rhi) too).  `lpage` and `rpage`
+ * are then the caller's arrays, valid only during the `submit` call: the
+ * transport copies them there (and points the batch at its copies) or
+ * expands the batch there.  It either moves the pages as they are (a kernel
+ * that computes the addresses) or calls gw_batch_expand() once, which
+ * writes the entries into `ent` (room for `npages` is there): the changes a
+ * transport may make to a batch.
  */
 #ifndef GW_TRANSPORT_BATCH_H
 #define GW_TRANSPORT_BATCH_H
@@ -49,7 +60,49 @@ typedef struct gw_batch {
     const gw_rkey_t *rkey;
     uint32_t nrkey;
     uint32_t *busy[2];        /* use counts of the lists it came from, released at the end */
+    /* the paged form, unexpanded (GW_TL_BATCH_PAGES): page i moves psize bytes
+     * between plbase + lpage[i] * psize and prbase + rpage[i] * psize (a NULL
+     * array reads as i); lreg and rreg 0 */
+    uint32_t npages;
+    const uint32_t *lpage, *rpage;
+    uint64_t plbase, prbase, psize;
 } gw_batch_t;
+
+/* Appends an entry, merging it into the previous one when it continues it on
+ * both sides; a zero-length entry is dropped.  ent[] has room. */
+static inline void gw_batch_add(gw_batch_t *b, uint64_t la, uint64_t ra, uint64_t len, uint32_t lreg, uint32_t rreg)
+{
+    if (!len)
+        return;
+    b->total += len;
+    b->rlo = ra < b->rlo ? ra : b->rlo;
+    b->rhi = ra + len > b->rhi ? ra + len : b->rhi;
+    if (b->n) {
+        gw_batch_ent_t *p = &b->ent[b->n - 1];
+        if (p->lreg == lreg && p->rreg == rreg && p->laddr + p->len == la && p->raddr + p->len == ra) {
+            p->len += len;
+            return;
+        }
+    }
+    b->ent[b->n++] = (gw_batch_ent_t){la, ra, len, lreg, rreg};
+}
+
+/* Makes an unexpanded paged batch an entry batch (no-op for others): the
+ * entries the api layer would have built, merged where pages continue each
+ * other on both sides.  total, rlo and rhi are unchanged. */
+static inline void gw_batch_expand(gw_batch_t *b)
+{
+    if (!b->npages)
+        return;
+    uint64_t total = b->total, rlo = b->rlo, rhi = b->rhi, ps = b->psize;
+    for (uint32_t i = 0; i < b->npages; i++)
+        gw_batch_add(b, b->plbase + (uint64_t)(b->lpage ? b->lpage[i] : i) * ps,
+                     b->prbase + (uint64_t)(b->rpage ? b->rpage[i] : i) * ps, ps, 0, 0);
+    b->total = total;
+    b->rlo = rlo;
+    b->rhi = rhi;
+    b->npages = 0;
+}
 
 /* CUDA ordinal of entry e's local region, -1 for host memory. */
 static inline int gw_batch_ldev(const gw_batch_t *b, const gw_batch_ent_t *e)

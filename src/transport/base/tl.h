@@ -101,6 +101,7 @@ enum {
     GW_TL_BATCH_NATIVE = 1u << 0,   /* submit() takes GW_OP_BATCH requests (batch.h) */
     GW_TL_BATCH_GPU = 1u << 1,      /* ... whose regions may be GPU memory */
     GW_TL_BATCH_COUNTED = 1u << 2,  /* ... with a counted notification (GW_NOTIFY_COUNTED) */
+    GW_TL_BATCH_PAGES = 1u << 3,    /* ... paged batches of GPU memory on both sides unexpanded (batch.h) */
 };
 typedef struct gw_tl_caps {
     size_t eager_max;   /* largest message sent in one piece, without a rendezvous */

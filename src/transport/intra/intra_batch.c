@@ -10,11 +10,18 @@
  *    checks every entry against the owner's slot (bounds, access): a region
  *    revoked before the batch fails it whole, with nothing moved;
  *  - host <-> peer host entries: process_vm_writev/readv over iovec arrays,
- *    up to 1024 entries per call, at posting;
+ *    up to 1024 entries per call, at posting; where every region the batch
+ *    names is one its owner allocated (gw_mem_alloc: shared memory mapped
+ *    here too), memcpy per entry instead, as a single put does (CMA pins
+ *    each remote piece: about 0.4 us per 1 KiB entry);
  *  - local GPU <-> peer GPU entries: the gather/scatter copy kernel
  *    (src/cuda/copy_kernel.cu) over the peer's imported allocations, launched
  *    in chunks as the descriptors are built (one copy-engine copy per entry
- *    where the kernel cannot load); local host <-> peer GPU: one cuMemcpyAsync
+ *    where the kernel cannot load); a paged batch (gw_xfer_pages, GPU on
+ *    both sides, its span in one peer allocation) goes to the page kernel as
+ *    it came: its index arrays copied into pinned memory, one launch, no
+ *    per-page work on the host at all (pages under 64 KiB; larger ones go
+ *    by entries, which measured faster); local host <-> peer GPU: one cuMemcpyAsync
  *    per entry; local GPU <-> peer host: the pinned bounce buffer.  One
  *    stream and one event for the batch.
  *  - one classifying pass (with the bounds check) counts each kind, and the
@@ -54,6 +61,8 @@ typedef struct intrab_op {
     uint32_t nhgpu;                /* entries local host <-> peer GPU (copy engine) */
     size_t host_bytes;             /* bytes of the nhost entries */
     size_t nkdesc;                 /* kernel descriptors the npeer entries make (GW_COPY_DESC_MAX_LEN each) */
+    int shm;                       /* host entries by memcpy: every key's region is mapped here (shm_delta) */
+    intptr_t *shm_delta;           /* per key: local address - peer address of its mapping */
     rdesc_t rd[];                  /* per key of the batch: the peer slot entered */
 } intrab_op_t;
 
@@ -73,6 +82,25 @@ static inline int ent_ldev(const intrab_op_t *op, const gw_batch_ent_t *en)
     return op->ldev[en->lreg];
 }
 
+/* Gives the op's pinned buffer back: the interface keeps the larger of it
+ * and its spare for the next batch. */
+static void intrab_unpin(intrab_op_t *op)
+{
+    if (!op->desc)
+        return;
+    intra_iface_t *ifc = op->ifc;
+    if (op->desc_cap > ifc->bdesc_cap) {
+        if (ifc->bdesc)
+            ifc->cu->cuMemFreeHost(ifc->bdesc);
+        ifc->bdesc = op->desc;
+        ifc->bdesc_cap = op->desc_cap;
+    } else {
+        ifc->cu->cuMemFreeHost(op->desc);
+    }
+    op->desc = NULL;
+    op->desc_cap = 0;
+}
+
 static void intrab_fini(gw_request_t *r)
 {
     intrab_op_t *op = r->intra.batch;
@@ -80,17 +108,7 @@ static void intrab_fini(gw_request_t *r)
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         intrab_leave(op);
-        if (op->desc) { /* the launch is complete: keep the larger buffer for the next batch */
-            intra_iface_t *ifc = op->ifc;
-            if (op->desc_cap > ifc->bdesc_cap) {
-                if (ifc->bdesc)
-                    ifc->cu->cuMemFreeHost(ifc->bdesc);
-                ifc->bdesc = op->desc;
-                ifc->bdesc_cap = op->desc_cap;
-            } else {
-                ifc->cu->cuMemFreeHost(op->desc);
-            }
-        }
+        intrab_unpin(op); /* the launch is complete */
         free(op);
     }
     if (next)
@@ -147,7 +165,7 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
                           "gw_xfer_batch: the remote region 0x%" PRIx64 " (+%" PRIu64 ") was deregistered by its owner",
                           rk->addr, rk->len);
         }
-        op->rd[k] = (rdesc_t){.gpu = s->kind != GW_INTRA_SLOT_HOST, .slot = si, .s = s, .id = id};
+        op->rd[k] = (rdesc_t){.gpu = s->kind != GW_INTRA_SLOT_HOST && s->kind != GW_INTRA_SLOT_SHM, .slot = si, .s = s, .id = id};
         op->entered = 1;
         if (!(s->access & need)) {
             intrab_leave(op);
@@ -162,17 +180,23 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
     op->nhost = op->npeer = op->nstage = op->nhgpu = 0;
     op->host_bytes = 0;
     op->nkdesc = 0;
-    if (b->nrkey == 1 && b->nlmem == 1 && b->n) {
+    if (b->nrkey == 1 && b->nlmem == 1 && (b->n || b->npages)) {
         /* one region each side (the paged form, most lists): the span of
          * the entries is checked once, and every entry is of one kind */
         const rdesc_t *r = &op->rd[0];
         if (gw_range_inside(r->s->addr, r->s->len, b->rlo, b->rhi - b->rlo)) {
-            /* at most one descriptor more per entry than the bytes need */
-            count_kind(op, r->gpu, op->ldev[0], b->n, b->total,
-                       (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN));
+            if (b->npages && !(r->gpu && op->ldev[0] >= 0))
+                gw_batch_expand((gw_batch_t *)b); /* the owner's slot says host memory: CMA or staging, by entry */
+            if (b->npages) /* a descriptor per page piece, should the kernel take entries after all */
+                count_kind(op, 1, op->ldev[0], b->npages, b->total,
+                           (size_t)b->npages * (size_t)((b->psize + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN));
+            else /* at most one descriptor more per entry than the bytes need */
+                count_kind(op, r->gpu, op->ldev[0], b->n, b->total,
+                           (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN));
             return GW_OK;
         }
         /* some entry is outside: the pass below names it */
+        gw_batch_expand((gw_batch_t *)b);
     }
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
@@ -195,6 +219,35 @@ static inline int host_ent(const gw_batch_t *b, const intrab_op_t *op, const gw_
     return !op->rd[en->rreg].gpu && ent_ldev(op, en) < 0;
 }
 
+/* Host <-> peer host entries by memcpy through the peer's shared regions
+ * mapped here (op->shm), from the op's cursor, until the end or `budget`
+ * bytes moved; as intrab_cma. */
+static size_t intrab_shm(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, size_t budget, int *fin)
+{
+    size_t moved = 0;
+    for (; op->cur < b->n && moved < budget; op->cur++, op->off = 0) {
+        const gw_batch_ent_t *en = &b->ent[op->cur];
+        if (!host_ent(b, op, en))
+            continue;
+        size_t len = (size_t)GW_MIN(en->len - op->off, (uint64_t)(budget - moved));
+        uint8_t *l = (uint8_t *)(uintptr_t)(en->laddr + op->off);
+        uint8_t *r = (uint8_t *)(uintptr_t)(en->raddr + op->off + (uint64_t)op->shm_delta[en->rreg]);
+        if (b->get)
+            memcpy(l, r, len);
+        else
+            memcpy(r, l, len);
+        moved += len;
+        if (op->off + len < en->len) {
+            op->off += len;
+            break;
+        }
+    }
+    *fin = op->cur >= b->n;
+    if (moved)
+        e->n_shm++;
+    return moved;
+}
+
 /* Host <-> peer host entries by CMA from the op's cursor, INTRAB_IOV entries
  * per call, until the end or `budget` bytes moved.  Returns the bytes moved;
  * *fin when the cursor reached the end. */
@@ -206,6 +259,8 @@ static size_t intrab_cma(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, si
     size_t moved = 0;
     *st = GW_OK;
     *fin = 0;
+    if (op->shm)
+        return intrab_shm(e, b, op, budget, fin);
     while (moved < budget) {
         int n = 0;
         size_t want = 0;
@@ -325,6 +380,20 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
     gw_core_t *c = e->super.iface->core;
     uint32_t lreg = UINT32_MAX; /* the last segment imported: entries of a batch mostly share one */
     uint64_t lo = 0, hi = 0;
+    if (b->npages) { /* unexpanded pages: the allocations under their span */
+        const rdesc_t *r = &op->rd[0];
+        for (uint64_t ra = b->rlo; ra < b->rhi;) {
+            uint32_t sg = seg_index(r->s, ra);
+            CUdeviceptr base = 0;
+            gw_status_t st = sg < r->s->nseg ? intra_import_seg(e, r->slot, r->s, r->id, sg, dev, &base)
+                                             : gw_err(c, GW_ERR_OUT_OF_BOUNDS, "intra: remote address 0x%" PRIx64
+                                                      " is in no allocation of the peer's region", ra);
+            if (st != GW_OK)
+                return st;
+            ra = r->s->seg[sg].base + r->s->seg[sg].size;
+        }
+        return GW_OK;
+    }
     for (uint32_t i = 0; i < b->n; i++) {
         const gw_batch_ent_t *en = &b->ent[i];
         const rdesc_t *r = &op->rd[en->rreg];
@@ -362,6 +431,58 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
  * transfers").  *queued: copies were queued on *stream. */
 #define INTRAB_KCHUNK 8192
 
+/* A pinned buffer of at least cap bytes for the op's launch (the interface's
+ * spare when large enough), kept in op->desc until the launch completes. */
+static gw_status_t intrab_pinned(intra_ep_t *e, intrab_op_t *op, size_t cap, void **out)
+{
+    void *d = NULL;
+    intrab_unpin(op); /* (a paged batch's index arrays, once it was expanded) */
+    if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
+        d = e->ifc->bdesc;
+        cap = e->ifc->bdesc_cap;
+        e->ifc->bdesc = NULL;
+        e->ifc->bdesc_cap = 0;
+    } else {
+        CUresult cr = e->ifc->cu->cuMemHostAlloc(&d, cap, CU_MEMHOSTALLOC_PORTABLE);
+        if (cr != CUDA_SUCCESS)
+            return intra_cu_err(e->super.iface->core, "cuMemHostAlloc(batch copy descriptors)", cr);
+    }
+    op->desc = d;
+    op->desc_cap = cap;
+    *out = d;
+    return GW_OK;
+}
+
+/* An unexpanded paged batch (GPU on both sides) by the page kernel, one
+ * launch (its index arrays are in pinned memory already: op->desc, from
+ * intrab_batch).  GW_ERR_UNSUPPORTED when the pages' span crosses
+ * allocations of the peer's region (the caller expands the batch and goes
+ * by entry). */
+static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev,
+                                CUstream stream)
+{
+    const rdesc_t *r = &op->rd[0];
+    const gw_intra_slot_t *s = r->s;
+    uint32_t sg = seg_index(s, b->rlo);
+    if (sg == s->nseg || b->rhi > s->seg[sg].base + s->seg[sg].size)
+        return GW_ERR_UNSUPPORTED;
+    CUdeviceptr base = 0;
+    gw_status_t st = intra_import_seg(e, r->slot, s, r->id, sg, dev, &base);
+    if (st != GW_OK)
+        return st == GW_INPROGRESS ? gw_err(e->super.iface->core, GW_ERR_UNSUPPORTED,
+                                            "intra: region mixes allocation kinds")
+                                   : st;
+    uint32_t n = b->npages;
+    const uint32_t *lp = b->lpage, *rp = b->rpage; /* pinned copies (intrab_batch) */
+    /* the peer's page p at prbase + p * psize, as mapped here (the base may
+     * lie below the allocation: only the pages' addresses need be inside) */
+    uint64_t rbase = (uint64_t)base - s->seg[sg].base + b->prbase;
+    char why[200];
+    st = b->get ? gw_cuda_page_copy_launch(dev, stream, rp, lp, n, rbase, b->plbase, b->psize, why, sizeof(why))
+                : gw_cuda_page_copy_launch(dev, stream, lp, rp, n, b->plbase, rbase, b->psize, why, sizeof(why));
+    return st == GW_OK ? GW_OK : gw_err(e->super.iface->core, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
+}
+
 static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
                               int *queued)
 {
@@ -375,21 +496,28 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
         gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
     }
+    if (b->npages) {
+        /* pages of 64 KiB and more go by entries and the descriptor kernel:
+         * on an H100, 64 x 1 MiB pages ran at 0.71-0.73x of one contiguous
+         * copy through the page kernel, 0.82-0.83x as entries (few entries:
+         * little host work; docs/PERFORMANCE.md, "Batched transfers") */
+        gw_status_t st = kernel && b->psize < GW_COPY_DESC_MAX_LEN ? intrab_pages(e, b, op, dev, stream)
+                                                                     : GW_ERR_UNSUPPORTED;
+        if (st == GW_OK) {
+            snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
+            e->n_kernel++;
+            *queued = 1;
+            return GW_OK;
+        }
+        if (st != GW_ERR_UNSUPPORTED)
+            return st;
+        gw_batch_expand((gw_batch_t *)b); /* no kernel, large pages, or a span over several allocations */
+    }
     if (kernel) {
         gw_copy_desc_t *d = NULL;
-        size_t cap = nk * sizeof(*d);
-        if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
-            d = e->ifc->bdesc;
-            cap = e->ifc->bdesc_cap;
-            e->ifc->bdesc = NULL;
-            e->ifc->bdesc_cap = 0;
-        } else {
-            CUresult cr = cu->cuMemHostAlloc((void **)&d, cap, CU_MEMHOSTALLOC_PORTABLE);
-            if (cr != CUDA_SUCCESS)
-                return intra_cu_err(c, "cuMemHostAlloc(batch copy descriptors)", cr);
-        }
-        op->desc = d;
-        op->desc_cap = cap;
+        gw_status_t pst = intrab_pinned(e, op, nk * sizeof(*d), (void **)&d);
+        if (pst != GW_OK)
+            return pst;
         size_t k = 0, launched = 0;
         uint32_t creg = UINT32_MAX; /* the last segment resolved: (key, segment) -> imported base */
         uint64_t clo = 0, chi = 0;
@@ -494,6 +622,25 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
         intra_rma_done(e, req, st);
         return;
     }
+    /* host entries into regions their owner allocated (shared memory): by
+     * memcpy when every key's region is one and mapped here */
+    op->shm = 0;
+    if (op->nhost) {
+        int all = 1;
+        for (uint32_t k = 0; k < b->nrkey && all; k++)
+            all = !op->used[k] || (!op->rd[k].gpu && op->rd[k].s->kind == GW_INTRA_SLOT_SHM);
+        for (uint32_t k = 0; k < b->nrkey && all; k++) {
+            if (!op->used[k])
+                continue;
+            /* not mapped yet (its fd was asked for: GW_INPROGRESS) or not
+             * mappable: this batch goes by CMA, which reaches any host region */
+            all = intra_shm_delta(e, &op->rd[k], &op->shm_delta[k]) == GW_OK;
+            if (e->failed) /* asking for the fd failed the endpoint, and with it this request */
+                return;
+        }
+        op->shm = all;
+        st = GW_OK;
+    }
     int gpu = 0, dev = -1;
     for (uint32_t k = 0; k < b->nrkey; k++)
         if (op->used[k] && op->rd[k].gpu && dev < 0) {
@@ -583,23 +730,45 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     intra_ep_t *e = to_ep(tep);
     const gw_batch_t *b = req->batch;
     size_t nk = b->nrkey ? b->nrkey : 1, nl = b->nlmem ? b->nlmem : 1;
-    intrab_op_t *op = calloc(1, sizeof(*op) + nk * sizeof(rdesc_t) + nl * sizeof(int32_t) + nk);
+    intrab_op_t *op = calloc(1, sizeof(*op) + nk * (sizeof(rdesc_t) + sizeof(intptr_t)) + nl * sizeof(int32_t) + nk);
     if (!op)
         return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a batch");
     op->nslot = b->nrkey;
     op->ifc = e->ifc;
-    op->ldev = (int32_t *)&op->rd[nk];
+    op->shm_delta = (intptr_t *)&op->rd[nk];
+    op->ldev = (int32_t *)&op->shm_delta[nk];
     for (uint32_t k = 0; k < b->nlmem; k++)
         op->ldev[k] = b->lmem[k] && b->lmem[k]->type == GW_MEM_CUDA ? b->lmem[k]->cuda_device : -1;
     op->used = (uint8_t *)&op->ldev[nl];
     if (b->nrkey == 1)
-        op->used[0] = b->n > 0;
+        op->used[0] = b->n > 0 || b->npages > 0;
     else
         for (uint32_t i = 0; i < b->n; i++)
             op->used[b->ent[i].rreg] = 1;
     op->fini = req->fini;
     req->fini = intrab_fini;
     req->intra.batch = op;
+    if (b->npages) { /* the caller's index arrays are ours only during this call: into pinned memory */
+        gw_batch_t *pb = req->batch;
+        size_t arrays = (b->lpage != NULL) + (b->rpage != NULL);
+        uint32_t *ix = NULL;
+        if (!arrays) {
+            /* both NULL: nothing to copy */
+        } else if (!e->ifc->cu ||
+                   intrab_pinned(e, op, arrays * b->npages * sizeof(uint32_t), (void **)&ix) != GW_OK) {
+            gw_batch_expand(pb); /* (no CUDA, no pinned memory: by entry, which fails or copes later) */
+        } else {
+            if (b->lpage) {
+                memcpy(ix, b->lpage, b->npages * sizeof(uint32_t));
+                pb->lpage = ix;
+                ix += b->npages;
+            }
+            if (b->rpage) {
+                memcpy(ix, b->rpage, b->npages * sizeof(uint32_t));
+                pb->rpage = ix;
+            }
+        }
+    }
     req->intra.slot = NULL;
     req->intra.state = ST_NEW;
     if (!e->ready) {

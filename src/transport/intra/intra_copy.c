@@ -330,6 +330,20 @@ static gw_status_t shm_ptr(intra_ep_t *e, const rdesc_t *r, size_t len, uint8_t 
     return GW_OK;
 }
 
+/* Where peer slot r->s (an allocated, shared region) is mapped here: the
+ * whole slot checked against the mapping; *delta added to a peer address
+ * gives the local one.  GW_INPROGRESS: its fd was asked for (again later). */
+gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta)
+{
+    rdesc_t whole = *r;
+    whole.addr = r->s->addr;
+    uint8_t *p = NULL;
+    gw_status_t st = shm_ptr(e, &whole, (size_t)r->s->len, &p);
+    if (st == GW_OK)
+        *delta = (intptr_t)((uintptr_t)p - (uintptr_t)whole.addr);
+    return st;
+}
+
 /* Starts moving len bytes.  Returns GW_OK when done synchronously,
  * GW_INPROGRESS when a CUDA copy was queued (req goes on e->inflight), an
  * error otherwise.  The caller holds the peer slot's inflight count. */

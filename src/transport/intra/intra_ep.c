@@ -307,6 +307,8 @@ void intra_retry_waiting(intra_ep_t *e)
         gw_list_push_back(&todo, p);
     }
     gw_list_for_each_safe(p, t, &todo) {
+        if (e->failed) /* an issue below failed the endpoint: the base completed the rest (do not touch them) */
+            return;
         gw_list_del(p);
         issue(e, gw_container_of(p, gw_request_t, tl_link));
     }

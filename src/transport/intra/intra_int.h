@@ -208,6 +208,7 @@ void intra_cma_flush(intra_ep_t *e);
 int intra_cma_queue(intra_ep_t *e, gw_request_t *req);
 
 /* intra_batch.c */
+gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta);
 size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin);
 int intrab_part_done(gw_request_t *req, gw_status_t *st);
 void intrab_issue(intra_ep_t *e, gw_request_t *req);
