@@ -243,6 +243,134 @@ static void tcpb_op_fini(gw_request_t *r)
         next(r);
 }
 
+/* ---- GPU entries of a put: gathered by the copy kernel ------------------------------------
+ * Every run holding GPU entries (all of one device) is laid out in one
+ * pinned buffer as its frame's payload: descriptor block, then the entries'
+ * bytes, so that the frame is written like any contiguous payload (by a
+ * helper thread too).  The kernel copies the GPU entries in, one launch per
+ * KGROUP bytes of runs (each launch costs the posting thread microseconds;
+ * smaller groups let the first frames go out sooner); host entries of such
+ * a run are copied in by the CPU.  A frame waits for its launch's event
+ * before it is written (tcp_tx_kern_pending). */
+#define KGROUP (2u << 20)
+
+typedef struct tcpb_gather {
+    tcp_gbuf_t *gb;
+    uint64_t *roff; /* run r's payload offset in gb, UINT64_MAX: a run without GPU entries */
+    int *rev;       /* run r's launch event */
+} tcpb_gather_t;
+
+static size_t run_dlen(uint32_t n)
+{
+    return GW_TCP_BDESC_HDR + (size_t)n * GW_TCP_BDESC_ENT;
+}
+
+/* 0: done (g->gb holds one reference for the caller); -1: failed, error set. */
+static int gather_put(tcp_ep_t *ep, const tcpb_cut_t *k, int dev, tcpb_gather_t *g)
+{
+    tcp_iface_t *tif = ep->tif;
+    memset(g, 0, sizeof(*g));
+    g->roff = malloc(k->nruns * sizeof(*g->roff));
+    g->rev = malloc(k->nruns * sizeof(*g->rev));
+    if (!g->roff || !g->rev) {
+        gw_err(CORE(ep), GW_ERR_NOMEM, "tcp: out of memory gathering a GPU batch");
+        return -1;
+    }
+    size_t off = 0, nd = 0;
+    for (uint32_t r = 0; r < k->nruns; r++) {
+        uint32_t f = k->first[r], n = k->first[r + 1] - f;
+        size_t data = 0, rd = 0;
+        for (uint32_t i = f; i < f + n; i++) {
+            data += k->pc[i].len;
+            if (k->pc[i].ldev >= 0)
+                rd += (k->pc[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+        }
+        g->rev[r] = -1;
+        if (!rd) {
+            g->roff[r] = UINT64_MAX;
+            continue;
+        }
+        size_t dlen = run_dlen(n);
+        off = ((off + dlen + 15) & ~(size_t)15) - dlen; /* the entries' bytes 16-byte aligned (the kernel's wide path) */
+        g->roff[r] = off;
+        off += dlen + data;
+        nd += rd;
+    }
+    size_t doff = (off + 63) & ~(size_t)63;
+    g->gb = tcp_gbuf_get(tif, dev, doff + nd * sizeof(gw_copy_desc_t));
+    if (!g->gb)
+        return -1;
+    uint8_t *host = g->gb->host;
+    gw_copy_desc_t *d = (gw_copy_desc_t *)(host + doff);
+    size_t kd = 0, launched = 0, grp = 0;
+    uint32_t grp_first = 0;
+    for (uint32_t r = 0; r < k->nruns; r++) {
+        if (g->roff[r] == UINT64_MAX)
+            continue;
+        uint32_t f = k->first[r], n = k->first[r + 1] - f;
+        uint8_t *blk = host + g->roff[r], *w = blk + run_dlen(n);
+        gw_tcp_bdesc_init(blk, n);
+        for (uint32_t i = 0; i < n; i++) {
+            const tcpb_piece_t *p = &k->pc[f + i];
+            gw_tcp_bdesc_set(blk, i, p->region, p->raddr, p->len);
+            if (p->ldev < 0) {
+                memcpy(w, (const void *)(uintptr_t)p->laddr, p->len);
+            } else {
+                for (uint64_t o = 0; o < p->len; o += GW_COPY_DESC_MAX_LEN)
+                    d[kd++] = (gw_copy_desc_t){p->laddr + o, (uint64_t)(uintptr_t)(w + o),
+                                               GW_MIN(p->len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
+            }
+            w += p->len;
+            grp += p->len;
+        }
+        uint32_t nx = r + 1; /* the next run with GPU entries, if any */
+        while (nx < k->nruns && g->roff[nx] == UINT64_MAX)
+            nx++;
+        if (grp >= KGROUP || nx == k->nruns) {
+            int ev = tcp_kern_launch(tif, g->gb, d + launched, (uint32_t)(kd - launched));
+            if (ev < 0)
+                return -1;
+            for (uint32_t q = grp_first; q <= r; q++)
+                g->rev[q] = ev;
+            launched = kd;
+            grp = 0;
+            grp_first = nx;
+        }
+    }
+    return 0;
+}
+
+static void gather_free(tcp_ep_t *ep, tcpb_gather_t *g)
+{
+    tcp_gbuf_put(ep->tif, g->gb);
+    free(g->roff);
+    free(g->rev);
+    memset(g, 0, sizeof(*g));
+}
+
+/* Queues gathered run r (payload in g's buffer). */
+static int send_gathered(conn_t *c, const gw_tcp_hdr_t *h, const tcpb_gather_t *g, uint32_t r)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->fd < 0)
+        return -1;
+    tx_item_t *t = tcp_tx_alloc(ep);
+    if (!t) {
+        tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
+        return -1;
+    }
+    gw_tcp_hdr_encode(t->hdr, h);
+    t->payload = g->gb->host + g->roff[r];
+    t->paylen = h->len;
+    t->gb = g->gb;
+    t->gb->refs++;
+    t->gev = g->rev[r];
+    tcp_tx_push(c, t);
+    if (!c->want_out && !c->stg_wait)
+        return tcp_conn_flush(c);
+    return 0;
+}
+
 gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
 {
     tcp_ep_t *ep = to_ep(tep);
@@ -304,6 +432,25 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         req->fini = tcpb_op_fini;
         req->tcp.bop = op;
     }
+    /* a put's GPU entries, all of one device, where its kernel loads: gathered by launches */
+    tcpb_gather_t g = {0};
+    if (!b->get) {
+        int kdev = -1, mixed = 0;
+        for (uint32_t i = 0; i < k.npc && !mixed; i++) {
+            int d = k.pc[i].ldev;
+            if (d >= 0 && kdev >= 0 && d != kdev)
+                mixed = 1;
+            else if (d >= 0)
+                kdev = d;
+        }
+        if (kdev >= 0 && !mixed && tcp_kern_ready(ep->tif, kdev) && gather_put(ep, &k, kdev, &g) != 0) {
+            gather_free(ep, &g);
+            free(k.pc);
+            free(k.first);
+            tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch failed: %s", core->errbuf);
+            return GW_OK; /* the endpoint failed and completed the request */
+        }
+    }
     if (b->get) {
         uint64_t *bytes = op->bytes;
         op->nruns = k.nruns;
@@ -316,6 +463,15 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
     /* the frames: a run's descriptor block (and its iovecs or gathered bytes) in one allocation */
     for (uint32_t r = 0; r < k.nruns; r++) {
         uint32_t f = k.first[r], n = k.first[r + 1] - f;
+        if (g.gb && g.roff[r] != UINT64_MAX) {
+            uint64_t data = 0;
+            for (uint32_t i = f; i < f + n; i++)
+                data += k.pc[i].len;
+            gw_tcp_hdr_t h = {.type = GW_TCP_BPUT, .id = id, .addr = run_dlen(n), .len = run_dlen(n) + data};
+            if (send_gathered(striped ? tcp_least_loaded(ep) : &ep->conns[0], &h, &g, r) < 0)
+                break;
+            continue;
+        }
         size_t dlen = GW_TCP_BDESC_HDR + (size_t)n * GW_TCP_BDESC_ENT, data = 0;
         int gpu = 0;
         for (uint32_t i = f; i < f + n; i++) {
@@ -378,6 +534,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
             break;
     }
 out:
+    gather_free(ep, &g);
     if (!b->get) {
         free(k.pc);
         free(k.first);
@@ -402,11 +559,15 @@ struct tcpb_rx {
     uint64_t total;
     uint8_t *desc;
     size_t dlen;
+    int whole;           /* the entries' bytes go into gb as one payload, the kernel scatters them */
+    tcp_gbuf_t *gb;
     tcpb_seg_t segs[];   /* the block's entries (put; a get response uses its op's pieces) */
 };
 
 void tcpb_rx_drop(conn_t *c)
 {
+    if (c->brx && c->brx->gb)
+        tcp_gbuf_put(c->ep->tif, c->brx->gb);
     free(c->brx);
     c->brx = NULL;
 }
@@ -424,6 +585,105 @@ static int rx_alloc(conn_t *c, uint32_t nseg, size_t dlen)
     s->seg = s->segs;
     s->st = GW_OK;
     c->brx = s;
+    return 0;
+}
+
+static gw_mem_t *seg_region(tcp_ep_t *ep, const tcpb_seg_t *g, unsigned need, gw_status_t *st);
+
+/* Entry i of the frame being received: its local address, length and
+ * device (-1: host memory; -2: not to be written, a bad put entry). */
+static void rx_ent(tcp_ep_t *ep, const struct tcpb_rx *s, uint32_t i, uint64_t *addr, uint64_t *len, int *dev,
+                   gw_status_t *st)
+{
+    *st = GW_OK;
+    if (s->pcs) { /* get response: the run's pieces */
+        *addr = s->pcs[i].laddr;
+        *len = s->pcs[i].len;
+        *dev = s->pcs[i].ldev;
+        return;
+    }
+    const tcpb_seg_t *g = &s->seg[i];
+    gw_mem_t *m = seg_region(ep, g, GW_ACCESS_REMOTE_WRITE, st);
+    *addr = g->addr;
+    *len = g->len;
+    *dev = *st == GW_OK ? mem_dev(m) : -2;
+}
+
+/* Where a frame's entries touch GPU memory of one device whose kernel
+ * loads, its bytes are received as one payload into a pinned buffer and
+ * scattered by one launch when complete (rx_whole_finish).  1: started;
+ * 0: not such a frame (entry by entry); -1: the endpoint failed. */
+static int rx_whole(conn_t *c, struct tcpb_rx *s)
+{
+    tcp_ep_t *ep = c->ep;
+    int dev = -1;
+    size_t nd = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        uint64_t a, len;
+        int d;
+        gw_status_t st;
+        rx_ent(ep, s, i, &a, &len, &d, &st);
+        if (d < 0 || !len)
+            continue;
+        if (dev >= 0 && d != dev)
+            return 0;
+        dev = d;
+        nd += (len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+    }
+    if (dev < 0 || !tcp_kern_ready(ep->tif, dev))
+        return 0;
+    size_t doff = ((size_t)s->total + 63) & ~(size_t)63;
+    s->gb = tcp_gbuf_get(ep->tif, dev, doff + nd * sizeof(gw_copy_desc_t));
+    if (!s->gb) {
+        tcp_fail(ep, GW_ERR_CUDA, "tcp: receiving GPU entries of a batch: %s", CORE(ep)->errbuf);
+        return -1;
+    }
+    s->whole = 1;
+    c->cur_status = GW_OK;
+    tcp_begin_payload(c, s->gb->host, (size_t)s->total, (size_t)s->total);
+    return 1;
+}
+
+/* The whole frame is in the pinned buffer: host entries by memcpy, GPU
+ * entries by one launch, waited for (bounded) before the frame counts as
+ * done.  Put entries are checked again (a region deregistered meanwhile
+ * fails its entries, as in mid-entry). */
+static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
+{
+    tcp_ep_t *ep = c->ep;
+    tcp_gbuf_t *gb = s->gb;
+    const uint8_t *src = gb->host;
+    gw_copy_desc_t *d = (gw_copy_desc_t *)(gb->host + (((size_t)s->total + 63) & ~(size_t)63));
+    uint32_t kd = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        uint64_t a, len;
+        int dev;
+        gw_status_t st;
+        rx_ent(ep, s, i, &a, &len, &dev, &st);
+        if (st != GW_OK && s->st == GW_OK)
+            s->st = st;
+        if (dev == -1) {
+            memcpy((void *)(uintptr_t)a, src, len);
+        } else if (dev >= 0) {
+            if (dev != gb->dev) /* (a region re-registered on another device meanwhile) */
+                return tcp_protocol_error(c, "batch entry %u moved to CUDA device %d during its frame", i, dev);
+            for (uint64_t o = 0; o < len; o += GW_COPY_DESC_MAX_LEN)
+                d[kd++] = (gw_copy_desc_t){(uint64_t)(uintptr_t)(src + o), a + o,
+                                           GW_MIN(len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
+        }
+        src += len;
+    }
+    if (kd) {
+        int ev = tcp_kern_launch(ep->tif, gb, d, kd);
+        if (ev < 0 || tcp_kern_wait(ep->tif, gb, ev) != GW_OK) {
+            tcp_fail(ep, GW_ERR_CUDA, "tcp: scattering GPU entries of a batch failed: %s", CORE(ep)->errbuf);
+            return -1;
+        }
+    }
+    tcp_gbuf_put(ep->tif, gb);
+    s->gb = NULL;
+    s->whole = 0;
+    s->i = s->n;
     return 0;
 }
 
@@ -459,6 +719,9 @@ int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
         s->data = 1;
         s->total = h->len;
         s->i = 0;
+        int w = rx_whole(c, s);
+        if (w)
+            return w < 0 ? -1 : 0;
         return tcpb_rx_next(c);
     }
     /* BPUT / BGET_REQ: the descriptor block first */
@@ -495,7 +758,43 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
         total += s->seg[i].len;
     }
     uint8_t *buf = NULL;
-    if (st == GW_OK && total) {
+    tcp_gbuf_t *gb = NULL;
+    if (st == GW_OK && total) { /* GPU entries of one device: gathered by one launch */
+        int dev = -1;
+        size_t nd = 0;
+        for (uint32_t i = 0; i < s->n && dev != -2; i++) {
+            int d = mem_dev(seg_region(ep, &s->seg[i], GW_ACCESS_REMOTE_READ, &st));
+            if (d >= 0 && s->seg[i].len) {
+                dev = dev >= 0 && d != dev ? -2 : d;
+                nd += (s->seg[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+            }
+        }
+        size_t doff = ((size_t)total + 63) & ~(size_t)63;
+        if (dev >= 0 && tcp_kern_ready(ep->tif, dev) &&
+            (gb = tcp_gbuf_get(ep->tif, dev, doff + nd * sizeof(gw_copy_desc_t))) != NULL) {
+            gw_copy_desc_t *d = (gw_copy_desc_t *)(gb->host + doff);
+            uint32_t kd = 0;
+            uint8_t *w = gb->host;
+            for (uint32_t i = 0; i < s->n; i++) {
+                const tcpb_seg_t *g = &s->seg[i];
+                if (mem_dev(seg_region(ep, g, GW_ACCESS_REMOTE_READ, &st)) < 0)
+                    memcpy(w, (const void *)(uintptr_t)g->addr, g->len);
+                else
+                    for (uint64_t o = 0; o < g->len; o += GW_COPY_DESC_MAX_LEN)
+                        d[kd++] = (gw_copy_desc_t){g->addr + o, (uint64_t)(uintptr_t)(w + o),
+                                                   GW_MIN(g->len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
+                w += g->len;
+            }
+            int ev = tcp_kern_launch(ep->tif, gb, d, kd);
+            if (ev < 0 || tcp_kern_wait(ep->tif, gb, ev) != GW_OK) {
+                tcp_gbuf_put(ep->tif, gb);
+                tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch get failed: %s", CORE(ep)->errbuf);
+                return -1;
+            }
+            buf = gb->host;
+        }
+    }
+    if (st == GW_OK && total && !gb) {
         buf = malloc(total);
         if (!buf) {
             tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get of %llu bytes", (unsigned long long)total);
@@ -521,12 +820,18 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
     tcpb_rx_drop(c);
     tx_item_t *t = tcp_tx_alloc(ep);
     if (!t) {
-        free(buf);
+        if (gb)
+            tcp_gbuf_put(ep->tif, gb);
+        else
+            free(buf);
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get");
         return -1;
     }
     gw_tcp_hdr_encode(t->hdr, &resp);
-    t->owned = buf;
+    if (gb)
+        t->gb = gb; /* our reference goes to the frame */
+    else
+        t->owned = buf;
     t->payload = buf;
     t->paylen = st == GW_OK ? total : 0;
     tcp_tx_push(c, t);
@@ -564,6 +869,12 @@ int tcpb_rx_next(conn_t *c)
             return tcp_protocol_error(c, "batch frame of %llu data bytes for entries of %llu",
                                   (unsigned long long)(h->len - s->dlen), (unsigned long long)sum);
         s->total = sum;
+        int w = rx_whole(c, s);
+        if (w)
+            return w < 0 ? -1 : 0;
+    } else if (s->whole) { /* the frame's bytes are in the pinned buffer */
+        if (rx_whole_finish(c, s) < 0)
+            return -1;
     } else if (s->started) { /* an entry ended */
         if (c->dst_region) {
             c->dst_region->incoming--;

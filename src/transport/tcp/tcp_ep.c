@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -350,5 +351,8 @@ gw_status_t tcp_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     else
         snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes, no helper threads", tcp_open_streams(ep),
                  (unsigned long long)tif->stripe_min);
+    size_t n = strlen(buf);
+    if (tif->bkernel[0] && n < len)
+        snprintf(buf + n, len - n, "; GPU batches: %s", tif->bkernel);
     return GW_OK;
 }

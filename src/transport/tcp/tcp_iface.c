@@ -204,6 +204,7 @@ static void tcp_iface_close(gw_tl_iface_t *iface)
         gw_staging_destroy(tif->stg_tx[i]);
         gw_staging_destroy(tif->stg_rx[i]);
     }
+    tcp_gbuf_free_all(tif);
     free(tif->scratch);
     free(tif);
 }
