@@ -37,7 +37,7 @@ gw() { # args -> GB/s
   GPUWIRE_TRANSPORTS=tcp timeout 60 "$B/gpuwire" perf --loopback --mem cuda --bw-only --json --window 1 --duration "$DUR" "$@" \
     2>>"$OUT/tcp-perf.err" | tee -a "$OUT/tcp-perf.jsonl" | sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p' | tail -1
 }
-for shape in "4096 16K 64M" "4096 1K 4M"; do
+for shape in ${SHAPES:-"4096 16K 64M" "4096 1K 4M"}; do
   set -- $shape
   for i in $(seq "$REPS"); do
     echo "$1x$2 round $i batch $(gw --batch "$1" --size "$2") contig $(gw --size "$3")"
@@ -46,4 +46,6 @@ done | tee "$OUT/tcp-bench-rounds.txt"
 awk '{split($0,a," "); r=a[5]/(a[7]>0?a[7]:1); s[$1]=s[$1]" "r; if (a[5]>b[$1]) b[$1]=a[5]; if (a[7]>c[$1]) c[$1]=a[7]}
      END{for (k in b) printf "%-10s best batch %s GB/s, best contig %s GB/s, best/best %.2f; per-round ratios%s\n", k, b[k], c[k], b[k]/c[k], s[k]}' \
   "$OUT/tcp-bench-rounds.txt" | tee "$OUT/tcp-bench.txt"
+echo "== post_us (average time in one posting call) per run, in order:"
+sed -n 's/.*"post_us":\([0-9.e+-]*\).*/\1/p' "$OUT/tcp-perf.jsonl" | tr '\n' ' '; echo
 grep -h '"path"' "$OUT/tcp-perf.jsonl" | sed -n 's/.*"path":\("[^"]*"\).*/\1/p' | sort -u | head -4

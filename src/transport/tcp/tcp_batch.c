@@ -248,11 +248,16 @@ static void tcpb_op_fini(gw_request_t *r)
  * pinned buffer as its frame's payload: descriptor block, then the entries'
  * bytes, so that the frame is written like any contiguous payload (by a
  * helper thread too).  The kernel copies the GPU entries in, one launch per
- * KGROUP bytes of runs (each launch costs the posting thread microseconds;
- * smaller groups let the first frames go out sooner); host entries of such
- * a run are copied in by the CPU.  A frame waits for its launch's event
- * before it is written (tcp_tx_kern_pending). */
-#define KGROUP (2u << 20)
+ * group of runs; host entries of such a run are copied in by the CPU.  A
+ * frame waits for its launch's event
+ * before it is written (tcp_tx_kern_pending).  Launch groups grow from
+ * KGROUP_FIRST bytes, doubling up to KGROUP_MAX: the first frames go out
+ * after a small gather, and the gather (tens of GB/s) stays ahead of the
+ * wire with few launches; each launch and event record took the posting
+ * thread ~20 us on an H100 (32 launches of 2 MiB: post_us 800 for 4096 x
+ * 16 KiB, docs/PERFORMANCE.md). */
+#define KGROUP_FIRST (1u << 20)
+#define KGROUP_MAX (16u << 20)
 
 typedef struct tcpb_gather {
     tcp_gbuf_t *gb;
@@ -302,7 +307,7 @@ static int gather_put(tcp_ep_t *ep, const tcpb_cut_t *k, int dev, tcpb_gather_t 
         return -1;
     uint8_t *host = g->gb->host;
     gw_copy_desc_t *d = (gw_copy_desc_t *)(host + doff);
-    size_t kd = 0, launched = 0, grp = 0;
+    size_t kd = 0, launched = 0, grp = 0, kgroup = KGROUP_FIRST;
     uint32_t grp_first = 0;
     for (uint32_t r = 0; r < k->nruns; r++) {
         if (g->roff[r] == UINT64_MAX)
@@ -326,7 +331,7 @@ static int gather_put(tcp_ep_t *ep, const tcpb_cut_t *k, int dev, tcpb_gather_t 
         uint32_t nx = r + 1; /* the next run with GPU entries, if any */
         while (nx < k->nruns && g->roff[nx] == UINT64_MAX)
             nx++;
-        if (grp >= KGROUP || nx == k->nruns) {
+        if (grp >= kgroup || nx == k->nruns) {
             int ev = tcp_kern_launch(tif, g->gb, d + launched, (uint32_t)(kd - launched));
             if (ev < 0)
                 return -1;
@@ -335,6 +340,7 @@ static int gather_put(tcp_ep_t *ep, const tcpb_cut_t *k, int dev, tcpb_gather_t 
             launched = kd;
             grp = 0;
             grp_first = nx;
+            kgroup = GW_MIN(kgroup * 2, (size_t)KGROUP_MAX);
         }
     }
     return 0;
@@ -644,10 +650,79 @@ static int rx_whole(conn_t *c, struct tcpb_rx *s)
     return 1;
 }
 
+/* A received frame whose scatter launch runs: the frame counts as done
+ * (PUT_ACK, or the get's run) once the launch's event is (tcp_poll polls;
+ * the stream meanwhile receives the next frame into another buffer). */
+typedef struct tcpb_kdone {
+    gw_list_t link;
+    tcp_ep_t *ep;
+    int conn;
+    tcp_gbuf_t *gb;
+    int ev;
+    uint8_t type;
+    uint64_t id, total;
+    gw_status_t st;
+    gw_request_t *req; /* get response: the batch get */
+} tcpb_kdone_t;
+
+static void kdone_complete(tcpb_kdone_t *k)
+{
+    tcp_ep_t *ep = k->ep;
+    if (gw_ep_failed(B(ep)))
+        return;
+    if (k->type == GW_TCP_BGET_RESP) {
+        k->req->done += k->total;
+        if (--k->req->pending == 0)
+            tcp_op_finish(ep, k->req, k->req->first_err);
+        return;
+    }
+    tcp_send_lazy(&ep->conns[k->conn], GW_TCP_PUT_ACK, k->st, k->id, k->st == GW_OK ? k->total : 0);
+}
+
+/* Completes the frames whose launch is done (wait: every one, each
+ * waited for, bounded).  Returns how many completed. */
+int tcpb_kdone_poll(tcp_iface_t *tif, int wait)
+{
+    int n = 0;
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &tif->kdone) {
+        tcpb_kdone_t *k = gw_container_of(p, tcpb_kdone_t, link);
+        int r = wait ? (tcp_kern_wait(tif, k->gb, k->ev) == GW_OK ? 1 : -1) : tcp_kern_test(tif, k->gb, k->ev);
+        if (r == 0)
+            continue;
+        gw_list_del(&k->link);
+        if (r < 0)
+            tcp_fail(k->ep, GW_ERR_CUDA, "tcp: scattering GPU entries of a batch failed: %s", tif->super.core->errbuf);
+        else
+            kdone_complete(k);
+        tcp_gbuf_put(tif, k->gb);
+        free(k);
+        n++;
+    }
+    if (!gw_list_empty(&tif->kdone))
+        gw_core_signal(tif->super.core);
+    return n;
+}
+
+/* The endpoint goes away: its frames' launches land, nothing completes. */
+void tcpb_kdone_drop_ep(tcp_ep_t *ep)
+{
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &ep->tif->kdone) {
+        tcpb_kdone_t *k = gw_container_of(p, tcpb_kdone_t, link);
+        if (k->ep != ep)
+            continue;
+        gw_list_del(&k->link);
+        tcp_gbuf_put(ep->tif, k->gb); /* (waits for the launch) */
+        free(k);
+    }
+}
+
 /* The whole frame is in the pinned buffer: host entries by memcpy, GPU
- * entries by one launch, waited for (bounded) before the frame counts as
- * done.  Put entries are checked again (a region deregistered meanwhile
- * fails its entries, as in mid-entry). */
+ * entries by one launch; the frame is done when the launch is (1: left to
+ * tcpb_kdone_poll; 0: done now, nothing launched; -1: the endpoint failed).
+ * Put entries are checked again (a region deregistered meanwhile fails its
+ * entries, as in mid-entry; tcp_mem_dereg lets launches in flight land). */
 static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
 {
     tcp_ep_t *ep = c->ep;
@@ -673,18 +748,27 @@ static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
         }
         src += len;
     }
-    if (kd) {
-        int ev = tcp_kern_launch(ep->tif, gb, d, kd);
-        if (ev < 0 || tcp_kern_wait(ep->tif, gb, ev) != GW_OK) {
-            tcp_fail(ep, GW_ERR_CUDA, "tcp: scattering GPU entries of a batch failed: %s", CORE(ep)->errbuf);
-            return -1;
-        }
-    }
-    tcp_gbuf_put(ep->tif, gb);
-    s->gb = NULL;
     s->whole = 0;
     s->i = s->n;
-    return 0;
+    if (!kd) {
+        tcp_gbuf_put(ep->tif, gb);
+        s->gb = NULL;
+        return 0;
+    }
+    int ev = tcp_kern_launch(ep->tif, gb, d, kd);
+    tcpb_kdone_t *k = ev >= 0 ? malloc(sizeof(*k)) : NULL;
+    if (!k) {
+        if (ev >= 0)
+            gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory");
+        tcp_fail(ep, GW_ERR_CUDA, "tcp: scattering GPU entries of a batch failed: %s", CORE(ep)->errbuf);
+        return -1;
+    }
+    *k = (tcpb_kdone_t){.ep = ep, .conn = c->idx, .gb = gb, .ev = ev, .type = c->cur.type, .id = c->cur.id,
+                        .total = s->total, .st = s->st, .req = s->req};
+    s->gb = NULL; /* the record's now */
+    gw_list_push_back(&ep->tif->kdone, &k->link);
+    gw_core_signal(CORE(ep));
+    return 1;
 }
 
 int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
@@ -873,8 +957,16 @@ int tcpb_rx_next(conn_t *c)
         if (w)
             return w < 0 ? -1 : 0;
     } else if (s->whole) { /* the frame's bytes are in the pinned buffer */
-        if (rx_whole_finish(c, s) < 0)
+        int w = rx_whole_finish(c, s);
+        if (w < 0)
             return -1;
+        if (w) { /* done when the scatter launch is (tcpb_kdone_poll) */
+            c->in_payload = 0;
+            tcpb_rx_drop(c);
+            if (c->cur.type == GW_TCP_BGET_RESP)
+                c->rx_req = NULL;
+            return 0;
+        }
     } else if (s->started) { /* an entry ended */
         if (c->dst_region) {
             c->dst_region->incoming--;

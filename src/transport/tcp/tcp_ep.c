@@ -329,6 +329,7 @@ void tcp_ep_destroy(gw_tl_ep_t *tep)
         }
         free(ep->conns[i].rbuf);
     }
+    tcpb_kdone_drop_ep(ep);
     gw_list_del(&ep->link);
     while (ep->txfree) {
         tx_item_t *t = ep->txfree;

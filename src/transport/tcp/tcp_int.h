@@ -144,6 +144,7 @@ typedef struct tcp_iface {
     int kstate[MAX_DEV];     /* 0 not tried, 1 usable, -1 not (bkernel says why) */
     CUstream kstream[MAX_DEV];
     tcp_gbuf_t *gfree;       /* pinned buffers kept for the next batch */
+    gw_list_t kdone;         /* received batch frames whose scatter launch runs (tcp_batch.c) */
     char bkernel[200];       /* path text: how GPU entries of batches move */
 } tcp_iface_t;
 
@@ -273,6 +274,8 @@ void tcp_job_done(gw_tcp_job_t *j, void *arg);
 int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap);
 gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req);
 void tcpb_rx_drop(conn_t *c);
+int tcpb_kdone_poll(tcp_iface_t *tif, int wait);
+void tcpb_kdone_drop_ep(tcp_ep_t *ep);
 int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h);
 int tcpb_rx_next(conn_t *c);
 
