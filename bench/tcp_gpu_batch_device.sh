@@ -9,6 +9,7 @@
 # path).  Builds into BUILD_DIR (default /tmp/gw-build) when it holds no
 # gpuwire.  Logs under $OUT (default ./gpu-logs), files prefixed tcp-.
 # usage: bench/tcp_gpu_batch_device.sh [BUILD_DIR]     REPS=3 DUR=1
+#        SHAPES="4096:16K:64M 4096:1K:4M 64:1M:64M" (count:size:contiguous size)
 set -u
 OUT=${OUT:-$PWD/gpu-logs}
 B=${1:-/tmp/gw-build}
@@ -37,8 +38,8 @@ gw() { # args -> GB/s
   GPUWIRE_TRANSPORTS=tcp timeout 60 "$B/gpuwire" perf --loopback --mem cuda --bw-only --json --window 1 --duration "$DUR" "$@" \
     2>>"$OUT/tcp-perf.err" | tee -a "$OUT/tcp-perf.jsonl" | sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p' | tail -1
 }
-for shape in ${SHAPES:-"4096 16K 64M" "4096 1K 4M"}; do
-  set -- $shape
+for shape in ${SHAPES:-4096:16K:64M 4096:1K:4M}; do
+  set -- $(echo "$shape" | tr : ' ')
   for i in $(seq "$REPS"); do
     echo "$1x$2 round $i batch $(gw --batch "$1" --size "$2") contig $(gw --size "$3")"
   done
