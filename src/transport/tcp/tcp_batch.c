@@ -566,12 +566,16 @@ struct tcpb_rx {
     uint8_t *desc;
     size_t dlen;
     int whole;           /* the entries' bytes go into gb as one payload, the kernel scatters them */
+    int scat;            /* the entries' bytes are one payload scattered over host entries */
+    uint32_t ci;         /* scat: the entry the next byte goes to, and the offset in it */
+    uint64_t co;
     tcp_gbuf_t *gb;
     tcpb_seg_t segs[];   /* the block's entries (put; a get response uses its op's pieces) */
 };
 
 void tcpb_rx_drop(conn_t *c)
 {
+    c->bscat = 0;
     if (c->brx && c->brx->gb)
         tcp_gbuf_put(c->ep->tif, c->brx->gb);
     free(c->brx);
@@ -771,6 +775,141 @@ static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
     return 1;
 }
 
+/* ---- host entries: the frame's bytes scattered straight into place --------------------------
+ * A frame whose entries are all host memory and small on average (below
+ * DIRECT_MIN, where entry by entry each would pass through the receive
+ * buffer: one more copy per byte) is received as one payload: what the
+ * receive buffer holds is copied to the entries, the rest is read by
+ * recvmsg() over iovecs pointing at the entries (bad or revoked entries:
+ * the scratch buffer). */
+#define SCAT_IOV 256
+
+/* Entry i's destination (NULL: discard) and length. */
+static uint8_t *scat_ent(const struct tcpb_rx *s, uint32_t i, uint64_t *len)
+{
+    if (s->pcs) {
+        *len = s->pcs[i].len;
+        return (uint8_t *)(uintptr_t)s->pcs[i].laddr;
+    }
+    *len = s->seg[i].len;
+    return s->seg[i].dev == -1 ? (uint8_t *)(uintptr_t)s->seg[i].addr : NULL;
+}
+
+static void scat_advance(struct tcpb_rx *s, size_t n)
+{
+    while (n && s->ci < s->n) {
+        uint64_t len;
+        scat_ent(s, s->ci, &len);
+        uint64_t k = GW_MIN((uint64_t)n, len - s->co);
+        s->co += k;
+        n -= (size_t)k;
+        if (s->co == len) {
+            s->ci++;
+            s->co = 0;
+        }
+    }
+    while (s->ci < s->n) { /* skip empty entries */
+        uint64_t len;
+        scat_ent(s, s->ci, &len);
+        if (len)
+            break;
+        s->ci++;
+    }
+}
+
+void tcpb_scat_store(conn_t *c, const uint8_t *src, size_t len)
+{
+    struct tcpb_rx *s = c->brx;
+    while (len && s->ci < s->n) {
+        uint64_t el;
+        uint8_t *d = scat_ent(s, s->ci, &el);
+        size_t k = (size_t)GW_MIN((uint64_t)len, el - s->co);
+        if (d)
+            memcpy(d + s->co, src, k);
+        src += k;
+        len -= k;
+        scat_advance(s, k);
+    }
+}
+
+/* recvmsg() of up to want payload bytes into the entries from the cursor on. */
+ssize_t tcpb_scat_recv(conn_t *c, size_t want)
+{
+    struct tcpb_rx *s = c->brx;
+    struct iovec iov[SCAT_IOV];
+    int n = 0;
+    uint32_t i = s->ci;
+    uint64_t off = s->co;
+    size_t tot = 0;
+    while (n < SCAT_IOV && i < s->n && tot < want) {
+        uint64_t el;
+        uint8_t *d = scat_ent(s, i, &el);
+        size_t k = (size_t)GW_MIN(el - off, (uint64_t)(want - tot));
+        if (!d) /* discarded: into scratch, a piece at a time */
+            k = GW_MIN(k, (size_t)RBUF_CAP);
+        if (k) {
+            iov[n].iov_base = d ? d + off : c->ep->tif->scratch;
+            iov[n++].iov_len = k;
+            tot += k;
+        }
+        off += k;
+        if (off == el) {
+            i++;
+            off = 0;
+        }
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t r = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+    if (r > 0)
+        scat_advance(s, (size_t)r);
+    return r;
+}
+
+/* mem is being deregistered: the frame's entries into it from the cursor
+ * on are discarded, and the frame fails. */
+void tcpb_rx_revoke(conn_t *c, const gw_mem_t *mem)
+{
+    struct tcpb_rx *s = c->brx;
+    if (!s || !s->scat || s->pcs)
+        return;
+    for (uint32_t i = s->ci; i < s->n; i++)
+        if (s->seg[i].region == mem->id && s->seg[i].dev == -1) {
+            s->seg[i].dev = -2;
+            if (s->st == GW_OK)
+                s->st = GW_ERR_INVALID_KEY;
+        }
+}
+
+/* 1: the frame's payload is scattered (started); 0: entry by entry. */
+static int rx_scat(conn_t *c, struct tcpb_rx *s)
+{
+    tcp_ep_t *ep = c->ep;
+    if (s->n < 2 || !s->total || s->total / s->n >= DIRECT_MIN)
+        return 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        if (s->pcs) {
+            if (s->pcs[i].ldev >= 0)
+                return 0;
+            continue;
+        }
+        gw_status_t st;
+        gw_mem_t *m = seg_region(ep, &s->seg[i], GW_ACCESS_REMOTE_WRITE, &st);
+        if (st == GW_OK && mem_dev(m) >= 0)
+            return 0;
+        s->seg[i].dev = st == GW_OK ? -1 : -2;
+        if (st != GW_OK && s->st == GW_OK)
+            s->st = st;
+    }
+    s->scat = 1;
+    s->ci = 0;
+    s->co = 0;
+    scat_advance(s, 0);
+    c->cur_status = GW_OK;
+    tcp_begin_payload(c, NULL, (size_t)s->total, (size_t)s->total);
+    c->bscat = 1;
+    return 1;
+}
+
 int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
 {
     tcp_ep_t *ep = c->ep;
@@ -803,6 +942,8 @@ int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
         s->data = 1;
         s->total = h->len;
         s->i = 0;
+        if (rx_scat(c, s))
+            return 0;
         int w = rx_whole(c, s);
         if (w)
             return w < 0 ? -1 : 0;
@@ -953,9 +1094,14 @@ int tcpb_rx_next(conn_t *c)
             return tcp_protocol_error(c, "batch frame of %llu data bytes for entries of %llu",
                                   (unsigned long long)(h->len - s->dlen), (unsigned long long)sum);
         s->total = sum;
+        if (rx_scat(c, s))
+            return 0;
         int w = rx_whole(c, s);
         if (w)
             return w < 0 ? -1 : 0;
+    } else if (s->scat) { /* the frame's bytes are in their entries */
+        c->bscat = 0;
+        s->i = s->n;
     } else if (s->whole) { /* the frame's bytes are in the pinned buffer */
         int w = rx_whole_finish(c, s);
         if (w < 0)

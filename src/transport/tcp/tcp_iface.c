@@ -254,6 +254,8 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
         tcp_ep_t *ep = gw_container_of(p, tcp_ep_t, link);
         for (int i = 0; i < ep->nconns; i++) {
             conn_t *c = &ep->conns[i];
+            if (c->in_payload && c->bscat)
+                tcpb_rx_revoke(c, mem);
             if (c->in_payload && c->dst_region == mem) {
                 if (c->rx_busy) { /* the worker stores nothing more (waits for its copies into mem) */
                     gw_tcp_job_lock(&c->rxj);

@@ -122,6 +122,7 @@ typedef struct conn {
     int worker;
     gw_tcp_job_t txj, rxj;
     struct tcpb_rx *brx;   /* batch frame being received (tcp_batch.c) */
+    int bscat;             /* its payload is scattered over host entries (tcpb_scat_*) */
 } conn_t;
 
 typedef struct tcp_iface {
@@ -275,6 +276,9 @@ int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap);
 gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req);
 void tcpb_rx_drop(conn_t *c);
 int tcpb_kdone_poll(tcp_iface_t *tif, int wait);
+void tcpb_scat_store(conn_t *c, const uint8_t *src, size_t len);
+ssize_t tcpb_scat_recv(conn_t *c, size_t want);
+void tcpb_rx_revoke(conn_t *c, const gw_mem_t *mem);
 void tcpb_kdone_drop_ep(tcp_ep_t *ep);
 int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h);
 int tcpb_rx_next(conn_t *c);
