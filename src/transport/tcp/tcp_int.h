@@ -123,6 +123,7 @@ typedef struct conn {
     gw_tcp_job_t txj, rxj;
     struct tcpb_rx *brx;   /* batch frame being received (tcp_batch.c) */
     int bscat;             /* its payload is scattered over host entries (tcpb_scat_*) */
+    unsigned rx_unexp_n;   /* eager messages taken as unexpected since the last read (see conn_readable) */
 } conn_t;
 
 typedef struct tcp_iface {
