@@ -147,7 +147,10 @@ GW_API const char *gw_build_features(void);
 typedef struct gw_config {
     size_t size;             /* sizeof(gw_config_t) as the caller compiled it */
     const char *transports;  /* NULL: GPUWIRE_TRANSPORTS or "verbs,intra,tcp" */
-    int log_level;           /* -1: GPUWIRE_LOG_LEVEL or warn (0 err .. 4 trace) */
+    int log_level;           /* -1: GPUWIRE_LOG_LEVEL or warn (0 err .. 4 trace).
+                              * Process-wide: the library has one log (stderr or
+                              * GPUWIRE_LOG_FILE), and the context created last
+                              * with a level sets it for all. */
     /* version 1 ends here */
     /* RDMA device and port this context's verbs transport uses, e.g.
      * "mlx5_0:1"; NULL: GPUWIRE_IB_DEVICE or the nearest active port.  Lets
@@ -535,12 +538,20 @@ typedef struct gw_setting_desc {
     const char *name;       /* "GPUWIRE_TCP_STREAMS" */
     const char *default_value;
     const char *help;
+    /* what the value may be (from the registry's kind and range), e.g. "integer 1..16, or auto", "size 4K..1G (K/M/G/T)",
+     * "one of auto, force or off", "text" */
+    const char *accepts;
 } gw_setting_desc_t;
 
 /* The i-th known setting, or NULL past the end. */
 GW_API const gw_setting_desc_t *gw_setting_at(size_t i);
-/* The value the context is using for a setting, or NULL if unknown. */
+/* The value the context is using for a setting, or NULL if the name is not a
+ * setting.  ctx NULL: the value a context created now would use (the
+ * process environment, else the default). */
 GW_API const char *gw_setting_value(const gw_context_t *ctx, const char *name);
+/* Where that value came from: 1 the environment, 0 the default, -1 not a
+ * setting.  ctx NULL: the process environment now. */
+GW_API int gw_setting_from_env(const gw_context_t *ctx, const char *name);
 
 /* Transports compiled in and whether each is usable here, with the reason
  * when not.  Returns GW_ERR_NOT_FOUND past the end. */
