@@ -194,10 +194,20 @@ int main(void)
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_free(r);
     /* intra: the 700 scattered pages went to the page kernel as pages, in
-     * one launch, no descriptors built */
+     * one launch, no descriptors built.  tcp: gathered on this side and
+     * scattered on the other by the descriptor kernel, each in a few launches
+     * (one per run or group of runs): BATCH_GPU_LAUNCH_DESC descriptors in at
+     * most BATCH_GPU_LAUNCH_MAX launches */
     const int logged = getenv("FAKECUDA_LAUNCHES") != NULL;
+    const char *want_desc = getenv("BATCH_GPU_LAUNCH_DESC"), *max_launch = getenv("BATCH_GPU_LAUNCH_MAX");
     unsigned sum, big;
-    if (logged) {
+    if (logged && want_desc) {
+        unsigned nl = launches("gw_batch_copy", &sum, &big);
+        fprintf(stderr, "kernel launches of the paged put: %u, %u descriptors\n", nl, sum);
+        CHECK(nl >= 1 && nl <= (unsigned)atoi(max_launch ? max_launch : "1"));
+        CHECK(sum == (unsigned)atoi(want_desc));
+        CHECK(big == 0);
+    } else if (logged) {
         unsigned nl = launches("gw_page_copy", &sum, &big);
         fprintf(stderr, "page kernel launches of the paged put: %u, %u pages\n", nl, sum);
         CHECK(nl == 1);

@@ -243,6 +243,140 @@ static void tcpb_op_fini(gw_request_t *r)
         next(r);
 }
 
+/* ---- GPU entries of a put: gathered by the copy kernel ------------------------------------
+ * Every run holding GPU entries (all of one device) is laid out in one
+ * pinned buffer as its frame's payload: descriptor block, then the entries'
+ * bytes, so that the frame is written like any contiguous payload (by a
+ * helper thread too).  The kernel copies the GPU entries in, one launch per
+ * group of runs; host entries of such a run are copied in by the CPU.  A
+ * frame waits for its launch's event
+ * before it is written (tcp_tx_kern_pending).  Launch groups grow from
+ * KGROUP_FIRST bytes, doubling up to KGROUP_MAX: the first frames go out
+ * after a small gather, and the gather (tens of GB/s) stays ahead of the
+ * wire with few launches; each launch and event record took the posting
+ * thread ~20 us on an H100 (32 launches of 2 MiB: post_us 800 for 4096 x
+ * 16 KiB, docs/PERFORMANCE.md). */
+#define KGROUP_FIRST (1u << 20)
+#define KGROUP_MAX (16u << 20)
+
+typedef struct tcpb_gather {
+    tcp_gbuf_t *gb;
+    uint64_t *roff; /* run r's payload offset in gb, UINT64_MAX: a run without GPU entries */
+    int *rev;       /* run r's launch event */
+} tcpb_gather_t;
+
+static size_t run_dlen(uint32_t n)
+{
+    return GW_TCP_BDESC_HDR + (size_t)n * GW_TCP_BDESC_ENT;
+}
+
+/* 0: done (g->gb holds one reference for the caller); -1: failed, error set. */
+static int gather_put(tcp_ep_t *ep, const tcpb_cut_t *k, int dev, tcpb_gather_t *g)
+{
+    tcp_iface_t *tif = ep->tif;
+    memset(g, 0, sizeof(*g));
+    g->roff = malloc(k->nruns * sizeof(*g->roff));
+    g->rev = malloc(k->nruns * sizeof(*g->rev));
+    if (!g->roff || !g->rev) {
+        gw_err(CORE(ep), GW_ERR_NOMEM, "tcp: out of memory gathering a GPU batch");
+        return -1;
+    }
+    size_t off = 0, nd = 0;
+    for (uint32_t r = 0; r < k->nruns; r++) {
+        uint32_t f = k->first[r], n = k->first[r + 1] - f;
+        size_t data = 0, rd = 0;
+        for (uint32_t i = f; i < f + n; i++) {
+            data += k->pc[i].len;
+            if (k->pc[i].ldev >= 0)
+                rd += (k->pc[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+        }
+        g->rev[r] = -1;
+        if (!rd) {
+            g->roff[r] = UINT64_MAX;
+            continue;
+        }
+        size_t dlen = run_dlen(n);
+        off = ((off + dlen + 15) & ~(size_t)15) - dlen; /* the entries' bytes 16-byte aligned (the kernel's wide path) */
+        g->roff[r] = off;
+        off += dlen + data;
+        nd += rd;
+    }
+    size_t doff = (off + 63) & ~(size_t)63;
+    g->gb = tcp_gbuf_get(tif, dev, doff + nd * sizeof(gw_copy_desc_t));
+    if (!g->gb)
+        return -1;
+    uint8_t *host = g->gb->host;
+    gw_copy_desc_t *d = (gw_copy_desc_t *)(host + doff);
+    size_t kd = 0, launched = 0, grp = 0, kgroup = KGROUP_FIRST;
+    uint32_t grp_first = 0;
+    for (uint32_t r = 0; r < k->nruns; r++) {
+        if (g->roff[r] == UINT64_MAX)
+            continue;
+        uint32_t f = k->first[r], n = k->first[r + 1] - f;
+        uint8_t *blk = host + g->roff[r], *w = blk + run_dlen(n);
+        gw_tcp_bdesc_init(blk, n);
+        for (uint32_t i = 0; i < n; i++) {
+            const tcpb_piece_t *p = &k->pc[f + i];
+            gw_tcp_bdesc_set(blk, i, p->region, p->raddr, p->len);
+            if (p->ldev < 0) {
+                memcpy(w, (const void *)(uintptr_t)p->laddr, p->len);
+            } else {
+                for (uint64_t o = 0; o < p->len; o += GW_COPY_DESC_MAX_LEN)
+                    d[kd++] = (gw_copy_desc_t){p->laddr + o, (uint64_t)(uintptr_t)(w + o),
+                                               GW_MIN(p->len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
+            }
+            w += p->len;
+            grp += p->len;
+        }
+        uint32_t nx = r + 1; /* the next run with GPU entries, if any */
+        while (nx < k->nruns && g->roff[nx] == UINT64_MAX)
+            nx++;
+        if (grp >= kgroup || nx == k->nruns) {
+            int ev = tcp_kern_launch(tif, g->gb, d + launched, (uint32_t)(kd - launched));
+            if (ev < 0)
+                return -1;
+            for (uint32_t q = grp_first; q <= r; q++)
+                g->rev[q] = ev;
+            launched = kd;
+            grp = 0;
+            grp_first = nx;
+            kgroup = GW_MIN(kgroup * 2, (size_t)KGROUP_MAX);
+        }
+    }
+    return 0;
+}
+
+static void gather_free(tcp_ep_t *ep, tcpb_gather_t *g)
+{
+    tcp_gbuf_put(ep->tif, g->gb);
+    free(g->roff);
+    free(g->rev);
+    memset(g, 0, sizeof(*g));
+}
+
+/* Queues gathered run r (payload in g's buffer). */
+static int send_gathered(conn_t *c, const gw_tcp_hdr_t *h, const tcpb_gather_t *g, uint32_t r)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->fd < 0)
+        return -1;
+    tx_item_t *t = tcp_tx_alloc(ep);
+    if (!t) {
+        tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
+        return -1;
+    }
+    gw_tcp_hdr_encode(t->hdr, h);
+    t->payload = g->gb->host + g->roff[r];
+    t->paylen = h->len;
+    t->gb = g->gb;
+    t->gb->refs++;
+    t->gev = g->rev[r];
+    tcp_tx_push(c, t);
+    if (!c->want_out && !c->stg_wait)
+        return tcp_conn_flush(c);
+    return 0;
+}
+
 gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
 {
     tcp_ep_t *ep = to_ep(tep);
@@ -304,6 +438,25 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         req->fini = tcpb_op_fini;
         req->tcp.bop = op;
     }
+    /* a put's GPU entries, all of one device, where its kernel loads: gathered by launches */
+    tcpb_gather_t g = {0};
+    if (!b->get) {
+        int kdev = -1, mixed = 0;
+        for (uint32_t i = 0; i < k.npc && !mixed; i++) {
+            int d = k.pc[i].ldev;
+            if (d >= 0 && kdev >= 0 && d != kdev)
+                mixed = 1;
+            else if (d >= 0)
+                kdev = d;
+        }
+        if (kdev >= 0 && !mixed && tcp_kern_ready(ep->tif, kdev) && gather_put(ep, &k, kdev, &g) != 0) {
+            gather_free(ep, &g);
+            free(k.pc);
+            free(k.first);
+            tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch failed: %s", core->errbuf);
+            return GW_OK; /* the endpoint failed and completed the request */
+        }
+    }
     if (b->get) {
         uint64_t *bytes = op->bytes;
         op->nruns = k.nruns;
@@ -316,6 +469,15 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
     /* the frames: a run's descriptor block (and its iovecs or gathered bytes) in one allocation */
     for (uint32_t r = 0; r < k.nruns; r++) {
         uint32_t f = k.first[r], n = k.first[r + 1] - f;
+        if (g.gb && g.roff[r] != UINT64_MAX) {
+            uint64_t data = 0;
+            for (uint32_t i = f; i < f + n; i++)
+                data += k.pc[i].len;
+            gw_tcp_hdr_t h = {.type = GW_TCP_BPUT, .id = id, .addr = run_dlen(n), .len = run_dlen(n) + data};
+            if (send_gathered(striped ? tcp_least_loaded(ep) : &ep->conns[0], &h, &g, r) < 0)
+                break;
+            continue;
+        }
         size_t dlen = GW_TCP_BDESC_HDR + (size_t)n * GW_TCP_BDESC_ENT, data = 0;
         int gpu = 0;
         for (uint32_t i = f; i < f + n; i++) {
@@ -378,6 +540,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
             break;
     }
 out:
+    gather_free(ep, &g);
     if (!b->get) {
         free(k.pc);
         free(k.first);
@@ -402,11 +565,19 @@ struct tcpb_rx {
     uint64_t total;
     uint8_t *desc;
     size_t dlen;
+    int whole;           /* the entries' bytes go into gb as one payload, the kernel scatters them */
+    int scat;            /* the entries' bytes are one payload scattered over host entries */
+    uint32_t ci;         /* scat: the entry the next byte goes to, and the offset in it */
+    uint64_t co;
+    tcp_gbuf_t *gb;
     tcpb_seg_t segs[];   /* the block's entries (put; a get response uses its op's pieces) */
 };
 
 void tcpb_rx_drop(conn_t *c)
 {
+    c->bscat = 0;
+    if (c->brx && c->brx->gb)
+        tcp_gbuf_put(c->ep->tif, c->brx->gb);
     free(c->brx);
     c->brx = NULL;
 }
@@ -425,6 +596,318 @@ static int rx_alloc(conn_t *c, uint32_t nseg, size_t dlen)
     s->st = GW_OK;
     c->brx = s;
     return 0;
+}
+
+static gw_mem_t *seg_region(tcp_ep_t *ep, const tcpb_seg_t *g, unsigned need, gw_status_t *st);
+
+/* Entry i of the frame being received: its local address, length and
+ * device (-1: host memory; -2: not to be written, a bad put entry). */
+static void rx_ent(tcp_ep_t *ep, const struct tcpb_rx *s, uint32_t i, uint64_t *addr, uint64_t *len, int *dev,
+                   gw_status_t *st)
+{
+    *st = GW_OK;
+    if (s->pcs) { /* get response: the run's pieces */
+        *addr = s->pcs[i].laddr;
+        *len = s->pcs[i].len;
+        *dev = s->pcs[i].ldev;
+        return;
+    }
+    const tcpb_seg_t *g = &s->seg[i];
+    gw_mem_t *m = seg_region(ep, g, GW_ACCESS_REMOTE_WRITE, st);
+    *addr = g->addr;
+    *len = g->len;
+    *dev = *st == GW_OK ? mem_dev(m) : -2;
+}
+
+/* Where a frame's entries touch GPU memory of one device whose kernel
+ * loads, its bytes are received as one payload into a pinned buffer and
+ * scattered by one launch when complete (rx_whole_finish).  1: started;
+ * 0: not such a frame (entry by entry); -1: the endpoint failed. */
+static int rx_whole(conn_t *c, struct tcpb_rx *s)
+{
+    tcp_ep_t *ep = c->ep;
+    int dev = -1;
+    size_t nd = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        uint64_t a, len;
+        int d;
+        gw_status_t st;
+        rx_ent(ep, s, i, &a, &len, &d, &st);
+        if (d < 0 || !len)
+            continue;
+        if (dev >= 0 && d != dev)
+            return 0;
+        dev = d;
+        nd += (len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+    }
+    if (dev < 0 || !tcp_kern_ready(ep->tif, dev))
+        return 0;
+    size_t doff = ((size_t)s->total + 63) & ~(size_t)63;
+    s->gb = tcp_gbuf_get(ep->tif, dev, doff + nd * sizeof(gw_copy_desc_t));
+    if (!s->gb) {
+        tcp_fail(ep, GW_ERR_CUDA, "tcp: receiving GPU entries of a batch: %s", CORE(ep)->errbuf);
+        return -1;
+    }
+    s->whole = 1;
+    c->cur_status = GW_OK;
+    tcp_begin_payload(c, s->gb->host, (size_t)s->total, (size_t)s->total);
+    return 1;
+}
+
+/* A received frame whose scatter launch runs: the frame counts as done
+ * (PUT_ACK, or the get's run) once the launch's event is (tcp_poll polls;
+ * the stream meanwhile receives the next frame into another buffer). */
+typedef struct tcpb_kdone {
+    gw_list_t link;
+    tcp_ep_t *ep;
+    int conn;
+    tcp_gbuf_t *gb;
+    int ev;
+    uint8_t type;
+    uint64_t id, total;
+    gw_status_t st;
+    gw_request_t *req; /* get response: the batch get */
+} tcpb_kdone_t;
+
+static void kdone_complete(tcpb_kdone_t *k)
+{
+    tcp_ep_t *ep = k->ep;
+    if (gw_ep_failed(B(ep)))
+        return;
+    if (k->type == GW_TCP_BGET_RESP) {
+        k->req->done += k->total;
+        if (--k->req->pending == 0)
+            tcp_op_finish(ep, k->req, k->req->first_err);
+        return;
+    }
+    tcp_send_lazy(&ep->conns[k->conn], GW_TCP_PUT_ACK, k->st, k->id, k->st == GW_OK ? k->total : 0);
+}
+
+/* Completes the frames whose launch is done (wait: every one, each
+ * waited for, bounded).  Returns how many completed. */
+int tcpb_kdone_poll(tcp_iface_t *tif, int wait)
+{
+    int n = 0;
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &tif->kdone) {
+        tcpb_kdone_t *k = gw_container_of(p, tcpb_kdone_t, link);
+        int r = wait ? (tcp_kern_wait(tif, k->gb, k->ev) == GW_OK ? 1 : -1) : tcp_kern_test(tif, k->gb, k->ev);
+        if (r == 0)
+            continue;
+        gw_list_del(&k->link);
+        if (r < 0)
+            tcp_fail(k->ep, GW_ERR_CUDA, "tcp: scattering GPU entries of a batch failed: %s", tif->super.core->errbuf);
+        else
+            kdone_complete(k);
+        tcp_gbuf_put(tif, k->gb);
+        free(k);
+        n++;
+    }
+    if (!gw_list_empty(&tif->kdone))
+        gw_core_signal(tif->super.core);
+    return n;
+}
+
+/* The endpoint goes away: its frames' launches land, nothing completes. */
+void tcpb_kdone_drop_ep(tcp_ep_t *ep)
+{
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &ep->tif->kdone) {
+        tcpb_kdone_t *k = gw_container_of(p, tcpb_kdone_t, link);
+        if (k->ep != ep)
+            continue;
+        gw_list_del(&k->link);
+        tcp_gbuf_put(ep->tif, k->gb); /* (waits for the launch) */
+        free(k);
+    }
+}
+
+/* The whole frame is in the pinned buffer: host entries by memcpy, GPU
+ * entries by one launch; the frame is done when the launch is (1: left to
+ * tcpb_kdone_poll; 0: done now, nothing launched; -1: the endpoint failed).
+ * Put entries are checked again (a region deregistered meanwhile fails its
+ * entries, as in mid-entry; tcp_mem_dereg lets launches in flight land). */
+static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
+{
+    tcp_ep_t *ep = c->ep;
+    tcp_gbuf_t *gb = s->gb;
+    const uint8_t *src = gb->host;
+    gw_copy_desc_t *d = (gw_copy_desc_t *)(gb->host + (((size_t)s->total + 63) & ~(size_t)63));
+    uint32_t kd = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        uint64_t a, len;
+        int dev;
+        gw_status_t st;
+        rx_ent(ep, s, i, &a, &len, &dev, &st);
+        if (st != GW_OK && s->st == GW_OK)
+            s->st = st;
+        if (dev == -1) {
+            memcpy((void *)(uintptr_t)a, src, len);
+        } else if (dev >= 0) {
+            if (dev != gb->dev) /* (a region re-registered on another device meanwhile) */
+                return tcp_protocol_error(c, "batch entry %u moved to CUDA device %d during its frame", i, dev);
+            for (uint64_t o = 0; o < len; o += GW_COPY_DESC_MAX_LEN)
+                d[kd++] = (gw_copy_desc_t){(uint64_t)(uintptr_t)(src + o), a + o,
+                                           GW_MIN(len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
+        }
+        src += len;
+    }
+    s->whole = 0;
+    s->i = s->n;
+    if (!kd) {
+        tcp_gbuf_put(ep->tif, gb);
+        s->gb = NULL;
+        return 0;
+    }
+    int ev = tcp_kern_launch(ep->tif, gb, d, kd);
+    tcpb_kdone_t *k = ev >= 0 ? malloc(sizeof(*k)) : NULL;
+    if (!k) {
+        if (ev >= 0)
+            gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory");
+        tcp_fail(ep, GW_ERR_CUDA, "tcp: scattering GPU entries of a batch failed: %s", CORE(ep)->errbuf);
+        return -1;
+    }
+    *k = (tcpb_kdone_t){.ep = ep, .conn = c->idx, .gb = gb, .ev = ev, .type = c->cur.type, .id = c->cur.id,
+                        .total = s->total, .st = s->st, .req = s->req};
+    s->gb = NULL; /* the record's now */
+    gw_list_push_back(&ep->tif->kdone, &k->link);
+    gw_core_signal(CORE(ep));
+    return 1;
+}
+
+/* ---- host entries: the frame's bytes scattered straight into place --------------------------
+ * A frame whose entries are all host memory and small on average (below
+ * DIRECT_MIN, where entry by entry each would pass through the receive
+ * buffer: one more copy per byte) is received as one payload: what the
+ * receive buffer holds is copied to the entries, the rest is read by
+ * recvmsg() over iovecs pointing at the entries (bad or revoked entries:
+ * the scratch buffer). */
+#define SCAT_IOV 256
+
+/* Entry i's destination (NULL: discard) and length. */
+static uint8_t *scat_ent(const struct tcpb_rx *s, uint32_t i, uint64_t *len)
+{
+    if (s->pcs) {
+        *len = s->pcs[i].len;
+        return (uint8_t *)(uintptr_t)s->pcs[i].laddr;
+    }
+    *len = s->seg[i].len;
+    return s->seg[i].dev == -1 ? (uint8_t *)(uintptr_t)s->seg[i].addr : NULL;
+}
+
+static void scat_advance(struct tcpb_rx *s, size_t n)
+{
+    while (n && s->ci < s->n) {
+        uint64_t len;
+        scat_ent(s, s->ci, &len);
+        uint64_t k = GW_MIN((uint64_t)n, len - s->co);
+        s->co += k;
+        n -= (size_t)k;
+        if (s->co == len) {
+            s->ci++;
+            s->co = 0;
+        }
+    }
+    while (s->ci < s->n) { /* skip empty entries */
+        uint64_t len;
+        scat_ent(s, s->ci, &len);
+        if (len)
+            break;
+        s->ci++;
+    }
+}
+
+void tcpb_scat_store(conn_t *c, const uint8_t *src, size_t len)
+{
+    struct tcpb_rx *s = c->brx;
+    while (len && s->ci < s->n) {
+        uint64_t el;
+        uint8_t *d = scat_ent(s, s->ci, &el);
+        size_t k = (size_t)GW_MIN((uint64_t)len, el - s->co);
+        if (d)
+            memcpy(d + s->co, src, k);
+        src += k;
+        len -= k;
+        scat_advance(s, k);
+    }
+}
+
+/* recvmsg() of up to want payload bytes into the entries from the cursor on. */
+ssize_t tcpb_scat_recv(conn_t *c, size_t want)
+{
+    struct tcpb_rx *s = c->brx;
+    struct iovec iov[SCAT_IOV];
+    int n = 0;
+    uint32_t i = s->ci;
+    uint64_t off = s->co;
+    size_t tot = 0;
+    while (n < SCAT_IOV && i < s->n && tot < want) {
+        uint64_t el;
+        uint8_t *d = scat_ent(s, i, &el);
+        size_t k = (size_t)GW_MIN(el - off, (uint64_t)(want - tot));
+        if (!d) /* discarded: into scratch, a piece at a time */
+            k = GW_MIN(k, (size_t)RBUF_CAP);
+        if (k) {
+            iov[n].iov_base = d ? d + off : c->ep->tif->scratch;
+            iov[n++].iov_len = k;
+            tot += k;
+        }
+        off += k;
+        if (off == el) {
+            i++;
+            off = 0;
+        }
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t r = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+    if (r > 0)
+        scat_advance(s, (size_t)r);
+    return r;
+}
+
+/* mem is being deregistered: the frame's entries into it from the cursor
+ * on are discarded, and the frame fails. */
+void tcpb_rx_revoke(conn_t *c, const gw_mem_t *mem)
+{
+    struct tcpb_rx *s = c->brx;
+    if (!s || !s->scat || s->pcs)
+        return;
+    for (uint32_t i = s->ci; i < s->n; i++)
+        if (s->seg[i].region == mem->id && s->seg[i].dev == -1) {
+            s->seg[i].dev = -2;
+            if (s->st == GW_OK)
+                s->st = GW_ERR_INVALID_KEY;
+        }
+}
+
+/* 1: the frame's payload is scattered (started); 0: entry by entry. */
+static int rx_scat(conn_t *c, struct tcpb_rx *s)
+{
+    tcp_ep_t *ep = c->ep;
+    if (s->n < 2 || !s->total || s->total / s->n >= DIRECT_MIN)
+        return 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        if (s->pcs) {
+            if (s->pcs[i].ldev >= 0)
+                return 0;
+            continue;
+        }
+        gw_status_t st;
+        gw_mem_t *m = seg_region(ep, &s->seg[i], GW_ACCESS_REMOTE_WRITE, &st);
+        if (st == GW_OK && mem_dev(m) >= 0)
+            return 0;
+        s->seg[i].dev = st == GW_OK ? -1 : -2;
+        if (st != GW_OK && s->st == GW_OK)
+            s->st = st;
+    }
+    s->scat = 1;
+    s->ci = 0;
+    s->co = 0;
+    scat_advance(s, 0);
+    c->cur_status = GW_OK;
+    tcp_begin_payload(c, NULL, (size_t)s->total, (size_t)s->total);
+    c->bscat = 1;
+    return 1;
 }
 
 int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
@@ -459,6 +942,11 @@ int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
         s->data = 1;
         s->total = h->len;
         s->i = 0;
+        if (rx_scat(c, s))
+            return 0;
+        int w = rx_whole(c, s);
+        if (w)
+            return w < 0 ? -1 : 0;
         return tcpb_rx_next(c);
     }
     /* BPUT / BGET_REQ: the descriptor block first */
@@ -495,7 +983,43 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
         total += s->seg[i].len;
     }
     uint8_t *buf = NULL;
-    if (st == GW_OK && total) {
+    tcp_gbuf_t *gb = NULL;
+    if (st == GW_OK && total) { /* GPU entries of one device: gathered by one launch */
+        int dev = -1;
+        size_t nd = 0;
+        for (uint32_t i = 0; i < s->n && dev != -2; i++) {
+            int d = mem_dev(seg_region(ep, &s->seg[i], GW_ACCESS_REMOTE_READ, &st));
+            if (d >= 0 && s->seg[i].len) {
+                dev = dev >= 0 && d != dev ? -2 : d;
+                nd += (s->seg[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+            }
+        }
+        size_t doff = ((size_t)total + 63) & ~(size_t)63;
+        if (dev >= 0 && tcp_kern_ready(ep->tif, dev) &&
+            (gb = tcp_gbuf_get(ep->tif, dev, doff + nd * sizeof(gw_copy_desc_t))) != NULL) {
+            gw_copy_desc_t *d = (gw_copy_desc_t *)(gb->host + doff);
+            uint32_t kd = 0;
+            uint8_t *w = gb->host;
+            for (uint32_t i = 0; i < s->n; i++) {
+                const tcpb_seg_t *g = &s->seg[i];
+                if (mem_dev(seg_region(ep, g, GW_ACCESS_REMOTE_READ, &st)) < 0)
+                    memcpy(w, (const void *)(uintptr_t)g->addr, g->len);
+                else
+                    for (uint64_t o = 0; o < g->len; o += GW_COPY_DESC_MAX_LEN)
+                        d[kd++] = (gw_copy_desc_t){g->addr + o, (uint64_t)(uintptr_t)(w + o),
+                                                   GW_MIN(g->len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
+                w += g->len;
+            }
+            int ev = tcp_kern_launch(ep->tif, gb, d, kd);
+            if (ev < 0 || tcp_kern_wait(ep->tif, gb, ev) != GW_OK) {
+                tcp_gbuf_put(ep->tif, gb);
+                tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch get failed: %s", CORE(ep)->errbuf);
+                return -1;
+            }
+            buf = gb->host;
+        }
+    }
+    if (st == GW_OK && total && !gb) {
         buf = malloc(total);
         if (!buf) {
             tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get of %llu bytes", (unsigned long long)total);
@@ -521,12 +1045,18 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
     tcpb_rx_drop(c);
     tx_item_t *t = tcp_tx_alloc(ep);
     if (!t) {
-        free(buf);
+        if (gb)
+            tcp_gbuf_put(ep->tif, gb);
+        else
+            free(buf);
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get");
         return -1;
     }
     gw_tcp_hdr_encode(t->hdr, &resp);
-    t->owned = buf;
+    if (gb)
+        t->gb = gb; /* our reference goes to the frame */
+    else
+        t->owned = buf;
     t->payload = buf;
     t->paylen = st == GW_OK ? total : 0;
     tcp_tx_push(c, t);
@@ -564,6 +1094,25 @@ int tcpb_rx_next(conn_t *c)
             return tcp_protocol_error(c, "batch frame of %llu data bytes for entries of %llu",
                                   (unsigned long long)(h->len - s->dlen), (unsigned long long)sum);
         s->total = sum;
+        if (rx_scat(c, s))
+            return 0;
+        int w = rx_whole(c, s);
+        if (w)
+            return w < 0 ? -1 : 0;
+    } else if (s->scat) { /* the frame's bytes are in their entries */
+        c->bscat = 0;
+        s->i = s->n;
+    } else if (s->whole) { /* the frame's bytes are in the pinned buffer */
+        int w = rx_whole_finish(c, s);
+        if (w < 0)
+            return -1;
+        if (w) { /* done when the scatter launch is (tcpb_kdone_poll) */
+            c->in_payload = 0;
+            tcpb_rx_drop(c);
+            if (c->cur.type == GW_TCP_BGET_RESP)
+                c->rx_req = NULL;
+            return 0;
+        }
     } else if (s->started) { /* an entry ended */
         if (c->dst_region) {
             c->dst_region->incoming--;

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -328,6 +329,7 @@ void tcp_ep_destroy(gw_tl_ep_t *tep)
         }
         free(ep->conns[i].rbuf);
     }
+    tcpb_kdone_drop_ep(ep);
     gw_list_del(&ep->link);
     while (ep->txfree) {
         tx_item_t *t = ep->txfree;
@@ -350,5 +352,8 @@ gw_status_t tcp_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     else
         snprintf(buf, len, "tcp: %d stream(s), striping from %llu bytes, no helper threads", tcp_open_streams(ep),
                  (unsigned long long)tif->stripe_min);
+    size_t n = strlen(buf);
+    if (tif->bkernel[0] && n < len)
+        snprintf(buf + n, len - n, "; GPU batches: %s", tif->bkernel);
     return GW_OK;
 }

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -240,4 +241,225 @@ int tcp_gpu_finish(conn_t *c)
         return -1;
     }
     return 0;
+}
+
+/* ---- batch runs and the copy kernel ------------------------------------------------------
+ * GPU entries of a batch run move by the gather/scatter copy kernel
+ * (src/cuda/copy_kernel.c), one launch for many entries, between GPU memory
+ * and a pinned host buffer that holds the run's bytes as they go on the
+ * wire; tcp_batch.c builds the descriptors.  Where no module loads, the
+ * entries move by copy-engine copies, one per entry, and bkernel says why. */
+
+/* 1 when device dev's kernel and the stream its launches go on are ready. */
+int tcp_kern_ready(tcp_iface_t *tif, int dev)
+{
+    if (dev < 0 || dev >= MAX_DEV)
+        return 0;
+    if (tif->kstate[dev])
+        return tif->kstate[dev] > 0;
+    char why[200], eb[160];
+    tif->kstate[dev] = -1;
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    if (gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) != GW_OK) {
+        /* keeps why */
+    } else if (!cu || !gw_cuda_ctx_for_device(dev, eb, sizeof(eb))) {
+        snprintf(why, sizeof(why), "%s", eb);
+    } else {
+        CUresult r = cu->cuStreamCreate(&tif->kstream[dev], CU_STREAM_NON_BLOCKING);
+        if (r == CUDA_SUCCESS) {
+            tif->kstate[dev] = 1;
+            snprintf(tif->bkernel, sizeof(tif->bkernel), "copy kernel");
+            return 1;
+        }
+        snprintf(why, sizeof(why), "cuStreamCreate failed: %s", gw_cuda_strerror(r, eb, sizeof(eb)));
+    }
+    snprintf(tif->bkernel, sizeof(tif->bkernel), "copy engine per entry (no kernel: %.150s)", why);
+    gw_log(GW_LOG_WARN, "tcp: GPU entries of batches move by one copy-engine copy each: %s", why);
+    return 0;
+}
+
+static void gbuf_destroy(tcp_gbuf_t *gb)
+{
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    if (cu) {
+        gw_cuda_ctx_for_device(gb->dev, eb, sizeof(eb));
+        for (uint32_t i = 0; i < gb->evcap; i++)
+            if (gb->ev[i])
+                cu->cuEventDestroy(gb->ev[i]);
+        if (gb->host)
+            cu->cuMemFreeHost(gb->host);
+    }
+    free(gb->ev);
+    free(gb);
+}
+
+/* A pinned buffer of at least size bytes for device dev (one reference),
+ * NULL with the error set in the core. */
+tcp_gbuf_t *tcp_gbuf_get(tcp_iface_t *tif, int dev, size_t size)
+{
+    gw_core_t *core = tif->super.core;
+    for (tcp_gbuf_t **p = &tif->gfree; *p; p = &(*p)->next) {
+        tcp_gbuf_t *gb = *p;
+        if (gb->dev == dev && gb->cap >= size) {
+            *p = gb->next;
+            gb->next = NULL;
+            gb->refs = 1;
+            gb->nev = 0;
+            return gb;
+        }
+    }
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    tcp_gbuf_t *gb = calloc(1, sizeof(*gb));
+    if (!gb) {
+        gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for a batch staging buffer");
+        return NULL;
+    }
+    gb->dev = dev;
+    gb->refs = 1;
+    gb->cap = (size + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1); /* whole MiB: reused by later batches */
+    if (!cu || !gw_cuda_ctx_for_device(dev, eb, sizeof(eb))) {
+        free(gb);
+        gw_err(core, GW_ERR_CUDA, "tcp: no CUDA context for device %d: %s", dev, eb);
+        return NULL;
+    }
+    CUresult r = cu->cuMemHostAlloc((void **)&gb->host, gb->cap, CU_MEMHOSTALLOC_PORTABLE);
+    if (r != CUDA_SUCCESS) {
+        free(gb);
+        gw_err(core, GW_ERR_CUDA, "tcp: cuMemHostAlloc(%zu bytes for a GPU batch run) failed: %s", size,
+               gw_cuda_strerror(r, eb, sizeof(eb)));
+        return NULL;
+    }
+    return gb;
+}
+
+/* Drops a reference; the last one waits for the buffer's launches (a run
+ * dropped by a failed endpoint may still be filling) and keeps the buffer
+ * for later batches (the GBUF_KEEP most recent per iface; older ones are
+ * freed: cuMemHostAlloc and cuMemFreeHost cost far more than a run).  A
+ * receiving stream holds one while a frame comes in and one per frame whose
+ * scatter runs. */
+#define GBUF_KEEP 16
+void tcp_gbuf_put(tcp_iface_t *tif, tcp_gbuf_t *gb)
+{
+    if (!gb || --gb->refs > 0)
+        return;
+    for (uint32_t i = 0; i < gb->nev; i++)
+        tcp_kern_wait(tif, gb, (int)i);
+    gb->nev = 0;
+    gb->next = tif->gfree;
+    tif->gfree = gb;
+    int kept = 0;
+    for (tcp_gbuf_t **p = &tif->gfree; *p;) {
+        if (++kept > GBUF_KEEP) {
+            tcp_gbuf_t *old = *p;
+            *p = old->next;
+            gbuf_destroy(old);
+        } else {
+            p = &(*p)->next;
+        }
+    }
+}
+
+void tcp_gbuf_free_all(tcp_iface_t *tif)
+{
+    while (tif->gfree) {
+        tcp_gbuf_t *gb = tif->gfree;
+        tif->gfree = gb->next;
+        gbuf_destroy(gb);
+    }
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    for (int d = 0; d < MAX_DEV; d++)
+        if (tif->kstream[d] && cu && gw_cuda_ctx_for_device(d, eb, sizeof(eb)))
+            cu->cuStreamDestroy(tif->kstream[d]);
+}
+
+/* Launches the copy of n descriptors (pinned, inside gb) on gb's device
+ * and records an event after it.  The event's index, or -1 with the error
+ * set in the core. */
+int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, uint32_t n)
+{
+    gw_core_t *core = tif->super.core;
+    char why[200], eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    if (!cu || !gw_cuda_ctx_for_device(gb->dev, eb, sizeof(eb))) {
+        gw_err(core, GW_ERR_CUDA, "tcp: no CUDA context for device %d: %s", gb->dev, eb);
+        return -1;
+    }
+    if (gb->nev == gb->evcap) {
+        uint32_t cap = gb->evcap ? gb->evcap * 2 : 16;
+        CUevent *a = realloc(gb->ev, cap * sizeof(*a));
+        if (!a) {
+            gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for copy kernel events");
+            return -1;
+        }
+        memset(a + gb->evcap, 0, (cap - gb->evcap) * sizeof(*a));
+        gb->ev = a;
+        gb->evcap = cap;
+    }
+    CUresult r = CUDA_SUCCESS;
+    if (!gb->ev[gb->nev] && (r = cu->cuEventCreate(&gb->ev[gb->nev], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+        gb->ev[gb->nev] = NULL;
+        gw_err(core, GW_ERR_CUDA, "tcp: cuEventCreate failed: %s", gw_cuda_strerror(r, eb, sizeof(eb)));
+        return -1;
+    }
+    CUstream s = tif->kstream[gb->dev];
+    gw_status_t st = gw_cuda_copy_kernel_launch(gb->dev, s, d, n, why, sizeof(why));
+    if (st != GW_OK) {
+        gw_err(core, st, "tcp: %s", why);
+        return -1;
+    }
+    if ((r = cu->cuEventRecord(gb->ev[gb->nev], s)) != CUDA_SUCCESS) {
+        gw_err(core, GW_ERR_CUDA, "tcp: cuEventRecord failed: %s", gw_cuda_strerror(r, eb, sizeof(eb)));
+        return -1;
+    }
+    return (int)gb->nev++;
+}
+
+/* 1: launch ev of gb is complete, 0: still running, -1: it failed (error in the core). */
+int tcp_kern_test(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev)
+{
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    CUresult r = cu->cuEventQuery(gb->ev[ev]);
+    if (r == CUDA_SUCCESS)
+        return 1;
+    if (r == CUDA_ERROR_NOT_READY)
+        return 0;
+    gw_err(tif->super.core, GW_ERR_CUDA, "tcp: the copy kernel of a GPU batch run failed: %s",
+           gw_cuda_strerror(r, eb, sizeof(eb)));
+    return -1;
+}
+
+/* Waits (bounded: 10 s) for launch ev of gb. */
+gw_status_t tcp_kern_wait(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev)
+{
+    uint64_t deadline = gw_now_ns() + 10000000000ull;
+    int r;
+    while ((r = tcp_kern_test(tif, gb, ev)) == 0)
+        if (gw_now_ns() > deadline)
+            return gw_err(tif->super.core, GW_ERR_CUDA, "tcp: the copy kernel of a GPU batch run did not finish within 10 s");
+    return r == 1 ? GW_OK : GW_ERR_CUDA;
+}
+
+/* 1 while frame t (the head of c, or one after it) waits for its gather
+ * launch: the stream polls it (stg_wait); 0 when it may be written; -1 when
+ * the launch failed (the endpoint failed). */
+int tcp_tx_kern_pending(conn_t *c, tx_item_t *t)
+{
+    if (!t->gb || t->gev < 0)
+        return 0;
+    int r = tcp_kern_test(c->ep->tif, t->gb, t->gev);
+    if (r == 1) {
+        t->gev = -1;
+        return 0;
+    }
+    if (r < 0) {
+        tcp_fail(c->ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch failed: %s", CORE(c->ep)->errbuf);
+        return -1;
+    }
+    stg_wait_add(c);
+    return 1;
 }

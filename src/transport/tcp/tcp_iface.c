@@ -103,6 +103,8 @@ static int tcp_poll(void *arg)
             n++;
         }
     }
+    if (!gw_list_empty(&tif->kdone)) /* batch frames whose scatter launch runs */
+        n += tcpb_kdone_poll(tif, 0);
     uint64_t now = gw_now_ns();
     if (!gw_liveness_due(&tif->live, now))
         return n;
@@ -181,6 +183,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     gw_list_init(&tif->lazy);
     gw_list_init(&tif->cork);
     gw_list_init(&tif->stg_wait);
+    gw_list_init(&tif->kdone);
     st = gw_core_add_poller(core, tcp_poll, tif);
     if (st != GW_OK) {
         snprintf(why, whylen, "%s", core->errbuf);
@@ -204,6 +207,7 @@ static void tcp_iface_close(gw_tl_iface_t *iface)
         gw_staging_destroy(tif->stg_tx[i]);
         gw_staging_destroy(tif->stg_rx[i]);
     }
+    tcp_gbuf_free_all(tif);
     free(tif->scratch);
     free(tif);
 }
@@ -245,10 +249,13 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
 {
     tcp_iface_t *tif = to_if(iface);
     gw_list_t *p;
+    tcpb_kdone_poll(tif, 1); /* scatter launches in flight may write into it: let them land */
     for (p = tif->eps.next; p != &tif->eps; p = p->next) {
         tcp_ep_t *ep = gw_container_of(p, tcp_ep_t, link);
         for (int i = 0; i < ep->nconns; i++) {
             conn_t *c = &ep->conns[i];
+            if (c->in_payload && c->bscat)
+                tcpb_rx_revoke(c, mem);
             if (c->in_payload && c->dst_region == mem) {
                 if (c->rx_busy) { /* the worker stores nothing more (waits for its copies into mem) */
                     gw_tcp_job_lock(&c->rxj);

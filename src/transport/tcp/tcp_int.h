@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include "core/sock.h"
+#include "cuda/cuda_wrap.h"
 #include "mem/staging.h"
 #include "transport/base/liveness.h"
 #include "transport/base/op_table.h"
@@ -36,6 +37,19 @@
 #define TX_SLOTS 4       /* staging slots one GPU-sourced frame keeps in flight */
 #define RX_INFLIGHT 2    /* host-to-device copies one stream keeps in flight */
 #define MAX_DEV 16
+
+/* A pinned host buffer of one device that batch runs are gathered into by
+ * the copy kernel (send) or received into before the kernel scatters them
+ * (receive); shared by the frames of a batch, reference-counted, kept by the
+ * iface for the next batch (tcp_gpu.c). */
+typedef struct tcp_gbuf {
+    struct tcp_gbuf *next;
+    int dev, refs;
+    uint8_t *host;
+    size_t cap;
+    CUevent *ev;         /* one per launch into this buffer, made once, reused */
+    uint32_t nev, evcap; /* recorded in the current use, made */
+} tcp_gbuf_t;
 
 typedef struct tx_item {
     struct tx_item *next;
@@ -55,6 +69,9 @@ typedef struct tx_item {
     gw_stage_slot_t *sl[TX_SLOTS];
     size_t sl_len[TX_SLOTS];
     int sl_head, sl_n;
+    /* a batch run gathered by the copy kernel: payload in gb, written once event gev is done */
+    tcp_gbuf_t *gb;
+    int gev;             /* event of gb to wait for, -1 when none (or seen done) */
 } tx_item_t;
 
 typedef struct tcp_ep tcp_ep_t;
@@ -105,6 +122,8 @@ typedef struct conn {
     int worker;
     gw_tcp_job_t txj, rxj;
     struct tcpb_rx *brx;   /* batch frame being received (tcp_batch.c) */
+    int bscat;             /* its payload is scattered over host entries (tcpb_scat_*) */
+    unsigned rx_unexp_n;   /* eager messages taken as unexpected since the last read (see conn_readable) */
 } conn_t;
 
 typedef struct tcp_iface {
@@ -123,6 +142,12 @@ typedef struct tcp_iface {
     long threads;
     uint64_t thread_min;
     unsigned next_worker;
+    /* GPU batch runs: the copy kernel (src/cuda/copy_kernel.c) per device */
+    int kstate[MAX_DEV];     /* 0 not tried, 1 usable, -1 not (bkernel says why) */
+    CUstream kstream[MAX_DEV];
+    tcp_gbuf_t *gfree;       /* pinned buffers kept for the next batch */
+    gw_list_t kdone;         /* received batch frames whose scatter launch runs (tcp_batch.c) */
+    char bkernel[200];       /* path text: how GPU entries of batches move */
 } tcp_iface_t;
 
 typedef struct dnotify {
@@ -235,6 +260,14 @@ int tcp_rx_submit(conn_t *c, gw_staging_t *st);
 gw_stage_slot_t *tcp_rx_slot(conn_t *c, gw_staging_t **stp);
 int tcp_gpu_store(conn_t *c, const uint8_t *src, size_t len);
 int tcp_gpu_finish(conn_t *c);
+int tcp_kern_ready(tcp_iface_t *tif, int dev);
+tcp_gbuf_t *tcp_gbuf_get(tcp_iface_t *tif, int dev, size_t size);
+void tcp_gbuf_put(tcp_iface_t *tif, tcp_gbuf_t *gb);
+void tcp_gbuf_free_all(tcp_iface_t *tif);
+int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, uint32_t n);
+int tcp_kern_test(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev);
+gw_status_t tcp_kern_wait(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev);
+int tcp_tx_kern_pending(conn_t *c, tx_item_t *t);
 
 /* tcp_iface.c */
 void tcp_job_done(gw_tcp_job_t *j, void *arg);
@@ -243,6 +276,11 @@ void tcp_job_done(gw_tcp_job_t *j, void *arg);
 int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap);
 gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req);
 void tcpb_rx_drop(conn_t *c);
+int tcpb_kdone_poll(tcp_iface_t *tif, int wait);
+void tcpb_scat_store(conn_t *c, const uint8_t *src, size_t len);
+ssize_t tcpb_scat_recv(conn_t *c, size_t want);
+void tcpb_rx_revoke(conn_t *c, const gw_mem_t *mem);
+void tcpb_kdone_drop_ep(tcp_ep_t *ep);
 int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h);
 int tcpb_rx_next(conn_t *c);
 

@@ -155,6 +155,7 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
                 return -1;
             }
             c->rx_unexp = u;
+            c->rx_unexp_n++;
             tcp_begin_payload(c, u->data, h->len, h->len);
         }
         break;
@@ -296,7 +297,9 @@ static int process_rbuf(conn_t *c)
             size_t take = GW_MIN(avail, c->remaining);
             if (c->consumed < c->keep) {
                 size_t k = GW_MIN(take, c->keep - c->consumed);
-                if (c->rx_dev < 0)
+                if (c->bscat)
+                    tcpb_scat_store(c, c->rbuf + c->rpos, k);
+                else if (c->rx_dev < 0)
                     memcpy(c->dst + c->consumed, c->rbuf + c->rpos, k);
                 else if (tcp_gpu_store(c, c->rbuf + c->rpos, k) < 0)
                     return -1;
@@ -326,7 +329,7 @@ static int process_rbuf(conn_t *c)
 static int offload_rx(conn_t *c)
 {
     tcp_iface_t *tif = c->ep->tif;
-    if (!offloadable(tif, c->remaining))
+    if (!offloadable(tif, c->remaining) || c->bscat)
         return 0;
     int dev = c->rx_dev;
     if (dev >= 0 && tcp_gpu_finish(c) < 0) /* what the progress thread staged lands first */
@@ -375,6 +378,9 @@ static void conn_readable(conn_t *c)
                     goto via_rbuf;
                 dst = (uint8_t *)sl->host + c->rx_fill;
                 want = GW_MIN(GW_MIN(c->remaining, c->keep - c->consumed), gw_staging_chunk(st) - c->rx_fill);
+            } else if (c->bscat) { /* a batch frame: straight into its entries (one recvmsg, many iovecs) */
+                dst = NULL;
+                want = c->remaining;
             } else if (c->consumed < c->keep) {
                 dst = c->dst + c->consumed;
                 want = GW_MIN(c->remaining, c->keep - c->consumed);
@@ -382,7 +388,7 @@ static void conn_readable(conn_t *c)
                 dst = ep->tif->scratch;
                 want = GW_MIN(c->remaining, (size_t)RBUF_CAP);
             }
-            n = recv(c->fd, dst, want, MSG_DONTWAIT);
+            n = dst ? recv(c->fd, dst, want, MSG_DONTWAIT) : tcpb_scat_recv(c, want);
             if (n > 0) {
                 B(ep)->last_rx_ns = gw_now_ns();
                 c->consumed += (size_t)n;
@@ -418,10 +424,20 @@ static void conn_readable(conn_t *c)
                 c->rlen += (size_t)n;
                 if (c->rlen - c->rpos >= GW_TCP_HDR)
                     c->hdr_only = 0;
+                c->rx_unexp_n = 0;
                 if (process_rbuf(c) < 0)
                     return;
                 if ((size_t)n < (RBUF_CAP - c->rlen) / 2 && !c->in_payload)
                     return; /* drained */
+                /* messages outran the posted receives: read no more now, so
+                 * that the application may post receives before the rest is
+                 * taken (a stream of small sends otherwise made thousands of
+                 * them unexpected per call, each an allocation and a copy:
+                 * malloc and its page faults were 2/3 of the receiver's time);
+                 * what stays in the socket is read on the next progress call
+                 * (level-triggered), and the sender's socket fills meanwhile */
+                if (c->rx_unexp_n)
+                    return;
                 continue;
             }
         }

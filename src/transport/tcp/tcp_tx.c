@@ -32,6 +32,8 @@ tx_item_t *tcp_tx_alloc(tcp_ep_t *ep)
     t->gpu_dev = -1;
     t->staged = t->sl_used = 0;
     t->sl_head = t->sl_n = 0;
+    t->gb = NULL;
+    t->gev = -1;
     return t;
 }
 
@@ -40,6 +42,10 @@ void tcp_tx_release(tcp_ep_t *ep, tx_item_t *t)
     tcp_tx_drop_slots(ep, t);
     free(t->owned);
     t->owned = NULL;
+    if (t->gb) {
+        tcp_gbuf_put(ep->tif, t->gb);
+        t->gb = NULL;
+    }
     t->next = ep->txfree;
     ep->txfree = t;
 }
@@ -113,6 +119,11 @@ static int offload_tx(conn_t *c)
     j->nnext = 0; /* large frames queued behind it go along: one hand-over for several */
     for (tx_item_t *n = t->next; n && j->nnext < GW_TCP_JOB_FRAMES - 1 && offloadable(tif, n->paylen) && !n->iov;
          n = n->next) {
+        if (n->gb && n->gev >= 0) { /* a gathered batch run goes along once its launch is done */
+            if (tcp_kern_test(tif, n->gb, n->gev) != 1)
+                break;
+            n->gev = -1;
+        }
         gw_tcp_next_frame_t *f = &j->next[j->nnext++];
         memcpy(f->hdr, n->hdr, GW_TCP_HDR);
         f->src = n->payload;
@@ -151,7 +162,12 @@ static int conn_flush_(conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
     while (c->txh && c->fd >= 0) {
-        if (c->tx_busy || offload_tx(c))
+        if (c->tx_busy)
+            return 0;
+        int kp = tcp_tx_kern_pending(c, c->txh); /* a gathered batch run: its launch first */
+        if (kp)
+            return kp < 0 ? -1 : 0;
+        if (offload_tx(c))
             return 0;
         if (c->txh->gpu_dev >= 0) {
             int r = tcp_flush_gpu_head(c);
@@ -164,6 +180,8 @@ static int conn_flush_(conn_t *c)
         for (tx_item_t *t = c->txh; t && t->gpu_dev < 0 && n < IOV_MAX_BATCH - 1; t = t->next) {
             if (n && offloadable(ep->tif, t->paylen) && !t->iov)
                 break; /* goes to a helper thread once it is the head */
+            if (n && t->gb && t->gev >= 0)
+                break; /* its gather launch is checked once it is the head */
             if (t->iov) { /* a batch run: header and payload from its iovecs */
                 if (tcpb_iov_fill(t, iov, &n, IOV_MAX_RUN))
                     break; /* the array is full */
