@@ -323,7 +323,7 @@ static gw_status_t post_bw(cli_t *c, uint64_t size, uint64_t n, gw_request_t **r
     return GW_ERR_INVALID;
 }
 
-#define PERF_POST_BURST 64 /* posts between two clock reads */
+#define PERF_POST_BURST 64 /* posts between two clock reads (a time-limited run) */
 
 static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
 {
@@ -345,15 +345,17 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
         uint64_t p0 = perf_now_ns();
         int more = !done_yet(o, posted, t0, p0);
         if (more && posted - done < w) {
-            for (unsigned k = 0; posted - done < w && k < PERF_POST_BURST; k++) {
+            for (unsigned k = 1; more && posted - done < w; k++) {
                 st = post_bw(c, size, posted, &win[posted % w]);
                 if (st != GW_OK) {
                     perf_fail(c->ctx, "posting a bandwidth operation", st);
                     goto out;
                 }
                 posted++;
-                if (o->iters > 0 && done_yet(o, posted, t0, 0))
-                    break;
+                if (o->iters > 0)
+                    more = !done_yet(o, posted, t0, 0);
+                else if (k % PERF_POST_BURST == 0)
+                    more = !done_yet(o, posted, t0, perf_now_ns());
             }
             post_ns += perf_now_ns() - p0;
         }
