@@ -222,7 +222,7 @@ int intra_poll_inflight(intra_ep_t *e)
 /* Runs an rma request as far as it goes now. */
 static void rma_issue(intra_ep_t *e, gw_request_t *req)
 {
-    if (intra_cma_queue(e, req))
+    if (intra_shm_fast(e, req) || intra_cma_queue(e, req))
         return;
     rdesc_t r;
     gw_status_t st = intra_slot_enter(e, req, &r);

@@ -206,6 +206,7 @@ gw_status_t intra_slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
 void intra_slot_leave(intra_ep_t *e, gw_request_t *req);
 void intra_cma_flush(intra_ep_t *e);
 int intra_cma_queue(intra_ep_t *e, gw_request_t *req);
+int intra_shm_fast(intra_ep_t *e, gw_request_t *req);
 
 /* intra_batch.c */
 size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin);
