@@ -604,6 +604,7 @@ void intra_cma_flush(intra_ep_t *e)
     while (off < k) {
         int err = 0;
         size_t moved = gw_intra_cma_batch(e->peer_pid, !get, loc + off, rem + off, k - off, &err);
+        e->n_cma_calls++;
         e->n_cma += moved;
         e->n_cma_batched += moved;
         for (size_t i = 0; i < moved; i++)

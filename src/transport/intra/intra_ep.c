@@ -610,9 +610,9 @@ gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     /* kept short: gw_ep_info_t.path has 256 bytes */
     snprintf(buf, len,
              "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, "
-             "%lu staged, %lu kernel; %lu CMA copies batched; GPU batches: %s",
+             "%lu staged, %lu kernel; %lu CMA copies batched in %lu calls; GPU batches: %s",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched,
+             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched, e->n_cma_calls,
              e->ifc->bkernel[0] ? e->ifc->bkernel : "none yet");
     return GW_OK;
 }

@@ -140,6 +140,7 @@ typedef struct intra_ep {
     CUstream stream[INTRA_MAX_DEV];
     unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
     unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
+    unsigned long n_cma_calls; /* gw_intra_cma_batch calls for the n_cma_batched copies */
 } intra_ep_t;
 
 /* request scratch: req->intra (core/request.h) */
