@@ -332,6 +332,19 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
     perf_msg_t m, r;
     if ((st = begin_phase(c, PERF_PHASE_BW, size, &m)) != GW_OK)
         return st;
+    /* warm up with one put or get before the clock starts (one-sided: the
+     * server counts nothing): first use of the peer's region (mapping it,
+     * importing it) is not what the phase measures */
+    if (!o->batch && (o->op == PERF_PUT || o->op == PERF_GET)) {
+        gw_request_t *wr = NULL;
+        if ((st = post_bw(c, size, 0, &wr)) == GW_OK)
+            st = gw_request_wait(wr, PERF_CTRL_TIMEOUT_MS);
+        gw_request_free(wr);
+        if (st != GW_OK) {
+            perf_fail(c->ctx, "the warm-up operation", st);
+            return st;
+        }
+    }
 
     /* the window is a ring, reaped from the oldest: small operations complete
      * in posting order, and a round costs what completed, not the window */
