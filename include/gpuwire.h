@@ -536,12 +536,20 @@ typedef struct gw_setting_desc {
     const char *name;       /* "GPUWIRE_TCP_STREAMS" */
     const char *default_value;
     const char *help;
+    /* what the value may be (from the registry's kind and range), e.g. "integer 1..16, or auto", "size 4K..1G (K/M/G/T)",
+     * "one of auto, force or off", "text" */
+    const char *accepts;
 } gw_setting_desc_t;
 
 /* The i-th known setting, or NULL past the end. */
 GW_API const gw_setting_desc_t *gw_setting_at(size_t i);
-/* The value the context is using for a setting, or NULL if unknown. */
+/* The value the context is using for a setting, or NULL if the name is not a
+ * setting.  ctx NULL: the value a context created now would use (the
+ * process environment, else the default). */
 GW_API const char *gw_setting_value(const gw_context_t *ctx, const char *name);
+/* Where that value came from: 1 the environment, 0 the default, -1 not a
+ * setting.  ctx NULL: the process environment now. */
+GW_API int gw_setting_from_env(const gw_context_t *ctx, const char *name);
 
 /* Transports compiled in and whether each is usable here, with the reason
  * when not.  Returns GW_ERR_NOT_FOUND past the end. */

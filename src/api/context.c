@@ -155,10 +155,10 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
                           : gw_settings_str(&ctx->core.settings, GW_SET_TRANSPORTS);
     if ((st = parse_transports(ctx, tls, err, sizeof(err))) != GW_OK)
         goto err_core;
-    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_CONNECT_TIMEOUT_MS, 1, 3600000L,
+    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_CONNECT_TIMEOUT_MS,
                               &ctx->connect_timeout_ms, err, sizeof(err))) != GW_OK)
         goto err_core;
-    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_SPIN_US, 0, 10000000L, &ctx->spin_us, err,
+    if ((st = gw_settings_int(&ctx->core.settings, GW_SET_SPIN_US, &ctx->spin_us, err,
                               sizeof(err))) != GW_OK)
         goto err_core;
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
@@ -310,14 +310,29 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
     }
 }
 
+static int setting_id(const char *name)
+{
+    for (size_t i = 0; name && i < GW_SET_COUNT; i++)
+        if (!strcmp(gw_settings_name((gw_setting_id_t)i), name))
+            return (int)i;
+    return -1;
+}
+
 const char *gw_setting_value(const gw_context_t *ctx, const char *name)
 {
-    if (!ctx || !name)
+    int id = setting_id(name);
+    if (id < 0)
         return NULL;
-    for (size_t i = 0; i < GW_SET_COUNT; i++)
-        if (!strcmp(gw_settings_name((gw_setting_id_t)i), name))
-            return gw_settings_str(&ctx->core.settings, (gw_setting_id_t)i);
-    return NULL;
+    return ctx ? gw_settings_str(&ctx->core.settings, (gw_setting_id_t)id)
+               : gw_settings_env((gw_setting_id_t)id);
+}
+
+int gw_setting_from_env(const gw_context_t *ctx, const char *name)
+{
+    int id = setting_id(name);
+    if (id < 0)
+        return -1;
+    return gw_settings_is_env(ctx ? &ctx->core.settings : NULL, (gw_setting_id_t)id);
 }
 
 gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transport_info_t *info)

@@ -102,7 +102,7 @@ gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
     if (!usable) /* say so before bothering the peer */
         return gw_err(core, GW_ERR_NO_TRANSPORT, "gw_connect(%s): no transport usable here (%s)", addr, none);
     uint64_t sockbuf = 0;
-    gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &sockbuf, why, sizeof(why));
+    gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, &sockbuf, why, sizeof(why));
     int fd = gw_sock_connect(&ss, sl, (int)sockbuf, (int)ctx->connect_timeout_ms);
     if (fd < 0) {
         int e = errno;

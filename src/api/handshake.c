@@ -556,7 +556,7 @@ static int open_stream_cb(void *arg, unsigned idx)
     gw_context_t *ctx = hs->ctx;
     uint64_t sockbuf = 0;
     char why[128];
-    gw_settings_size(&ctx->core.settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &sockbuf, why, sizeof(why));
+    gw_settings_size(&ctx->core.settings, GW_SET_TCP_SOCKBUF, &sockbuf, why, sizeof(why));
     int fd = gw_sock_connect(&hs->ss, hs->sslen, (int)sockbuf, (int)ctx->connect_timeout_ms);
     if (fd < 0) {
         gw_err(&ctx->core, GW_ERR_CONN_REFUSED, "connect(%s) for stream %u failed: %s", hs->peer, idx, strerror(errno));

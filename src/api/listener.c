@@ -64,7 +64,7 @@ gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out)
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     uint64_t sockbuf = 0;
-    gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &sockbuf, why, sizeof(why));
+    gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, &sockbuf, why, sizeof(why));
     gw_sock_tune(fd, (int)sockbuf, 0); /* accepted sockets inherit the buffer sizes */
     if (bind(fd, (struct sockaddr *)&ss, sl) != 0) {
         st = gw_err(core, GW_ERR_ADDRESS, "gw_listen(%s): bind failed: %s", addr, strerror(errno));

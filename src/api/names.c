@@ -166,7 +166,7 @@ static gw_status_t names_get(gw_context_t *ctx, names_t **out)
             st = gw_err(core, GW_ERR_CONFIG, "GPUWIRE_DIRECTORY_PREFIX=\"%s\": 1..100 characters expected", n->prefix);
             goto fail;
         }
-        if ((st = gw_settings_int(&core->settings, GW_SET_DIRECTORY_TTL, 2, 3600, &n->ttl_s, why, sizeof(why))) !=
+        if ((st = gw_settings_int(&core->settings, GW_SET_DIRECTORY_TTL, &n->ttl_s, why, sizeof(why))) !=
             GW_OK) {
             st = gw_err(core, GW_ERR_CONFIG, "%s", why);
             goto fail;

@@ -31,7 +31,7 @@ gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen)
     }
     if (c->settings.from_env[GW_SET_LOG_LEVEL])
         gw_log_set_level(lvl);
-    st = gw_settings_int(&c->settings, GW_SET_PEER_TIMEOUT_MS, 1, 86400000L, &c->peer_timeout_ms,
+    st = gw_settings_int(&c->settings, GW_SET_PEER_TIMEOUT_MS, &c->peer_timeout_ms,
                          err, errlen);
     if (st != GW_OK)
         goto err_settings;

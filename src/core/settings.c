@@ -3,23 +3,125 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 
 extern char **environ;
 
-static const gw_setting_desc_t g_settings[] = {
-#define X(id, name, def, help) {name, def, help},
+/* the registry as written (settings.def) */
+typedef struct raw_rule {
+    gw_setting_kind_t kind;
+    const char *min, *max, *words;
+} raw_rule_t;
+
+static gw_setting_desc_t g_settings[] = {
+#define X(id, name, kind, min, max, words, def, help) {name, def, help, NULL},
 #include "settings.def"
 #undef X
 };
+static const raw_rule_t g_raw[] = {
+#define X(id, name, kind, min, max, words, def, help) {GW_SK_##kind, min, max, words},
+#include "settings.def"
+#undef X
+};
+/* resolved once: numeric ranges and the "accepts" text of each setting */
+static gw_setting_rule_t g_rules[GW_SET_COUNT];
+static char g_accepts[GW_SET_COUNT][160];
+static pthread_once_t g_rules_once = PTHREAD_ONCE_INIT;
+
+/* "a|b|" -> "a, b or empty" */
+static void list_words(const char *words, char *buf, size_t len)
+{
+    size_t o = 0, n = 0, total = 0;
+    for (const char *w = words; *w; w += strcspn(w, "|") + (w[strcspn(w, "|")] ? 1 : 0))
+        total++;
+    if (*words && words[strlen(words) - 1] == '|')
+        total++;
+    buf[0] = '\0';
+    const char *w = words;
+    for (size_t i = 0; i < total && o + 1 < len; i++) {
+        size_t wl = strcspn(w, "|");
+        const char *sep = n == 0 ? "" : (i + 1 == total ? " or " : ", ");
+        if (wl)
+            o += (size_t)snprintf(buf + o, len - o, "%s%.*s", sep, (int)wl, w);
+        else
+            o += (size_t)snprintf(buf + o, len - o, "%sempty", sep);
+        n++;
+        w += wl + (w[wl] ? 1 : 0);
+    }
+}
+
+static void resolve_rules(void)
+{
+    for (size_t i = 0; i < GW_SET_COUNT; i++) {
+        const raw_rule_t *r = &g_raw[i];
+        gw_setting_rule_t *o = &g_rules[i];
+        char words[96], *t = g_accepts[i];
+        size_t tl = sizeof(g_accepts[i]);
+        o->kind = r->kind;
+        o->words = r->words;
+        list_words(r->words, words, sizeof(words));
+        if (r->kind == GW_SK_INT) {
+            o->min = (uint64_t)strtol(r->min, NULL, 10);
+            o->max = (uint64_t)strtol(r->max, NULL, 10);
+            snprintf(t, tl, "integer %s..%s%s%s", r->min, r->max, *words ? ", or " : "", words);
+        } else if (r->kind == GW_SK_SIZE) {
+            /* written in the registry; a unit test parses every one */
+            if (gw_parse_size(r->min, &o->min) != 0)
+                o->min = 0;
+            if (!*r->max || gw_parse_size(r->max, &o->max) != 0)
+                o->max = UINT64_MAX;
+            if (*r->max)
+                snprintf(t, tl, "size %s..%s (K/M/G/T)%s%s", r->min, r->max, *words ? ", or " : "",
+                         words);
+            else
+                snprintf(t, tl, "size >= %s (K/M/G/T)%s%s", r->min, *words ? ", or " : "", words);
+        } else if (r->kind == GW_SK_WORDS) {
+            snprintf(t, tl, "one of %s", words);
+        } else {
+            snprintf(t, tl, "text");
+        }
+        g_settings[i].accepts = t;
+    }
+}
+
+const gw_setting_rule_t *gw_settings_rule(gw_setting_id_t id)
+{
+    if ((unsigned)id >= GW_SET_COUNT)
+        return NULL;
+    pthread_once(&g_rules_once, resolve_rules);
+    return &g_rules[id];
+}
 
 const gw_setting_desc_t *gw_setting_at(size_t i)
 {
-    return i < GW_SET_COUNT ? &g_settings[i] : NULL;
+    if (i >= GW_SET_COUNT)
+        return NULL;
+    pthread_once(&g_rules_once, resolve_rules);
+    return &g_settings[i];
+}
+
+int gw_settings_is_word(gw_setting_id_t id, const char *v)
+{
+    if ((unsigned)id >= GW_SET_COUNT || !v)
+        return 0;
+    const char *words = g_raw[id].words;
+    size_t n = strlen(v);
+    if (!*words)
+        return 0;
+    for (const char *w = words;;) {
+        size_t wl = strcspn(w, "|");
+        if (wl == n && !strncasecmp(v, w, n))
+            return 1;
+        if (!w[wl])
+            return 0;
+        w += wl + 1;
+    }
 }
 
 const char *gw_settings_name(gw_setting_id_t id)
@@ -122,22 +224,38 @@ const char *gw_settings_env(gw_setting_id_t id)
     return env ? env : g_settings[id].default_value;
 }
 
+const char *gw_settings_test_hook(const char *name)
+{
+    if (!name || strncmp(name, "GW_TEST_", 8) != 0)
+        return NULL;
+    return getenv(name);
+}
+
+int gw_settings_is_env(const gw_settings_t *s, gw_setting_id_t id)
+{
+    if ((unsigned)id >= GW_SET_COUNT)
+        return 0;
+    return s ? s->from_env[id] != 0 : getenv(g_settings[id].name) != NULL;
+}
+
 const char *gw_settings_sysfs_root(const gw_settings_t *s)
 {
     const char *v = s ? gw_settings_str(s, GW_SET_SYSFS_ROOT) : gw_settings_env(GW_SET_SYSFS_ROOT);
     return v && v[0] ? v : g_settings[GW_SET_SYSFS_ROOT].default_value;
 }
 
-gw_status_t gw_settings_int(const gw_settings_t *s, gw_setting_id_t id, long min, long max,
-                            long *out, char *err, size_t errlen)
+gw_status_t gw_settings_int(const gw_settings_t *s, gw_setting_id_t id, long *out, char *err,
+                            size_t errlen)
 {
+    const gw_setting_rule_t *r = gw_settings_rule(id);
     const char *v = gw_settings_str(s, id);
+    long min = (long)r->min, max = (long)r->max;
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || end == v || *end != '\0' || x < min || x > max) {
-        snprintf(err, errlen, "%s=\"%s\": expected an integer from %ld to %ld",
-                 g_settings[id].name, v, min, max);
+    if (r->kind != GW_SK_INT || errno || end == v || *end != '\0' || x < min || x > max) {
+        snprintf(err, errlen, "%s=\"%s\": expected %s", g_settings[id].name, v,
+                 g_settings[id].accepts);
         return GW_ERR_CONFIG;
     }
     *out = x;
@@ -174,15 +292,15 @@ int gw_parse_size(const char *str, uint64_t *out)
     return 0;
 }
 
-gw_status_t gw_settings_size(const gw_settings_t *s, gw_setting_id_t id, uint64_t min,
-                             uint64_t max, uint64_t *out, char *err, size_t errlen)
+gw_status_t gw_settings_size(const gw_settings_t *s, gw_setting_id_t id, uint64_t *out,
+                             char *err, size_t errlen)
 {
+    const gw_setting_rule_t *r = gw_settings_rule(id);
     const char *v = gw_settings_str(s, id);
     uint64_t x;
-    if (gw_parse_size(v, &x) != 0 || x < min || x > max) {
-        snprintf(err, errlen,
-                 "%s=\"%s\": expected a size from %llu to %llu bytes (K/M/G suffixes allowed)",
-                 g_settings[id].name, v, (unsigned long long)min, (unsigned long long)max);
+    if (r->kind != GW_SK_SIZE || gw_parse_size(v, &x) != 0 || x < r->min || x > r->max) {
+        snprintf(err, errlen, "%s=\"%s\": expected %s", g_settings[id].name, v,
+                 g_settings[id].accepts);
         return GW_ERR_CONFIG;
     }
     *out = x;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/settings.h"
 #include "core/util.h"
 
 #define GW_CUDA_DEFAULT_LIB "libcuda.so.1"
@@ -64,7 +65,7 @@ static int resolve(void *getproc, int v2, const char *sym, int ver, void **pfn)
 
 static void load_once(void)
 {
-    const char *lib = getenv("GPUWIRE_CUDA_LIB");
+    const char *lib = gw_settings_env(GW_SET_CUDA_LIB);
     if (!lib || !*lib)
         lib = GW_CUDA_DEFAULT_LIB;
     int absent = 0;

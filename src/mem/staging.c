@@ -51,7 +51,7 @@ gw_status_t gw_staging_create(gw_core_t *c, int device, size_t chunk, unsigned n
                       device, why);
     if (chunk == 0) {
         uint64_t v = 0;
-        st_ = gw_settings_size(&c->settings, GW_SET_STAGING_CHUNK, 4096, 1ull << 30, &v, why,
+        st_ = gw_settings_size(&c->settings, GW_SET_STAGING_CHUNK, &v, why,
                                sizeof(why));
         if (st_ != GW_OK)
             return gw_err(c, st_, "staging engine: %s", why);
@@ -59,7 +59,7 @@ gw_status_t gw_staging_create(gw_core_t *c, int device, size_t chunk, unsigned n
     }
     if (nbufs == 0) {
         long v = 0;
-        st_ = gw_settings_int(&c->settings, GW_SET_STAGING_BUFFERS, 1, 64, &v, why, sizeof(why));
+        st_ = gw_settings_int(&c->settings, GW_SET_STAGING_BUFFERS, &v, why, sizeof(why));
         if (st_ != GW_OK)
             return gw_err(c, st_, "staging engine: %s", why);
         nbufs = (unsigned)v;

@@ -1,7 +1,8 @@
 /* api_config.c - gw_config_t versions: a version-1 caller (size up to
  * log_level) still works, and version 2's ib_device overrides
  * GPUWIRE_IB_DEVICE for that context only (the NCCL plugin holds one context
- * per RDMA port this way). */
+ * per RDMA port this way).  gw_setting_value/gw_setting_from_env with and
+ * without a context. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,20 @@ int main(void)
     CHECK(!strcmp(gw_setting_value(c, "GPUWIRE_IB_DEVICE"), "from_env:1"));
     /* the override did not leak into the other contexts */
     CHECK(!strcmp(gw_setting_value(a, "GPUWIRE_IB_DEVICE"), "mlx5_7:2"));
+    /* where a value came from, and the values without a context (the tool
+     * prints these when no context can be made) */
+    CHECK(gw_setting_from_env(a, "GPUWIRE_IB_DEVICE") == 1);
+    CHECK(gw_setting_from_env(a, "GPUWIRE_TCP_STREAMS") == 0);
+    CHECK(gw_setting_from_env(a, "GPUWIRE_NO_SUCH_THING") == -1);
+    CHECK(gw_setting_value(a, "GPUWIRE_NO_SUCH_THING") == NULL);
+    CHECK(!strcmp(gw_setting_value(NULL, "GPUWIRE_IB_DEVICE"), "from_env:1"));
+    CHECK(gw_setting_from_env(NULL, "GPUWIRE_IB_DEVICE") == 1);
+    unsetenv("GPUWIRE_IB_DEVICE");
+    CHECK(gw_setting_from_env(NULL, "GPUWIRE_IB_DEVICE") == 0);
+    CHECK(gw_setting_value(NULL, "GPUWIRE_IB_DEVICE") != NULL);
+    /* a context keeps what it read at creation */
+    CHECK(gw_setting_from_env(b, "GPUWIRE_IB_DEVICE") == 1);
+    CHECK(!strcmp(gw_setting_value(b, "GPUWIRE_IB_DEVICE"), "from_env:1"));
     CHECK_ST(gw_context_destroy(a), GW_OK);
     CHECK_ST(gw_context_destroy(b), GW_OK);
     CHECK_ST(gw_context_destroy(c), GW_OK);

@@ -33,10 +33,11 @@ if not bad:
     st = {s["name"]: s for s in d["settings"]}
     if sorted(st) != names: bad.append("settings %s, settings.def %s" % (sorted(st), names))
     for s in d["settings"]:
-        for k in ("value", "source", "default", "help"):
+        for k in ("value", "source", "default", "help", "accepts"):
             if k not in s: bad.append("%s lacks %s" % (s["name"], k))
     ts = st.get("GPUWIRE_TCP_STREAMS", {})
     if (ts.get("value"), ts.get("source"), ts.get("default")) != ("3", "env", "auto"): bad.append("TCP_STREAMS %r" % ts)
+    if ts.get("accepts") != "integer 1..16, or auto": bad.append("TCP_STREAMS accepts %r" % ts.get("accepts"))
     if st.get("GPUWIRE_LOG_LEVEL", {}).get("source") != "default": bad.append("LOG_LEVEL source")
     if d["unknown_settings"] != ["GPUWIRE_NOT_A_SETTING"]: bad.append("unknown %r" % d["unknown_settings"])
 for b in bad: print("FAIL: info --json:", b)

@@ -10,6 +10,8 @@
 #include "core/core.h"
 #include "core/settings.h"
 #include "harness.h"
+#include "transport/tcp/tcp_int.h"
+#include "transport/verbs/verbs.h"
 
 static void check_size(const char *s, int want_rc, uint64_t want)
 {
@@ -60,6 +62,34 @@ int main(void)
     CHECK(strcmp(gw_settings_name(GW_SET_TCP_STREAMS), "GPUWIRE_TCP_STREAMS") == 0);
     CHECK(strcmp(gw_settings_name((gw_setting_id_t)9999), "?") == 0);
 
+    /* the registry's kinds and ranges: every range parses, every default is
+     * accepted, and the ranges fit the arrays and limits the readers size by
+     * them (a range is written only in settings.def) */
+    for (size_t i = 0; i < GW_SET_COUNT; i++) {
+        const gw_setting_rule_t *r = gw_settings_rule((gw_setting_id_t)i);
+        const gw_setting_desc_t *d = gw_setting_at(i);
+        REQUIRE(r && d->accepts && d->accepts[0]);
+        if (r->kind == GW_SK_INT || r->kind == GW_SK_SIZE)
+            CHECK(r->min <= r->max);
+        if (r->kind == GW_SK_WORDS)
+            CHECK(r->words[0] != '\0');
+        if (r->kind == GW_SK_TEXT)
+            CHECK(!strcmp(d->accepts, "text"));
+    }
+    CHECK(gw_settings_rule(GW_SET_TCP_STREAMS)->max <= GW_TCP_MAX_STREAMS);
+    CHECK(gw_settings_rule(GW_SET_TCP_THREADS)->max <= GW_TCP_MAX_STREAMS);
+    CHECK(gw_settings_rule(GW_SET_IB_QPS)->max <= GW_VERBS_MAX_QPS);
+    CHECK(gw_settings_rule(GW_SET_TCP_EAGER_MAX)->max <= MAX_EAGER_RECV);
+    CHECK(gw_settings_rule(GW_SET_TCP_CHUNK)->min == 4096 && gw_settings_rule(GW_SET_TCP_CHUNK)->max == 1ull << 30);
+    CHECK(gw_settings_rule(GW_SET_TCP_STRIPE_MIN)->max == UINT64_MAX);
+    CHECK(!strcmp(gw_setting_at(GW_SET_TCP_STREAMS)->accepts, "integer 1..16, or auto"));
+    CHECK(!strcmp(gw_setting_at(GW_SET_INTRA)->accepts, "one of auto, force or off"));
+    CHECK(!strcmp(gw_setting_at(GW_SET_IB_GID_INDEX)->accepts, "integer 0..255, or auto or empty"));
+    CHECK(gw_settings_is_word(GW_SET_LOG_LEVEL, "DEBUG"));
+    CHECK(gw_settings_is_word(GW_SET_IB_GID_INDEX, ""));
+    CHECK(!gw_settings_is_word(GW_SET_TCP_CHUNK, ""));
+    CHECK(!gw_settings_is_word(GW_SET_INTRA, "forc"));
+
     /* sizes */
     check_size("0", 0, 0);
     check_size("123", 0, 123);
@@ -96,15 +126,15 @@ int main(void)
     for (size_t i = 0; i < sizeof(size_ids) / sizeof(size_ids[0]); i++) {
         const char *def = gw_setting_at(size_ids[i])->default_value;
         CHECK(gw_parse_size(def, &want) == 0);
-        CHECK_ST(gw_settings_size(&s, size_ids[i], 0, UINT64_MAX, &v, err, sizeof(err)), GW_OK);
+        CHECK_ST(gw_settings_size(&s, size_ids[i], &v, err, sizeof(err)), GW_OK);
         CHECK(v == want);
         CHECK(strcmp(gw_settings_str(&s, size_ids[i]), def) == 0);
     }
     long l;
-    CHECK_ST(gw_settings_int(&s, GW_SET_STAGING_BUFFERS, 1, 64, &l, err, sizeof(err)), GW_OK);
+    CHECK_ST(gw_settings_int(&s, GW_SET_STAGING_BUFFERS, &l, err, sizeof(err)), GW_OK);
     CHECK(l == atol(gw_setting_at(GW_SET_STAGING_BUFFERS)->default_value));
-    CHECK_ST(gw_settings_int(&s, GW_SET_PEER_TIMEOUT_MS, 1, 86400000L, &l, err, sizeof(err)), GW_OK);
-    CHECK_ST(gw_settings_int(&s, GW_SET_CONNECT_TIMEOUT_MS, 1, 86400000L, &l, err, sizeof(err)), GW_OK);
+    CHECK_ST(gw_settings_int(&s, GW_SET_PEER_TIMEOUT_MS, &l, err, sizeof(err)), GW_OK);
+    CHECK_ST(gw_settings_int(&s, GW_SET_CONNECT_TIMEOUT_MS, &l, err, sizeof(err)), GW_OK);
     CHECK(s.from_env[GW_SET_TCP_STREAMS] == 0);
     gw_settings_free(&s);
 
@@ -116,18 +146,19 @@ int main(void)
     REQUIRE_OK(load_captured(&s, err, sizeof(err), cap, sizeof(cap)));
     CHECK(s.from_env[GW_SET_TCP_CHUNK]);
     CHECK(strcmp(gw_settings_str(&s, GW_SET_TCP_CHUNK), "8M") == 0);
-    CHECK_ST(gw_settings_size(&s, GW_SET_TCP_CHUNK, 1, UINT64_MAX, &v, err, sizeof(err)), GW_OK);
+    CHECK_ST(gw_settings_size(&s, GW_SET_TCP_CHUNK, &v, err, sizeof(err)), GW_OK);
     CHECK(v == 8u << 20);
-    CHECK_ST(gw_settings_size(&s, GW_SET_TCP_CHUNK, 1, 1u << 20, &v, err, sizeof(err)),
-             GW_ERR_CONFIG); /* above max */
-    CHECK(strstr(err, "GPUWIRE_TCP_CHUNK") && strstr(err, "8M"));
+    CHECK_ST(gw_settings_check(&s, err, sizeof(err)), GW_ERR_CONFIG); /* the streams' "abc" */
+    gw_settings_free(&s);
+    setenv("GPUWIRE_TCP_CHUNK", "2G", 1); /* above the registry's 1G */
+    REQUIRE_OK(load_captured(&s, err, sizeof(err), cap, sizeof(cap)));
+    CHECK_ST(gw_settings_size(&s, GW_SET_TCP_CHUNK, &v, err, sizeof(err)), GW_ERR_CONFIG);
+    CHECK(strstr(err, "GPUWIRE_TCP_CHUNK") && strstr(err, "2G") && strstr(err, "4K..1G"));
     err[0] = '\0';
-    CHECK_ST(gw_settings_int(&s, GW_SET_TCP_STREAMS, 1, 16, &l, err, sizeof(err)), GW_ERR_CONFIG);
-    CHECK(strstr(err, "GPUWIRE_TCP_STREAMS") && strstr(err, "abc") && strstr(err, "16"));
-    CHECK_ST(gw_settings_int(&s, GW_SET_PEER_TIMEOUT_MS, 1, 1000000, &l, err, sizeof(err)),
-             GW_ERR_CONFIG);
-    CHECK_ST(gw_settings_size(&s, GW_SET_TCP_SOCKBUF, 0, UINT64_MAX, &v, err, sizeof(err)),
-             GW_ERR_CONFIG);
+    CHECK_ST(gw_settings_int(&s, GW_SET_TCP_STREAMS, &l, err, sizeof(err)), GW_ERR_CONFIG);
+    CHECK(strstr(err, "GPUWIRE_TCP_STREAMS") && strstr(err, "abc") && strstr(err, "1..16, or auto"));
+    CHECK_ST(gw_settings_int(&s, GW_SET_PEER_TIMEOUT_MS, &l, err, sizeof(err)), GW_ERR_CONFIG);
+    CHECK_ST(gw_settings_size(&s, GW_SET_TCP_SOCKBUF, &v, err, sizeof(err)), GW_ERR_CONFIG);
     CHECK(strstr(err, "GPUWIRE_TCP_SOCKBUF") && strstr(err, "12Q"));
     gw_settings_free(&s);
     unsetenv("GPUWIRE_TCP_CHUNK");

@@ -1,5 +1,5 @@
 /* test_settings_doc.c - docs/SETTINGS.md lists every registered setting with
- * its default, and nothing that is not registered. */
+ * its default and what it accepts, and nothing that is not registered. */
 #include "harness.h"
 
 int main(int argc, char **argv)
@@ -16,11 +16,12 @@ int main(int argc, char **argv)
         const gw_setting_desc_t *d = gw_setting_at(i);
         char row[256];
         if (d->default_value[0])
-            snprintf(row, sizeof(row), "| `%s` | `%s` |", d->name, d->default_value);
+            snprintf(row, sizeof(row), "| `%s` | `%s` | %s |", d->name, d->default_value, d->accepts);
         else
-            snprintf(row, sizeof(row), "| `%s` | (unset) |", d->name);
+            snprintf(row, sizeof(row), "| `%s` | (unset) | %s |", d->name, d->accepts);
         if (!strstr(doc, row)) {
-            fprintf(stderr, "docs/SETTINGS.md lacks the row for %s (default \"%s\")\n", d->name, d->default_value);
+            fprintf(stderr, "docs/SETTINGS.md lacks the row for %s (default \"%s\", accepts %s)\n", d->name,
+                    d->default_value, d->accepts);
             gwt_failures++;
         }
     }

@@ -75,12 +75,11 @@ static gw_verdict_t live_test(void *arg, const gw_topo_dev_t *gpu, const gw_topo
                  gw_cuda_strerror(cr, why, sizeof(why)));
         return GW_VERDICT_FAIL;
     }
-    /* settings are read at gw_context_create(): pin the transport and the port */
+    /* pin the transport and the port through the context's configuration
+     * (the environment of the process stays as the user set it) */
     snprintf(dev, sizeof(dev), "%s:%d", nic->name, port);
-    char *old_tl = getenv("GPUWIRE_TRANSPORTS") ? strdup(getenv("GPUWIRE_TRANSPORTS")) : NULL;
-    char *old_dev = getenv("GPUWIRE_IB_DEVICE") ? strdup(getenv("GPUWIRE_IB_DEVICE")) : NULL;
-    setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
-    setenv("GPUWIRE_IB_DEVICE", dev, 1);
+    gw_config_t cfg = {.size = sizeof(cfg), .transports = "verbs", .log_level = -1,
+                       .ib_device = dev};
     gw_context_t *sctx = NULL, *cctx = NULL;
     gw_mem_t *mem = NULL;
     gw_ep_t *ep = NULL;
@@ -98,8 +97,8 @@ static gw_verdict_t live_test(void *arg, const gw_topo_dev_t *gpu, const gw_topo
         snprintf(ev, evlen, "out of memory");
         goto out;
     }
-    if ((st = gw_context_create(NULL, &sctx)) != GW_OK) {
-        snprintf(ev, evlen, "gw_context_create(GPUWIRE_TRANSPORTS=verbs, GPUWIRE_IB_DEVICE=%s) failed: %s",
+    if ((st = gw_context_create(&cfg, &sctx)) != GW_OK) {
+        snprintf(ev, evlen, "gw_context_create(transports verbs, ib_device %s) failed: %s",
                  dev, gw_status_str(st));
         goto out;
     }
@@ -158,7 +157,7 @@ static gw_verdict_t live_test(void *arg, const gw_topo_dev_t *gpu, const gw_topo
         goto out;
     }
     th_started = 1;
-    if ((st = gw_context_create(NULL, &cctx)) != GW_OK || (st = gw_connect(cctx, addr, &ep)) != GW_OK) {
+    if ((st = gw_context_create(&cfg, &cctx)) != GW_OK || (st = gw_connect(cctx, addr, &ep)) != GW_OK) {
         snprintf(ev, evlen, "loopback connect over %s failed: %s", dev,
                  cctx ? gw_last_error(cctx) : gw_status_str(st));
         goto out;
@@ -225,16 +224,6 @@ out:
     free(src);
     free(back);
     free(dev_copy);
-    if (old_tl)
-        setenv("GPUWIRE_TRANSPORTS", old_tl, 1);
-    else
-        unsetenv("GPUWIRE_TRANSPORTS");
-    if (old_dev)
-        setenv("GPUWIRE_IB_DEVICE", old_dev, 1);
-    else
-        unsetenv("GPUWIRE_IB_DEVICE");
-    free(old_tl);
-    free(old_dev);
     return v;
 }
 

@@ -93,10 +93,10 @@ static void print_settings(gw_context_t *ctx)
         const gw_setting_desc_t *d = gw_setting_at(i);
         if (!d)
             break;
-        const char *val = ctx ? gw_setting_value(ctx, d->name) : NULL;
-        const char *env = getenv(d->name);
+        const char *val = gw_setting_value(ctx, d->name);
+        int env = gw_setting_from_env(ctx, d->name) == 1;
         if (!val)
-            val = env ? env : d->default_value;
+            val = d->default_value;
         const char *src = env ? "env" : "default";
         printf("  %s=%s%s%s  [%s", d->name, *val ? "\"" : "", *val ? val : "(unset)",
                *val ? "\"" : "", src);
@@ -104,6 +104,7 @@ static void print_settings(gw_context_t *ctx)
             printf("; default \"%s\"", d->default_value);
         printf("]\n");
         print_wrapped(d->help, 6, 92);
+        printf("      accepts: %s\n", d->accepts);
     }
     /* unknown GPUWIRE_* variables: gw_context_create() warned already; list them again here */
     extern char **environ;
@@ -183,10 +184,10 @@ static void json_settings(gw_context_t *ctx)
         const gw_setting_desc_t *d = gw_setting_at(i);
         if (!d)
             break;
-        const char *val = ctx ? gw_setting_value(ctx, d->name) : NULL;
-        const char *env = getenv(d->name);
+        const char *val = gw_setting_value(ctx, d->name);
+        int env = gw_setting_from_env(ctx, d->name) == 1;
         if (!val)
-            val = env ? env : d->default_value;
+            val = d->default_value;
         printf("%s{\"name\":", i ? "," : "");
         json_str(d->name);
         printf(",\"value\":");
@@ -195,6 +196,8 @@ static void json_settings(gw_context_t *ctx)
         json_str(d->default_value);
         printf(",\"help\":");
         json_str(d->help);
+        printf(",\"accepts\":");
+        json_str(d->accepts);
         printf("}");
     }
     printf("],\"unknown_settings\":[");

@@ -142,26 +142,26 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_STREAMS), "auto"))
         tif->streams = cpus >= 8 ? 4 : 2;
-    else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_STREAMS, 1, GW_TCP_MAX_STREAMS, &tif->streams, why,
+    else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_STREAMS, &tif->streams, why,
                                    whylen)) != GW_OK)
         goto err;
-    if ((st = gw_settings_size(&core->settings, GW_SET_TCP_STRIPE_MIN, 1, UINT64_MAX, &tif->stripe_min, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_TCP_CHUNK, 4096, 1ull << 30, &tif->chunk, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_TCP_EAGER_MAX, 0, MAX_EAGER_RECV, &tif->eager_max, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, 0, 1ull << 30, &tif->sockbuf, why, whylen)) ||
-        (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, 1, UINT64_MAX, &tif->thread_min, why, whylen)))
+    if ((st = gw_settings_size(&core->settings, GW_SET_TCP_STRIPE_MIN, &tif->stripe_min, why, whylen)) ||
+        (st = gw_settings_size(&core->settings, GW_SET_TCP_CHUNK, &tif->chunk, why, whylen)) ||
+        (st = gw_settings_size(&core->settings, GW_SET_TCP_EAGER_MAX, &tif->eager_max, why, whylen)) ||
+        (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, &tif->sockbuf, why, whylen)) ||
+        (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, &tif->thread_min, why, whylen)))
         goto err;
     if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto"))
         tif->threads = cpus >= 4 ? GW_MIN(tif->streams, 4) : 0;
-    else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_THREADS, 0, GW_TCP_MAX_STREAMS, &tif->threads, why,
+    else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_THREADS, &tif->threads, why,
                                      whylen)) != GW_OK) {
         goto err;
     }
     if (tif->threads > 0) {
         uint64_t chunk;
         long nbufs;
-        if ((st = gw_settings_size(&core->settings, GW_SET_STAGING_CHUNK, 4096, 1ull << 30, &chunk, why, whylen)) ||
-            (st = gw_settings_int(&core->settings, GW_SET_STAGING_BUFFERS, 1, 64, &nbufs, why, whylen)))
+        if ((st = gw_settings_size(&core->settings, GW_SET_STAGING_CHUNK, &chunk, why, whylen)) ||
+            (st = gw_settings_int(&core->settings, GW_SET_STAGING_BUFFERS, &nbufs, why, whylen)))
             goto err;
         if ((st = gw_tcp_pool_create(core, (int)tif->threads, (size_t)chunk, (unsigned)GW_MAX(nbufs, 2), &tif->pool))) {
             snprintf(why, whylen, "%s", core->errbuf);

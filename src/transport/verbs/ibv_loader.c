@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/settings.h"
 #include "core/util.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -28,7 +29,7 @@ static void set_why(char *why, size_t whylen, const char *text)
 
 static int load_locked(void)
 {
-    const char *name = getenv("GPUWIRE_IB_LIB");
+    const char *name = gw_settings_env(GW_SET_IB_LIB);
     if (!name || !*name)
         name = "libibverbs.so.1";
     memset(&g_ibv, 0, sizeof(g_ibv));

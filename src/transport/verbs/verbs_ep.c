@@ -185,7 +185,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
     la->features = GW_VERBS_FEAT_WRITE_RDV | GW_VERBS_FEAT_WRITE_IMM | GW_VERBS_FEAT_STAGED;
     /* test hook (not a setting): announce fewer features, as a peer built
      * before them would, so the older protocols stay tested */
-    const char *tf = getenv("GW_TEST_VERBS_FEATURES");
+    const char *tf = gw_settings_test_hook("GW_TEST_VERBS_FEATURES");
     if (tf && *tf)
         la->features &= (uint32_t)strtoul(tf, NULL, 0);
     la->link_layer = (uint8_t)vif->port.link_layer;

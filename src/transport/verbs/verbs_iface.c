@@ -103,17 +103,17 @@ static gw_status_t verbs_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
     }
     gw_status_t st;
     if (gi && *gi && strcmp(gi, "auto") != 0) {
-        st = gw_settings_int(s, GW_SET_IB_GID_INDEX, 0, 255, &gid_index, why, whylen);
+        st = gw_settings_int(s, GW_SET_IB_GID_INDEX, &gid_index, why, whylen);
         if (st != GW_OK)
             return st;
     }
-    if ((st = gw_settings_int(s, GW_SET_IB_QPS, 1, GW_VERBS_MAX_QPS, &qps, why, whylen)) != GW_OK ||
-        (st = gw_settings_int(s, GW_SET_IB_TIMEOUT, 1, 31, &tmo, why, whylen)) != GW_OK ||
-        (st = gw_settings_int(s, GW_SET_IB_RETRY_CNT, 0, 7, &retry, why, whylen)) != GW_OK ||
-        (st = gw_settings_int(s, GW_SET_IB_REG_CACHE, 0, 1, &cache_on, why, whylen)) != GW_OK ||
-        (st = gw_settings_size(s, GW_SET_IB_SPLIT_MIN, 1, UINT64_MAX, &split_min, why, whylen)) !=
+    if ((st = gw_settings_int(s, GW_SET_IB_QPS, &qps, why, whylen)) != GW_OK ||
+        (st = gw_settings_int(s, GW_SET_IB_TIMEOUT, &tmo, why, whylen)) != GW_OK ||
+        (st = gw_settings_int(s, GW_SET_IB_RETRY_CNT, &retry, why, whylen)) != GW_OK ||
+        (st = gw_settings_int(s, GW_SET_IB_REG_CACHE, &cache_on, why, whylen)) != GW_OK ||
+        (st = gw_settings_size(s, GW_SET_IB_SPLIT_MIN, &split_min, why, whylen)) !=
             GW_OK ||
-        (st = gw_settings_size(s, GW_SET_IB_MAX_MR, 0, UINT64_MAX, &max_mr, why, whylen)) != GW_OK)
+        (st = gw_settings_size(s, GW_SET_IB_MAX_MR, &max_mr, why, whylen)) != GW_OK)
         return st;
 
     gw_verbs_iface_t *vif = calloc(1, sizeof(*vif));

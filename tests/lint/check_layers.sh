@@ -1,0 +1,39 @@
+#!/bin/sh
+# check_layers.sh SRC_ROOT - the design rules that a grep can check
+# (docs/DESIGN.md, "Layers"):
+#  1. a layer includes nothing above it: every `#include "<dir>/..."` in
+#     src/<layer>/ names a directory of the same rank or lower;
+#  2. a transport includes only transport/base of the transport layer, never
+#     another transport's directory;
+#  3. the settings registry (src/core/settings.c) is the only reader of the
+#     environment: no getenv/secure_getenv anywhere else in src/, tools/ or
+#     plugin/.
+# Prints every breach with file:line and exits 1 if any.
+set -u
+R=${1:?usage: check_layers.sh SRC_ROOT}
+cd "$R" || exit 2
+TMPF=$(mktemp) || exit 2
+trap 'rm -f "$TMPF"' EXIT
+# 1 and 2, in one awk pass over every source file
+find src -name '*.c' -o -name '*.h' -o -name '*.cu' | sort | xargs awk '
+BEGIN { split("core cuda bootstrap directory mem topo transport api diag", L, " ")
+        for (i in L) rank[L[i]] = i }
+FNR == 1 { split(FILENAME, p, "/"); layer = p[2]; sub_ = p[3] }
+/^[ \t]*#[ \t]*include[ \t]*"[a-z_]+\// {
+  inc = $0; sub(/^[^"]*"/, "", inc); sub(/".*$/, "", inc)
+  split(inc, q, "/"); dir = q[1]
+  if (!(layer in rank) || !(dir in rank)) next
+  if (rank[dir] > rank[layer])
+    printf "LAYER %s:%d: %s includes %s (%s is above %s)\n", FILENAME, FNR, layer, inc, dir, layer
+  else if (layer == "transport" && dir == "transport" && sub_ != "base" && q[2] != "base" && q[2] != sub_)
+    printf "LAYER %s:%d: transport/%s includes %s (another transport)\n", FILENAME, FNR, sub_, inc
+}' | tee -a "$TMPF"
+# 3: getenv only in the registry
+grep -rn -E '\b(secure_)?getenv[[:space:]]*\(' src tools plugin --include='*.c' --include='*.h' |
+  grep -v '^src/core/settings\.c:' | while IFS= read -r line; do
+    echo "GETENV $line (read settings through src/core/settings.h)"
+    echo x >> "$TMPF"
+  done
+n=$(wc -l < "$TMPF")
+if [ "$n" -gt 0 ]; then echo "check_layers: $n breach(es)"; exit 1; fi
+echo "check_layers: layers, transport isolation and settings discipline hold"
