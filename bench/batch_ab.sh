@@ -6,8 +6,9 @@
 #    at 4096 x 16 KiB and 64 x 1 MiB);
 #  - at 256 x 1 KiB, against UCX doing what NIXL's UCX backend does (one
 #    ucp_put_nbx per descriptor, then a flush: bench/ucx_batch_bench.c) over
-#    the same kind of transport (UCX_TLS=tcp,self for tcp, sm,self for intra;
-#    goal >= 3x).
+#    the same kind of transport (UCX_TLS=tcp,self for tcp, sm,self for intra,
+#    rc_verbs,self for verbs; goal >= 3x).  verbs runs in the Soft-RoCE guest:
+#    bench/verbs_batch.sh.
 # Every measurement is one operation in flight at a time (post, wait), best
 # of REPS (default 3) runs of DUR seconds (default 1), the three kinds
 # alternating so that machine load hits them alike.
@@ -18,7 +19,9 @@ reps=${REPS:-3}
 dur=${DUR:-1}
 tls=${TRANSPORTS:-tcp intra}
 ucx=""
-if [ -e /usr/include/ucp/api/ucp.h ]; then
+if [ -x "$bld/ucx_batch_bench" ] && [ "$bld/ucx_batch_bench" -nt "$(dirname "$0")/ucx_batch_bench.c" ]; then
+  ucx="$bld/ucx_batch_bench"   # built already (bench/verbs_batch.sh builds it before the guest boots)
+elif [ -e /usr/include/ucp/api/ucp.h ]; then
   ucx="$bld/ucx_batch_bench"
   cc -O2 -o "$ucx" "$(dirname "$0")/ucx_batch_bench.c" -lucp -lucs || ucx=""
 fi
@@ -34,7 +37,11 @@ ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{if (b > 0) printf "%.2f", a/b
 echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), best of $reps x ${dur}s, one operation in flight"
 printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' transport shape "batch[GB/s]" "contig[GB/s]" ratio "ucx[GB/s]" ratio "batch[Mdesc/s]"
 for t in $tls; do
-  case $t in tcp) utls=tcp,self ;; *) utls=sm,self ;; esac
+  case $t in
+    tcp) utls=tcp,self ;;
+    verbs) utls=rc_verbs,self ;; # with UCX_NET_DEVICES set by the caller (bench/verbs_batch.sh)
+    *) utls=sm,self ;;
+  esac
   for shape in "256 1K 1024" "4096 16K 16384" "64 1M 1048576"; do
     set -- $shape
     n=$1 s=$2 b=$3

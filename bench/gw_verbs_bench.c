@@ -248,6 +248,11 @@ int main(int argc, char **argv)
                rtt[iters / 2] / 2 * 1e6);
         free(rtt);
     }
+    if (getenv("GW_BENCH_DESCRIBE")) { /* the endpoint's posting counters (verbs_prof.sh) */
+        gw_ep_info_t info = {.size = sizeof(info)};
+        if (gw_ep_query(ep, &info) == GW_OK)
+            printf("client path: %s\n", info.path);
+    }
     fflush(stdout);
     sync_msg(ep, 1, 9);
     gw_rkey_destroy(rk);

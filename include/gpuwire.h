@@ -147,7 +147,10 @@ GW_API const char *gw_build_features(void);
 typedef struct gw_config {
     size_t size;             /* sizeof(gw_config_t) as the caller compiled it */
     const char *transports;  /* NULL: GPUWIRE_TRANSPORTS or "verbs,intra,tcp" */
-    int log_level;           /* -1: GPUWIRE_LOG_LEVEL or warn (0 err .. 4 trace) */
+    int log_level;           /* -1: GPUWIRE_LOG_LEVEL or warn (0 err .. 4 trace).
+                              * Process-wide: the library has one log (stderr or
+                              * GPUWIRE_LOG_FILE), and the context created last
+                              * with a level sets it for all. */
     /* version 1 ends here */
     /* RDMA device and port this context's verbs transport uses, e.g.
      * "mlx5_0:1"; NULL: GPUWIRE_IB_DEVICE or the nearest active port.  Lets

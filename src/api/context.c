@@ -275,11 +275,18 @@ gw_status_t gw_context_wait(gw_context_t *ctx, int timeout_ms)
  * by about a millisecond at most. */
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms)
 {
+    /* one pass before the first clock read: a wait for an operation that
+     * is about to complete (the oldest of a window, a message already in
+     * the receive queue) ends here, without reading the clock */
+    if (done(arg))
+        return GW_OK;
+    int event = gw_progress(ctx) > 0;
+    if (done(arg))
+        return GW_OK;
     uint64_t start = gw_now_ns(), last_event = start, now = start, prev = start;
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t spin_ns = (uint64_t)ctx->spin_us * 1000ull;
     unsigned stride = 1, left = 1;
-    int event = 0;
     for (;;) {
         if (done(arg))
             return GW_OK;
@@ -303,8 +310,10 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
             uint64_t left_ms = deadline == UINT64_MAX ? 10 : (deadline - now) / 1000000ull + 1;
             /* woken by an event: spin briefly (more may follow); woken by
              * the timeout: one pass for the timers, then sleep again */
-            if (gw_context_wait(ctx, (int)GW_MIN(left_ms, 10)) == GW_OK)
+            if (gw_context_wait(ctx, (int)GW_MIN(left_ms, 10)) == GW_OK) {
                 last_event = gw_now_ns() - spin_ns / 2;
+                ctx->core.cold_pass = GW_CORE_COLD_EVERY - 1; /* the next pass reads the set that woke us */
+            }
             left = stride = 1;
         }
     }

@@ -31,6 +31,11 @@ gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen)
     }
     if (c->settings.from_env[GW_SET_LOG_LEVEL])
         gw_log_set_level(lvl);
+    if (gw_log_configure(gw_settings_str(&c->settings, GW_SET_LOG_FILE),
+                         gw_settings_str(&c->settings, GW_SET_LOG_SUBSYS), err, errlen) != 0) {
+        st = GW_ERR_CONFIG;
+        goto err_settings;
+    }
     st = gw_settings_int(&c->settings, GW_SET_PEER_TIMEOUT_MS, &c->peer_timeout_ms,
                          err, errlen);
     if (st != GW_OK)
@@ -184,11 +189,21 @@ void gw_core_wake(gw_core_t *c)
     (void)n;
 }
 
+/* A non-blocking pass with no hot fd: is the cold set due (core.h)? */
+static int cold_due(gw_core_t *c)
+{
+    uint64_t t = gw_now_coarse_ns();
+    if (++c->cold_pass % GW_CORE_COLD_EVERY != 0 && t == c->cold_at)
+        return 0;
+    c->cold_at = t;
+    return 1;
+}
+
 int gw_core_dispatch(gw_core_t *c, int timeout_ms)
 {
     struct epoll_event evs[64];
     int n = 0;
-    if (timeout_ms != 0 || c->nhot > 0 || ++c->cold_pass % GW_CORE_COLD_EVERY == 0)
+    if (timeout_ms != 0 || c->nhot > 0 || cold_due(c))
         n = epoll_wait(c->epfd, evs, 64, timeout_ms);
     if (n < 0)
         return errno == EINTR ? 0 : -1;

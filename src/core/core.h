@@ -47,6 +47,7 @@ struct gw_core {
     int npollers;
     int nhot;           /* fds added by gw_io_add (not _cold) and not yet deleted */
     unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
+    uint64_t cold_at;   /* coarse clock at the last read of the cold set */
     long peer_timeout_ms;
 };
 
@@ -64,9 +65,12 @@ gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...);
  * progress call polls the epoll set while one exists.  A cold fd (a verbs
  * completion channel, async events, listeners, bootstrap sockets) only
  * matters to sleepers and slow paths: with no hot fd, a non-blocking progress
- * call polls the set on every GW_CORE_COLD_EVERY-th call only, so busy-polling
- * a verbs endpoint makes no system call (a sleeping wait always polls). */
-#define GW_CORE_COLD_EVERY 16u
+ * call polls the set on every GW_CORE_COLD_EVERY-th call, and on the first
+ * call after each tick of the coarse clock (a vDSO read, no system call; a
+ * tick is 1-4 ms), so busy-polling a verbs endpoint makes almost no system
+ * call while a caller progressing now and then still has its cold fds served
+ * on every call (a sleeping wait always polls). */
+#define GW_CORE_COLD_EVERY 128u
 gw_status_t gw_io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
 gw_status_t gw_io_add_cold(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
 gw_status_t gw_io_mod(gw_core_t *c, gw_io_t *io, uint32_t events);

@@ -16,6 +16,8 @@ struct gw_batch;
 struct gw_intra_slot;
 struct intrab_op;
 struct tcpb_op;
+struct gw_verbs_rc_entry;
+struct gw_verbs_sreq;
 
 /* Transport-private scratch of a request, typed per transport (the union
  * below).  Each member is the transport's alone while it holds the request;
@@ -33,6 +35,33 @@ struct gw_req_intra {
     uint64_t src2;          /* put/get: the region id; rendezvous receive: message length */
     struct intrab_op *batch; /* batched transfer: its state (intra_batch.c) */
 };
+
+struct gw_req_verbs {
+    struct gw_verbs_rc_entry *rc; /* registration-cache entry held for the local buffer */
+    struct gw_verbs_sreq *stg;    /* staged (TLF_STAGED): its state (verbs_stage.c) */
+    uint32_t slot;                /* bounce slot + 1 held by the request, 0 none */
+    uint32_t stripe;              /* next QP of a striped transfer; a receive by WRITE_WITH_IMM:
+                                   * the ends seen */
+    union {
+        struct {                  /* rendezvous: a receive's sender, a send's CTS from its receiver */
+            uint64_t raddr;       /* the peer's buffer */
+            uint32_t rkey;        /* ... its rkey */
+            uint32_t opid;        /* the peer's rendezvous id (RTS_STAGED: the sender is staged) */
+            uint64_t mlen;        /* message length */
+        } rdv;
+        struct {                  /* batched transfer (verbs_batch.c) */
+            uint64_t ent;         /* next entry */
+            uint64_t off;         /* bytes of it posted */
+        } batch;
+    };
+};
+
+/* The transport scratch is one union of these; none may grow the request
+ * past the 48 bytes it has. */
+#define GW_REQ_TL_BYTES 48
+_Static_assert(sizeof(struct gw_req_tcp) <= GW_REQ_TL_BYTES, "tcp request scratch over budget");
+_Static_assert(sizeof(struct gw_req_intra) <= GW_REQ_TL_BYTES, "intra request scratch over budget");
+_Static_assert(sizeof(struct gw_req_verbs) <= GW_REQ_TL_BYTES, "verbs request scratch over budget");
 
 typedef enum gw_op_type {
     GW_OP_PUT = 1,
@@ -78,10 +107,10 @@ struct gw_request {
     size_t done;        /* bytes confirmed */
     uint32_t pending;   /* frames/work requests in flight */
     gw_status_t first_err;
-    union {                     /* transport scratch */
-        uint64_t tl[6];         /* untyped: verbs (its T_* indices; typed by #10's verbs part) */
+    union {                     /* transport scratch, typed per transport (GW_REQ_TL_BYTES) */
         struct gw_req_tcp tcp;
         struct gw_req_intra intra;
+        struct gw_req_verbs verbs;
     };
     /* batched transfers (transport/base/batch.h): the entries, and the hook
      * that releases them, run once when the request completes */

@@ -54,6 +54,13 @@ gw_status_t it_wait_free(gw_request_t *r, int timeout_ms)
     return st;
 }
 
+double it_time_scale(void)
+{
+    const char *v = getenv("IT_TIME_SCALE");
+    double f = v && *v ? atof(v) : 1.0;
+    return f >= 1.0 ? f : 1.0;
+}
+
 gw_ep_t *it_connect(gw_context_t *ctx, const char *addr)
 {
     gw_ep_t *ep = NULL;

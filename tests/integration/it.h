@@ -107,6 +107,11 @@ gw_status_t it_wait_free(gw_request_t *r, int timeout_ms);
 /* Connects and unpacks one key per region on the endpoint. */
 gw_ep_t *it_connect(gw_context_t *ctx, const char *addr);
 double it_now(void);
+/* IT_TIME_SCALE (default 1; e.g. 10 in the emulated verbs guest,
+ * tests/verbs/guest_suite.sh): wall-clock bounds a test asserts are
+ * multiplied by it where only the machine's speed sets them.  The check
+ * stays; only its bound moves. */
+double it_time_scale(void);
 /* FNV-1a 64 of len bytes (what IT_CMD_HASH answers). */
 uint64_t it_hash(const void *buf, size_t len);
 

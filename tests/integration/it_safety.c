@@ -6,7 +6,15 @@
  * malformed (for the endpoint's transport: checked once, at unpack) and keys
  * of another peer do not unpack; deregistering a region revokes its keys (later puts/gets fail,
  * memory untouched) while the endpoint stays usable; errors of untracked
- * operations surface in the next flush. */
+ * operations surface in the next flush.
+ *
+ * Over verbs the target's NIC has the last word, and an RC queue pair that
+ * a NIC refused goes to the error state (docs/VERBS.md): a forged or revoked
+ * key fails the operation with GW_ERR_INVALID_KEY and the endpoint with it,
+ * its detail naming the key.  There the test asserts exactly that and goes
+ * on with a spare endpoint (the target accepts IT_MAX_EPS); the region ids
+ * of the key's envelope are checked by nobody over verbs (the verbs part's
+ * MR rkey is what grants access), asserted in place. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +29,45 @@ static const uint64_t g_seed[4] = {0xA0, 0xA1, 0xA2, 0xA3};
 static it_target_t T;
 static gw_context_t *ctx;
 static gw_ep_t *ep;
+static int g_verbs;              /* the endpoints are verbs ones */
+static gw_ep_t *g_eps[IT_MAX_EPS]; /* over verbs: spares, one per refused access */
+static int g_cur;
+static gw_rkey_t *g_rk[4];
+static uint64_t g_ra[4];
+static uint8_t g_keys[4][IT_KEY_MAX];
+static size_t g_klen[4];
+
+static void unpack_keys(void)
+{
+    for (int i = 0; i < 4; i++) {
+        IT_OK(ctx, gw_rkey_unpack(ep, g_keys[i], g_klen[i], &g_rk[i]));
+        size_t l;
+        IT_OK(ctx, gw_rkey_range(g_rk[i], &g_ra[i], &l));
+        CHECK(l == RLEN);
+    }
+}
+
+/* Over verbs, after the target's NIC refused an access (what): the endpoint
+ * failed with want, its detail saying the target refused the key; its keys
+ * go, it is closed, and the test goes on with the next endpoint. */
+static void verbs_refused(gw_status_t want, const char *what)
+{
+    gw_ep_info_t ei = {.size = sizeof(ei)};
+    IT_OK(ctx, gw_ep_query(ep, &ei));
+    fprintf(stderr, "  verbs: the endpoint after %s: %s: %s\n", what, gw_status_name(ei.error), ei.error_detail);
+    CHECK_ST(ei.error, want);
+    CHECK(strstr(ei.error_detail, "refused the access") != NULL && strstr(ei.error_detail, "key") != NULL);
+    gw_request_t *r = NULL; /* and it stays failed: nothing more is posted on it */
+    CHECK_ST(gw_flush(ep, &r), GW_ERR_ENDPOINT_FAILED);
+    CHECK(r == NULL && strstr(gw_last_error(ctx), "failed earlier") != NULL);
+    for (int i = 0; i < 4; i++)
+        gw_rkey_destroy(g_rk[i]);
+    CHECK_ST(gw_ep_close(ep, 0), GW_OK);
+    g_eps[g_cur] = NULL;
+    REQUIRE(++g_cur < IT_MAX_EPS);
+    ep = g_eps[g_cur];
+    unpack_keys();
+}
 
 static void untouched(int region, const char *after)
 {
@@ -120,7 +167,11 @@ static void bad_tl_part(const uint8_t *key, size_t klen, const uint8_t *part, si
 
 int main(void)
 {
-    it_target_cfg_t cfg = {.n_eps = 1, .n_regions = 4,
+    /* (the transport is known before connecting: over verbs the target
+     * accepts spare endpoints, see verbs_refused) */
+    const char *tls = getenv("GPUWIRE_TRANSPORTS");
+    g_verbs = tls && !strcmp(tls, "verbs");
+    it_target_cfg_t cfg = {.n_eps = g_verbs ? IT_MAX_EPS : 1, .n_regions = 4,
                            .region = {{RLEN, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 0xA0},
                                       {RLEN, GW_ACCESS_REMOTE_READ, 0xA1},
                                       {RLEN, GW_ACCESS_REMOTE_WRITE, 0xA2},
@@ -128,98 +179,116 @@ int main(void)
     char addr[128];
     it_target_start(&T, &cfg, addr, sizeof(addr));
     ctx = it_ctx();
-    ep = it_connect(ctx, addr);
-    uint8_t keys[4][IT_KEY_MAX];
-    size_t klen[4];
-    REQUIRE(it_target_keys(&T, keys, klen) == 0);
-    gw_rkey_t *rk[4];
-    uint64_t ra[4];
-    for (int i = 0; i < 4; i++) {
-        IT_OK(ctx, gw_rkey_unpack(ep, keys[i], klen[i], &rk[i]));
-        size_t l;
-        IT_OK(ctx, gw_rkey_range(rk[i], &ra[i], &l));
-        CHECK(l == RLEN);
-    }
+    for (int i = 0; i < cfg.n_eps; i++)
+        g_eps[i] = it_connect(ctx, addr);
+    ep = g_eps[0];
+    gw_ep_info_t ei0 = {.size = sizeof(ei0)};
+    IT_OK(ctx, gw_ep_query(ep, &ei0));
+    REQUIRE(g_verbs == !strcmp(ei0.transport, "verbs"));
+    REQUIRE(it_target_keys(&T, g_keys, g_klen) == 0);
+    unpack_keys();
     uint8_t *buf = it_alloc(2 * RLEN);
     gwt_fill(buf, 2 * RLEN, 0x5EED);
     gw_request_t *r = NULL;
 
     /* 1. out of bounds, checked before anything is sent */
-    bad_post(gw_put(ep, buf, 20, NULL, ra[R_RW] + RLEN - 10, rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+    bad_post(gw_put(ep, buf, 20, NULL, g_ra[R_RW] + RLEN - 10, g_rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
              "put crossing the end");
-    bad_post(gw_put(ep, buf, 1, NULL, ra[R_RW] - 1, rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+    bad_post(gw_put(ep, buf, 1, NULL, g_ra[R_RW] - 1, g_rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
              "put before the start");
-    bad_post(gw_put(ep, buf, RLEN + 1, NULL, ra[R_RW], rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+    bad_post(gw_put(ep, buf, RLEN + 1, NULL, g_ra[R_RW], g_rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
              "put longer than the region");
-    bad_post(gw_put(ep, buf, 16, NULL, UINT64_MAX - 7, rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+    bad_post(gw_put(ep, buf, 16, NULL, UINT64_MAX - 7, g_rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
              "put whose end wraps around");
-    bad_post(gw_get(ep, buf, 20, NULL, ra[R_RW] + RLEN - 10, rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
+    bad_post(gw_get(ep, buf, 20, NULL, g_ra[R_RW] + RLEN - 10, g_rk[R_RW], &r), GW_ERR_OUT_OF_BOUNDS,
              "get crossing the end");
-    bad_post(gw_put_notify(ep, buf, 8, NULL, ra[R_RW] + RLEN, rk[R_RW], 1, &r), GW_ERR_OUT_OF_BOUNDS,
+    bad_post(gw_put_notify(ep, buf, 8, NULL, g_ra[R_RW] + RLEN, g_rk[R_RW], 1, &r), GW_ERR_OUT_OF_BOUNDS,
              "put_notify past the end");
-    bad_post(gw_put(ep, buf, 20, NULL, ra[R_RW] + RLEN - 10, rk[R_RW], NULL), GW_ERR_OUT_OF_BOUNDS,
+    bad_post(gw_put(ep, buf, 20, NULL, g_ra[R_RW] + RLEN - 10, g_rk[R_RW], NULL), GW_ERR_OUT_OF_BOUNDS,
              "untracked put crossing the end");
 
     /* 2. access */
-    bad_post(gw_put(ep, buf, 8, NULL, ra[R_RO], rk[R_RO], &r), GW_ERR_ACCESS, "put into a read-only region");
-    bad_post(gw_put_notify(ep, buf, 8, NULL, ra[R_RO], rk[R_RO], 3, &r), GW_ERR_ACCESS,
+    bad_post(gw_put(ep, buf, 8, NULL, g_ra[R_RO], g_rk[R_RO], &r), GW_ERR_ACCESS, "put into a read-only region");
+    bad_post(gw_put_notify(ep, buf, 8, NULL, g_ra[R_RO], g_rk[R_RO], 3, &r), GW_ERR_ACCESS,
              "put_notify into a read-only region");
-    bad_post(gw_get(ep, buf, 8, NULL, ra[R_WO], rk[R_WO], &r), GW_ERR_ACCESS, "get from a write-only region");
+    bad_post(gw_get(ep, buf, 8, NULL, g_ra[R_WO], g_rk[R_WO], &r), GW_ERR_ACCESS, "get from a write-only region");
     for (int i = 0; i < 3; i++)
         untouched(i, "refused accesses");
 
     /* 3. forged keys: the target has the last word */
     size_t fl[4];
-    memcpy(fl, klen, sizeof(fl));
-    gw_rkey_t *f = forge(keys[R_RW], fl[R_RW], 32, 2 * RLEN, 8); /* claims twice the length */
+    memcpy(fl, g_klen, sizeof(fl));
+    gw_rkey_t *f = forge(g_keys[R_RW], fl[R_RW], 32, 2 * RLEN, 8); /* claims twice the length */
     if (f) {
-        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, ra[R_RW] + RLEN + 64, f, &r), &r);
+        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, g_ra[R_RW] + RLEN + 64, f, &r), &r);
         fprintf(stderr, "put through a key forged to twice the length -> %s\n", gw_status_name(st));
-        CHECK_ST(st, GW_ERR_OUT_OF_BOUNDS);
-        st = op_result(gw_get(ep, buf, 64, NULL, ra[R_RW] + RLEN + 64, f, &r), &r);
-        CHECK_ST(st, GW_ERR_OUT_OF_BOUNDS);
+        if (g_verbs) { /* the NIC refuses the range its MR does not cover */
+            gw_rkey_destroy(f); /* (unpacked on the endpoint about to go) */
+            CHECK_ST(st, GW_ERR_INVALID_KEY);
+            verbs_refused(GW_ERR_INVALID_KEY, "a put through a key forged to twice the length");
+            f = forge(g_keys[R_RW], fl[R_RW], 32, 2 * RLEN, 8);
+            REQUIRE(f);
+        }
+        st = op_result(gw_get(ep, buf, 64, NULL, g_ra[R_RW] + RLEN + 64, f, &r), &r);
+        CHECK_ST(st, g_verbs ? GW_ERR_INVALID_KEY : GW_ERR_OUT_OF_BOUNDS);
         gw_rkey_destroy(f);
+        if (g_verbs)
+            verbs_refused(GW_ERR_INVALID_KEY, "a get through a key forged to twice the length");
     }
-    f = forge(keys[R_RO], fl[R_RO], 40, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 4);
+    f = forge(g_keys[R_RO], fl[R_RO], 40, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 4);
     if (f) {
-        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, ra[R_RO], f, &r), &r);
+        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, g_ra[R_RO], f, &r), &r);
         fprintf(stderr, "put through a key forged to grant write -> %s\n", gw_status_name(st));
-        CHECK_ST(st, GW_ERR_ACCESS);
         gw_rkey_destroy(f);
+        if (g_verbs) { /* the NIC refuses a WRITE to an MR without remote write */
+            CHECK_ST(st, GW_ERR_INVALID_KEY);
+            verbs_refused(GW_ERR_INVALID_KEY, "a put through a key forged to grant write");
+        } else {
+            CHECK_ST(st, GW_ERR_ACCESS);
+        }
     }
-    f = forge(keys[R_RW], fl[R_RW], 16, 0x1234567890ull, 8); /* names no region */
+    f = forge(g_keys[R_RW], fl[R_RW], 16, 0x1234567890ull, 8); /* names no region */
     if (f) {
-        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, ra[R_RW], f, &r), &r);
+        gw_status_t st = op_result(gw_put(ep, buf, 64, NULL, g_ra[R_RW], f, &r), &r);
         fprintf(stderr, "put through a key naming no region -> %s\n", gw_status_name(st));
-        CHECK_ST(st, GW_ERR_INVALID_KEY);
         gw_rkey_destroy(f);
+        if (g_verbs) {
+            /* the envelope's region id grants nothing over verbs: the key's
+             * verbs part (the MR's rkey, genuine here) does, so the put
+             * lands in region R_RW; put its pattern back */
+            CHECK_ST(st, GW_OK);
+            it_cmd_t fill = {.type = IT_CMD_FILL, .region = R_RW, .off = 0, .len = RLEN, .seed = g_seed[R_RW]};
+            it_target_cmd(&T, &fill, ctx);
+        } else {
+            CHECK_ST(st, GW_ERR_INVALID_KEY);
+        }
     }
     for (int i = 0; i < 3; i++)
         untouched(i, "forged keys");
 
     /* 4. malformed keys, keys of another peer, keys of local-only regions */
     gw_rkey_t *bad = NULL;
-    CHECK_ST(gw_rkey_unpack(ep, keys[R_RW], klen[R_RW] - 1, &bad), GW_ERR_INVALID_KEY);
-    CHECK_ST(gw_rkey_unpack(ep, keys[R_RW], 3, &bad), GW_ERR_INVALID_KEY);
-    CHECK_ST(gw_rkey_unpack(ep, keys[R_RW], 0, &bad), GW_ERR_INVALID_KEY);
+    CHECK_ST(gw_rkey_unpack(ep, g_keys[R_RW], g_klen[R_RW] - 1, &bad), GW_ERR_INVALID_KEY);
+    CHECK_ST(gw_rkey_unpack(ep, g_keys[R_RW], 3, &bad), GW_ERR_INVALID_KEY);
+    CHECK_ST(gw_rkey_unpack(ep, g_keys[R_RW], 0, &bad), GW_ERR_INVALID_KEY);
     uint8_t k2[IT_KEY_MAX];
-    memcpy(k2, keys[R_RW], klen[R_RW]);
+    memcpy(k2, g_keys[R_RW], g_klen[R_RW]);
     k2[0] ^= 0xFF;
-    CHECK_ST(gw_rkey_unpack(ep, k2, klen[R_RW], &bad), GW_ERR_INVALID_KEY);
-    memcpy(k2, keys[R_RW], klen[R_RW]);
+    CHECK_ST(gw_rkey_unpack(ep, k2, g_klen[R_RW], &bad), GW_ERR_INVALID_KEY);
+    memcpy(k2, g_keys[R_RW], g_klen[R_RW]);
     k2[4] += 1; /* version */
-    CHECK_ST(gw_rkey_unpack(ep, k2, klen[R_RW], &bad), GW_ERR_INVALID_KEY);
+    CHECK_ST(gw_rkey_unpack(ep, k2, g_klen[R_RW], &bad), GW_ERR_INVALID_KEY);
     fprintf(stderr, "key of another version: %s\n", gw_last_error(ctx));
     CHECK(bad == NULL);
     /* a malformed part for the endpoint's transport: refused at unpack, not at the first put */
     const uint8_t junk[3] = {0xEE, 0xEE, 0xEE};
-    bad_tl_part(keys[R_RW], klen[R_RW], junk, sizeof(junk), "3-byte part");
+    bad_tl_part(g_keys[R_RW], g_klen[R_RW], junk, sizeof(junk), "3-byte part");
     uint8_t v9[4] = {9, 0, 0, 0}; /* (verbs: an unknown version; intra, tcp: a wrong size) */
-    bad_tl_part(keys[R_RW], klen[R_RW], v9, sizeof(v9), "version-9 part");
+    bad_tl_part(g_keys[R_RW], g_klen[R_RW], v9, sizeof(v9), "version-9 part");
     uint8_t p12[12]; /* (intra: a slot past the table; verbs: too short for an MR piece list) */
     gw_put_u32(p12, 1u << 20);
     gw_put_u64(p12 + 4, 1);
-    bad_tl_part(keys[R_RW], klen[R_RW], p12, sizeof(p12), "12-byte part naming slot 2^20");
+    bad_tl_part(g_keys[R_RW], g_klen[R_RW], p12, sizeof(p12), "12-byte part naming slot 2^20");
     gw_mem_t *mine = NULL, *local = NULL;
     IT_OK(ctx, gw_mem_reg(ctx, buf, RLEN, GW_ACCESS_REMOTE_WRITE, &mine));
     IT_OK(ctx, gw_mem_reg(ctx, buf + RLEN, RLEN, GW_ACCESS_LOCAL, &local));
@@ -241,18 +310,27 @@ int main(void)
     /* 5. revocation: the target deregisters; the key we hold stops working */
     it_cmd_t d = {.type = IT_CMD_DEREG, .region = R_DEREG};
     CHECK_ST((gw_status_t)it_target_cmd(&T, &d, ctx).a, GW_OK);
-    gw_status_t st = op_result(gw_put(ep, buf, 128, NULL, ra[R_DEREG], rk[R_DEREG], &r), &r);
+    gw_status_t st = op_result(gw_put(ep, buf, 128, NULL, g_ra[R_DEREG], g_rk[R_DEREG], &r), &r);
     fprintf(stderr, "put through a revoked key -> %s\n", gw_status_name(st));
     CHECK_ST(st, GW_ERR_INVALID_KEY);
-    st = op_result(gw_get(ep, buf, 128, NULL, ra[R_DEREG], rk[R_DEREG], &r), &r);
+    if (g_verbs)
+        verbs_refused(GW_ERR_INVALID_KEY, "a put through a revoked key");
+    st = op_result(gw_get(ep, buf, 128, NULL, g_ra[R_DEREG], g_rk[R_DEREG], &r), &r);
     CHECK_ST(st, GW_ERR_INVALID_KEY);
-    st = op_result(gw_put_notify(ep, buf, 128, NULL, ra[R_DEREG], rk[R_DEREG], 9, &r), &r);
+    if (g_verbs)
+        verbs_refused(GW_ERR_INVALID_KEY, "a get through a revoked key");
+    st = op_result(gw_put_notify(ep, buf, 128, NULL, g_ra[R_DEREG], g_rk[R_DEREG], 9, &r), &r);
     CHECK_ST(st, GW_ERR_INVALID_KEY);
+    if (g_verbs)
+        verbs_refused(GW_ERR_INVALID_KEY, "a put_notify through a revoked key");
     untouched(R_DEREG, "puts through a revoked key");
-    /* untracked: the next flush reports it, the one after is clean */
-    IT_OK(ctx, gw_put(ep, buf, 128, NULL, ra[R_DEREG], rk[R_DEREG], NULL));
+    /* untracked: the next flush reports it, the one after is clean (over
+     * verbs: on the next endpoint, the refused one failed) */
+    IT_OK(ctx, gw_put(ep, buf, 128, NULL, g_ra[R_DEREG], g_rk[R_DEREG], NULL));
     IT_OK(ctx, gw_flush(ep, &r));
     CHECK_ST(it_wait_free(r, 10000), GW_ERR_INVALID_KEY);
+    if (g_verbs)
+        verbs_refused(GW_ERR_INVALID_KEY, "an untracked put through a revoked key");
     IT_OK(ctx, gw_flush(ep, &r));
     CHECK_ST(it_wait_free(r, 10000), GW_OK);
     untouched(R_DEREG, "an untracked put through a revoked key");
@@ -261,14 +339,15 @@ int main(void)
     gw_ep_info_t info = {.size = sizeof(info)};
     IT_OK(ctx, gw_ep_query(ep, &info));
     CHECK_ST(info.error, GW_OK);
-    IT_OK(ctx, gw_put(ep, buf, 1, NULL, ra[R_RW] + RLEN - 1, rk[R_RW], &r));
+    IT_OK(ctx, gw_put(ep, buf, 1, NULL, g_ra[R_RW] + RLEN - 1, g_rk[R_RW], &r));
     CHECK_ST(it_wait_free(r, 10000), GW_OK);
     it_cmd_t v = {.type = IT_CMD_VERIFY, .region = R_RW, .off = 0, .len = RLEN - 1, .seed = 0xA0};
     CHECK(it_target_cmd(&T, &v, ctx).a == -1);
 
     for (int i = 0; i < 4; i++)
-        gw_rkey_destroy(rk[i]);
-    IT_OK(ctx, gw_ep_close(ep, 2000));
+        gw_rkey_destroy(g_rk[i]);
+    for (int i = g_cur; i < cfg.n_eps; i++)
+        IT_OK(ctx, gw_ep_close(g_eps[i], 2000));
     CHECK(it_target_stop(&T, ctx) == 0);
     IT_OK(ctx, gw_context_destroy(ctx));
     free(buf);

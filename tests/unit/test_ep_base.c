@@ -319,6 +319,40 @@ static void test_op_table(gw_core_t *c)
     gw_op_table_fini(&t);
 }
 
+/* Narrow ids (verbs: 8 bits of index under 16 of generation) and clear. */
+static void test_op_table_short(gw_core_t *c)
+{
+    gw_op_table_t t;
+    gw_op_table_init(&t);
+    gw_request_t *a = gw_req_alloc(c), *b = gw_req_alloc(c);
+    REQUIRE(a && b);
+    uint64_t id;
+    REQUIRE(gw_op_table_alloc(&t, a, &id) == 0);
+    REQUIRE(gw_op_table_alloc(&t, b, &id) == 0);
+    uint64_t sa = gw_op_table_short_id(&t, a, 8, 16), sb = gw_op_table_short_id(&t, b, 8, 16);
+    CHECK(sa < (1u << 24) && sb < (1u << 24) && sa != sb);
+    CHECK(gw_op_table_get_short(&t, sa, 8, 16) == a && gw_op_table_get_short(&t, sb, 8, 16) == b);
+    gw_op_table_free(&t, a);
+    CHECK(gw_op_table_get_short(&t, sa, 8, 16) == NULL); /* stale */
+    REQUIRE(gw_op_table_alloc(&t, a, &id) == 0);
+    uint64_t sa2 = gw_op_table_short_id(&t, a, 8, 16);
+    CHECK((sa2 & 0xff) == (sa & 0xff) && sa2 != sa); /* same index, generation moved on */
+    CHECK(gw_op_table_get_short(&t, sa, 8, 16) == NULL && gw_op_table_get_short(&t, sa2, 8, 16) == a);
+    CHECK(gw_op_table_get_short(&t, 0xffffff, 8, 16) == NULL); /* a forged one */
+    gw_op_table_clear(&t);
+    CHECK(t.used == 0 && gw_op_table_get_short(&t, sa2, 8, 16) == NULL &&
+          gw_op_table_get_short(&t, sb, 8, 16) == NULL);
+    REQUIRE(gw_op_table_alloc(&t, b, &id) == 0); /* usable after */
+    CHECK(t.used == 1 && gw_op_table_get(&t, id) == b);
+    gw_op_table_fini(&t);
+    gw_request_t *both[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        both[i]->flags |= GW_REQF_USER;
+        gw_req_complete(both[i], GW_OK);
+        gw_req_release(both[i]);
+    }
+}
+
 static void test_liveness_region(gw_core_t *c)
 {
     gw_ep_base_t b;
@@ -360,6 +394,7 @@ int main(void)
     test_fail_hook(&c);
     test_unexp_store(&c);
     test_op_table(&c);
+    test_op_table_short(&c);
     test_liveness_region(&c);
     gw_core_fini(&c);
     return gwt_done("unit_ep_base");

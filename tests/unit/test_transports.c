@@ -7,6 +7,7 @@
 
 #include "core/settings.h"
 #include "transport/base/tl.h"
+#include "transport/intra/intra.h"
 #include "harness.h"
 
 /* The ids are written into packed remote keys and handshakes: a peer of
@@ -26,8 +27,38 @@ static void check_refused(const gw_tl_ops_t *ops, int id, const char *want)
     }
 }
 
+/* intra's key part is parsed once, at unpack, into rk->tl_key, which its
+ * operations read (they never decode the raw part again). */
+static void test_intra_rkey(void)
+{
+    gw_rkey_t rk;
+    char why[256];
+    uint8_t b[12] = {0};
+    memset(&rk, 0xee, sizeof(rk)); /* stale bytes must not survive */
+    rk.id = 77;
+    CHECK(gw_intra_rkey_unpack(NULL, b, 0, &rk, why, sizeof(why)) == GW_OK);
+    CHECK(gw_intra_rkey_of(&rk)->present == 0); /* no part: accepted, refused at the operation */
+    gw_put_u32(b, 5);
+    gw_put_u64(b + 4, 77);
+    CHECK(gw_intra_rkey_unpack(NULL, b, sizeof(b), &rk, why, sizeof(why)) == GW_OK);
+    const gw_intra_rkey_t *ik = gw_intra_rkey_of(&rk);
+    CHECK(ik->present == 1 && ik->slot == 5 && ik->id == 77);
+    gw_rkey_t copy = rk; /* a batch key list holds copies: the parsed part goes with them */
+    CHECK(gw_intra_rkey_of(&copy)->slot == 5 && gw_intra_rkey_of(&copy)->id == 77);
+    gw_put_u64(b + 4, 78); /* another region's id: forged */
+    CHECK(gw_intra_rkey_unpack(NULL, b, sizeof(b), &rk, why, sizeof(why)) == GW_ERR_INVALID_KEY);
+    CHECK(strstr(why, "names region 78") != NULL);
+    gw_put_u64(b + 4, 77);
+    gw_put_u32(b, GW_INTRA_SLOTS);
+    CHECK(gw_intra_rkey_unpack(NULL, b, sizeof(b), &rk, why, sizeof(why)) == GW_ERR_INVALID_KEY);
+    CHECK(strstr(why, "slot") != NULL);
+    CHECK(gw_intra_rkey_unpack(NULL, b, 11, &rk, why, sizeof(why)) == GW_ERR_INVALID_KEY);
+    CHECK(strstr(why, "11 bytes") != NULL);
+}
+
 int main(void)
 {
+    test_intra_rkey();
     /* the numbers at run time too (a renumbered .def with the asserts edited alike still fails here) */
     CHECK(GW_TL_VERBS == 0 && GW_TL_INTRA == 1 && GW_TL_TCP == 2);
     CHECK(GW_TL_COUNT == 3);

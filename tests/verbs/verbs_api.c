@@ -287,6 +287,44 @@ int main(int argc, char **argv)
     fprintf(stderr, "registration cache: %llu misses, %llu hits\n",
             (unsigned long long)vif->rcache_misses, (unsigned long long)vif->rcache_hits);
     CHECK(vif->rcache_misses - miss0 <= 1);
+    /* small-put posting policy (issue #14): a put on an idle endpoint goes to
+     * the device inside gw_put; puts queued behind it go out chained, several
+     * WRs per ibv_post_send, with only some of them signalled; a put within
+     * the device's inline limit is posted inline (no key for its buffer) */
+    {
+        gw_verbs_ep_t *vep = (gw_verbs_ep_t *)ep->tl;
+        while (gw_progress(ctx) > 0) /* idle: nothing of the earlier work left in the queues */
+            ;
+        enum { NP = 64 };
+        uint64_t vals[NP];
+        gw_request_t *rs[NP];
+        uint64_t wr0 = vep->wr_posted, calls0 = vep->post_calls, sig0 = vep->wr_signalled;
+        for (int i = 0; i < NP; i++) {
+            vals[i] = 0x5157000000000000ull | (uint64_t)i;
+            REQUIRE_OK(gw_put(ep, &vals[i], 8, NULL, base + 5 * MB + 8 * (uint64_t)i, rk, &rs[i]));
+            if (i == 0)
+                CHECK(vep->post_calls == calls0 + 1); /* posted at once, no progress call needed */
+        }
+        int inl = 0;
+        for (int i = 0; i < NP; i++) {
+            CHECK_ST(gw_request_wait(rs[i], 20000), GW_OK);
+            inl += (rs[i]->tl_flags & TLF_INLINE) != 0;
+            gw_request_free(rs[i]);
+        }
+        uint64_t wrs = vep->wr_posted - wr0, calls = vep->post_calls - calls0, sig = vep->wr_signalled - sig0;
+        fprintf(stderr, "%d small puts: %llu WRs in %llu ibv_post_send calls, %llu signalled, %d inline "
+                "(device inline limit %u bytes)\n", NP, (unsigned long long)wrs, (unsigned long long)calls,
+                (unsigned long long)sig, inl, vep->max_inline);
+        CHECK(wrs == NP);
+        CHECK(calls < NP / 2);
+        CHECK(sig < NP / 2);
+        CHECK(inl == (vep->max_inline >= 8 ? NP : 0));
+        uint64_t back[NP];
+        gw_request_t *r;
+        REQUIRE_OK(gw_get(ep, back, sizeof(back), NULL, base + 5 * MB, rk, &r));
+        wait_ok(r, 20000, "get after small puts");
+        CHECK(memcmp(back, vals, sizeof(back)) == 0);
+    }
     /* a registered local buffer is used as is */
     gw_mem_t *lm;
     REQUIRE_OK(gw_mem_reg(ctx, buf, REGION, GW_ACCESS_LOCAL, &lm));

@@ -58,3 +58,15 @@ void gw_op_table_free(gw_op_table_t *t, gw_request_t *req)
         t->used--;
     }
 }
+
+void gw_op_table_clear(gw_op_table_t *t)
+{
+    for (uint32_t i = 0; i < t->n; i++) {
+        if (t->reqs[i]) {
+            t->reqs[i] = NULL;
+            t->gens[i]++;
+            t->freelist[t->nfree++] = i;
+        }
+    }
+    t->used = 0;
+}

@@ -5,8 +5,9 @@
  * that reads or writes a local region is checked against what the owner
  * registered.  tcp checks each frame against the context's region table
  * (gw_region_check); intra's initiator checks the owner's shared table slot
- * (gw_region_allows on the slot's fields).  verbs (t10c): job_check in the
- * staging path can call gw_region_check the same way.
+ * (gw_region_allows on the slot's fields).  verbs's NIC checks RDMA itself
+ * (the MR's rkey, bounds and access flags); a chunk request on the staging
+ * rung (verbs_stage.c, job_check) is checked with gw_region_check.
  */
 #ifndef GW_TRANSPORT_REGION_H
 #define GW_TRANSPORT_REGION_H

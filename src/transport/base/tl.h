@@ -27,6 +27,14 @@
  * and its operations read that, never the raw blob again.  rkey_release()
  * runs at gw_rkey_destroy().
  *
+ * Request scratch: a transport keeps its per-request state in its own
+ * member of the request's union (core/request.h: req->tcp, req->intra,
+ * req->verbs), a typed struct, never untyped words with aliased indices;
+ * each is held to GW_REQ_TL_BYTES by a static assert there, so adding a
+ * transport's struct cannot grow every request.  A request reaches submit()
+ * and recv_matched() with the transport's member to fill (zeroed at
+ * allocation; a transport that reuses a request clears its own member).
+ *
  * The GW_TL_* ids below are written into packed rkeys and into the handshake
  * (the transport list and each blob's owner): they are a wire format.  Never
  * renumber one; a new transport takes the next free number.

@@ -123,8 +123,20 @@ size_t gw_intra_cma_batch(pid_t pid, int to_remote, const struct iovec *loc, con
 
 extern const gw_tl_ops_t gw_tl_intra_ops;
 
-/* intra_rkey.c: the rkey_unpack op (checks the key's intra part once) */
+/* intra_rkey.c: the rkey_unpack op (checks the key's intra part once and
+ * keeps its parsed form in rk->tl_key, which the operations read) */
 gw_status_t gw_intra_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
                                  char *why, size_t whylen);
+typedef struct gw_intra_rkey {
+    uint32_t present; /* 0: the key carries no intra part (its owner could not export the region) */
+    uint32_t slot;    /* the owner's region table slot (< GW_INTRA_SLOTS) */
+    uint64_t id;      /* the region id that slot must hold (the key's own) */
+} gw_intra_rkey_t;
+_Static_assert(sizeof(gw_intra_rkey_t) <= GW_RKEY_TL_KEY_MAX, "intra parsed key over rk->tl_key");
+/* The parsed intra part of a key unpacked on an intra endpoint. */
+static inline const gw_intra_rkey_t *gw_intra_rkey_of(const gw_rkey_t *k)
+{
+    return (const gw_intra_rkey_t *)(const void *)k->tl_key;
+}
 
 #endif

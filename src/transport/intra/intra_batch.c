@@ -123,19 +123,15 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
         const gw_rkey_t *rk = &b->rkey[k];
         if (!op->used[k]) /* a list's key none of the selected entries names */
             continue;
-        if (rk->tl_blob_len != 12) {
+        const gw_intra_rkey_t *ik = gw_intra_rkey_of(rk); /* checked at gw_rkey_unpack (intra_rkey.c) */
+        if (!ik->present) {
             intrab_leave(op);
-            return gw_err(c, rk->tl_blob_len ? GW_ERR_INVALID_KEY : GW_ERR_UNSUPPORTED,
+            return gw_err(c, GW_ERR_UNSUPPORTED,
                           "intra: the remote region 0x%" PRIx64 " of the batch is not reachable through the "
-                          "intra-host transport (%s)", rk->addr,
-                          rk->tl_blob_len ? "malformed key" : "its owner could not export it");
+                          "intra-host transport (its owner could not export it)", rk->addr);
         }
-        uint32_t si = gw_get_u32(rk->tl_blob);
-        uint64_t id = gw_get_u64(rk->tl_blob + 4);
-        if (si >= GW_INTRA_SLOTS || id != rk->id) {
-            intrab_leave(op);
-            return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (slot %u)", si);
-        }
+        uint32_t si = ik->slot;
+        uint64_t id = ik->id;
         gw_intra_slot_t *s = &e->peer_table[si];
         int ok = atomic_load(&s->id) == id;
         if (ok) {

@@ -451,23 +451,22 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
 }
 
 /* Looks a peer slot up for an rkey-addressed access and counts us in. */
-/* The key's intra part, copied into the request when it is posted: the
- * caller may destroy the rkey while the operation waits (intra.src: slot | a
- * valid bit, intra.src2: region id named by the blob, intra.opid: the key's id). */
+/* The key's parsed intra part, copied into the request when it is posted:
+ * the caller may destroy the rkey while the operation waits (intra.src:
+ * slot | a valid bit, intra.src2: region id the part names, intra.opid: the
+ * key's id). */
 #define RK_VALID (1ull << 63)
 gw_status_t intra_rkey_capture(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_rkey_t *rk = req->rkey;
-    if (rk->tl_blob_len == 0)
+    const gw_intra_rkey_t *ik = gw_intra_rkey_of(rk); /* checked at gw_rkey_unpack (intra_rkey.c) */
+    if (!ik->present)
         return gw_err(c, GW_ERR_UNSUPPORTED,
                       "intra: the remote region 0x%" PRIx64 " (+%" PRIu64 ") is not reachable through the intra-host "
                       "transport (its owner could not export it: see gw_mem_query's path there)", rk->addr, rk->len);
-    req->intra.src = 0;
-    if (rk->tl_blob_len == 12) {
-        req->intra.src = RK_VALID | gw_get_u32(rk->tl_blob);
-        req->intra.src2 = gw_get_u64(rk->tl_blob + 4);
-    }
+    req->intra.src = RK_VALID | ik->slot;
+    req->intra.src2 = ik->id;
     req->intra.opid = rk->id;
     return GW_OK;
 }

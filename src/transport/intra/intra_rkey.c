@@ -5,7 +5,8 @@
  * region id that slot must hold (the key's own id: a part naming another
  * region is forged).  A key without one is accepted here: its owner could not
  * export the region, and the operation says so.  Peers send these; nothing is
- * trusted.  The operations read the checked bytes (intra.c, rkey_capture);
+ * trusted.  The parsed part goes into rk->tl_key (gw_intra_rkey_t), which
+ * the operations read (intra_copy.c, intra_rkey_capture; intra_batch.c);
  * the owner's table still has the last word on the slot's contents.
  */
 #include "transport/intra/intra.h"
@@ -18,6 +19,8 @@ gw_status_t gw_intra_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size
                                  char *why, size_t whylen)
 {
     (void)iface;
+    gw_intra_rkey_t *ik = (gw_intra_rkey_t *)(void *)rk->tl_key;
+    memset(ik, 0, sizeof(*ik));
     if (len == 0)
         return GW_OK;
     if (len != 12) {
@@ -35,5 +38,8 @@ gw_status_t gw_intra_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size
         snprintf(why, whylen, "intra key part names region %" PRIu64 ", the key region %" PRIu64, id, rk->id);
         return GW_ERR_INVALID_KEY;
     }
+    ik->present = 1;
+    ik->slot = si;
+    ik->id = id;
     return GW_OK;
 }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "mem/staging.h"
+#include "transport/base/op_table.h"
 #include "transport/base/tl.h"
 #include "transport/verbs/ibv_syms.h"
 
@@ -301,10 +302,9 @@ typedef struct gw_verbs_ep {
     unsigned idle_polls;     /* idle progress passes since then */
     int nqps;
     gw_verbs_qp_t qps[GW_VERBS_MAX_QPS];
-    int connected;
-    int dead;                /* a QP is in error: nothing more is posted */
+    int connected;           /* (failed or not: the base's latch says, vep_failed) */
     unsigned stg_returned;   /* parked bounce slots given back by the drain */
-    int draining;            /* dead: drain WRs whose flush completion is still to come
+    int draining;            /* failed: drain WRs whose flush completion is still to come
                               * (then the NIC touches none of our buffers: parked bounce
                               * slots go back to their engine, see ep_drain) */
     gw_list_t pending;       /* requests not fully posted, FIFO (req->tl_link) */
@@ -322,15 +322,17 @@ typedef struct gw_verbs_ep {
     /* control messages waiting for a slot */
     gw_verbs_ctrl_t ctrlq[64];
     unsigned ctrl_head, ctrl_count;
-    /* rendezvous sends waiting for the receiver's FIN */
-    gw_request_t *rdv[64];
-    uint16_t rdv_gen[64];
+    /* rendezvous sends waiting for the receiver's FIN or CTS, and receives
+     * waiting for the sender's WRITEs (CTS sent): the base op table, capped
+     * at GW_VERBS_RDV_MAX; its narrow ids (RDV_ID_BITS) are on the wire */
+    gw_op_table_t rdv;
     /* chosen path */
     gw_verbs_addr_t local, peer;
     int sgid_i, dgid_i;      /* positions in local.gids / peer.gids, -1 for IB */
     int path_mtu;            /* enum ibv_mtu */
     uint32_t max_inline;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
+    uint64_t cq_polls, cq_wcs; /* ibv_poll_cq calls and the completions they returned */
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
     int max_send_sge;        /* 2 where the device takes a header and a payload SGE, else 1 */
@@ -380,7 +382,7 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_IMMQ_WRID (1ull << 62)
 #define GW_VERBS_IMM_RECVS 128u /* zero-length receives kept posted on each QP 1.. */
 #define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
-#define GW_VERBS_IDLE_CLOCK 64u        /* idle progress passes per clock read */
+#define GW_VERBS_IDLE_CLOCK 512u       /* idle progress passes per clock read */
 #define GW_VERBS_SQ_DEPTH 256
 
 /* ==== endpoint internals shared by verbs_ep.c (lifecycle, failure), verbs_post.c
@@ -414,6 +416,13 @@ enum {
  * - Otherwise (an older peer) the data goes on QP 0 only, followed there
  *   by a CT_WFIN message; messages from GPUWIRE_IB_SPLIT_MIN are READ. */
 #define CTS_WIMM 1u
+/* Rendezvous ids on the wire (RTS, CTS, FIN, WFIN, the immediate of
+ * RDV_IMM, a staged chunk request's ident): the op table's narrow id, 8
+ * bits of index under 16 of generation, 24 bits in all (RDV_IMM keeps the
+ * top byte; RTS_STAGED is bit 31). */
+#define RDV_IDX_BITS 8
+#define RDV_GEN_BITS 16
+#define GW_VERBS_RDV_MAX 64 /* rendezvous in flight per endpoint (< 1 << RDV_IDX_BITS) */
 #define RDV_IMM(nq, opid) ((uint32_t)(nq) << 24 | (uint32_t)(opid)) /* bit 31 clear: not a notification */
 enum { CT_CTS = 7, CT_WFIN };
 #define RECV_WRID GW_VERBS_RECV_WRID
@@ -421,13 +430,7 @@ enum { CT_CTS = 7, CT_WFIN };
 #define NO_SLOT 0xffff
 #define BATCH 32
 
-/* req->tl[] use */
-#define T_RC 0     /* gw_verbs_rc_entry_t * held for the local buffer */
-#define T_SLOT 1   /* bounce slot + 1 held by the request, 0 none */
-#define T_STRIPE 2 /* next QP of a striped transfer */
-#define T_RADDR 3  /* recv rendezvous: sender address */
-#define T_RKEY 4   /* recv rendezvous: rkey | opid << 32 */
-#define T_MLEN 5   /* recv rendezvous: message length */
+/* A request's verbs scratch: req->verbs (struct gw_req_verbs, core/request.h). */
 
 /* staged GPU memory (verbs_stage.c) */
 enum { WR_SPUT = 16, WR_SGET, WR_SREAD, WR_SWRITE }; /* chunk WRs (initiator: S*, owner: SREAD/SWRITE) */
@@ -435,7 +438,6 @@ enum { CT_SREQ = 5, CT_SACK };                       /* chunk request / its ackn
 enum { C_FREE = 0, C_D2H, C_READY, C_XFER, C_H2D };  /* initiator chunk states */
 enum { J_FREE = 0, J_SLOT, J_READ, J_H2D, J_D2H, J_WRITE, J_EAGER }; /* owner job states */
 #define TLF_STAGED (1u << 6)      /* the request moves through bounce buffers */
-#define T_STG 2                   /* staged: gw_verbs_sreq_t * (never striped) */
 #define RTS_STAGED (1u << 31)     /* in an RTS opid: the sender's buffer is staged */
 #define GW_MAX_STG_HOST_CHUNK (1u << 20) /* chunk of a host buffer for a staged peer */
 typedef struct gw_verbs_sreq gw_verbs_sreq_t;
@@ -443,6 +445,11 @@ typedef struct batch batch_t;
 
 static inline gw_verbs_ep_t *to_vep(gw_tl_ep_t *e) { return (gw_verbs_ep_t *)e; }
 static inline gw_core_t *ep_core(gw_verbs_ep_t *ep) { return ep->vif->super.core; }
+/* Has the endpoint failed?  The base's latch is the one truth (ep_base.h):
+ * whoever failed it (a completion error here, a peer timeout or closed
+ * control socket in the api layer), verbs_on_fail has torn the endpoint
+ * down, nothing more is posted and completions are only drained. */
+static inline int vep_failed(const gw_verbs_ep_t *ep) { return gw_ep_failed(ep->super.base); }
 
 /* bounce slots */
 static inline int slot_get(gw_verbs_ep_t *ep)
@@ -476,8 +483,6 @@ static inline int msg_slot(gw_verbs_ep_t *ep, batch_t *b)
 }
 
 /* verbs_post.c */
-gw_status_t gw_verbs_copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n);
-gw_status_t gw_verbs_copy_to_user(gw_request_t *req, void *dst, const void *src, size_t n);
 void gw_verbs_ctrl_queue(gw_verbs_ep_t *ep, uint8_t type, uint32_t status, uint64_t a, uint64_t b);
 gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req);
 void gw_verbs_hdr_fill(uint8_t *p, uint8_t type, uint32_t status, uint64_t tag, uint64_t len,
@@ -487,7 +492,7 @@ int gw_verbs_others_drained(const gw_verbs_ep_t *ep, const batch_t *b);
 int gw_verbs_post_pending(gw_verbs_ep_t *ep);
 struct ibv_send_wr *gw_verbs_post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s,
                                          uint32_t bytes);
-gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid, unsigned *idp);
+gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid);
 void gw_verbs_rdv_recv_forget(gw_verbs_ep_t *ep, gw_request_t *req);
 int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left);
 void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req);
@@ -502,7 +507,7 @@ void gw_verbs_ep_die(gw_verbs_ep_t *ep, gw_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void gw_verbs_ep_drain(gw_verbs_ep_t *ep);
 void gw_verbs_ep_drained_one(gw_verbs_ep_t *ep);
-void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, int own, gw_status_t st);
+void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, gw_status_t st);
 void gw_verbs_wc_fail(gw_verbs_ep_t *ep, const struct ibv_wc *wc, const gw_verbs_wr_t *r);
 
 /* verbs_stage.c */

@@ -31,8 +31,6 @@
 
 #include <string.h>
 
-#define T_BENT T_RADDR /* batch: next entry */
-#define T_BOFF T_MLEN  /* batch: bytes of it posted */
 
 /* rkey of the remote piece holding raddr in key k, and the bytes left in it; -1 bad key */
 static int vb_remote_piece(const gw_rkey_t *k, uint64_t raddr, uint32_t *rkey, uint64_t *left)
@@ -83,16 +81,16 @@ int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     }
     int kind = bt->get ? WR_GET : WR_PUT;
     uint64_t maxmsg = ep->peer.max_msg ? GW_MIN(ep->peer.max_msg, ep->local.max_msg) : UINT64_MAX;
-    while (!(req->tl_flags & TLF_DATA) && req->tl[T_BENT] < bt->n) {
-        const gw_batch_ent_t *e = &bt->ent[req->tl[T_BENT]];
-        uint64_t off = req->tl[T_BOFF];
+    while (!(req->tl_flags & TLF_DATA) && req->verbs.batch.ent < bt->n) {
+        const gw_batch_ent_t *e = &bt->ent[req->verbs.batch.ent];
+        uint64_t off = req->verbs.batch.off;
         int nq = e->len >= ep->vif->split_min ? ep->nqps : 1;
         uint64_t stripe = e->len;
         if (nq > 1) {
             stripe = (e->len + (uint64_t)nq - 1) / (uint64_t)nq;
             stripe = (stripe + 4095) & ~(uint64_t)4095;
         }
-        int qi = (int)(req->tl[T_STRIPE] % (uint64_t)ep->nqps);
+        int qi = (int)(req->verbs.stripe % (uint64_t)ep->nqps);
         if (!qp_room(ep, b, qi))
             return 0;
         uint32_t rkey = 0, lkey = 0;
@@ -118,12 +116,12 @@ int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         w->sg_list->length = (uint32_t)piece;
         w->sg_list->lkey = lkey;
         req->posted += (size_t)piece;
-        req->tl[T_STRIPE]++;
+        req->verbs.stripe++;
         if (off + piece < e->len) {
-            req->tl[T_BOFF] = off + piece;
+            req->verbs.batch.off = off + piece;
         } else {
-            req->tl[T_BOFF] = 0;
-            req->tl[T_BENT]++;
+            req->verbs.batch.off = 0;
+            req->verbs.batch.ent++;
         }
     }
     req->tl_flags |= TLF_DATA;

@@ -3,6 +3,7 @@
  * notifications), the progress pass and arming the CQ when idle.
  */
 #include "cuda/cuda_wrap.h"
+#include "mem/mem_copy.h"
 #include "transport/verbs/verbs.h"
 
 #include <arpa/inet.h>
@@ -29,8 +30,8 @@ void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
     gw_ep_base_t *base = ep->super.base;
     if (req->op == GW_OP_RECV) {
         /* rendezvous data is in place: release the sender, finish the receive */
-        uint64_t opid = req->tl[T_RKEY] >> 32;
-        size_t mlen = (size_t)req->tl[T_MLEN];
+        uint64_t opid = req->verbs.rdv.opid;
+        size_t mlen = (size_t)req->verbs.rdv.mlen;
         gw_verbs_req_release(ep, req);
         gw_verbs_rdv_recv_forget(ep, req);
         gw_verbs_ctrl_queue(ep, CT_FIN, 0, opid, 0);
@@ -42,8 +43,8 @@ void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
     if (req->op == GW_OP_SEND && (req->tl_flags & TLF_WAIT_FIN))
         return; /* completes when the receiver's FIN arrives */
     gw_status_t st = GW_OK;
-    if (req->op == GW_OP_GET && req->tl[T_SLOT]) /* (GPU memory: one synchronous cuMemcpy) */
-        st = gw_verbs_copy_to_user(req, req->buf, slot_ptr(ep, (int)req->tl[T_SLOT] - 1), req->len);
+    if (req->op == GW_OP_GET && req->verbs.slot) /* (GPU memory: one synchronous cuMemcpy) */
+        st = gw_mem_copy_to(req->core, req->lmem, req->buf, slot_ptr(ep, (int)req->verbs.slot - 1), req->len);
     req->length = req->len;
     gw_verbs_req_release(ep, req);
     gw_ep_op_done(base, req, st);
@@ -82,7 +83,7 @@ int gw_verbs_post_imm_recvs(gw_verbs_ep_t *ep, int *failed_qi)
 static void repost_flush(gw_verbs_ep_t *ep)
 {
     unsigned n = ep->nrepost;
-    if (ep->dead)
+    if (vep_failed(ep))
         return;
     int qi = 0, rc = gw_verbs_post_imm_recvs(ep, &qi);
     if (rc) {
@@ -115,21 +116,24 @@ static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, u
                            uint64_t addr, uint32_t rkey, uint64_t opid)
 {
     req->rtag = tag;
-    req->tl[T_RADDR] = addr;
-    req->tl[T_RKEY] = (uint64_t)rkey | (opid << 32);
-    req->tl[T_MLEN] = len;
+    req->verbs.rdv.raddr = addr;
+    req->verbs.rdv.rkey = rkey;
+    req->verbs.rdv.opid = (uint32_t)opid;
+    req->verbs.rdv.mlen = len;
     req->posted = 0;
     req->pending = 0;
     req->tl_flags = TLF_RDV;
-    memset(&req->tl[T_RC], 0, sizeof(req->tl[0]) * 3);
+    req->verbs.rc = NULL;
+    req->verbs.stg = NULL;
+    req->verbs.slot = req->verbs.stripe = 0;
     gw_list_push_back(&ep->rdv_recvs, &req->tl_link);
 }
 
-/* The sender's WRITEs for receive r (rendezvous id `id`) are in place. */
-static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r, unsigned id)
+/* The sender's WRITEs for receive r (in ep->rdv) are in place. */
+static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r)
 {
-    ep->rdv[id] = NULL;
-    size_t mlen = (size_t)r->tl[T_MLEN];
+    gw_op_table_free(&ep->rdv, r);
+    size_t mlen = (size_t)r->verbs.rdv.mlen;
     gw_verbs_req_release(ep, r);
     gw_verbs_rdv_recv_forget(ep, r);
     if (r->lmem && r->lmem->type != GW_MEM_HOST)
@@ -141,16 +145,16 @@ static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r, unsigned id)
  * (imm = RDV_IMM(queue pairs used, our id)), seen on queue pair qi. */
 static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
 {
-    unsigned id, nq = (imm >> 24) & 0x7f;
-    gw_request_t *r = gw_verbs_rdv_lookup(ep, imm & 0xffffffu, &id);
+    unsigned nq = (imm >> 24) & 0x7f;
+    gw_request_t *r = gw_verbs_rdv_lookup(ep, imm & 0xffffffu);
     if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != (TLF_WFIN | TLF_WIMM) ||
-        nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || r->tl[T_STRIPE] >= nq) {
+        nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || r->verbs.stripe >= nq) {
         gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: end of rendezvous write 0x%08x from %s on QP %d matches no "
                "receive of ours waiting for one", imm, ep->peer.dev, qi);
         return;
     }
-    if (++r->tl[T_STRIPE] == nq)
-        rdv_written(ep, r, id);
+    if (++r->verbs.stripe == nq)
+        rdv_written(ep, r);
 }
 
 static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
@@ -175,7 +179,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         uint32_t imm = ntohl(wc->imm_data);
         if (!(imm & 0x80000000u)) { /* the end of a rendezvous write on QP 0 */
             rdv_imm(ep, imm, 0);
-            if (!ep->dead)
+            if (!vep_failed(ep))
                 repost_recv(ep, idx);
             return;
         }
@@ -204,7 +208,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         }
         gw_request_t *r = gw_ep_match_posted(base, tag);
         if (r) {
-            gw_status_t cst = gw_verbs_copy_to_user(r, r->buf, p + GW_VERBS_HDR, GW_MIN((size_t)len, r->len));
+            gw_status_t cst = gw_mem_copy_to(r->core, r->lmem, r->buf, p + GW_VERBS_HDR, GW_MIN((size_t)len, r->len));
             gw_ep_recv_done(base, r, (size_t)len, tag, cst);
         } else {
             gw_unexp_t *u = gw_ep_unexp_eager(base, tag, (size_t)len); /* the base's record (ep_base.h) */
@@ -231,10 +235,9 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_FIN: {
-        unsigned id;
-        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid);
         if (r) {
-            ep->rdv[id] = NULL;
+            gw_op_table_free(&ep->rdv, r);
             r->tl_flags &= (uint16_t)~TLF_WAIT_FIN;
             r->length = r->len;
             gw_verbs_req_release(ep, r);
@@ -246,8 +249,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         break;
     }
     case CT_CTS: { /* the receiver wants our rendezvous data written to it */
-        unsigned id;
-        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid);
         uint32_t cst = gw_get_u32(p + 36);
         if (!r || r->op != GW_OP_SEND || !(r->tl_flags & TLF_WAIT_FIN) || (r->tl_flags & TLF_CTS) ||
             gw_verbs_mem_staged(r->lmem) || len > r->len || (cst & ~CTS_WIMM) ||
@@ -257,26 +259,26 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
                    (unsigned long long)opid, (unsigned long long)len, cst);
             return;
         }
-        ep->rdv[id] = NULL;
+        gw_op_table_free(&ep->rdv, r);
         r->tl_flags = (uint16_t)((r->tl_flags & ~(TLF_WAIT_FIN | TLF_ALLPOSTED)) | TLF_CTS |
                                  ((cst & CTS_WIMM) ? TLF_WIMM : 0));
         r->posted = 0;
-        r->tl[T_STRIPE] = 0;
-        r->tl[T_RADDR] = addr;
-        r->tl[T_RKEY] = (uint64_t)rkey | ((tag & 0xffffffffu) << 32);
-        r->tl[T_MLEN] = len;
+        r->verbs.stripe = 0;
+        r->verbs.rdv.raddr = addr;
+        r->verbs.rdv.rkey = rkey;
+        r->verbs.rdv.opid = (uint32_t)tag;
+        r->verbs.rdv.mlen = len;
         gw_list_push_back(&ep->pending, &r->tl_link);
         break;
     }
     case CT_WFIN: { /* the sender's WRITEs for our receive are in place */
-        unsigned id;
-        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid, &id);
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, opid);
         if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != TLF_WFIN) {
             gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: WFIN from %s for receive %llu, which is not waiting "
                    "for one", ep->peer.dev, (unsigned long long)opid);
             return;
         }
-        rdv_written(ep, r, id);
+        rdv_written(ep, r);
         break;
     }
     case CT_SREQ:
@@ -295,7 +297,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: unknown message type %u from %s", type, ep->peer.dev);
         return;
     }
-    if (!ep->dead)
+    if (!vep_failed(ep))
         repost_recv(ep, idx);
 }
 
@@ -303,7 +305,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
 static void retire(gw_verbs_ep_t *ep, int qi, uint64_t upto)
 {
     gw_verbs_qp_t *q = &ep->qps[qi];
-    while (q->tail != q->head && !ep->dead) {
+    while (q->tail != q->head && !vep_failed(ep)) {
         uint64_t s = q->tail;
         gw_verbs_wr_t *r = &q->ring[s % q->depth];
         gw_request_t *req = r->req;
@@ -332,12 +334,13 @@ static int poll_cq(gw_verbs_ep_t *ep)
     int total = 0, n;
     do {
         n = ibv_poll_cq(ep->cq, 32, wc);
+        ep->cq_polls++;
         if (n < 0) {
             gw_verbs_ep_die(ep, GW_ERR_VERBS, "ibv_poll_cq(%s) failed: %d", ep->vif->port.dev, n);
             return total;
         }
         for (int i = 0; i < n; i++) {
-            if (ep->dead) { /* consequences of the first error: not causes */
+            if (vep_failed(ep)) { /* consequences of the first error: not causes */
                 if (wc[i].wr_id & DRAIN_WRID)
                     gw_verbs_ep_drained_one(ep);
                 continue;
@@ -361,6 +364,7 @@ static int poll_cq(gw_verbs_ep_t *ep)
         if (n)
             repost_flush(ep); /* (reposts come only from completions) */
         total += n;
+        ep->cq_wcs += (uint64_t)n;
     } while (n == 32);
     return total;
 }
@@ -369,12 +373,6 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
 {
     if (!ep->connected)
         return 0;
-    if (!ep->dead && ep->super.base->error != GW_OK) {
-        /* failed from above (peer gone on the bootstrap socket, close, timeout) */
-        ep->dead = 1;
-        gw_verbs_ep_forget_all(ep, 0, ep->super.base->error);
-        gw_verbs_ep_drain(ep);
-    }
     /* posted work counts as progress: a caller that progresses until 0
      * before sleeping on the context fd has handed everything to the device */
     int n = gw_verbs_post_pending(ep);
@@ -382,7 +380,7 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
     if (c)
         n += gw_verbs_post_pending(ep);
     n += c;
-    if (!n && !ep->dead && gw_verbs_stg_busy(ep))
+    if (!n && !vep_failed(ep) && gw_verbs_stg_busy(ep))
         n = 1; /* staged copies in flight: CUDA events wake no fd, keep the caller polling */
     if (n) {
         /* no clock read here: the busy path stays free of system calls
@@ -422,10 +420,9 @@ gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *
 {
     /* a rendezvous only (tl.h): the base delivers eager messages (on_recv
      * takes their records from gw_ep_unexp_eager) and frees msg after this
-     * call.  TODO: gw_verbs_copy_to_user() could become gw_mem_copy_to()
-     * (mem/mem_copy.h). */
+     * call. */
     gw_verbs_ep_t *ep = to_vep(e);
-    if (ep->dead) {
+    if (vep_failed(ep)) {
         gw_ep_recv_done(ep->super.base, req, msg->len, msg->tag, ep->super.base->error);
     } else {
         start_rdv_recv(ep, req, msg->tag, msg->len, msg->handle2, (uint32_t)(msg->handle >> 32),

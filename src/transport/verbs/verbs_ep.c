@@ -3,8 +3,10 @@
  *
  * Failure: the first error completion fails the endpoint with the verbs
  * status, the operation and a hint; the flush errors after it are ignored.
- * A QP in error is never reused: the endpoint stays failed.  A dead
- * endpoint's queue pairs are drained so the bounce slots the NIC may still
+ * A QP in error is never reused: the endpoint stays failed.  Failed means
+ * the base's latch (gw_ep_failed, via vep_failed): the first gw_ep_fail(),
+ * ours or the api layer's, runs verbs_on_fail, which releases what the
+ * requests hold.  A failed endpoint's queue pairs are drained so the bounce slots the NIC may still
  * use go back to their engine (gw_verbs_ep_drain).
  */
 #include "transport/verbs/verbs.h"
@@ -41,6 +43,7 @@ static void ep_free_res(gw_verbs_ep_t *ep)
             gw_log(GW_LOG_WARN, "ibv_destroy_cq(%s) failed: %s", ep->vif->port.dev, strerror(rc));
     }
     gw_verbs_stage_ep_fini(ep); /* (after the QPs: no NIC access to bounce slots is left) */
+    gw_op_table_fini(&ep->rdv);
     if (ep->smr)
         ibv->dereg_mr(ep->smr);
     if (ep->rmr)
@@ -94,6 +97,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
     gw_list_init(&ep->pending);
     gw_list_init(&ep->rdv_recvs);
     gw_list_init(&ep->stg_reqs);
+    gw_op_table_init(&ep->rdv);
     ep->sgid_i = ep->dgid_i = -1;
     ep->nqps = vif->nqps;
     ep->nrecv = GW_VERBS_NRECV;
@@ -217,6 +221,8 @@ err:
     return st;
 }
 
+static void verbs_on_fail(void *arg, gw_status_t st);
+
 static const char *ll_name(int ll) { return ll == GW_VERBS_LL_ETH ? "RoCE" : "InfiniBand"; }
 
 gw_status_t gw_verbs_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
@@ -339,6 +345,8 @@ gw_status_t gw_verbs_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t
                           "failed: %s", qp->qp_num, vif->timeout, vif->retry_cnt, strerror(rc));
     }
     ep->connected = 1;
+    ep->super.base->on_fail = verbs_on_fail;
+    ep->super.base->on_fail_arg = ep;
     gw_log(GW_LOG_DEBUG, "verbs: connected %s:%d -> %s:%u, %d QPs, path mtu %s, gid %s -> %s",
            vif->port.dev, vif->port.port, pa->dev, pa->port, ep->nqps, mtu_str(ep->path_mtu), lg, pg);
     return GW_OK;
@@ -355,6 +363,14 @@ void gw_verbs_ep_destroy(gw_tl_ep_t *e)
     if (!e)
         return;
     gw_verbs_ep_t *ep = (gw_verbs_ep_t *)e;
+    if (ep->connected) { /* the generic endpoint is still there (it is not before connect) */
+        /* what is still in flight ends now (receives mid-rendezvous are
+         * held by nobody else) */
+        if (!vep_failed(ep))
+            gw_ep_fail(ep->super.base, GW_ERR_CANCELED, "endpoint closed"); /* (what the api layer says next) */
+        if (ep->super.base->on_fail_arg == ep)
+            ep->super.base->on_fail = NULL;
+    }
     gw_list_del(&ep->link);
     ep_free_res(ep);
 }
@@ -387,6 +403,11 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                  vif->port.dev, vif->port.port, ep->local.lid, ep->peer.dev, ep->peer.lid,
                  mtu_str(ep->path_mtu), ep->nqps);
     }
+    if (ep->wr_posted)
+        appendf(buf, len, "; %llu WRs in %llu posts, %llu signalled; %llu completions in %llu polls",
+                (unsigned long long)ep->wr_posted, (unsigned long long)ep->post_calls,
+                (unsigned long long)ep->wr_signalled, (unsigned long long)ep->cq_wcs,
+                (unsigned long long)ep->cq_polls);
     if (ep->rdv_by_write || ep->rdv_by_read)
         appendf(buf, len, "; rendezvous receives: %llu by the sender's RDMA WRITE, %llu by RDMA READ",
                 (unsigned long long)ep->rdv_by_write, (unsigned long long)ep->rdv_by_read);
@@ -403,39 +424,35 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
 }
 
 /* ---- failure ------------------------------------------------------------------------ */
-/* Drops every reference this endpoint holds to requests.  When `own` is set
- * the requests are still valid (we fail them ourselves right after) and their
- * resources are released; otherwise the api layer already failed and
- * recycled them, and they must not be touched. */
-void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, int own, gw_status_t st)
+/* Drops every reference this endpoint holds to requests and releases their
+ * resources.  Runs from verbs_on_fail, before the base fails the requests
+ * on its lists: they are all still valid here. */
+void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, gw_status_t st)
 {
-    gw_verbs_stg_forget_all(ep, own);
+    gw_verbs_stg_forget_all(ep, 1);
     for (int qi = 0; qi < ep->nqps; qi++) {
         gw_verbs_qp_t *q = &ep->qps[qi];
         for (uint64_t s = q->tail; s != q->head; s++) {
             gw_verbs_wr_t *r = &q->ring[s % q->depth];
-            if (own && r->req)
+            if (r->req)
                 gw_verbs_req_release(ep, r->req);
             r->req = NULL;
         }
     }
     gw_list_t *p, *t;
-    if (own) {
-        gw_list_for_each_safe(p, t, &ep->pending) {
-            gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
-            gw_verbs_req_release(ep, req);
-        }
+    gw_list_for_each_safe(p, t, &ep->pending) {
+        gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
+        gw_verbs_req_release(ep, req);
     }
-    /* (when not own, the nodes may already be recycled: never walk them) */
     gw_list_init(&ep->pending);
     /* rendezvous receives belong to nobody else: fail them here */
     gw_list_for_each_safe(p, t, &ep->rdv_recvs) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
         gw_verbs_req_release(ep, req);
         gw_verbs_rdv_recv_forget(ep, req);
-        gw_ep_recv_done(ep->super.base, req, (size_t)req->tl[T_MLEN], req->rtag, st);
+        gw_ep_recv_done(ep->super.base, req, (size_t)req->verbs.rdv.mlen, req->rtag, st);
     }
-    memset(ep->rdv, 0, sizeof(ep->rdv));
+    gw_op_table_clear(&ep->rdv);
 }
 
 /* A dead endpoint's QPs go to the error state and get one marker WR on their
@@ -487,20 +504,28 @@ void gw_verbs_ep_drained_one(gw_verbs_ep_t *ep)
     ep->stg_nzombie = 0;
 }
 
+/* The endpoint's teardown (base on_fail), run once by the gw_ep_fail()
+ * that latches the error, whoever calls it (gw_verbs_ep_die here; the api
+ * layer for a peer timeout or a closed control socket), before the base
+ * fails the requests it holds. */
+static void verbs_on_fail(void *arg, gw_status_t st)
+{
+    gw_verbs_ep_t *ep = arg;
+    gw_verbs_ep_forget_all(ep, st);
+    gw_verbs_ep_drain(ep);
+}
+
 void gw_verbs_ep_die(gw_verbs_ep_t *ep, gw_status_t st, const char *fmt, ...)
 {
-    if (ep->dead)
+    if (vep_failed(ep))
         return;
-    ep->dead = 1;
     char msg[384];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    gw_verbs_ep_forget_all(ep, 1, st);
-    gw_verbs_ep_drain(ep);
     gw_err(ep_core(ep), st, "%s", msg);
-    gw_ep_fail(ep->super.base, st, "%s", msg);
+    gw_ep_fail(ep->super.base, st, "%s", msg); /* runs verbs_on_fail once connected */
 }
 
 void gw_verbs_ep_fail_qp(gw_verbs_ep_t *ep, struct ibv_qp *qp, const char *why)

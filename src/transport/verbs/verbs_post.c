@@ -19,6 +19,7 @@
  * completion retires every older WR of its QP (RC completes in order)
  * (verbs_cq.c).
  */
+#include "mem/mem_copy.h"
 #include "transport/verbs/verbs.h"
 
 #include <arpa/inet.h>
@@ -99,16 +100,16 @@ static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
 /* ---- request completion ------------------------------------------------------------- */
 void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req)
 {
-    if (req->tl[T_RC]) {
-        gw_verbs_rcache_put(ep->vif, (gw_verbs_rc_entry_t *)(uintptr_t)req->tl[T_RC]);
-        req->tl[T_RC] = 0;
+    if (req->verbs.rc) {
+        gw_verbs_rcache_put(ep->vif, req->verbs.rc);
+        req->verbs.rc = NULL;
     }
-    if (req->tl[T_SLOT]) {
-        slot_put(ep, (int)req->tl[T_SLOT] - 1);
-        req->tl[T_SLOT] = 0;
+    if (req->verbs.slot) {
+        slot_put(ep, (int)req->verbs.slot - 1);
+        req->verbs.slot = 0;
     }
-    if ((req->tl_flags & TLF_STAGED) && req->tl[T_STG])
-        gw_verbs_stg_free(ep, (gw_verbs_sreq_t *)(uintptr_t)req->tl[T_STG], 1);
+    if ((req->tl_flags & TLF_STAGED) && req->verbs.stg)
+        gw_verbs_stg_free(ep, req->verbs.stg, 1);
 }
 
 void gw_verbs_ctrl_queue(gw_verbs_ep_t *ep, uint8_t type, uint32_t status, uint64_t a, uint64_t b)
@@ -146,8 +147,9 @@ static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, si
         int s = slot_get(ep);
         if (s < 0)
             return 0;
-        req->tl[T_SLOT] = (uint64_t)s + 1;
-        gw_status_t cst = is_read_target ? GW_OK : gw_verbs_copy_from_user(req, slot_ptr(ep, s), req->buf, len);
+        req->verbs.slot = (uint32_t)s + 1;
+        gw_status_t cst =
+            is_read_target ? GW_OK : gw_mem_copy_from(req->core, req->lmem, slot_ptr(ep, s), req->buf, len);
         if (cst != GW_OK) {
             gw_verbs_req_release(ep, req);
             gw_ep_op_done(ep->super.base, req, cst);
@@ -161,13 +163,13 @@ static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, si
     if (st != GW_OK) {
         if (req->op == GW_OP_RECV) {
             gw_verbs_rdv_recv_forget(ep, req);
-            gw_ep_recv_done(ep->super.base, req, (size_t)req->tl[T_MLEN], req->rtag, st);
+            gw_ep_recv_done(ep->super.base, req, (size_t)req->verbs.rdv.mlen, req->rtag, st);
         } else {
             gw_ep_op_done(ep->super.base, req, st);
         }
         return -1;
     }
-    req->tl[T_RC] = (uint64_t)(uintptr_t)e;
+    req->verbs.rc = e;
     req->tl_flags |= TLF_PREP;
     return 1;
 }
@@ -176,15 +178,15 @@ static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, si
 static void local_piece(gw_verbs_ep_t *ep, gw_request_t *req, size_t off, uint64_t *addr,
                         uint32_t *lkey, uint64_t *left)
 {
-    if (req->tl[T_SLOT]) {
-        *addr = (uint64_t)(uintptr_t)slot_ptr(ep, (int)req->tl[T_SLOT] - 1) + off;
+    if (req->verbs.slot) {
+        *addr = (uint64_t)(uintptr_t)slot_ptr(ep, (int)req->verbs.slot - 1) + off;
         *lkey = ep->smr->lkey;
         *left = UINT64_MAX;
         return;
     }
     *addr = (uint64_t)(uintptr_t)req->buf + off;
-    const gw_verbs_reg_t *reg = req->tl[T_RC]
-                                    ? ((gw_verbs_rc_entry_t *)(uintptr_t)req->tl[T_RC])->reg
+    const gw_verbs_reg_t *reg = req->verbs.rc
+                                    ? req->verbs.rc->reg
                                     : req->lmem->tl_reg[GW_TL_VERBS];
     if (gw_verbs_reg_piece(reg, *addr, lkey, NULL, left) != 0) {
         *lkey = 0;
@@ -196,7 +198,7 @@ static void local_piece(gw_verbs_ep_t *ep, gw_request_t *req, size_t off, uint64
 int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left)
 {
     if (req->op == GW_OP_RECV || (req->tl_flags & TLF_CTS)) {
-        *rkey = (uint32_t)req->tl[T_RKEY];
+        *rkey = req->verbs.rdv.rkey;
         *left = UINT64_MAX;
         return 0;
     }
@@ -228,7 +230,7 @@ static int post_rdma(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int kind,
     int first = 1;
     while (req->posted < total || (total == 0 && first)) {
         first = 0;
-        int qi = nq > 1 ? (int)(req->tl[T_STRIPE] % (uint64_t)nq) : 0;
+        int qi = nq > 1 ? (int)(req->verbs.stripe % (uint64_t)nq) : 0;
         if (!qp_room(ep, b, qi))
             return 0;
         size_t off = req->posted;
@@ -268,7 +270,7 @@ static int post_rdma(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int kind,
                 w->send_flags |= IBV_SEND_INLINE;
         }
         req->posted += (size_t)piece;
-        req->tl[T_STRIPE]++;
+        req->verbs.stripe++;
     }
     return 1;
 }
@@ -302,21 +304,16 @@ struct ibv_send_wr *gw_verbs_post_sendmsg(gw_verbs_ep_t *ep, batch_t *b, gw_requ
     return w;
 }
 
-/* A rendezvous id on the wire: generation << 8 | table index. */
-static uint64_t rdv_opid(const gw_verbs_ep_t *ep, int id)
+/* A rendezvous id on the wire (verbs.h, RDV_IDX_BITS) of a request in ep->rdv. */
+static uint64_t rdv_opid(const gw_verbs_ep_t *ep, const gw_request_t *req)
 {
-    return ((uint64_t)ep->rdv_gen[id] << 8) | (uint64_t)id;
+    return gw_op_table_short_id(&ep->rdv, req, RDV_IDX_BITS, RDV_GEN_BITS);
 }
 
-/* The request an id names, or NULL when it names none (stale or forged);
- * *idp gets the table index. */
-gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid, unsigned *idp)
+/* The request an id names, or NULL when it names none (stale or forged). */
+gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid)
 {
-    unsigned id = (unsigned)(opid & 0xff);
-    *idp = id;
-    if (id >= GW_ARRAY_SIZE(ep->rdv) || ((opid >> 8) & 0xffff) != ep->rdv_gen[id])
-        return NULL;
-    return ep->rdv[id];
+    return gw_op_table_get_short(&ep->rdv, opid, RDV_IDX_BITS, RDV_GEN_BITS);
 }
 
 /* Every WR on the QPs other than 0 has completed (RC orders QP 0 only):
@@ -329,16 +326,14 @@ int gw_verbs_others_drained(const gw_verbs_ep_t *ep, const batch_t *b)
     return 1;
 }
 
+/* Enters req in the rendezvous table: 0, or -1 when GW_VERBS_RDV_MAX are in
+ * flight or out of memory (blocked: try again on a later pass). */
 static int rdv_alloc(gw_verbs_ep_t *ep, gw_request_t *req)
 {
-    for (int i = 0; i < (int)GW_ARRAY_SIZE(ep->rdv); i++) {
-        if (!ep->rdv[i]) {
-            ep->rdv[i] = req;
-            ep->rdv_gen[i]++;
-            return i;
-        }
-    }
-    return -1;
+    uint64_t id;
+    if (ep->rdv.used >= GW_VERBS_RDV_MAX || gw_op_table_alloc(&ep->rdv, req, &id) != 0)
+        return -1;
+    return 0;
 }
 
 /* Rendezvous receives in flight are owned here (they are on no api list):
@@ -373,16 +368,15 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
         return 0;
     if (!qp_room(ep, b, 0) || !ep->nsfree)
         return -1;
-    int id = rdv_alloc(ep, req);
-    if (id < 0)
+    if (rdv_alloc(ep, req) < 0)
         return 0;
     int s = slot_get(ep);
-    uint64_t sender = (req->tl[T_RKEY] >> 32) & 0xffffffffu;
-    uint64_t myid = rdv_opid(ep, id);
+    uint64_t sender = req->verbs.rdv.opid;
+    uint64_t myid = rdv_opid(ep, req);
     gw_verbs_hdr_fill(slot_ptr(ep, s), CT_CTS, imm ? CTS_WIMM : 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey,
              sender);
     gw_verbs_post_sendmsg(ep, b, NULL, s, GW_VERBS_HDR);
-    req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED | (imm ? TLF_WIMM : 0); /* (T_STRIPE, zeroed by
+    req->tl_flags |= TLF_WFIN | TLF_ALLPOSTED | (imm ? TLF_WIMM : 0); /* (verbs.stripe, zeroed by
                                                                         * start_rdv_recv, counts the end marks) */
     ep->rdv_by_write++;
     return 1;
@@ -448,24 +442,24 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     }
     case GW_OP_SEND: {
         if (req->tl_flags & TLF_CTS) { /* the data by RDMA WRITE, then the end marks */
-            size_t total = (size_t)req->tl[T_MLEN];
-            r = post_rdma(ep, b, req, WR_PUT, total, req->tl[T_RADDR]);
+            size_t total = (size_t)req->verbs.rdv.mlen;
+            r = post_rdma(ep, b, req, WR_PUT, total, req->verbs.rdv.raddr);
             if (r <= 0)
                 return r < 0 ? 1 : 0;
             if (req->tl_flags & TLF_WIMM) {
                 /* one zero-length WRITE_WITH_IMM on each queue pair used (pieces
                  * go round-robin from QP 0), all in one batch or none */
-                int used = (int)GW_MIN(req->tl[T_STRIPE], (uint64_t)stripe_qps(ep, req, total));
+                int used = (int)GW_MIN(req->verbs.stripe, (uint64_t)stripe_qps(ep, req, total));
                 for (int qi = 0; qi < used; qi++)
                     if (!qp_room(ep, b, qi))
                         return 0;
-                uint32_t rid = (uint32_t)(req->tl[T_RKEY] >> 32);
+                uint32_t rid = req->verbs.rdv.opid;
                 for (int qi = 0; qi < used; qi++) {
                     struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, qi, req, WR_RDV_IMM, -1, 0);
                     w->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
                     w->imm_data = htonl(RDV_IMM(used, rid));
-                    w->wr.rdma.remote_addr = req->tl[T_RADDR];
-                    w->wr.rdma.rkey = (uint32_t)req->tl[T_RKEY];
+                    w->wr.rdma.remote_addr = req->verbs.rdv.raddr;
+                    w->wr.rdma.rkey = req->verbs.rdv.rkey;
                 }
                 req->tl_flags |= TLF_ALLPOSTED; /* done when every WR has completed */
                 return 1;
@@ -473,7 +467,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             int s = msg_slot(ep, b);
             if (s < 0)
                 return 0;
-            gw_verbs_hdr_fill(slot_ptr(ep, s), CT_WFIN, 0, 0, 0, 0, 0, req->tl[T_RKEY] >> 32);
+            gw_verbs_hdr_fill(slot_ptr(ep, s), CT_WFIN, 0, 0, 0, 0, 0, req->verbs.rdv.opid);
             gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
             req->tl_flags |= TLF_ALLPOSTED; /* done when the WFIN's SEND completes */
             return 1;
@@ -503,7 +497,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                 req->tl_flags |= TLF_ALLPOSTED;
                 return 1;
             }
-            gw_status_t cst = gw_verbs_copy_from_user(req, p + GW_VERBS_HDR, req->buf, req->len);
+            gw_status_t cst = gw_mem_copy_from(req->core, req->lmem, p + GW_VERBS_HDR, req->buf, req->len);
             if (cst != GW_OK) {
                 slot_put(ep, s);
                 gw_ep_op_done(ep->super.base, req, cst);
@@ -524,12 +518,11 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                                      "upgrade the peer", req->len, ep->peer.dev));
                 return 1;
             }
-            int id = rdv_alloc(ep, req);
-            if (id < 0) {
+            if (rdv_alloc(ep, req) < 0) {
                 slot_put(ep, s);
                 return 0;
             }
-            uint64_t opid = rdv_opid(ep, id) | RTS_STAGED;
+            uint64_t opid = rdv_opid(ep, req) | RTS_STAGED;
             gw_verbs_hdr_fill(p, CT_RTS, 0, req->value, req->len, (uint64_t)(uintptr_t)req->buf, 0, opid);
             req->tl_flags |= TLF_WAIT_FIN | TLF_ALLPOSTED;
             gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
@@ -551,7 +544,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                 gw_ep_op_done(ep->super.base, req, st);
                 return 1;
             }
-            req->tl[T_RC] = (uint64_t)(uintptr_t)e;
+            req->verbs.rc = e;
             reg = e->reg;
         }
         gw_verbs_reg_piece(reg, (uint64_t)(uintptr_t)req->buf, NULL, &rkey, &left);
@@ -565,19 +558,18 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                                  req->len, (unsigned long long)ep->vif->max_mr));
             return 1;
         }
-        int id = rdv_alloc(ep, req);
-        if (id < 0) {
+        if (rdv_alloc(ep, req) < 0) {
             slot_put(ep, s);
             return 0;
         }
-        uint64_t opid = rdv_opid(ep, id);
+        uint64_t opid = rdv_opid(ep, req);
         gw_verbs_hdr_fill(p, CT_RTS, 0, req->value, req->len, (uint64_t)(uintptr_t)req->buf, rkey, opid);
         req->tl_flags |= TLF_WAIT_FIN | TLF_ALLPOSTED;
         gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
         return 1;
     }
     case GW_OP_RECV: { /* rendezvous read into the receive buffer */
-        size_t n = GW_MIN(req->len, (size_t)req->tl[T_MLEN]);
+        size_t n = GW_MIN(req->len, (size_t)req->verbs.rdv.mlen);
         if ((r = rdv_cts(ep, b, req, n)) != 0)
             return r > 0;
         if ((r = req_prep(ep, req, 1, n)) <= 0)
@@ -587,7 +579,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             gw_verbs_req_maybe_done(ep, req);
             return 1;
         }
-        r = post_rdma(ep, b, req, WR_RDV_READ, n, req->tl[T_RADDR]);
+        r = post_rdma(ep, b, req, WR_RDV_READ, n, req->verbs.rdv.raddr);
         if (r == 0)
             return 0;
         req->tl_flags |= TLF_ALLPOSTED;
@@ -603,7 +595,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
 /* Posts what is queued; returns the number of WRs handed to the device. */
 int gw_verbs_post_pending(gw_verbs_ep_t *ep)
 {
-    if (ep->dead || !ep->connected)
+    if (vep_failed(ep) || !ep->connected)
         return 0;
     if (!ep->ctrl_count && gw_list_empty(&ep->pending) && gw_list_empty(&ep->rdv_recvs) && !ep->stg_live)
         return 0; /* nothing queued (the common case of a progress call) */
@@ -629,17 +621,17 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
             gw_list_push_front(&ep->pending, &req->tl_link);
             break;
         }
-        if (ep->dead)
+        if (vep_failed(ep))
             return 1;
     }
     gw_list_for_each_safe(p, t, &ep->rdv_recvs) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
         if ((req->tl_flags & TLF_ALLPOSTED) || !post_req(ep, &b, req))
             continue;
-        if (ep->dead)
+        if (vep_failed(ep))
             return 1;
     }
-    if (gw_verbs_stg_progress(ep, &b) && ep->dead)
+    if (gw_verbs_stg_progress(ep, &b) && vep_failed(ep))
         return 1;
     batch_flush(ep, &b);
     return (int)(ep->wr_posted - before);
@@ -649,13 +641,13 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
 gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
 {
     gw_verbs_ep_t *ep = to_vep(e);
-    if (ep->dead || !ep->connected)
+    if (vep_failed(ep) || !ep->connected)
         return gw_err(ep_core(ep), GW_ERR_ENDPOINT_FAILED, "verbs endpoint to %s is %s",
-                      ep->super.base->peer, ep->dead ? "failed" : "not connected");
+                      ep->super.base->peer, vep_failed(ep) ? "failed" : "not connected");
     req->posted = 0;
     req->pending = 0;
     req->tl_flags = 0;
-    memset(req->tl, 0, sizeof(req->tl));
+    memset(&req->verbs, 0, sizeof(req->verbs));
     /* posted by the next progress call, batched with whatever else is queued
      * by then (callers progress before they sleep, so no wake-up is needed);
      * on an idle endpoint (nothing queued: no request, control message,
@@ -673,27 +665,11 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
     memset(b.n, 0, sizeof(b.n));
     if (!post_req(ep, &b, req)) /* blocked (no slot, no room): it waits at the queue's head */
         gw_list_push_back(&ep->pending, &req->tl_link);
-    if (!ep->dead && ep->stg_live) /* it started staged work: its first chunks go in this batch too */
+    if (!vep_failed(ep) && ep->stg_live) /* it started staged work: its first chunks go in this batch too */
         gw_verbs_stg_progress(ep, &b);
-    if (!ep->dead)
+    if (!vep_failed(ep))
         batch_flush(ep, &b);
     ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
     ep->idle_polls = 0;
     return GW_OK;
-}
-
-
-/* Eager payloads to and from GPU memory: one synchronous copy (small). */
-gw_status_t gw_verbs_copy_from_user(gw_request_t *req, void *dst, const void *src, size_t n)
-{
-    if (req->lmem && req->lmem->type != GW_MEM_HOST)
-        return gw_staging_copy_sync(req->core, req->lmem->cuda_device, dst, src, n);
-    if (n)
-        memcpy(dst, src, n);
-    return GW_OK;
-}
-
-gw_status_t gw_verbs_copy_to_user(gw_request_t *req, void *dst, const void *src, size_t n)
-{
-    return gw_verbs_copy_from_user(req, dst, src, n);
 }

@@ -4,6 +4,8 @@
  * owner on request (CT_SREQ -> RDMA READ/WRITE on its side -> CT_SACK with a
  * status), which checks key, access and bounds itself.
  */
+#include "transport/base/region.h"
+#include "mem/mem_copy.h"
 #include "transport/verbs/verbs.h"
 
 #include <errno.h>
@@ -172,7 +174,7 @@ int gw_verbs_stg_applies(gw_verbs_ep_t *ep, gw_request_t *req)
         /* small ones to an MR: a bounce slot and one synchronous copy (req_prep) */
         return gw_verbs_mem_staged(req->lmem) && req->len > GW_VERBS_EAGER_MAX;
     case GW_OP_RECV:
-        return gw_verbs_mem_staged(req->lmem) || ((req->tl[T_RKEY] >> 32) & RTS_STAGED);
+        return gw_verbs_mem_staged(req->lmem) || (req->verbs.rdv.opid & RTS_STAGED);
     default:
         return 0;
     }
@@ -212,7 +214,7 @@ void gw_verbs_stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req)
         gw_verbs_rcache_put(ep->vif, sr->rc);
     gw_list_del(&sr->link);
     if (touch_req)
-        sr->req->tl[T_STG] = 0;
+        sr->req->verbs.stg = NULL;
     free(sr);
 }
 
@@ -236,8 +238,8 @@ static void stg_finish(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr)
     ep->stg_bytes += sr->acked;
     gw_verbs_stg_free(ep, sr, 1);
     if (req->op == GW_OP_RECV) {
-        uint64_t opid = (req->tl[T_RKEY] >> 32) & ~(uint64_t)RTS_STAGED;
-        size_t mlen = (size_t)req->tl[T_MLEN];
+        uint64_t opid = (req->verbs.rdv.opid & ~RTS_STAGED);
+        size_t mlen = (size_t)req->verbs.rdv.mlen;
         gw_verbs_req_release(ep, req);
         gw_verbs_rdv_recv_forget(ep, req);
         gw_verbs_ctrl_queue(ep, CT_FIN, 0, opid, 0); /* the sender may go on either way */
@@ -386,7 +388,8 @@ static void stg_eager(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
         return;
     int s = slot_get(ep);
     uint8_t *p = slot_ptr(ep, s);
-    gw_status_t st = sr->dir ? GW_OK : gw_verbs_copy_from_user(sr->req, p + SREQ_BYTES, sr->req->buf, sr->total);
+    gw_status_t st = sr->dir ? GW_OK
+                             : gw_mem_copy_from(sr->req->core, sr->req->lmem, p + SREQ_BYTES, sr->req->buf, sr->total);
     if (st != GW_OK) {
         slot_put(ep, s);
         stg_fail(sr, 0, st, ep_core(ep)->errbuf);
@@ -503,10 +506,10 @@ int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     sr->dir = req->op == GW_OP_GET || sr->is_recv;
     sr->lstaged = (uint8_t)gw_verbs_mem_staged(req->lmem);
     if (sr->is_recv) {
-        sr->total = GW_MIN(req->len, (size_t)req->tl[T_MLEN]);
-        sr->raddr = req->tl[T_RADDR];
-        sr->rstaged = ((req->tl[T_RKEY] >> 32) & RTS_STAGED) != 0;
-        sr->ident = (req->tl[T_RKEY] >> 32) & ~(uint64_t)RTS_STAGED;
+        sr->total = GW_MIN(req->len, (size_t)req->verbs.rdv.mlen);
+        sr->raddr = req->verbs.rdv.raddr;
+        sr->rstaged = (req->verbs.rdv.opid & RTS_STAGED) != 0;
+        sr->ident = (req->verbs.rdv.opid & ~RTS_STAGED);
         sr->by_rdv = 1;
     } else {
         sr->total = req->len;
@@ -527,7 +530,7 @@ int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             goto fail;
         }
     }
-    req->tl[T_STG] = (uint64_t)(uintptr_t)sr;
+    req->verbs.stg = sr;
     req->tl_flags |= TLF_PREP | TLF_STAGED;
     if (sr->is_recv)
         req->tl_flags |= TLF_ALLPOSTED; /* (keeps the rendezvous loop from posting it again) */
@@ -541,8 +544,8 @@ fail:
     free(sr);
     if (req->op == GW_OP_RECV) {
         gw_verbs_rdv_recv_forget(ep, req);
-        gw_verbs_ctrl_queue(ep, CT_FIN, 0, (req->tl[T_RKEY] >> 32) & ~(uint64_t)RTS_STAGED, 0);
-        gw_ep_recv_done(ep->super.base, req, (size_t)req->tl[T_MLEN], req->rtag, st);
+        gw_verbs_ctrl_queue(ep, CT_FIN, 0, (req->verbs.rdv.opid & ~RTS_STAGED), 0);
+        gw_ep_recv_done(ep->super.base, req, (size_t)req->verbs.rdv.mlen, req->rtag, st);
     } else {
         gw_ep_op_done(ep->super.base, req, st);
     }
@@ -605,7 +608,7 @@ void gw_verbs_stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, co
             return;
         }
         gw_verbs_sreq_t *sr = ch->sr;
-        st = gw_verbs_copy_to_user(sr->req, (uint8_t *)sr->req->buf + ch->off, data, n);
+        st = gw_mem_copy_to(sr->req->core, sr->req->lmem, (uint8_t *)sr->req->buf + ch->off, data, n);
         if (st != GW_OK)
             stg_fail(sr, ch->off, st, ep_core(ep)->errbuf);
     }
@@ -634,8 +637,7 @@ static gw_status_t job_check(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
 {
     gw_core_t *c = ep_core(ep);
     if (j->by_rdv) {
-        unsigned id;
-        gw_request_t *r = gw_verbs_rdv_lookup(ep, j->ident, &id);
+        gw_request_t *r = gw_verbs_rdv_lookup(ep, j->ident);
         if (!r || j->dir != 1 || !gw_verbs_mem_staged(r->lmem))
             return GW_ERR_INVALID_KEY;
         if (!gw_range_inside((uint64_t)(uintptr_t)r->buf, r->len, j->taddr, j->len))
@@ -643,13 +645,16 @@ static gw_status_t job_check(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
         j->device = r->lmem->cuda_device;
         return GW_OK;
     }
-    gw_mem_t *m = gw_hmap_get(&c->regions, j->ident);
-    if (!m || !gw_verbs_mem_staged(m))
+    /* a region: the base's check (unknown or revoked, access, bounds), and
+     * it must be one on the staging rung (any other is reached by RDMA, so
+     * a chunk request naming one is forged: no such key here) */
+    gw_mem_t *m;
+    gw_status_t st = gw_region_check(c, j->ident, j->taddr, j->len,
+                                     j->dir ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE, &m);
+    if (st != GW_OK)
+        return st;
+    if (!gw_verbs_mem_staged(m))
         return GW_ERR_INVALID_KEY;
-    if (!(m->access & (j->dir ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE)))
-        return GW_ERR_ACCESS;
-    if (!gw_range_inside((uint64_t)(uintptr_t)m->addr, m->len, j->taddr, j->len))
-        return GW_ERR_OUT_OF_BOUNDS;
     j->mem = m;
     j->device = m->cuda_device;
     m->incoming += j->dir == 0;
@@ -892,7 +897,7 @@ int gw_verbs_stg_progress(gw_verbs_ep_t *ep, batch_t *b)
         }
         stg_drive(ep, b, sr);
         stg_maybe_finish(ep, sr);
-        if (ep->dead)
+        if (vep_failed(ep))
             return busy;
     }
     for (unsigned ji = 0; ji < GW_VERBS_STG_CREDITS; ji++) {

@@ -1,0 +1,23 @@
+#!/bin/bash
+# verbs_batch.sh [BUILD_DIR] - batched transfers over verbs in the Soft-RoCE
+# guest (tests/rxe/run-in-rxe-vm.sh, rxe0 loopback): bench/batch_ab.sh with
+# TRANSPORTS=verbs, i.e. a batched put of N descriptors against one
+# contiguous put of the same bytes (gpuwire perf --loopback --batch N), and
+# at 256 x 1 KiB against UCX's put-per-descriptor-then-flush over rc_verbs
+# on the same rxe device.  Knobs: REPS (default 3), DUR (default 1).
+# Under emulation the absolute figures mean little; the ratios count.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+B=$(cd "${1:-$HERE/../build}" && pwd) || { echo "no build dir" >&2; exit 2; }
+if [ -z "${RXE_DEV:-}" ]; then   # on the host: boot the guest and run this script inside
+  [ -x "$B/gpuwire" ] || { echo "build first: $B/gpuwire missing" >&2; exit 2; }
+  # the UCX side, built here (the guest's root is read-only with a throw-away overlay)
+  if [ -e /usr/include/ucp/api/ucp.h ]; then
+    cc -O2 -o "$B/ucx_batch_bench" "$HERE/ucx_batch_bench.c" -lucp -lucs || echo "# UCX bench did not build" >&2
+  fi
+  exec env RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-1500} "$HERE/../tests/rxe/run-in-rxe-vm.sh" "$HERE/verbs_batch.sh" "$B"
+fi
+echo "# guest $(uname -r), device $RXE_DEV (rxe loopback), gid $RXE_GID_INDEX, $(nproc) vCPUs"
+export GPUWIRE_IB_DEVICE=$RXE_DEV GPUWIRE_IB_TIMEOUT=16 GPUWIRE_IB_GID_INDEX=$RXE_GID_INDEX
+export UCX_NET_DEVICES=$RXE_DEV:1 UCX_IB_GID_INDEX=$RXE_GID_INDEX
+TRANSPORTS=verbs REPS=${REPS:-3} DUR=${DUR:-1} exec "$HERE/batch_ab.sh" "$B"
