@@ -8,6 +8,8 @@
 #   intra 1 KiB put                        vs UCX_TLS=sm,self    (>= 0.8x)
 #
 # usage: bench/small_ops.sh [BUILD_DIR]             (default: build)
+# Also prints the ratio of operations per CPU-second of the initiating process
+# (needs /usr/bin/time).
 # env:   REPEAT=3 (pairs per row; the median is reported with the spread),
 #        DURATION=2 (seconds per gpuwire run), UCX_ITERS=200000 (operations
 #        per ucx_perftest run over tcp; 10x that over sm), WINDOW=1024,
@@ -25,6 +27,8 @@ port=${UCX_PORT:-13391}
 rows=${ROWS:-"tcp_put_1k tcp_send_1k tcp_put_8 intra_put_1k intra_alloc_put_1k"}
 [ -x "$tool" ] || { echo "small_ops: $tool not built" >&2; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "small_ops: ucx_perftest not installed (apt-get install ucx-utils)"; exit 77; }
+[ -x /usr/bin/time ] || { echo "small_ops: /usr/bin/time not installed (apt-get install time)"; exit 77; }
+cpu_time="/usr/bin/time -f %U_%S"
 tmp=$(mktemp -d) || exit 1
 upid=
 cleanup() {
@@ -48,18 +52,22 @@ row_def() {
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}'; }
 minmax() { sort -g | awk 'NR==1{lo=$1} {hi=$1} END {if (NR) printf "%s-%s", lo, hi; else print "-"}'; }
 
-# gpuwire perf over loopback: operations per second
+# gpuwire perf over loopback: operations per second, and per CPU-second of
+# the initiator (msg_rate / cpu_initiator_pct) into $tmp/cpu_gw
 run_gw() { # transport, args
   GPUWIRE_TRANSPORTS=$1 "$tool" perf --loopback --bw-only --window "$win" --duration "$dur" --json $2 \
-    2>>"$tmp/err" | sed -n 's/.*"msg_rate":\([0-9.e+]*\).*/\1/p' | awk '{printf "%.0f\n", $1}'
+    2>>"$tmp/err" | sed -n 's/.*"msg_rate":\([0-9.e+]*\).*"cpu_initiator_pct":\([0-9.e+]*\).*/\1 \2/p' |
+    awk -v f="$tmp/cpu_gw" '{printf "%.0f\n", $1; if ($2 > 0) printf "%.0f\n", $1 * 100 / $2 >f}'
 }
 # ucx_perftest server + client: the Final line's overall message rate (8th column)
 run_ucx() { # tls, test, size, iters
   UCX_TLS=$1 ucx_perftest -p "$port" >/dev/null 2>>"$tmp/err" &
   upid=$!
   sleep 0.5
-  UCX_TLS=$1 timeout 120 ucx_perftest 127.0.0.1 -p "$port" -t "$2" -s "$3" -n "$4" -w 10000 2>>"$tmp/err" |
-    awk '/^Final:/ {print $9}'
+  UCX_TLS=$1 timeout 120 $cpu_time -o "$tmp/ucx_time" ucx_perftest 127.0.0.1 -p "$port" -t "$2" -s "$3" -n "$4" \
+    -w 10000 2>>"$tmp/err" | awk '/^Final:/ {print $9}'
+  # operations (warm-up included) per CPU-second of the client process
+  awk -F_ -v n="$(( $4 + 10000 ))" -v f="$tmp/cpu_ucx" '$1 + $2 > 0 {printf "%.0f\n", n / ($1 + $2) >f}' "$tmp/ucx_time"
   wait "$upid" 2>/dev/null
   upid=
   port=$((port + 1)) # a fresh port: the last one may linger in TIME_WAIT
@@ -71,6 +79,8 @@ echo "# machine: $(uname -srm), $(nproc) CPUs, $(sed -n 's/^model name[^:]*: //p
 echo "# load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
 echo "# gpuwire: $("$tool" --version), window $win, ${dur}s per run; ucx: $(ucx_info -v 2>/dev/null | sed -n '1s/# //p'), $uiters ops per tcp run"
 echo "# $rep pairs per row, the two sides alternating; figures are medians [min-max]; ratio of each pair, median [min-max]"
+echo "# ratio per CPU-s: operations per CPU-second of the initiating process (gpuwire's cpu_initiator_pct, the"
+echo "# ucx_perftest client's user+system time), which the machine's load disturbs less than the wall-clock rate"
 echo
 
 for r in $rows; do
@@ -81,6 +91,7 @@ EOF
   : >"$tmp/$r.gw"
   : >"$tmp/$r.ucx"
   : >"$tmp/$r.ratio"
+  : >"$tmp/$r.cratio"
   for i in $(seq "$rep"); do
     if [ $((i % 2)) = 1 ]; then
       g=$(run_gw "$gtl" "$gargs")
@@ -92,18 +103,24 @@ EOF
     [ -n "$g" ] && echo "$g" >>"$tmp/$r.gw"
     [ -n "$u" ] && echo "$u" >>"$tmp/$r.ucx"
     [ -n "$g" ] && [ -n "$u" ] && awk -v a="$g" -v b="$u" 'BEGIN { if (b > 0) printf "%.2f\n", a / b }' >>"$tmp/$r.ratio"
+    gc=$(tail -1 "$tmp/cpu_gw" 2>/dev/null)
+    uc=$(tail -1 "$tmp/cpu_ucx" 2>/dev/null)
+    [ -n "$g" ] && [ -n "$u" ] && [ -n "$gc" ] && [ -n "$uc" ] &&
+      awk -v a="$gc" -v b="$uc" 'BEGIN { if (b > 0) printf "%.2f\n", a / b }' >>"$tmp/$r.cratio"
+    rm -f "$tmp/cpu_gw" "$tmp/cpu_ucx"
   done
 done
 
-printf '%-20s %-24s %-12s %-26s %-26s %s\n' row gpuwire ucx "gpuwire ops/s" "ucx ops/s" "ratio"
+printf '%-20s %-24s %-12s %-26s %-26s %-18s %s\n' row gpuwire ucx "gpuwire ops/s" "ucx ops/s" "ratio" "ratio per CPU-s"
 for r in $rows; do
   def=$(row_def "$r")
   IFS='|' read -r gtl gargs utls utest usize uit <<EOF
 $def
 EOF
-  printf '%-20s %-24s %-12s %-26s %-26s %s\n' "$r" "$gtl $(echo "$gargs" | sed 's/--op //; s/--size //')" \
+  printf '%-20s %-24s %-12s %-26s %-26s %-18s %s\n' "$r" "$gtl $(echo "$gargs" | sed 's/--op //; s/--size //')" \
     "$utls" "$(median <"$tmp/$r.gw") [$(minmax <"$tmp/$r.gw")]" \
-    "$(median <"$tmp/$r.ucx") [$(minmax <"$tmp/$r.ucx")]" "$(median <"$tmp/$r.ratio") [$(minmax <"$tmp/$r.ratio")]"
+    "$(median <"$tmp/$r.ucx") [$(minmax <"$tmp/$r.ucx")]" "$(median <"$tmp/$r.ratio") [$(minmax <"$tmp/$r.ratio")]" \
+    "$(median <"$tmp/$r.cratio") [$(minmax <"$tmp/$r.cratio")]"
 done
 if [ -s "$tmp/err" ]; then
   echo

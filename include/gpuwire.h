@@ -221,7 +221,8 @@ GW_API gw_status_t gw_mem_dereg(gw_mem_t *mem);
  * and revocation rules.  The memory is shared with peers on this host (a
  * memfd they map when they first use its key), so the intra-host transport
  * moves puts and gets into it by plain copies from the initiator: no system
- * call and no message per operation.  Other transports treat it as any
+ * call and no message per operation.  Its pages are allocated and mapped at
+ * once (as registration pins memory), not on first touch.  Other transports treat it as any
  * registered host memory.  gw_mem_dereg() revokes and frees it: the caller
  * must not touch *addr after.  Errors: GW_ERR_INVALID (len 0, unknown flags),
  * GW_ERR_NOMEM, GW_ERR_SYSTEM (memfd_create/mmap failed). */

@@ -3,6 +3,7 @@
  * Unix socket and map the same pages, so a put into it is a plain copy by
  * the initiator: no system call, no message, no CPU of the owner. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -35,7 +36,18 @@ gw_status_t gw_shm_alloc(gw_core_t *c, size_t len, void **addr, int *fd)
         return gw_err(c, e == ENOMEM || e == EFBIG || e == ENOSPC ? GW_ERR_NOMEM : GW_ERR_SYSTEM,
                       "gw_mem_alloc(len=%zu): sizing the memfd failed: %s", len, strerror(e));
     }
-    void *p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    /* The pages are allocated and mapped now, as registration pins them:
+     * a page fault costs more than copying the page (tens of microseconds
+     * on a VM), and a large put into fresh memory would pay one per page of
+     * both mappings.  fallocate says so when memory is short; mmap would
+     * not. */
+    if (fallocate(f, 0, 0, (off_t)maplen) != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
+        int e = errno;
+        close(f);
+        return gw_err(c, e == ENOMEM || e == ENOSPC ? GW_ERR_NOMEM : GW_ERR_SYSTEM,
+                      "gw_mem_alloc(len=%zu): allocating the memfd's pages failed: %s", len, strerror(e));
+    }
+    void *p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, f, 0);
     if (p == MAP_FAILED) {
         int e = errno;
         close(f);
@@ -57,7 +69,8 @@ void gw_shm_free(void *addr, size_t len, int fd)
 
 gw_status_t gw_shm_map(gw_core_t *c, int fd, size_t len, void **addr)
 {
-    void *p = mmap(NULL, page_round(len), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* the owner allocated the pages (gw_shm_alloc): map them all now */
+    void *p = mmap(NULL, page_round(len), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
         return gw_err(c, errno == ENOMEM ? GW_ERR_NOMEM : GW_ERR_SYSTEM,
                       "intra: mapping a peer's shared memory (%zu bytes) failed: %s", len, strerror(errno));

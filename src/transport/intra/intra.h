@@ -27,7 +27,9 @@
  *    target's CPU, CMA costs one copy and none of the target's time.
  *    Memory gpuwire allocates (gw_mem_alloc: a memfd) is shared from the
  *    start: slot kind SHM, the peer maps the fd and copies with memcpy
- *    (intra_shm.c), no system call per operation.  Small CMA copies posted
+ *    (intra_shm.c), no system call per operation; small copies check the
+ *    slot's id around reading it instead of counting themselves in inflight
+ *    (no locked instruction: dereg frees such memory, see intra_shm_fast).  Small CMA copies posted
  *    back to back share one process_vm_writev/readv (intra_cma.c).  CMA's
  *    price is ptrace permission between the two processes (same user; under
  *    Yama ptrace_scope=1 only with GPUWIRE_INTRA=force, which calls

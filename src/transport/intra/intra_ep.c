@@ -222,7 +222,7 @@ int intra_poll_inflight(intra_ep_t *e)
 /* Runs an rma request as far as it goes now. */
 static void rma_issue(intra_ep_t *e, gw_request_t *req)
 {
-    if (intra_cma_queue(e, req))
+    if (intra_shm_fast(e, req) || intra_cma_queue(e, req))
         return;
     rdesc_t r;
     gw_status_t st = intra_slot_enter(e, req, &r);
@@ -612,9 +612,9 @@ gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
     /* kept short: gw_ep_info_t.path has 256 bytes */
     snprintf(buf, len,
              "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, "
-             "%lu staged, %lu kernel; %lu CMA copies batched; GPU batches: %s",
+             "%lu staged, %lu kernel; %lu CMA copies batched in %lu calls; GPU batches: %s",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched,
+             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched, e->n_cma_calls,
              e->ifc->bkernel[0] ? e->ifc->bkernel : "none yet");
     return GW_OK;
 }

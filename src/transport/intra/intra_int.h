@@ -140,6 +140,7 @@ typedef struct intra_ep {
     CUstream stream[INTRA_MAX_DEV];
     unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
     unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
+    unsigned long n_cma_calls; /* gw_intra_cma_batch calls for the n_cma_batched copies */
 } intra_ep_t;
 
 /* request scratch: req->intra (core/request.h) */
@@ -206,6 +207,7 @@ gw_status_t intra_slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
 void intra_slot_leave(intra_ep_t *e, gw_request_t *req);
 void intra_cma_flush(intra_ep_t *e);
 int intra_cma_queue(intra_ep_t *e, gw_request_t *req);
+int intra_shm_fast(intra_ep_t *e, gw_request_t *req);
 
 /* intra_batch.c */
 gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta);

@@ -1,8 +1,10 @@
 /* intra_shm.c - peers' shared memory (gw_mem_alloc regions) mapped into this
  * process, per endpoint: slot + region id -> local mapping.  A put or get
- * into such a region is a memcpy through the mapping (intra.c copy_start);
- * the owner's slot table still decides every access (id, bounds, access,
- * the inflight count that gw_mem_dereg waits for), as for CMA. */
+ * into such a region is a memcpy through the mapping (intra_copy.c:
+ * intra_shm_fast for small ones, copy_start for the rest); the owner's slot
+ * table still decides every access (id, bounds, access), as for CMA.  Small
+ * copies skip the slot's inflight count: why that is safe is told at
+ * intra_shm_fast. */
 #include "transport/intra/intra.h"
 
 #include <stdlib.h>
