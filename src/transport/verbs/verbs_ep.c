@@ -571,7 +571,10 @@ void gw_verbs_wc_fail(gw_verbs_ep_t *ep, const struct ibv_wc *wc, const gw_verbs
         break;
     case IBV_WC_WR_FLUSH_ERR:
         st = GW_ERR_CONN_RESET;
-        hint = "the queue pair was already in error";
+        /* the first error seen: no failed completion of ours came before it */
+        hint = "the queue pair was already in error, and no failed work request of ours "
+               "came before this one: the device moved it there (on Soft-RoCE, see the "
+               "kernel log)";
         break;
     default:
         break;
