@@ -178,7 +178,19 @@ static CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUde
 }
 static CUresult cuPointerSetAttribute(const void *v, int a, CUdeviceptr p) { (void)v; (void)a; return find((uintptr_t)p) ? OK : EINVAL_; }
 
-static CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { (void)f; return posix_memalign(p, 4096, n ? n : 1) ? ENOMEM_ : OK; }
+/* FAKECUDA_LAUNCHES also logs pinned allocations ("cuMemHostAlloc <MiB>"):
+ * tests bound how many buffers a transport keeps making */
+static CUresult cuMemHostAlloc(void **p, size_t n, unsigned f)
+{
+    (void)f;
+    const char *log = getenv("FAKECUDA_LAUNCHES");
+    FILE *lf = log ? fopen(log, "a") : NULL;
+    if (lf) {
+        fprintf(lf, "cuMemHostAlloc %zu\n", n >> 20);
+        fclose(lf);
+    }
+    return posix_memalign(p, 4096, n ? n : 1) ? ENOMEM_ : OK;
+}
 static CUresult cuMemFreeHost(void *p) { free(p); return OK; }
 static CUresult cuMemHostRegister(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; return OK; }
 static CUresult cuMemHostUnregister(void *p) { (void)p; return OK; }

@@ -642,6 +642,18 @@ static int rx_whole(conn_t *c, struct tcpb_rx *s)
     }
     if (dev < 0 || !tcp_kern_ready(ep->tif, dev))
         return 0;
+    /* Frames whose scatter runs each hold a pinned buffer: past
+     * TCP_KDONE_MAX of them the oldest are waited for (microseconds each),
+     * so that the buffers kept (TCP_GBUF_KEEP) cover every frame in flight.
+     * Unbounded, a 64 MiB batch had 30-60 frames in flight on the target,
+     * and every one past the kept buffers cost a cuMemHostAlloc and a
+     * cuMemFreeHost (milliseconds each, serialising the GPU's other work):
+     * 4096 x 16 KiB fell from 5.5-6.0 GB/s to 1.5 (issue #13). */
+    if (ep->tif->nkdone >= TCP_KDONE_MAX) {
+        tcpb_kdone_poll(ep->tif, TCP_KDONE_MAX - 1);
+        if (gw_ep_failed(B(ep)))
+            return -1;
+    }
     size_t doff = ((size_t)s->total + 63) & ~(size_t)63;
     s->gb = tcp_gbuf_get(ep->tif, dev, doff + nd * sizeof(gw_copy_desc_t));
     if (!s->gb) {
@@ -683,18 +695,21 @@ static void kdone_complete(tcpb_kdone_t *k)
     tcp_send_lazy(&ep->conns[k->conn], GW_TCP_PUT_ACK, k->st, k->id, k->st == GW_OK ? k->total : 0);
 }
 
-/* Completes the frames whose launch is done (wait: every one, each
- * waited for, bounded).  Returns how many completed. */
-int tcpb_kdone_poll(tcp_iface_t *tif, int wait)
+/* Completes the frames whose launch is done, waiting (bounded) for the
+ * oldest ones until at most `keep` remain (keep < 0: none waited for).
+ * Returns how many completed. */
+int tcpb_kdone_poll(tcp_iface_t *tif, int keep)
 {
     int n = 0;
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &tif->kdone) {
         tcpb_kdone_t *k = gw_container_of(p, tcpb_kdone_t, link);
+        int wait = keep >= 0 && tif->nkdone > (unsigned)keep;
         int r = wait ? (tcp_kern_wait(tif, k->gb, k->ev) == GW_OK ? 1 : -1) : tcp_kern_test(tif, k->gb, k->ev);
         if (r == 0)
             continue;
         gw_list_del(&k->link);
+        tif->nkdone--;
         if (r < 0)
             tcp_fail(k->ep, GW_ERR_CUDA, "tcp: scattering GPU entries of a batch failed: %s", tif->super.core->errbuf);
         else
@@ -717,6 +732,7 @@ void tcpb_kdone_drop_ep(tcp_ep_t *ep)
         if (k->ep != ep)
             continue;
         gw_list_del(&k->link);
+        ep->tif->nkdone--;
         tcp_gbuf_put(ep->tif, k->gb); /* (waits for the launch) */
         free(k);
     }
@@ -771,6 +787,7 @@ static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
                         .total = s->total, .st = s->st, .req = s->req};
     s->gb = NULL; /* the record's now */
     gw_list_push_back(&ep->tif->kdone, &k->link);
+    ep->tif->nkdone++;
     gw_core_signal(CORE(ep));
     return 1;
 }

@@ -336,11 +336,10 @@ tcp_gbuf_t *tcp_gbuf_get(tcp_iface_t *tif, int dev, size_t size)
 
 /* Drops a reference; the last one waits for the buffer's launches (a run
  * dropped by a failed endpoint may still be filling) and keeps the buffer
- * for later batches (the GBUF_KEEP most recent per iface; older ones are
+ * for later batches (the TCP_GBUF_KEEP most recent per iface; older ones are
  * freed: cuMemHostAlloc and cuMemFreeHost cost far more than a run).  A
  * receiving stream holds one while a frame comes in and one per frame whose
  * scatter runs. */
-#define GBUF_KEEP 16
 void tcp_gbuf_put(tcp_iface_t *tif, tcp_gbuf_t *gb)
 {
     if (!gb || --gb->refs > 0)
@@ -352,7 +351,7 @@ void tcp_gbuf_put(tcp_iface_t *tif, tcp_gbuf_t *gb)
     tif->gfree = gb;
     int kept = 0;
     for (tcp_gbuf_t **p = &tif->gfree; *p;) {
-        if (++kept > GBUF_KEEP) {
+        if (++kept > TCP_GBUF_KEEP) {
             tcp_gbuf_t *old = *p;
             *p = old->next;
             gbuf_destroy(old);

@@ -104,7 +104,7 @@ static int tcp_poll(void *arg)
         }
     }
     if (!gw_list_empty(&tif->kdone)) /* batch frames whose scatter launch runs */
-        n += tcpb_kdone_poll(tif, 0);
+        n += tcpb_kdone_poll(tif, -1);
     uint64_t now = gw_now_ns();
     if (!gw_liveness_due(&tif->live, now))
         return n;
@@ -249,7 +249,7 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
 {
     tcp_iface_t *tif = to_if(iface);
     gw_list_t *p;
-    tcpb_kdone_poll(tif, 1); /* scatter launches in flight may write into it: let them land */
+    tcpb_kdone_poll(tif, 0); /* scatter launches in flight may write into it: let them land */
     for (p = tif->eps.next; p != &tif->eps; p = p->next) {
         tcp_ep_t *ep = gw_container_of(p, tcp_ep_t, link);
         for (int i = 0; i < ep->nconns; i++) {

@@ -147,6 +147,7 @@ typedef struct tcp_iface {
     CUstream kstream[MAX_DEV];
     tcp_gbuf_t *gfree;       /* pinned buffers kept for the next batch */
     gw_list_t kdone;         /* received batch frames whose scatter launch runs (tcp_batch.c) */
+    unsigned nkdone;         /* how many (at most TCP_KDONE_MAX once a frame starts) */
     char bkernel[200];       /* path text: how GPU entries of batches move */
 } tcp_iface_t;
 
@@ -261,6 +262,11 @@ gw_stage_slot_t *tcp_rx_slot(conn_t *c, gw_staging_t **stp);
 int tcp_gpu_store(conn_t *c, const uint8_t *src, size_t len);
 int tcp_gpu_finish(conn_t *c);
 int tcp_kern_ready(tcp_iface_t *tif, int dev);
+/* Pinned buffers kept per iface for later batch runs, and received batch
+ * frames whose scatter launch may run at once (each holds one buffer; the
+ * streams' frames being received hold one each besides). */
+#define TCP_GBUF_KEEP 16
+#define TCP_KDONE_MAX 8
 tcp_gbuf_t *tcp_gbuf_get(tcp_iface_t *tif, int dev, size_t size);
 void tcp_gbuf_put(tcp_iface_t *tif, tcp_gbuf_t *gb);
 void tcp_gbuf_free_all(tcp_iface_t *tif);
@@ -276,7 +282,7 @@ void tcp_job_done(gw_tcp_job_t *j, void *arg);
 int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap);
 gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req);
 void tcpb_rx_drop(conn_t *c);
-int tcpb_kdone_poll(tcp_iface_t *tif, int wait);
+int tcpb_kdone_poll(tcp_iface_t *tif, int keep);
 void tcpb_scat_store(conn_t *c, const uint8_t *src, size_t len);
 ssize_t tcpb_scat_recv(conn_t *c, size_t want);
 void tcpb_rx_revoke(conn_t *c, const gw_mem_t *mem);
