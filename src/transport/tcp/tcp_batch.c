@@ -357,17 +357,9 @@ static void gather_free(tcp_ep_t *ep, tcpb_gather_t *g)
 /* Queues gathered run r (payload in g's buffer). */
 static int send_gathered(conn_t *c, const gw_tcp_hdr_t *h, const tcpb_gather_t *g, uint32_t r)
 {
-    tcp_ep_t *ep = c->ep;
-    if (c->fd < 0)
+    tx_item_t *t = tcp_tx_frame(c, h, g->gb->host + g->roff[r], h->len);
+    if (!t)
         return -1;
-    tx_item_t *t = tcp_tx_alloc(ep);
-    if (!t) {
-        tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
-        return -1;
-    }
-    gw_tcp_hdr_encode(t->hdr, h);
-    t->payload = g->gb->host + g->roff[r];
-    t->paylen = h->len;
     t->gb = g->gb;
     t->gb->refs++;
     t->gev = g->rev[r];

@@ -224,6 +224,7 @@ void tcp_pool_trouble(tcp_iface_t *tif, gw_status_t st);
 void tcp_conn_uncork(conn_t *c);
 int tcp_conn_flush(conn_t *c);
 void tcp_tx_push(conn_t *c, tx_item_t *t);
+tx_item_t *tcp_tx_frame(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen);
 int tcp_send_frame_dev(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
     gw_request_t *req, int gpu_dev);
 int tcp_send_ctl(tcp_ep_t *ep, conn_t *c, uint8_t type, int32_t aux, uint64_t id, uint64_t key,

@@ -285,21 +285,31 @@ static int conn_kick(conn_t *c, size_t paylen, int gpu_dev)
     return tcp_conn_flush(c);
 }
 
-/* Queues a frame and writes it now when the stream is not backed up. */
-int tcp_send_frame_dev(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
-                          gw_request_t *req, int gpu_dev)
+/* A transmit item holding frame h and its payload, not yet queued; NULL
+ * when the stream is closed or (the endpoint failed) out of memory. */
+tx_item_t *tcp_tx_frame(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen)
 {
     tcp_ep_t *ep = c->ep;
     if (c->fd < 0)
-        return -1;
+        return NULL;
     tx_item_t *t = tcp_tx_alloc(ep);
     if (!t) {
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
-        return -1;
+        return NULL;
     }
     gw_tcp_hdr_encode(t->hdr, h);
     t->payload = payload;
     t->paylen = paylen;
+    return t;
+}
+
+/* Queues a frame and writes it now when the stream is not backed up. */
+int tcp_send_frame_dev(conn_t *c, const gw_tcp_hdr_t *h, const void *payload, size_t paylen,
+                          gw_request_t *req, int gpu_dev)
+{
+    tx_item_t *t = tcp_tx_frame(c, h, payload, paylen);
+    if (!t)
+        return -1;
     t->req = req;
     t->gpu_dev = paylen ? gpu_dev : -1;
     tcp_tx_push(c, t);
