@@ -5,13 +5,24 @@
  * checks its indices and lengths and builds the flat entry array the
  * transport's `batch` op reads (transport/base/batch.h): zero-length entries
  * dropped, an entry that continues the previous one on both sides merged
- * into it. */
+ * into it.
+ *
+ * The list form over a transport that takes it unexpanded (intra: GPU
+ * memory on both sides, one region and one key) builds no entries: each
+ * list keeps a copy of its entries in pinned host memory (made on the first
+ * such transfer and kept until the list is destroyed) that a GPU kernel
+ * reads by the index arrays.  A post then checks only the indices (their
+ * lowest and highest, when every entry of both lists has one length) or,
+ * for lists of mixed lengths, one pass over the pairs; selecting all
+ * entries of two lists already checked against each other costs nothing
+ * per entry. */
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
+#include "cuda/cuda_wrap.h"
 #include "transport/base/batch.h"
 
 typedef struct dl_ent {
@@ -32,6 +43,19 @@ struct gw_dlist {
     uint32_t nreg;
     int lgpu, rgpu;       /* a region of the list is GPU memory */
     uint32_t busy;        /* transfers in progress using it */
+    /* for the list form unexpanded (batch.h) */
+    uint64_t serial;      /* unique per list of the process */
+    uint64_t ulen;        /* the length of every entry, or UINT64_MAX when they differ */
+    uint64_t maxlen;      /* the longest entry */
+    uint64_t lo, hi;      /* span of the entries' addresses (lo > hi: none but empty ones) */
+    _Atomic(gw_batch_lent_t *) tab; /* the entries in pinned host memory, made on first use */
+    int tab_dev;          /* the CUDA device whose context made it */
+    int tab_failed;       /* no CUDA or no pinned memory: not tried again */
+    /* local lists: a remote list whose entries 0 .. pair_n-1 have the same
+     * lengths as these (checked once for transfers with no index arrays) */
+    uint64_t pair_serial;
+    size_t pair_n;
+    uint64_t pair_total;  /* their bytes */
 };
 
 static const char *access_str(unsigned a)
@@ -44,11 +68,13 @@ static const char *access_str(unsigned a)
 
 static gw_dlist_t *dl_new(gw_context_t *ctx, size_t n)
 {
+    static _Atomic uint64_t serial;
     gw_dlist_t *l = calloc(1, sizeof(*l));
     if (!l)
         return NULL;
     l->ctx = ctx;
     l->n = n;
+    l->serial = atomic_fetch_add(&serial, 1) + 1;
     l->e = malloc((n ? n : 1) * sizeof(*l->e));
     if (!l->e) {
         free(l);
@@ -59,10 +85,64 @@ static gw_dlist_t *dl_new(gw_context_t *ctx, size_t n)
 
 static void dl_free(gw_dlist_t *l)
 {
+    gw_batch_lent_t *t = atomic_load(&l->tab);
+    if (t) {
+        char why[160];
+        const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+        if (cu && gw_cuda_ctx_for_device(l->tab_dev, why, sizeof(why)))
+            cu->cuMemFreeHost(t);
+    }
     free(l->e);
     free(l->mems);
     free(l->rkeys);
     free(l);
+}
+
+/* What a post of the list form reads instead of the entries: the common
+ * length, the longest entry and the span of the addresses. */
+static void dl_summary(gw_dlist_t *l)
+{
+    l->ulen = l->n ? l->e[0].len : 0;
+    l->lo = UINT64_MAX;
+    l->hi = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const dl_ent_t *e = &l->e[i];
+        if (e->len != l->ulen)
+            l->ulen = UINT64_MAX;
+        l->maxlen = e->len > l->maxlen ? e->len : l->maxlen;
+        if (e->len) {
+            l->lo = e->addr < l->lo ? e->addr : l->lo;
+            l->hi = e->addr + e->len > l->hi ? e->addr + e->len : l->hi;
+        }
+    }
+}
+
+/* The list's pinned table (gw_batch_lent_t per entry), made on first use
+ * with device dev's context; NULL where CUDA or pinned memory is not to be
+ * had (then the transfer builds entries). */
+static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev)
+{
+    gw_batch_lent_t *t = atomic_load(&l->tab);
+    if (t || l->tab_failed)
+        return t;
+    char why[160];
+    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+    void *p = NULL;
+    if (!cu || !gw_cuda_ctx_for_device(dev, why, sizeof(why)) ||
+        cu->cuMemHostAlloc(&p, (l->n ? l->n : 1) * sizeof(*t), CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+        l->tab_failed = 1;
+        return NULL;
+    }
+    t = p;
+    for (size_t i = 0; i < l->n; i++)
+        t[i] = (gw_batch_lent_t){l->e[i].addr, l->e[i].len};
+    gw_batch_lent_t *none = NULL;
+    if (!atomic_compare_exchange_strong(&l->tab, &none, t)) { /* another thread made one first */
+        cu->cuMemFreeHost(t);
+        return none;
+    }
+    l->tab_dev = dev;
+    return t;
 }
 
 gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n, gw_dlist_t **out)
@@ -117,6 +197,7 @@ gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n
     }
     for (uint32_t r = 0; r < l->nreg; r++)
         l->mems[r]->lists++;
+    dl_summary(l);
     *out = l;
     return GW_OK;
 }
@@ -200,6 +281,7 @@ gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, un
         return st;
     }
     ep->n_rkeys++; /* the endpoint outlives the list (gw_ep_close: BUSY) */
+    dl_summary(l);
     *out = l;
     return GW_OK;
 }
@@ -358,67 +440,7 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     return st;
 }
 
-gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
-                          const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
-{
-    int notify;
-    uint64_t value;
-    gw_status_t st = xfer_begin(ep, "gw_xfer_batch", op, opts, req, &notify, &value);
-    if (st != GW_OK)
-        return st;
-    gw_core_t *core = &ep->ctx->core;
-    if (!local || !remote)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: NULL %s list", local ? "remote" : "local");
-    if (local->remote || !remote->remote)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the %s list is a %s list", local->remote ? "local" : "remote",
-                      local->remote ? "remote" : "local");
-    if (local->ctx != ep->ctx)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the local list belongs to another context");
-    if (remote->ep != ep)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the remote list was prepared for the endpoint to %s, not %s",
-                      remote->ep->base.peer, ep->base.peer);
-    unsigned need = op == GW_XFER_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
-    if (!(remote->access & need))
-        return gw_err(core, GW_ERR_ACCESS, "gw_xfer_batch: the remote list was prepared for %s, not %s",
-                      access_str(remote->access), access_str(need));
-    if ((!lidx && count > local->n) || (!ridx && count > remote->n))
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries without an index array, but the %s list has %zu",
-                      count, !lidx && count > local->n ? "local" : "remote", !lidx && count > local->n ? local->n : remote->n);
-    if (count > UINT32_MAX)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries (at most %u)", count, UINT32_MAX);
-    batch_mem_t *m = batch_alloc(ep->ctx, count);
-    if (!m)
-        return gw_err(core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for %zu entries", count);
-    gw_batch_t *b = &m->b;
-    for (size_t i = 0; i < count; i++) {
-        size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
-        if (li >= local->n || ri >= remote->n) {
-            batch_release(m);
-            return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %zu is outside the list (%zu entries)",
-                          i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
-                          li >= local->n ? local->n : remote->n);
-        }
-        const dl_ent_t *le = &local->e[li], *re = &remote->e[ri];
-        if (le->len != re->len) {
-            batch_release(m);
-            return gw_err(core, GW_ERR_INVALID,
-                          "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
-                          (unsigned long long)le->len, ri, (unsigned long long)re->len);
-        }
-        gw_batch_add(b, le->addr, re->addr, le->len, le->reg, re->reg);
-    }
-    b->lgpu = (uint8_t)local->lgpu;
-    b->rgpu = (uint8_t)remote->rgpu;
-    b->lmem = local->mems;
-    b->nlmem = local->nreg;
-    b->rkey = remote->rkeys;
-    b->nrkey = remote->nreg;
-    b->busy[0] = &local->busy;
-    b->busy[1] = &remote->busy;
-    return post(ep, m, NULL, count, op, notify, value, req);
-}
-
-/* The lowest and highest index of a page array (NULL: 0 .. n-1).  Four
+/* The lowest and highest index of an index array (NULL: 0 .. n-1).  Four
  * lanes at a time (GCC/clang vector extensions: SSE2 or NEON, no newer
  * instruction set assumed): a 4096-page batch reads 8192 indices here, and
  * the scalar loop's two compare chains cost microseconds of the post. */
@@ -452,6 +474,142 @@ static void idx_span(const uint32_t *p, size_t n, uint32_t *lo, uint32_t *hi)
     }
     *lo = a;
     *hi = z;
+}
+
+/* Entries of pairs lidx[i] <-> ridx[i] (NULL: i), i < count: 1 when every
+ * index is inside its list and the paired lengths are equal, with their
+ * bytes in *total; 0 otherwise (the caller's entry pass then names the
+ * first bad pair).  Lists whose entries all have one length need only the
+ * highest index of each array; pairs 0 .. count-1 of two lists checked
+ * against each other before, nothing. */
+static int list_pairs_ok(gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote, const uint32_t *ridx,
+                         size_t count, uint64_t *total)
+{
+    if (local->ulen != UINT64_MAX && local->ulen == remote->ulen) {
+        uint32_t lo, lhi, rhi;
+        idx_span(lidx, count, &lo, &lhi);
+        idx_span(ridx, count, &lo, &rhi);
+        *total = (uint64_t)count * local->ulen;
+        return lhi < local->n && rhi < remote->n;
+    }
+    if (!lidx && !ridx && local->pair_serial == remote->serial && count == local->pair_n) {
+        *total = local->pair_total;
+        return 1;
+    }
+    uint64_t sum = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
+        if (li >= local->n || ri >= remote->n || local->e[li].len != remote->e[ri].len)
+            return 0;
+        sum += local->e[li].len;
+    }
+    if (!lidx && !ridx) { /* the next transfer of all these entries checks nothing */
+        local->pair_serial = remote->serial;
+        local->pair_n = count;
+        local->pair_total = sum;
+    }
+    *total = sum;
+    return 1;
+}
+
+/* Makes b the list form, unexpanded (batch.h), where the transport takes it
+ * and the lists allow: GPU memory in one region and one key, pinned tables
+ * to be had, a pair check that passes (its failure is named by the caller's
+ * pass) and some bytes to move.  0: build entries as usual. */
+static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote, const uint32_t *ridx,
+                     size_t count, gw_batch_t *b)
+{
+    if (!count || !local->lgpu || !remote->rgpu || local->nreg != 1 || remote->nreg != 1)
+        return 0;
+    gw_tl_caps_t caps;
+    ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
+    uint64_t total = 0;
+    if (!(caps.batch & GW_TL_BATCH_LISTS) || !list_pairs_ok(local, lidx, remote, ridx, count, &total) || !total)
+        return 0;
+    int dev = local->mems[0]->cuda_device;
+    const gw_batch_lent_t *lt = dl_table(local, dev), *rt = lt ? dl_table(remote, dev) : NULL;
+    if (!rt)
+        return 0;
+    b->nlist = (uint32_t)count;
+    b->lidx = lidx;
+    b->ridx = ridx;
+    b->ltab = lt;
+    b->rtab = rt;
+    b->lmaxlen = local->maxlen < remote->maxlen ? local->maxlen : remote->maxlen;
+    b->total = total;
+    b->rlo = remote->lo;
+    b->rhi = remote->hi;
+    return 1;
+}
+
+gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
+                          const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
+{
+    int notify;
+    uint64_t value;
+    gw_status_t st = xfer_begin(ep, "gw_xfer_batch", op, opts, req, &notify, &value);
+    if (st != GW_OK)
+        return st;
+    gw_core_t *core = &ep->ctx->core;
+    if (!local || !remote)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: NULL %s list", local ? "remote" : "local");
+    if (local->remote || !remote->remote)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the %s list is a %s list", local->remote ? "local" : "remote",
+                      local->remote ? "remote" : "local");
+    if (local->ctx != ep->ctx)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the local list belongs to another context");
+    if (remote->ep != ep)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the remote list was prepared for the endpoint to %s, not %s",
+                      remote->ep->base.peer, ep->base.peer);
+    unsigned need = op == GW_XFER_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
+    if (!(remote->access & need))
+        return gw_err(core, GW_ERR_ACCESS, "gw_xfer_batch: the remote list was prepared for %s, not %s",
+                      access_str(remote->access), access_str(need));
+    if ((!lidx && count > local->n) || (!ridx && count > remote->n))
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries without an index array, but the %s list has %zu",
+                      count, !lidx && count > local->n ? "local" : "remote", !lidx && count > local->n ? local->n : remote->n);
+    if (count > UINT32_MAX)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries (at most %u)", count, UINT32_MAX);
+    batch_mem_t *m = batch_alloc(ep->ctx, count);
+    if (!m)
+        return gw_err(core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for %zu entries", count);
+    gw_batch_t *b = &m->b;
+    if (list_form(ep, local, lidx, remote, ridx, count, b)) {
+        b->lgpu = b->rgpu = 1;
+        b->lmem = local->mems;
+        b->nlmem = 1;
+        b->rkey = remote->rkeys;
+        b->nrkey = 1;
+        b->busy[0] = &local->busy; /* the tables too stay until the request completes */
+        b->busy[1] = &remote->busy;
+        return post(ep, m, NULL, count, op, notify, value, req);
+    }
+    for (size_t i = 0; i < count; i++) {
+        size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
+        if (li >= local->n || ri >= remote->n) {
+            batch_release(m);
+            return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %zu is outside the list (%zu entries)",
+                          i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
+                          li >= local->n ? local->n : remote->n);
+        }
+        const dl_ent_t *le = &local->e[li], *re = &remote->e[ri];
+        if (le->len != re->len) {
+            batch_release(m);
+            return gw_err(core, GW_ERR_INVALID,
+                          "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
+                          (unsigned long long)le->len, ri, (unsigned long long)re->len);
+        }
+        gw_batch_add(b, le->addr, re->addr, le->len, le->reg, re->reg);
+    }
+    b->lgpu = (uint8_t)local->lgpu;
+    b->rgpu = (uint8_t)remote->rgpu;
+    b->lmem = local->mems;
+    b->nlmem = local->nreg;
+    b->rkey = remote->rkeys;
+    b->nrkey = remote->nreg;
+    b->busy[0] = &local->busy;
+    b->busy[1] = &remote->busy;
+    return post(ep, m, NULL, count, op, notify, value, req);
 }
 
 /* Pages lo .. hi of ps bytes from base lie in [rb, +rl): 1, with the span

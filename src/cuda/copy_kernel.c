@@ -21,6 +21,7 @@ static struct {
     int state; /* 0 not tried, 1 loaded, -1 failed */
     CUfunction fn;  /* gw_batch_copy: descriptors */
     CUfunction pfn; /* gw_page_copy: the paged form */
+    CUfunction lfn; /* gw_list_copy: the list form */
     char why[200];
 } g_k[MAX_DEV];
 
@@ -51,6 +52,9 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else if ((r = cu->cuModuleGetFunction(&g_k[dev].pfn, m, "gw_page_copy")) != CUDA_SUCCESS)
             snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_copy) failed: %s",
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+        else if ((r = cu->cuModuleGetFunction(&g_k[dev].lfn, m, "gw_list_copy")) != CUDA_SUCCESS)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_list_copy) failed: %s",
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else
             g_k[dev].state = 1;
@@ -85,6 +89,26 @@ gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_d
     return GW_OK;
 }
 
+/* The geometry of gw_page_copy and gw_list_copy for nitems items of at most
+ * `len` bytes: *g threads per item (a group sized to the item), *per items
+ * per block and round; returns the blocks. */
+static unsigned item_grid(unsigned long long nitems, unsigned long long len, unsigned *g_out, unsigned *per_out)
+{
+    unsigned int g = 32;
+    while (g < THREADS && (unsigned long long)g * 2 * 16 * 2 <= len) /* two 16-byte moves per thread or more */
+        g *= 2;
+    /* items per block and round: enough that the grid is about one wave of
+     * PAGE_WAVE blocks (each round costs one PCIe round trip for its
+     * indices), at least a round of every group, at most 64 */
+    unsigned int ipb = THREADS / g;
+    unsigned long long per = (nitems + PAGE_WAVE - 1) / PAGE_WAVE;
+    per = per < ipb ? ipb : per > 64 ? 64 : (per + ipb - 1) / ipb * ipb;
+    unsigned long long nb = (nitems + per - 1) / per;
+    *g_out = g;
+    *per_out = (unsigned)per;
+    return nb < MAX_BLOCKS ? (unsigned)nb : MAX_BLOCKS;
+}
+
 gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
                                      uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize, char *why,
                                      size_t whylen)
@@ -99,18 +123,8 @@ gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *s
     unsigned long long chunk = psize < GW_COPY_DESC_MAX_LEN ? psize : GW_COPY_DESC_MAX_LEN;
     unsigned int chunks = (unsigned int)((psize + chunk - 1) / chunk);
     unsigned long long nitems = (unsigned long long)n * chunks;
-    unsigned int g = 32;
-    while (g < THREADS && (unsigned long long)g * 2 * 16 * 2 <= chunk) /* two 16-byte moves per thread or more */
-        g *= 2;
-    /* items per block and round: enough that the grid is about one wave of
-     * PAGE_WAVE blocks (each round costs one PCIe round trip for its
-     * indices), at least a round of every group, at most 64 */
-    unsigned int ipb = THREADS / g;
-    unsigned long long per = (nitems + PAGE_WAVE - 1) / PAGE_WAVE;
-    per = per < ipb ? ipb : per > 64 ? 64 : (per + ipb - 1) / ipb * ipb;
-    unsigned long long nb = (nitems + per - 1) / per;
-    unsigned blocks = nb < MAX_BLOCKS ? (unsigned)nb : MAX_BLOCKS;
-    unsigned int pr = (unsigned int)per;
+    unsigned int g, pr;
+    unsigned blocks = item_grid(nitems, chunk, &g, &pr);
     const uint32_t *s = sidx, *d = didx;
     unsigned long long sb = sbase, db = dbase, ps = psize;
     void *params[10] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr};
@@ -118,6 +132,35 @@ gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *s
     if (r != CUDA_SUCCESS) {
         snprintf(why, whylen, "cuLaunchKernel(gw_page_copy, %u pages of %llu bytes) failed: %s", n,
                  (unsigned long long)psize, gw_cuda_strerror(r, eb, sizeof(eb)));
+        return GW_ERR_CUDA;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_cuda_list_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
+                                     const void *stab, const void *dtab, uint32_t n, uint64_t sdelta,
+                                     uint64_t ddelta, uint64_t maxlen, char *why, size_t whylen)
+{
+    gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
+    if (st != GW_OK || n == 0 || maxlen == 0)
+        return st;
+    if (maxlen >= GW_COPY_DESC_MAX_LEN) {
+        snprintf(why, whylen, "gw_list_copy: entries of %llu bytes (under %u only)", (unsigned long long)maxlen,
+                 GW_COPY_DESC_MAX_LEN);
+        return GW_ERR_INVALID;
+    }
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    unsigned int g, pr;
+    unsigned long long nn = n, sd = sdelta, dd = ddelta;
+    unsigned blocks = item_grid(nn, maxlen, &g, &pr);
+    const uint32_t *s = sidx, *d = didx;
+    const void *ts = stab, *td = dtab;
+    void *params[9] = {&s, &d, &ts, &td, &nn, &sd, &dd, &g, &pr};
+    CUresult r = cu->cuLaunchKernel(g_k[dev].lfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, whylen, "cuLaunchKernel(gw_list_copy, %u entries) failed: %s", n,
+                 gw_cuda_strerror(r, eb, sizeof(eb)));
         return GW_ERR_CUDA;
     }
     return GW_OK;

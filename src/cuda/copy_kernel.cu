@@ -17,6 +17,10 @@
 // gw_page_copy is the paged form (gw_xfer_pages): no descriptors, only the
 // two page index arrays (pinned host memory, NULL for 0..n-1), the two bases
 // and the page size; the kernel computes every address itself.
+// gw_list_copy is the list form (gw_xfer_batch): the two index arrays and
+// the two prepared lists' entry tables (pinned host memory, kept with the
+// lists); entry i copies stab[sidx[i]] to dtab[didx[i]], each side's address
+// plus a constant (the peer's allocation as mapped here).
 struct gw_copy_desc {
     unsigned long long src, dst, len;
 };
@@ -47,6 +51,32 @@ extern "C" __global__ void gw_batch_copy(const gw_copy_desc *d, unsigned int n)
     }
 }
 
+// One item copied by a group of g threads (this thread is `lane` of it):
+// 16-byte accesses with four loads in flight per thread when both ends are
+// 16-byte aligned, bytes otherwise.
+static __device__ __forceinline__ void group_copy(const unsigned char *s, unsigned char *t, unsigned long long len,
+                                                  unsigned int lane, unsigned int g)
+{
+    unsigned long long k = lane;
+    if ((((unsigned long long)s | (unsigned long long)t) & 15ull) == 0) {
+        unsigned long long nv = len >> 4;
+        const uint4 *sv = (const uint4 *)s;
+        uint4 *tv = (uint4 *)t;
+        for (; k + 3ull * g < nv; k += 4ull * g) {
+            uint4 a = sv[k], b = sv[k + g], c = sv[k + 2ull * g], d = sv[k + 3ull * g];
+            tv[k] = a;
+            tv[k + g] = b;
+            tv[k + 2ull * g] = c;
+            tv[k + 3ull * g] = d;
+        }
+        for (; k < nv; k += g)
+            tv[k] = sv[k];
+        k = (nv << 4) + lane;
+    }
+    for (; k < len; k += g)
+        t[k] = s[k];
+}
+
 // The paged form.  Work item w (of n pages x `chunks` pieces of at most
 // `chunk` bytes) is piece w % chunks of page p = w / chunks, copied from
 // sbase + sidx[p] * psize to dbase + didx[p] * psize (a NULL index array
@@ -75,29 +105,40 @@ extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned
             sl[threadIdx.x] = rest < chunk ? rest : chunk;
         }
         __syncthreads();
-        for (unsigned int j = slot; j < per && base + j < nitems; j += ipb) {
-            const unsigned char *s = (const unsigned char *)ss[j];
-            unsigned char *t = (unsigned char *)sdst[j];
-            unsigned long long len = sl[j], k = lane;
-            if ((((unsigned long long)s | (unsigned long long)t) & 15ull) == 0) {
-                unsigned long long nv = len >> 4;
-                const uint4 *sv = (const uint4 *)s;
-                uint4 *tv = (uint4 *)t;
-                /* four loads in flight per thread before the stores */
-                for (; k + 3ull * g < nv; k += 4ull * g) {
-                    uint4 a = sv[k], b = sv[k + g], c = sv[k + 2ull * g], d = sv[k + 3ull * g];
-                    tv[k] = a;
-                    tv[k + g] = b;
-                    tv[k + 2ull * g] = c;
-                    tv[k + 3ull * g] = d;
-                }
-                for (; k < nv; k += g)
-                    tv[k] = sv[k];
-                k = (nv << 4) + lane;
-            }
-            for (; k < len; k += g)
-                t[k] = s[k];
-        }
+        for (unsigned int j = slot; j < per && base + j < nitems; j += ipb)
+            group_copy((const unsigned char *)ss[j], (unsigned char *)sdst[j], sl[j], lane, g);
         __syncthreads(); /* every group is done with the round before the next is loaded */
+    }
+}
+
+// The list form.  Item w copies stab[si].len bytes from stab[si].addr +
+// sdelta to dtab[di].addr + ddelta, si = sidx[w] and di = didx[w] (a NULL
+// index array reads as w); entries are shorter than 64 KiB (the host sends
+// longer ones as descriptors).  Groups, rounds and `per` as gw_page_copy:
+// `per` threads read a round's indices, then its entries (two dependent
+// reads of host memory per round), into shared memory.
+struct gw_list_ent {
+    unsigned long long addr, len;
+};
+extern "C" __global__ void gw_list_copy(const unsigned int *sidx, const unsigned int *didx, const gw_list_ent *stab,
+                                        const gw_list_ent *dtab, unsigned long long n, unsigned long long sdelta,
+                                        unsigned long long ddelta, unsigned int g, unsigned int per)
+{
+    __shared__ unsigned long long ss[64], sdst[64], sl[64];
+    unsigned int ipb = blockDim.x / g, slot = threadIdx.x / g, lane = threadIdx.x % g;
+    for (unsigned long long base = (unsigned long long)blockIdx.x * per; base < n;
+         base += (unsigned long long)gridDim.x * per) {
+        unsigned long long w = base + threadIdx.x;
+        if (threadIdx.x < per && w < n) {
+            unsigned long long si = sidx ? sidx[w] : w, di = didx ? didx[w] : w;
+            gw_list_ent se = stab[si];
+            ss[threadIdx.x] = se.addr + sdelta;
+            sdst[threadIdx.x] = dtab[di].addr + ddelta;
+            sl[threadIdx.x] = se.len;
+        }
+        __syncthreads();
+        for (unsigned int j = slot; j < per && base + j < n; j += ipb)
+            group_copy((const unsigned char *)ss[j], (unsigned char *)sdst[j], sl[j], lane, g);
+        __syncthreads();
     }
 }

@@ -272,5 +272,14 @@ gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_d
 gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
                                      uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize, char *why,
                                      size_t whylen);
+/* The list form: one launch copies n entries, entry i stab[sidx[i]].len
+ * bytes from stab[sidx[i]].addr + sdelta to dtab[didx[i]].addr + ddelta (an
+ * index array NULL: i).  Tables and index arrays in pinned host memory kept
+ * until the launch completes; tables of {u64 addr, u64 len}.  The caller
+ * has checked the indices and lengths; every entry is shorter than
+ * GW_COPY_DESC_MAX_LEN and maxlen is the longest. */
+gw_status_t gw_cuda_list_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
+                                     const void *stab, const void *dtab, uint32_t n, uint64_t sdelta,
+                                     uint64_t ddelta, uint64_t maxlen, char *why, size_t whylen);
 
 #endif

@@ -157,6 +157,181 @@ static int server(void *arg)
     return gwt_done("batch_gpu server");
 }
 
+/* 9. prepared lists over GPU memory on both sides (over intra the list
+ * kernel reads the lists' pinned tables by the index arrays, one launch per
+ * batch; the fake driver runs it by them).  hs: the source region's bytes.
+ * Remote pages 1000.. and 8 MiB.., dst pages 1500.. and 6 MiB.. are free to
+ * use. */
+#define NL9 300u
+#define NM9 200u
+static uint64_t len9(uint32_t j) { return 500 + (j % 10) * 333; } /* mixed lengths, ten classes */
+
+static void list_form(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, gw_mem_t *msrc, gw_mem_t *mdst, void *dst,
+                      const uint8_t *hs, int logged)
+{
+    const gw_cuda_t *cu = cuda();
+    unsigned sum, big, kl = logged ? launches("gw_list_copy", &sum, &big) : 0, ksum = logged ? sum : 0;
+    /* 9a. lists of one length: local pages page(j), remote pages 1000 + j,
+     * dst pages 1500 + j; a put of 200 random pairs (local indices repeat,
+     * remote ones are distinct), read back by a get of every entry (no
+     * index arrays) */
+    static gw_local_desc_t ls[NL9], ds[NL9];
+    static gw_remote_desc_t rs[NL9];
+    for (uint32_t j = 0; j < NL9; j++) {
+        ls[j] = (gw_local_desc_t){msrc, (size_t)page(j) * PAGE, PAGE};
+        rs[j] = (gw_remote_desc_t){rk, (uint64_t)(1000 + j) * PAGE, PAGE};
+        ds[j] = (gw_local_desc_t){mdst, (size_t)(1500 + j) * PAGE, PAGE};
+    }
+    gw_dlist_t *L, *R, *D;
+    REQUIRE_OK(gw_dlist_local(ctx, ls, NL9, &L));
+    REQUIRE_OK(gw_dlist_remote(ep, rs, NL9, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &R));
+    REQUIRE_OK(gw_dlist_local(ctx, ds, NL9, &D));
+    uint32_t li[NL9], ri[NL9];
+    uint64_t rnd = 0x9e3779b97f4a7c15ull;
+    for (uint32_t j = 0; j < NL9; j++)
+        ri[j] = j;
+    for (uint32_t j = NL9 - 1; j > 0; j--) { /* a random permutation: distinct remote entries */
+        rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t k = (uint32_t)((rnd >> 33) % (j + 1)), t = ri[j];
+        ri[j] = ri[k];
+        ri[k] = t;
+    }
+    for (uint32_t i = 0; i < NM9; i++) {
+        rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+        li[i] = (uint32_t)((rnd >> 33) % 60); /* 200 picks of 60 entries: repeats */
+    }
+    gw_request_t *r;
+    REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, L, li, R, ri, NM9, NULL, &r));
+    /* the lists are in use until the transfer completes: refused, not freed
+     * under the kernel (a request that completed already lets it go) */
+    gw_status_t dst0 = gw_dlist_destroy(L);
+    fprintf(stderr, "destroying a list in use: %s\n", gw_status_str(dst0));
+    if (dst0 == GW_OK) {
+        CHECK(gw_request_test(r) == GW_OK);
+        REQUIRE_OK(gw_dlist_local(ctx, ls, NL9, &L));
+    } else {
+        CHECK_ST(dst0, GW_ERR_BUSY);
+        CHECK(strstr(gw_last_error(ctx), "in progress") != NULL);
+    }
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_free(r);
+    REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_GET, D, NULL, R, NULL, NL9, NULL, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_free(r);
+    uint8_t *got = dev_read(cu, dst, REGION);
+    int bad = 0;
+    for (uint32_t i = 0; i < NM9; i++) /* dst page 1500 + ri[i] <- remote 1000 + ri[i] <- src page(li[i]) */
+        bad += memcmp(got + (size_t)(1500 + ri[i]) * PAGE, hs + (size_t)page(li[i]) * PAGE, PAGE) != 0;
+    CHECK(bad == 0);
+    free(got);
+    if (logged) { /* one launch each, no descriptors */
+        unsigned n = launches("gw_list_copy", &sum, &big);
+        fprintf(stderr, "list kernel launches of 9a: %u, %u entries\n", n - kl, sum - ksum);
+        CHECK(n == kl + 2 && sum == ksum + NM9 + NL9);
+        kl = n;
+        ksum = sum;
+    }
+
+    /* 9b. lists of mixed lengths at odd addresses (the kernel's byte path):
+     * entry j is len9(j) bytes at src + 1 + 6007 j, remote 8 MiB + 5 + 8192 j,
+     * dst 6 MiB + 9 + 8192 j; a put of pairs of equal length (remote entries
+     * distinct), twice all entries with no index arrays (the second one
+     * checks nothing: the pairs were checked by the first), a get of all */
+    static gw_local_desc_t lm[NM9], dm[NM9];
+    static gw_remote_desc_t rm[NM9];
+    for (uint32_t j = 0; j < NM9; j++) {
+        lm[j] = (gw_local_desc_t){msrc, 1 + (size_t)j * 6007, len9(j)};
+        rm[j] = (gw_remote_desc_t){rk, (8u << 20) + 5 + (uint64_t)j * 8192, len9(j)};
+        dm[j] = (gw_local_desc_t){mdst, (6u << 20) + 9 + (size_t)j * 8192, len9(j)};
+    }
+    gw_dlist_t *LM, *RM, *DM;
+    REQUIRE_OK(gw_dlist_local(ctx, lm, NM9, &LM));
+    REQUIRE_OK(gw_dlist_remote(ep, rm, NM9, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &RM));
+    REQUIRE_OK(gw_dlist_local(ctx, dm, NM9, &DM));
+    for (int pass = 0; pass < 2; pass++) {
+        REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, LM, NULL, RM, NULL, NM9, NULL, &r));
+        CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+        gw_request_free(r);
+    }
+    /* remote entries: the permutation's values under NM9, each once; local
+     * ones random of the same length class */
+    uint32_t lmi[NM9], rmi[NM9], nsel = 0;
+    for (uint32_t i = 0; i < NL9; i++)
+        if (ri[i] < NM9) {
+            rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+            rmi[nsel] = ri[i];
+            lmi[nsel++] = (uint32_t)((rnd >> 33) % 20) * 10 + ri[i] % 10;
+        }
+    CHECK(nsel == NM9);
+    REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, LM, lmi, RM, rmi, nsel, NULL, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_free(r);
+    REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_GET, DM, NULL, RM, NULL, NM9, NULL, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_free(r);
+    got = dev_read(cu, dst, REGION);
+    bad = 0;
+    for (uint32_t j = 0; j < NM9; j++) { /* remote entry j: from src entry j, or from lmi[i] where rmi[i] == j */
+        uint32_t from = j;
+        for (uint32_t i = 0; i < nsel; i++)
+            if (rmi[i] == j)
+                from = lmi[i];
+        bad += memcmp(got + (6u << 20) + 9 + (size_t)j * 8192, hs + 1 + (size_t)from * 6007, len9(j)) != 0;
+    }
+    CHECK(bad == 0);
+    free(got);
+    if (logged) {
+        unsigned n = launches("gw_list_copy", &sum, &big);
+        CHECK(n == kl + 4 && sum == ksum + 3 * NM9 + nsel);
+        kl = n;
+        ksum = sum;
+    }
+
+    /* 9c. refused at posting with the entry's position, nothing launched:
+     * an index past the list, a remote one too, a length mismatch */
+    uint32_t bl[NM9], br[NM9];
+    for (uint32_t i = 0; i < NM9; i++)
+        bl[i] = br[i] = i;
+    bl[57] = NL9;
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, L, bl, R, br, NM9, NULL, &r), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "entry 57: local index 300 is outside the list (300 entries)") != NULL);
+    bl[57] = 57;
+    br[199] = UINT32_MAX;
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_GET, D, bl, R, br, NM9, NULL, &r), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "entry 199: remote index 4294967295") != NULL);
+    br[199] = 199;
+    br[3] = 4; /* mixed lengths: entry 3 pairs local 3 (833 bytes) with remote 4 (1832) */
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, LM, bl, RM, br, NM9, NULL, &r), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "entry 3: local entry 3 is 1499 bytes, remote entry 4 1832") != NULL);
+    br[3] = 3;
+    bl[150] = NM9; /* in the mixed lists too */
+    CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, LM, bl, RM, br, NM9, NULL, &r), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "entry 150: local index 200 is outside") != NULL);
+
+    /* 9d. zero entries, and entries of zero bytes: valid, nothing launched */
+    REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, L, li, R, ri, 0, NULL, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_free(r);
+    static gw_local_desc_t lz[8];
+    static gw_remote_desc_t rz[8];
+    for (uint32_t j = 0; j < 8; j++) {
+        lz[j] = (gw_local_desc_t){msrc, (size_t)j * 77, 0};
+        rz[j] = (gw_remote_desc_t){rk, (uint64_t)j * 99, 0};
+    }
+    gw_dlist_t *LZ, *RZ;
+    REQUIRE_OK(gw_dlist_local(ctx, lz, 8, &LZ));
+    REQUIRE_OK(gw_dlist_remote(ep, rz, 8, GW_ACCESS_REMOTE_WRITE, &RZ));
+    uint32_t zi[3] = {7, 0, 7};
+    REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, LZ, zi, RZ, NULL, 3, NULL, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_free(r);
+    if (logged)
+        CHECK(launches("gw_list_copy", &sum, &big) == kl);
+    gw_dlist_t *all[] = {L, R, D, LM, RM, DM, LZ, RZ};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        CHECK_ST(gw_dlist_destroy(all[i]), GW_OK);
+}
+
 int main(void)
 {
     gwt_chan_pair(&pch, &cch);
@@ -360,6 +535,8 @@ int main(void)
     CHECK(strstr(gw_last_error(ctx), "entry 39: local page 3071") != NULL);
     unsigned kl2 = logged ? launches("gw_page_copy", &sum, &big) : 0;
     CHECK(!logged || kl2 == kl1 + 1); /* only the good one of section 8 launched */
+    /* 9. the list form, GPU on both sides (intra: the list kernel) */
+    list_form(ctx, ep, rk, msrc, mdst, dst, hs, logged);
     free(hs);
     REQUIRE(gwt_chan_send(&pch, "q", 1) == 0);
     /* intra: how the GPU entries moved (the copy kernel, or copy-engine copies with the reason) */

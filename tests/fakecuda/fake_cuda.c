@@ -283,13 +283,14 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 }
 
 /* The batched copy kernels (src/cuda/copy_kernel.cu): a module whose image
- * names gw_batch_copy and gw_page_copy loads (unless FAKECUDA_NO_MODULE is
+ * names gw_batch_copy (and gw_page_copy, gw_list_copy) loads (unless FAKECUDA_NO_MODULE is
  * set); a launch does the copies at once, reading the descriptors, or the
  * page index arrays, where the GPU would (host or fake device memory).
  * FAKECUDA_LAUNCHES, when set, names a file that gets one line per launch
  * (tests check which kernel ran, over how many descriptors or pages). */
 #define FN_BATCH ((void *)(uintptr_t)0x46554e)
 #define FN_PAGE ((void *)(uintptr_t)0x504147)
+#define FN_LIST ((void *)(uintptr_t)0x4c4953)
 static CUresult cuModuleLoadData(void **m, const void *image)
 {
     if (getenv("FAKECUDA_NO_MODULE") || !strstr((const char *)image, "gw_batch_copy"))
@@ -305,6 +306,8 @@ static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
         *f = FN_BATCH;
     else if (!strcmp(name, "gw_page_copy"))
         *f = FN_PAGE;
+    else if (!strcmp(name, "gw_list_copy"))
+        *f = FN_LIST;
     else
         return EINVAL_;
     return OK;
@@ -344,11 +347,48 @@ static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npag
     return OK;
 }
 
+/* gw_list_copy's semantics: entry i copies stab[si].len bytes from
+ * stab[si].addr + sdelta to dtab[di].addr + ddelta, si = sidx[i] and di =
+ * didx[i] (NULL arrays read as i); tables of {u64 addr, u64 len}.  The
+ * kernel reads no bounds: an index past a table is the host's bug, so the
+ * fake refuses a launch whose entries are longer than a kernel item may be
+ * (64 KiB) or whose lengths differ from the destination table's.  Geometry
+ * as page_copy's. */
+static CUresult list_copy(void **params, unsigned bx, int nocopy, unsigned *nents)
+{
+    uintptr_t sidx = *(const uintptr_t *)params[0], didx = *(const uintptr_t *)params[1];
+    uintptr_t stab = *(const uintptr_t *)params[2], dtab = *(const uintptr_t *)params[3];
+    unsigned long long n = *(const unsigned long long *)params[4];
+    unsigned long long sdelta = *(const unsigned long long *)params[5], ddelta = *(const unsigned long long *)params[6];
+    unsigned g = *(const unsigned *)params[7], per = *(const unsigned *)params[8];
+    if (!n || !stab || !dtab || g < 32 || g > bx || (g & (g - 1)) || bx % g || per < bx / g || per > 64 ||
+        per % (bx / g))
+        return EINVAL_;
+    const uint32_t *si = sidx ? (const uint32_t *)hv(sidx, (size_t)n * 4) : NULL;
+    const uint32_t *di = didx ? (const uint32_t *)hv(didx, (size_t)n * 4) : NULL;
+    if ((sidx && !si) || (didx && !di))
+        return EINVAL_;
+    *nents = (unsigned)n;
+    for (unsigned long long i = 0; i < n; i++) {
+        unsigned long long a = si ? si[i] : i, b = di ? di[i] : i;
+        const uint64_t *se = (const uint64_t *)hv(stab + (uintptr_t)a * 16, 16);
+        const uint64_t *de = (const uint64_t *)hv(dtab + (uintptr_t)b * 16, 16);
+        if (!se || !de || se[1] != de[1] || se[1] >= (64u << 10))
+            return EINVAL_;
+        if (nocopy || !se[1])
+            continue;
+        CUresult r = copy((uintptr_t)(de[0] + ddelta), (uintptr_t)(se[0] + sdelta), (size_t)se[1]);
+        if (r != OK)
+            return r;
+    }
+    return OK;
+}
+
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned sh, void *st, void **params, void **extra)
 {
     (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
-    if ((f != FN_BATCH && f != FN_PAGE) || !params)
+    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST) || !params)
         return EINVAL_;
     /* FAKECUDA_KERNEL_NOCOPY: the launch moves nothing, for profiling the
      * host side of a batch without the fake's memcpy in the samples */
@@ -356,8 +396,8 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     if (nocopy < 0)
         nocopy = getenv("FAKECUDA_KERNEL_NOCOPY") != NULL;
     unsigned n = 0;
-    if (f == FN_PAGE) {
-        CUresult r = page_copy(params, bx, nocopy, &n);
+    if (f == FN_PAGE || f == FN_LIST) {
+        CUresult r = f == FN_PAGE ? page_copy(params, bx, nocopy, &n) : list_copy(params, bx, nocopy, &n);
         if (r != OK)
             return r;
     } else {
@@ -375,7 +415,7 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
-        fprintf(lf, "%s %u\n", f == FN_PAGE ? "gw_page_copy" : "gw_batch_copy", n);
+        fprintf(lf, "%s %u\n", f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : "gw_batch_copy", n);
         fclose(lf);
     }
     __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);

@@ -25,6 +25,16 @@
  * that computes the addresses) or calls gw_batch_expand() once, which
  * writes the entries into `ent` (room for `npages` is there): the changes a
  * transport may make to a batch.
+ *
+ * The list form may come unexpanded likewise: a transport that says
+ * GW_TL_BATCH_LISTS gets a gw_xfer_batch batch over two lists of one GPU
+ * region and one GPU key each as the lists' entry tables and the index
+ * arrays (`nlist` > 0, `n` 0).  The tables are the lists' own copies in
+ * pinned host memory (a GPU kernel may read them), valid until the request
+ * completes; every selected pair was checked (indices inside the lists,
+ * equal lengths) and [rlo, rhi) is the span of the whole remote list.  The
+ * index arrays are the caller's, valid only during `submit`, as for pages;
+ * gw_batch_expand() turns the batch into entries.
  */
 #ifndef GW_TRANSPORT_BATCH_H
 #define GW_TRANSPORT_BATCH_H
@@ -42,6 +52,13 @@ typedef struct gw_batch_ent {
     uint32_t lreg;   /* index in lmem[] */
     uint32_t rreg;   /* index in rkey[] */
 } gw_batch_ent_t;
+
+/* An entry of a prepared list as its pinned table holds it (the list form,
+ * unexpanded; a GPU kernel reads it: 16 bytes, no padding). */
+typedef struct gw_batch_lent {
+    uint64_t addr;
+    uint64_t len;
+} gw_batch_lent_t;
 
 typedef struct gw_batch {
     uint32_t n;               /* entries (after merging; may be 0) */
@@ -66,6 +83,13 @@ typedef struct gw_batch {
     uint32_t npages;
     const uint32_t *lpage, *rpage;
     uint64_t plbase, prbase, psize;
+    /* the list form, unexpanded (GW_TL_BATCH_LISTS): entry i moves
+     * ltab[lidx[i]].len bytes between ltab[lidx[i]].addr and
+     * rtab[ridx[i]].addr (a NULL array reads as i); lreg and rreg 0 */
+    uint32_t nlist;
+    const uint32_t *lidx, *ridx;
+    const gw_batch_lent_t *ltab, *rtab;
+    uint64_t lmaxlen;         /* the longest entry of the two lists */
 } gw_batch_t;
 
 /* Appends an entry, merging it into the previous one when it continues it on
@@ -87,21 +111,32 @@ static inline void gw_batch_add(gw_batch_t *b, uint64_t la, uint64_t ra, uint64_
     b->ent[b->n++] = (gw_batch_ent_t){la, ra, len, lreg, rreg};
 }
 
-/* Makes an unexpanded paged batch an entry batch (no-op for others): the
- * entries the api layer would have built, merged where pages continue each
- * other on both sides.  total, rlo and rhi are unchanged. */
+/* 1 when the batch is still in a form with no entries (pages or lists). */
+static inline int gw_batch_unexpanded(const gw_batch_t *b)
+{
+    return b->npages || b->nlist;
+}
+
+/* Makes an unexpanded paged or list batch an entry batch (no-op for
+ * others): the entries the api layer would have built, merged where they
+ * continue each other on both sides.  total, rlo and rhi are unchanged. */
 static inline void gw_batch_expand(gw_batch_t *b)
 {
-    if (!b->npages)
+    if (!gw_batch_unexpanded(b))
         return;
     uint64_t total = b->total, rlo = b->rlo, rhi = b->rhi, ps = b->psize;
     for (uint32_t i = 0; i < b->npages; i++)
         gw_batch_add(b, b->plbase + (uint64_t)(b->lpage ? b->lpage[i] : i) * ps,
                      b->prbase + (uint64_t)(b->rpage ? b->rpage[i] : i) * ps, ps, 0, 0);
+    for (uint32_t i = 0; i < b->nlist; i++) {
+        const gw_batch_lent_t *le = &b->ltab[b->lidx ? b->lidx[i] : i], *re = &b->rtab[b->ridx ? b->ridx[i] : i];
+        gw_batch_add(b, le->addr, re->addr, le->len, 0, 0);
+    }
     b->total = total;
     b->rlo = rlo;
     b->rhi = rhi;
     b->npages = 0;
+    b->nlist = 0;
 }
 
 /* CUDA ordinal of entry e's local region, -1 for host memory. */

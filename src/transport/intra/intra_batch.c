@@ -180,14 +180,17 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
     op->nhost = op->npeer = op->nstage = op->nhgpu = 0;
     op->host_bytes = 0;
     op->nkdesc = 0;
-    if (b->nrkey == 1 && b->nlmem == 1 && (b->n || b->npages)) {
+    if (b->nrkey == 1 && b->nlmem == 1 && (b->n || gw_batch_unexpanded(b))) {
         /* one region each side (the paged form, most lists): the span of
          * the entries is checked once, and every entry is of one kind */
         const rdesc_t *r = &op->rd[0];
         if (gw_range_inside(r->s->addr, r->s->len, b->rlo, b->rhi - b->rlo)) {
-            if (b->npages && !(r->gpu && op->ldev[0] >= 0))
+            if (gw_batch_unexpanded(b) && !(r->gpu && op->ldev[0] >= 0))
                 gw_batch_expand((gw_batch_t *)b); /* the owner's slot says host memory: CMA or staging, by entry */
-            if (b->npages) /* a descriptor per page piece, should the kernel take entries after all */
+            if (b->nlist) /* should the kernel take entries after all: as for entries */
+                count_kind(op, 1, op->ldev[0], b->nlist, b->total,
+                           (size_t)b->nlist + (size_t)(b->total / GW_COPY_DESC_MAX_LEN));
+            else if (b->npages) /* a descriptor per page piece, should the kernel take entries after all */
                 count_kind(op, 1, op->ldev[0], b->npages, b->total,
                            (size_t)b->npages * (size_t)((b->psize + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN));
             else /* at most one descriptor more per entry than the bytes need */
@@ -380,7 +383,7 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
     gw_core_t *c = e->super.iface->core;
     uint32_t lreg = UINT32_MAX; /* the last segment imported: entries of a batch mostly share one */
     uint64_t lo = 0, hi = 0;
-    if (b->npages) { /* unexpanded pages: the allocations under their span */
+    if (gw_batch_unexpanded(b)) { /* unexpanded pages or lists: the allocations under their span */
         const rdesc_t *r = &op->rd[0];
         for (uint64_t ra = b->rlo; ra < b->rhi;) {
             uint32_t sg = seg_index(r->s, ra);
@@ -458,8 +461,11 @@ static gw_status_t intrab_pinned(intra_ep_t *e, intrab_op_t *op, size_t cap, voi
  * intrab_batch).  GW_ERR_UNSUPPORTED when the pages' span crosses
  * allocations of the peer's region (the caller expands the batch and goes
  * by entry). */
-static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev,
-                                CUstream stream)
+/* What a peer address of the batch's span [rlo, rhi) adds to be its
+ * mapping here (*delta), when the span lies in one imported allocation of
+ * the peer's region; GW_ERR_UNSUPPORTED when it crosses allocations. */
+static gw_status_t intrab_span_delta(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev,
+                                     uint64_t *delta)
 {
     const rdesc_t *r = &op->rd[0];
     const gw_intra_slot_t *s = r->s;
@@ -472,14 +478,43 @@ static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab
         return st == GW_INPROGRESS ? gw_err(e->super.iface->core, GW_ERR_UNSUPPORTED,
                                             "intra: region mixes allocation kinds")
                                    : st;
+    *delta = (uint64_t)base - s->seg[sg].base;
+    return GW_OK;
+}
+
+static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev,
+                                CUstream stream)
+{
+    uint64_t delta = 0;
+    gw_status_t st = intrab_span_delta(e, b, op, dev, &delta);
+    if (st != GW_OK)
+        return st;
     uint32_t n = b->npages;
     const uint32_t *lp = b->lpage, *rp = b->rpage; /* pinned copies (intrab_batch) */
     /* the peer's page p at prbase + p * psize, as mapped here (the base may
      * lie below the allocation: only the pages' addresses need be inside) */
-    uint64_t rbase = (uint64_t)base - s->seg[sg].base + b->prbase;
+    uint64_t rbase = delta + b->prbase;
     char why[200];
     st = b->get ? gw_cuda_page_copy_launch(dev, stream, rp, lp, n, rbase, b->plbase, b->psize, why, sizeof(why))
                 : gw_cuda_page_copy_launch(dev, stream, lp, rp, n, b->plbase, rbase, b->psize, why, sizeof(why));
+    return st == GW_OK ? GW_OK : gw_err(e->super.iface->core, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
+}
+
+/* An unexpanded list batch (one GPU region, one peer GPU key) by the list
+ * kernel, one launch over the lists' pinned tables and the index arrays
+ * (pinned copies: intrab_batch); GW_ERR_UNSUPPORTED when the remote list's
+ * span crosses allocations of the peer's region. */
+static gw_status_t intrab_lists(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev, CUstream stream)
+{
+    uint64_t delta = 0;
+    gw_status_t st = intrab_span_delta(e, b, op, dev, &delta);
+    if (st != GW_OK)
+        return st;
+    char why[200];
+    st = b->get ? gw_cuda_list_copy_launch(dev, stream, b->ridx, b->lidx, b->rtab, b->ltab, b->nlist, delta, 0,
+                                           b->lmaxlen, why, sizeof(why))
+                : gw_cuda_list_copy_launch(dev, stream, b->lidx, b->ridx, b->ltab, b->rtab, b->nlist, 0, delta,
+                                           b->lmaxlen, why, sizeof(why));
     return st == GW_OK ? GW_OK : gw_err(e->super.iface->core, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
 }
 
@@ -512,6 +547,20 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         if (st != GW_ERR_UNSUPPORTED)
             return st;
         gw_batch_expand((gw_batch_t *)b); /* no kernel, large pages, or a span over several allocations */
+    }
+    if (b->nlist) {
+        /* entries of 64 KiB and more go as descriptors, as for pages */
+        gw_status_t st = kernel && b->lmaxlen < GW_COPY_DESC_MAX_LEN ? intrab_lists(e, b, op, dev, stream)
+                                                                      : GW_ERR_UNSUPPORTED;
+        if (st == GW_OK) {
+            snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
+            e->n_kernel++;
+            *queued = 1;
+            return GW_OK;
+        }
+        if (st != GW_ERR_UNSUPPORTED)
+            return st;
+        gw_batch_expand((gw_batch_t *)b);
     }
     if (kernel) {
         gw_copy_desc_t *d = NULL;
@@ -741,31 +790,32 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
         op->ldev[k] = b->lmem[k] && b->lmem[k]->type == GW_MEM_CUDA ? b->lmem[k]->cuda_device : -1;
     op->used = (uint8_t *)&op->ldev[nl];
     if (b->nrkey == 1)
-        op->used[0] = b->n > 0 || b->npages > 0;
+        op->used[0] = b->n > 0 || gw_batch_unexpanded(b);
     else
         for (uint32_t i = 0; i < b->n; i++)
             op->used[b->ent[i].rreg] = 1;
     op->fini = req->fini;
     req->fini = intrab_fini;
     req->intra.batch = op;
-    if (b->npages) { /* the caller's index arrays are ours only during this call: into pinned memory */
+    if (gw_batch_unexpanded(b)) { /* the caller's index arrays are ours only during this call: into pinned memory */
         gw_batch_t *pb = req->batch;
-        size_t arrays = (b->lpage != NULL) + (b->rpage != NULL);
+        const uint32_t **la = b->npages ? &pb->lpage : &pb->lidx, **ra = b->npages ? &pb->rpage : &pb->ridx;
+        uint32_t n = b->npages ? b->npages : b->nlist;
+        size_t arrays = (*la != NULL) + (*ra != NULL);
         uint32_t *ix = NULL;
         if (!arrays) {
             /* both NULL: nothing to copy */
-        } else if (!e->ifc->cu ||
-                   intrab_pinned(e, op, arrays * b->npages * sizeof(uint32_t), (void **)&ix) != GW_OK) {
+        } else if (!e->ifc->cu || intrab_pinned(e, op, arrays * n * sizeof(uint32_t), (void **)&ix) != GW_OK) {
             gw_batch_expand(pb); /* (no CUDA, no pinned memory: by entry, which fails or copes later) */
         } else {
-            if (b->lpage) {
-                memcpy(ix, b->lpage, b->npages * sizeof(uint32_t));
-                pb->lpage = ix;
-                ix += b->npages;
+            if (*la) {
+                memcpy(ix, *la, n * sizeof(uint32_t));
+                *la = ix;
+                ix += n;
             }
-            if (b->rpage) {
-                memcpy(ix, b->rpage, b->npages * sizeof(uint32_t));
-                pb->rpage = ix;
+            if (*ra) {
+                memcpy(ix, *ra, n * sizeof(uint32_t));
+                *ra = ix;
             }
         }
     }
