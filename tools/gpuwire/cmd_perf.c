@@ -46,6 +46,8 @@ static void usage(FILE *f)
         "                       --size apart; bandwidth phase only; MsgRate counts descriptors\n"
         "                       (--op put or get)\n"
         "      --pages          with --batch: the paged form (gw_xfer_pages) instead of lists\n"
+        "      --indices        with --batch (lists): select the entries by index arrays\n"
+        "                       (0, 1, 2, ...) instead of all entries (NULL arrays)\n"
         "      --alloc          both buffers from gw_mem_alloc (host memory shared with\n"
         "                       local peers: the intra transport copies into it directly)\n"
         "      --lat-only       only the latency phase\n"
@@ -154,7 +156,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES };
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -171,6 +173,7 @@ int cmd_perf(int argc, char **argv)
         {"mem", required_argument, NULL, OPT_MEM},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"pages", no_argument, NULL, OPT_PAGES},
+        {"indices", no_argument, NULL, OPT_INDICES},
         {"alloc", no_argument, NULL, OPT_ALLOC},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
@@ -258,6 +261,7 @@ int cmd_perf(int argc, char **argv)
             }
             break;
         case OPT_PAGES: o.pages = 1; break;
+        case OPT_INDICES: o.indices = 1; break;
         case OPT_LAT_ONLY: o.no_bw = 1; break;
         case OPT_BW_ONLY: o.no_lat = 1; break;
         case 'S': o.server = 1; break;
@@ -279,8 +283,12 @@ int cmd_perf(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (o.pages && !o.batch) {
-        fprintf(stderr, "gpuwire perf: --pages goes with --batch N\n");
+    if ((o.pages || o.indices) && !o.batch) {
+        fprintf(stderr, "gpuwire perf: --%s goes with --batch N\n", o.pages ? "pages" : "indices");
+        return 2;
+    }
+    if (o.pages && o.indices) {
+        fprintf(stderr, "gpuwire perf: --indices selects list entries; the paged form (--pages) has page indices\n");
         return 2;
     }
     if (o.batch) {

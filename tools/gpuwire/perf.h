@@ -80,6 +80,7 @@ typedef struct perf_opts {
     int mem_dev;     /* --mem: -1 host memory, else the CUDA device of this side's buffer */
     long batch;      /* --batch N: each operation is one batch of N descriptors of --size (0: off) */
     int pages;       /* --pages: the paged form (gw_xfer_pages) instead of descriptor lists */
+    int indices;     /* --indices: lists selected by index arrays 0..N-1, not all entries (NULL) */
     int alloc;       /* --alloc: both buffers from gw_mem_alloc (shared with local peers) */
     const char *name; /* server: serve as this agent (gw_agent_listen; registered in GPUWIRE_DIRECTORY) */
     const char *peer; /* client: reach this agent by name (gw_peer_ep) instead of HOST:PORT */

@@ -284,6 +284,13 @@ static gw_status_t batch_lists(cli_t *c, uint64_t size)
         ld[i] = (gw_local_desc_t){c->mem, lbase + 2 * i * size, (size_t)size};
         rd[i] = (gw_remote_desc_t){c->rkey, 2 * i * size, (size_t)size};
     }
+    if (o->indices && !(c->pidx = malloc(n * sizeof(*c->pidx)))) {
+        free(ld);
+        free(rd);
+        return GW_ERR_NOMEM;
+    }
+    for (size_t i = 0; c->pidx && i < n; i++) /* the index arrays --indices passes: every entry, by index */
+        c->pidx[i] = (uint32_t)i;
     if ((st = gw_dlist_local(c->ctx, ld, n, &c->L)) != GW_OK)
         perf_fail(c->ctx, "gw_dlist_local", st);
     else if ((st = gw_dlist_remote(c->ep, rd, n, o->op == PERF_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE,
@@ -311,7 +318,7 @@ static gw_status_t post_bw(cli_t *c, uint64_t size, uint64_t n, gw_request_t **r
         if (c->o->pages)
             return gw_xfer_pages(c->ep, op, c->mem, op == GW_XFER_GET ? zone1 : c->buf, c->pidx, c->rkey, c->raddr,
                                  c->pidx, (size_t)c->o->batch, (size_t)size, NULL, r);
-        return gw_xfer_batch(c->ep, op, c->L, NULL, c->R, NULL, (size_t)c->o->batch, NULL, r);
+        return gw_xfer_batch(c->ep, op, c->L, c->pidx, c->R, c->pidx, (size_t)c->o->batch, NULL, r);
     }
     switch (c->o->op) {
     case PERF_PUT: return gw_put(c->ep, c->buf, size, c->mem, c->raddr, c->rkey, r);
