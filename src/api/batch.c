@@ -9,9 +9,9 @@
  *
  * The list form over a transport that takes it unexpanded (intra: GPU
  * memory on both sides, one region and one key) builds no entries: each
- * list keeps a copy of its entries in pinned host memory (made on the first
- * such transfer and kept until the list is destroyed) that a GPU kernel
- * reads by the index arrays.  A post then checks only the indices (their
+ * list keeps a copy of its entries in pinned host memory and one in the
+ * local GPU's memory (made on the first such transfer and kept until the
+ * list is destroyed) that a GPU kernel reads by the index arrays.  A post then checks only the indices (their
  * lowest and highest, when every entry of both lists has one length) or,
  * for lists of mixed lengths, one pass over the pairs; selecting all
  * entries of two lists already checked against each other costs nothing
@@ -49,7 +49,8 @@ struct gw_dlist {
     uint64_t maxlen;      /* the longest entry */
     uint64_t lo, hi;      /* span of the entries' addresses (lo > hi: none but empty ones) */
     _Atomic(gw_batch_lent_t *) tab; /* the entries in pinned host memory, made on first use */
-    int tab_dev;          /* the CUDA device whose context made it */
+    int tab_dev;          /* the CUDA device whose context made it (-1: none yet) */
+    uint64_t dtab;        /* a copy in that device's memory (CUdeviceptr), 0 if none */
     int tab_failed;       /* no CUDA or no pinned memory: not tried again */
     /* local lists: a remote list whose entries 0 .. pair_n-1 have the same
      * lengths as these (checked once for transfers with no index arrays) */
@@ -75,6 +76,7 @@ static gw_dlist_t *dl_new(gw_context_t *ctx, size_t n)
     l->ctx = ctx;
     l->n = n;
     l->serial = atomic_fetch_add(&serial, 1) + 1;
+    l->tab_dev = -1;
     l->e = malloc((n ? n : 1) * sizeof(*l->e));
     if (!l->e) {
         free(l);
@@ -89,8 +91,11 @@ static void dl_free(gw_dlist_t *l)
     if (t) {
         char why[160];
         const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-        if (cu && gw_cuda_ctx_for_device(l->tab_dev, why, sizeof(why)))
+        if (cu && gw_cuda_ctx_for_device(l->tab_dev, why, sizeof(why))) {
             cu->cuMemFreeHost(t);
+            if (l->dtab)
+                cu->cuMemFree((CUdeviceptr)l->dtab);
+        }
     }
     free(l->e);
     free(l->mems);
@@ -118,11 +123,15 @@ static void dl_summary(gw_dlist_t *l)
 }
 
 /* The list's pinned table (gw_batch_lent_t per entry), made on first use
- * with device dev's context; NULL where CUDA or pinned memory is not to be
- * had (then the transfer builds entries). */
-static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev)
+ * with device dev's context, and a copy in dev's memory (*dtab; 0 when none
+ * or the table was made for another device); NULL where CUDA or pinned
+ * memory is not to be had (then the transfer builds entries).  The kernel
+ * reads the device copy: entries from pinned memory cost it a PCIe round
+ * trip per round of entries (docs/PERFORMANCE.md, "Batched transfers"). */
+static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev, uint64_t *dtab)
 {
     gw_batch_lent_t *t = atomic_load(&l->tab);
+    *dtab = t && l->tab_dev == dev ? l->dtab : 0;
     if (t || l->tab_failed)
         return t;
     char why[160];
@@ -136,12 +145,24 @@ static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev)
     t = p;
     for (size_t i = 0; i < l->n; i++)
         t[i] = (gw_batch_lent_t){l->e[i].addr, l->e[i].len};
+    size_t sz = (l->n ? l->n : 1) * sizeof(*t);
+    CUdeviceptr d = 0;
+    if (cu->cuMemAlloc(&d, sz) != CUDA_SUCCESS)
+        d = 0;
+    else if (cu->cuMemcpyHtoD(d, t, sz) != CUDA_SUCCESS) {
+        cu->cuMemFree(d);
+        d = 0;
+    }
     gw_batch_lent_t *none = NULL;
     if (!atomic_compare_exchange_strong(&l->tab, &none, t)) { /* another thread made one first */
         cu->cuMemFreeHost(t);
+        if (d)
+            cu->cuMemFree(d);
         return none;
     }
+    l->dtab = d;
     l->tab_dev = dev;
+    *dtab = d;
     return t;
 }
 
@@ -527,9 +548,12 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
     if (!(caps.batch & GW_TL_BATCH_LISTS) || !list_pairs_ok(local, lidx, remote, ridx, count, &total) || !total)
         return 0;
     int dev = local->mems[0]->cuda_device;
-    const gw_batch_lent_t *lt = dl_table(local, dev), *rt = lt ? dl_table(remote, dev) : NULL;
+    uint64_t ld = 0, rd = 0;
+    const gw_batch_lent_t *lt = dl_table(local, dev, &ld), *rt = lt ? dl_table(remote, dev, &rd) : NULL;
     if (!rt)
         return 0;
+    b->ltab_dev = ld;
+    b->rtab_dev = rd;
     b->nlist = (uint32_t)count;
     b->lidx = lidx;
     b->ridx = ridx;

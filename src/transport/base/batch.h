@@ -89,6 +89,8 @@ typedef struct gw_batch {
     uint32_t nlist;
     const uint32_t *lidx, *ridx;
     const gw_batch_lent_t *ltab, *rtab;
+    uint64_t ltab_dev, rtab_dev; /* copies of the tables in the memory of the local region's GPU
+                                  * (CUdeviceptr; 0: none, a kernel reads ltab/rtab) */
     uint64_t lmaxlen;         /* the longest entry of the two lists */
 } gw_batch_t;
 

@@ -511,10 +511,13 @@ static gw_status_t intrab_lists(intra_ep_t *e, const gw_batch_t *b, const intrab
     if (st != GW_OK)
         return st;
     char why[200];
-    st = b->get ? gw_cuda_list_copy_launch(dev, stream, b->ridx, b->lidx, b->rtab, b->ltab, b->nlist, delta, 0,
-                                           b->lmaxlen, why, sizeof(why))
-                : gw_cuda_list_copy_launch(dev, stream, b->lidx, b->ridx, b->ltab, b->rtab, b->nlist, 0, delta,
-                                           b->lmaxlen, why, sizeof(why));
+    /* the tables in this GPU's memory where the lists have copies there */
+    const void *lt = b->ltab_dev ? (const void *)(uintptr_t)b->ltab_dev : (const void *)b->ltab;
+    const void *rt = b->rtab_dev ? (const void *)(uintptr_t)b->rtab_dev : (const void *)b->rtab;
+    st = b->get ? gw_cuda_list_copy_launch(dev, stream, b->ridx, b->lidx, rt, lt, b->nlist, delta, 0, b->lmaxlen,
+                                           why, sizeof(why))
+                : gw_cuda_list_copy_launch(dev, stream, b->lidx, b->ridx, lt, rt, b->nlist, 0, delta, b->lmaxlen,
+                                           why, sizeof(why));
     return st == GW_OK ? GW_OK : gw_err(e->super.iface->core, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
 }
 
