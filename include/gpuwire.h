@@ -409,7 +409,10 @@ GW_API gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_
                                    gw_dlist_t **out);
 /* Number of entries. */
 GW_API size_t gw_dlist_count(const gw_dlist_t *l);
-/* GW_ERR_BUSY (nothing done) while a transfer using the list is in progress. */
+/* GW_ERR_BUSY (nothing done) while a transfer using the list is in progress.
+ * Also frees the copies of a GPU list's entries that its first transfer
+ * over intra made (pinned host memory and GPU memory: 16 bytes per entry
+ * each; docs/BATCH.md). */
 GW_API gw_status_t gw_dlist_destroy(gw_dlist_t *l);
 
 enum { GW_XFER_PUT = 0, GW_XFER_GET = 1 };

@@ -17,10 +17,11 @@
 // gw_page_copy is the paged form (gw_xfer_pages): no descriptors, only the
 // two page index arrays (pinned host memory, NULL for 0..n-1), the two bases
 // and the page size; the kernel computes every address itself.
-// gw_list_copy is the list form (gw_xfer_batch): the two index arrays and
-// the two prepared lists' entry tables (pinned host memory, kept with the
-// lists); entry i copies stab[sidx[i]] to dtab[didx[i]], each side's address
-// plus a constant (the peer's allocation as mapped here).
+// gw_list_copy is the list form (gw_xfer_batch): the two index arrays
+// (pinned host memory) and the two prepared lists' entry tables (copies in
+// GPU memory, or pinned host memory, kept with the lists); entry i copies
+// stab[sidx[i]] to dtab[didx[i]], each side's address plus a constant (the
+// peer's allocation as mapped here).
 struct gw_copy_desc {
     unsigned long long src, dst, len;
 };
@@ -115,8 +116,8 @@ extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned
 // sdelta to dtab[di].addr + ddelta, si = sidx[w] and di = didx[w] (a NULL
 // index array reads as w); entries are shorter than 64 KiB (the host sends
 // longer ones as descriptors).  Groups, rounds and `per` as gw_page_copy:
-// `per` threads read a round's indices, then its entries (two dependent
-// reads of host memory per round), into shared memory.
+// `per` threads read a round's indices, then its table entries (two
+// dependent reads per round: the indices over PCIe), into shared memory.
 struct gw_list_ent {
     unsigned long long addr, len;
 };

@@ -21,7 +21,9 @@
  *    both sides, its span in one peer allocation) goes to the page kernel as
  *    it came: its index arrays copied into pinned memory, one launch, no
  *    per-page work on the host at all (pages under 64 KiB; larger ones go
- *    by entries, which measured faster); local host <-> peer GPU: one cuMemcpyAsync
+ *    by entries, which measured faster); a list batch (one GPU region, one
+ *    peer GPU key) likewise to the list kernel, which reads the lists'
+ *    tables by the index arrays; local host <-> peer GPU: one cuMemcpyAsync
  *    per entry; local GPU <-> peer host: the pinned bounce buffer.  One
  *    stream and one event for the batch.
  *  - one classifying pass (with the bounds check) counts each kind, and the
