@@ -536,13 +536,16 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
         gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
     }
-    if (b->npages) {
-        /* pages of 64 KiB and more go by entries and the descriptor kernel:
-         * on an H100, 64 x 1 MiB pages ran at 0.71-0.73x of one contiguous
-         * copy through the page kernel, 0.82-0.83x as entries (few entries:
-         * little host work; docs/PERFORMANCE.md, "Batched transfers") */
-        gw_status_t st = kernel && b->psize < GW_COPY_DESC_MAX_LEN ? intrab_pages(e, b, op, dev, stream)
-                                                                     : GW_ERR_UNSUPPORTED;
+    if (gw_batch_unexpanded(b)) {
+        /* pages (list entries) of 64 KiB and more go by entries and the
+         * descriptor kernel: on an H100, 64 x 1 MiB pages ran at
+         * 0.71-0.73x of one contiguous copy through the page kernel,
+         * 0.82-0.83x as entries (few entries: little host work;
+         * docs/PERFORMANCE.md, "Batched transfers") */
+        uint64_t most = b->npages ? b->psize : b->lmaxlen;
+        gw_status_t st = !kernel || most >= GW_COPY_DESC_MAX_LEN ? GW_ERR_UNSUPPORTED
+                         : b->npages                             ? intrab_pages(e, b, op, dev, stream)
+                                                                 : intrab_lists(e, b, op, dev, stream);
         if (st == GW_OK) {
             snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
             e->n_kernel++;
@@ -552,20 +555,6 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         if (st != GW_ERR_UNSUPPORTED)
             return st;
         gw_batch_expand((gw_batch_t *)b); /* no kernel, large pages, or a span over several allocations */
-    }
-    if (b->nlist) {
-        /* entries of 64 KiB and more go as descriptors, as for pages */
-        gw_status_t st = kernel && b->lmaxlen < GW_COPY_DESC_MAX_LEN ? intrab_lists(e, b, op, dev, stream)
-                                                                      : GW_ERR_UNSUPPORTED;
-        if (st == GW_OK) {
-            snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
-            e->n_kernel++;
-            *queued = 1;
-            return GW_OK;
-        }
-        if (st != GW_ERR_UNSUPPORTED)
-            return st;
-        gw_batch_expand((gw_batch_t *)b);
     }
     if (kernel) {
         gw_copy_desc_t *d = NULL;
