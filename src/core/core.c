@@ -246,7 +246,14 @@ gw_request_t *gw_req_alloc(gw_core_t *c)
     gw_list_t *l = gw_list_first(&c->req_free);
     gw_list_del(l);
     gw_request_t *r = gw_container_of(l, gw_request_t, link);
-    memset(r, 0, sizeof(*r));
+    /* zeroed 64 bytes at a time: one memset of the whole request compiles
+     * to `rep stos`, whose start-up cost was ~13% of a 1 KiB intra put
+     * (perf, AMD EPYC VM); fixed 64-byte pieces stay plain vector stores */
+    char *z = (char *)r;
+    size_t i = 0;
+    for (; i + 64 <= sizeof(*r); i += 64)
+        memset(z + i, 0, 64);
+    memset(z + i, 0, sizeof(*r) - i);
     gw_list_init(&r->link);
     gw_list_init(&r->tl_link);
     r->core = c;
