@@ -265,8 +265,10 @@ gw_request_t *gw_req_alloc(gw_core_t *c)
 
 static void req_recycle(gw_request_t *r)
 {
-    free(r->detail);
-    r->detail = NULL;
+    if (r->detail) { /* (rare: a failed request's text; free(NULL) is a call per request) */
+        free(r->detail);
+        r->detail = NULL;
+    }
     r->status = GW_ERR_CANCELED;
     r->flags = 0;
     gw_list_push_front(&r->core->req_free, &r->link);
