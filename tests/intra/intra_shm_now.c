@@ -14,11 +14,9 @@
  *    request posts, and the next flush reports GW_ERR_INVALID_KEY, and no
  *    byte reaches the new region that took the old one's slot. */
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -28,22 +26,6 @@
 #define OP 1024
 #define ALEN (BIG + NSMALL * OP + 4096)
 static gwt_chan_t pch, cch;
-
-/* Waits for the token `what` on ch, driving ctx meanwhile (the peer's first
- * use of a shared region asks this side for its memfd). */
-static void expect(gw_context_t *ctx, gwt_chan_t *ch, const char *what)
-{
-    char tok[16];
-    struct pollfd p = {.fd = ch->rfd, .events = POLLIN};
-    uint64_t t0 = (uint64_t)time(NULL);
-    while (poll(&p, 1, 1) == 0) {
-        REQUIRE((uint64_t)time(NULL) - t0 < 30);
-        if (ctx)
-            gw_progress(ctx);
-    }
-    REQUIRE(gwt_chan_recv(ch, tok, sizeof(tok), 30000) > 0);
-    REQUIRE(!strcmp(tok, what));
-}
 
 static int all_zero(const uint8_t *p, size_t n)
 {
@@ -70,7 +52,7 @@ static int server(void *arg)
     gwt_send_rkey(ep, mro, 2);
     uint8_t *A = a;
 
-    expect(ctx, &cch, "small"); /* NSMALL puts with no request, one with */
+    gwt_chan_expect(&cch, ctx, "small"); /* NSMALL puts with no request, one with */
     CHECK(gwt_verify(A, (NSMALL + 1) * OP, 1) == -1);
 
     /* the large put, the small ones, then the notification */
@@ -82,22 +64,22 @@ static int server(void *arg)
     CHECK(gwt_verify(A + BIG + NSMALL * OP, OP, 4) == -1); /* the put_notify's own bytes */
     gwt_chan_send(&cch, "notified", 9);
 
-    expect(ctx, &cch, "flushed");
+    gwt_chan_expect(&cch, ctx, "flushed");
     CHECK(gwt_verify(A, BIG, 5) == -1);
     CHECK(gwt_verify(A + BIG, NSMALL * OP, 6) == -1);
 
-    expect(ctx, &cch, "refused");
+    gwt_chan_expect(&cch, ctx, "refused");
     CHECK(all_zero(ro, 4096) == 1); /* the read-only region: no put landed */
     /* (the client read the tail the out-of-bounds put aimed at back) */
 
     REQUIRE_OK(gw_mem_dereg(ma));
     REQUIRE_OK(gw_mem_alloc(ctx, ALEN, rw, &b, &mb)); /* takes the freed slot */
     gwt_send_rkey(ep, mb, 3);
-    expect(ctx, &cch, "revoked");
+    gwt_chan_expect(&cch, ctx, "revoked");
     CHECK(gwt_verify(b, OP, 7) == -1);
     CHECK(all_zero((uint8_t *)b + OP, ALEN - OP) == 1); /* the old key's puts did not land here */
     gwt_chan_send(&cch, "ok", 3);
-    expect(ctx, &cch, "closed");
+    gwt_chan_expect(&cch, ctx, "closed");
     gw_ep_close(ep, 1000);
     gw_listener_destroy(l);
     CHECK_ST(gw_mem_dereg(mb), GW_OK);
@@ -119,12 +101,7 @@ static void counters(gw_ep_t *ep, unsigned long *cma, unsigned long *shm)
 static gw_status_t flush_wait(gw_ep_t *ep)
 {
     gw_request_t *f = NULL;
-    gw_status_t st = gw_flush(ep, &f);
-    if (st != GW_OK)
-        return st;
-    st = gw_request_wait(f, 20000);
-    gw_request_free(f);
-    return st;
+    return gwt_outcome(gw_flush(ep, &f), &f, 20000);
 }
 
 int main(void)
@@ -133,15 +110,8 @@ int main(void)
     setenv("GPUWIRE_TRANSPORTS", "intra", 1);
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
-    char addr[80];
-    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
     gw_context_t *ctx;
-    REQUIRE_OK(gw_context_create(NULL, &ctx));
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_connect(ctx, addr, &ep));
-    gw_ep_info_t info = {.size = sizeof(info)};
-    REQUIRE_OK(gw_ep_query(ep, &info));
-    REQUIRE(!strcmp(info.transport, "intra"));
+    gw_ep_t *ep = gwt_connect_chan(&pch, "intra", &ctx);
     uint64_t ba, bro;
     gw_rkey_t *ka = gwt_recv_rkey(ep, 1, &ba);
     gw_rkey_t *kro = gwt_recv_rkey(ep, 2, &bro);
@@ -204,7 +174,7 @@ int main(void)
              GW_OK);
     CHECK_ST(gw_request_wait(big, 20000), GW_OK);
     gw_request_free(big);
-    expect(ctx, &pch, "notified");
+    gwt_chan_expect(&pch, ctx, "notified");
 
     /* 3. the same with a flush, every put untracked */
     gwt_fill(src, BIG, 5);
@@ -258,7 +228,7 @@ int main(void)
     CHECK_ST(gw_put(ep, src, OP, lm, bb, kb, NULL), GW_OK);
     CHECK_ST(flush_wait(ep), GW_OK);
     gwt_chan_send(&pch, "revoked", 8);
-    expect(ctx, &pch, "ok");
+    gwt_chan_expect(&pch, ctx, "ok");
 
     free(want);
     gw_rkey_destroy(ka);
