@@ -128,8 +128,22 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
     if ((st = gw_names_key_check(ep, rkey, op_name(op))) || (st = ep_usable(ep, op)) || (st = check_local(ep, op, buf, len, lmem)) ||
         (st = check_remote(ep, op, len, raddr, rkey, op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE)))
         return st;
-    gw_request_t *r = new_req(ep, op, req);
-    if (!r)
+    /* the transport's shortcut (tl.h rma_now) first: the caller's request,
+     * if it wants one, is taken before, so that a copy done is never
+     * followed by an out-of-memory error */
+    gw_request_t *r = req ? new_req(ep, op, req) : NULL;
+    if (req && !r)
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
+    if (op != GW_OP_PUT_NOTIFY && ep->ops->rma_now(ep->tl, op, buf, len, lmem, raddr, rkey) == GW_OK) {
+        if (r) {
+            r->len = r->length = len;
+            r->raddr = raddr;
+            gw_req_complete(r, GW_OK);
+            *req = r;
+        }
+        return GW_OK;
+    }
+    if (!r && !(r = new_req(ep, op, req)))
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
     r->buf = buf;
     r->len = len;

@@ -252,7 +252,14 @@ gw_request_t *gw_req_alloc(gw_core_t *c)
     gw_list_t *l = gw_list_first(&c->req_free);
     gw_list_del(l);
     gw_request_t *r = gw_container_of(l, gw_request_t, link);
-    memset(r, 0, sizeof(*r));
+    /* zeroed 64 bytes at a time: one memset of the whole request compiles
+     * to `rep stos`, whose start-up cost was ~13% of a 1 KiB intra put
+     * (perf, AMD EPYC VM); fixed 64-byte pieces stay plain vector stores */
+    char *z = (char *)r;
+    size_t i = 0;
+    for (; i + 64 <= sizeof(*r); i += 64)
+        memset(z + i, 0, 64);
+    memset(z + i, 0, sizeof(*r) - i);
     gw_list_init(&r->link);
     gw_list_init(&r->tl_link);
     r->core = c;
@@ -264,8 +271,10 @@ gw_request_t *gw_req_alloc(gw_core_t *c)
 
 static void req_recycle(gw_request_t *r)
 {
-    free(r->detail);
-    r->detail = NULL;
+    if (r->detail) { /* (rare: a failed request's text; free(NULL) is a call per request) */
+        free(r->detail);
+        r->detail = NULL;
+    }
     r->status = GW_ERR_CANCELED;
     r->flags = 0;
     gw_list_push_front(&r->core->req_free, &r->link);

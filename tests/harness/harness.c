@@ -162,6 +162,51 @@ gw_ep_t *gwt_listen_accept(gw_context_t *ctx, gwt_chan_t *chan, gw_listener_t **
     return ep;
 }
 
+gw_ep_t *gwt_connect_chan(gwt_chan_t *chan, const char *transport, gw_context_t **ctx)
+{
+    char addr[80];
+    REQUIRE(gwt_chan_recv(chan, addr, sizeof(addr), 20000) > 0);
+    REQUIRE_OK(gw_context_create(NULL, ctx));
+    gw_ep_t *ep;
+    REQUIRE_OK(gw_connect(*ctx, addr, &ep));
+    gw_ep_info_t info = {.size = sizeof(info)};
+    REQUIRE_OK(gw_ep_query(ep, &info));
+    if (transport && strcmp(info.transport, transport) != 0) {
+        fprintf(stderr, "endpoint to %s is over %s, not %s\n", addr, info.transport, transport);
+        REQUIRE(!"the expected transport");
+    }
+    return ep;
+}
+
+void gwt_chan_expect(gwt_chan_t *chan, gw_context_t *ctx, const char *what)
+{
+    char tok[64];
+    struct pollfd p = {.fd = chan->rfd, .events = POLLIN};
+    time_t t0 = time(NULL);
+    while (poll(&p, 1, 1) == 0) {
+        REQUIRE(time(NULL) - t0 < 30);
+        if (ctx)
+            gw_progress(ctx);
+    }
+    int n = gwt_chan_recv(chan, tok, sizeof(tok) - 1, 30000);
+    REQUIRE(n > 0);
+    tok[n] = 0;
+    if (strcmp(tok, what) != 0) {
+        fprintf(stderr, "expected \"%s\" from the peer, got \"%.63s\"\n", what, tok);
+        REQUIRE(!"the expected token");
+    }
+}
+
+gw_status_t gwt_outcome(gw_status_t posted, gw_request_t **req, int timeout_ms)
+{
+    if (posted != GW_OK)
+        return posted;
+    gw_status_t st = gw_request_wait(*req, timeout_ms);
+    gw_request_free(*req);
+    *req = NULL;
+    return st;
+}
+
 void gwt_require_rdma_device(void)
 {
     DIR *d = opendir("/sys/class/infiniband");

@@ -87,6 +87,17 @@ gw_rkey_t *gwt_recv_rkey(gw_ep_t *ep, uint64_t tag, uint64_t *base);
 void gwt_require_rdma_device(void);
 /* Listens on 127.0.0.1:0, hands the address to the peer over chan, accepts. */
 gw_ep_t *gwt_listen_accept(gw_context_t *ctx, gwt_chan_t *chan, gw_listener_t **l);
+/* The other side: takes that address from chan, creates *ctx, connects, and
+ * requires the endpoint's transport to be `transport` (NULL: any). */
+gw_ep_t *gwt_connect_chan(gwt_chan_t *chan, const char *transport, gw_context_t **ctx);
+/* Waits up to 30 s for the token `what` on chan, calling gw_progress(ctx)
+ * meanwhile when ctx is given (the peer may need this side to progress
+ * before it can send it); requires that token. */
+void gwt_chan_expect(gwt_chan_t *chan, gw_context_t *ctx, const char *what);
+/* An operation's outcome: `posted` (what the posting call returned) when it
+ * failed, else *req's once it completes (GW_ERR_TIMEOUT after timeout_ms);
+ * frees *req.  gwt_outcome(gw_put(..., &r), &r, 10000). */
+gw_status_t gwt_outcome(gw_status_t posted, gw_request_t **req, int timeout_ms);
 
 /* Fills buf with a pattern derived from seed; verify returns the first
  * mismatching offset or -1. */

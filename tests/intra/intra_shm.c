@@ -8,7 +8,6 @@
  *  - into registered (malloc) memory: small puts posted back to back leave
  *    in batched process_vm_writev calls, many copies per call, and land. */
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,22 +21,6 @@
 #define OP 1024
 static gwt_chan_t pch, cch;
 
-/* Waits for the token `what` on ch, driving ctx meanwhile (the peer's
- * first use of a shared region asks this side for its memfd). */
-static void expect(gw_context_t *ctx, gwt_chan_t *ch, const char *what)
-{
-    char tok[16];
-    struct pollfd p = {.fd = ch->rfd, .events = POLLIN};
-    uint64_t t0 = (uint64_t)time(NULL);
-    while (poll(&p, 1, 1) == 0) {
-        REQUIRE((uint64_t)time(NULL) - t0 < 30);
-        if (ctx)
-            gw_progress(ctx);
-    }
-    REQUIRE(gwt_chan_recv(ch, tok, sizeof(tok), 30000) > 0);
-    REQUIRE(!strcmp(tok, what));
-}
-
 static int server(void *arg)
 {
     (void)arg;
@@ -50,17 +33,17 @@ static int server(void *arg)
     gw_mem_t *ma, *mb, *mc;
     REQUIRE_OK(gw_mem_alloc(ctx, RLEN, rw, &a, &ma));
     gwt_send_rkey(ep, ma, 1);
-    expect(ctx, &cch, "put");
+    gwt_chan_expect(&cch, ctx, "put");
     CHECK(gwt_verify(a, 4 * OP, 1) == -1); /* four 1 KiB puts */
 
-    expect(ctx, &cch, "go"); /* the client is putting in a loop */
+    gwt_chan_expect(&cch, ctx, "go"); /* the client is putting in a loop */
     usleep(20000);
     REQUIRE_OK(gw_mem_dereg(ma));
     gwt_chan_send(&cch, "revoked", 8);
 
     REQUIRE_OK(gw_mem_alloc(ctx, RLEN, rw, &b, &mb)); /* takes the freed slot */
     gwt_send_rkey(ep, mb, 2);
-    expect(ctx, &cch, "new");
+    gwt_chan_expect(&cch, ctx, "new");
     CHECK(gwt_verify(b, OP, 2) == -1);
     int zero = 1;
     for (size_t i = OP; i < RLEN; i++)
@@ -71,10 +54,10 @@ static int server(void *arg)
     REQUIRE(c != NULL);
     REQUIRE_OK(gw_mem_reg(ctx, c, NCMA * OP, rw, &mc));
     gwt_send_rkey(ep, mc, 3);
-    expect(ctx, &cch, "cma");
+    gwt_chan_expect(&cch, ctx, "cma");
     CHECK(gwt_verify(c, NCMA * OP, 3) == -1);
     gwt_chan_send(&cch, "ok", 3);
-    expect(ctx, &cch, "closed");
+    gwt_chan_expect(&cch, ctx, "closed");
     gw_ep_close(ep, 1000);
     gw_listener_destroy(l);
     CHECK_ST(gw_mem_dereg(mb), GW_OK);
@@ -104,12 +87,7 @@ static void counters(gw_ep_t *ep, unsigned long *cma, unsigned long *shm, unsign
 static gw_status_t put_wait(gw_ep_t *ep, void *buf, size_t len, uint64_t raddr, gw_rkey_t *rk)
 {
     gw_request_t *r = NULL;
-    gw_status_t st = gw_put(ep, buf, len, NULL, raddr, rk, &r);
-    if (st != GW_OK)
-        return st;
-    st = gw_request_wait(r, 10000);
-    gw_request_free(r);
-    return st;
+    return gwt_outcome(gw_put(ep, buf, len, NULL, raddr, rk, &r), &r, 10000);
 }
 
 int main(void)
@@ -118,15 +96,8 @@ int main(void)
     setenv("GPUWIRE_TRANSPORTS", "intra", 1);
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
-    char addr[80];
-    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
     gw_context_t *ctx;
-    REQUIRE_OK(gw_context_create(NULL, &ctx));
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_connect(ctx, addr, &ep));
-    gw_ep_info_t info = {.size = sizeof(info)};
-    REQUIRE_OK(gw_ep_query(ep, &info));
-    REQUIRE(!strcmp(info.transport, "intra"));
+    gw_ep_t *ep = gwt_connect_chan(&pch, "intra", &ctx);
     uint8_t *src = malloc(NCMA * OP);
     REQUIRE(src != NULL);
     unsigned long cma0, shm0, bat0, calls0, cma, shm, bat, calls;
@@ -167,7 +138,7 @@ int main(void)
     CHECK(refused == 1);
     CHECK(other == 0);
     CHECK(after == 0);
-    expect(ctx, &pch, "revoked");
+    gwt_chan_expect(&pch, ctx, "revoked");
 
     /* 3. a new region in the old one's slot: the old key still fails */
     uint64_t bb;
@@ -205,7 +176,7 @@ int main(void)
     CHECK(calls - calls0 >= 1);
     CHECK((bat - bat0) >= 16 * (calls - calls0)); /* many iovecs per system call */
     gwt_chan_send(&pch, "cma", 4);
-    expect(ctx, &pch, "ok");
+    gwt_chan_expect(&pch, ctx, "ok");
 
     gw_rkey_destroy(ka);
     gw_rkey_destroy(kb);

@@ -185,6 +185,17 @@ struct gw_tl_ops {
      * gw_ep_op_done().  An error: nothing of it was sent and the api layer
      * drops it (the transport keeps no reference). */
     gw_status_t (*submit)(gw_tl_ep_t *ep, gw_request_t *req);
+    /* A put or get (op GW_OP_PUT or GW_OP_GET, never one with a
+     * notification) the transport can finish inside this call, with no
+     * request: e.g. a small host copy into a peer region already mapped
+     * here.  The api layer validated it as for submit but queued nothing.
+     * GW_OK: the bytes are where they belong, nothing is left to complete,
+     * as if submitted and completed at once (so later put_notify and flush
+     * find it done).  GW_ERR_UNSUPPORTED: not taken and nothing happened;
+     * the caller submits it as a request, whose path reports any error
+     * precisely (this call never reports one). */
+    gw_status_t (*rma_now)(gw_tl_ep_t *ep, int op, void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
+                           const gw_rkey_t *rkey);
     /* recv of an unexpected rendezvous message: the api layer matched req
      * to msg, a record of base->unexpected the transport queued with
      * gw_ep_unexp_rndv() (eager ones never come here: the base delivers
@@ -203,6 +214,8 @@ gw_status_t gw_tl_unsupported_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *me
                                         size_t *len);
 gw_status_t gw_tl_unsupported_ep_join(gw_tl_ep_t *ep, int fd, unsigned stream_index);
 gw_status_t gw_tl_unsupported_op(gw_tl_ep_t *ep, gw_request_t *req);
+gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t len, const gw_mem_t *lmem,
+                                      uint64_t raddr, const gw_rkey_t *rkey);
 /* rkey_unpack of a transport whose keys carry no part: accepts none, refuses any */
 gw_status_t gw_tl_no_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
                                  char *why, size_t whylen);

@@ -546,37 +546,64 @@ void intra_slot_leave(intra_ep_t *e, gw_request_t *req)
  * revocation lands in (or reads) pages no one can see any more, as if it had
  * run just before.  The slot's fields are read between two loads of its id
  * (ids are never reused): the owner may rewrite them for a new region only
- * after clearing the id.  0: not taken (the general path decides, with its
- * precise errors); 1: done and completed. */
-int intra_shm_fast(intra_ep_t *e, gw_request_t *req)
+ * after clearing the id.  src: the key's intra part as intra_rkey_capture
+ * keeps it (RK_VALID | slot), id: the region id it names, kid: the key's
+ * own id.  1: copied; 0: not taken, nothing done (the general path decides,
+ * with its precise errors). */
+static int shm_copy_now(intra_ep_t *e, int get, void *buf, size_t len, uint64_t src, uint64_t id, uint64_t kid,
+                        uint64_t raddr)
 {
-    if (req->len > INTRA_CMA_SYNC_MAX || !(req->intra.src & RK_VALID) || local_dev(req) >= 0)
+    if (len > INTRA_CMA_SYNC_MAX || !(src & RK_VALID))
         return 0;
-    uint32_t si = (uint32_t)(req->intra.src & 0xffffffffu);
-    uint64_t id = req->intra.src2;
-    if (si >= GW_INTRA_SLOTS || id != req->intra.opid || !id)
+    uint32_t si = (uint32_t)(src & 0xffffffffu);
+    if (si >= GW_INTRA_SLOTS || id != kid || !id)
         return 0;
     gw_intra_slot_t *s = &e->peer_table[si];
     if (atomic_load_explicit(&s->id, memory_order_acquire) != id)
         return 0;
-    unsigned need = req->op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
-    if (s->kind != GW_INTRA_SLOT_SHM || gw_region_allows(s->addr, s->len, s->access, req->raddr, req->len, need) != GW_OK)
+    unsigned need = get ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
+    if (s->kind != GW_INTRA_SLOT_SHM || gw_region_allows(s->addr, s->len, s->access, raddr, len, need) != GW_OK)
         return 0;
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&s->id, memory_order_relaxed) != id)
         return 0;
     gw_intra_shm_t *m = gw_intra_shm_find(&e->shm_maps, si, id);
-    if (!m || !gw_range_inside(m->addr, m->len, req->raddr, req->len))
+    if (!m || !gw_range_inside(m->addr, m->len, raddr, len))
         return 0;
-    uint8_t *p = m->base + (req->raddr - m->addr);
-    if (req->op == GW_OP_GET)
-        memcpy(req->buf, p, req->len);
+    uint8_t *p = m->base + (raddr - m->addr);
+    if (get)
+        memcpy(buf, p, len);
     else
-        memcpy(p, req->buf, req->len);
+        memcpy(p, buf, len);
     e->n_shm++;
+    return 1;
+}
+
+/* shm_copy_now for a posted request, which it completes.  1: done. */
+int intra_shm_fast(intra_ep_t *e, gw_request_t *req)
+{
+    if (local_dev(req) >= 0 || !shm_copy_now(e, req->op == GW_OP_GET, req->buf, req->len, req->intra.src,
+                                             req->intra.src2, req->intra.opid, req->raddr))
+        return 0;
     req->intra.slot = NULL;
     intra_rma_done(e, req, GW_OK);
     return 1;
+}
+
+/* The rma_now op (tl.h): shm_copy_now before any request exists.  Only on a
+ * connected, healthy endpoint, host memory on our side, and a key the
+ * owner exported: anything else is the request path's to take (and to
+ * refuse with its errors). */
+gw_status_t intra_rma_now(gw_tl_ep_t *tep, int op, void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
+                          const gw_rkey_t *rkey)
+{
+    intra_ep_t *e = to_ep(tep);
+    if (!e->ready || e->failed || (op != GW_OP_PUT && op != GW_OP_GET) || (lmem && lmem->type == GW_MEM_CUDA))
+        return GW_ERR_UNSUPPORTED;
+    const gw_intra_rkey_t *ik = gw_intra_rkey_of(rkey);
+    if (!ik->present || !shm_copy_now(e, op == GW_OP_GET, buf, len, RK_VALID | ik->slot, ik->id, rkey->id, raddr))
+        return GW_ERR_UNSUPPORTED;
+    return GW_OK;
 }
 
 /* Writes (reads) the queued small CMA copies: every request enters its

@@ -410,5 +410,6 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .ep_destroy = intra_ep_destroy,
     .ep_describe = intra_ep_describe,
     .submit = intra_submit,
+    .rma_now = intra_rma_now,
     .recv_matched = intra_recv_matched,
 };

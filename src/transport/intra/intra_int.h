@@ -208,6 +208,8 @@ void intra_slot_leave(intra_ep_t *e, gw_request_t *req);
 void intra_cma_flush(intra_ep_t *e);
 int intra_cma_queue(intra_ep_t *e, gw_request_t *req);
 int intra_shm_fast(intra_ep_t *e, gw_request_t *req);
+gw_status_t intra_rma_now(gw_tl_ep_t *tep, int op, void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
+    const gw_rkey_t *rkey);
 
 /* intra_batch.c */
 gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta);

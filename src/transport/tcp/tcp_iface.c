@@ -351,5 +351,6 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .ep_destroy = tcp_ep_destroy,
     .ep_describe = tcp_ep_describe,
     .submit = tcp_submit,
+    .rma_now = gw_tl_unsupported_rma_now,
     .recv_matched = tcp_recv_matched,
 };
