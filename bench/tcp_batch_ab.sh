@@ -1,13 +1,21 @@
 #!/bin/bash
-# tcp_batch_ab.sh - tcp staged GPU batches, several source trees side by side
-# on one GPU (two processes, `gpuwire perf --loopback --mem cuda`, window 1):
-# each tree is built here, then every shape runs REPS rounds (default 3),
-# the trees' batch runs and one contiguous put of the same bytes (the last
-# tree's build) alternating inside each round; bandwidth and post_us (average
-# time in one posting call) of every run, then the best per tree.
+# tcp_batch_ab.sh - tcp staged GPU batches, several source trees (and
+# settings) side by side on one GPU (two processes, `gpuwire perf --loopback
+# --mem cuda`, window 1): each tree is built here, then every shape runs
+# REPS rounds (default 3), the trees' batch runs, the variants' batch runs
+# and one contiguous put of the same bytes (the last tree's build, default
+# settings) alternating inside each round; bandwidth and post_us (average
+# time in one posting call) of every run, then the best per tree or variant
+# and its ratio to the best contiguous put of the shape.
 # usage: TREES="name=DIR name=DIR ..." bench/tcp_batch_ab.sh
+#        VARIANTS="label=tree@VAR=value,VAR=value ..." (batch runs of a tree's
+#          build with GPUWIRE_* settings, e.g. "scr=this@GPUWIRE_TCP_BATCH_GPU=scratch")
 #        SHAPES="4096:16K:64M 64:1M:64M" (count:size:contiguous size) REPS=3 DUR=1
+#        TEST=1: also the real-driver batch test (fakecuda_batch_gpu over tcp,
+#          no fake driver) of the last tree, once per GPUWIRE_TCP_BATCH_GPU mode
 # Logs under $OUT (default ./gpu-logs), one tarball tcp-ab-logs.tgz.
+# The lead's unattended re-run on a GPU machine, from a main checkout:
+#   OUT=/tmp/o bench/tcp_batch_ab.sh        (this tree only, REPS=3)
 set -u
 O=${OUT:-$PWD/gpu-logs}
 L=/tmp/tcp-ab
@@ -15,15 +23,18 @@ mkdir -p "$O" "$L"
 REPS=${REPS:-3}
 DUR=${DUR:-1}
 TREES=${TREES:-"this=."}
+VARIANTS=${VARIANTS:-}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 names=""
+for t in $TREES; do names="$names ${t%%=*}"; done
+last=${names##* }
 for t in $TREES; do
   n=${t%%=*} d=${t#*=}
-  names="$names $n"
-  ( cd "$d" && cmake -S . -B "$L/b-$n" -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build "$L/b-$n" -j "$(nproc)" --target gpuwire_tool ) >"$L/build-$n.log" 2>&1 &
+  tg="gpuwire_tool"
+  [ "$n" = "$last" ] && [ -n "${TEST:-}" ] && tg="gpuwire_tool fakecuda_batch_gpu"
+  ( cd "$d" && cmake -S . -B "$L/b-$n" -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build "$L/b-$n" -j "$(nproc)" --target $tg ) >"$L/build-$n.log" 2>&1 &
 done
 wait
-last=${names##* }
 for n in $names; do [ -x "$L/b-$n/gpuwire" ] || { echo "build of $n failed:"; tail -20 "$L/build-$n.log"; }; done
 gw() { # build, args -> "GB/s post_us"
   local b=$1; shift
@@ -33,15 +44,28 @@ gw() { # build, args -> "GB/s post_us"
 }
 {
   echo "# tcp staged GPU batches: $(date -u), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(nproc) CPUs, load: $(uptime | sed 's/.*load/load/')"
-  echo "# trees:$names; window 1, ${DUR}s runs, $REPS rounds alternating; columns: shape round tree GB/s post_us"
+  echo "# trees:$names; variants: ${VARIANTS:-none}; window 1, ${DUR}s runs, $REPS rounds alternating; columns: shape round tree GB/s post_us"
   for shape in ${SHAPES:-4096:16K:64M 64:1M:64M}; do
     set -- $(echo "$shape" | tr : ' ')
     for i in $(seq "$REPS"); do
       for n in $names; do echo "$1x$2 $i $n $(gw "$n" --batch "$1" --size "$2")"; done
+      for v in $VARIANTS; do
+        lab=${v%%=*} rest=${v#*=}
+        tree=${rest%%@*} envs=${rest#*@}
+        echo "$1x$2 $i $lab $(export $(echo "$envs" | tr , ' '); gw "$tree" --batch "$1" --size "$2")"
+      done
       echo "$1x$2 $i contig-$3 $(gw "$last" --size "$3")"
     done
   done
 } 2>&1 | tee "$O/tcp-ab-rounds.txt"
-awk '!/^#/ && NF >= 4 {k=$1" "$3; if ($4 > b[k]) b[k]=$4; p[k]=p[k]" "$5}
-     END {for (k in b) printf "%-28s best %6.2f GB/s  post_us%s\n", k, b[k], p[k]}' "$O/tcp-ab-rounds.txt" | sort | tee "$O/tcp-ab-best.txt"
+awk '!/^#/ && NF >= 4 {k=$1" "$3; if ($4 > b[k]) b[k]=$4; p[k]=p[k]" "$5; if ($3 ~ /^contig/ && $4 > c[$1]) c[$1]=$4}
+     END {for (k in b) {split(k, a, " "); printf "%-28s best %6.2f GB/s  x%.2f of contig  post_us%s\n", k, b[k], (c[a[1]] > 0 ? b[k] / c[a[1]] : 0), p[k]}}' \
+  "$O/tcp-ab-rounds.txt" | sort | tee "$O/tcp-ab-best.txt"
+if [ -n "${TEST:-}" ]; then
+  for m in direct scratch; do
+    GPUWIRE_TCP_BATCH_GPU=$m GPUWIRE_TRANSPORTS=tcp BATCH_GPU_EXPECT="GPU batches: copy kernel" timeout 120 \
+      "$L/b-$last/tests/fakecuda/fakecuda_batch_gpu" >"$L/test-batch-gpu-$m.log" 2>&1
+    echo "real-driver fakecuda_batch_gpu over tcp, GPUWIRE_TCP_BATCH_GPU=$m: exit $? ($(grep -E 'all checks|check\(s\) failed' "$L/test-batch-gpu-$m.log" | tr '\n' ' ' | cut -c1-300))"
+  done | tee "$O/tcp-ab-test.txt"
+fi
 tar czf "$O/tcp-ab-logs.tgz" -C "$L" --exclude='b-*' .

@@ -47,6 +47,7 @@ typedef struct tcp_gbuf {
     int dev, refs;
     uint8_t *host;
     size_t cap;
+    CUdeviceptr dscr;    /* GPUWIRE_TCP_BATCH_GPU=scratch: GPU scratch of cap bytes, mirroring host */
     CUevent *ev;         /* one per launch into this buffer, made once, reused */
     uint32_t nev, evcap; /* recorded in the current use, made */
 } tcp_gbuf_t;
@@ -147,7 +148,9 @@ typedef struct tcp_iface {
     CUstream kstream[MAX_DEV];
     tcp_gbuf_t *gfree;       /* pinned buffers kept for the next batch */
     gw_list_t kdone;         /* received batch frames whose scatter launch runs (tcp_batch.c) */
-    unsigned nkdone;         /* how many (at most TCP_KDONE_MAX once a frame starts) */
+    unsigned nkdone;         /* how many (at most kinflight once a frame starts) */
+    unsigned kinflight;      /* GPUWIRE_TCP_BATCH_INFLIGHT */
+    int bscratch;            /* GPUWIRE_TCP_BATCH_GPU=scratch: through GPU scratch and copy-engine copies */
     char bkernel[200];       /* path text: how GPU entries of batches move */
 } tcp_iface_t;
 
@@ -263,18 +266,24 @@ gw_stage_slot_t *tcp_rx_slot(conn_t *c, gw_staging_t **stp);
 int tcp_gpu_store(conn_t *c, const uint8_t *src, size_t len);
 int tcp_gpu_finish(conn_t *c);
 int tcp_kern_ready(tcp_iface_t *tif, int dev);
-/* Pinned buffers kept per iface for later batch runs, and received batch
- * frames whose scatter launch may run at once (each holds one buffer; the
- * streams' frames being received hold one each besides). */
+/* Pinned buffers kept per iface for later batch runs: at least this many,
+ * and kinflight (received batch frames whose scatter launch may run at
+ * once, each holding one buffer) plus 8 (the streams' frames being
+ * received hold one each besides). */
 #define TCP_GBUF_KEEP 16
-#define TCP_KDONE_MAX 8
 tcp_gbuf_t *tcp_gbuf_get(tcp_iface_t *tif, int dev, size_t size);
 void tcp_gbuf_put(tcp_iface_t *tif, tcp_gbuf_t *gb);
 void tcp_gbuf_free_all(tcp_iface_t *tif);
-int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, uint32_t n);
+/* tcp_kern_launch's copy-engine copy between gb's pinned buffer and its
+ * GPU scratch (GPUWIRE_TCP_BATCH_GPU=scratch) */
+enum { TCP_KCOPY_NONE, TCP_KCOPY_H2D_FIRST, TCP_KCOPY_D2H_AFTER };
+int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, uint32_t n, int copy, size_t off,
+                    size_t len);
+int tcp_gbuf_scratch(tcp_iface_t *tif, tcp_gbuf_t *gb);
 int tcp_kern_test(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev);
 gw_status_t tcp_kern_wait(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev);
 int tcp_tx_kern_pending(conn_t *c, tx_item_t *t);
+void tcp_stg_wait_retry(tcp_ep_t *ep);
 
 /* tcp_iface.c */
 void tcp_job_done(gw_tcp_job_t *j, void *arg);
