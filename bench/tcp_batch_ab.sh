@@ -58,8 +58,15 @@ gw() { # build, args -> "GB/s post_us"
     done
   done
 } 2>&1 | tee "$O/tcp-ab-rounds.txt"
-awk '!/^#/ && NF >= 4 {k=$1" "$3; if ($4 > b[k]) b[k]=$4; p[k]=p[k]" "$5; if ($3 ~ /^contig/ && $4 > c[$1]) c[$1]=$4}
-     END {for (k in b) {split(k, a, " "); printf "%-28s best %6.2f GB/s  x%.2f of contig  post_us%s\n", k, b[k], (c[a[1]] > 0 ? b[k] / c[a[1]] : 0), p[k]}}' \
+# best and median per tree or variant, each against the contiguous put's best and median
+awk '!/^#/ && NF >= 4 {k=$1" "$3; n[k]++; v[k, n[k]]=$4; p[k]=p[k]" "int($5); if ($3 ~ /^contig/) ck[$1]=k}
+     function med(k,   i, j, t, m, a) { m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i];
+       for (i = 2; i <= m; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+       return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
+     function best(k,   i, b) { b = 0; for (i = 1; i <= n[k]; i++) if (v[k, i] > b) b = v[k, i]; return b }
+     END {for (k in n) {split(k, a, " "); c = ck[a[1]];
+       printf "%-24s best %6.2f x%.2f  median %6.2f x%.2f  (GB/s, x contig)  post_us%s\n", k, best(k),
+         (c != "" && best(c) > 0 ? best(k) / best(c) : 0), med(k), (c != "" && med(c) > 0 ? med(k) / med(c) : 0), p[k]}}' \
   "$O/tcp-ab-rounds.txt" | sort | tee "$O/tcp-ab-best.txt"
 if [ -n "${TEST:-}" ]; then
   for m in direct scratch; do

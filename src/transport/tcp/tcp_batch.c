@@ -379,7 +379,7 @@ static int gather_put(tcp_ep_t *ep, const tcpb_cut_t *k, int dev, uint64_t id, i
         if (grp < kgroup && nx != k->nruns)
             continue;
         size_t gstart = g->roff[grp_first];
-        int ev = tcp_kern_launch(tif, g->gb, d + launched, (uint32_t)(kd - launched),
+        int ev = tcp_kern_launch(tif, g->gb, 0, d + launched, (uint32_t)(kd - launched),
                                  scr ? TCP_KCOPY_D2H_AFTER : TCP_KCOPY_NONE, gstart, woff - gstart);
         if (ev < 0)
             return -1;
@@ -800,7 +800,7 @@ static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
         s->gb = NULL;
         return 0;
     }
-    int ev = tcp_kern_launch(ep->tif, gb, d, kd, ep->tif->bscratch ? TCP_KCOPY_H2D_FIRST : TCP_KCOPY_NONE, 0,
+    int ev = tcp_kern_launch(ep->tif, gb, (unsigned)c->idx, d, kd, ep->tif->bscratch ? TCP_KCOPY_H2D_FIRST : TCP_KCOPY_NONE, 0,
                              (size_t)s->total);
     tcpb_kdone_t *k = ev >= 0 ? malloc(sizeof(*k)) : NULL;
     if (!k) {
@@ -1053,7 +1053,7 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
                                                    GW_MIN(g->len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
                 w += g->len;
             }
-            int ev = tcp_kern_launch(ep->tif, gb, d, kd, TCP_KCOPY_NONE, 0, 0);
+            int ev = tcp_kern_launch(ep->tif, gb, 0, d, kd, TCP_KCOPY_NONE, 0, 0);
             if (ev < 0 || tcp_kern_wait(ep->tif, gb, ev) != GW_OK) {
                 tcp_gbuf_put(ep->tif, gb);
                 tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch get failed: %s", CORE(ep)->errbuf);

@@ -265,7 +265,9 @@ int tcp_kern_ready(tcp_iface_t *tif, int dev)
     } else if (!cu || !gw_cuda_ctx_for_device(dev, eb, sizeof(eb))) {
         snprintf(why, sizeof(why), "%s", eb);
     } else {
-        CUresult r = cu->cuStreamCreate(&tif->kstream[dev], CU_STREAM_NON_BLOCKING);
+        CUresult r = CUDA_SUCCESS;
+        for (int l = 0; l < TCP_KLANES && r == CUDA_SUCCESS; l++)
+            r = cu->cuStreamCreate(&tif->kstream[dev][l], CU_STREAM_NON_BLOCKING);
         if (r == CUDA_SUCCESS) {
             tif->kstate[dev] = 1;
             snprintf(tif->bkernel, sizeof(tif->bkernel), "%s",
@@ -374,8 +376,9 @@ void tcp_gbuf_free_all(tcp_iface_t *tif)
     char eb[160];
     const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
     for (int d = 0; d < MAX_DEV; d++)
-        if (tif->kstream[d] && cu && gw_cuda_ctx_for_device(d, eb, sizeof(eb)))
-            cu->cuStreamDestroy(tif->kstream[d]);
+        for (int l = 0; l < TCP_KLANES; l++)
+            if (tif->kstream[d][l] && cu && gw_cuda_ctx_for_device(d, eb, sizeof(eb)))
+                cu->cuStreamDestroy(tif->kstream[d][l]);
 }
 
 /* gb's GPU scratch (as large as its pinned buffer, made on first use and
@@ -401,13 +404,13 @@ int tcp_gbuf_scratch(tcp_iface_t *tif, tcp_gbuf_t *gb)
 }
 
 /* Launches the copy of n descriptors (pinned, inside gb) on gb's device
- * and records an event after it; with `copy`, bytes [off, off + len) of gb
+ * on stream `lane` (modulo TCP_KLANES) and records an event after it; with `copy`, bytes [off, off + len) of gb
  * go by one copy-engine copy from its pinned buffer to its scratch before
  * the launch (TCP_KCOPY_H2D_FIRST) or back after it (TCP_KCOPY_D2H_AFTER),
  * on the same stream.  The event's index, or -1 with the error set in the
  * core. */
-int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, uint32_t n, int copy, size_t off,
-                    size_t len)
+int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, unsigned lane, const gw_copy_desc_t *d, uint32_t n, int copy,
+                    size_t off, size_t len)
 {
     gw_core_t *core = tif->super.core;
     char why[200], eb[160];
@@ -433,7 +436,7 @@ int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, u
         gw_err(core, GW_ERR_CUDA, "tcp: cuEventCreate failed: %s", gw_cuda_strerror(r, eb, sizeof(eb)));
         return -1;
     }
-    CUstream s = tif->kstream[gb->dev];
+    CUstream s = tif->kstream[gb->dev][lane % TCP_KLANES];
     if (copy == TCP_KCOPY_H2D_FIRST && len &&
         (r = cu->cuMemcpyHtoDAsync(gb->dscr + off, gb->host + off, len, s)) != CUDA_SUCCESS) {
         gw_err(core, GW_ERR_CUDA, "tcp: cuMemcpyHtoDAsync(%zu bytes of a batch run to GPU scratch) failed: %s", len,

@@ -38,6 +38,11 @@
 #define RX_INFLIGHT 2    /* host-to-device copies one stream keeps in flight */
 #define MAX_DEV 16
 
+/* CUDA streams per device that the copy kernel's launches go on: the
+ * scatters of frames received on different tcp streams run side by side
+ * (each frame's kernel is small: a few dozen blocks) */
+#define TCP_KLANES 4
+
 /* A pinned host buffer of one device that batch runs are gathered into by
  * the copy kernel (send) or received into before the kernel scatters them
  * (receive); shared by the frames of a batch, reference-counted, kept by the
@@ -145,7 +150,7 @@ typedef struct tcp_iface {
     unsigned next_worker;
     /* GPU batch runs: the copy kernel (src/cuda/copy_kernel.c) per device */
     int kstate[MAX_DEV];     /* 0 not tried, 1 usable, -1 not (bkernel says why) */
-    CUstream kstream[MAX_DEV];
+    CUstream kstream[MAX_DEV][TCP_KLANES]; /* lane 0: gathers; a received frame's scatter: its stream's lane */
     tcp_gbuf_t *gfree;       /* pinned buffers kept for the next batch */
     gw_list_t kdone;         /* received batch frames whose scatter launch runs (tcp_batch.c) */
     unsigned nkdone;         /* how many (at most kinflight once a frame starts) */
@@ -277,8 +282,8 @@ void tcp_gbuf_free_all(tcp_iface_t *tif);
 /* tcp_kern_launch's copy-engine copy between gb's pinned buffer and its
  * GPU scratch (GPUWIRE_TCP_BATCH_GPU=scratch) */
 enum { TCP_KCOPY_NONE, TCP_KCOPY_H2D_FIRST, TCP_KCOPY_D2H_AFTER };
-int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, uint32_t n, int copy, size_t off,
-                    size_t len);
+int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, unsigned lane, const gw_copy_desc_t *d, uint32_t n, int copy,
+                    size_t off, size_t len);
 int tcp_gbuf_scratch(tcp_iface_t *tif, tcp_gbuf_t *gb);
 int tcp_kern_test(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev);
 gw_status_t tcp_kern_wait(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev);
