@@ -594,6 +594,11 @@ struct tcpb_rx {
     tcpb_seg_t segs[];   /* the block's entries (put; a get response uses its op's pieces) */
 };
 
+int tcpb_rx_in_block(const conn_t *c)
+{
+    return c->brx && !c->brx->data && c->brx->dlen;
+}
+
 void tcpb_rx_drop(conn_t *c)
 {
     c->bscat = 0;

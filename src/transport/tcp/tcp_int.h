@@ -297,6 +297,7 @@ void tcp_job_done(gw_tcp_job_t *j, void *arg);
 int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap);
 gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req);
 void tcpb_rx_drop(conn_t *c);
+int tcpb_rx_in_block(const conn_t *c); /* the frame's descriptor block is being read */
 int tcpb_kdone_poll(tcp_iface_t *tif, int keep);
 void tcpb_scat_store(conn_t *c, const uint8_t *src, size_t len);
 ssize_t tcpb_scat_recv(conn_t *c, size_t want);
