@@ -23,9 +23,9 @@
  * every operation up to the batch is acknowledged); a counted one sets
  * GW_TCP_F_COUNTED on the NOTIFY frame.
  *
- * GPU memory: local GPU entries of a put are gathered into a host buffer per
- * run, received GPU-bound bytes go through the staging slots per entry (the
- * stream's GPU receive path); both use copy-engine copies, one per entry.
+ * GPU memory: runs with GPU entries are gathered (sender) and scattered
+ * (receiver) by the copy kernel through pinned buffers (below); where no
+ * kernel loads, by copy-engine copies, one per entry.
  */
 #include "transport/tcp/tcp_int.h"
 
@@ -270,82 +270,6 @@ static size_t run_dlen(uint32_t n)
     return GW_TCP_BDESC_HDR + (size_t)n * GW_TCP_BDESC_ENT;
 }
 
-/* 0: done (g->gb holds one reference for the caller); -1: failed, error set. */
-static int gather_put(tcp_ep_t *ep, const tcpb_cut_t *k, int dev, tcpb_gather_t *g)
-{
-    tcp_iface_t *tif = ep->tif;
-    memset(g, 0, sizeof(*g));
-    g->roff = malloc(k->nruns * sizeof(*g->roff));
-    g->rev = malloc(k->nruns * sizeof(*g->rev));
-    if (!g->roff || !g->rev) {
-        gw_err(CORE(ep), GW_ERR_NOMEM, "tcp: out of memory gathering a GPU batch");
-        return -1;
-    }
-    size_t off = 0, nd = 0;
-    for (uint32_t r = 0; r < k->nruns; r++) {
-        uint32_t f = k->first[r], n = k->first[r + 1] - f;
-        size_t data = 0, rd = 0;
-        for (uint32_t i = f; i < f + n; i++) {
-            data += k->pc[i].len;
-            if (k->pc[i].ldev >= 0)
-                rd += (k->pc[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
-        }
-        g->rev[r] = -1;
-        if (!rd) {
-            g->roff[r] = UINT64_MAX;
-            continue;
-        }
-        size_t dlen = run_dlen(n);
-        off = ((off + dlen + 15) & ~(size_t)15) - dlen; /* the entries' bytes 16-byte aligned (the kernel's wide path) */
-        g->roff[r] = off;
-        off += dlen + data;
-        nd += rd;
-    }
-    size_t doff = (off + 63) & ~(size_t)63;
-    g->gb = tcp_gbuf_get(tif, dev, doff + nd * sizeof(gw_copy_desc_t));
-    if (!g->gb)
-        return -1;
-    uint8_t *host = g->gb->host;
-    gw_copy_desc_t *d = (gw_copy_desc_t *)(host + doff);
-    size_t kd = 0, launched = 0, grp = 0, kgroup = KGROUP_FIRST;
-    uint32_t grp_first = 0;
-    for (uint32_t r = 0; r < k->nruns; r++) {
-        if (g->roff[r] == UINT64_MAX)
-            continue;
-        uint32_t f = k->first[r], n = k->first[r + 1] - f;
-        uint8_t *blk = host + g->roff[r], *w = blk + run_dlen(n);
-        gw_tcp_bdesc_init(blk, n);
-        for (uint32_t i = 0; i < n; i++) {
-            const tcpb_piece_t *p = &k->pc[f + i];
-            gw_tcp_bdesc_set(blk, i, p->region, p->raddr, p->len);
-            if (p->ldev < 0) {
-                memcpy(w, (const void *)(uintptr_t)p->laddr, p->len);
-            } else {
-                for (uint64_t o = 0; o < p->len; o += GW_COPY_DESC_MAX_LEN)
-                    d[kd++] = (gw_copy_desc_t){p->laddr + o, (uint64_t)(uintptr_t)(w + o),
-                                               GW_MIN(p->len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
-            }
-            w += p->len;
-            grp += p->len;
-        }
-        uint32_t nx = r + 1; /* the next run with GPU entries, if any */
-        while (nx < k->nruns && g->roff[nx] == UINT64_MAX)
-            nx++;
-        if (grp >= kgroup || nx == k->nruns) {
-            int ev = tcp_kern_launch(tif, g->gb, d + launched, (uint32_t)(kd - launched));
-            if (ev < 0)
-                return -1;
-            for (uint32_t q = grp_first; q <= r; q++)
-                g->rev[q] = ev;
-            launched = kd;
-            grp = 0;
-            grp_first = nx;
-            kgroup = GW_MIN(kgroup * 2, (size_t)KGROUP_MAX);
-        }
-    }
-    return 0;
-}
-
 static void gather_free(tcp_ep_t *ep, tcpb_gather_t *g)
 {
     tcp_gbuf_put(ep->tif, g->gb);
@@ -366,6 +290,116 @@ static int send_gathered(conn_t *c, const gw_tcp_hdr_t *h, const tcpb_gather_t *
     tcp_tx_push(c, t);
     if (!c->want_out && !c->stg_wait)
         return tcp_conn_flush(c);
+    return 0;
+}
+
+/* Lays out and gathers the runs with GPU entries, queueing each group's
+ * frames right after its launch, so that the first frames leave while
+ * later groups are still being built (they wait for their launch on the
+ * stream, tcp_tx_kern_pending; the streams of earlier groups are retried
+ * at each launch).  With GPUWIRE_TCP_BATCH_GPU=scratch the kernel gathers
+ * into gb's GPU scratch (the runs' descriptor blocks and host entries,
+ * written into the pinned buffer by the CPU, copied along by the kernel)
+ * and one copy-engine copy per group brings the group's bytes to the
+ * pinned buffer.  0: done (g->gb holds one reference for the caller);
+ * -1: failed, error set; -2: the endpoint failed while queueing (the
+ * request is completed). */
+static int gather_put(tcp_ep_t *ep, const tcpb_cut_t *k, int dev, uint64_t id, int striped, tcpb_gather_t *g)
+{
+    tcp_iface_t *tif = ep->tif;
+    memset(g, 0, sizeof(*g));
+    g->roff = malloc(k->nruns * sizeof(*g->roff));
+    g->rev = malloc(k->nruns * sizeof(*g->rev));
+    if (!g->roff || !g->rev) {
+        gw_err(CORE(ep), GW_ERR_NOMEM, "tcp: out of memory gathering a GPU batch");
+        return -1;
+    }
+    const int scr = tif->bscratch;
+    size_t off = 0, nd = 0;
+    for (uint32_t r = 0; r < k->nruns; r++) {
+        uint32_t f = k->first[r], n = k->first[r + 1] - f;
+        size_t data = 0, rd = 0, hd = 0;
+        for (uint32_t i = f; i < f + n; i++) {
+            data += k->pc[i].len;
+            if (k->pc[i].ldev >= 0)
+                rd += (k->pc[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+            else
+                hd += (k->pc[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+        }
+        g->rev[r] = -1;
+        if (!rd) {
+            g->roff[r] = UINT64_MAX;
+            continue;
+        }
+        size_t dlen = run_dlen(n);
+        off = ((off + dlen + 15) & ~(size_t)15) - dlen; /* the entries' bytes 16-byte aligned (the kernel's wide path) */
+        g->roff[r] = off;
+        off += dlen + data;
+        nd += rd + (scr ? 1 + hd : 0); /* scratch: the block and the host entries go through the kernel too */
+    }
+    size_t doff = (off + 63) & ~(size_t)63;
+    g->gb = tcp_gbuf_get(tif, dev, doff + nd * sizeof(gw_copy_desc_t));
+    if (!g->gb || (scr && tcp_gbuf_scratch(tif, g->gb) < 0))
+        return -1;
+    uint8_t *host = g->gb->host;
+    /* where the kernel writes the byte at offset o of the buffer: base + o */
+    const uint64_t base = scr ? (uint64_t)g->gb->dscr : (uint64_t)(uintptr_t)host;
+    gw_copy_desc_t *d = (gw_copy_desc_t *)(host + doff);
+    size_t kd = 0, launched = 0, grp = 0, kgroup = KGROUP_FIRST;
+    uint32_t grp_first = 0;
+    for (uint32_t r = 0; r < k->nruns; r++) {
+        if (g->roff[r] == UINT64_MAX)
+            continue;
+        if (grp == 0)
+            grp_first = r;
+        uint32_t f = k->first[r], n = k->first[r + 1] - f;
+        size_t woff = g->roff[r] + run_dlen(n);
+        uint8_t *blk = host + g->roff[r];
+        gw_tcp_bdesc_init(blk, n);
+        if (scr)
+            d[kd++] = (gw_copy_desc_t){(uint64_t)(uintptr_t)blk, base + g->roff[r], run_dlen(n)};
+        for (uint32_t i = 0; i < n; i++) {
+            const tcpb_piece_t *p = &k->pc[f + i];
+            gw_tcp_bdesc_set(blk, i, p->region, p->raddr, p->len);
+            uint64_t src = p->laddr;
+            if (p->ldev < 0) {
+                memcpy(host + woff, (const void *)(uintptr_t)p->laddr, p->len);
+                src = (uint64_t)(uintptr_t)(host + woff);
+            }
+            if (p->ldev >= 0 || scr)
+                for (uint64_t o = 0; o < p->len; o += GW_COPY_DESC_MAX_LEN)
+                    d[kd++] = (gw_copy_desc_t){src + o, base + woff + o,
+                                               GW_MIN(p->len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
+            woff += p->len;
+            grp += p->len;
+        }
+        uint32_t nx = r + 1; /* the next run with GPU entries, if any */
+        while (nx < k->nruns && g->roff[nx] == UINT64_MAX)
+            nx++;
+        if (grp < kgroup && nx != k->nruns)
+            continue;
+        size_t gstart = g->roff[grp_first];
+        int ev = tcp_kern_launch(tif, g->gb, 0, d + launched, (uint32_t)(kd - launched),
+                                 scr ? TCP_KCOPY_D2H_AFTER : TCP_KCOPY_NONE, gstart, woff - gstart);
+        if (ev < 0)
+            return -1;
+        tcp_stg_wait_retry(ep); /* earlier groups' frames whose launch is done */
+        for (uint32_t q = grp_first; q <= r; q++) {
+            if (g->roff[q] == UINT64_MAX)
+                continue;
+            g->rev[q] = ev;
+            uint32_t qn = k->first[q + 1] - k->first[q];
+            uint64_t data = 0;
+            for (uint32_t i = k->first[q]; i < k->first[q + 1]; i++)
+                data += k->pc[i].len;
+            gw_tcp_hdr_t h = {.type = GW_TCP_BPUT, .id = id, .addr = run_dlen(qn), .len = run_dlen(qn) + data};
+            if (send_gathered(striped ? tcp_least_loaded(ep) : &ep->conns[0], &h, g, q) < 0)
+                return -2;
+        }
+        launched = kd;
+        grp = 0;
+        kgroup = GW_MIN(kgroup * 2, (size_t)KGROUP_MAX);
+    }
     return 0;
 }
 
@@ -441,11 +475,13 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
             else if (d >= 0)
                 kdev = d;
         }
-        if (kdev >= 0 && !mixed && tcp_kern_ready(ep->tif, kdev) && gather_put(ep, &k, kdev, &g) != 0) {
+        int gr = kdev >= 0 && !mixed && tcp_kern_ready(ep->tif, kdev) ? gather_put(ep, &k, kdev, id, striped, &g) : 0;
+        if (gr != 0) {
             gather_free(ep, &g);
             free(k.pc);
             free(k.first);
-            tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch failed: %s", core->errbuf);
+            if (gr == -1)
+                tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch failed: %s", core->errbuf);
             return GW_OK; /* the endpoint failed and completed the request */
         }
     }
@@ -461,15 +497,8 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
     /* the frames: a run's descriptor block (and its iovecs or gathered bytes) in one allocation */
     for (uint32_t r = 0; r < k.nruns; r++) {
         uint32_t f = k.first[r], n = k.first[r + 1] - f;
-        if (g.gb && g.roff[r] != UINT64_MAX) {
-            uint64_t data = 0;
-            for (uint32_t i = f; i < f + n; i++)
-                data += k.pc[i].len;
-            gw_tcp_hdr_t h = {.type = GW_TCP_BPUT, .id = id, .addr = run_dlen(n), .len = run_dlen(n) + data};
-            if (send_gathered(striped ? tcp_least_loaded(ep) : &ep->conns[0], &h, &g, r) < 0)
-                break;
+        if (g.gb && g.roff[r] != UINT64_MAX) /* queued by gather_put */
             continue;
-        }
         size_t dlen = GW_TCP_BDESC_HDR + (size_t)n * GW_TCP_BDESC_ENT, data = 0;
         int gpu = 0;
         for (uint32_t i = f; i < f + n; i++) {
@@ -565,6 +594,11 @@ struct tcpb_rx {
     tcpb_seg_t segs[];   /* the block's entries (put; a get response uses its op's pieces) */
 };
 
+int tcpb_rx_in_block(const conn_t *c)
+{
+    return c->brx && !c->brx->data && c->brx->dlen;
+}
+
 void tcpb_rx_drop(conn_t *c)
 {
     c->bscat = 0;
@@ -634,21 +668,21 @@ static int rx_whole(conn_t *c, struct tcpb_rx *s)
     }
     if (dev < 0 || !tcp_kern_ready(ep->tif, dev))
         return 0;
-    /* Frames whose scatter runs each hold a pinned buffer: past
-     * TCP_KDONE_MAX of them the oldest are waited for (microseconds each),
-     * so that the buffers kept (TCP_GBUF_KEEP) cover every frame in flight.
+    /* Frames whose scatter runs each hold a pinned buffer: past kinflight
+     * (GPUWIRE_TCP_BATCH_INFLIGHT) of them the oldest are waited for
+     * (microseconds each), so that the buffers kept cover every frame in flight.
      * Unbounded, a 64 MiB batch had 30-60 frames in flight on the target,
      * and every one past the kept buffers cost a cuMemHostAlloc and a
      * cuMemFreeHost (milliseconds each, serialising the GPU's other work):
      * 4096 x 16 KiB fell from 5.5-6.0 GB/s to 1.5 (issue #13). */
-    if (ep->tif->nkdone >= TCP_KDONE_MAX) {
-        tcpb_kdone_poll(ep->tif, TCP_KDONE_MAX - 1);
+    if (ep->tif->nkdone >= ep->tif->kinflight) {
+        tcpb_kdone_poll(ep->tif, (int)ep->tif->kinflight - 1);
         if (gw_ep_failed(B(ep)))
             return -1;
     }
     size_t doff = ((size_t)s->total + 63) & ~(size_t)63;
     s->gb = tcp_gbuf_get(ep->tif, dev, doff + nd * sizeof(gw_copy_desc_t));
-    if (!s->gb) {
+    if (!s->gb || (ep->tif->bscratch && tcp_gbuf_scratch(ep->tif, s->gb) < 0)) {
         tcp_fail(ep, GW_ERR_CUDA, "tcp: receiving GPU entries of a batch: %s", CORE(ep)->errbuf);
         return -1;
     }
@@ -731,7 +765,9 @@ void tcpb_kdone_drop_ep(tcp_ep_t *ep)
 }
 
 /* The whole frame is in the pinned buffer: host entries by memcpy, GPU
- * entries by one launch; the frame is done when the launch is (1: left to
+ * entries by one launch (GPUWIRE_TCP_BATCH_GPU=scratch: from the GPU
+ * scratch, after one copy-engine copy of the frame's bytes into it, on the
+ * same stream); the frame is done when the launch is (1: left to
  * tcpb_kdone_poll; 0: done now, nothing launched; -1: the endpoint failed).
  * Put entries are checked again (a region deregistered meanwhile fails its
  * entries, as in mid-entry; tcp_mem_dereg lets launches in flight land). */
@@ -740,6 +776,8 @@ static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
     tcp_ep_t *ep = c->ep;
     tcp_gbuf_t *gb = s->gb;
     const uint8_t *src = gb->host;
+    /* where the kernel reads the byte at offset o of the frame's bytes: kbase + o */
+    const uint64_t kbase = ep->tif->bscratch ? (uint64_t)gb->dscr : (uint64_t)(uintptr_t)gb->host;
     gw_copy_desc_t *d = (gw_copy_desc_t *)(gb->host + (((size_t)s->total + 63) & ~(size_t)63));
     uint32_t kd = 0;
     for (uint32_t i = 0; i < s->n; i++) {
@@ -755,7 +793,7 @@ static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
             if (dev != gb->dev) /* (a region re-registered on another device meanwhile) */
                 return tcp_protocol_error(c, "batch entry %u moved to CUDA device %d during its frame", i, dev);
             for (uint64_t o = 0; o < len; o += GW_COPY_DESC_MAX_LEN)
-                d[kd++] = (gw_copy_desc_t){(uint64_t)(uintptr_t)(src + o), a + o,
+                d[kd++] = (gw_copy_desc_t){kbase + (uint64_t)(src - gb->host) + o, a + o,
                                            GW_MIN(len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
         }
         src += len;
@@ -767,7 +805,8 @@ static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
         s->gb = NULL;
         return 0;
     }
-    int ev = tcp_kern_launch(ep->tif, gb, d, kd);
+    int ev = tcp_kern_launch(ep->tif, gb, (unsigned)c->idx, d, kd, ep->tif->bscratch ? TCP_KCOPY_H2D_FIRST : TCP_KCOPY_NONE, 0,
+                             (size_t)s->total);
     tcpb_kdone_t *k = ev >= 0 ? malloc(sizeof(*k)) : NULL;
     if (!k) {
         if (ev >= 0)
@@ -1019,7 +1058,7 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
                                                    GW_MIN(g->len - o, (uint64_t)GW_COPY_DESC_MAX_LEN)};
                 w += g->len;
             }
-            int ev = tcp_kern_launch(ep->tif, gb, d, kd);
+            int ev = tcp_kern_launch(ep->tif, gb, 0, d, kd, TCP_KCOPY_NONE, 0, 0);
             if (ev < 0 || tcp_kern_wait(ep->tif, gb, ev) != GW_OK) {
                 tcp_gbuf_put(ep->tif, gb);
                 tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch get failed: %s", CORE(ep)->errbuf);

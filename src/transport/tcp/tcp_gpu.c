@@ -265,10 +265,13 @@ int tcp_kern_ready(tcp_iface_t *tif, int dev)
     } else if (!cu || !gw_cuda_ctx_for_device(dev, eb, sizeof(eb))) {
         snprintf(why, sizeof(why), "%s", eb);
     } else {
-        CUresult r = cu->cuStreamCreate(&tif->kstream[dev], CU_STREAM_NON_BLOCKING);
+        CUresult r = CUDA_SUCCESS;
+        for (int l = 0; l < TCP_KLANES && r == CUDA_SUCCESS; l++)
+            r = cu->cuStreamCreate(&tif->kstream[dev][l], CU_STREAM_NON_BLOCKING);
         if (r == CUDA_SUCCESS) {
             tif->kstate[dev] = 1;
-            snprintf(tif->bkernel, sizeof(tif->bkernel), "copy kernel");
+            snprintf(tif->bkernel, sizeof(tif->bkernel), "%s",
+                     tif->bscratch ? "copy kernel through GPU scratch" : "copy kernel");
             return 1;
         }
         snprintf(why, sizeof(why), "cuStreamCreate failed: %s", gw_cuda_strerror(r, eb, sizeof(eb)));
@@ -289,6 +292,8 @@ static void gbuf_destroy(tcp_gbuf_t *gb)
                 cu->cuEventDestroy(gb->ev[i]);
         if (gb->host)
             cu->cuMemFreeHost(gb->host);
+        if (gb->dscr)
+            cu->cuMemFree(gb->dscr);
     }
     free(gb->ev);
     free(gb);
@@ -336,7 +341,7 @@ tcp_gbuf_t *tcp_gbuf_get(tcp_iface_t *tif, int dev, size_t size)
 
 /* Drops a reference; the last one waits for the buffer's launches (a run
  * dropped by a failed endpoint may still be filling) and keeps the buffer
- * for later batches (the TCP_GBUF_KEEP most recent per iface; older ones are
+ * for later batches (the TCP_GBUF_KEEP, or kinflight + 8, most recent per iface; older ones are
  * freed: cuMemHostAlloc and cuMemFreeHost cost far more than a run).  A
  * receiving stream holds one while a frame comes in and one per frame whose
  * scatter runs. */
@@ -349,9 +354,9 @@ void tcp_gbuf_put(tcp_iface_t *tif, tcp_gbuf_t *gb)
     gb->nev = 0;
     gb->next = tif->gfree;
     tif->gfree = gb;
-    int kept = 0;
+    int kept = 0, keep = (int)GW_MAX((unsigned)TCP_GBUF_KEEP, tif->kinflight + 8);
     for (tcp_gbuf_t **p = &tif->gfree; *p;) {
-        if (++kept > TCP_GBUF_KEEP) {
+        if (++kept > keep) {
             tcp_gbuf_t *old = *p;
             *p = old->next;
             gbuf_destroy(old);
@@ -371,14 +376,41 @@ void tcp_gbuf_free_all(tcp_iface_t *tif)
     char eb[160];
     const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
     for (int d = 0; d < MAX_DEV; d++)
-        if (tif->kstream[d] && cu && gw_cuda_ctx_for_device(d, eb, sizeof(eb)))
-            cu->cuStreamDestroy(tif->kstream[d]);
+        for (int l = 0; l < TCP_KLANES; l++)
+            if (tif->kstream[d][l] && cu && gw_cuda_ctx_for_device(d, eb, sizeof(eb)))
+                cu->cuStreamDestroy(tif->kstream[d][l]);
+}
+
+/* gb's GPU scratch (as large as its pinned buffer, made on first use and
+ * kept with it).  0, or -1 with the error set in the core. */
+int tcp_gbuf_scratch(tcp_iface_t *tif, tcp_gbuf_t *gb)
+{
+    if (gb->dscr)
+        return 0;
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    if (!cu || !gw_cuda_ctx_for_device(gb->dev, eb, sizeof(eb))) {
+        gw_err(tif->super.core, GW_ERR_CUDA, "tcp: no CUDA context for device %d: %s", gb->dev, eb);
+        return -1;
+    }
+    CUresult r = cu->cuMemAlloc(&gb->dscr, gb->cap);
+    if (r != CUDA_SUCCESS) {
+        gb->dscr = 0;
+        gw_err(tif->super.core, GW_ERR_CUDA, "tcp: cuMemAlloc(%zu bytes of GPU scratch for a batch run) failed: %s",
+               gb->cap, gw_cuda_strerror(r, eb, sizeof(eb)));
+        return -1;
+    }
+    return 0;
 }
 
 /* Launches the copy of n descriptors (pinned, inside gb) on gb's device
- * and records an event after it.  The event's index, or -1 with the error
- * set in the core. */
-int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, uint32_t n)
+ * on stream `lane` (modulo TCP_KLANES) and records an event after it; with `copy`, bytes [off, off + len) of gb
+ * go by one copy-engine copy from its pinned buffer to its scratch before
+ * the launch (TCP_KCOPY_H2D_FIRST) or back after it (TCP_KCOPY_D2H_AFTER),
+ * on the same stream.  The event's index, or -1 with the error set in the
+ * core. */
+int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, unsigned lane, const gw_copy_desc_t *d, uint32_t n, int copy,
+                    size_t off, size_t len)
 {
     gw_core_t *core = tif->super.core;
     char why[200], eb[160];
@@ -404,10 +436,22 @@ int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, u
         gw_err(core, GW_ERR_CUDA, "tcp: cuEventCreate failed: %s", gw_cuda_strerror(r, eb, sizeof(eb)));
         return -1;
     }
-    CUstream s = tif->kstream[gb->dev];
+    CUstream s = tif->kstream[gb->dev][lane % TCP_KLANES];
+    if (copy == TCP_KCOPY_H2D_FIRST && len &&
+        (r = cu->cuMemcpyHtoDAsync(gb->dscr + off, gb->host + off, len, s)) != CUDA_SUCCESS) {
+        gw_err(core, GW_ERR_CUDA, "tcp: cuMemcpyHtoDAsync(%zu bytes of a batch run to GPU scratch) failed: %s", len,
+               gw_cuda_strerror(r, eb, sizeof(eb)));
+        return -1;
+    }
     gw_status_t st = gw_cuda_copy_kernel_launch(gb->dev, s, d, n, why, sizeof(why));
     if (st != GW_OK) {
         gw_err(core, st, "tcp: %s", why);
+        return -1;
+    }
+    if (copy == TCP_KCOPY_D2H_AFTER && len &&
+        (r = cu->cuMemcpyDtoHAsync(gb->host + off, gb->dscr + off, len, s)) != CUDA_SUCCESS) {
+        gw_err(core, GW_ERR_CUDA, "tcp: cuMemcpyDtoHAsync(%zu bytes of a batch run from GPU scratch) failed: %s", len,
+               gw_cuda_strerror(r, eb, sizeof(eb)));
         return -1;
     }
     if ((r = cu->cuEventRecord(gb->ev[gb->nev], s)) != CUDA_SUCCESS) {
@@ -441,6 +485,22 @@ gw_status_t tcp_kern_wait(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev)
         if (gw_now_ns() > deadline)
             return gw_err(tif->super.core, GW_ERR_CUDA, "tcp: the copy kernel of a GPU batch run did not finish within 10 s");
     return r == 1 ? GW_OK : GW_ERR_CUDA;
+}
+
+/* Flushes the streams of ep waiting for a launch or a copy (as the poller
+ * does), so that frames whose launch is done go out while a batch is still
+ * being posted. */
+void tcp_stg_wait_retry(tcp_ep_t *ep)
+{
+    for (int i = 0; i < ep->nconns; i++) {
+        conn_t *c = &ep->conns[i];
+        if (!c->stg_wait)
+            continue;
+        gw_list_del(&c->stg_link);
+        c->stg_wait = 0;
+        if (c->fd >= 0 && !c->want_out)
+            tcp_conn_flush(c);
+    }
 }
 
 /* 1 while frame t (the head of c, or one after it) waits for its gather

@@ -153,6 +153,11 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         (st = gw_settings_size(&core->settings, GW_SET_TCP_SOCKBUF, &tif->sockbuf, why, whylen)) ||
         (st = gw_settings_size(&core->settings, GW_SET_TCP_THREAD_MIN, &tif->thread_min, why, whylen)))
         goto err;
+    long kin;
+    if ((st = gw_settings_int(&core->settings, GW_SET_TCP_BATCH_INFLIGHT, &kin, why, whylen)) != GW_OK)
+        goto err;
+    tif->kinflight = (unsigned)kin;
+    tif->bscratch = !strcmp(gw_settings_str(&core->settings, GW_SET_TCP_BATCH_GPU), "scratch");
     if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto"))
         tif->threads = cpus >= 4 ? GW_MIN(tif->streams, 4) : 0;
     else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_THREADS, &tif->threads, why,

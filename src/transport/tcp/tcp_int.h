@@ -38,6 +38,11 @@
 #define RX_INFLIGHT 2    /* host-to-device copies one stream keeps in flight */
 #define MAX_DEV 16
 
+/* CUDA streams per device that the copy kernel's launches go on: the
+ * scatters of frames received on different tcp streams run side by side
+ * (each frame's kernel is small: a few dozen blocks) */
+#define TCP_KLANES 4
+
 /* A pinned host buffer of one device that batch runs are gathered into by
  * the copy kernel (send) or received into before the kernel scatters them
  * (receive); shared by the frames of a batch, reference-counted, kept by the
@@ -47,6 +52,7 @@ typedef struct tcp_gbuf {
     int dev, refs;
     uint8_t *host;
     size_t cap;
+    CUdeviceptr dscr;    /* GPUWIRE_TCP_BATCH_GPU=scratch: GPU scratch of cap bytes, mirroring host */
     CUevent *ev;         /* one per launch into this buffer, made once, reused */
     uint32_t nev, evcap; /* recorded in the current use, made */
 } tcp_gbuf_t;
@@ -144,10 +150,12 @@ typedef struct tcp_iface {
     unsigned next_worker;
     /* GPU batch runs: the copy kernel (src/cuda/copy_kernel.c) per device */
     int kstate[MAX_DEV];     /* 0 not tried, 1 usable, -1 not (bkernel says why) */
-    CUstream kstream[MAX_DEV];
+    CUstream kstream[MAX_DEV][TCP_KLANES]; /* lane 0: gathers; a received frame's scatter: its stream's lane */
     tcp_gbuf_t *gfree;       /* pinned buffers kept for the next batch */
     gw_list_t kdone;         /* received batch frames whose scatter launch runs (tcp_batch.c) */
-    unsigned nkdone;         /* how many (at most TCP_KDONE_MAX once a frame starts) */
+    unsigned nkdone;         /* how many (at most kinflight once a frame starts) */
+    unsigned kinflight;      /* GPUWIRE_TCP_BATCH_INFLIGHT */
+    int bscratch;            /* GPUWIRE_TCP_BATCH_GPU=scratch: through GPU scratch and copy-engine copies */
     char bkernel[200];       /* path text: how GPU entries of batches move */
 } tcp_iface_t;
 
@@ -263,18 +271,24 @@ gw_stage_slot_t *tcp_rx_slot(conn_t *c, gw_staging_t **stp);
 int tcp_gpu_store(conn_t *c, const uint8_t *src, size_t len);
 int tcp_gpu_finish(conn_t *c);
 int tcp_kern_ready(tcp_iface_t *tif, int dev);
-/* Pinned buffers kept per iface for later batch runs, and received batch
- * frames whose scatter launch may run at once (each holds one buffer; the
- * streams' frames being received hold one each besides). */
+/* Pinned buffers kept per iface for later batch runs: at least this many,
+ * and kinflight (received batch frames whose scatter launch may run at
+ * once, each holding one buffer) plus 8 (the streams' frames being
+ * received hold one each besides). */
 #define TCP_GBUF_KEEP 16
-#define TCP_KDONE_MAX 8
 tcp_gbuf_t *tcp_gbuf_get(tcp_iface_t *tif, int dev, size_t size);
 void tcp_gbuf_put(tcp_iface_t *tif, tcp_gbuf_t *gb);
 void tcp_gbuf_free_all(tcp_iface_t *tif);
-int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, const gw_copy_desc_t *d, uint32_t n);
+/* tcp_kern_launch's copy-engine copy between gb's pinned buffer and its
+ * GPU scratch (GPUWIRE_TCP_BATCH_GPU=scratch) */
+enum { TCP_KCOPY_NONE, TCP_KCOPY_H2D_FIRST, TCP_KCOPY_D2H_AFTER };
+int tcp_kern_launch(tcp_iface_t *tif, tcp_gbuf_t *gb, unsigned lane, const gw_copy_desc_t *d, uint32_t n, int copy,
+                    size_t off, size_t len);
+int tcp_gbuf_scratch(tcp_iface_t *tif, tcp_gbuf_t *gb);
 int tcp_kern_test(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev);
 gw_status_t tcp_kern_wait(tcp_iface_t *tif, tcp_gbuf_t *gb, int ev);
 int tcp_tx_kern_pending(conn_t *c, tx_item_t *t);
+void tcp_stg_wait_retry(tcp_ep_t *ep);
 
 /* tcp_iface.c */
 void tcp_job_done(gw_tcp_job_t *j, void *arg);
@@ -283,6 +297,7 @@ void tcp_job_done(gw_tcp_job_t *j, void *arg);
 int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap);
 gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req);
 void tcpb_rx_drop(conn_t *c);
+int tcpb_rx_in_block(const conn_t *c); /* the frame's descriptor block is being read */
 int tcpb_kdone_poll(tcp_iface_t *tif, int keep);
 void tcpb_scat_store(conn_t *c, const uint8_t *src, size_t len);
 ssize_t tcpb_scat_recv(conn_t *c, size_t want);

@@ -414,6 +414,12 @@ static void conn_readable(conn_t *c)
             size_t room = RBUF_CAP - c->rlen;
             if (c->hdr_only) /* after a worker's payload: the next header alone, its payload may be a worker's too */
                 room = GW_MIN(room, GW_TCP_HDR - GW_MIN(GW_TCP_HDR, c->rlen - c->rpos));
+            else if (c->in_payload && tcpb_rx_in_block(c))
+                /* a batch frame's descriptor block alone: the entries' bytes
+                 * behind it go straight into place (by a helper thread for a
+                 * frame of GPU entries), not through this buffer and a copy
+                 * on the progress thread (up to 256 KiB of each frame were) */
+                room = GW_MIN(room, c->remaining - GW_MIN(c->remaining, c->rlen - c->rpos));
             if (!room) {
                 c->hdr_only = 0;
                 room = RBUF_CAP - c->rlen;
