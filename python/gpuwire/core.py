@@ -40,8 +40,6 @@ _NOT_FOUND = -13
 _ALL = 0xFFFFFFFFFFFFFFFF
 _U32 = 0xFFFFFFFF
 _IDX_FORMATS = frozenset("iIlLqQnN")
-# index-array types the accelerator reads as they are (numpy.ndarray joins at first sight)
-_IDX_DIRECT = {list, tuple, type(None)}
 _kept = []      # (context handle, regions) left alive because views of them were (Context.close)
 
 
@@ -75,8 +73,6 @@ def _index_source(x, name):
     _index_array)."""
     t = type(x)
     if t is list or t is tuple or x is None or t.__module__ != "torch":
-        if t.__module__ == "numpy" and t.__name__ == "ndarray":
-            _IDX_DIRECT.add(t)          # put_pages' inline path takes it from now on
         return x
     try:        # a CPU tensor's NumPy view; the checks only when that fails
         return (x.detach() if x.requires_grad else x).numpy()
@@ -159,6 +155,8 @@ def _notify_opts(notify, counted, op):
 def _close_plans(ctx, h):
     """Closes the prepared paged transfers naming handle h (every one: None),
     before that endpoint, region or key goes: a plan holds raw handles."""
+    if _pages_forget is not None:
+        _pages_forget()             # the C put_pages/get_pages keep handles of live objects
     plans = ctx._plans
     if not plans:
         return
@@ -1150,24 +1148,9 @@ class Endpoint:
         """The paged put (KV caches): page i is the page_size bytes at
         local.addr + local_offset + lpages[i] * page_size, written to
         rkey.addr + offset + rpages[i] * page_size (lpages/rpages: list, NumPy
-        array or tensor; None: 0..count-1).  notify / counted as put_batch."""
-        F = _lib.fast
-        if (F is not None and type(local) is Memory and type(rkey) is RemoteKey and notify is None
-                and type(lpages) in _IDX_DIRECT and type(rpages) in _IDX_DIRECT
-                and (counted is None or type(counted) is int) and type(page_size) is int
-                and page_size > 0 and local_offset >= 0 and offset >= 0 and F.batch_ok):
-            # the common case inlined (the post of a KV layer; bench/python_pages.sh)
-            mh, kh, eh = local._h, rkey._h, self._h
-            if mh is not None and kh is not None and eh is not None:
-                try:        # a tracked post comes back as the Request, made in C
-                    r = F.pages(eh, 0, mh, local.addr + local_offset, lpages, kh, rkey.addr + offset,
-                                rpages, count, page_size, 0 if counted is None else 2, counted or 0,
-                                track, Request, self.ctx)
-                except ValueError as e:
-                    raise _bad(str(e)) from None
-                if type(r) is Request or r == 0:
-                    return r or None
-                self._pages_failed(r, 0)
+        array or tensor; None: 0..count-1).  notify / counted as put_batch.
+        With the accelerator built, the common case runs as a C method
+        (_install_pages below); this is the general path and its fallback."""
         return self._pages(0, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
                            notify, counted, track)
 
@@ -1585,3 +1568,26 @@ def wait_any(reqs, timeout=None):
         ctx._check(st, "wait_any")
     reqs[idx.value].done()
     return idx.value
+
+
+_PAGES_PY = (Endpoint.put_pages, Endpoint.get_pages)
+_pages_forget = None
+
+
+def _install_pages(F):
+    """Endpoint.put_pages / get_pages as the accelerator's C methods (the
+    whole call in C, no bytecode between the caller and
+    gw_xfer_pages; anything out of the common case goes to the Python
+    methods), else the Python methods; on every change of _lib.fast."""
+    global _pages_forget
+    if F is not None and F.batch_ok and hasattr(F, "method"):
+        F.bind_pages(Memory, RemoteKey, Request, *_PAGES_PY)
+        Endpoint.put_pages, Endpoint.get_pages = F.method(Endpoint, 0), F.method(Endpoint, 1)
+        _pages_forget = F.forget
+    else:
+        Endpoint.put_pages, Endpoint.get_pages = _PAGES_PY
+        _pages_forget = None
+
+
+_install_pages(_lib.fast)
+_lib.fast_hooks.append(_install_pages)
