@@ -358,6 +358,10 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
     x->has_view = 1;
     Py_buffer *v = &x->view;
     const char *f = v->format ? v->format : "B";
+    int swapped = (*f == '>' || *f == '!') == (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) && strchr("<>!", *f);
+    if (swapped)
+        return idx_bad(name, "byte order '%c' is not this machine's: give the array in native byte order "
+                       "(.astype(its dtype.newbyteorder('=')))", *f);
     if (*f == '@' || *f == '=' || *f == '<' || *f == '!' || *f == '>')
         f++;
     char k = f[0];

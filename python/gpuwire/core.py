@@ -106,6 +106,9 @@ def _index_array(x, name):
             raise _bad("%s: a %s is not an index array: give a list of ints, a 1-D NumPy array or "
                        "tensor of int32/uint32/int64/uint64, or an array('I')"
                        % (name, type(x).__name__)) from None
+        if mv.format[:1] in ("<", ">", "!") and (mv.format[0] == "<") != (sys.byteorder == "little"):
+            raise _bad("%s: byte order '%s' is not this machine's: give the array in native byte "
+                       "order (.astype(its dtype.newbyteorder('=')))" % (name, mv.format[0]))
         fmt = mv.format.lstrip("@=<>!")
         if len(fmt) != 1 or fmt not in _IDX_FORMATS or mv.itemsize not in (4, 8):
             raise _bad("%s: dtype with format '%s' (%d bytes per item): indices are int32, uint32, "
