@@ -15,6 +15,7 @@ dropped before completion is freed (the operation goes on, its completion
 is discarded), as gw_request_free() does.
 """
 import asyncio
+import collections
 import ctypes
 import functools
 import sys
@@ -502,21 +503,27 @@ class Context:
             self._check(st, "peer_unwatch")
         self._watch_cb = None
 
+    def _peer_next(self):
+        """One queued PeerEvent taken without waiting, or None."""
+        ev = _lib.PeerEvent()
+        ev.size = ctypes.sizeof(ev)
+        st = _opt("gw_peer_event_next")(self._handle(), _byref(ev))
+        if st == 0:
+            return PeerEvent(ev)
+        if st != _NOT_FOUND:
+            self._check(st, "peer_event")
+        return None
+
     def peer_event(self, timeout=0):
         """The oldest queued PeerEvent (peer_watch without a callback), waiting
         up to timeout seconds (None: no limit) on the context; None when none
         came."""
-        fn = _opt("gw_peer_event_next")
-        ev = _lib.PeerEvent()
-        ev.size = ctypes.sizeof(ev)
         h = self._handle()
         end = None if timeout is None else time.monotonic() + timeout
         while True:
-            st = fn(h, _byref(ev))
-            if st == 0:
-                return PeerEvent(ev)
-            if st != _NOT_FOUND:
-                self._check(st, "peer_event")
+            ev = self._peer_next()
+            if ev is not None:
+                return ev
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 return None
@@ -527,6 +534,31 @@ class Context:
         for each), until one does not come in time."""
         while True:
             ev = self.peer_event(timeout)
+            if ev is None:
+                return
+            yield ev
+
+    async def peer_event_async(self, timeout=None):
+        """peer_event() for asyncio: awaits the oldest queued PeerEvent while
+        the loop runs other work (the context is progressed from the loop:
+        its fd through loop.add_reader, as for an awaited Request), up to
+        timeout seconds (None: no limit); None when none came."""
+        if self._watch_cb is not None:
+            raise _bad("peer_event_async: peer_watch was given a callback, so events go to it, "
+                       "not to the queue (call peer_watch() without one)")
+        self._handle()
+        fut = _aio_driver(self).peer_wait()
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            return None         # (the cancelled wait takes no event: the next one gets it)
+
+    async def peer_events_async(self, timeout=None):
+        """`async for ev in ctx.peer_events_async():` peer events as they come
+        (peer_event_async with that timeout for each), until one does not
+        come in time."""
+        while True:
+            ev = await self.peer_event_async(timeout)
             if ev is None:
                 return
             yield ev
@@ -1451,6 +1483,7 @@ class _AioDriver:
     def __init__(self, ctx, loop):
         self.ctx, self.loop = ctx, loop
         self.waiting = {}            # Request -> Future
+        self.peer_waiting = collections.deque()     # Futures of peer_event_async, oldest first
         self.fd = ctx.fileno()
         self.reading = False
         self.timer = None
@@ -1458,11 +1491,20 @@ class _AioDriver:
     def wait(self, req):
         fut = self.loop.create_future()
         self.waiting[req] = fut
+        self._arm()
+        return fut
+
+    def peer_wait(self):
+        fut = self.loop.create_future()
+        self.peer_waiting.append(fut)
+        self._arm()
+        return fut
+
+    def _arm(self):
         if not self.reading:
             self.loop.add_reader(self.fd, self.drive)
             self.reading = True
         self.loop.call_soon(self.drive)
-        return fut
 
     def drive(self):
         ctx = self.ctx
@@ -1477,12 +1519,26 @@ class _AioDriver:
                 del self.waiting[req]
                 if not fut.done():
                     fut.set_result(None)
+        pw = self.peer_waiting
+        while pw:
+            if pw[0].done():            # cancelled (its timeout): takes no event
+                pw.popleft()
+                continue
+            try:
+                ev = ctx._peer_next()
+            except Exception as e:      # (the watch stopped, the context failed)
+                pw.popleft().set_exception(e)
+                continue
+            if ev is None:
+                break
+            pw.popleft().set_result(ev)
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.waiting:
-            # timers (peer liveness) and transports that poll run on progress calls
-            self.timer = self.loop.call_later(0.002, self.drive)
+        if self.waiting or self.peer_waiting:
+            # timers (peer liveness, directory leases) and transports that poll
+            # run on progress calls; peer events alone come seconds apart
+            self.timer = self.loop.call_later(0.002 if self.waiting else 0.02, self.drive)
         elif self.reading:
             self.loop.remove_reader(self.fd)
             self.reading = False
@@ -1497,6 +1553,10 @@ class _AioDriver:
             if not fut.done():
                 fut.set_exception(_bad("the context was closed while awaiting a request"))
         self.waiting.clear()
+        for fut in self.peer_waiting:
+            if not fut.done():
+                fut.set_exception(_bad("the context was closed while awaiting a peer event"))
+        self.peer_waiting.clear()
 
 
 def _aio_driver(ctx):
