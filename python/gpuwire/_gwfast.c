@@ -334,6 +334,28 @@ static void np_learn(PyObject *o)
     PyBuffer_Release(&v);
 }
 
+/* torch.Tensor once seen (is_tensor): a CPU tensor is read through its
+ * NumPy view (tensor.numpy(), no copy), as the package's Python path does */
+static PyTypeObject *tensor_type;
+static PyObject *s_numpy;
+
+static int is_tensor(PyObject *o)
+{
+    if (tensor_type)
+        return Py_TYPE(o) == tensor_type;
+    char tb[64];
+    if (strcmp(tname(o, tb, sizeof(tb)), "Tensor") != 0)
+        return 0;
+    PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__");
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8AndSize(mod, NULL) : NULL;
+    int yes = m && strcmp(m, "torch") == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    if (yes)
+        tensor_type = (PyTypeObject *)Py_NewRef((PyObject *)Py_TYPE(o));
+    return yes;
+}
+
 static int idx_get(PyObject *o, const char *name, idx_t *x)
 {
     memset(x, 0, sizeof(*x));
@@ -341,6 +363,17 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
         return 0;
     if (PyList_Check(o) || PyTuple_Check(o))
         return idx_from_seq(o, name, x);
+    if (!PyObject_CheckBuffer(o) && is_tensor(o)) {
+        PyObject *f = PyObject_GetAttr(o, s_numpy), *arr = f ? PyObject_CallNoArgs(f) : NULL;
+        Py_XDECREF(f);
+        if (!arr) { /* (CUDA, requires_grad, a dtype NumPy lacks: the package's Python path says which) */
+            PyErr_Clear();
+            return idx_bad(name, "a tensor without a NumPy view");
+        }
+        int r = idx_get(arr, name, x);
+        Py_DECREF(arr); /* held by x (x->held or x->view) while needed */
+        return r;
+    }
     if (np_state == 0)
         np_learn(o);
     const void *np_p;
@@ -897,7 +930,7 @@ static int arg_size(PyObject *o, size_t *out)
 /* An index-array argument the fast path reads as it is */
 static int idx_direct(PyObject *o)
 {
-    return o == Py_None || PyList_CheckExact(o) || PyTuple_CheckExact(o) || PyObject_CheckBuffer(o);
+    return o == Py_None || PyList_CheckExact(o) || PyTuple_CheckExact(o) || PyObject_CheckBuffer(o) || is_tensor(o);
 }
 
 /* The Python method with the same arguments (the limited API of 3.11 has no
@@ -1080,12 +1113,13 @@ PyMODINIT_FUNC PyInit__gwfast(void)
     s_zero = PyLong_FromLong(0);
     s_inprogress = PyLong_FromLong(GW_INPROGRESS);
     s_addr = PyUnicode_InternFromString("addr");
+    s_numpy = PyUnicode_InternFromString("numpy");
     s_lctx = s_ctx;
     for (int i = 0; i < 11; i++)
         if (!(s_kw[i] = PyUnicode_InternFromString(kw_names[i])))
             return NULL;
     if (!s_ctx || !s_h || !s_keep || !s_status || !s_nbytes || !s_tag || !s_detail || !s_empty || !s_zero ||
-        !s_inprogress || !s_addr)
+        !s_inprogress || !s_addr || !s_numpy)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     PyObject *t = m ? PyType_FromSpec(&plan_spec) : NULL;
