@@ -2,8 +2,11 @@
 the Python side of bench/python_pages.sh: posts the same paged puts (counted
 notification, tracked; BURST posted back to back, each timed alone, then
 waited for) as py_pages.c through `import gpuwire`: ep.put_pages() with the
-index arrays given as NumPy uint32 arrays, int32 tensors and lists, and a
-plan prepared once (ep.prepare_put_pages) posted with plan.post(), in rounds
+index arrays given as NumPy uint32 arrays (the same two arrays each post,
+and "fresh": new copies made before each post, outside the timing, as a
+block table computed per step), int64 NumPy arrays, int32 tensors and
+lists, and a plan prepared once (ep.prepare_put_pages) posted with
+plan.post(), in rounds
 that alternate with the same posts from a C loop in this process (EXT_DIR's
 pages_loop), and prints each against the C figures."""
 import statistics
@@ -31,7 +34,7 @@ assert ep.transport == tl, ep.info()
 i = np.arange(pages, dtype=np.uint64)
 lp = ((i * 7919) % pages).astype(np.uint32)       # the arrays py_pages.c builds
 rp = ((i * 40503 + 17) % pages).astype(np.uint32)
-kinds = {"numpy": (lp, rp)}
+kinds = {"numpy": (lp, rp), "fresh": "fresh", "int64": (lp.astype(np.int64), rp.astype(np.int64))}
 try:
     import torch
     kinds["tensor"] = (torch.from_numpy(lp.astype(np.int32)), torch.from_numpy(rp.astype(np.int32)))
@@ -41,12 +44,14 @@ kinds["list"] = (lp.tolist(), rp.tolist())
 kinds["prepared"] = None        # ep.prepare_put_pages(...) once, then plan.post()
 
 
-def py_round(a, b):
+def py_round(a, b=None):
     post = []
-    pc, put_pages = time.perf_counter_ns, ep.put_pages
+    pc, put_pages, fresh = time.perf_counter_ns, ep.put_pages, isinstance(a, str)
     for _ in range(rounds):
         reqs = []
         for _ in range(burst):
+            if fresh:
+                a, b = lp.copy(), rp.copy()
             t0 = pc()
             r = put_pages(sm, rk, page, a, b, counted=1)
             t1 = pc()
@@ -96,7 +101,7 @@ for path in ("accelerator", "ctypes"):
     for _ in range(alt):                                 # alternating: load hits both alike
         c_all += c_round()
         for k, ab in kinds.items():
-            py_all[k] += plan_round() if ab is None else py_round(*ab)
+            py_all[k] += plan_round() if ab is None else py_round(ab) if isinstance(ab, str) else py_round(*ab)
     cb, cm = summary(c_all)
     print("-- package path: %s (%d x %d x %d posts each)" % (path, alt, rounds, burst))
     print("%-10s %10s %10s %12s %12s %9s %9s" % ("indices", "best ns", "median ns", "C-loop best",
@@ -108,6 +113,7 @@ for path in ("accelerator", "ctypes"):
         print("separate C program (before): post best %.0f ns, median %.0f ns"
               % (cprog["post"], cprog["post_med"]))
         for k, what in (("numpy", "put_pages(), NumPy indices"),
+                        ("fresh", "put_pages(), new NumPy indices per post"),
                         ("prepared", "prepare_put_pages() once, post()")):
             b, m = summary(py_all[k])
             print("%d-entry paged post from Python (%s) / from C in-process: best %.3f, "

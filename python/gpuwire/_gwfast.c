@@ -153,12 +153,14 @@ typedef struct idx {
     uint32_t *owned;     /* a converted copy, freed by idx_release */
     Py_buffer view;
     int has_view;
+    PyObject *held;      /* a NumPy array read in place (np_read), held until idx_release */
 } idx_t;
 
 static void idx_release(idx_t *x)
 {
     if (x->has_view)
         PyBuffer_Release(&x->view);
+    Py_XDECREF(x->held);
     free(x->owned);
     memset(x, 0, sizeof(*x));
 }
@@ -219,6 +221,141 @@ static int idx_from_seq(PyObject *o, const char *name, idx_t *x)
     return 0;
 }
 
+/* n integers of `size` (4 or 8) bytes at p as uint32 indices: in place when
+ * 4 bytes wide (a pass for negatives when signed), else a checked copy */
+static int idx_check(const void *p, Py_ssize_t n, int size, int is_signed, const char *name, idx_t *x)
+{
+    x->n = n;
+    if (size == 4) {
+        if (is_signed) {
+            const int32_t *s = p;
+            for (Py_ssize_t i = 0; i < n; i++)
+                if (s[i] < 0)
+                    return idx_bad(name, "item %zd is negative (%d)", i, (int)s[i]);
+        }
+        x->p = p;
+        return 0;
+    }
+    x->owned = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (!x->owned) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const uint64_t *u = p;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (is_signed && (int64_t)u[i] < 0)
+            return idx_bad(name, "item %zd is negative (%lld)", i, (long long)(int64_t)u[i]);
+        if (u[i] > UINT32_MAX)
+            return idx_bad(name, "item %zd is %llu: an index is at most 4294967295", i, (unsigned long long)u[i]);
+        x->owned[i] = (uint32_t)u[i];
+    }
+    x->p = x->owned;
+    return 0;
+}
+
+/* A NumPy array read in place.  Exporting its buffer runs NumPy's format
+ * code (a dozen pages of code and data, each cold after a wait, and a
+ * malloc) for what sits in the array object: its data pointer, shape,
+ * strides and the type character of its dtype.  Those fields are NumPy's C
+ * ABI (PyArrayObject_fields and the head of PyArray_Descr, the same in
+ * NumPy 1.x and 2.x; every compiled NumPy extension reads them through its
+ * macros).  This module does not build against NumPy, so the layout is
+ * checked against the buffer protocol on the first array seen (np_learn);
+ * when it differs, every array goes through the buffer protocol.  Only the
+ * plain case is read here (1-D, contiguous, native byte order, 4- or 8-byte
+ * integers); anything else goes through the buffer protocol and its checks. */
+typedef struct np_arr {
+    PyObject ob_base;
+    char *data;
+    int nd;
+    Py_ssize_t *dims, *strides;
+    PyObject *base, *descr;
+} np_arr_t;
+typedef struct np_descr {
+    PyObject ob_base;
+    PyTypeObject *typeobj;
+    char kind, type, byteorder;
+} np_descr_t;
+static PyTypeObject *np_type; /* numpy.ndarray once learned */
+static int np_state;          /* 0 not yet seen, 1 learned, -1 layout differs: buffer protocol only */
+
+/* 1 with the array's data, length, item size and signedness when o is a
+ * plain index array; 0 when o is to go through the buffer protocol */
+static int np_read(PyObject *o, const void **p, Py_ssize_t *n, int *size, int *is_signed)
+{
+    const np_arr_t *a = (const np_arr_t *)o;
+    const np_descr_t *d = (const np_descr_t *)a->descr;
+    if (a->nd != 1 || !d)
+        return 0;
+    char t = d->type;
+    int sz = t == 'i' || t == 'I' ? 4 : t == 'l' || t == 'L' ? (int)sizeof(long) : t == 'q' || t == 'Q' ? 8 : 0;
+    if (!sz || !(d->byteorder == '=' || d->byteorder == '|' || (d->byteorder == '<' && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)))
+        return 0;
+    if (a->dims[0] > 1 && a->strides[0] != sz)
+        return 0;
+    *p = a->data;
+    *n = a->dims[0];
+    *size = sz;
+    *is_signed = t == 'i' || t == 'l' || t == 'q';
+    return 1;
+}
+
+/* The first numpy.ndarray seen: does np_read agree with its buffer? */
+static void np_learn(PyObject *o)
+{
+    char tb[64];
+    PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__");
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8AndSize(mod, NULL) : NULL;
+    int is_nd = m && strcmp(m, "numpy") == 0 && strcmp(tname(o, tb, sizeof(tb)), "ndarray") == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    if (!is_nd)
+        return;
+    Py_buffer v;
+    if (PyObject_GetBuffer(o, &v, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
+        PyErr_Clear();
+        return;
+    }
+    const void *p;
+    Py_ssize_t n;
+    int size, sgn;
+    const char *f = v.format ? v.format : "B";
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
+    int got = np_read(o, &p, &n, &size, &sgn);
+    int want = v.ndim == 1 && f[0] && !f[1] && strchr("iIlLqQ", f[0]) && (v.itemsize == 4 || v.itemsize == 8) &&
+               (v.shape[0] <= 1 || v.strides[0] == v.itemsize);
+    if (want && got && p == v.buf && n == v.shape[0] && size == v.itemsize && sgn == !!strchr("ilq", f[0])) {
+        np_type = (PyTypeObject *)Py_NewRef((PyObject *)Py_TYPE(o));
+        np_state = 1;
+    } else if (want || got) {
+        np_state = -1; /* read otherwise than its buffer says: the layout is not what np_read assumes */
+    }
+    PyBuffer_Release(&v);
+}
+
+/* torch.Tensor once seen (is_tensor): a CPU tensor is read through its
+ * NumPy view (tensor.numpy(), no copy), as the package's Python path does */
+static PyTypeObject *tensor_type;
+static PyObject *s_numpy;
+
+static int is_tensor(PyObject *o)
+{
+    if (tensor_type)
+        return Py_TYPE(o) == tensor_type;
+    char tb[64];
+    if (strcmp(tname(o, tb, sizeof(tb)), "Tensor") != 0)
+        return 0;
+    PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__");
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8AndSize(mod, NULL) : NULL;
+    int yes = m && strcmp(m, "torch") == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    if (yes)
+        tensor_type = (PyTypeObject *)Py_NewRef((PyObject *)Py_TYPE(o));
+    return yes;
+}
+
 static int idx_get(PyObject *o, const char *name, idx_t *x)
 {
     memset(x, 0, sizeof(*x));
@@ -226,6 +363,25 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
         return 0;
     if (PyList_Check(o) || PyTuple_Check(o))
         return idx_from_seq(o, name, x);
+    if (!PyObject_CheckBuffer(o) && is_tensor(o)) {
+        PyObject *f = PyObject_GetAttr(o, s_numpy), *arr = f ? PyObject_CallNoArgs(f) : NULL;
+        Py_XDECREF(f);
+        if (!arr) { /* (CUDA, requires_grad, a dtype NumPy lacks: the package's Python path says which) */
+            PyErr_Clear();
+            return idx_bad(name, "a tensor without a NumPy view");
+        }
+        int r = idx_get(arr, name, x);
+        Py_DECREF(arr); /* held by x (x->held or x->view) while needed */
+        return r;
+    }
+    if (np_state == 0)
+        np_learn(o);
+    const void *np_p;
+    int np_size, np_sgn;
+    if (np_state == 1 && Py_TYPE(o) == np_type && np_read(o, &np_p, &x->n, &np_size, &np_sgn)) {
+        x->held = Py_NewRef(o); /* (its data stays while held: NumPy refuses to resize a shared array) */
+        return idx_check(np_p, x->n, np_size, np_sgn, name, x);
+    }
     if (PyObject_GetBuffer(o, &x->view, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
         char tb[64];
         PyErr_Clear();
@@ -235,6 +391,10 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
     x->has_view = 1;
     Py_buffer *v = &x->view;
     const char *f = v->format ? v->format : "B";
+    int swapped = (*f == '>' || *f == '!') == (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) && strchr("<>!", *f);
+    if (swapped)
+        return idx_bad(name, "byte order '%c' is not this machine's: give the array in native byte order "
+                       "(.astype(its dtype.newbyteorder('=')))", *f);
     if (*f == '@' || *f == '=' || *f == '<' || *f == '!' || *f == '>')
         f++;
     char k = f[0];
@@ -247,34 +407,8 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
     if (v->strides && v->shape[0] > 1 && v->strides[0] != v->itemsize)
         return idx_bad(name, "not contiguous (stride %zd bytes, item %zd bytes): use a contiguous copy",
                        v->strides[0], v->itemsize);
-    Py_ssize_t n = v->shape[0];
-    int is_signed = k == 'i' || k == 'l' || k == 'q' || k == 'n';
-    x->n = n;
-    if (v->itemsize == 4) {
-        if (is_signed) {
-            const int32_t *s = v->buf;
-            for (Py_ssize_t i = 0; i < n; i++)
-                if (s[i] < 0)
-                    return idx_bad(name, "item %zd is negative (%d)", i, (int)s[i]);
-        }
-        x->p = v->buf;
-        return 0;
-    }
-    x->owned = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    if (!x->owned) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    const uint64_t *u = v->buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (is_signed && (int64_t)u[i] < 0)
-            return idx_bad(name, "item %zd is negative (%lld)", i, (long long)(int64_t)u[i]);
-        if (u[i] > UINT32_MAX)
-            return idx_bad(name, "item %zd is %llu: an index is at most 4294967295", i, (unsigned long long)u[i]);
-        x->owned[i] = (uint32_t)u[i];
-    }
-    x->p = x->owned;
-    return 0;
+    x->n = v->shape[0];
+    return idx_check(v->buf, x->n, (int)v->itemsize, k == 'i' || k == 'l' || k == 'q' || k == 'n', name, x);
 }
 
 /* The number of entries: both arrays given -> equal lengths; one -> its
@@ -551,20 +685,52 @@ static PyObject *plan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
  * __init__ sets them (ctx, _h, _keep, status, nbytes, tag, detail). */
 static PyObject *s_zero, *s_ctx, *s_h, *s_keep, *s_status, *s_nbytes, *s_tag, *s_detail, *s_empty, *s_inprogress;
 
+/* The class's slot descriptors, looked up once per class: setting each
+ * through its own __set__ skips the attribute lookup by name (a type-cache
+ * probe per name, each on its own cold page right after a wait) */
+static PyObject *rq_cls, *rq_desc[7];
+static descrsetfunc rq_set[7];
+
+static int request_slots(PyObject *cls)
+{
+    PyObject *names[7] = {s_ctx, s_h, s_keep, s_status, s_nbytes, s_tag, s_detail};
+    PyObject *d[7] = {NULL};
+    for (int i = 0; i < 7; i++) {
+        d[i] = PyObject_GetAttr(cls, names[i]);
+        descrsetfunc f = d[i] ? (descrsetfunc)PyType_GetSlot(Py_TYPE(d[i]), Py_tp_descr_set) : NULL;
+        if (!f) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "the request class has no slot %R", names[i]);
+            for (int j = 0; j <= i; j++)
+                Py_XDECREF(d[j]);
+            return -1;
+        }
+        rq_set[i] = f;
+    }
+    for (int i = 0; i < 7; i++) {
+        Py_XDECREF(rq_desc[i]);
+        rq_desc[i] = d[i];
+    }
+    Py_XDECREF(rq_cls);
+    rq_cls = Py_NewRef(cls);
+    return 0;
+}
+
 static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject *nbytes)
 {
     PyTypeObject *tp = (PyTypeObject *)cls;
+    if (cls != rq_cls && request_slots(cls) != 0)
+        return NULL;
     allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
     PyObject *r = alloc ? alloc(tp, 0) : NULL;
     if (!r)
         return NULL;
-    if (PyObject_GenericSetAttr(r, s_ctx, ctx) || PyObject_GenericSetAttr(r, s_h, h) ||
-        PyObject_GenericSetAttr(r, s_keep, Py_None) || PyObject_GenericSetAttr(r, s_status, s_inprogress) ||
-        PyObject_GenericSetAttr(r, s_nbytes, nbytes) || PyObject_GenericSetAttr(r, s_tag, s_zero) ||
-        PyObject_GenericSetAttr(r, s_detail, s_empty)) {
-        Py_DECREF(r);
-        return NULL;
-    }
+    PyObject *v[7] = {ctx, h, Py_None, s_inprogress, nbytes, s_zero, s_empty};
+    for (int i = 0; i < 7; i++)
+        if (rq_set[i](rq_desc[i], r, v[i]) != 0) {
+            Py_DECREF(r);
+            return NULL;
+        }
     return r;
 }
 
@@ -672,6 +838,251 @@ static PyType_Slot plan_slots[] = {
 static PyType_Spec plan_spec = {"gpuwire._gwfast.Pages", sizeof(pages_plan_t), 0,
                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, plan_slots};
 
+/* ---- Endpoint.put_pages / get_pages as C methods --------------------------------- */
+/* The per-call paged post with fresh index arrays: the whole method in C, so
+ * a post runs no bytecode at all (after a wait that moved megabytes, every
+ * cache line and branch of interpreted code is cold: the Python method's
+ * checks cost more than the 4096-entry gw_xfer_pages call they guard, see
+ * docs/PERFORMANCE.md).  The common case (a Memory, a RemoteKey, index
+ * arrays that are None, lists, tuples or buffers, int sizes and offsets,
+ * `counted` or no notification) is handled here; any other argument, any
+ * argument the checks here refuse, and a refused post go to the Python
+ * method (core.py), which gives the same result or raises the exception
+ * naming the problem.  bind_pages(Memory, RemoteKey, Request, put_py,
+ * get_py) names the classes and the Python methods; method(Endpoint, op)
+ * makes the class attribute. */
+static PyObject *c_mem_cls, *c_rkey_cls, *c_req_cls, *c_slow[2];
+static PyObject *s_addr, *s_lctx, *s_kw[11];
+/* keyword names in the order of the put form; the get form lacks notify and counted */
+static const char *const kw_names[11] = {"local", "rkey", "page_size", "lpages", "rpages", "count",
+                                         "local_offset", "offset", "notify", "counted", "track"};
+
+/* What the method reads from the endpoint, region and key objects (their
+ * handles, addresses, the context), kept for the last (endpoint, region,
+ * key) triples: reading six attributes through their instance dicts
+ * touches a dozen cold pages per post, this one line.  The pointers are
+ * borrowed: each object is held by its context (regions, endpoints) or
+ * endpoint (keys) until closed, and closing any of them, or the context,
+ * empties this (forget(), from core._close_plans), as rebinding does. */
+typedef struct res {
+    PyObject *ep, *local, *rkey, *ctx; /* borrowed; ep NULL: empty */
+    void *eh, *mh, *kh;
+    char *la;
+    uint64_t ra;
+} res_t;
+#define RES_N 16
+static res_t res_cache[RES_N];
+
+static PyObject *forget(PyObject *self, PyObject *unused)
+{
+    memset(res_cache, 0, sizeof(res_cache));
+    Py_RETURN_NONE;
+}
+
+static PyObject *bind_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    memset(res_cache, 0, sizeof(res_cache));
+    if (n != 5) {
+        PyErr_SetString(PyExc_TypeError, "bind_pages(Memory, RemoteKey, Request, put_pages, get_pages)");
+        return NULL;
+    }
+    PyObject **dst[5] = {&c_mem_cls, &c_rkey_cls, &c_req_cls, &c_slow[0], &c_slow[1]};
+    for (int i = 0; i < 5; i++) {
+        PyObject *old = *dst[i];
+        *dst[i] = Py_NewRef(a[i]);
+        Py_XDECREF(old);
+    }
+    Py_RETURN_NONE;
+}
+
+/* An attribute that must be an int handle/address: 0 and *out, or -1 (no
+ * exception left set) when missing, None or not an exact int */
+static int attr_ptr(PyObject *o, PyObject *name, void **out)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (!v || !PyLong_CheckExact(v)) {
+        Py_XDECREF(v);
+        PyErr_Clear();
+        return -1;
+    }
+    *out = PyLong_AsVoidPtr(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+/* A non-negative exact int argument, or -1 (nothing set) */
+static int arg_size(PyObject *o, size_t *out)
+{
+    if (!PyLong_CheckExact(o))
+        return -1;
+    *out = PyLong_AsSize_t(o);
+    if (*out == (size_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+/* An index-array argument the fast path reads as it is */
+static int idx_direct(PyObject *o)
+{
+    return o == Py_None || PyList_CheckExact(o) || PyTuple_CheckExact(o) || PyObject_CheckBuffer(o) || is_tensor(o);
+}
+
+/* The Python method with the same arguments (the limited API of 3.11 has no
+ * PyObject_Vectorcall: a tuple and a dict, on this path only) */
+static PyObject *slow_call(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    PyObject *t = PyTuple_New(nargs + 1), *kw = nkw ? PyDict_New() : NULL, *r = NULL;
+    if (!t || (nkw && !kw))
+        goto out;
+    PyTuple_SetItem(t, 0, Py_NewRef(ep)); /* steals */
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SetItem(t, i + 1, Py_NewRef(args[i]));
+    for (Py_ssize_t k = 0; k < nkw; k++)
+        if (PyDict_SetItem(kw, PyTuple_GetItem(kwnames, k), args[nargs + k]) != 0)
+            goto out;
+    r = PyObject_Call(c_slow[op], t, kw);
+out:
+    Py_XDECREF(t);
+    Py_XDECREF(kw);
+    return r;
+}
+
+static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int nparam = op ? 9 : 11;
+    if (!c_slow[op]) {
+        PyErr_SetString(PyExc_RuntimeError, "_gwfast.bind_pages() was not called");
+        return NULL;
+    }
+    /* the arguments by position of the put form (local .. track) */
+    PyObject *v[11] = {NULL, NULL, NULL, Py_None, Py_None, Py_None, NULL, NULL, Py_None, Py_None, Py_True};
+    if (nargs > nparam)
+        return slow_call(op, ep, args, nargs, kwnames);
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[op && i == 8 ? 10 : i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k); /* borrowed; interned by the caller's code */
+        int at = -1;
+        for (int j = 0; j < 11 && at < 0; j++)
+            if (name == s_kw[j])
+                at = j;
+        int given = op ? (at == 10 ? nargs > 8 : at < nargs) : at < nargs; /* also by position */
+        if (at < 0 || (op && (at == 8 || at == 9)) || given)
+            return slow_call(op, ep, args, nargs, kwnames); /* unknown, repeated: Python says so */
+        v[at] = args[nargs + k];
+    }
+    PyObject *local = v[0], *rkey = v[1];
+    if (!local || !rkey || !v[2] || v[8] != Py_None || !idx_direct(v[3]) || !idx_direct(v[4]))
+        return slow_call(op, ep, args, nargs, kwnames);
+    size_t page = 0, loff = 0, roff = 0;
+    unsigned long long value = 0;
+    int track = PyObject_IsTrue(v[10]);
+    if (track < 0)
+        return NULL;
+    if (arg_size(v[2], &page) || !page || (v[6] && arg_size(v[6], &loff)) || (v[7] && arg_size(v[7], &roff)))
+        return slow_call(op, ep, args, nargs, kwnames);
+    if (v[9] != Py_None) {
+        if (!PyLong_CheckExact(v[9]))
+            return slow_call(op, ep, args, nargs, kwnames);
+        value = PyLong_AsUnsignedLongLong(v[9]);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return slow_call(op, ep, args, nargs, kwnames);
+        }
+    }
+    res_t *c = &res_cache[((uintptr_t)local >> 4 ^ (uintptr_t)rkey >> 6 ^ (uintptr_t)ep >> 8) % RES_N];
+    if (c->ep != ep || c->local != local || c->rkey != rkey) { /* (a hit: the very objects) */
+        void *eh, *mh, *kh, *la, *ra;
+        if (Py_TYPE(local) != (PyTypeObject *)c_mem_cls || Py_TYPE(rkey) != (PyTypeObject *)c_rkey_cls ||
+            attr_ptr(ep, s_h, &eh) || attr_ptr(local, s_h, &mh) || attr_ptr(rkey, s_h, &kh) ||
+            attr_ptr(local, s_addr, &la) || attr_ptr(rkey, s_addr, &ra) || !eh || !mh || !kh)
+            return slow_call(op, ep, args, nargs, kwnames); /* closed: Python names which */
+        PyObject *ctx = PyObject_GetAttr(ep, s_lctx);
+        if (!ctx)
+            return NULL;
+        Py_DECREF(ctx); /* held by the endpoint */
+        *c = (res_t){.ep = ep, .local = local, .rkey = rkey, .ctx = ctx, .eh = eh, .mh = mh, .kh = kh,
+                     .la = la, .ra = (uint64_t)(uintptr_t)ra};
+    }
+    void *eh = c->eh, *mh = c->mh, *kh = c->kh;
+    char *la = c->la;
+    uint64_t ra = c->ra;
+    PyObject *ctx = c->ctx;
+    idx_t li, ri;
+    size_t count = 0;
+    if (idx_both(v[3], v[4], v[5], "lpages", "rpages", &li, &ri, &count) != 0) {
+        PyErr_Clear();  /* the Python method raises it as InvalidArgument */
+        return slow_call(op, ep, args, nargs, kwnames);
+    }
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = 2, .value = value};
+    int notify = v[9] != Py_None;
+    gw_request_t *req = NULL;
+    gw_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = f_pages(eh, op, mh, la + loff, li.p, kh, ra + roff, ri.p, count, page,
+                 notify ? &o : NULL, track ? &req : NULL);
+    Py_END_ALLOW_THREADS
+    idx_release(&li);
+    idx_release(&ri);
+    if (st != GW_OK) { /* refused: the Python method raises, naming the entry at fault */
+        PyObject *r = PyObject_CallMethod(ep, "_pages_failed", "ii", (int)st, op);
+        if (r) {
+            Py_DECREF(r);
+            PyErr_Format(PyExc_RuntimeError, "gw_xfer_pages failed with status %d", (int)st);
+        }
+        return NULL;
+    }
+    if (!track)
+        Py_RETURN_NONE;
+    PyObject *h = PyLong_FromVoidPtr(req), *nb = h ? PyLong_FromSize_t(count * page) : NULL;
+    PyObject *r = nb ? new_request(c_req_cls, ctx, h, nb) : NULL;
+    Py_XDECREF(h);
+    Py_XDECREF(nb);
+    if (!r)
+        f_free(req);
+    return r;
+}
+
+static PyObject *ep_put_pages(PyObject *ep, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return ep_pages(0, ep, a, n, kw);
+}
+
+static PyObject *ep_get_pages(PyObject *ep, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return ep_pages(1, ep, a, n, kw);
+}
+
+static PyMethodDef ep_defs[2] = {
+    {"put_pages", (PyCFunction)(void (*)(void))ep_put_pages, METH_FASTCALL | METH_KEYWORDS,
+     "the paged put (see Endpoint.put_pages in core.py)"},
+    {"get_pages", (PyCFunction)(void (*)(void))ep_get_pages, METH_FASTCALL | METH_KEYWORDS,
+     "the paged get (see Endpoint.get_pages in core.py)"}};
+
+/* method(cls, op) -> the C method as a method descriptor of cls (op 0
+ * put_pages, 1 get_pages): the class attribute that the interpreter calls
+ * with the instance as self, as it calls the methods of built-in types (no
+ * bound method made per call) */
+static PyObject *make_method(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (n != 2 || !PyType_Check(a[0])) {
+        PyErr_SetString(PyExc_TypeError, "method(cls, op)");
+        return NULL;
+    }
+    long op = PyLong_AsLong(a[1]);
+    if (op < 0 || op > 1)
+        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "op: 0 or 1"), NULL);
+    return PyDescr_NewMethod((PyTypeObject *)a[0], &ep_defs[op]);
+}
+
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))fast_init, METH_FASTCALL, "bind the library's functions"},
     {"rma", (PyCFunction)(void (*)(void))fast_rma, METH_FASTCALL, "put/get/put_notify"},
@@ -679,6 +1090,11 @@ static PyMethodDef methods[] = {
      "wait, then free unless still in progress or failed"},
     {"batch", (PyCFunction)(void (*)(void))fast_batch, METH_FASTCALL, "gw_xfer_batch with index arrays"},
     {"pages", (PyCFunction)(void (*)(void))fast_pages, METH_FASTCALL, "gw_xfer_pages with page arrays"},
+    {"bind_pages", (PyCFunction)(void (*)(void))bind_pages, METH_FASTCALL,
+     "bind_pages(Memory, RemoteKey, Request, put_pages, get_pages): for method()"},
+    {"method", (PyCFunction)(void (*)(void))make_method, METH_FASTCALL,
+     "method(cls, op): put_pages (0) or get_pages (1) as a method of cls"},
+    {"forget", forget, METH_NOARGS, "drop what the C put_pages/get_pages keep of endpoints, regions and keys (on any close)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gwfast", NULL, -1, methods,
@@ -696,8 +1112,14 @@ PyMODINIT_FUNC PyInit__gwfast(void)
     s_empty = PyUnicode_FromString("");
     s_zero = PyLong_FromLong(0);
     s_inprogress = PyLong_FromLong(GW_INPROGRESS);
+    s_addr = PyUnicode_InternFromString("addr");
+    s_numpy = PyUnicode_InternFromString("numpy");
+    s_lctx = s_ctx;
+    for (int i = 0; i < 11; i++)
+        if (!(s_kw[i] = PyUnicode_InternFromString(kw_names[i])))
+            return NULL;
     if (!s_ctx || !s_h || !s_keep || !s_status || !s_nbytes || !s_tag || !s_detail || !s_empty || !s_zero ||
-        !s_inprogress)
+        !s_inprogress || !s_addr || !s_numpy)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     PyObject *t = m ? PyType_FromSpec(&plan_spec) : NULL;

@@ -188,6 +188,7 @@ def need(name):
 lib = None
 path = None
 fast = None      # the _gwfast accelerator module when found (see find_fast)
+fast_hooks = []  # called with the accelerator (or None) whenever find_fast changes it
 
 
 def _candidates(explicit):
@@ -245,8 +246,14 @@ def find_fast(enable=True):
     loaded library; enable=False goes back to ctypes for every call."""
     global fast
     fast = None
-    if not enable or lib is None:
-        return None
+    if enable and lib is not None:
+        fast = _find_fast()
+    for hook in fast_hooks:
+        hook(fast)
+    return fast
+
+
+def _find_fast():
     import importlib.util
     for d in _fast_dirs():
         f = os.path.join(d, "_gwfast.abi3.so")
@@ -267,6 +274,5 @@ def find_fast(enable=True):
         except TypeError:       # an accelerator built before the batched API
             continue
         mod.batch_ok = hasattr(lib, "gw_xfer_batch") and hasattr(lib, "gw_xfer_pages")
-        fast = mod
         return mod
     return None

@@ -15,6 +15,7 @@ dropped before completion is freed (the operation goes on, its completion
 is discarded), as gw_request_free() does.
 """
 import asyncio
+import collections
 import ctypes
 import functools
 import sys
@@ -40,8 +41,6 @@ _NOT_FOUND = -13
 _ALL = 0xFFFFFFFFFFFFFFFF
 _U32 = 0xFFFFFFFF
 _IDX_FORMATS = frozenset("iIlLqQnN")
-# index-array types the accelerator reads as they are (numpy.ndarray joins at first sight)
-_IDX_DIRECT = {list, tuple, type(None)}
 _kept = []      # (context handle, regions) left alive because views of them were (Context.close)
 
 
@@ -75,8 +74,6 @@ def _index_source(x, name):
     _index_array)."""
     t = type(x)
     if t is list or t is tuple or x is None or t.__module__ != "torch":
-        if t.__module__ == "numpy" and t.__name__ == "ndarray":
-            _IDX_DIRECT.add(t)          # put_pages' inline path takes it from now on
         return x
     try:        # a CPU tensor's NumPy view; the checks only when that fails
         return (x.detach() if x.requires_grad else x).numpy()
@@ -110,6 +107,9 @@ def _index_array(x, name):
             raise _bad("%s: a %s is not an index array: give a list of ints, a 1-D NumPy array or "
                        "tensor of int32/uint32/int64/uint64, or an array('I')"
                        % (name, type(x).__name__)) from None
+        if mv.format[:1] in ("<", ">", "!") and (mv.format[0] == "<") != (sys.byteorder == "little"):
+            raise _bad("%s: byte order '%s' is not this machine's: give the array in native byte "
+                       "order (.astype(its dtype.newbyteorder('=')))" % (name, mv.format[0]))
         fmt = mv.format.lstrip("@=<>!")
         if len(fmt) != 1 or fmt not in _IDX_FORMATS or mv.itemsize not in (4, 8):
             raise _bad("%s: dtype with format '%s' (%d bytes per item): indices are int32, uint32, "
@@ -159,6 +159,8 @@ def _notify_opts(notify, counted, op):
 def _close_plans(ctx, h):
     """Closes the prepared paged transfers naming handle h (every one: None),
     before that endpoint, region or key goes: a plan holds raw handles."""
+    if _pages_forget is not None:
+        _pages_forget()             # the C put_pages/get_pages keep handles of live objects
     plans = ctx._plans
     if not plans:
         return
@@ -501,21 +503,27 @@ class Context:
             self._check(st, "peer_unwatch")
         self._watch_cb = None
 
+    def _peer_next(self):
+        """One queued PeerEvent taken without waiting, or None."""
+        ev = _lib.PeerEvent()
+        ev.size = ctypes.sizeof(ev)
+        st = _opt("gw_peer_event_next")(self._handle(), _byref(ev))
+        if st == 0:
+            return PeerEvent(ev)
+        if st != _NOT_FOUND:
+            self._check(st, "peer_event")
+        return None
+
     def peer_event(self, timeout=0):
         """The oldest queued PeerEvent (peer_watch without a callback), waiting
         up to timeout seconds (None: no limit) on the context; None when none
         came."""
-        fn = _opt("gw_peer_event_next")
-        ev = _lib.PeerEvent()
-        ev.size = ctypes.sizeof(ev)
         h = self._handle()
         end = None if timeout is None else time.monotonic() + timeout
         while True:
-            st = fn(h, _byref(ev))
-            if st == 0:
-                return PeerEvent(ev)
-            if st != _NOT_FOUND:
-                self._check(st, "peer_event")
+            ev = self._peer_next()
+            if ev is not None:
+                return ev
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 return None
@@ -526,6 +534,31 @@ class Context:
         for each), until one does not come in time."""
         while True:
             ev = self.peer_event(timeout)
+            if ev is None:
+                return
+            yield ev
+
+    async def peer_event_async(self, timeout=None):
+        """peer_event() for asyncio: awaits the oldest queued PeerEvent while
+        the loop runs other work (the context is progressed from the loop:
+        its fd through loop.add_reader, as for an awaited Request), up to
+        timeout seconds (None: no limit); None when none came."""
+        if self._watch_cb is not None:
+            raise _bad("peer_event_async: peer_watch was given a callback, so events go to it, "
+                       "not to the queue (call peer_watch() without one)")
+        self._handle()
+        fut = _aio_driver(self).peer_wait()
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            return None         # (the cancelled wait takes no event: the next one gets it)
+
+    async def peer_events_async(self, timeout=None):
+        """`async for ev in ctx.peer_events_async():` peer events as they come
+        (peer_event_async with that timeout for each), until one does not
+        come in time."""
+        while True:
+            ev = await self.peer_event_async(timeout)
             if ev is None:
                 return
             yield ev
@@ -1150,24 +1183,9 @@ class Endpoint:
         """The paged put (KV caches): page i is the page_size bytes at
         local.addr + local_offset + lpages[i] * page_size, written to
         rkey.addr + offset + rpages[i] * page_size (lpages/rpages: list, NumPy
-        array or tensor; None: 0..count-1).  notify / counted as put_batch."""
-        F = _lib.fast
-        if (F is not None and type(local) is Memory and type(rkey) is RemoteKey and notify is None
-                and type(lpages) in _IDX_DIRECT and type(rpages) in _IDX_DIRECT
-                and (counted is None or type(counted) is int) and type(page_size) is int
-                and page_size > 0 and local_offset >= 0 and offset >= 0 and F.batch_ok):
-            # the common case inlined (the post of a KV layer; bench/python_pages.sh)
-            mh, kh, eh = local._h, rkey._h, self._h
-            if mh is not None and kh is not None and eh is not None:
-                try:        # a tracked post comes back as the Request, made in C
-                    r = F.pages(eh, 0, mh, local.addr + local_offset, lpages, kh, rkey.addr + offset,
-                                rpages, count, page_size, 0 if counted is None else 2, counted or 0,
-                                track, Request, self.ctx)
-                except ValueError as e:
-                    raise _bad(str(e)) from None
-                if type(r) is Request or r == 0:
-                    return r or None
-                self._pages_failed(r, 0)
+        array or tensor; None: 0..count-1).  notify / counted as put_batch.
+        With the accelerator built, the common case runs as a C method
+        (_install_pages below); this is the general path and its fallback."""
         return self._pages(0, local, rkey, page_size, lpages, rpages, count, local_offset, offset,
                            notify, counted, track)
 
@@ -1465,6 +1483,7 @@ class _AioDriver:
     def __init__(self, ctx, loop):
         self.ctx, self.loop = ctx, loop
         self.waiting = {}            # Request -> Future
+        self.peer_waiting = collections.deque()     # Futures of peer_event_async, oldest first
         self.fd = ctx.fileno()
         self.reading = False
         self.timer = None
@@ -1472,11 +1491,20 @@ class _AioDriver:
     def wait(self, req):
         fut = self.loop.create_future()
         self.waiting[req] = fut
+        self._arm()
+        return fut
+
+    def peer_wait(self):
+        fut = self.loop.create_future()
+        self.peer_waiting.append(fut)
+        self._arm()
+        return fut
+
+    def _arm(self):
         if not self.reading:
             self.loop.add_reader(self.fd, self.drive)
             self.reading = True
         self.loop.call_soon(self.drive)
-        return fut
 
     def drive(self):
         ctx = self.ctx
@@ -1491,12 +1519,26 @@ class _AioDriver:
                 del self.waiting[req]
                 if not fut.done():
                     fut.set_result(None)
+        pw = self.peer_waiting
+        while pw:
+            if pw[0].done():            # cancelled (its timeout): takes no event
+                pw.popleft()
+                continue
+            try:
+                ev = ctx._peer_next()
+            except Exception as e:      # (the watch stopped, the context failed)
+                pw.popleft().set_exception(e)
+                continue
+            if ev is None:
+                break
+            pw.popleft().set_result(ev)
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.waiting:
-            # timers (peer liveness) and transports that poll run on progress calls
-            self.timer = self.loop.call_later(0.002, self.drive)
+        if self.waiting or self.peer_waiting:
+            # timers (peer liveness, directory leases) and transports that poll
+            # run on progress calls; peer events alone come seconds apart
+            self.timer = self.loop.call_later(0.002 if self.waiting else 0.02, self.drive)
         elif self.reading:
             self.loop.remove_reader(self.fd)
             self.reading = False
@@ -1511,6 +1553,10 @@ class _AioDriver:
             if not fut.done():
                 fut.set_exception(_bad("the context was closed while awaiting a request"))
         self.waiting.clear()
+        for fut in self.peer_waiting:
+            if not fut.done():
+                fut.set_exception(_bad("the context was closed while awaiting a peer event"))
+        self.peer_waiting.clear()
 
 
 def _aio_driver(ctx):
@@ -1585,3 +1631,26 @@ def wait_any(reqs, timeout=None):
         ctx._check(st, "wait_any")
     reqs[idx.value].done()
     return idx.value
+
+
+_PAGES_PY = (Endpoint.put_pages, Endpoint.get_pages)
+_pages_forget = None
+
+
+def _install_pages(F):
+    """Endpoint.put_pages / get_pages as the accelerator's C methods (the
+    whole call in C, no bytecode between the caller and
+    gw_xfer_pages; anything out of the common case goes to the Python
+    methods), else the Python methods; on every change of _lib.fast."""
+    global _pages_forget
+    if F is not None and F.batch_ok and hasattr(F, "method"):
+        F.bind_pages(Memory, RemoteKey, Request, *_PAGES_PY)
+        Endpoint.put_pages, Endpoint.get_pages = F.method(Endpoint, 0), F.method(Endpoint, 1)
+        _pages_forget = F.forget
+    else:
+        Endpoint.put_pages, Endpoint.get_pages = _PAGES_PY
+        _pages_forget = None
+
+
+_install_pages(_lib.fast)
+_lib.fast_hooks.append(_install_pages)

@@ -290,3 +290,50 @@ def test_prepared_pages(pair, path):
     again = pair.eb.prepare_put_pages(sm, rk, PAGE, [0], [0])
     rk.close()
     assert again.closed and bad.closed
+
+
+def test_put_pages_c_method(pair, path):
+    """put_pages/get_pages as the accelerator's C methods: arguments by
+    keyword in any order, alternating regions and keys (the handles it
+    keeps), int64 and big-endian NumPy arrays, and regions and keys closed
+    after a post raising (not crashing) at the next one."""
+    from gpuwire import core
+    kind = type(core.Endpoint.__dict__["put_pages"]).__name__
+    assert kind == ("method_descriptor" if path == "accelerator" else "function")
+    n = 8
+    dst, rk, src, sm = paged_setup(pair, n)
+    dst2 = np.zeros(n * PAGE, dtype=np.uint8)
+    rk2 = pair.key_to_b(pair.a.register(dst2))
+    src2 = (np.arange(n * PAGE, dtype=np.uint64) * 40503 >> 3).astype(np.uint8)
+    sm2 = pair.b.register(src2)
+    eb = pair.eb
+    serve = pair.serve_a()          # the target progresses (tcp completes puts on its answer)
+    lp, rp = np.array([7, 0, 5], dtype=np.int64), np.array([1, 2, 3], dtype=np.uint32)
+    reqs = [eb.put_pages(sm, rk, PAGE, lp, rp),
+            eb.put_pages(rpages=rp[::-1].copy(), lpages=lp, page_size=PAGE, rkey=rk2, local=sm2),
+            eb.put_pages(sm2, rk, PAGE, [4], [6], None, 0, 0, None, None, True),
+            eb.put_pages(sm, rk2, PAGE, lpages=[1], rpages=np.array([0], dtype=np.int32), track=True)]
+    assert [r.wait(20) for r in reqs] == [3 * PAGE, 3 * PAGE, PAGE, PAGE]
+    for (d, s, lps, rps) in ((dst, src, [7, 0, 5], [1, 2, 3]), (dst2, src2, [7, 0, 5], [3, 2, 1])):
+        for a, b in zip(lps, rps):
+            assert (d[b * PAGE:(b + 1) * PAGE] == s[a * PAGE:(a + 1) * PAGE]).all()
+    assert (dst[6 * PAGE:7 * PAGE] == src2[4 * PAGE:5 * PAGE]).all()
+    assert (dst2[:PAGE] == src[PAGE:2 * PAGE]).all()
+    with pytest.raises(TypeError):
+        eb.put_pages(sm, rk, PAGE, [0], [0], bogus=1)
+    with pytest.raises(gpuwire.InvalidArgument, match="lpages: byte order '>' is not this machine's"):
+        eb.put_pages(sm, rk, PAGE, np.array([0, 1], dtype=">u4"), [0, 1])
+    # a paged get, track by position
+    back = np.zeros(PAGE, dtype=np.uint8)
+    assert eb.get_pages(pair.b.register(back), rk, PAGE, [0], [6], None, 0, 0, True).wait(20) == PAGE
+    assert (back == dst[6 * PAGE:7 * PAGE]).all()
+    # closed after a post: the next one says which, nothing crashes
+    sm2.close()
+    with pytest.raises(gpuwire.InvalidArgument, match="local memory region is closed"):
+        eb.put_pages(sm2, rk2, PAGE, [0], [0])
+    rk2.close()
+    with pytest.raises(gpuwire.InvalidArgument, match="remote key is closed"):
+        eb.put_pages(sm, rk2, PAGE, [0], [0])
+    eb.put_pages(sm, rk, PAGE, [2], [0]).wait(20)
+    serve()
+    assert (dst[:PAGE] == src[2 * PAGE:3 * PAGE]).all()

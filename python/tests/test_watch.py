@@ -4,6 +4,7 @@ through the queue (peer_event / peer_events) and through a callback run by
 progress().  The directory is a private etcd started here (skipped without
 the etcd binary, as tests/names/names_etcd does); the peer-to-peer form has
 no watch and says so."""
+import asyncio
 import os
 import shutil
 import signal
@@ -113,6 +114,26 @@ def test_peer_to_peer_form_has_no_watch(monkeypatch):
         assert ctx.peer_event() is None                  # nothing queued, no waiting
 
 
+def test_peer_event_async_times_out_and_ends_with_the_context(monkeypatch):
+    """No directory here: nothing comes, so the awaited event times out
+    (None), and a wait still pending when the context closes raises."""
+    monkeypatch.delenv("GPUWIRE_DIRECTORY", raising=False)
+
+    async def main():
+        ctx = gpuwire.Context(transports="tcp")
+        t0 = time.monotonic()
+        assert await ctx.peer_event_async(0.2) is None
+        assert 0.15 < time.monotonic() - t0 < 5
+        assert [e async for e in ctx.peer_events_async(0.05)] == []
+        pending = asyncio.ensure_future(ctx.peer_event_async())
+        await asyncio.sleep(0.05)
+        assert not pending.done()
+        ctx.close()
+        with pytest.raises(gpuwire.InvalidArgument, match="closed while awaiting a peer event"):
+            await pending
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
 def test_left_and_back_queue_and_callback(etcd):
     with gpuwire.Context(transports="tcp") as q, gpuwire.Context(transports="tcp") as c:
         q.peer_watch(all=True)                           # every agent, queued
@@ -152,3 +173,42 @@ def test_left_and_back_queue_and_callback(etcd):
         assert q.peer_event() is None                    # stopped: queued ones discarded
         with pytest.raises(RuntimeError, match="callback saw pyw"):
             events_until(c, lambda: False, 10)
+
+
+def test_peer_events_asyncio(etcd):
+    """peer_event_async / peer_events_async: the events of the queue awaited
+    from an asyncio loop that keeps running other tasks meanwhile (the
+    context progressed from the loop through its fd), and a watch with a
+    callback refused with a clear error."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        with gpuwire.Context(transports="tcp") as q:
+            q.peer_watch(all=True)
+            assert await q.peer_event_async(0.1) is None
+            ticks = [0]
+
+            async def ticker():
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks[0] += 1
+            tick = asyncio.ensure_future(ticker())
+            a = await loop.run_in_executor(None, start_agent, "pya")
+            try:
+                ev = await q.peer_event_async(10)
+                assert ev is not None and ev.type == "back" and ev.name == "pya", ev
+                before = ticks[0]
+                kill(a)                                  # its lease (TTL 2 s) runs out
+                left = None
+                async for e in q.peer_events_async(10):
+                    if e.name == "pya" and e.type == "left":
+                        left = e
+                        break
+                assert left is not None, "no 'left' event within 10 s of SIGKILL"
+                assert ticks[0] > before + 20, "the loop did not run while awaiting"
+            finally:
+                kill(a)
+                tick.cancel()
+            q.peer_watch(callback=lambda e: None)
+            with pytest.raises(gpuwire.InvalidArgument, match="peer_watch was given a callback"):
+                await q.peer_event_async(0.1)
+    asyncio.run(asyncio.wait_for(main(), 60))
