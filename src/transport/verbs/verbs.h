@@ -547,8 +547,18 @@ int gw_verbs_stg_progress(gw_verbs_ep_t *ep, batch_t *b);
 void gw_verbs_stg_slot_drop(gw_verbs_stgeng_t *e, gw_stage_slot_t *s);
 int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);
 int gw_verbs_stg_batch_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);
+/* A chunk request with a piece list (a staged batch's chunk): the 64-byte
+ * request (p[3] bit SREQ_LIST; at p + 36 the bytes of all pieces), at
+ * p + 40 the magic, p + 44 the version (u16), p + 46 the count (u16), then
+ * count pieces of owner address (u64), initiator address (u64), length
+ * (u32, > 0), initiator rkey (u32). */
+#define GW_VERBS_SREQ_BYTES 64
+#define GW_VERBS_SBLIST_MAGIC 0x47575342u /* "GWSB" */
+#define GW_VERBS_SBLIST_VERSION 1
+#define GW_VERBS_SBLIST_PIECE 24
+#define GW_VERBS_SBLIST_MAX 256 /* (64 + 256 * 24 fits a bounce slot) */
 /* The wire check of a chunk request's piece list (fuzzed): GW_OK with the
- * count, else why. */
+ * count, else GW_ERR_PROTOCOL and why. */
 gw_status_t gw_verbs_sblist_check(const uint8_t *p, uint32_t bytes, uint32_t *n, char *why, size_t whylen);
 
 /* verbs_batch.c */

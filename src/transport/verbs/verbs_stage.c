@@ -73,13 +73,13 @@ typedef struct gw_verbs_sreq {
                                 * may use (NULL where the region's own serves) */
 } gw_verbs_sreq_t;
 
-#define SREQ_BYTES 64
+#define SREQ_BYTES GW_VERBS_SREQ_BYTES
 #define SREQ_EAGER 1u                             /* p[3]: the payload follows the request */
 #define SREQ_LIST 2u                              /* p[3]: a piece list follows the request */
-#define SBLIST_MAGIC 0x47575342u                  /* "GWSB" at p + 40 */
-#define SBLIST_VERSION 1                          /* at p + 44; the count at p + 46 */
-#define SBLIST_PIECE 24                           /* taddr u64, iaddr u64, len u32, irkey u32 */
-#define SBLIST_MAX 256                            /* pieces per chunk (64 + 256 * 24 fits a slot) */
+#define SBLIST_MAGIC GW_VERBS_SBLIST_MAGIC
+#define SBLIST_VERSION GW_VERBS_SBLIST_VERSION
+#define SBLIST_PIECE GW_VERBS_SBLIST_PIECE
+#define SBLIST_MAX GW_VERBS_SBLIST_MAX
 #define STG_EAGER_MAX (GW_VERBS_SLOT - SREQ_BYTES) /* puts this small to a staged owner carry their data */
 
 int gw_verbs_mem_staged(const gw_mem_t *m)
