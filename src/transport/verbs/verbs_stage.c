@@ -651,6 +651,45 @@ static void stg_eager(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 }
 
 /* Starts new chunks of sr while slots, credits and queue room allow. */
+/* A free chunk record and, with a staged local side, a bounce slot with its
+ * MR for sr's next chunk: 1, or 0 (none free now, or sr failed). */
+static int stg_chunk_claim(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, unsigned *ci, gw_stage_slot_t **slot)
+{
+    for (*ci = 0; *ci < GW_VERBS_STG_CHUNKS && ep->schunk[*ci].sr; (*ci)++)
+        ;
+    if (*ci == GW_VERBS_STG_CHUNKS)
+        return 0;
+    *slot = NULL;
+    if (sr->lstaged) {
+        *slot = gw_staging_acquire(sr->eng->st);
+        if (!*slot)
+            return 0;
+        if (!stg_slot_mr(ep->vif, sr->eng, *slot)) {
+            gw_staging_release(sr->eng->st, *slot);
+            *slot = NULL;
+            stg_fail(sr, sr->next, GW_ERR_VERBS, ep_core(ep)->errbuf);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Takes chunk ci for the next n bytes of sr. */
+static gw_verbs_schunk_t *stg_chunk_take(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, unsigned ci, gw_stage_slot_t *slot,
+                                         uint64_t n)
+{
+    gw_verbs_schunk_t *ch = &ep->schunk[ci];
+    ch->sr = sr;
+    ep->stg_live = 1;
+    ch->slot = slot;
+    ch->off = sr->next;
+    ch->len = (uint32_t)n;
+    ch->remote = 0;
+    sr->next += n;
+    sr->inflight++;
+    return ch;
+}
+
 /* Cuts and starts new chunks of a staged batch while slots, credits and queue room allow. */
 static void vbs_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 {
@@ -659,21 +698,9 @@ static void vbs_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
         if (!qp_room(ep, b, 0) || (sr->rstaged && (ep->stg_credits >= GW_VERBS_STG_CREDITS || !ep->nsfree)))
             return;
         unsigned ci;
-        for (ci = 0; ci < GW_VERBS_STG_CHUNKS && ep->schunk[ci].sr; ci++)
-            ;
-        if (ci == GW_VERBS_STG_CHUNKS)
-            return;
         gw_stage_slot_t *slot = NULL;
-        if (sr->lstaged) {
-            slot = gw_staging_acquire(sr->eng->st);
-            if (!slot)
-                return;
-            if (!stg_slot_mr(ep->vif, sr->eng, slot)) {
-                gw_staging_release(sr->eng->st, slot);
-                stg_fail(sr, sr->next, GW_ERR_VERBS, ep_core(ep)->errbuf);
-                return;
-            }
-        }
+        if (!stg_chunk_claim(ep, sr, &ci, &slot))
+            return;
         uint64_t cap = sr->lstaged ? gw_staging_chunk(sr->eng->st) : GW_MAX_STG_HOST_CHUNK;
         uint32_t i = sr->bent, rreg0 = bt->ent[sr->bent].rreg;
         uint64_t o = sr->boff, n = 0;
@@ -695,20 +722,12 @@ static void vbs_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
             stg_fail(sr, sr->next, GW_ERR_INVALID_KEY, why);
             return;
         }
-        gw_verbs_schunk_t *ch = &ep->schunk[ci];
-        ch->sr = sr;
-        ep->stg_live = 1;
-        ch->slot = slot;
-        ch->off = sr->next;
-        ch->len = (uint32_t)n;
-        ch->remote = 0;
+        gw_verbs_schunk_t *ch = stg_chunk_take(ep, sr, ci, slot, n);
         ch->e0 = ch->pe = sr->bent;
         ch->eoff0 = ch->poff = sr->boff;
         ch->pdone = ch->wrs = 0;
         sr->bent = i;
         sr->boff = o;
-        sr->next += n;
-        sr->inflight++;
         if (sr->dir == 0 && sr->lstaged) {
             gw_status_t st = vbs_slot_copy(sr, ch, 0);
             if (st != GW_OK) {
@@ -762,30 +781,10 @@ static void stg_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
         if (!qp_room(ep, b, 0) || (sr->rstaged && !ep->nsfree))
             return;
         unsigned ci;
-        for (ci = 0; ci < GW_VERBS_STG_CHUNKS && ep->schunk[ci].sr; ci++)
-            ;
-        if (ci == GW_VERBS_STG_CHUNKS)
-            return;
         gw_stage_slot_t *slot = NULL;
-        if (sr->lstaged) {
-            slot = gw_staging_acquire(sr->eng->st);
-            if (!slot)
-                return;
-            if (!stg_slot_mr(ep->vif, sr->eng, slot)) {
-                gw_staging_release(sr->eng->st, slot);
-                stg_fail(sr, sr->next, GW_ERR_VERBS, ep_core(ep)->errbuf);
-                return;
-            }
-        }
-        gw_verbs_schunk_t *ch = &ep->schunk[ci];
-        ch->sr = sr;
-        ep->stg_live = 1;
-        ch->slot = slot;
-        ch->off = sr->next;
-        ch->len = (uint32_t)n;
-        ch->remote = 0;
-        sr->next += n;
-        sr->inflight++;
+        if (!stg_chunk_claim(ep, sr, &ci, &slot))
+            return;
+        gw_verbs_schunk_t *ch = stg_chunk_take(ep, sr, ci, slot, n);
         if (sr->dir == 0 && sr->lstaged) {
             gw_status_t st = gw_staging_d2h(sr->eng->st, slot, (const uint8_t *)sr->req->buf + ch->off, n);
             if (st != GW_OK) {
