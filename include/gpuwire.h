@@ -24,6 +24,9 @@
  *    It returns GW_ERR_BUSY while remote keys unpacked on it are alive.
  *  - A request belongs to the caller until gw_request_free(); its status stays
  *    readable after its endpoint is gone.
+ *  - When a peer exits or closes, what it sent that completed at its side
+ *    before it went is still delivered: the endpoint fails (GW_ERR_CONN_RESET)
+ *    only after the transport has drained what had already arrived.
  *  - Every destroy/close/free function accepts NULL and does nothing.
  *
  * Threading: a context and everything under it must be used by one thread at

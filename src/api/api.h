@@ -16,6 +16,10 @@ struct gw_context {
     int tl_order[GW_TL_COUNT];       /* allowed transports, preference order */
     int tl_norder;
     gw_list_t eps, listeners, mems;
+    /* endpoints whose control connection closed in this progress pass; they
+     * fail at the end of the pass, after the transports have drained what the
+     * peer delivered before it closed (api/ep.c gw_api_ep_ctl_reap) */
+    gw_list_t ctl_gone;
     size_t n_eps, n_listeners, n_mems;
     uint8_t auth_secret[256];
     size_t auth_secret_len;
@@ -47,6 +51,9 @@ gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned a
 /* Progress until done(arg) or timeout_ms (-1: none); GW_ERR_TIMEOUT. */
 /* api_ext.c: gw_request_free() withdraws a receive no message matched. */
 void gw_api_withdraw_freed(gw_request_t *req);
+/* ep.c: fail the endpoints whose control connection closed, after polling the
+ * transports until they have nothing more to complete (bounded). */
+void gw_api_ep_ctl_reap(gw_context_t *ctx);
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms);
 
 typedef enum gw_ep_state {
@@ -75,6 +82,7 @@ struct gw_ep {
     struct gw_listener *listener; /* accepted from, while queued */
     int ctl_fd;        /* handshake socket kept for liveness when the transport did not adopt it */
     gw_io_t ctl_io;
+    gw_list_t gone_link; /* on ctx->ctl_gone while its failure waits for the drain */
     /* names (api/names.c): the peer agent's table from READY, its name and
      * epoch; newer_epoch is set when that agent restarted (its keys are void) */
     uint8_t *peer_table;

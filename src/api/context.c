@@ -135,6 +135,7 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     if (st != GW_OK)
         goto err_free;
     gw_list_init(&ctx->eps);
+    gw_list_init(&ctx->ctl_gone);
     gw_list_init(&ctx->listeners);
     gw_list_init(&ctx->mems);
     gw_hmap_init(&ctx->tokens);
@@ -244,6 +245,8 @@ int gw_progress(gw_context_t *ctx)
     if (!ctx)
         return GW_ERR_INVALID;
     int n = gw_core_dispatch(&ctx->core, 0);
+    if (!gw_list_empty(&ctx->ctl_gone))
+        gw_api_ep_ctl_reap(ctx);
     return n < 0 ? GW_ERR_SYSTEM : n;
 }
 

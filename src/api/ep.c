@@ -29,6 +29,7 @@ gw_ep_t *gw_api_ep_new(gw_context_t *ctx, const char *peer)
     ep->tl_id = -1;
     ep->ctl_fd = -1;
     gw_list_init(&ep->link);
+    gw_list_init(&ep->gone_link);
     return ep;
 }
 
@@ -38,6 +39,7 @@ void gw_api_ep_free(gw_ep_t *ep)
         ep->ops->ep_destroy(ep->tl);
     ep->tl = NULL;
     gw_ep_fail(&ep->base, GW_ERR_CANCELED, "endpoint closed");
+    gw_list_del(&ep->gone_link);
     if (ep->ctl_fd >= 0) {
         gw_io_del(&ep->ctx->core, &ep->ctl_io);
         close(ep->ctl_fd);
@@ -63,8 +65,28 @@ static void ctl_event(void *arg, uint32_t events)
     gw_io_del(&ep->ctx->core, &ep->ctl_io);
     close(ep->ctl_fd);
     ep->ctl_fd = -1;
-    if (ep->state == GW_EP_READY)
-        gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "control connection to %s closed (peer exited?)", ep->base.peer);
+    /* The peer may have closed right after its last message completed: that
+     * message's completion can sit in our CQ while this event runs first (fd
+     * callbacks run before the pollers).  Failing now would flush the receive
+     * it completes, so the failure waits for the end of the pass. */
+    if (ep->state == GW_EP_READY && gw_list_empty(&ep->gone_link))
+        gw_list_push_back(&ep->ctx->ctl_gone, &ep->gone_link);
+}
+
+void gw_api_ep_ctl_reap(gw_context_t *ctx)
+{
+    /* the pollers ran once in this pass; run them until idle (bounded, so an
+     * endpoint streaming without pause cannot postpone the failure) */
+    for (int i = 0; i < 64 && gw_core_poll(&ctx->core) > 0; i++)
+        ;
+    gw_list_t *l;
+    while ((l = gw_list_first(&ctx->ctl_gone)) != NULL) {
+        gw_list_del(l);
+        gw_ep_t *ep = gw_container_of(l, gw_ep_t, gone_link);
+        if (ep->state == GW_EP_READY)
+            gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "control connection to %s closed (peer exited?)",
+                       ep->base.peer);
+    }
 }
 
 void gw_api_ep_keep_ctl(gw_ep_t *ep, int fd)

@@ -222,6 +222,12 @@ int gw_core_dispatch(gw_core_t *c, int timeout_ms)
             count++;
         }
     }
+    return count + gw_core_poll(c);
+}
+
+int gw_core_poll(gw_core_t *c)
+{
+    int count = 0;
     for (int i = 0; i < c->npollers; i++)
         count += c->pollers[i](c->poller_args[i]);
     return count;

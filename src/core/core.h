@@ -87,5 +87,7 @@ void gw_core_wake(gw_core_t *c);
 
 /* Waits up to timeout_ms for events and dispatches them; returns the count. */
 int gw_core_dispatch(gw_core_t *c, int timeout_ms);
+/* Run the pollers once (no epoll); the count of what they completed. */
+int gw_core_poll(gw_core_t *c);
 
 #endif
