@@ -11,8 +11,14 @@
 #    bench/verbs_batch.sh.
 # Every measurement is one operation in flight at a time (post, wait), best
 # of REPS (default 3) runs of DUR seconds (default 1), the three kinds
-# alternating so that machine load hits them alike.
-# usage: bench/batch_ab.sh [BUILD_DIR]    TRANSPORTS="tcp intra" REPS=3 DUR=1 ALLOC_ROWS=intra-alloc
+# alternating so that machine load hits them alike.  min-ops: the fewest
+# operations one gpuwire run of the row made (a figure from one or two
+# operations is mostly start-up: raise DUR or BIG_DUR).
+# BIG_DUR (default DUR) is the run length of the shapes of 16 MiB or more
+# (4096 x 16 KiB and 64 x 1 MiB, 64 MiB each): where one 64 MiB operation
+# takes seconds (the Soft-RoCE guest), a run of DUR holds only one or two
+# operations and its figure is mostly start-up.
+# usage: bench/batch_ab.sh [BUILD_DIR]    TRANSPORTS="tcp intra" REPS=3 DUR=1 BIG_DUR=1 ALLOC_ROWS=intra-alloc
 #        (ALLOC_ROWS= leaves out the intra rows with gw_mem_alloc buffers; they
 #        are there by default when TRANSPORTS names intra)
 set -u
@@ -28,16 +34,21 @@ elif [ -e /usr/include/ucp/api/ucp.h ]; then
   cc -O2 -o "$ucx" "$(dirname "$0")/ucx_batch_bench.c" -lucp -lucs || ucx=""
 fi
 [ -n "$ucx" ] || echo "# no UCX headers (apt-get install libucx-dev): the UCX column is left out"
-gw() { # transport args... -> bandwidth in GB/s
+gw() { # transport args... -> bandwidth in GB/s; the run's operations are added to the file $opsf
   tr=${1%-alloc}
   shift
-  GPUWIRE_TRANSPORTS=$tr "$bld/gpuwire" perf --loopback --bw-only --json --window 1 --duration "$dur" "$@" 2>/dev/null |
-    sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p' | tail -1
+  GPUWIRE_TRANSPORTS=$tr "$bld/gpuwire" perf --loopback --bw-only --json --window 1 --duration "$sdur" "$@" 2>/dev/null |
+    tail -1 | tee -a "$opsf" | sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p'
+}
+opsf=$(mktemp)
+trap 'rm -f "$opsf"' EXIT
+minops() { # the fewest operations a run of this row made (from the JSON lines gw kept)
+  sed -n 's/.*"iterations":\([0-9]*\).*/\1/p' "$opsf" | sort -n | head -1
 }
 max() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{print (a > b ? a : b)}'; }
 ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{if (b > 0) printf "%.2f", a/b; else print "-"}'; }
-echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), best of $reps x ${dur}s, one operation in flight"
-printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' transport shape "batch[GB/s]" "contig[GB/s]" ratio "ucx[GB/s]" ratio "batch[Mdesc/s]"
+echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), best of $reps x ${dur}s (64 MiB shapes: ${BIG_DUR:-$dur}s), one operation in flight"
+printf '%-6s %-14s %12s %12s %7s %12s %7s %12s %8s\n' transport shape "batch[GB/s]" "contig[GB/s]" ratio "ucx[GB/s]" ratio "batch[Mdesc/s]" "min-ops"
 # intra-alloc: intra with both buffers from gw_mem_alloc (shared memory the
 # initiator maps and copies into with memcpy, batches and single puts alike)
 case " $tls " in *" intra "*) arows=${ALLOC_ROWS-intra-alloc} ;; *) arows=${ALLOC_ROWS-} ;; esac
@@ -53,21 +64,24 @@ for t in $tls $arows; do
     set -- $shape
     n=$1 s=$2 b=$3
     tot=$((n * b))
+    sdur=$dur
+    [ "$tot" -ge 16777216 ] && sdur=${BIG_DUR:-$dur}
     bb=0 cb=0 ub=0
+    : > "$opsf"
     i=0
     while [ $i -lt "$reps" ]; do
       x=$(gw "$t" --batch "$n" --size "$s" $xa); bb=$(max "$bb" "$x")
       x=$(gw "$t" --size "$tot" $xa); cb=$(max "$cb" "$x")
       if [ -n "$ucx" ] && [ "$n" = 256 ] && [ -z "$xa" ]; then
-        x=$(UCX_TLS=$utls timeout 120 "$ucx" "$n" "$b" "$dur" 2>/dev/null | awk '{print $4}'); ub=$(max "$ub" "$x")
+        x=$(UCX_TLS=$utls timeout 120 "$ucx" "$n" "$b" "$sdur" 2>/dev/null | awk '{print $4}'); ub=$(max "$ub" "$x")
       fi
       i=$((i + 1))
     done
     md=$(awk -v g="$bb" -v b="$b" 'BEGIN{printf "%.3f", g * 1e9 / b / 1e6}')
     if [ "$n" = 256 ] && [ -n "$ucx" ] && [ -z "$xa" ]; then
-      printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" "$ub" "$(ratio "$bb" "$ub")" "$md"
+      printf '%-6s %-14s %12s %12s %7s %12s %7s %12s %8s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" "$ub" "$(ratio "$bb" "$ub")" "$md" "$(minops)"
     else
-      printf '%-6s %-14s %12s %12s %7s %12s %7s %12s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" - - "$md"
+      printf '%-6s %-14s %12s %12s %7s %12s %7s %12s %8s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" - - "$md" "$(minops)"
     fi
   done
 done

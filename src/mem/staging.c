@@ -16,6 +16,8 @@ struct gw_staging {
     unsigned nbufs;
     unsigned next; /* FIFO hand-out position */
     gw_stage_slot_t *slots;
+    int kstate;    /* copy kernel: 0 not tried, 1 loaded, -1 copy-engine copies */
+    char kpath[200];
 };
 
 size_t gw_staging_chunk(const gw_staging_t *st) { return st->chunk; }
@@ -142,6 +144,8 @@ void gw_staging_destroy(gw_staging_t *st)
     for (unsigned i = 0; i < st->nbufs; i++) {
         cu->cuEventDestroy((CUevent)st->slots[i].event);
         cu->cuMemFreeHost(st->slots[i].host);
+        if (st->slots[i].desc)
+            cu->cuMemFreeHost(st->slots[i].desc);
     }
     cu->cuStreamDestroy(st->h2d);
     cu->cuStreamDestroy(st->d2h);
@@ -194,6 +198,103 @@ gw_status_t gw_staging_h2d(gw_staging_t *st, gw_stage_slot_t *slot, void *dev_ds
 {
     return start_copy(st, slot, (CUdeviceptr)(uintptr_t)dev_dst, (CUdeviceptr)(uintptr_t)slot->host,
                       len, st->h2d, "cuMemcpyAsync(H2D)");
+}
+
+const char *gw_staging_gather_path(const gw_staging_t *st) { return st->kpath; }
+
+/* 1: the copy kernel of the engine's device is there; 0: copy-engine copies (kpath says why). */
+static int kernel_ready(gw_staging_t *st)
+{
+    if (!st->kstate) {
+        char why[160];
+        if (gw_cuda_copy_kernel_ready(st->device, why, sizeof(why)) == GW_OK) {
+            st->kstate = 1;
+            snprintf(st->kpath, sizeof(st->kpath), "copy kernel");
+        } else {
+            st->kstate = -1;
+            snprintf(st->kpath, sizeof(st->kpath), "copy engine per block (no kernel: %.150s)", why);
+            gw_log(GW_LOG_WARN, "staging (device %d): gathered copies move by one copy-engine copy per block: %s",
+                   st->device, why);
+        }
+    }
+    return st->kstate > 0;
+}
+
+/* One gathered (to_host) or scattered copy between the slot and n blocks. */
+static gw_status_t blk_copy(gw_staging_t *st, gw_stage_slot_t *slot, const gw_stage_blk_t *blk, unsigned n,
+                            int to_host)
+{
+    const char *what = to_host ? "gather" : "scatter";
+    CUstream stream = to_host ? st->d2h : st->h2d;
+    uint64_t end = 0, ndesc = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (blk[i].off > st->chunk || blk[i].len > st->chunk - blk[i].off)
+            return gw_err(st->core, GW_ERR_INVALID, "staging %s(slot %u): block %u [+%llu, %llu bytes) is outside "
+                          "the %zu-byte slot", what, slot->index, i, (unsigned long long)blk[i].off,
+                          (unsigned long long)blk[i].len, st->chunk);
+        end = GW_MAX(end, blk[i].off + blk[i].len);
+        ndesc += (blk[i].len + GW_COPY_DESC_MAX_LEN - 1) / GW_COPY_DESC_MAX_LEN;
+    }
+    if (!slot->busy)
+        return gw_err(st->core, GW_ERR_INVALID, "staging %s(slot %u): slot not acquired", what, slot->index);
+    if (set_ctx(st) != 0)
+        return gw_err(st->core, GW_ERR_CUDA, "staging %s: cuCtxSetCurrent(device %d) failed", what, st->device);
+    CUresult r = CUDA_SUCCESS;
+    if (kernel_ready(st) && ndesc) {
+        size_t need = (size_t)ndesc * sizeof(gw_copy_desc_t);
+        if (slot->desc_cap < need) { /* (the slot's previous copy has completed: it was released) */
+            size_t cap = GW_MAX(need, (size_t)4096);
+            void *d = NULL;
+            if ((r = st->cu->cuMemHostAlloc(&d, cap, CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS)
+                return cu_fail(st->core, "cuMemHostAlloc(copy kernel descriptors)", st->device, r);
+            if (slot->desc)
+                st->cu->cuMemFreeHost(slot->desc);
+            slot->desc = d;
+            slot->desc_cap = cap;
+        }
+        gw_copy_desc_t *d = slot->desc;
+        uint32_t k = 0;
+        for (unsigned i = 0; i < n; i++) {
+            for (uint64_t o = 0; o < blk[i].len; o += GW_COPY_DESC_MAX_LEN) {
+                uint64_t h = (uint64_t)(uintptr_t)slot->host + blk[i].off + o;
+                uint64_t l = GW_MIN((uint64_t)GW_COPY_DESC_MAX_LEN, blk[i].len - o);
+                d[k++] = to_host ? (gw_copy_desc_t){blk[i].addr + o, h, l} : (gw_copy_desc_t){h, blk[i].addr + o, l};
+            }
+        }
+        char why[200];
+        gw_status_t s = gw_cuda_copy_kernel_launch(st->device, stream, d, k, why, sizeof(why));
+        if (s != GW_OK)
+            return gw_err(st->core, s, "staging %s (device %d, %u blocks): %s", what, st->device, n, why);
+    } else {
+        for (unsigned i = 0; i < n; i++) {
+            CUdeviceptr h = (CUdeviceptr)(uintptr_t)slot->host + blk[i].off;
+            r = to_host ? st->cu->cuMemcpyAsync(h, (CUdeviceptr)blk[i].addr, blk[i].len, stream)
+                        : st->cu->cuMemcpyAsync((CUdeviceptr)blk[i].addr, h, blk[i].len, stream);
+            if (r != CUDA_SUCCESS) {
+                st->cu->cuStreamSynchronize(stream);
+                return cu_fail(st->core, to_host ? "cuMemcpyAsync(gather block)" : "cuMemcpyAsync(scatter block)",
+                               st->device, r);
+            }
+        }
+    }
+    r = st->cu->cuEventRecord((CUevent)slot->event, stream);
+    if (r != CUDA_SUCCESS) {
+        st->cu->cuStreamSynchronize(stream);
+        return cu_fail(st->core, "cuEventRecord", st->device, r);
+    }
+    slot->len = (size_t)end;
+    slot->copying = 1;
+    return GW_OK;
+}
+
+gw_status_t gw_staging_gather(gw_staging_t *st, gw_stage_slot_t *slot, const gw_stage_blk_t *blk, unsigned n)
+{
+    return blk_copy(st, slot, blk, n, 1);
+}
+
+gw_status_t gw_staging_scatter(gw_staging_t *st, gw_stage_slot_t *slot, const gw_stage_blk_t *blk, unsigned n)
+{
+    return blk_copy(st, slot, blk, n, 0);
 }
 
 int gw_staging_test(gw_staging_t *st, gw_stage_slot_t *slot)

@@ -54,7 +54,17 @@ typedef struct gw_stage_slot {
     int busy;          /* acquired and not yet released */
     int copying;       /* a copy was started and not yet seen complete */
     void *event;       /* CUevent of the last copy */
+    void *desc;        /* pinned copy-kernel descriptors of the last gather/scatter */
+    size_t desc_cap;   /* (bytes) */
 } gw_stage_slot_t;
+
+/* One block of a gathered or scattered copy: `len` bytes at device (or
+ * host) address `addr`, at byte `off` of the slot. */
+typedef struct gw_stage_blk {
+    uint64_t addr;
+    uint64_t off;
+    uint64_t len;
+} gw_stage_blk_t;
 
 /* Creates an engine for CUDA device `device` with nbufs bounce buffers of
  * chunk bytes each (0: GPUWIRE_STAGING_BUFFERS / GPUWIRE_STAGING_CHUNK).
@@ -79,6 +89,18 @@ gw_status_t gw_staging_h2d(gw_staging_t *st, gw_stage_slot_t *slot, void *dev_ds
 int gw_staging_test(gw_staging_t *st, gw_stage_slot_t *slot);
 /* Returns the slot to the ring.  Its copy must have tested complete. */
 void gw_staging_release(gw_staging_t *st, gw_stage_slot_t *slot);
+
+/* Gathered copies: n blocks from device memory into slot->host + blk.off
+ * (gather, on the D2H stream), or from slot->host + blk.off into device
+ * memory (scatter, on the H2D stream), each with one launch of the copy
+ * kernel (cuda/copy_kernel.c); where no kernel module loads, one
+ * copy-engine copy per block.  The slot's event follows the whole copy
+ * (gw_staging_test).  Every block lies inside the slot. */
+gw_status_t gw_staging_gather(gw_staging_t *st, gw_stage_slot_t *slot, const gw_stage_blk_t *blk, unsigned n);
+gw_status_t gw_staging_scatter(gw_staging_t *st, gw_stage_slot_t *slot, const gw_stage_blk_t *blk, unsigned n);
+/* How gathers and scatters move: "copy kernel", or "copy engine per block
+ * (no kernel: why)".  Decided on the first gather or scatter ("" before). */
+const char *gw_staging_gather_path(const gw_staging_t *st);
 
 /* Synchronous copy for small transfers: dst/src may each be host or device
  * memory (unified addressing).  Sets the device's context current first. */

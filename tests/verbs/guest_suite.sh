@@ -62,6 +62,11 @@ if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
   GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_ladder_rxe0 "$T/verbs_gpu_ladder" rxe0
   # every operation with GPU regions on the staging rung (one side and both)
   GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_staged_rxe0 "$T/verbs_gpu_staged" rxe0 rxe0
+  # batches with GPU regions on the staging rung: gathered and scattered by the copy kernel
+  # (the fake driver's launch log counts the launches), the owner by copy-engine copies
+  rm -f /tmp/gw-gpu-batch.launches
+  GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" FAKECUDA_LAUNCHES=/tmp/gw-gpu-batch.launches \
+    run gpu_batch_rxe0 "$T/verbs_gpu_batch" rxe0 rxe0
   # a staged send to a receiver that does not announce staged transfers: a clear refusal
   GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run rdv_staged_rxe0 "$T/verbs_rdv" rxe0 rxe0 staged
 fi

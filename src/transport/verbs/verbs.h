@@ -88,6 +88,8 @@ typedef struct gw_verbs_addr {
 #define GW_VERBS_FEAT_WRITE_RDV 0x1u /* understands CT_CTS / CT_WFIN (rendezvous by WRITE) */
 #define GW_VERBS_FEAT_STAGED 0x4u    /* fetches a staged sender's message by chunk requests (RTS_STAGED,
                                         CT_SREQ/CT_SACK) and serves them */
+#define GW_VERBS_FEAT_SBATCH 0x8u    /* serves chunk requests with a piece list (SREQ_LIST: batches
+                                      * touching staged GPU memory) */
 #define GW_VERBS_FEAT_WRITE_IMM 0x2u /* a CTS may ask for striped WRITEs closed by a WRITE_WITH_IMM
                                         per queue pair; keeps a zero-length receive pool on QPs 1.. */
 
@@ -216,7 +218,21 @@ typedef struct gw_verbs_schunk {
     size_t off;
     uint32_t len;
     gw_stage_slot_t *slot;
+    /* a batch's chunk (verbs_stage.c, "staged batches"): its first entry and
+     * the offset in it; the posting cursor (entry, offset, bytes) of its
+     * RDMA WRITEs or READs to a registered peer region, and how many of
+     * those are still out */
+    uint32_t e0, pe;
+    uint64_t eoff0, poff;
+    uint32_t pdone, wrs;
 } gw_verbs_schunk_t;
+
+/* One piece of a chunk request with a list (SREQ_LIST): the owner's
+ * address, the initiator's address and rkey, the length. */
+typedef struct gw_verbs_lpiece {
+    uint64_t taddr, iaddr;
+    uint32_t len, irkey;
+} gw_verbs_lpiece_t;
 
 /* A chunk the peer asked this side to move (target of a staged operation). */
 typedef struct gw_verbs_sjob {
@@ -232,6 +248,11 @@ typedef struct gw_verbs_sjob {
     int device;
     gw_stage_slot_t *slot;
     gw_verbs_stgeng_t *eng;
+    /* a chunk request with a list of pieces (a batch's): moved in passes of
+     * at most one slot; cursor (pi, po), the pass's start (pi0, po0), bytes
+     * of the pass posted, WRs out; bad: 1 + the piece refused */
+    gw_verbs_lpiece_t *list;
+    uint32_t nlist, pi, po, pi0, po0, pposted, wrs, bad;
 } gw_verbs_sjob_t;
 
 /* ---- context level (verbs_iface.c) --------------------------------------- */
@@ -519,11 +540,26 @@ void gw_verbs_stg_chunk_wr_done(gw_verbs_ep_t *ep, uint32_t aux);
 void gw_verbs_stg_forget_all(gw_verbs_ep_t *ep, int own);
 void gw_verbs_stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req);
 void gw_verbs_stg_job_wr_done(gw_verbs_ep_t *ep, uint32_t aux);
-void gw_verbs_stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, const uint8_t *data, uint32_t n);
+void gw_verbs_stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, uint64_t bad, const uint8_t *data,
+                         uint32_t n);
 void gw_verbs_stg_on_sreq(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes);
 int gw_verbs_stg_progress(gw_verbs_ep_t *ep, batch_t *b);
 void gw_verbs_stg_slot_drop(gw_verbs_stgeng_t *e, gw_stage_slot_t *s);
 int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);
+int gw_verbs_stg_batch_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);
+/* A chunk request with a piece list (a staged batch's chunk): the 64-byte
+ * request (p[3] bit SREQ_LIST; at p + 36 the bytes of all pieces), at
+ * p + 40 the magic, p + 44 the version (u16), p + 46 the count (u16), then
+ * count pieces of owner address (u64), initiator address (u64), length
+ * (u32, > 0), initiator rkey (u32). */
+#define GW_VERBS_SREQ_BYTES 64
+#define GW_VERBS_SBLIST_MAGIC 0x47575342u /* "GWSB" */
+#define GW_VERBS_SBLIST_VERSION 1
+#define GW_VERBS_SBLIST_PIECE 24
+#define GW_VERBS_SBLIST_MAX 256 /* (64 + 256 * 24 fits a bounce slot) */
+/* The wire check of a chunk request's piece list (fuzzed): GW_OK with the
+ * count, else GW_ERR_PROTOCOL and why. */
+gw_status_t gw_verbs_sblist_check(const uint8_t *p, uint32_t bytes, uint32_t *n, char *why, size_t whylen);
 
 /* verbs_batch.c */
 int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);

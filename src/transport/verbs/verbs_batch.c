@@ -20,11 +20,16 @@
  * drained (as a put_notify), a CT_NOTIFY message on QP 0; status 1 marks a
  * counted one.
  *
- * Both sides' regions must be registered with the NIC (host memory, or GPU
- * memory through dma-buf/peermem): a batch touching staged GPU memory is
- * refused with GW_ERR_UNSUPPORTED.  A revoked key makes the target's NIC
- * refuse the access: the queue pair, and so the endpoint, fails, as for a
- * single put.
+ * A batch touching GPU memory on the staging rung (no NIC registration) on
+ * either side goes through bounce buffers instead (gw_verbs_stg_batch_start,
+ * verbs_stage.c "staged batches"): chunks gathered and scattered by the
+ * copy kernel, one launch per chunk, RDMA from the bounce buffers, and a
+ * staged owner serving chunk requests with piece lists.  Its limits: the
+ * local GPU regions of one batch on one device, and the remote keys all
+ * staged or all registered (else GW_ERR_UNSUPPORTED, saying which).
+ * A revoked key makes the target's NIC refuse the access: the queue pair,
+ * and so the endpoint, fails, as for a single put (a staged owner refuses
+ * the chunk instead, naming the entry; the endpoint stays up).
  */
 #include "transport/base/batch.h"
 #include "transport/verbs/verbs.h"
@@ -38,24 +43,43 @@ static int vb_remote_piece(const gw_rkey_t *k, uint64_t raddr, uint32_t *rkey, u
     return gw_verbs_key_piece(gw_verbs_rkey_of(k), raddr, rkey, left);
 }
 
-/* The batch's regions can all be reached by the NIC: GW_OK, else why not. */
-static gw_status_t vb_check(gw_verbs_ep_t *ep, const gw_batch_t *b)
+/* The batch's regions can all be reached: GW_OK, else why not; *staged
+ * set when some side is GPU memory on the staging rung. */
+static gw_status_t vb_check(gw_verbs_ep_t *ep, const gw_batch_t *b, int *staged)
 {
+    int lst = 0, dev = -1, devs = 0;
+    uint32_t rst = 0;
     for (uint32_t i = 0; i < b->nlmem; i++) {
         const gw_mem_t *m = b->lmem[i];
-        if (!m->tl_reg[GW_TL_VERBS])
+        lst |= gw_verbs_mem_staged(m);
+        if (m->type == GW_MEM_CUDA && m->cuda_device != dev)
+            dev = m->cuda_device, devs++;
+        if (!m->tl_reg[GW_TL_VERBS] && !gw_verbs_mem_staged(m))
             return gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
-                          "verbs gw_xfer_batch: the local region [%p, +%zu) is not registered with the NIC (%s); "
-                          "batches move registered memory only", m->addr, m->len,
-                          gw_verbs_mem_staged(m) ? "GPU memory on the staging rung" : "no verbs registration");
+                          "verbs gw_xfer_batch: the local region [%p, +%zu) has no verbs registration", m->addr,
+                          m->len);
     }
+    for (uint32_t i = 0; i < b->nrkey; i++)
+        rst += gw_verbs_rkey_staged(&b->rkey[i]) ? 1u : 0u;
+    *staged = b->n && (lst || rst);
+    if (!*staged)
+        goto keys;
+    if (lst && devs > 1)
+        return gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
+                      "verbs gw_xfer_batch: the local GPU regions are on several devices and some are on the "
+                      "staging rung; a staged batch gathers on one device (split the batch by device)");
+    if (rst && rst != b->nrkey)
+        return gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
+                      "verbs gw_xfer_batch: %u of the %u remote regions are GPU memory their owner stages, the "
+                      "others NIC-registered; a batch moves one kind (split the batch)", rst, b->nrkey);
+    if (rst && !(ep->local.features & ep->peer.features & GW_VERBS_FEAT_SBATCH))
+        return gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
+                      "verbs gw_xfer_batch: the peer %s stages the remote GPU memory but does not serve "
+                      "batched chunk requests (an older gpuwire)", ep->peer.dev);
+    return GW_OK;
+keys:
     for (uint32_t i = 0; i < b->nrkey; i++) {
         const gw_rkey_t *k = &b->rkey[i];
-        if (gw_verbs_rkey_staged(k))
-            return gw_err(ep_core(ep), GW_ERR_UNSUPPORTED,
-                          "verbs gw_xfer_batch: the remote region 0x%llx is GPU memory its owner stages "
-                          "(no NIC registration); batches move registered memory only",
-                          (unsigned long long)k->addr);
         uint32_t rk;
         uint64_t left;
         if (k->len && vb_remote_piece(k, k->addr, &rk, &left) != 0)
@@ -72,11 +96,14 @@ int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
 {
     const gw_batch_t *bt = req->batch;
     if (!(req->tl_flags & TLF_PREP)) {
-        gw_status_t st = vb_check(ep, bt);
+        int staged = 0;
+        gw_status_t st = vb_check(ep, bt, &staged);
         if (st != GW_OK) {
             gw_ep_op_done(ep->super.base, req, st);
             return 1;
         }
+        if (staged)
+            return gw_verbs_stg_batch_start(ep, b, req);
         req->tl_flags |= TLF_PREP;
     }
     int kind = bt->get ? WR_GET : WR_PUT;

@@ -285,7 +285,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         gw_verbs_stg_on_sreq(ep, p, wc->byte_len);
         break;
     case CT_SACK:
-        gw_verbs_stg_on_sack(ep, (uint32_t)opid, (gw_status_t)(int32_t)gw_get_u32(p + 36), p + GW_VERBS_HDR,
+        gw_verbs_stg_on_sack(ep, (uint32_t)opid, (gw_status_t)(int32_t)gw_get_u32(p + 36), tag, p + GW_VERBS_HDR,
                     wc->byte_len - GW_VERBS_HDR);
         break;
     case CT_NOTIFY: /* status 1: a counted notification of id tag (a batch's) */

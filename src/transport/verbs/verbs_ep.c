@@ -186,7 +186,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
 
     gw_verbs_addr_t *la = &ep->local;
     la->version = GW_VERBS_ADDR_VERSION;
-    la->features = GW_VERBS_FEAT_WRITE_RDV | GW_VERBS_FEAT_WRITE_IMM | GW_VERBS_FEAT_STAGED;
+    la->features = GW_VERBS_FEAT_WRITE_RDV | GW_VERBS_FEAT_WRITE_IMM | GW_VERBS_FEAT_STAGED | GW_VERBS_FEAT_SBATCH;
     /* test hook (not a setting): announce fewer features, as a peer built
      * before them would, so the older protocols stay tested */
     const char *tf = gw_settings_test_hook("GW_TEST_VERBS_FEATURES");
@@ -403,6 +403,20 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                  vif->port.dev, vif->port.port, ep->local.lid, ep->peer.dev, ep->peer.lid,
                  mtu_str(ep->path_mtu), ep->nqps);
     }
+    /* (the staging rung first: the counters after it may not fit) */
+    if (vif->stg_regions || ep->stg_ops || ep->stg_served)
+        appendf(buf, len, "; GPU memory on the staging rung: pinned bounce buffers (%llu staged ops, %llu chunks served)",
+                (unsigned long long)ep->stg_ops, (unsigned long long)ep->stg_served);
+    for (int d = 0; d < GW_VERBS_STG_DEVS; d++) { /* how staged batches gather and scatter (the first engine that did) */
+        const char *gp = "";
+        for (int r = 0; r < 2 && !*gp; r++)
+            if (vif->stg_eng[d][r])
+                gp = gw_staging_gather_path(vif->stg_eng[d][r]->st);
+        if (*gp) {
+            appendf(buf, len, "; staged batches: %s", gp);
+            break;
+        }
+    }
     if (ep->wr_posted)
         appendf(buf, len, "; %llu WRs in %llu posts, %llu signalled; %llu completions in %llu polls",
                 (unsigned long long)ep->wr_posted, (unsigned long long)ep->post_calls,
@@ -414,9 +428,6 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
     if (ep->eager_gathered)
         appendf(buf, len, "; %llu eager sends straight from registered memory",
                 (unsigned long long)ep->eager_gathered);
-    if (vif->stg_regions || ep->stg_ops || ep->stg_served)
-        appendf(buf, len, "; GPU memory on the staging rung: pinned bounce buffers (%llu staged ops, %llu chunks served)",
-                (unsigned long long)ep->stg_ops, (unsigned long long)ep->stg_served);
     if (ep->stg_nzombie || ep->stg_returned)
         appendf(buf, len, "; failed: %u bounce slots parked until its queue pairs drain, %u returned",
                 ep->stg_nzombie, ep->stg_returned);

@@ -485,7 +485,8 @@ static void verbs_caps(gw_tl_iface_t *iface, gw_tl_caps_t *out)
     out->max_msg = UINT64_MAX; /* cut into pieces of the port's largest message */
     out->mem_kinds = GW_TL_MEM_HOST | GW_TL_MEM_CUDA;
     out->gpu_paths = GW_TL_GPU_DIRECT | GW_TL_GPU_STAGED; /* dma-buf/peermem MRs, else the staging rung */
-    out->batch = GW_TL_BATCH_NATIVE | GW_TL_BATCH_GPU | GW_TL_BATCH_COUNTED; /* (GPU: registered regions) */
+    out->batch = GW_TL_BATCH_NATIVE | GW_TL_BATCH_GPU | GW_TL_BATCH_COUNTED; /* (GPU: registered, or staged
+                                                                                * through bounce buffers) */
 }
 
 const gw_tl_ops_t gw_tl_verbs_ops = {

@@ -4,6 +4,7 @@
  * owner on request (CT_SREQ -> RDMA READ/WRITE on its side -> CT_SACK with a
  * status), which checks key, access and bounds itself.
  */
+#include "transport/base/batch.h"
 #include "transport/base/region.h"
 #include "mem/mem_copy.h"
 #include "transport/verbs/verbs.h"
@@ -64,10 +65,21 @@ typedef struct gw_verbs_sreq {
     gw_status_t err;
     size_t err_off;
     char why[200];
+    /* a batch (GW_OP_BATCH, "staged batches" below) */
+    const gw_batch_t *bt;
+    uint32_t bent;            /* next entry to cut into chunks, */
+    uint64_t boff;            /* and the offset in it */
+    gw_verbs_rc_entry_t **brc; /* local side not staged: per local region, a registration the peer
+                                * may use (NULL where the region's own serves) */
 } gw_verbs_sreq_t;
 
-#define SREQ_BYTES 64
+#define SREQ_BYTES GW_VERBS_SREQ_BYTES
 #define SREQ_EAGER 1u                             /* p[3]: the payload follows the request */
+#define SREQ_LIST 2u                              /* p[3]: a piece list follows the request */
+#define SBLIST_MAGIC GW_VERBS_SBLIST_MAGIC
+#define SBLIST_VERSION GW_VERBS_SBLIST_VERSION
+#define SBLIST_PIECE GW_VERBS_SBLIST_PIECE
+#define SBLIST_MAX GW_VERBS_SBLIST_MAX
 #define STG_EAGER_MAX (GW_VERBS_SLOT - SREQ_BYTES) /* puts this small to a staged owner carry their data */
 
 int gw_verbs_mem_staged(const gw_mem_t *m)
@@ -203,8 +215,10 @@ void gw_verbs_stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req)
             continue;
         if (ch->remote && ch->state == C_XFER && ep->stg_credits)
             ep->stg_credits--;
-        /* (a chunk in C_XFER has a WR or a peer's access outstanding on its slot) */
-        stg_slot_drop_or_park(ep, sr->eng, ch->slot, ch->state == C_XFER);
+        /* (a chunk in C_XFER has a WR or a peer's access outstanding on its slot; so
+         * has a batch chunk still posting its WRs) */
+        stg_slot_drop_or_park(ep, sr->eng, ch->slot, ch->state == C_XFER || ch->wrs);
+        ch->wrs = 0;
         ch->sr = NULL;
         ch->slot = NULL;
         ch->state = C_FREE;
@@ -212,6 +226,12 @@ void gw_verbs_stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req)
     }
     if (sr->rc)
         gw_verbs_rcache_put(ep->vif, sr->rc);
+    if (sr->brc) {
+        for (uint32_t i = 0; i < sr->bt->nlmem; i++)
+            if (sr->brc[i])
+                gw_verbs_rcache_put(ep->vif, sr->brc[i]);
+        free(sr->brc);
+    }
     gw_list_del(&sr->link);
     if (touch_req)
         sr->req->verbs.stg = NULL;
@@ -225,12 +245,15 @@ static void stg_finish(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr)
     gw_request_t *req = sr->req;
     gw_ep_base_t *base = ep->super.base;
     gw_status_t st = sr->err;
-    if (st != GW_OK)
+    if (st != GW_OK && sr->bt)
+        gw_err(ep_core(ep), st, "verbs staged gw_xfer_batch %s(%u entries, %zu bytes) failed at byte %zu of the "
+               "batch: %s", sr->dir ? "get" : "put", sr->bt->n, sr->total, sr->err_off, sr->why);
+    else if (st != GW_OK)
         gw_err(ep_core(ep), st, "verbs staged %s(len=%zu, remote 0x%llx) failed at +%zu: %s",
                req->op == GW_OP_PUT ? "put" : req->op == GW_OP_GET ? "get"
                : req->op == GW_OP_PUT_NOTIFY ? "put_notify" : "rendezvous receive",
                sr->total, (unsigned long long)sr->raddr, sr->err_off, sr->why);
-    if (req->op == GW_OP_PUT_NOTIFY && st == GW_OK) {
+    if ((req->op == GW_OP_PUT_NOTIFY || (sr->bt && sr->bt->notify != GW_NOTIFY_NONE)) && st == GW_OK) {
         req->tl_flags |= TLF_DATA; /* gw_verbs_stg_progress posts the notification */
         return;
     }
@@ -246,7 +269,7 @@ static void stg_finish(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr)
         gw_ep_recv_done(base, req, mlen, req->rtag, st);
         return;
     }
-    req->length = st == GW_OK ? req->len : 0;
+    req->length = st != GW_OK ? 0 : req->op == GW_OP_BATCH ? (size_t)req->batch->total : req->len;
     gw_verbs_req_release(ep, req);
     gw_ep_op_done(base, req, st);
 }
@@ -280,12 +303,219 @@ static void stg_chunk_done(gw_verbs_ep_t *ep, gw_verbs_schunk_t *ch)
     stg_maybe_finish(ep, sr);
 }
 
+/* ---- staged batches: the pieces of a chunk ----------------------------------------------
+ * A batch touching staged GPU memory (GW_OP_BATCH; gw_verbs_stg_batch_start)
+ * is an sreq whose bytes are its entries one after the other: chunks are
+ * cut from an entry cursor (sr->bent, sr->boff), at most a slot (or
+ * GW_MAX_STG_HOST_CHUNK) and SBLIST_MAX pieces each, and with a staged
+ * remote side one remote region each.
+ *   local staged: every chunk has a slot; a put gathers the chunk's GPU
+ *     pieces into it with one launch of the copy kernel (host pieces by
+ *     memcpy), a get scatters them out of it the same way once the data is
+ *     in (gw_staging_gather/scatter: copy-engine copies, one per piece,
+ *     where no kernel module loads).
+ *   remote registered: one RDMA WRITE (put) or READ (get) per piece between
+ *     the slot and the peer's region, posted on QP 0 as the queue takes
+ *     them (the chunk's posting cursor), done when all have completed.
+ *   remote staged: one chunk request with the piece list (SREQ_LIST); the
+ *     owner checks every piece (gw_region_check), moves the bytes between
+ *     our buffer (the slot, or our registered memory when the local side is
+ *     not staged) and its own slot by RDMA, and scatters (put) or gathers
+ *     (get) its GPU side by the kernel, then acknowledges with a status and
+ *     the refused piece. */
+typedef struct vbs_piece {
+    uint32_t i;            /* entry */
+    uint64_t laddr, raddr, len;
+    uint32_t lkey, lrkey;  /* local side not staged: its keys */
+} vbs_piece_t;
+
+/* The local registration of entry region lreg that the peer may use (local side not staged). */
+static const gw_verbs_reg_t *vbs_lreg(const gw_verbs_sreq_t *sr, uint32_t lreg)
+{
+    return sr->brc && sr->brc[lreg] ? sr->brc[lreg]->reg : sr->bt->lmem[lreg]->tl_reg[GW_TL_VERBS];
+}
+
+/* The next piece from cursor (*ei, *eo), at most max bytes, and for a local
+ * side not staged within one MR piece; advances the cursor.  Its length (0:
+ * no local key). */
+static uint64_t vbs_piece(const gw_verbs_sreq_t *sr, uint32_t *ei, uint64_t *eo, uint64_t max, vbs_piece_t *pc)
+{
+    const gw_batch_ent_t *e = &sr->bt->ent[*ei];
+    uint64_t n = GW_MIN(e->len - *eo, max);
+    pc->i = *ei;
+    pc->laddr = e->laddr + *eo;
+    pc->raddr = e->raddr + *eo;
+    pc->lkey = pc->lrkey = 0;
+    if (!sr->lstaged) {
+        uint64_t left = 0;
+        const gw_verbs_reg_t *reg = vbs_lreg(sr, e->lreg);
+        if (!reg || gw_verbs_reg_piece(reg, pc->laddr, &pc->lkey, &pc->lrkey, &left) != 0 || !left)
+            return 0;
+        n = GW_MIN(n, left);
+    }
+    pc->len = n;
+    *eo += n;
+    if (*eo == e->len) {
+        (*ei)++;
+        *eo = 0;
+    }
+    return n;
+}
+
+/* Gathers a put chunk's local pieces into its slot (scatter 0), or scatters
+ * a get chunk's out of it (1): GPU pieces by one kernel launch, host pieces
+ * by memcpy. */
+static gw_status_t vbs_slot_copy(gw_verbs_sreq_t *sr, gw_verbs_schunk_t *ch, int scatter)
+{
+    gw_stage_blk_t blk[SBLIST_MAX];
+    unsigned nb = 0;
+    uint32_t i = ch->e0;
+    uint64_t o = ch->eoff0, s = 0;
+    uint8_t *host = ch->slot->host;
+    while (s < ch->len) {
+        vbs_piece_t pc;
+        if (!vbs_piece(sr, &i, &o, ch->len - s, &pc) || nb == SBLIST_MAX)
+            return gw_err(sr->req->core, GW_ERR_INVALID, "verbs staged batch: chunk of %u bytes cut apart", ch->len);
+        const gw_mem_t *m = sr->bt->lmem[sr->bt->ent[pc.i].lreg];
+        if (m->type == GW_MEM_CUDA)
+            blk[nb++] = (gw_stage_blk_t){pc.laddr, s, pc.len};
+        else if (scatter)
+            memcpy((void *)(uintptr_t)pc.laddr, host + s, pc.len);
+        else
+            memcpy(host + s, (const void *)(uintptr_t)pc.laddr, pc.len);
+        s += pc.len;
+    }
+    return scatter ? gw_staging_scatter(sr->eng->st, ch->slot, blk, nb) : gw_staging_gather(sr->eng->st, ch->slot, blk, nb);
+}
+
+/* Which entry of a chunk holds piece k (as the chunk request listed them),
+ * for messages; *raddr its remote address. */
+static uint32_t vbs_piece_entry(const gw_verbs_sreq_t *sr, const gw_verbs_schunk_t *ch, uint64_t k, uint64_t *raddr)
+{
+    uint32_t i = ch->e0;
+    uint64_t o = ch->eoff0, s = 0;
+    vbs_piece_t pc = {ch->e0, 0, 0, 0, 0, 0};
+    for (uint64_t n = 0; n <= k && s < ch->len; n++) {
+        if (!vbs_piece(sr, &i, &o, ch->len - s, &pc))
+            break;
+        s += pc.len;
+    }
+    *raddr = pc.raddr;
+    return pc.i;
+}
+
+/* Posts what the queue takes of a batch chunk's WRITEs or READs to a
+ * registered peer region: 1 when all are posted (C_XFER), 0 not yet. */
+static int vbs_chunk_wrs(gw_verbs_ep_t *ep, batch_t *b, unsigned ci)
+{
+    gw_verbs_schunk_t *ch = &ep->schunk[ci];
+    gw_verbs_sreq_t *sr = ch->sr;
+    const gw_batch_t *bt = sr->bt;
+    struct ibv_mr *mr = stg_slot_mr(ep->vif, sr->eng, ch->slot);
+    uint64_t maxmsg = ep->peer.max_msg ? GW_MIN(ep->peer.max_msg, ep->local.max_msg) : UINT64_MAX;
+    while (ch->pdone < ch->len) {
+        if (!qp_room(ep, b, 0))
+            return 0;
+        const gw_batch_ent_t *e = &bt->ent[ch->pe];
+        uint64_t n = GW_MIN(e->len - ch->poff, (uint64_t)(ch->len - ch->pdone));
+        uint64_t raddr = e->raddr + ch->poff, rleft = 0;
+        uint32_t rkey = 0;
+        if (!mr || gw_verbs_key_piece(gw_verbs_rkey_of(&bt->rkey[e->rreg]), raddr, &rkey, &rleft) != 0) {
+            char why[160];
+            snprintf(why, sizeof(why), "entry %u (remote 0x%llx): %s", ch->pe, (unsigned long long)raddr,
+                     mr ? "the remote key carries no usable verbs part" : "no MR for the bounce buffer");
+            stg_fail(sr, ch->off + ch->pdone, mr ? GW_ERR_INVALID_KEY : GW_ERR_VERBS, why);
+            ch->state = C_XFER;
+            if (!ch->wrs)
+                stg_chunk_done(ep, ch);
+            return 1;
+        }
+        n = GW_MIN(GW_MIN(n, rleft), maxmsg);
+        struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, NULL, sr->dir ? WR_SGET : WR_SPUT, -1, (uint32_t)n);
+        ep->qps[0].ring[(ep->qps[0].head - 1) % ep->qps[0].depth].aux = ci + 1;
+        w->opcode = sr->dir ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+        w->wr.rdma.remote_addr = raddr;
+        w->wr.rdma.rkey = rkey;
+        w->num_sge = 1;
+        w->sg_list->addr = (uint64_t)(uintptr_t)ch->slot->host + ch->pdone;
+        w->sg_list->length = (uint32_t)n;
+        w->sg_list->lkey = mr->lkey;
+        ch->wrs++;
+        ch->pdone += (uint32_t)n;
+        ch->poff += n;
+        if (ch->poff == e->len) {
+            ch->pe++;
+            ch->poff = 0;
+        }
+    }
+    ch->state = C_XFER;
+    return 1;
+}
+
+/* The chunk request of a batch chunk to a staged owner, with its piece
+ * list: 1 posted, 0 no room now. */
+static int vbs_chunk_sreq(gw_verbs_ep_t *ep, batch_t *b, unsigned ci)
+{
+    gw_verbs_schunk_t *ch = &ep->schunk[ci];
+    gw_verbs_sreq_t *sr = ch->sr;
+    const gw_batch_t *bt = sr->bt;
+    if (!qp_room(ep, b, 0) || ep->stg_credits >= GW_VERBS_STG_CREDITS)
+        return 0;
+    struct ibv_mr *mr = ch->slot ? stg_slot_mr(ep->vif, sr->eng, ch->slot) : NULL;
+    if (ch->slot && !mr) {
+        stg_fail(sr, ch->off, GW_ERR_VERBS, ep_core(ep)->errbuf);
+        stg_chunk_done(ep, ch);
+        return 1;
+    }
+    int s = slot_get(ep);
+    if (s < 0)
+        return 0;
+    uint8_t *p = slot_ptr(ep, s);
+    memset(p, 0, SREQ_BYTES);
+    uint32_t i = ch->e0, np = 0;
+    uint64_t o = ch->eoff0, done = 0;
+    while (done < ch->len && np < SBLIST_MAX) {
+        vbs_piece_t pc;
+        if (!vbs_piece(sr, &i, &o, ch->len - done, &pc))
+            break;
+        uint8_t *q = p + SREQ_BYTES + (size_t)np * SBLIST_PIECE;
+        gw_put_u64(q, pc.raddr);
+        gw_put_u64(q + 8, ch->slot ? (uint64_t)(uintptr_t)ch->slot->host + done : pc.laddr);
+        gw_put_u32(q + 16, (uint32_t)pc.len);
+        gw_put_u32(q + 20, ch->slot ? mr->rkey : pc.lrkey);
+        done += pc.len;
+        np++;
+    }
+    if (done != ch->len) { /* (the chunk was cut from the same pieces) */
+        slot_put(ep, s);
+        stg_fail(sr, ch->off, GW_ERR_INVALID, "a staged batch chunk no longer matches its pieces");
+        stg_chunk_done(ep, ch);
+        return 1;
+    }
+    p[0] = CT_SREQ;
+    p[1] = sr->dir;
+    p[3] = SREQ_LIST;
+    gw_put_u32(p + 4, (uint32_t)ci | ((uint32_t)ch->gen << 8));
+    gw_put_u64(p + 8, bt->rkey[bt->ent[ch->e0].rreg].id);
+    gw_put_u64(p + 16, gw_get_u64(p + SREQ_BYTES));
+    gw_put_u32(p + 36, ch->len);
+    gw_put_u32(p + 40, SBLIST_MAGIC);
+    gw_put_u16(p + 44, SBLIST_VERSION);
+    gw_put_u16(p + 46, (uint16_t)np);
+    gw_verbs_post_sendmsg(ep, b, NULL, s, SREQ_BYTES + np * SBLIST_PIECE);
+    ch->remote = 1;
+    ch->state = C_XFER;
+    ep->stg_credits++;
+    return 1;
+}
+
 /* Data of a get chunk arrived in our buffer: H2D when it is a slot. */
 static void stg_chunk_arrived(gw_verbs_ep_t *ep, gw_verbs_schunk_t *ch)
 {
     gw_verbs_sreq_t *sr = ch->sr;
     if (sr->dir == 1 && sr->lstaged && sr->err == GW_OK) {
-        gw_status_t st = gw_staging_h2d(sr->eng->st, ch->slot, (uint8_t *)sr->req->buf + ch->off, ch->len);
+        gw_status_t st = sr->bt ? vbs_slot_copy(sr, ch, 1)
+                                : gw_staging_h2d(sr->eng->st, ch->slot, (uint8_t *)sr->req->buf + ch->off, ch->len);
         if (st == GW_OK) {
             ch->state = C_H2D;
             return;
@@ -323,6 +553,8 @@ static int stg_chunk_xfer(gw_verbs_ep_t *ep, batch_t *b, unsigned ci)
     gw_verbs_sreq_t *sr = ch->sr;
     uint64_t laddr, left;
     uint32_t lkey = 0, lrkey = 0;
+    if (sr->bt)
+        return sr->rstaged ? vbs_chunk_sreq(ep, b, ci) : vbs_chunk_wrs(ep, b, ci);
     if (!qp_room(ep, b, 0))
         return 0;
     if (stg_local(ep, sr, ch, &laddr, &lkey, &lrkey, &left) != 0) {
@@ -419,8 +651,105 @@ static void stg_eager(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 }
 
 /* Starts new chunks of sr while slots, credits and queue room allow. */
+/* A free chunk record and, with a staged local side, a bounce slot with its
+ * MR for sr's next chunk: 1, or 0 (none free now, or sr failed). */
+static int stg_chunk_claim(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, unsigned *ci, gw_stage_slot_t **slot)
+{
+    for (*ci = 0; *ci < GW_VERBS_STG_CHUNKS && ep->schunk[*ci].sr; (*ci)++)
+        ;
+    if (*ci == GW_VERBS_STG_CHUNKS)
+        return 0;
+    *slot = NULL;
+    if (sr->lstaged) {
+        *slot = gw_staging_acquire(sr->eng->st);
+        if (!*slot)
+            return 0;
+        if (!stg_slot_mr(ep->vif, sr->eng, *slot)) {
+            gw_staging_release(sr->eng->st, *slot);
+            *slot = NULL;
+            stg_fail(sr, sr->next, GW_ERR_VERBS, ep_core(ep)->errbuf);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Takes chunk ci for the next n bytes of sr. */
+static gw_verbs_schunk_t *stg_chunk_take(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, unsigned ci, gw_stage_slot_t *slot,
+                                         uint64_t n)
+{
+    gw_verbs_schunk_t *ch = &ep->schunk[ci];
+    ch->sr = sr;
+    ep->stg_live = 1;
+    ch->slot = slot;
+    ch->off = sr->next;
+    ch->len = (uint32_t)n;
+    ch->remote = 0;
+    sr->next += n;
+    sr->inflight++;
+    return ch;
+}
+
+/* Cuts and starts new chunks of a staged batch while slots, credits and queue room allow. */
+static void vbs_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
+{
+    const gw_batch_t *bt = sr->bt;
+    while (sr->err == GW_OK && sr->bent < bt->n) {
+        if (!qp_room(ep, b, 0) || (sr->rstaged && (ep->stg_credits >= GW_VERBS_STG_CREDITS || !ep->nsfree)))
+            return;
+        unsigned ci;
+        gw_stage_slot_t *slot = NULL;
+        if (!stg_chunk_claim(ep, sr, &ci, &slot))
+            return;
+        uint64_t cap = sr->lstaged ? gw_staging_chunk(sr->eng->st) : GW_MAX_STG_HOST_CHUNK;
+        uint32_t i = sr->bent, rreg0 = bt->ent[sr->bent].rreg;
+        uint64_t o = sr->boff, n = 0;
+        unsigned np = 0;
+        while (i < bt->n && n < cap && np < SBLIST_MAX && (!sr->rstaged || bt->ent[i].rreg == rreg0)) {
+            vbs_piece_t pc;
+            uint64_t got = vbs_piece(sr, &i, &o, cap - n, &pc);
+            if (!got)
+                break;
+            n += got;
+            np++;
+        }
+        if (n == 0) {
+            char why[160];
+            snprintf(why, sizeof(why), "entry %u (local %p): no local registration covers it", sr->bent,
+                     (void *)(uintptr_t)(bt->ent[sr->bent].laddr + sr->boff));
+            if (slot)
+                gw_staging_release(sr->eng->st, slot);
+            stg_fail(sr, sr->next, GW_ERR_INVALID_KEY, why);
+            return;
+        }
+        gw_verbs_schunk_t *ch = stg_chunk_take(ep, sr, ci, slot, n);
+        ch->e0 = ch->pe = sr->bent;
+        ch->eoff0 = ch->poff = sr->boff;
+        ch->pdone = ch->wrs = 0;
+        sr->bent = i;
+        sr->boff = o;
+        if (sr->dir == 0 && sr->lstaged) {
+            gw_status_t st = vbs_slot_copy(sr, ch, 0);
+            if (st != GW_OK) {
+                stg_fail(sr, ch->off, st, ep_core(ep)->errbuf);
+                stg_chunk_done(ep, ch);
+                return;
+            }
+            ch->state = C_D2H;
+            continue;
+        }
+        ch->state = C_READY;
+        if (!stg_chunk_xfer(ep, b, ci) || ch->state == C_READY)
+            return; /* stays C_READY: posted on a later pass */
+    }
+}
+
 static void stg_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 {
+    if (sr->bt) {
+        vbs_drive(ep, b, sr);
+        return;
+    }
     if (sr->rstaged && sr->next == 0 && sr->total && sr->total <= STG_EAGER_MAX) {
         if (sr->err == GW_OK)
             stg_eager(ep, b, sr);
@@ -452,30 +781,10 @@ static void stg_drive(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
         if (!qp_room(ep, b, 0) || (sr->rstaged && !ep->nsfree))
             return;
         unsigned ci;
-        for (ci = 0; ci < GW_VERBS_STG_CHUNKS && ep->schunk[ci].sr; ci++)
-            ;
-        if (ci == GW_VERBS_STG_CHUNKS)
-            return;
         gw_stage_slot_t *slot = NULL;
-        if (sr->lstaged) {
-            slot = gw_staging_acquire(sr->eng->st);
-            if (!slot)
-                return;
-            if (!stg_slot_mr(ep->vif, sr->eng, slot)) {
-                gw_staging_release(sr->eng->st, slot);
-                stg_fail(sr, sr->next, GW_ERR_VERBS, ep_core(ep)->errbuf);
-                return;
-            }
-        }
-        gw_verbs_schunk_t *ch = &ep->schunk[ci];
-        ch->sr = sr;
-        ep->stg_live = 1;
-        ch->slot = slot;
-        ch->off = sr->next;
-        ch->len = (uint32_t)n;
-        ch->remote = 0;
-        sr->next += n;
-        sr->inflight++;
+        if (!stg_chunk_claim(ep, sr, &ci, &slot))
+            return;
+        gw_verbs_schunk_t *ch = stg_chunk_take(ep, sr, ci, slot, n);
         if (sr->dir == 0 && sr->lstaged) {
             gw_status_t st = gw_staging_d2h(sr->eng->st, slot, (const uint8_t *)sr->req->buf + ch->off, n);
             if (st != GW_OK) {
@@ -552,6 +861,75 @@ fail:
     return 1;
 }
 
+/* gw_verbs_batch_post's staged branch: a batch with staged GPU memory on
+ * either side; the caller checked that every local GPU region is on one
+ * device (the engine's) and that the remote keys are all staged or none.
+ * 1 = off the pending queue. */
+int gw_verbs_stg_batch_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
+{
+    const gw_batch_t *bt = req->batch;
+    gw_verbs_sreq_t *sr = calloc(1, sizeof(*sr));
+    gw_status_t st = GW_OK;
+    if (!sr) {
+        st = gw_err(ep_core(ep), GW_ERR_NOMEM, "verbs staged batch: out of memory");
+        goto fail;
+    }
+    sr->req = req;
+    sr->bt = bt;
+    sr->dir = bt->get ? 1 : 0;
+    sr->total = (size_t)bt->total;
+    sr->raddr = bt->n ? bt->ent[0].raddr : 0;
+    for (uint32_t i = 0; i < bt->nlmem; i++)
+        sr->lstaged |= (uint8_t)gw_verbs_mem_staged(bt->lmem[i]);
+    sr->rstaged = bt->nrkey && gw_verbs_rkey_staged(&bt->rkey[0]);
+    if (sr->lstaged) {
+        int dev = -1;
+        for (uint32_t i = 0; i < bt->nlmem && dev < 0; i++)
+            if (bt->lmem[i]->type == GW_MEM_CUDA)
+                dev = bt->lmem[i]->cuda_device;
+        if ((st = stg_engine(ep->vif, dev, 0, &sr->eng)) != GW_OK)
+            goto fail;
+    } else {
+        /* the owner reads (put) or writes (get) our memory: a registration
+         * with that access for each local region whose own lacks it */
+        int need = sr->dir ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+        unsigned gneed = sr->dir ? GW_ACCESS_REMOTE_WRITE : GW_ACCESS_REMOTE_READ;
+        sr->brc = calloc(bt->nlmem ? bt->nlmem : 1, sizeof(*sr->brc));
+        if (!sr->brc) {
+            st = gw_err(ep_core(ep), GW_ERR_NOMEM, "verbs staged batch: out of memory");
+            goto fail;
+        }
+        for (uint32_t i = 0; i < bt->nlmem; i++) {
+            const gw_mem_t *m = bt->lmem[i];
+            if (m->tl_reg[GW_TL_VERBS] && (m->access & gneed))
+                continue;
+            if ((st = gw_verbs_rcache_get(ep->vif, m->addr, m->len, IBV_ACCESS_LOCAL_WRITE | need, &sr->brc[i])) !=
+                GW_OK) {
+                sr->brc[i] = NULL;
+                goto fail;
+            }
+        }
+    }
+    req->verbs.stg = sr;
+    req->tl_flags |= TLF_PREP | TLF_STAGED;
+    gw_list_push_back(&ep->stg_reqs, &sr->link);
+    ep->stg_live = 1;
+    stg_drive(ep, b, sr);
+    stg_maybe_finish(ep, sr);
+    return 1;
+
+fail:
+    if (sr && sr->brc) {
+        for (uint32_t i = 0; i < bt->nlmem; i++)
+            if (sr->brc[i])
+                gw_verbs_rcache_put(ep->vif, sr->brc[i]);
+        free(sr->brc);
+    }
+    free(sr);
+    gw_ep_op_done(ep->super.base, req, st);
+    return 1;
+}
+
 /* A staged put_notify whose data is in place: the notification on QP 0 once
  * no older staged operation runs and the other QPs are drained. */
 static void stg_notify(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
@@ -567,7 +945,11 @@ static void stg_notify(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
     ep->stg_ops++;
     ep->stg_bytes += sr->acked;
     gw_verbs_stg_free(ep, sr, 1);
-    gw_verbs_hdr_fill(slot_ptr(ep, s), CT_NOTIFY, 0, req->value, 0, 0, 0, 0);
+    if (req->op == GW_OP_BATCH)
+        gw_verbs_hdr_fill(slot_ptr(ep, s), CT_NOTIFY, req->batch->notify == GW_NOTIFY_COUNTED ? 1 : 0,
+                          req->batch->value, 0, 0, 0, 0);
+    else
+        gw_verbs_hdr_fill(slot_ptr(ep, s), CT_NOTIFY, 0, req->value, 0, 0, 0, 0);
     req->tl_flags |= TLF_ALLPOSTED;
     gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR); /* completes in gw_verbs_req_maybe_done */
 }
@@ -578,13 +960,25 @@ void gw_verbs_stg_chunk_wr_done(gw_verbs_ep_t *ep, uint32_t aux)
     if (aux == 0 || aux > GW_VERBS_STG_CHUNKS)
         return;
     gw_verbs_schunk_t *ch = &ep->schunk[aux - 1];
+    if (ch->sr && ch->sr->bt && !ch->remote) { /* one of a batch chunk's WRs */
+        if (ch->wrs)
+            ch->wrs--;
+        if (ch->state == C_XFER && !ch->wrs) {
+            if (ch->sr->err != GW_OK)
+                stg_chunk_done(ep, ch);
+            else
+                stg_chunk_arrived(ep, ch);
+        }
+        return;
+    }
     if (!ch->sr || ch->state != C_XFER || ch->remote)
         return;
     stg_chunk_arrived(ep, ch);
 }
 
 /* CT_SACK: the owner moved one chunk (or refused it). */
-void gw_verbs_stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, const uint8_t *data, uint32_t n)
+void gw_verbs_stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, uint64_t bad, const uint8_t *data,
+                         uint32_t n)
 {
     unsigned ci = cookie & 0xff;
     if (ci >= GW_VERBS_STG_CHUNKS || !ep->schunk[ci].sr || !ep->schunk[ci].remote ||
@@ -596,7 +990,19 @@ void gw_verbs_stg_on_sack(gw_verbs_ep_t *ep, uint32_t cookie, gw_status_t st, co
     int eager = ch->remote == 2;
     ep->stg_credits--;
     ch->remote = 0;
-    if (st != GW_OK) {
+    if (st != GW_OK && ch->sr->bt) {
+        char why[200];
+        uint64_t raddr = 0;
+        if (bad) {
+            uint32_t ei = vbs_piece_entry(ch->sr, ch, bad - 1, &raddr);
+            snprintf(why, sizeof(why), "the owner of the staged GPU memory refused entry %u (remote 0x%llx): %s (%s)",
+                     ei, (unsigned long long)raddr, gw_status_name(st), gw_status_str(st));
+        } else {
+            snprintf(why, sizeof(why), "the owner of the staged GPU memory refused the chunk from entry %u: %s (%s)",
+                     ch->e0, gw_status_name(st), gw_status_str(st));
+        }
+        stg_fail(ch->sr, ch->off, st, why);
+    } else if (st != GW_OK) {
         char why[160];
         snprintf(why, sizeof(why), "the owner of the staged GPU memory refused the chunk: %s (%s)",
                  gw_status_name(st), gw_status_str(st));
@@ -627,9 +1033,244 @@ static void job_finish(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
     }
     if (j->mem)
         j->mem->incoming -= j->dir == 0;
-    gw_verbs_ctrl_queue(ep, CT_SACK, (uint32_t)j->status, j->cookie, 0);
+    gw_verbs_ctrl_queue(ep, CT_SACK, (uint32_t)j->status, j->cookie, j->bad);
     ep->stg_served++;
+    free(j->list);
     memset(j, 0, sizeof(*j));
+}
+
+/* ---- owner side of a chunk request with a piece list (a staged batch's) ---- */
+gw_status_t gw_verbs_sblist_check(const uint8_t *p, uint32_t bytes, uint32_t *n, char *why, size_t whylen)
+{
+    if (bytes < SREQ_BYTES) {
+        snprintf(why, whylen, "%u-byte chunk request (at least %d)", bytes, SREQ_BYTES);
+        return GW_ERR_PROTOCOL;
+    }
+    if (gw_get_u32(p + 40) != SBLIST_MAGIC) {
+        snprintf(why, whylen, "piece list magic 0x%08x, not 0x%08x", gw_get_u32(p + 40), SBLIST_MAGIC);
+        return GW_ERR_PROTOCOL;
+    }
+    if (gw_get_u16(p + 44) != SBLIST_VERSION) {
+        snprintf(why, whylen, "piece list version %u (this side speaks %d)", gw_get_u16(p + 44), SBLIST_VERSION);
+        return GW_ERR_PROTOCOL;
+    }
+    uint32_t cnt = gw_get_u16(p + 46);
+    if (cnt == 0 || cnt > SBLIST_MAX) {
+        snprintf(why, whylen, "piece list of %u pieces (1 to %d)", cnt, SBLIST_MAX);
+        return GW_ERR_PROTOCOL;
+    }
+    if ((uint64_t)bytes < SREQ_BYTES + (uint64_t)cnt * SBLIST_PIECE) {
+        snprintf(why, whylen, "piece list of %u pieces in a %u-byte request (%u needed)", cnt, bytes,
+                 (unsigned)(SREQ_BYTES + cnt * SBLIST_PIECE));
+        return GW_ERR_PROTOCOL;
+    }
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < cnt; k++) {
+        const uint8_t *q = p + SREQ_BYTES + (size_t)k * SBLIST_PIECE;
+        uint32_t len = gw_get_u32(q + 16);
+        if (len == 0 || gw_get_u64(q) + len < gw_get_u64(q) || gw_get_u64(q + 8) + len < gw_get_u64(q + 8)) {
+            snprintf(why, whylen, "piece %u of the list: %u bytes at 0x%llx / 0x%llx (empty or wrapping)", k, len,
+                     (unsigned long long)gw_get_u64(q), (unsigned long long)gw_get_u64(q + 8));
+            return GW_ERR_PROTOCOL;
+        }
+        sum += len;
+    }
+    if (sum != gw_get_u32(p + 36)) {
+        snprintf(why, whylen, "piece list of %llu bytes in a request of %u", (unsigned long long)sum,
+                 gw_get_u32(p + 36));
+        return GW_ERR_PROTOCOL;
+    }
+    *n = cnt;
+    return GW_OK;
+}
+
+/* Checks every piece of a list job against the region (one region: the
+ * request's ident); on a refusal j->bad names the piece. */
+static gw_status_t lj_check(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
+{
+    gw_mem_t *m = NULL;
+    for (uint32_t k = 0; k < j->nlist; k++) {
+        gw_status_t st = gw_region_check(ep_core(ep), j->ident, j->list[k].taddr, j->list[k].len,
+                                         j->dir ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE, &m);
+        if (st == GW_OK && !gw_verbs_mem_staged(m))
+            st = GW_ERR_INVALID_KEY;
+        if (st != GW_OK) {
+            j->bad = k + 1;
+            return st;
+        }
+    }
+    j->mem = m;
+    j->device = m->cuda_device;
+    m->incoming += j->dir == 0;
+    return GW_OK;
+}
+
+/* The next piece of a list job from cursor (*pi, *po), at most max bytes. */
+static uint32_t lj_take(const gw_verbs_sjob_t *j, uint32_t *pi, uint32_t *po, uint32_t max, uint64_t *taddr,
+                        uint64_t *iaddr, uint32_t *irkey)
+{
+    const gw_verbs_lpiece_t *e = &j->list[*pi];
+    uint32_t n = GW_MIN(e->len - *po, max);
+    *taddr = e->taddr + *po;
+    *iaddr = e->iaddr + *po;
+    *irkey = e->irkey;
+    *po += n;
+    if (*po == e->len) {
+        (*pi)++;
+        *po = 0;
+    }
+    return n;
+}
+
+/* Scatters the pass out of the slot into our GPU memory (1), or gathers it in (0). */
+static gw_status_t lj_copy(gw_verbs_sjob_t *j, int scatter)
+{
+    gw_stage_blk_t blk[SBLIST_MAX];
+    unsigned nb = 0;
+    uint32_t pi = j->pi0, po = j->po0, s = 0, rk;
+    uint64_t t, ia;
+    while (s < j->piece && pi < j->nlist && nb < SBLIST_MAX) {
+        uint32_t n = lj_take(j, &pi, &po, j->piece - s, &t, &ia, &rk);
+        blk[nb++] = (gw_stage_blk_t){t, s, n};
+        s += n;
+    }
+    return scatter ? gw_staging_scatter(j->eng->st, j->slot, blk, nb) : gw_staging_gather(j->eng->st, j->slot, blk, nb);
+}
+
+/* Posts what the queue takes of the pass's READs into the slot (the peer
+ * puts) or WRITEs out of it (the peer gets); pieces adjacent on the
+ * initiator's side go as one. */
+static void lj_post(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
+{
+    gw_verbs_sjob_t *j = &ep->sjob[ji];
+    struct ibv_mr *mr = j->eng->mr[j->slot->index];
+    while (j->pposted < j->piece && j->pi < j->nlist) {
+        if (!qp_room(ep, b, 0))
+            return;
+        uint64_t t, ia, t2, ia2;
+        uint32_t rk, rk2;
+        uint32_t n = lj_take(j, &j->pi, &j->po, j->piece - j->pposted, &t, &ia, &rk);
+        while (j->pposted + n < j->piece && j->pi < j->nlist && j->list[j->pi].irkey == rk &&
+               j->list[j->pi].iaddr + j->po == ia + n)
+            n += lj_take(j, &j->pi, &j->po, j->piece - j->pposted - n, &t2, &ia2, &rk2);
+        struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, NULL, j->dir ? WR_SWRITE : WR_SREAD, -1, n);
+        ep->qps[0].ring[(ep->qps[0].head - 1) % ep->qps[0].depth].aux = ji + 1;
+        w->opcode = j->dir ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+        w->wr.rdma.remote_addr = ia;
+        w->wr.rdma.rkey = rk;
+        w->num_sge = 1;
+        w->sg_list->addr = (uint64_t)(uintptr_t)j->slot->host + j->pposted;
+        w->sg_list->length = n;
+        w->sg_list->lkey = mr->lkey;
+        j->wrs++;
+        j->pposted += n;
+    }
+}
+
+/* Passes of a list job: J_SLOT (a slot; the pass is the next slot's worth
+ * of pieces) -> put: J_READ (READs) -> J_H2D (scatter); get: J_D2H
+ * (gather) -> J_WRITE (WRITEs); then the next pass or the acknowledgement. */
+static void lj_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
+{
+    gw_verbs_sjob_t *j = &ep->sjob[ji];
+    for (;;) {
+        switch (j->state) {
+        case J_SLOT: {
+            if (j->status != GW_OK || !j->mem) {
+                if (j->status == GW_OK)
+                    j->status = GW_ERR_INVALID_KEY;
+                job_finish(ep, j);
+                return;
+            }
+            gw_stage_slot_t *s = gw_staging_acquire(j->eng->st);
+            if (!s)
+                return;
+            j->slot = s;
+            if (!stg_slot_mr(ep->vif, j->eng, s)) {
+                j->status = GW_ERR_VERBS;
+                job_finish(ep, j);
+                return;
+            }
+            j->piece = (uint32_t)GW_MIN((size_t)(j->len - j->done), gw_staging_chunk(j->eng->st));
+            j->pi0 = j->pi;
+            j->po0 = j->po;
+            j->pposted = j->wrs = 0;
+            if (j->dir == 0) {
+                j->state = J_READ;
+                break;
+            }
+            gw_status_t st = lj_copy(j, 0);
+            if (st != GW_OK) {
+                j->status = st;
+                job_finish(ep, j);
+                return;
+            }
+            j->state = J_D2H;
+            break;
+        }
+        case J_READ:
+        case J_WRITE:
+            lj_post(ep, b, ji); /* (gw_verbs_stg_job_wr_done goes on once all are in) */
+            return;
+        case J_D2H:
+        case J_H2D: {
+            int t = gw_staging_test(j->eng->st, j->slot);
+            if (t == 0)
+                return;
+            if (t < 0 && j->status == GW_OK)
+                j->status = (gw_status_t)t;
+            if (j->status != GW_OK) {
+                job_finish(ep, j);
+                return;
+            }
+            if (j->state == J_D2H) {
+                j->state = J_WRITE;
+                break;
+            }
+            gw_staging_release(j->eng->st, j->slot);
+            j->slot = NULL;
+            j->done += j->piece;
+            if (j->done >= j->len) {
+                job_finish(ep, j);
+                return;
+            }
+            j->state = J_SLOT;
+            break;
+        }
+        default:
+            return;
+        }
+    }
+}
+
+/* A WR of a list job completed: once the pass's are all in, scatter (put) or the next pass (get). */
+static void lj_wr_done(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
+{
+    if (j->wrs)
+        j->wrs--;
+    if (j->wrs || j->pposted < j->piece)
+        return;
+    if (j->state == J_READ) {
+        if (j->status == GW_OK && !j->mem)
+            j->status = GW_ERR_INVALID_KEY;
+        if (j->status == GW_OK) {
+            gw_status_t st = lj_copy(j, 1);
+            if (st == GW_OK) {
+                j->state = J_H2D;
+                return;
+            }
+            j->status = st;
+        }
+        job_finish(ep, j);
+    } else if (j->state == J_WRITE) {
+        gw_staging_release(j->eng->st, j->slot);
+        j->slot = NULL;
+        j->done += j->piece;
+        if (j->done >= j->len || j->status != GW_OK)
+            job_finish(ep, j);
+        else
+            j->state = J_SLOT;
+    }
 }
 
 /* Checks a chunk request against what we own; GW_OK or the refusal. */
@@ -688,6 +1329,35 @@ void gw_verbs_stg_on_sreq(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes)
     j->len = gw_get_u32(p + 36);
     j->state = J_SLOT;
     ep->stg_live = 1;
+    if (p[3] & SREQ_LIST) { /* a batch's chunk: a piece list follows */
+        char why[200];
+        uint32_t n = 0;
+        if (j->by_rdv || (p[3] & SREQ_EAGER) || gw_verbs_sblist_check(p, bytes, &n, why, sizeof(why)) != GW_OK) {
+            if (j->by_rdv || (p[3] & SREQ_EAGER))
+                snprintf(why, sizeof(why), "flags 0x%x", p[3] | (p[2] << 8));
+            memset(j, 0, sizeof(*j));
+            gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: chunk request with a piece list from %s: %s", ep->peer.dev,
+                            why);
+            return;
+        }
+        j->list = malloc((size_t)n * sizeof(*j->list));
+        if (!j->list) {
+            j->status = GW_ERR_NOMEM;
+            job_finish(ep, j);
+            return;
+        }
+        for (uint32_t k = 0; k < n; k++) {
+            const uint8_t *q = p + SREQ_BYTES + (size_t)k * SBLIST_PIECE;
+            j->list[k] = (gw_verbs_lpiece_t){gw_get_u64(q), gw_get_u64(q + 8), gw_get_u32(q + 16), gw_get_u32(q + 20)};
+        }
+        j->nlist = n;
+        j->status = lj_check(ep, j);
+        if (j->status == GW_OK)
+            j->status = stg_engine(ep->vif, j->device, 1, &j->eng);
+        if (j->status != GW_OK)
+            job_finish(ep, j);
+        return;
+    }
     if ((p[3] & SREQ_EAGER) && j->dir) { /* a small get: answered with the data (stg_job_step) */
         if (j->len > STG_EAGER_MAX) {
             gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: eager staged get of %u bytes from %s (at most %u)", j->len,
@@ -727,6 +1397,10 @@ void gw_verbs_stg_job_wr_done(gw_verbs_ep_t *ep, uint32_t aux)
     if (aux == 0 || aux > GW_VERBS_STG_CREDITS)
         return;
     gw_verbs_sjob_t *j = &ep->sjob[aux - 1];
+    if (j->list) {
+        lj_wr_done(ep, j);
+        return;
+    }
     if (j->state == J_READ) {
         if (j->status == GW_OK && j->mem) {
             gw_status_t st = gw_staging_h2d(j->eng->st, j->slot, (void *)(uintptr_t)(j->taddr + j->done), j->piece);
@@ -750,6 +1424,10 @@ void gw_verbs_stg_job_wr_done(gw_verbs_ep_t *ep, uint32_t aux)
 static void stg_job_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
 {
     gw_verbs_sjob_t *j = &ep->sjob[ji];
+    if (j->list) {
+        lj_step(ep, b, ji);
+        return;
+    }
     for (;;) {
         switch (j->state) {
         case J_SLOT: {
@@ -947,6 +1625,7 @@ void gw_verbs_stg_forget_all(gw_verbs_ep_t *ep, int own)
         stg_slot_drop_or_park(ep, j->eng, j->slot, j->state == J_READ || j->state == J_WRITE);
         if (j->mem)
             j->mem->incoming -= j->dir == 0;
+        free(j->list);
         memset(j, 0, sizeof(*j));
     }
     ep->stg_credits = 0;
