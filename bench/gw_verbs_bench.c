@@ -221,7 +221,7 @@ int main(int argc, char **argv)
         uint8_t out[8];
         long warm = iters / 10 + 1;
         double *rtt = calloc((size_t)iters, sizeof(double));
-        uint64_t ti = 0, k0 = 0;
+        uint64_t ti = 0, k0 = 0, passes = 0;
         for (long i = 1; i <= iters + warm; i++) {
             if (i == warm + 1) {
                 t0 = now_s();
@@ -232,8 +232,10 @@ int main(int argc, char **argv)
             memset(out, (int)(uint8_t)i, sizeof(out));
             REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, NULL));
             for (unsigned spin = 0; buf[size - 1] != (uint8_t)i; spin++)
-                if (spin % poll_every == poll_every - 1)
+                if (spin % poll_every == poll_every - 1) {
                     gw_progress(ctx);
+                    passes += i > warm;
+                }
             if (i > warm)
                 rtt[i - warm - 1] = (double)(ticks() - ti);
         }
@@ -247,6 +249,9 @@ int main(int argc, char **argv)
         printf("lat %zu usec=%.3f typical_usec=%.3f\n", size, (t1 - t0) / (double)iters / 2 * 1e6,
                rtt[iters / 2] / 2 * 1e6);
         free(rtt);
+        if (getenv("GW_BENCH_DESCRIBE")) /* how finely the client's wait was sliced */
+            printf("client progress passes per round trip %.1f, %.3f us per pass\n", (double)passes / (double)iters,
+                   passes ? (t1 - t0) / (double)passes * 1e6 : 0.0);
     }
     if (getenv("GW_BENCH_DESCRIBE")) { /* the endpoint's posting counters (verbs_prof.sh) */
         gw_ep_info_t info = {.size = sizeof(info)};

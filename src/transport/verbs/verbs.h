@@ -451,6 +451,14 @@ static inline gw_core_t *ep_core(gw_verbs_ep_t *ep) { return ep->vif->super.core
  * down, nothing more is posted and completions are only drained. */
 static inline int vep_failed(const gw_verbs_ep_t *ep) { return gw_ep_failed(ep->super.base); }
 
+/* Is anything waiting to be posted: a control message, a queued request, a
+ * rendezvous receive or staged work?  (Inline: a progress pass asks on every
+ * call, and on an idle endpoint that question is most of the pass.) */
+static inline int vep_queued(const gw_verbs_ep_t *ep)
+{
+    return ep->ctrl_count || !gw_list_empty(&ep->pending) || !gw_list_empty(&ep->rdv_recvs) || ep->stg_live;
+}
+
 /* bounce slots */
 static inline int slot_get(gw_verbs_ep_t *ep)
 {

@@ -375,12 +375,15 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
         return 0;
     /* posted work counts as progress: a caller that progresses until 0
      * before sleeping on the context fd has handed everything to the device */
-    int n = gw_verbs_post_pending(ep);
+    /* (an idle pass is the CQ poll alone: under emulation each call is
+     * costly, and a waiter notices a peer's write only after the pass it
+     * is in, so the pass's length is part of the latency) */
+    int n = vep_queued(ep) ? gw_verbs_post_pending(ep) : 0;
     int c = poll_cq(ep);
-    if (c)
+    if (c && vep_queued(ep))
         n += gw_verbs_post_pending(ep);
     n += c;
-    if (!n && !vep_failed(ep) && gw_verbs_stg_busy(ep))
+    if (!n && ep->stg_live && !vep_failed(ep) && gw_verbs_stg_busy(ep))
         n = 1; /* staged copies in flight: CUDA events wake no fd, keep the caller polling */
     if (n) {
         /* no clock read here: the busy path stays free of system calls

@@ -597,7 +597,7 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
 {
     if (vep_failed(ep) || !ep->connected)
         return 0;
-    if (!ep->ctrl_count && gw_list_empty(&ep->pending) && gw_list_empty(&ep->rdv_recvs) && !ep->stg_live)
+    if (!vep_queued(ep))
         return 0; /* nothing queued (the common case of a progress call) */
     uint64_t before = ep->wr_posted;
     batch_t b;
@@ -653,8 +653,7 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
      * on an idle endpoint (nothing queued: no request, control message,
      * rendezvous receive or staged work) there is nothing to batch with and
      * nothing it must follow: post it at once, without the queue (latency) */
-    int idle = gw_list_empty(&ep->pending) && !ep->ctrl_count && gw_list_empty(&ep->rdv_recvs) &&
-               !ep->stg_live;
+    int idle = !vep_queued(ep);
     for (int qi = 0; idle && qi < ep->nqps; qi++)
         idle = ep->qps[qi].used < 4; /* (a few unreaped completions: still idle) */
     if (!idle) {
