@@ -18,7 +18,8 @@
 #
 # Unattended, one command:  bench/verbs_small.sh build
 # Knobs: SIZES ("8 64 1024 4096"), OPS ("put send lat"), N (5000
-# operations per run; lat: 2000 round trips), REPS (5 rounds per row).
+# operations per run; lat: LAT_N, 2000 round trips), REPS (5 rounds per row;
+# lat: LAT_REPS, default REPS).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:-$HERE/../build}" && pwd) || { echo "no build dir" >&2; exit 2; }
@@ -76,10 +77,10 @@ fmt() { awk -v x="$1" 'BEGIN{ if (x == "-" || x == "") print "-"; else if (x + 0
 for op in ${OPS:-put send lat}; do
   sizes=${SIZES:-8 64 1024 4096}; [ "$op" = lat ] && sizes=8
   for s in $sizes; do
-    n=${N:-5000}; [ "$op" = lat ] && n=${LAT_N:-2000}
+    n=${N:-5000}; reps=$REPS; [ "$op" = lat ] && { n=${LAT_N:-2000}; reps=${LAT_REPS:-$REPS}; }
     unit="ops/s"; low=0; [ "$op" = lat ] && { unit="us one-way"; low=1; }
     : > /tmp/vs.g; : > /tmp/vs.o; : > /tmp/vs.p; : > /tmp/vs.r; : > /tmp/vs.ro
-    for r in $(seq "$REPS"); do
+    for r in $(seq "$reps"); do
       g=""; o=""; p=""
       if [ $((r % 2)) = 1 ]; then
         g=$(gw_run "$GW" "$op" "$s" "$n"); [ -n "$OLD" ] && o=$(gw_run "$OLD" "$op" "$s" "$n"); p=$(pt_run "$op" "$s" "$n")
@@ -94,7 +95,7 @@ for op in ${OPS:-put send lat}; do
     done
     read -r gb gm _ _ < <(stats /tmp/vs.g $low); read -r pb pm _ _ < <(stats /tmp/vs.p $low)
     read -r _ rm rmin rmax < <(stats /tmp/vs.r 0)
-    line="$op $s ($unit, $REPS rounds): gpuwire best $(fmt "$gb") median $(fmt "$gm"); perftest best $(fmt "$pb") median $(fmt "$pm")"
+    line="$op $s ($unit, $reps rounds): gpuwire best $(fmt "$gb") median $(fmt "$gm"); perftest best $(fmt "$pb") median $(fmt "$pm")"
     line="$line; pair ratio median $rm [$rmin-$rmax]"
     if [ -n "$OLD" ]; then
       read -r ob om _ _ < <(stats /tmp/vs.o $low); read -r _ orm ormin ormax < <(stats /tmp/vs.ro 0)
