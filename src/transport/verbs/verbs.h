@@ -90,6 +90,9 @@ typedef struct gw_verbs_addr {
                                         CT_SREQ/CT_SACK) and serves them */
 #define GW_VERBS_FEAT_WRITE_IMM 0x2u /* a CTS may ask for striped WRITEs closed by a WRITE_WITH_IMM
                                         per queue pair; keeps a zero-length receive pool on QPs 1.. */
+#define GW_VERBS_FEAT_SEND_IMM 0x8u  /* takes eager messages without a header: SEND_WITH_IMM on QP 0,
+                                        the tag (below 2^32) in the immediate, the length from the
+                                        completion; sent to a peer announcing it */
 
 size_t gw_verbs_addr_pack(const gw_verbs_addr_t *a, uint8_t *buf, size_t cap);
 gw_status_t gw_verbs_addr_unpack(gw_verbs_addr_t *a, const uint8_t *buf, size_t len);
@@ -335,6 +338,7 @@ typedef struct gw_verbs_ep {
     uint64_t cq_polls, cq_wcs; /* ibv_poll_cq calls and the completions they returned */
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
+    uint64_t eager_imm;      /* eager sends without a header (GW_VERBS_FEAT_SEND_IMM) */
     int max_send_sge;        /* 2 where the device takes a header and a payload SGE, else 1 */
     /* staged GPU memory (verbs_stage.c) */
     gw_list_t stg_reqs;      /* gw_verbs_sreq_t in posting order */

@@ -157,6 +157,26 @@ static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
         rdv_written(ep, r);
 }
 
+/* An eager message's payload arrived: into the matching posted receive,
+ * else kept as unexpected. */
+static void eager_in(gw_verbs_ep_t *ep, const uint8_t *payload, uint64_t tag, size_t len)
+{
+    gw_ep_base_t *base = ep->super.base;
+    gw_request_t *r = gw_ep_match_posted(base, tag);
+    if (r) {
+        gw_status_t cst = gw_mem_copy_to(r->core, r->lmem, r->buf, payload, GW_MIN(len, r->len));
+        gw_ep_recv_done(base, r, len, tag, cst);
+        return;
+    }
+    gw_unexp_t *u = gw_ep_unexp_eager(base, tag, len); /* the base's record (ep_base.h) */
+    if (!u) {
+        gw_verbs_ep_die(ep, GW_ERR_NOMEM, "unexpected message (%zu bytes): out of memory", len);
+        return;
+    }
+    memcpy(u->data, payload, len);
+    gw_ep_unexp_queue(base, u);
+}
+
 static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
 {
     gw_ep_base_t *base = ep->super.base;
@@ -190,6 +210,18 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         return;
     }
     const uint8_t *p = ep->rbuf + (size_t)idx * GW_VERBS_SLOT;
+    if (wc->wc_flags & IBV_WC_WITH_IMM) { /* an eager message without a header: the tag in the immediate */
+        if (!(ep->local.features & GW_VERBS_FEAT_SEND_IMM)) {
+            gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: a %u-byte message from %s without a header (tag "
+                   "0x%x in the immediate), which this side did not announce", wc->byte_len, ep->peer.dev,
+                   ntohl(wc->imm_data));
+            return;
+        }
+        eager_in(ep, p, ntohl(wc->imm_data), wc->byte_len);
+        if (!vep_failed(ep))
+            repost_recv(ep, idx);
+        return;
+    }
     if (wc->byte_len < GW_VERBS_HDR) {
         gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: %u-byte message from %s is shorter than a header",
                wc->byte_len, ep->peer.dev);
@@ -206,20 +238,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
                    (unsigned long long)len, wc->byte_len - GW_VERBS_HDR);
             return;
         }
-        gw_request_t *r = gw_ep_match_posted(base, tag);
-        if (r) {
-            gw_status_t cst = gw_mem_copy_to(r->core, r->lmem, r->buf, p + GW_VERBS_HDR, GW_MIN((size_t)len, r->len));
-            gw_ep_recv_done(base, r, (size_t)len, tag, cst);
-        } else {
-            gw_unexp_t *u = gw_ep_unexp_eager(base, tag, (size_t)len); /* the base's record (ep_base.h) */
-            if (!u) {
-                gw_verbs_ep_die(ep, GW_ERR_NOMEM, "unexpected message (%llu bytes): out of memory",
-                       (unsigned long long)len);
-                return;
-            }
-            memcpy(u->data, p + GW_VERBS_HDR, len);
-            gw_ep_unexp_queue(base, u);
-        }
+        eager_in(ep, p + GW_VERBS_HDR, tag, (size_t)len);
         break;
     }
     case CT_RTS: {
