@@ -8,6 +8,15 @@
  *   prints one line: "OP SIZE ops_s=N bw_gbps=X" (operations first: at small sizes
  *   the rate is the figure) or "lat SIZE usec=X"
  *
+ * lat has two loops (GW_BENCH_LAT):
+ *   complete (default): ib_write_lat's loop: each side puts, waits for its
+ *       put's completion (gw_request_wait), then watches its memory for the
+ *       peer's write, calling gw_progress() only every GW_BENCH_POLL_EVERY
+ *       (1024) checks (nothing is outstanding then; the library's timers);
+ *   progress: an untracked put, then gw_progress() on every check while
+ *       watching (the waiter notices the write after the pass it is in:
+ *       the pass's length is on the measured path).
+ *
  * Bandwidth keeps WINDOW (128, perftest's default tx depth) operations in
  * flight from one registered buffer, as perftest does, and times ITERS of
  * them.  Server and client are two processes on one
@@ -25,8 +34,32 @@ static size_t size;
 static long iters;
 static const char *sdev = "", *cdev = "";
 /* lat: call gw_progress() every this many checks of the flag byte
- * (GW_BENCH_POLL_EVERY, default 1: every check) */
+ * (GW_BENCH_POLL_EVERY; default 1024 in the complete loop, 1 in progress) */
 static unsigned poll_every = 1;
+static int lat_complete = 1; /* GW_BENCH_LAT: complete (1) or progress (0) */
+
+/* lat: one put of the ping-pong (the complete loop waits for its completion) */
+static void lat_put(gw_ep_t *ep, const uint8_t *out, uint64_t rbase, gw_rkey_t *rk)
+{
+    gw_request_t *r = NULL;
+    REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, lat_complete ? &r : NULL));
+    if (r) {
+        REQUIRE_OK(gw_request_wait(r, 20000));
+        gw_request_free(r);
+    }
+}
+
+/* lat: waits for the peer's write of round i; returns the progress passes made */
+static uint64_t lat_wait(gw_context_t *ctx, volatile uint8_t *buf, long i)
+{
+    uint64_t passes = 0;
+    for (unsigned spin = 0; buf[size - 1] != (uint8_t)i; spin++)
+        if (spin % poll_every == poll_every - 1) {
+            gw_progress(ctx);
+            passes++;
+        }
+    return passes;
+}
 
 static double now_s(void)
 {
@@ -101,11 +134,9 @@ static int server(void *arg)
         uint8_t out[8];
         long total = iters + iters / 10 + 1; /* warm-up included, as the client */
         for (long i = 1; i <= total; i++) {
-            for (unsigned spin = 0; buf[size - 1] != (uint8_t)i; spin++)
-                if (spin % poll_every == poll_every - 1)
-                    gw_progress(ctx);
+            lat_wait(ctx, buf, i);
             memset(out, (int)(uint8_t)i, sizeof(out));
-            REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, NULL));
+            lat_put(ep, out, rbase, rk);
         }
         while (gw_progress(ctx) > 0)
             ;
@@ -138,8 +169,17 @@ int main(int argc, char **argv)
         sdev = argv[4];
         cdev = argv[5];
     }
+    if (getenv("GW_BENCH_LAT")) {
+        if (strcmp(getenv("GW_BENCH_LAT"), "complete") && strcmp(getenv("GW_BENCH_LAT"), "progress")) {
+            fprintf(stderr, "%s: GW_BENCH_LAT must be complete or progress, not '%s'\n", argv[0],
+                    getenv("GW_BENCH_LAT"));
+            return 2;
+        }
+        lat_complete = !strcmp(getenv("GW_BENCH_LAT"), "complete");
+    }
+    poll_every = lat_complete ? 1024 : 1;
     if (getenv("GW_BENCH_POLL_EVERY"))
-        poll_every = atoi(getenv("GW_BENCH_POLL_EVERY")) > 0 ? (unsigned)atoi(getenv("GW_BENCH_POLL_EVERY")) : 1;
+        poll_every = atoi(getenv("GW_BENCH_POLL_EVERY")) > 0 ? (unsigned)atoi(getenv("GW_BENCH_POLL_EVERY")) : poll_every;
     setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
@@ -221,7 +261,7 @@ int main(int argc, char **argv)
         uint8_t out[8];
         long warm = iters / 10 + 1;
         double *rtt = calloc((size_t)iters, sizeof(double));
-        uint64_t ti = 0, k0 = 0;
+        uint64_t ti = 0, k0 = 0, passes = 0;
         for (long i = 1; i <= iters + warm; i++) {
             if (i == warm + 1) {
                 t0 = now_s();
@@ -230,10 +270,9 @@ int main(int argc, char **argv)
             if (i > warm)
                 ti = ticks();
             memset(out, (int)(uint8_t)i, sizeof(out));
-            REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, NULL));
-            for (unsigned spin = 0; buf[size - 1] != (uint8_t)i; spin++)
-                if (spin % poll_every == poll_every - 1)
-                    gw_progress(ctx);
+            lat_put(ep, out, rbase, rk);
+            uint64_t p = lat_wait(ctx, buf, i);
+            passes += i > warm ? p : 0;
             if (i > warm)
                 rtt[i - warm - 1] = (double)(ticks() - ti);
         }
@@ -247,6 +286,10 @@ int main(int argc, char **argv)
         printf("lat %zu usec=%.3f typical_usec=%.3f\n", size, (t1 - t0) / (double)iters / 2 * 1e6,
                rtt[iters / 2] / 2 * 1e6);
         free(rtt);
+        if (getenv("GW_BENCH_DESCRIBE")) /* how finely the client's wait was sliced */
+            printf("client (%s loop) progress passes per round trip %.1f, %.3f us per pass\n",
+                   lat_complete ? "complete" : "progress", (double)passes / (double)iters,
+                   passes ? (t1 - t0) / (double)passes * 1e6 : 0.0);
     }
     if (getenv("GW_BENCH_DESCRIBE")) { /* the endpoint's posting counters (verbs_prof.sh) */
         gw_ep_info_t info = {.size = sizeof(info)};

@@ -18,7 +18,10 @@
 #
 # Unattended, one command:  bench/verbs_small.sh build
 # Knobs: SIZES ("8 64 1024 4096"), OPS ("put send lat"), N (5000
-# operations per run; lat: 2000 round trips), REPS (5 rounds per row).
+# operations per run; lat: LAT_N, 2000 round trips), REPS (5 rounds per row;
+# lat: LAT_REPS, default REPS), LAT_LOOPS ("complete progress": gw_verbs_bench's
+# two ping-pong loops, GW_BENCH_LAT, one lat row each; complete is
+# ib_write_lat's: put, wait for its completion, watch memory).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:-$HERE/../build}" && pwd) || { echo "no build dir" >&2; exit 2; }
@@ -73,13 +76,17 @@ stats() {  # file lower_is_better -> "best median min max" of the non-empty numb
 }
 fmt() { awk -v x="$1" 'BEGIN{ if (x == "-" || x == "") print "-"; else if (x + 0 >= 100) printf "%.0f", x; else printf "%.3f", x }'; }
 
-for op in ${OPS:-put send lat}; do
+for opl in ${OPS:-put send lat}; do
+ loops=-; [ "$opl" = lat ] && loops=${LAT_LOOPS:-complete progress}
+ for loop in $loops; do
+  op=$opl; label=$op
+  if [ "$op" = lat ]; then export GW_BENCH_LAT=$loop; label="lat ($loop loop)"; fi
   sizes=${SIZES:-8 64 1024 4096}; [ "$op" = lat ] && sizes=8
   for s in $sizes; do
-    n=${N:-5000}; [ "$op" = lat ] && n=${LAT_N:-2000}
+    n=${N:-5000}; reps=$REPS; [ "$op" = lat ] && { n=${LAT_N:-2000}; reps=${LAT_REPS:-$REPS}; }
     unit="ops/s"; low=0; [ "$op" = lat ] && { unit="us one-way"; low=1; }
     : > /tmp/vs.g; : > /tmp/vs.o; : > /tmp/vs.p; : > /tmp/vs.r; : > /tmp/vs.ro
-    for r in $(seq "$REPS"); do
+    for r in $(seq "$reps"); do
       g=""; o=""; p=""
       if [ $((r % 2)) = 1 ]; then
         g=$(gw_run "$GW" "$op" "$s" "$n"); [ -n "$OLD" ] && o=$(gw_run "$OLD" "$op" "$s" "$n"); p=$(pt_run "$op" "$s" "$n")
@@ -90,11 +97,11 @@ for op in ${OPS:-put send lat}; do
       num() { [[ "$1" =~ ^[0-9]+(\.[0-9]+)?$ ]]; }   # perftest may print "inf"
       num "$g" && num "$p" && awk -v a="$g" -v b="$p" 'BEGIN{ if (b + 0 > 0) printf "%.3f\n", a / b }' >> /tmp/vs.r
       num "$o" && num "$p" && awk -v a="$o" -v b="$p" 'BEGIN{ if (b + 0 > 0) printf "%.3f\n", a / b }' >> /tmp/vs.ro
-      echo "  $op $s round $r: gpuwire ${g:-fail}${OLD:+ old ${o:-fail}} perftest ${p:-fail} $unit"
+      echo "  $label $s round $r: gpuwire ${g:-fail}${OLD:+ old ${o:-fail}} perftest ${p:-fail} $unit"
     done
     read -r gb gm _ _ < <(stats /tmp/vs.g $low); read -r pb pm _ _ < <(stats /tmp/vs.p $low)
     read -r _ rm rmin rmax < <(stats /tmp/vs.r 0)
-    line="$op $s ($unit, $REPS rounds): gpuwire best $(fmt "$gb") median $(fmt "$gm"); perftest best $(fmt "$pb") median $(fmt "$pm")"
+    line="$label $s ($unit, $reps rounds): gpuwire best $(fmt "$gb") median $(fmt "$gm"); perftest best $(fmt "$pb") median $(fmt "$pm")"
     line="$line; pair ratio median $rm [$rmin-$rmax]"
     if [ -n "$OLD" ]; then
       read -r ob om _ _ < <(stats /tmp/vs.o $low); read -r _ orm ormin ormax < <(stats /tmp/vs.ro 0)
@@ -102,4 +109,5 @@ for op in ${OPS:-put send lat}; do
     fi
     echo "$line"
   done
+ done
 done

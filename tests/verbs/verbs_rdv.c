@@ -9,7 +9,9 @@
  * flight at once) into the server's region registered for remote writes and
  * into a buffer without a registration, all from a registered buffer (so
  * eager messages above the inline size go without a copy: two SGEs, counted
- * in the sender's endpoint path); the server checks every byte, that
+ * in the sender's endpoint path; between two sides announcing it, the
+ * eager messages go without a header, SEND_WITH_IMM with the tag in the
+ * immediate, counted there too); the server checks every byte, that
  * the bytes after a truncated receive are untouched, and how each receive
  * came (its endpoint's counters: by the sender's WRITE or by its own READ):
  *   imm     both sides of this build: WRITE for every registered receive,
@@ -216,6 +218,13 @@ static void client(void)
     REQUIRE_OK(gw_ep_query(ep, &info));
     fprintf(stderr, "%s: client endpoint: %s\n", cur->name, info.path);
     CHECK(strstr(info.path, "; 2 eager sends straight from registered memory") != NULL);
+    /* both sides announcing header-less eager messages (GW_VERBS_FEAT_SEND_IMM,
+     * 0x8; the masks of the old-peer modes leave it out): the three eager
+     * sends (tags 100-102) went as SEND_WITH_IMM, and were received whole
+     * above; else none did */
+    int imm = (!*cur->srv_feat || (strtoul(cur->srv_feat, NULL, 0) & 0x8)) &&
+              (!*cur->cli_feat || (strtoul(cur->cli_feat, NULL, 0) & 0x8));
+    CHECK((strstr(info.path, "; 3 eager header-less") != NULL) == imm);
     gwt_chan_send(&pch, "bye", 4);
     gw_mem_dereg(bm);
     gw_ep_close(ep, 2000);

@@ -92,6 +92,9 @@ typedef struct gw_verbs_addr {
                                       * touching staged GPU memory) */
 #define GW_VERBS_FEAT_WRITE_IMM 0x2u /* a CTS may ask for striped WRITEs closed by a WRITE_WITH_IMM
                                         per queue pair; keeps a zero-length receive pool on QPs 1.. */
+#define GW_VERBS_FEAT_SEND_IMM 0x10u /* takes eager messages without a header: SEND_WITH_IMM on QP 0,
+                                        the tag (below 2^32) in the immediate, the length from the
+                                        completion; sent to a peer announcing it */
 
 size_t gw_verbs_addr_pack(const gw_verbs_addr_t *a, uint8_t *buf, size_t cap);
 gw_status_t gw_verbs_addr_unpack(gw_verbs_addr_t *a, const uint8_t *buf, size_t len);
@@ -356,6 +359,7 @@ typedef struct gw_verbs_ep {
     uint64_t cq_polls, cq_wcs; /* ibv_poll_cq calls and the completions they returned */
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
+    uint64_t eager_imm;      /* eager sends without a header (GW_VERBS_FEAT_SEND_IMM) */
     int max_send_sge;        /* 2 where the device takes a header and a payload SGE, else 1 */
     /* staged GPU memory (verbs_stage.c) */
     gw_list_t stg_reqs;      /* gw_verbs_sreq_t in posting order */
@@ -471,6 +475,14 @@ static inline gw_core_t *ep_core(gw_verbs_ep_t *ep) { return ep->vif->super.core
  * control socket in the api layer), verbs_on_fail has torn the endpoint
  * down, nothing more is posted and completions are only drained. */
 static inline int vep_failed(const gw_verbs_ep_t *ep) { return gw_ep_failed(ep->super.base); }
+
+/* Is anything waiting to be posted: a control message, a queued request, a
+ * rendezvous receive or staged work?  (Inline: a progress pass asks on every
+ * call, and on an idle endpoint that question is most of the pass.) */
+static inline int vep_queued(const gw_verbs_ep_t *ep)
+{
+    return ep->ctrl_count || !gw_list_empty(&ep->pending) || !gw_list_empty(&ep->rdv_recvs) || ep->stg_live;
+}
 
 /* bounce slots */
 static inline int slot_get(gw_verbs_ep_t *ep)

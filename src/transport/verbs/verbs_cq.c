@@ -157,6 +157,26 @@ static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
         rdv_written(ep, r);
 }
 
+/* An eager message's payload arrived: into the matching posted receive,
+ * else kept as unexpected. */
+static void eager_in(gw_verbs_ep_t *ep, const uint8_t *payload, uint64_t tag, size_t len)
+{
+    gw_ep_base_t *base = ep->super.base;
+    gw_request_t *r = gw_ep_match_posted(base, tag);
+    if (r) {
+        gw_status_t cst = gw_mem_copy_to(r->core, r->lmem, r->buf, payload, GW_MIN(len, r->len));
+        gw_ep_recv_done(base, r, len, tag, cst);
+        return;
+    }
+    gw_unexp_t *u = gw_ep_unexp_eager(base, tag, len); /* the base's record (ep_base.h) */
+    if (!u) {
+        gw_verbs_ep_die(ep, GW_ERR_NOMEM, "unexpected message (%zu bytes): out of memory", len);
+        return;
+    }
+    memcpy(u->data, payload, len);
+    gw_ep_unexp_queue(base, u);
+}
+
 static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
 {
     gw_ep_base_t *base = ep->super.base;
@@ -190,6 +210,18 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         return;
     }
     const uint8_t *p = ep->rbuf + (size_t)idx * GW_VERBS_SLOT;
+    if (wc->wc_flags & IBV_WC_WITH_IMM) { /* an eager message without a header: the tag in the immediate */
+        if (!(ep->local.features & GW_VERBS_FEAT_SEND_IMM)) {
+            gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: a %u-byte message from %s without a header (tag "
+                   "0x%x in the immediate), which this side did not announce", wc->byte_len, ep->peer.dev,
+                   ntohl(wc->imm_data));
+            return;
+        }
+        eager_in(ep, p, ntohl(wc->imm_data), wc->byte_len);
+        if (!vep_failed(ep))
+            repost_recv(ep, idx);
+        return;
+    }
     if (wc->byte_len < GW_VERBS_HDR) {
         gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: %u-byte message from %s is shorter than a header",
                wc->byte_len, ep->peer.dev);
@@ -206,20 +238,7 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
                    (unsigned long long)len, wc->byte_len - GW_VERBS_HDR);
             return;
         }
-        gw_request_t *r = gw_ep_match_posted(base, tag);
-        if (r) {
-            gw_status_t cst = gw_mem_copy_to(r->core, r->lmem, r->buf, p + GW_VERBS_HDR, GW_MIN((size_t)len, r->len));
-            gw_ep_recv_done(base, r, (size_t)len, tag, cst);
-        } else {
-            gw_unexp_t *u = gw_ep_unexp_eager(base, tag, (size_t)len); /* the base's record (ep_base.h) */
-            if (!u) {
-                gw_verbs_ep_die(ep, GW_ERR_NOMEM, "unexpected message (%llu bytes): out of memory",
-                       (unsigned long long)len);
-                return;
-            }
-            memcpy(u->data, p + GW_VERBS_HDR, len);
-            gw_ep_unexp_queue(base, u);
-        }
+        eager_in(ep, p + GW_VERBS_HDR, tag, (size_t)len);
         break;
     }
     case CT_RTS: {
@@ -375,12 +394,15 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
         return 0;
     /* posted work counts as progress: a caller that progresses until 0
      * before sleeping on the context fd has handed everything to the device */
-    int n = gw_verbs_post_pending(ep);
+    /* (an idle pass is the CQ poll alone: under emulation each call is
+     * costly, and a waiter notices a peer's write only after the pass it
+     * is in, so the pass's length is part of the latency) */
+    int n = vep_queued(ep) ? gw_verbs_post_pending(ep) : 0;
     int c = poll_cq(ep);
-    if (c)
+    if (c && vep_queued(ep))
         n += gw_verbs_post_pending(ep);
     n += c;
-    if (!n && !vep_failed(ep) && gw_verbs_stg_busy(ep))
+    if (!n && ep->stg_live && !vep_failed(ep) && gw_verbs_stg_busy(ep))
         n = 1; /* staged copies in flight: CUDA events wake no fd, keep the caller polling */
     if (n) {
         /* no clock read here: the busy path stays free of system calls

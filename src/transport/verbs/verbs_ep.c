@@ -186,7 +186,8 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
 
     gw_verbs_addr_t *la = &ep->local;
     la->version = GW_VERBS_ADDR_VERSION;
-    la->features = GW_VERBS_FEAT_WRITE_RDV | GW_VERBS_FEAT_WRITE_IMM | GW_VERBS_FEAT_STAGED | GW_VERBS_FEAT_SBATCH;
+    la->features = GW_VERBS_FEAT_WRITE_RDV | GW_VERBS_FEAT_WRITE_IMM | GW_VERBS_FEAT_STAGED | GW_VERBS_FEAT_SBATCH |
+                   GW_VERBS_FEAT_SEND_IMM;
     /* test hook (not a setting): announce fewer features, as a peer built
      * before them would, so the older protocols stay tested */
     const char *tf = gw_settings_test_hook("GW_TEST_VERBS_FEATURES");
@@ -431,6 +432,8 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
     if (ep->stg_nzombie || ep->stg_returned)
         appendf(buf, len, "; failed: %u bounce slots parked until its queue pairs drain, %u returned",
                 ep->stg_nzombie, ep->stg_returned);
+    if (ep->eager_imm) /* (last: the path has 256 bytes, the segments above are what tests read first) */
+        appendf(buf, len, "; %llu eager header-less", (unsigned long long)ep->eager_imm);
     return GW_OK;
 }
 

@@ -383,6 +383,50 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
 }
 
 
+/* The lkey under an eager payload that can go straight from the user's
+ * registered host buffer (one MR holds all of it): 1, else 0. */
+static int payload_lkey(const gw_request_t *req, uint32_t *lkey)
+{
+    uint64_t left;
+    return req->lmem && req->lmem->type == GW_MEM_HOST && req->lmem->tl_reg[GW_TL_VERBS] &&
+           gw_verbs_reg_piece(req->lmem->tl_reg[GW_TL_VERBS], (uint64_t)(uintptr_t)req->buf, lkey, NULL, &left) == 0 &&
+           left >= req->len;
+}
+
+/* An eager message without a header (the peer announced
+ * GW_VERBS_FEAT_SEND_IMM; the tag fits in 32 bits): SEND_WITH_IMM with the
+ * tag in the immediate, the receiver takes the length from its completion.
+ * Where packets are processed in software (Soft-RoCE) the 40-byte header
+ * costs a packet: a 4 KiB payload with it takes five of 1 KiB, as many as
+ * ib_send_bw's four without.  The payload goes from the registered buffer,
+ * else from bounce slot s.  1: posted, or completed with the copy's error. */
+static int post_eager_imm(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int s)
+{
+    uint32_t lkey = 0;
+    int direct = req->len > ep->max_inline && payload_lkey(req, &lkey);
+    if (!direct) {
+        gw_status_t cst = gw_mem_copy_from(req->core, req->lmem, slot_ptr(ep, s), req->buf, req->len);
+        if (cst != GW_OK) {
+            slot_put(ep, s);
+            gw_ep_op_done(ep->super.base, req, cst);
+            return 1;
+        }
+    }
+    struct ibv_send_wr *w = gw_verbs_post_sendmsg(ep, b, req, s, (uint32_t)req->len);
+    w->opcode = IBV_WR_SEND_WITH_IMM;
+    w->imm_data = htonl((uint32_t)req->value);
+    if (!req->len)
+        w->num_sge = 0;
+    if (direct) {
+        w->sg_list[0].addr = (uint64_t)(uintptr_t)req->buf;
+        w->sg_list[0].lkey = lkey;
+        ep->eager_gathered++;
+    }
+    ep->eager_imm++;
+    req->tl_flags |= TLF_ALLPOSTED;
+    return 1;
+}
+
 static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
 {
     int r;
@@ -477,14 +521,11 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             return 0;
         uint8_t *p = slot_ptr(ep, s);
         if (req->len <= GW_VERBS_EAGER_MAX) {
-            gw_verbs_hdr_fill(p, CT_EAGER, 0, req->value, req->len, 0, 0, 0);
             uint32_t lkey;
-            uint64_t left;
-            if (req->len > ep->max_inline && ep->max_send_sge >= 2 && req->lmem &&
-                req->lmem->type == GW_MEM_HOST && req->lmem->tl_reg[GW_TL_VERBS] &&
-                gw_verbs_reg_piece(req->lmem->tl_reg[GW_TL_VERBS], (uint64_t)(uintptr_t)req->buf, &lkey, NULL,
-                                   &left) == 0 &&
-                left >= req->len) {
+            if (req->value <= 0xffffffffull && (ep->local.features & ep->peer.features & GW_VERBS_FEAT_SEND_IMM))
+                return post_eager_imm(ep, b, req, s);
+            gw_verbs_hdr_fill(p, CT_EAGER, 0, req->value, req->len, 0, 0, 0);
+            if (req->len > ep->max_inline && ep->max_send_sge >= 2 && payload_lkey(req, &lkey)) {
                 /* from a registered buffer: the header from the slot, the payload
                  * straight from the user's memory (a second SGE, no copy) */
                 struct ibv_send_wr *w = gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
@@ -597,7 +638,7 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
 {
     if (vep_failed(ep) || !ep->connected)
         return 0;
-    if (!ep->ctrl_count && gw_list_empty(&ep->pending) && gw_list_empty(&ep->rdv_recvs) && !ep->stg_live)
+    if (!vep_queued(ep))
         return 0; /* nothing queued (the common case of a progress call) */
     uint64_t before = ep->wr_posted;
     batch_t b;
@@ -653,8 +694,7 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
      * on an idle endpoint (nothing queued: no request, control message,
      * rendezvous receive or staged work) there is nothing to batch with and
      * nothing it must follow: post it at once, without the queue (latency) */
-    int idle = gw_list_empty(&ep->pending) && !ep->ctrl_count && gw_list_empty(&ep->rdv_recvs) &&
-               !ep->stg_live;
+    int idle = !vep_queued(ep);
     for (int qi = 0; idle && qi < ep->nqps; qi++)
         idle = ep->qps[qi].used < 4; /* (a few unreaped completions: still idle) */
     if (!idle) {
