@@ -364,7 +364,7 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
             if (st != GW_OK)
                 return st;
             e->n_shm++;
-            if (len > INTRA_CMA_SYNC_MAX) { /* large: piecewise from progress, as CMA */
+            if (len > INTRA_SHM_SYNC_MAX) { /* large: piecewise from progress, as CMA */
                 intra_cp_t cp = {.ev = NULL, .req = req, .slot = req->intra.slot,
                                  .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr,
                                  .rptr = p, .len = len};
@@ -553,7 +553,7 @@ void intra_slot_leave(intra_ep_t *e, gw_request_t *req)
 static int shm_copy_now(intra_ep_t *e, int get, void *buf, size_t len, uint64_t src, uint64_t id, uint64_t kid,
                         uint64_t raddr)
 {
-    if (len > INTRA_CMA_SYNC_MAX || !(src & RK_VALID))
+    if (len > INTRA_SHM_SYNC_MAX || !(src & RK_VALID))
         return 0;
     uint32_t si = (uint32_t)(src & 0xffffffffu);
     if (si >= GW_INTRA_SLOTS || id != kid || !id)

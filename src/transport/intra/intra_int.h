@@ -36,6 +36,11 @@
 #define INTRA_BOUNCE (4u << 20)
 #define INTRA_DEREG_WAIT_MS 10000
 #define INTRA_CMA_SYNC_MAX (256u << 10) /* larger CMA copies run piecewise in progress */
+/* Puts and gets into gw_mem_alloc memory (plain copies, no system call) up to
+ * this size are copied inside the call: 1 MiB is about 20-50 us of memcpy,
+ * and piecewise copying from progress cost 12% of memcpy bandwidth at 1 MiB
+ * (docs/PERFORMANCE.md, session 12).  Larger ones run piecewise in progress. */
+#define INTRA_SHM_SYNC_MAX (1u << 20)
 #define INTRA_CMA_BUDGET (4u << 20)     /* CMA bytes one progress call moves per endpoint */
 #define INTRA_BLOB_LEN 64
 #define INTRA_CMA_BATCH 64              /* small CMA copies queued for one system call */
