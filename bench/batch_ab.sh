@@ -41,7 +41,7 @@ gw() { # transport args... -> bandwidth in GB/s; the run's operations are added 
     tail -1 | tee -a "$opsf" | sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p'
 }
 opsf=$(mktemp)
-trap 'rm -f "$opsf"' EXIT
+trap 'rm -f "$opsf" "$opsf.ucx"' EXIT
 minops() { # the fewest operations a run of this row made (from the JSON lines gw kept)
   sed -n 's/.*"iterations":\([0-9]*\).*/\1/p' "$opsf" | sort -n | head -1
 }
@@ -73,7 +73,10 @@ for t in $tls $arows; do
       x=$(gw "$t" --batch "$n" --size "$s" $xa); bb=$(max "$bb" "$x")
       x=$(gw "$t" --size "$tot" $xa); cb=$(max "$cb" "$x")
       if [ -n "$ucx" ] && [ "$n" = 256 ] && [ -z "$xa" ]; then
-        x=$(UCX_TLS=$utls timeout 120 "$ucx" "$n" "$b" "$sdur" 2>/dev/null | awk '{print $4}'); ub=$(max "$ub" "$x")
+        # only the result line ("ucx N SIZE GB/s ..."): UCX prints its errors on stdout too
+        x=$(UCX_TLS=$utls timeout 120 "$ucx" "$n" "$b" "$sdur" 2>&1 | tee "$opsf.ucx" | awk '$1 == "ucx" {print $4}')
+        if [ -n "$x" ]; then ub=$(max "$ub" "$x"); else
+          echo "# UCX (UCX_TLS=$utls) gave no figure: $(grep -v '^ucx ' "$opsf.ucx" | grep -m1 -iE 'error|unreachable|no ' | cut -c1-160)"; fi
       fi
       i=$((i + 1))
     done
