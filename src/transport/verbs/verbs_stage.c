@@ -1039,6 +1039,23 @@ static void job_finish(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
     memset(j, 0, sizeof(*j));
 }
 
+/* The copy engine's step on the job's slot: 1 when it finished well (the
+ * job goes on), 0 when it is still running or the job failed (then the job
+ * is finished here and answered with its status). */
+static int job_slot_done(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
+{
+    int t = gw_staging_test(j->eng->st, j->slot);
+    if (t == 0)
+        return 0;
+    if (t < 0 && j->status == GW_OK)
+        j->status = (gw_status_t)t;
+    if (j->status != GW_OK) {
+        job_finish(ep, j);
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- owner side of a chunk request with a piece list (a staged batch's) ---- */
 gw_status_t gw_verbs_sblist_check(const uint8_t *p, uint32_t bytes, uint32_t *n, char *why, size_t whylen)
 {
@@ -1214,15 +1231,8 @@ static void lj_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
             return;
         case J_D2H:
         case J_H2D: {
-            int t = gw_staging_test(j->eng->st, j->slot);
-            if (t == 0)
+            if (!job_slot_done(ep, j))
                 return;
-            if (t < 0 && j->status == GW_OK)
-                j->status = (gw_status_t)t;
-            if (j->status != GW_OK) {
-                job_finish(ep, j);
-                return;
-            }
             if (j->state == J_D2H) {
                 j->state = J_WRITE;
                 break;
@@ -1474,15 +1484,8 @@ static void stg_job_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
         }
         case J_H2D:
         case J_D2H: {
-            int t = gw_staging_test(j->eng->st, j->slot);
-            if (t == 0)
+            if (!job_slot_done(ep, j))
                 return;
-            if (t < 0 && j->status == GW_OK)
-                j->status = (gw_status_t)t;
-            if (j->status != GW_OK) {
-                job_finish(ep, j);
-                return;
-            }
             if (j->state == J_H2D) {
                 gw_staging_release(j->eng->st, j->slot);
                 j->slot = NULL;
