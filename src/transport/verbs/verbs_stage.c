@@ -1056,6 +1056,21 @@ static int job_slot_done(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
     return 1;
 }
 
+/* The job's piece is through: its slot goes back and the job moves on to
+ * the next piece (1), or it is finished here, all moved or failed (0). */
+static int job_piece_done(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
+{
+    gw_staging_release(j->eng->st, j->slot);
+    j->slot = NULL;
+    j->done += j->piece;
+    if (j->done >= j->len || j->status != GW_OK) {
+        job_finish(ep, j);
+        return 0;
+    }
+    j->state = J_SLOT;
+    return 1;
+}
+
 /* ---- owner side of a chunk request with a piece list (a staged batch's) ---- */
 gw_status_t gw_verbs_sblist_check(const uint8_t *p, uint32_t bytes, uint32_t *n, char *why, size_t whylen)
 {
@@ -1237,14 +1252,8 @@ static void lj_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
                 j->state = J_WRITE;
                 break;
             }
-            gw_staging_release(j->eng->st, j->slot);
-            j->slot = NULL;
-            j->done += j->piece;
-            if (j->done >= j->len) {
-                job_finish(ep, j);
+            if (!job_piece_done(ep, j))
                 return;
-            }
-            j->state = J_SLOT;
             break;
         }
         default:
@@ -1273,13 +1282,7 @@ static void lj_wr_done(gw_verbs_ep_t *ep, gw_verbs_sjob_t *j)
         }
         job_finish(ep, j);
     } else if (j->state == J_WRITE) {
-        gw_staging_release(j->eng->st, j->slot);
-        j->slot = NULL;
-        j->done += j->piece;
-        if (j->done >= j->len || j->status != GW_OK)
-            job_finish(ep, j);
-        else
-            j->state = J_SLOT;
+        job_piece_done(ep, j);
     }
 }
 
@@ -1422,12 +1425,7 @@ void gw_verbs_stg_job_wr_done(gw_verbs_ep_t *ep, uint32_t aux)
         }
         job_finish(ep, j);
     } else if (j->state == J_WRITE) {
-        gw_staging_release(j->eng->st, j->slot);
-        j->slot = NULL;
-        j->done += j->piece;
-        j->state = J_SLOT;
-        if (j->done >= j->len || j->status != GW_OK)
-            job_finish(ep, j);
+        job_piece_done(ep, j);
     }
 }
 
@@ -1487,14 +1485,8 @@ static void stg_job_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
             if (!job_slot_done(ep, j))
                 return;
             if (j->state == J_H2D) {
-                gw_staging_release(j->eng->st, j->slot);
-                j->slot = NULL;
-                j->done += j->piece;
-                j->state = J_SLOT;
-                if (j->done >= j->len) {
-                    job_finish(ep, j);
+                if (!job_piece_done(ep, j))
                     return;
-                }
                 break;
             }
             if (!qp_room(ep, b, 0))
