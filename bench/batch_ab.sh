@@ -19,8 +19,11 @@
 # takes seconds (the Soft-RoCE guest), a run of DUR holds only one or two
 # operations and its figure is mostly start-up.
 # usage: bench/batch_ab.sh [BUILD_DIR]    TRANSPORTS="tcp intra" REPS=3 DUR=1 BIG_DUR=1 ALLOC_ROWS=intra-alloc
-#        (ALLOC_ROWS= leaves out the intra rows with gw_mem_alloc buffers; they
-#        are there by default when TRANSPORTS names intra)
+#        GET_ROWS=intra-get
+#        (ALLOC_ROWS= leaves out the intra rows with gw_mem_alloc buffers,
+#        GET_ROWS= the intra rows of batched gets against one contiguous get
+#        (registered memory, CMA); both are there by default when TRANSPORTS
+#        names intra)
 set -u
 bld=${1:-build}
 reps=${REPS:-3}
@@ -36,6 +39,7 @@ fi
 [ -n "$ucx" ] || echo "# no UCX headers (apt-get install libucx-dev): the UCX column is left out"
 gw() { # transport args... -> bandwidth in GB/s; the run's operations are added to the file $opsf
   tr=${1%-alloc}
+  tr=${tr%-get}
   shift
   GPUWIRE_TRANSPORTS=$tr "$bld/gpuwire" perf --loopback --bw-only --json --window 1 --duration "$sdur" "$@" 2>/dev/null |
     tail -1 | tee -a "$opsf" | sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p'
@@ -51,7 +55,8 @@ echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), 
 printf '%-6s %-14s %12s %12s %7s %12s %7s %12s %8s\n' transport shape "batch[GB/s]" "contig[GB/s]" ratio "ucx[GB/s]" ratio "batch[Mdesc/s]" "min-ops"
 # intra-alloc: intra with both buffers from gw_mem_alloc (shared memory the
 # initiator maps and copies into with memcpy, batches and single puts alike)
-case " $tls " in *" intra "*) arows=${ALLOC_ROWS-intra-alloc} ;; *) arows=${ALLOC_ROWS-} ;; esac
+# intra-get: batched gets against one contiguous get, registered memory
+case " $tls " in *" intra "*) arows="${ALLOC_ROWS-intra-alloc} ${GET_ROWS-intra-get}" ;; *) arows="${ALLOC_ROWS-} ${GET_ROWS-}" ;; esac
 for t in $tls $arows; do
   case $t in
     tcp) utls=tcp,self ;;
@@ -60,6 +65,7 @@ for t in $tls $arows; do
   esac
   xa=
   [ "$t" = intra-alloc ] && xa=--alloc
+  [ "$t" = intra-get ] && xa="--op get"
   for shape in "256 1K 1024" "4096 16K 16384" "64 1M 1048576"; do
     set -- $shape
     n=$1 s=$2 b=$3

@@ -609,12 +609,15 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
 gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     intra_ep_t *e = to_ep(tep);
+    char holes[48] = ""; /* batched gets that read through remote holes (intra_batch.c), once there are any */
+    if (e->n_holes)
+        snprintf(holes, sizeof(holes), "; %lu read holes", e->n_holes);
     /* kept short: gw_ep_info_t.path has 256 bytes */
     snprintf(buf, len,
              "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, "
-             "%lu staged, %lu kernel; %lu CMA copies batched in %lu calls; GPU batches: %s",
+             "%lu staged, %lu kernel; %lu CMA copies batched in %lu calls%s; GPU batches: %s",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched, e->n_cma_calls,
+             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched, e->n_cma_calls, holes,
              e->ifc->bkernel[0] ? e->ifc->bkernel : "none yet");
     return GW_OK;
 }

@@ -146,6 +146,7 @@ typedef struct intra_ep {
     unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
     unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
     unsigned long n_cma_calls; /* gw_intra_cma_batch calls for the n_cma_batched copies */
+    unsigned long n_holes;  /* batched CMA gets: remote holes read through into a sink (intra_batch.c) */
 } intra_ep_t;
 
 /* request scratch: req->intra (core/request.h) */
