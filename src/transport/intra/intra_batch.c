@@ -849,7 +849,7 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
     int fin = 1;
     if (!op->nhost)
         st = GW_OK; /* nothing for CMA */
-    else if (op->host_bytes <= INTRA_CMA_SYNC_MAX)
+    else if (op->host_bytes <= (op->shm ? INTRA_SHM_SYNC_MAX : INTRA_CMA_SYNC_MAX)) /* as a single put's */
         intrab_cma(e, b, op, SIZE_MAX, &st, &fin);
     else
         fin = 0;
