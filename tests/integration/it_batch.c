@@ -1,7 +1,8 @@
 /* it_batch.c - batched and paged transfers between two processes (over tcp,
  * and over intra as it_batch_intra): random page sets of several page sizes,
  * descriptor lists with duplicate, overlapping, zero-length and region-edge
- * entries, gets, the errors that name an entry's index, a key revoked in
+ * entries, gets, the errors that name an entry's index, runs of large and
+ * many small entries back to back with other frames, a key revoked in
  * mid-list, zero-length batches, counted notifications arriving interleaved,
  * gathers and scatters with holes on one side, and a target killed in
  * mid-batch, puts and gets (bounded failure).  The parent keeps the
@@ -505,6 +506,62 @@ static void case_zero_and_counted(void)
     check_region0("counted batches");
 }
 
+/* I. one batch whose runs mix large entries (received in place) with
+ * tiny, zero-length and many small ones (past one run's entry limit and
+ * one sendmsg's 1024 iovecs), posted back to back with a striped put and
+ * a small paged batch, so that frames of every kind follow large payloads
+ * on the same streams; every byte is checked */
+static void case_mixed(void)
+{
+    fprintf(stderr, "I. mixed runs back to back\n");
+    enum { NT = 2500, NE = NT + 5 };
+    const size_t big = 300000;
+    gw_local_desc_t *ld = calloc(NE, sizeof(*ld));
+    gw_remote_desc_t *rd = calloc(NE, sizeof(*rd));
+    REQUIRE(ld && rd);
+    gwt_fill(src, REGION, 7777);
+    size_t n = 0;
+    /* remote layout: [0, big) large; big + 3 one byte; [400000, +big) large; a zero-length entry;
+     * [1 MiB, +NT*64) small entries 64 bytes apart; [1.5 MiB, +big) large */
+    ld[n] = (gw_local_desc_t){msrc, 0, big}, rd[n++] = (gw_remote_desc_t){rk[0], 0, big};
+    ld[n] = (gw_local_desc_t){msrc, big + 7, 1}, rd[n++] = (gw_remote_desc_t){rk[0], big + 3, 1};
+    ld[n] = (gw_local_desc_t){msrc, 2u << 20, big}, rd[n++] = (gw_remote_desc_t){rk[0], 400000, big};
+    ld[n] = (gw_local_desc_t){msrc, 5, 0}, rd[n++] = (gw_remote_desc_t){rk[0], 9, 0};
+    for (size_t i = 0; i < NT; i++) {
+        size_t len = i % 500 == 499 ? 0 : 1 + i % 61;
+        ld[n] = (gw_local_desc_t){msrc, (3u << 20) + i * 100, len};
+        rd[n++] = (gw_remote_desc_t){rk[0], (1u << 20) + i * 64, len};
+    }
+    ld[n] = (gw_local_desc_t){msrc, 4u << 20, big}, rd[n++] = (gw_remote_desc_t){rk[0], 3u << 19, big};
+    REQUIRE(n == NE);
+    gw_dlist_t *L = NULL, *R = NULL;
+    IT_OK(ctx, gw_dlist_local(ctx, ld, n, &L));
+    IT_OK(ctx, gw_dlist_remote(ep, rd, n, GW_ACCESS_REMOTE_WRITE, &R));
+    gw_request_t *r[3] = {NULL, NULL, NULL};
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, n, NULL, &r[0]));
+    const size_t poff = 5u << 20, plen = 2u << 20; /* a striped put right behind it */
+    IT_OK(ctx, gw_put(ep, src + poff, plen, msrc, raddr[0] + poff, rk[0], &r[1]));
+    uint32_t pages[64];
+    for (uint32_t i = 0; i < 64; i++)
+        pages[i] = 63 - i;
+    const size_t qoff = 7u << 20, psz = 1000; /* and a paged batch of small pages */
+    IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, msrc, src + qoff, pages, rk[0], raddr[0] + qoff, pages, 64, psz,
+                             NULL, &r[2]));
+    for (int k = 0; k < 3; k++) {
+        CHECK_ST(gw_request_wait(r[k], 30000), GW_OK);
+        gw_request_free(r[k]);
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy(img0 + rd[i].offset, src + ld[i].offset, ld[i].len);
+    memcpy(img0 + poff, src + poff, plen);
+    memcpy(img0 + qoff, src + qoff, 64 * psz);
+    check_region0("mixed runs");
+    CHECK_ST(gw_dlist_destroy(L), GW_OK);
+    CHECK_ST(gw_dlist_destroy(R), GW_OK);
+    free(ld);
+    free(rd);
+}
+
 /* H. the target dies in mid-batch: the request fails, bounded */
 static void case_killed(int get)
 {
@@ -612,6 +669,7 @@ int main(void)
     case_gather();
     case_errors();
     case_zero_and_counted();
+    case_mixed();
     is_verbs = strcmp(info.transport, "verbs") == 0;
     case_revoked();
     if (!is_verbs)

@@ -398,8 +398,17 @@ static void conn_readable(conn_t *c)
                     if ((c->rx_fill == gw_staging_chunk(st) || c->consumed == c->keep) && tcp_rx_submit(c, st) < 0)
                         return;
                 }
-                if (!c->remaining && finish_payload(c) < 0)
-                    return;
+                if (!c->remaining) {
+                    if (finish_payload(c) < 0)
+                        return;
+                    /* a large payload is mostly followed by another (the
+                     * pieces of a striped put, a batch's runs): read the
+                     * next header alone, so that the payload behind it
+                     * lands in place too, not its first 256 KiB in rbuf
+                     * and then a copy (a quarter of every 1 MiB frame) */
+                    if (!c->in_payload)
+                        c->hdr_only = 1;
+                }
                 continue;
             }
         } else {
@@ -412,7 +421,7 @@ static void conn_readable(conn_t *c)
                 c->rpos = 0;
             }
             size_t room = RBUF_CAP - c->rlen;
-            if (c->hdr_only) /* after a worker's payload: the next header alone, its payload may be a worker's too */
+            if (c->hdr_only) /* after a worker's payload or one received in place: the next header alone (its payload may be large too) */
                 room = GW_MIN(room, GW_TCP_HDR - GW_MIN(GW_TCP_HDR, c->rlen - c->rpos));
             else if (c->in_payload && tcpb_rx_in_block(c))
                 /* a batch frame's descriptor block alone: the entries' bytes
