@@ -288,12 +288,16 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
     int event = gw_progress(ctx) > 0;
     if (done(arg))
         return GW_OK;
-    /* and a few more before it where the caller spins (GPUWIRE_SPIN_US > 0):
-     * a put's completion comes a round trip after the post, and in an
-     * emulated guest the clock read is a system call longer than a pass,
-     * which would sit between the completion and its notice (8-byte
-     * latency, bench/verbs_small.sh); the deadline is late by these passes */
-    for (unsigned i = ctx->spin_us ? GW_WAIT_QUICK_PASSES : 0; i > 0; i--) {
+    /* and a few more before it where the caller spins (GPUWIRE_SPIN_US > 0)
+     * and can wait (timeout not 0): a put's completion comes a round trip
+     * after the post, and in an emulated guest the clock read is a system
+     * call longer than a pass, which would sit between the completion and
+     * its notice (8-byte latency, bench/verbs_small.sh).  Within one tick of
+     * the coarse clock (a vDSO read, no system call) only: a pass can be
+     * long (a large copy), and the deadline is late by one tick at most */
+    uint64_t tick = gw_now_coarse_ns();
+    for (unsigned i = ctx->spin_us && timeout_ms != 0 ? GW_WAIT_QUICK_PASSES : 0;
+         i > 0 && gw_now_coarse_ns() == tick; i--) {
         if (gw_progress(ctx) > 0)
             event = 1;
         if (done(arg))
