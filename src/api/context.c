@@ -276,6 +276,8 @@ gw_status_t gw_context_wait(gw_context_t *ctx, int timeout_ms)
  * stride doubles, up to 64, while a stride takes less than 0.5 ms and falls
  * back to 1 when it takes longer, so the deadline and the idle time are late
  * by about a millisecond at most. */
+#define GW_WAIT_QUICK_PASSES 32u /* passes before the first clock read (see below) */
+
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms)
 {
     /* one pass before the first clock read: a wait for an operation that
@@ -286,6 +288,21 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
     int event = gw_progress(ctx) > 0;
     if (done(arg))
         return GW_OK;
+    /* and a few more before it where the caller spins (GPUWIRE_SPIN_US > 0)
+     * and can wait (timeout not 0): a put's completion comes a round trip
+     * after the post, and in an emulated guest the clock read is a system
+     * call longer than a pass, which would sit between the completion and
+     * its notice (8-byte latency, bench/verbs_small.sh).  Within one tick of
+     * the coarse clock (a vDSO read, no system call) only: a pass can be
+     * long (a large copy), and the deadline is late by one tick at most */
+    uint64_t tick = gw_now_coarse_ns();
+    for (unsigned i = ctx->spin_us && timeout_ms != 0 ? GW_WAIT_QUICK_PASSES : 0;
+         i > 0 && gw_now_coarse_ns() == tick; i--) {
+        if (gw_progress(ctx) > 0)
+            event = 1;
+        if (done(arg))
+            return GW_OK;
+    }
     uint64_t start = gw_now_ns(), last_event = start, now = start, prev = start;
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t spin_ns = (uint64_t)ctx->spin_us * 1000ull;

@@ -134,7 +134,8 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
     gw_request_t *r = req ? new_req(ep, op, req) : NULL;
     if (req && !r)
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
-    if (op != GW_OP_PUT_NOTIFY && ep->ops->rma_now(ep->tl, op, buf, len, lmem, raddr, rkey) == GW_OK) {
+    if (op != GW_OP_PUT_NOTIFY && ep->ops->rma_now != gw_tl_unsupported_rma_now && /* (no call where there is none) */
+        ep->ops->rma_now(ep->tl, op, buf, len, lmem, raddr, rkey) == GW_OK) {
         if (r) {
             r->len = r->length = len;
             r->raddr = raddr;

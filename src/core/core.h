@@ -47,7 +47,7 @@ struct gw_core {
     int npollers;
     int nhot;           /* fds added by gw_io_add (not _cold) and not yet deleted */
     unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
-    uint64_t cold_at;   /* coarse clock at the last read of the cold set */
+    uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
     long peer_timeout_ms;
 };
 
@@ -66,10 +66,12 @@ gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...);
  * completion channel, async events, listeners, bootstrap sockets) only
  * matters to sleepers and slow paths: with no hot fd, a non-blocking progress
  * call polls the set on every GW_CORE_COLD_EVERY-th call, and on the first
- * call after each tick of the coarse clock (a vDSO read, no system call; a
- * tick is 1-4 ms), so busy-polling a verbs endpoint makes almost no system
- * call while a caller progressing now and then still has its cold fds served
- * on every call (a sleeping wait always polls). */
+ * call after a gap of at most a millisecond (the time-stamp counter where
+ * there is one, else a tick of the coarse clock: no system call either
+ * way), so busy-polling a verbs endpoint makes almost no system call while
+ * a caller progressing now and then (a coarse tick, 1-4 ms, or more apart)
+ * still has its cold fds served on every call (a sleeping wait always
+ * polls). */
 #define GW_CORE_COLD_EVERY 128u
 gw_status_t gw_io_add(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
 gw_status_t gw_io_add_cold(gw_core_t *c, gw_io_t *io, int fd, uint32_t events, gw_io_cb_t cb, void *arg);
