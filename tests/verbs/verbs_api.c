@@ -7,11 +7,12 @@
  * registration, striped over QPs, across split MRs: the server caps MRs at
  * 1 MiB), put_notify order (imm and 64-bit values), send/recv eager and
  * rendezvous, expected and unexpected, truncated, flush, the context fd
- * waking a sleeper, the registration cache not registering twice.
+ * waking a sleeper, the registration cache not registering twice, a
+ * batched put and get longer than the send queues.
  * Phase 2 (endpoint B): put through a revoked key: GW_ERR_INVALID_KEY with
  * the verbs status text, target memory untouched.
- * Phase 3 (endpoint C): the server process dies: outstanding work fails
- * within a bounded time.
+ * Phase 3 (endpoint C): the server process dies: outstanding work (a batch
+ * longer than the send queues, then puts) fails within a bounded time.
  * Skips (77) when no RDMA device is present. */
 #include <poll.h>
 #include <signal.h>
@@ -325,6 +326,84 @@ int main(int argc, char **argv)
         wait_ok(r, 20000, "get after small puts");
         CHECK(memcmp(back, vals, sizeof(back)) == 0);
     }
+    /* a batched put and get longer than the send queues (issue #13,
+     * verbs_batch.c): 1200 scattered entries over the queue pairs wrap
+     * their send queues (GW_VERBS_SQ_DEPTH WRs each) in mid-batch; a full
+     * chain goes out in mid-pass (gw_verbs_chain_spill) unsignalled but for
+     * every depth/4-th WR; one entry straddles the server's 1 MiB MR
+     * boundary at 3 MiB (two WRs) */
+    {
+        gw_verbs_ep_t *vep = (gw_verbs_ep_t *)ep->tl;
+        while (gw_progress(ctx) > 0)
+            ;
+        enum { NB = 1200, BL = 64, BS = 128 };
+        const uint64_t roff = 3 * MB - 64 * 1024 + 96; /* entry 512 covers [3 MiB - 32, 3 MiB + 32) */
+        uint8_t *src = malloc(NB * BS), *dst = malloc(NB * BS), *pre = malloc(NB * BS), *post = malloc(NB * BS);
+        REQUIRE(src && dst && pre && post);
+        gwt_fill(src, NB * BS, 61);
+        memset(dst, 0, NB * BS);
+        gw_request_t *gr;
+        REQUIRE_OK(gw_get(ep, pre, NB * BS, NULL, base + roff, rk, &gr));
+        wait_ok(gr, 20000, "get before the batch");
+        gw_mem_t *sm, *dm;
+        REQUIRE_OK(gw_mem_reg(ctx, src, NB * BS, GW_ACCESS_LOCAL, &sm));
+        REQUIRE_OK(gw_mem_reg(ctx, dst, NB * BS, GW_ACCESS_LOCAL, &dm));
+        gw_local_desc_t *ls = calloc(NB, sizeof(*ls)), *ldd = calloc(NB, sizeof(*ldd));
+        gw_remote_desc_t *rd = calloc(NB, sizeof(*rd));
+        REQUIRE(ls && ldd && rd);
+        for (int i = 0; i < NB; i++) {
+            ls[i] = (gw_local_desc_t){sm, (size_t)i * BS, BL};
+            ldd[i] = (gw_local_desc_t){dm, (size_t)i * BS, BL};
+            rd[i] = (gw_remote_desc_t){rk, roff + (uint64_t)i * BS, BL};
+        }
+        gw_dlist_t *Ls, *Ld, *R;
+        REQUIRE_OK(gw_dlist_local(ctx, ls, NB, &Ls));
+        REQUIRE_OK(gw_dlist_local(ctx, ldd, NB, &Ld));
+        REQUIRE_OK(gw_dlist_remote(ep, rd, NB, GW_ACCESS_REMOTE_WRITE | GW_ACCESS_REMOTE_READ, &R));
+        uint64_t wr0 = vep->wr_posted, calls0 = vep->post_calls, sig0 = vep->wr_signalled;
+        uint64_t sp0 = vep->chain_spills;
+        REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, Ls, NULL, R, NULL, NB, NULL, &gr));
+        wait_ok(gr, 30000, "batched put longer than the send queues");
+        uint64_t wrs = vep->wr_posted - wr0, calls = vep->post_calls - calls0, sig = vep->wr_signalled - sig0;
+        uint64_t spills = vep->chain_spills - sp0;
+        fprintf(stderr, "batch of %d x %d B over %d QPs of %u WRs: %llu WRs in %llu ibv_post_send calls "
+                "(%llu in mid-pass), %llu signalled\n", NB, BL, vep->nqps, vep->qps[0].depth,
+                (unsigned long long)wrs, (unsigned long long)calls, (unsigned long long)spills,
+                (unsigned long long)sig);
+        CHECK(wrs >= NB && wrs <= NB + 1);
+        if ((uint64_t)vep->nqps * vep->qps[0].depth < NB) /* (the default: 2 x 256) */
+            CHECK(wrs > (uint64_t)vep->nqps * vep->qps[0].depth); /* the send queues wrapped */
+        CHECK(spills > 0);
+        CHECK(calls < wrs / 8);
+        CHECK(sig < wrs / 8);
+        REQUIRE_OK(gw_get(ep, post, NB * BS, NULL, base + roff, rk, &gr));
+        wait_ok(gr, 20000, "get after the batch");
+        int bad = 0;
+        for (int i = 0; i < NB; i++) {
+            bad += memcmp(post + (size_t)i * BS, src + (size_t)i * BS, BL) != 0;          /* the entry */
+            bad += memcmp(post + (size_t)i * BS + BL, pre + (size_t)i * BS + BL, BS - BL) != 0; /* the gap */
+        }
+        CHECK(bad == 0);
+        /* the same entries read back by one batched get (RDMA READs, the send queues wrap too) */
+        REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_GET, Ld, NULL, R, NULL, NB, NULL, &gr));
+        wait_ok(gr, 30000, "batched get longer than the send queues");
+        bad = 0;
+        for (int i = 0; i < NB; i++)
+            bad += memcmp(dst + (size_t)i * BS, src + (size_t)i * BS, BL) != 0;
+        CHECK(bad == 0);
+        CHECK_ST(gw_dlist_destroy(Ls), GW_OK);
+        CHECK_ST(gw_dlist_destroy(Ld), GW_OK);
+        CHECK_ST(gw_dlist_destroy(R), GW_OK);
+        CHECK_ST(gw_mem_dereg(sm), GW_OK);
+        CHECK_ST(gw_mem_dereg(dm), GW_OK);
+        free(ls);
+        free(ldd);
+        free(rd);
+        free(src);
+        free(dst);
+        free(pre);
+        free(post);
+    }
     /* a registered local buffer is used as is */
     gw_mem_t *lm;
     REQUIRE_OK(gw_mem_reg(ctx, buf, REGION, GW_ACCESS_LOCAL, &lm));
@@ -471,6 +550,35 @@ int main(int argc, char **argv)
     CHECK(gwt_wait(pid, 60) == 0); /* the server checked everything and exited */
     t0 = gw_now_ns();
     st = GW_OK;
+    {
+        /* a batch into the dead peer, longer than the send queues: it stops
+         * in mid-batch (no acknowledgements, so no room) and must fail within
+         * the retry bound, not wait for room forever */
+        enum { ND = 2000 };
+        gw_local_desc_t *dl = calloc(ND, sizeof(*dl));
+        gw_remote_desc_t *dr = calloc(ND, sizeof(*dr));
+        REQUIRE(dl && dr);
+        for (int i = 0; i < ND; i++) {
+            dl[i] = (gw_local_desc_t){lm, (size_t)i * 2048, 1024};
+            dr[i] = (gw_remote_desc_t){rk3, (uint64_t)i * 2048, 1024};
+        }
+        gw_dlist_t *L3, *R3;
+        REQUIRE_OK(gw_dlist_local(ctx, dl, ND, &L3));
+        REQUIRE_OK(gw_dlist_remote(ep3, dr, ND, GW_ACCESS_REMOTE_WRITE, &R3));
+        st = gw_xfer_batch(ep3, GW_XFER_PUT, L3, NULL, R3, NULL, ND, NULL, &r);
+        if (st == GW_OK) {
+            st = gw_request_wait(r, 30000);
+            gw_request_free(r);
+        }
+        double bt = (double)(gw_now_ns() - t0) / 1e9;
+        fprintf(stderr, "dead peer, batch of %d x 1 KiB: %s after %.2f s\n", ND, gw_status_name(st), bt);
+        CHECK(st != GW_OK && st != GW_INPROGRESS);
+        CHECK(bt < 15.0);
+        CHECK_ST(gw_dlist_destroy(L3), GW_OK);
+        CHECK_ST(gw_dlist_destroy(R3), GW_OK);
+        free(dl);
+        free(dr);
+    }
     for (int i = 0; i < 10000 && st == GW_OK; i++) {
         st = gw_put(ep3, pb, MB, NULL, b3, rk3, &r);
         if (st != GW_OK)

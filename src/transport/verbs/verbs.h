@@ -356,6 +356,7 @@ typedef struct gw_verbs_ep {
     int path_mtu;            /* enum ibv_mtu */
     uint32_t max_inline;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
+    uint64_t chain_spills;                        /* mid-pass posts of a full chain (gw_verbs_chain_spill) */
     uint64_t cq_polls, cq_wcs; /* ibv_poll_cq calls and the completions they returned */
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
@@ -529,6 +530,7 @@ gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid);
 void gw_verbs_rdv_recv_forget(gw_verbs_ep_t *ep, gw_request_t *req);
 int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left);
 void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req);
+void gw_verbs_chain_spill(gw_verbs_ep_t *ep, batch_t *b, int qi);
 struct ibv_send_wr *gw_verbs_wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_request_t *req, int kind,
                                   int slot, uint32_t len);
 

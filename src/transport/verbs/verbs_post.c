@@ -84,31 +84,56 @@ static void post_failed(gw_verbs_ep_t *ep, gw_verbs_qp_t *q, int n, const struct
                     strerror(rc), rc);
 }
 
-static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
+/* Posts the first n WRs of QP qi's chain with one ibv_post_send; the last of
+ * them signalled when sig_last (and every depth/4-th, so that a full send
+ * queue always has a signalled WR to free it). */
+static void chain_post(gw_verbs_ep_t *ep, batch_t *b, int qi, int n, int sig_last)
 {
-    for (int qi = 0; qi < ep->nqps; qi++) {
-        int n = b->n[qi];
-        if (!n)
-            continue;
-        gw_verbs_qp_t *q = &ep->qps[qi];
-        for (int k = 0; k < n; k++) {
-            b->wr[qi][k].next = k + 1 < n ? &b->wr[qi][k + 1] : NULL;
-            if (++q->unsig >= q->depth / 4 || k == n - 1) {
-                b->wr[qi][k].send_flags |= IBV_SEND_SIGNALED;
-                q->unsig = 0;
-                ep->wr_signalled++;
-            }
-        }
-        b->n[qi] = 0;
-        ep->wr_posted += (uint64_t)n;
-        ep->post_calls++;
-        struct ibv_send_wr *bad = NULL;
-        int rc = ibv_post_send(q->qp, &b->wr[qi][0], &bad);
-        if (rc) {
-            post_failed(ep, q, n, &b->wr[qi][0], bad, rc);
-            return;
+    gw_verbs_qp_t *q = &ep->qps[qi];
+    for (int k = 0; k < n; k++) {
+        b->wr[qi][k].next = k + 1 < n ? &b->wr[qi][k + 1] : NULL;
+        if (++q->unsig >= q->depth / 4 || (sig_last && k == n - 1)) {
+            b->wr[qi][k].send_flags |= IBV_SEND_SIGNALED;
+            q->unsig = 0;
+            ep->wr_signalled++;
         }
     }
+    ep->wr_posted += (uint64_t)n;
+    ep->post_calls++;
+    struct ibv_send_wr *bad = NULL;
+    int rc = ibv_post_send(q->qp, &b->wr[qi][0], &bad);
+    if (rc)
+        post_failed(ep, q, n, &b->wr[qi][0], bad, rc);
+}
+
+static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
+{
+    for (int qi = 0; qi < ep->nqps && !vep_failed(ep); qi++) {
+        int n = b->n[qi];
+        b->n[qi] = 0;
+        if (n)
+            chain_post(ep, b, qi, n, 1);
+    }
+}
+
+/* Mid-pass: QP qi's chain is full (BATCH WRs) and its send queue has room
+ * for more.  Posts all but its last WR now, unsignalled but for the
+ * depth/4 rule (more of the pass follows), and keeps the last as the
+ * chain's first, so that the pass's closing batch_flush still ends every
+ * queue pair it used with a signalled WR.  The batched transfers'
+ * (verbs_batch.c): a pass then hands the send queue all it holds, not one
+ * chain per queue pair. */
+void gw_verbs_chain_spill(gw_verbs_ep_t *ep, batch_t *b, int qi)
+{
+    int n = b->n[qi];
+    if (n < 2)
+        return;
+    chain_post(ep, b, qi, n - 1, 0);
+    ep->chain_spills++;
+    b->wr[qi][0] = b->wr[qi][n - 1];
+    memcpy(b->sge[qi][0], b->sge[qi][n - 1], sizeof(b->sge[qi][0]));
+    b->wr[qi][0].sg_list = b->sge[qi][0];
+    b->n[qi] = 1;
 }
 
 /* ---- request completion ------------------------------------------------------------- */
