@@ -24,11 +24,17 @@
 #        GET_ROWS= the intra rows of batched gets against one contiguous get
 #        (registered memory, CMA); both are there by default when TRANSPORTS
 #        names intra)
+#        HUGE=1: every buffer gpuwire perf allocates (all rows but intra-alloc)
+#        in transparent huge pages (`gpuwire perf --hugepages`), batch and
+#        contiguous alike: the ratio without the 4 KiB page-walk cost that
+#        scattered entries pay more of on a VM (docs/PERFORMANCE.md, s13)
 set -u
 bld=${1:-build}
 reps=${REPS:-3}
 dur=${DUR:-1}
 tls=${TRANSPORTS:-tcp intra}
+hp=
+[ "${HUGE:-0}" = 1 ] && hp=--hugepages
 ucx=""
 if [ -x "$bld/ucx_batch_bench" ] && [ "$bld/ucx_batch_bench" -nt "$(dirname "$0")/ucx_batch_bench.c" ]; then
   ucx="$bld/ucx_batch_bench"   # built already (bench/verbs_batch.sh builds it before the guest boots)
@@ -51,7 +57,7 @@ minops() { # the fewest operations a run of this row made (from the JSON lines g
 }
 max() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{print (a > b ? a : b)}'; }
 ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{if (b > 0) printf "%.2f", a/b; else print "-"}'; }
-echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), best of $reps x ${dur}s (64 MiB shapes: ${BIG_DUR:-$dur}s), one operation in flight"
+echo "# gpuwire batched puts vs one contiguous put and vs UCX (NIXL's pattern), $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), best of $reps x ${dur}s (64 MiB shapes: ${BIG_DUR:-$dur}s), one operation in flight${hp:+, host buffers in huge pages}"
 printf '%-6s %-14s %12s %12s %7s %12s %7s %12s %8s\n' transport shape "batch[GB/s]" "contig[GB/s]" ratio "ucx[GB/s]" ratio "batch[Mdesc/s]" "min-ops"
 # intra-alloc: intra with both buffers from gw_mem_alloc (shared memory the
 # initiator maps and copies into with memcpy, batches and single puts alike)
@@ -66,6 +72,7 @@ for t in $tls $arows; do
   xa=
   [ "$t" = intra-alloc ] && xa=--alloc
   [ "$t" = intra-get ] && xa="--op get"
+  [ "$t" != intra-alloc ] && xa="$xa $hp"
   for shape in "256 1K 1024" "4096 16K 16384" "64 1M 1048576"; do
     set -- $shape
     n=$1 s=$2 b=$3
@@ -78,7 +85,7 @@ for t in $tls $arows; do
     while [ $i -lt "$reps" ]; do
       x=$(gw "$t" --batch "$n" --size "$s" $xa); bb=$(max "$bb" "$x")
       x=$(gw "$t" --size "$tot" $xa); cb=$(max "$cb" "$x")
-      if [ -n "$ucx" ] && [ "$n" = 256 ] && [ -z "$xa" ]; then
+      if [ -n "$ucx" ] && [ "$n" = 256 ] && [ -z "$(echo $xa)" ]; then
         # only the result line ("ucx N SIZE GB/s ..."): UCX prints its errors on stdout too
         x=$(UCX_TLS=$utls timeout 120 "$ucx" "$n" "$b" "$sdur" 2>&1 | tee "$opsf.ucx" | awk '$1 == "ucx" {print $4}')
         if [ -n "$x" ]; then ub=$(max "$ub" "$x"); else
@@ -87,7 +94,7 @@ for t in $tls $arows; do
       i=$((i + 1))
     done
     md=$(awk -v g="$bb" -v b="$b" 'BEGIN{printf "%.3f", g * 1e9 / b / 1e6}')
-    if [ "$n" = 256 ] && [ -n "$ucx" ] && [ -z "$xa" ]; then
+    if [ "$n" = 256 ] && [ -n "$ucx" ] && [ -z "$(echo $xa)" ]; then
       printf '%-6s %-14s %12s %12s %7s %12s %7s %12s %8s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" "$ub" "$(ratio "$bb" "$ub")" "$md" "$(minops)"
     else
       printf '%-6s %-14s %12s %12s %7s %12s %7s %12s %8s\n' "$t" "${n}x$s" "$bb" "$cb" "$(ratio "$bb" "$cb")" - - "$md" "$(minops)"

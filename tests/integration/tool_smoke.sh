@@ -76,8 +76,19 @@ else
 fi
 spid=
 
+# ---- --hugepages: both sides' host buffers from 2 MiB boundaries, payload checked
+if "$tool" perf --loopback --hugepages --op put --size 4K,3M --iters 10 --window 4 --check --json \
+     >"$tmp/huge.json" 2>"$tmp/huge.err"; then
+  [ "$(grep -c '"hugepages":true' "$tmp/huge.json")" = 2 ] || err "perf --hugepages: not in every JSON line"
+  [ "$(grep -c '"checked":true' "$tmp/huge.json")" = 2 ] || err "perf --hugepages: payload not checked"
+else
+  err "perf --hugepages failed:"; cat "$tmp/huge.err"
+fi
+grep -q '"hugepages":false' "$tmp/perf-put.json" || err "perf: hugepages not false by default"
+
 # ---- usage errors
-for args in "--op fly --loopback" "--size 1Q --loopback" "--window 0 --loopback" "" "--loopback --server"; do
+for args in "--op fly --loopback" "--size 1Q --loopback" "--window 0 --loopback" "" "--loopback --server" \
+            "--loopback --hugepages --alloc" "--server --hugepages"; do
   "$tool" perf $args >/dev/null 2>&1
   rc=$?
   [ $rc = 2 ] || err "perf $args exited $rc, expected 2"

@@ -50,6 +50,8 @@ static void usage(FILE *f)
         "                       (0, 1, 2, ...) instead of all entries (NULL arrays)\n"
         "      --alloc          both buffers from gw_mem_alloc (host memory shared with\n"
         "                       local peers: the intra transport copies into it directly)\n"
+        "      --hugepages      host buffers on both sides from 2 MiB boundaries, advised\n"
+        "                       MADV_HUGEPAGE (transparent huge pages: no 4 KiB page walks)\n"
         "      --lat-only       only the latency phase\n"
         "      --bw-only        only the bandwidth phase\n"
         "  -S, --server         wait for clients (one at a time)\n"
@@ -156,7 +158,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES };
+enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -175,6 +177,7 @@ int cmd_perf(int argc, char **argv)
         {"pages", no_argument, NULL, OPT_PAGES},
         {"indices", no_argument, NULL, OPT_INDICES},
         {"alloc", no_argument, NULL, OPT_ALLOC},
+        {"hugepages", no_argument, NULL, OPT_HUGE},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
         {"server", no_argument, NULL, 'S'},
@@ -262,6 +265,7 @@ int cmd_perf(int argc, char **argv)
             break;
         case OPT_PAGES: o.pages = 1; break;
         case OPT_INDICES: o.indices = 1; break;
+        case OPT_HUGE: o.huge = 1; break;
         case OPT_LAT_ONLY: o.no_bw = 1; break;
         case OPT_BW_ONLY: o.no_lat = 1; break;
         case 'S': o.server = 1; break;
@@ -305,6 +309,14 @@ int cmd_perf(int argc, char **argv)
             return 2;
         }
         o.no_lat = 1;
+    }
+    if (o.huge && o.alloc) {
+        fprintf(stderr, "gpuwire perf: --hugepages shapes the buffers perf allocates; --alloc's come from gw_mem_alloc\n");
+        return 2;
+    }
+    if (o.huge && o.server) {
+        fprintf(stderr, "gpuwire perf: --hugepages is the client's: it asks the server for huge pages too\n");
+        return 2;
     }
     if (o.alloc && o.mem_dev >= 0) {
         fprintf(stderr, "gpuwire perf: --alloc gives host memory; it excludes --mem cuda\n");

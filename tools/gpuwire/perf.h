@@ -56,7 +56,11 @@ typedef struct perf_msg {
     const uint8_t *blob;
 } perf_msg_t;
 
-enum { PERF_F_CHECK = 1u << 1, PERF_F_ALLOC = 1u << 2 /* HELLO: target buffer from gw_mem_alloc */ };
+enum {
+    PERF_F_CHECK = 1u << 1,
+    PERF_F_ALLOC = 1u << 2, /* HELLO: target buffer from gw_mem_alloc */
+    PERF_F_HUGE = 1u << 3   /* HELLO: target host buffer in transparent huge pages */
+};
 
 typedef struct perf_opts {
     int server;
@@ -82,6 +86,7 @@ typedef struct perf_opts {
     int pages;       /* --pages: the paged form (gw_xfer_pages) instead of descriptor lists */
     int indices;     /* --indices: lists selected by index arrays 0..N-1, not all entries (NULL) */
     int alloc;       /* --alloc: both buffers from gw_mem_alloc (shared with local peers) */
+    int huge;        /* --hugepages: host buffers in 2 MiB-aligned transparent huge pages */
     const char *name; /* server: serve as this agent (gw_agent_listen; registered in GPUWIRE_DIRECTORY) */
     const char *peer; /* client: reach this agent by name (gw_peer_ep) instead of HOST:PORT */
 } perf_opts_t;
@@ -93,9 +98,13 @@ typedef struct perf_buf {
     size_t len;
     int dev; /* -1: host */
     int shm; /* from gw_mem_alloc: gw_mem_dereg frees it */
+    void *map;     /* huge: the mapping holding p (munmap'ed on free) */
+    size_t maplen;
 } perf_buf_t;
-/* 0, or -1 with the reason printed. */
-int perf_buf_alloc(perf_buf_t *b, size_t len, int dev);
+/* 0, or -1 with the reason printed.  huge: a host buffer starts on a 2 MiB
+ * boundary in a mapping advised MADV_HUGEPAGE (for measuring without the
+ * page-walk cost of 4 KiB pages; a warning if the kernel has THP off). */
+int perf_buf_alloc(perf_buf_t *b, size_t len, int dev, int huge);
 void perf_buf_free(perf_buf_t *b);
 void perf_buf_fill(perf_buf_t *b, size_t off, size_t len, uint64_t seed);
 void perf_buf_zero(perf_buf_t *b, size_t off, size_t len);

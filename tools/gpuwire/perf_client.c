@@ -486,7 +486,8 @@ static void print_header(cli_t *c)
     gw_mem_info_t mi = {.size = sizeof(mi)};
     if (gw_mem_query(c->mem, &mi) == GW_OK)
         printf("# initiator buffer: %s%s%s; %s\n", mi.type == GW_MEM_CUDA ? "CUDA device memory of GPU " : "host memory",
-               mi.type == GW_MEM_CUDA ? mi.pci_bus_id : "", "", mi.path[0] ? mi.path : "no transport path");
+               mi.type == GW_MEM_CUDA ? mi.pci_bus_id : "",
+               mi.type != GW_MEM_CUDA && o->huge ? " (2 MiB-aligned, MADV_HUGEPAGE, both sides)" : "", mi.path[0] ? mi.path : "no transport path");
     if (c->info.downgrades[0])
         printf("# not taken: %s\n", c->info.downgrades);
     printf("# ops/s: %ss completed per second in the bandwidth phase, %d outstanding\n",
@@ -543,11 +544,12 @@ static void print_result(cli_t *c, const result_t *r)
            "\"bw_GBps\":%.6f,\"msg_rate\":%.1f,\"lat_us_avg\":%.3f,\"lat_us_p50\":%.3f,"
            "\"lat_us_p99\":%.3f,\"cpu_initiator_pct\":%.1f,\"cpu_target_pct\":%.1f,\"post_us\":%.3f,"
            "\"elapsed_s\":%.4f,\"window\":%d,\"batch\":%ld,\"pages\":%s,\"checked\":%s,\"same_gpu\":%s,"
-           "\"transport\":",
+           "\"hugepages\":%s,\"transport\":",
            perf_op_name(o->op), (unsigned long long)r->bytes, (unsigned long long)r->bw_iters,
            (unsigned long long)r->lat_iters, r->bw_GBps, r->msg_rate, r->lat_avg, r->lat_p50,
            r->lat_p99, r->cpu_init, r->cpu_target, r->post_us, r->elapsed_s, o->window, o->batch,
-           o->pages ? "true" : "false", r->checked ? "true" : "false", c->same_gpu ? "true" : "false");
+           o->pages ? "true" : "false", r->checked ? "true" : "false", c->same_gpu ? "true" : "false",
+           o->huge ? "true" : "false");
     json_str(stdout, c->info.transport);
     printf(",\"path\":");
     json_str(stdout, c->info.path);
@@ -582,7 +584,7 @@ int perf_client(const perf_opts_t *o, const char *addr)
         c.pb = (perf_buf_t){.p = p, .len = 2 * c.max, .dev = -1, .shm = 1};
         c.buf = c.pb.p;
     } else {
-        if (perf_buf_alloc(&c.pb, 2 * c.max, o->mem_dev) != 0)
+        if (perf_buf_alloc(&c.pb, 2 * c.max, o->mem_dev, o->huge) != 0)
             goto err_ctx;
         c.buf = c.pb.p;
         st = gw_mem_reg(c.ctx, c.buf, 2 * c.max, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &c.mem);
@@ -606,7 +608,7 @@ int perf_client(const perf_opts_t *o, const char *addr)
         goto err_ep;
     }
     perf_msg_t hello = {.type = PERF_MSG_HELLO, .op = o->op, .size = c.max,
-                        .window = (uint32_t)o->window, .flags = o->alloc ? PERF_F_ALLOC : 0u,
+                        .window = (uint32_t)o->window, .flags = (o->alloc ? PERF_F_ALLOC : 0u) | (o->huge ? PERF_F_HUGE : 0u),
                         .bloblen = (uint32_t)klen, .blob = key},
                r;
     if ((st = ctrl_call(&c, &hello, &r)) != GW_OK)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -284,11 +285,62 @@ int perf_parse_mem(const char *s)
     return -2;
 }
 
-int perf_buf_alloc(perf_buf_t *b, size_t len, int dev)
+/* The kernel's transparent huge page mode ("always", "madvise", "never"),
+ * or "" when it cannot be read. */
+static void thp_mode(char *out, size_t cap)
+{
+    out[0] = 0;
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f)
+        return;
+    char line[128];
+    if (fgets(line, sizeof(line), f)) {
+        char *a = strchr(line, '['), *z = a ? strchr(a, ']') : NULL;
+        if (a && z && (size_t)(z - a - 1) < cap) {
+            memcpy(out, a + 1, (size_t)(z - a - 1));
+            out[z - a - 1] = 0;
+        }
+    }
+    fclose(f);
+}
+
+/* len bytes of host memory from a 2 MiB boundary, advised MADV_HUGEPAGE. */
+static int huge_alloc(perf_buf_t *b, size_t len)
+{
+    const size_t H = 2u << 20;
+    char mode[32];
+    thp_mode(mode, sizeof(mode));
+    if (!strcmp(mode, "never"))
+        fprintf(stderr, "gpuwire perf: --hugepages: transparent huge pages are off on this machine "
+                        "(/sys/kernel/mm/transparent_hugepage/enabled: never); the buffer stays in 4 KiB pages\n");
+    size_t need = (len + H - 1) / H * H;
+    b->maplen = need + H;
+    b->map = mmap(NULL, b->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b->map == MAP_FAILED) {
+        b->map = NULL;
+        fprintf(stderr, "gpuwire perf: --hugepages: mmap(%zu bytes) failed: %s\n", b->maplen, strerror(errno));
+        return -1;
+    }
+    b->p = (uint8_t *)(((uintptr_t)b->map + H - 1) & ~(uintptr_t)(H - 1));
+    if (madvise(b->p, need, MADV_HUGEPAGE) != 0)
+        fprintf(stderr, "gpuwire perf: --hugepages: madvise(MADV_HUGEPAGE) failed: %s; the buffer may stay "
+                        "in 4 KiB pages\n", strerror(errno));
+    return 0;
+}
+
+int perf_buf_alloc(perf_buf_t *b, size_t len, int dev, int huge)
 {
     b->len = len;
     b->dev = dev;
     b->p = NULL;
+    b->map = NULL;
+    b->maplen = 0;
+    if (dev < 0 && huge) {
+        if (huge_alloc(b, len) != 0)
+            return -1;
+        memset(b->p, 0, len); /* touch every page before measuring */
+        return 0;
+    }
     if (dev < 0) {
         if (posix_memalign((void **)&b->p, 4096, len) != 0) {
             fprintf(stderr, "gpuwire perf: cannot allocate %zu bytes\n", len);
@@ -320,6 +372,8 @@ void perf_buf_free(perf_buf_t *b)
         return;
     if (b->shm)
         ; /* gw_mem_dereg freed it */
+    else if (b->map)
+        munmap(b->map, b->maplen);
     else if (b->dev < 0)
         free(b->p);
     else
