@@ -86,6 +86,25 @@ else
 fi
 grep -q '"hugepages":false' "$tmp/perf-put.json" || err "perf: hugepages not false by default"
 
+# ---- GPUWIRE_TCP_CONGESTION: on a local connection a pacing bbr is swapped
+# for cubic/reno (auto), left alone (system), an unknown name warned about
+sys_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
+if [ "$sys_cc" = bbr ]; then
+  GPUWIRE_LOG_LEVEL=info GPUWIRE_TRANSPORTS=tcp "$tool" perf --loopback --op put --size 4K --iters 5 --bw-only \
+    >/dev/null 2>"$tmp/cc-auto.err" || err "perf with GPUWIRE_TCP_CONGESTION=auto failed"
+  grep -Eq "congestion control (cubic|reno) instead of the system's bbr" "$tmp/cc-auto.err" ||
+    err "GPUWIRE_TCP_CONGESTION=auto: no switch from bbr logged on loopback"
+  GPUWIRE_TCP_CONGESTION=system GPUWIRE_LOG_LEVEL=info GPUWIRE_TRANSPORTS=tcp "$tool" perf --loopback --op put \
+    --size 4K --iters 5 --bw-only >/dev/null 2>"$tmp/cc-sys.err" || err "perf with GPUWIRE_TCP_CONGESTION=system failed"
+  grep -q "instead of the system's" "$tmp/cc-sys.err" && err "GPUWIRE_TCP_CONGESTION=system still switched"
+else
+  echo "tool_smoke: the system's congestion control is $sys_cc, not bbr: the auto switch is not exercised here"
+fi
+GPUWIRE_TCP_CONGESTION=no_such_cc GPUWIRE_TRANSPORTS=tcp "$tool" perf --loopback --op put --size 4K --iters 5 \
+  --bw-only --check >/dev/null 2>"$tmp/cc-bad.err" || err "perf with an unknown congestion control failed"
+grep -q "GPUWIRE_TCP_CONGESTION=no_such_cc: the kernel refused it" "$tmp/cc-bad.err" ||
+  err "GPUWIRE_TCP_CONGESTION=no_such_cc: no warning"
+
 # ---- usage errors
 for args in "--op fly --loopback" "--size 1Q --loopback" "--window 0 --loopback" "" "--loopback --server" \
             "--loopback --hugepages --alloc" "--server --hugepages"; do

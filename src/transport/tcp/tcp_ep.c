@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -88,6 +91,57 @@ void tcp_conn_update_io(conn_t *c)
         gw_io_mod(CORE(c->ep), &c->io, (c->rx_busy ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0));
 }
 
+/* 1 when both ends of connected socket fd are addresses of this host. */
+static int conn_local(int fd)
+{
+    struct sockaddr_storage a, b;
+    socklen_t al = sizeof(a), bl = sizeof(b);
+    if (getsockname(fd, (struct sockaddr *)&a, &al) != 0 || getpeername(fd, (struct sockaddr *)&b, &bl) != 0 ||
+        a.ss_family != b.ss_family)
+        return 0;
+    if (a.ss_family == AF_INET)
+        return ((struct sockaddr_in *)&a)->sin_addr.s_addr == ((struct sockaddr_in *)&b)->sin_addr.s_addr ||
+               (ntohl(((struct sockaddr_in *)&b)->sin_addr.s_addr) >> 24) == 127;
+    if (a.ss_family == AF_INET6)
+        return !memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr, &((struct sockaddr_in6 *)&b)->sin6_addr,
+                       sizeof(struct in6_addr)) ||
+               IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&b)->sin6_addr);
+    return 0;
+}
+
+/* GPUWIRE_TCP_CONGESTION on data stream idx (fd, connected).  auto: a
+ * connection within this host whose algorithm paces (bbr) gets cubic, else
+ * reno: on loopback nothing is gained by pacing, and without the fq qdisc
+ * the kernel paces by an hrtimer per burst (tcp_pace_kick), which made
+ * 256 x 1 KiB batches run at half speed in about half of the runs
+ * (docs/PERFORMANCE.md, session 13). */
+static void conn_congestion(tcp_ep_t *ep, int idx, int fd)
+{
+    const char *want = ep->tif->cc;
+    char cur[32] = "";
+    socklen_t cl = sizeof(cur) - 1;
+    if (!strcmp(want, "system"))
+        return;
+    if (!strcmp(want, "auto")) {
+        if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cur, &cl) != 0 || strcmp(cur, "bbr") || !conn_local(fd))
+            return;
+        want = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "cubic", (socklen_t)strlen("cubic")) == 0 ? "cubic"
+               : setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", (socklen_t)strlen("reno")) == 0 ? "reno"
+                                                                                                    : NULL;
+        if (want)
+            gw_log(GW_LOG_INFO, "tcp stream %d to %s: congestion control %s instead of the system's bbr (a local "
+                        "connection: no pacing timer)", idx, B(ep)->peer, want);
+        else
+            gw_log(GW_LOG_DEBUG, "tcp stream %d to %s: bbr kept (cubic and reno refused: %s)", idx, B(ep)->peer,
+                         strerror(errno));
+        return;
+    }
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, want, (socklen_t)strlen(want)) != 0 && idx == 0)
+        gw_log(GW_LOG_WARN, "GPUWIRE_TCP_CONGESTION=%s: the kernel refused it on the connection to %s (%s); the "
+                    "system's algorithm is kept (see net.ipv4.tcp_allowed_congestion_control)", want,
+                    B(ep)->peer, strerror(errno));
+}
+
 static gw_status_t conn_open(tcp_ep_t *ep, int idx, int fd)
 {
     conn_t *c = &ep->conns[idx];
@@ -96,6 +150,7 @@ static gw_status_t conn_open(tcp_ep_t *ep, int idx, int fd)
         return gw_err(core, GW_ERR_NOMEM, "out of memory for a tcp receive buffer");
     gw_sock_nonblock(fd, 1);
     gw_sock_tune(fd, (int)ep->tif->sockbuf, core->peer_timeout_ms);
+    conn_congestion(ep, idx, fd);
     c->ep = ep;
     c->idx = idx;
     c->fd = fd;

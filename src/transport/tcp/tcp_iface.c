@@ -157,6 +157,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     if ((st = gw_settings_int(&core->settings, GW_SET_TCP_BATCH_INFLIGHT, &kin, why, whylen)) != GW_OK)
         goto err;
     tif->kinflight = (unsigned)kin;
+    tif->cc = gw_settings_str(&core->settings, GW_SET_TCP_CONGESTION);
     tif->bscratch = !strcmp(gw_settings_str(&core->settings, GW_SET_TCP_BATCH_GPU), "scratch");
     if (!strcmp(gw_settings_str(&core->settings, GW_SET_TCP_THREADS), "auto"))
         tif->threads = cpus >= 4 ? GW_MIN(tif->streams, 4) : 0;

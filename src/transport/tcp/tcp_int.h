@@ -140,6 +140,7 @@ typedef struct tcp_iface {
     uint64_t gen;        /* progress calls seen */
     long streams;
     uint64_t stripe_min, chunk, eager_max, sockbuf;
+    const char *cc;      /* GPUWIRE_TCP_CONGESTION: "auto", "system" or an algorithm */
     uint8_t *scratch; /* discard target */
     gw_liveness_t live;  /* the peer-liveness timer */
     gw_staging_t *stg_tx[MAX_DEV], *stg_rx[MAX_DEV]; /* per device, made on first use */
