@@ -40,6 +40,19 @@ echo "# gpuwire: $("$tool" --version), $(env | grep '^GPUWIRE_' | tr '\n' ' ')"
 echo "# each figure: median of $rep runs of ${dur}s; the runs of gpuwire and the references alternate"
 echo
 
+# ---- like for like congestion control: gpuwire's local data connections
+# leave a pacing bbr for cubic (GPUWIRE_TCP_CONGESTION=auto), so iperf3 gets
+# the same (-C) where the system runs bbr; IPERF_CC overrides, IPERF_CC= none
+sys_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
+icc=
+case "${GPUWIRE_TCP_CONGESTION:-auto}" in
+  auto) [ "$sys_cc" = bbr ] && icc=cubic ;;
+  system) ;;
+  *) icc=$GPUWIRE_TCP_CONGESTION ;;
+esac
+icc=${IPERF_CC-$icc}
+echo "# congestion control: system $sys_cc; gpuwire GPUWIRE_TCP_CONGESTION=${GPUWIRE_TCP_CONGESTION:-auto}; iperf3 ${icc:-system's} (qperf: system's)"
+
 # ---- reference servers, started once
 have_iperf=0 have_qperf=0
 if command -v iperf3 >/dev/null; then
@@ -73,7 +86,7 @@ for i in $(seq "$rep"); do
   if [ $have_iperf = 1 ]; then
     for p in 1 2; do
       # GB/s (1e9 bytes/s) at the receiver
-      iperf3 -c 127.0.0.1 -p "$iport" -P $p -t "$dur" -f m >"$tmp/ip$p.out" 2>&1
+      iperf3 -c 127.0.0.1 -p "$iport" -P $p -t "$dur" -f m ${icc:+-C "$icc"} >"$tmp/ip$p.out" 2>&1
       grep receiver "$tmp/ip$p.out" | tail -1 |
         awk '{for (k = 1; k < NF; k++) if ($(k + 1) == "Mbits/sec") printf "%.4f\n", $k / 8000}' >>"$tmp/ip$p"
     done
