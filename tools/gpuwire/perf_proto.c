@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "cuda/cuda_wrap.h"
 #include "perf.h"
+#include "topo/topo.h" /* gw_sysfs_read */
 
 #define PERF_MAGIC 0x46505747u /* "GWPF" */
 #define PERF_VERSION 1
@@ -289,19 +290,15 @@ int perf_parse_mem(const char *s)
  * or "" when it cannot be read. */
 static void thp_mode(char *out, size_t cap)
 {
+    char line[128], why[128];
     out[0] = 0;
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (!f)
+    if (gw_sysfs_read("/sys", "kernel/mm/transparent_hugepage/enabled", line, sizeof(line), why, sizeof(why)) < 0)
         return;
-    char line[128];
-    if (fgets(line, sizeof(line), f)) {
-        char *a = strchr(line, '['), *z = a ? strchr(a, ']') : NULL;
-        if (a && z && (size_t)(z - a - 1) < cap) {
-            memcpy(out, a + 1, (size_t)(z - a - 1));
-            out[z - a - 1] = 0;
-        }
+    char *a = strchr(line, '['), *z = a ? strchr(a, ']') : NULL;
+    if (a && z && (size_t)(z - a - 1) < cap) {
+        memcpy(out, a + 1, (size_t)(z - a - 1));
+        out[z - a - 1] = 0;
     }
-    fclose(f);
 }
 
 /* len bytes of host memory from a 2 MiB boundary, advised MADV_HUGEPAGE. */

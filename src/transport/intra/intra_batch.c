@@ -246,33 +246,19 @@ static size_t intrab_shm(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, si
     if (op->nhost == n && i < n) {
         const intptr_t *dl = op->shm_delta;
         int get = b->get;
-        if (op->off) { /* the rest of an entry cut by the last budget: as the general loop */
-            const gw_batch_ent_t *en = &ent[i];
-            size_t len = (size_t)GW_MIN(en->len - op->off, (uint64_t)budget);
-            uint8_t *l = (uint8_t *)(uintptr_t)(en->laddr + op->off);
-            uint8_t *r = (uint8_t *)(uintptr_t)(en->raddr + op->off + (uint64_t)dl[en->rreg]);
-            memcpy(get ? l : r, get ? r : l, len);
-            moved = len;
-            if (op->off + len < en->len) {
-                op->off += len;
-                goto out;
-            }
-            op->off = 0;
-            i++;
-        }
         for (; i < n && moved < budget; i++) {
             const gw_batch_ent_t *en = &ent[i];
-            size_t len = (size_t)en->len;
-            if (len > budget - moved) { /* the budget ends inside this entry */
-                len = budget - moved;
-                op->off = len;
-            }
-            uint8_t *l = (uint8_t *)(uintptr_t)en->laddr;
-            uint8_t *r = (uint8_t *)(uintptr_t)(en->raddr + (uint64_t)dl[en->rreg]);
+            uint64_t skip = op->off; /* the rest of an entry cut by the last budget */
+            size_t len = (size_t)GW_MIN(en->len - skip, (uint64_t)(budget - moved));
+            uint8_t *l = (uint8_t *)(uintptr_t)(en->laddr + skip);
+            uint8_t *r = (uint8_t *)(uintptr_t)(en->raddr + skip + (uint64_t)dl[en->rreg]);
             memcpy(get ? l : r, get ? r : l, len);
             moved += len;
-            if (op->off)
+            if (skip + len < en->len) { /* the budget ends inside this entry */
+                op->off = skip + len;
                 break;
+            }
+            op->off = 0;
         }
         op->cur = i;
         goto out;

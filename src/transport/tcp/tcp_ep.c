@@ -125,9 +125,11 @@ static void conn_congestion(tcp_ep_t *ep, int idx, int fd)
     if (!strcmp(want, "auto")) {
         if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cur, &cl) != 0 || strcmp(cur, "bbr") || !conn_local(fd))
             return;
-        want = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "cubic", (socklen_t)strlen("cubic")) == 0 ? "cubic"
-               : setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", (socklen_t)strlen("reno")) == 0 ? "reno"
-                                                                                                    : NULL;
+        static const char *const unpaced[] = {"cubic", "reno"};
+        want = NULL;
+        for (size_t k = 0; !want && k < sizeof(unpaced) / sizeof(unpaced[0]); k++)
+            if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, unpaced[k], (socklen_t)strlen(unpaced[k])) == 0)
+                want = unpaced[k];
         if (want)
             gw_log(GW_LOG_INFO, "tcp stream %d to %s: congestion control %s instead of the system's bbr (a local "
                         "connection: no pacing timer)", idx, B(ep)->peer, want);
