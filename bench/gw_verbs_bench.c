@@ -16,7 +16,11 @@
  *       the library's timers);
  *   progress: an untracked put, then gw_progress() on every check while
  *       watching (the waiter notices the write after the pass it is in:
- *       the pass's length is on the measured path).
+ *       the pass's length is on the measured path);
+ *   untracked: UCX's put_nbi shape: an untracked put (req NULL, no
+ *       completion asked for: over verbs an unsignalled WR), then the
+ *       complete loop's watch, gw_progress() only every
+ *       GW_BENCH_POLL_EVERY checks (and when a put is refused for room).
  *
  * Bandwidth keeps WINDOW (128, perftest's default tx depth) operations in
  * flight from one registered buffer, as perftest does, and times ITERS of
@@ -37,13 +41,19 @@ static const char *sdev = "", *cdev = "";
 /* lat: call gw_progress() every this many checks of the flag byte
  * (GW_BENCH_POLL_EVERY; default 2^20 in the complete loop, 1 in progress) */
 static unsigned poll_every = 1;
-static int lat_complete = 1; /* GW_BENCH_LAT: complete (1) or progress (0) */
+enum { LAT_COMPLETE, LAT_PROGRESS, LAT_UNTRACKED };
+static const char *const lat_names[] = {"complete", "progress", "untracked"};
+static int lat_loop = LAT_COMPLETE; /* GW_BENCH_LAT */
 
 /* lat: one put of the ping-pong (the complete loop waits for its completion) */
-static void lat_put(gw_ep_t *ep, const uint8_t *out, uint64_t rbase, gw_rkey_t *rk)
+static void lat_put(gw_context_t *ctx, gw_ep_t *ep, const uint8_t *out, uint64_t rbase, gw_rkey_t *rk)
 {
     gw_request_t *r = NULL;
-    REQUIRE_OK(gw_put(ep, out, size, NULL, rbase, rk, lat_complete ? &r : NULL));
+    gw_status_t st;
+    while ((st = gw_put(ep, out, size, NULL, rbase, rk, lat_loop == LAT_COMPLETE ? &r : NULL)) ==
+           GW_ERR_NO_RESOURCE)
+        gw_progress(ctx); /* refused for room: make some */
+    REQUIRE_OK(st);
     if (r) {
         REQUIRE_OK(gw_request_wait(r, 20000));
         gw_request_free(r);
@@ -141,7 +151,7 @@ static int server(void *arg)
         for (long i = 1; i <= total; i++) {
             lat_wait(ctx, buf, i);
             memset(out, (int)(uint8_t)i, sizeof(out));
-            lat_put(ep, out, rbase, rk);
+            lat_put(ctx, ep, out, rbase, rk);
         }
         while (gw_progress(ctx) > 0)
             ;
@@ -175,19 +185,20 @@ int main(int argc, char **argv)
         cdev = argv[5];
     }
     if (getenv("GW_BENCH_LAT")) {
-        if (strcmp(getenv("GW_BENCH_LAT"), "complete") && strcmp(getenv("GW_BENCH_LAT"), "progress")) {
-            fprintf(stderr, "%s: GW_BENCH_LAT must be complete or progress, not '%s'\n", argv[0],
-                    getenv("GW_BENCH_LAT"));
+        const char *l = getenv("GW_BENCH_LAT");
+        for (lat_loop = 0; lat_loop < 3 && strcmp(l, lat_names[lat_loop]); lat_loop++)
+            ;
+        if (lat_loop == 3) {
+            fprintf(stderr, "%s: GW_BENCH_LAT must be complete, progress or untracked, not '%s'\n", argv[0], l);
             return 2;
         }
-        lat_complete = !strcmp(getenv("GW_BENCH_LAT"), "complete");
     }
     /* complete loop: ib_write_lat calls nothing while it watches; the
      * library's timers are second-scale, and a check is a load and a compare
      * (~1 ns): 2^20 checks is about a millisecond between passes.  (At 1024,
      * once the check lost its division, passes took most of the watch:
      * 150-480 per round trip, each one the peer's write may land in.) */
-    poll_every = lat_complete ? 1u << 20 : 1;
+    poll_every = lat_loop == LAT_PROGRESS ? 1 : 1u << 20;
     if (getenv("GW_BENCH_POLL_EVERY"))
         poll_every = atoi(getenv("GW_BENCH_POLL_EVERY")) > 0 ? (unsigned)atoi(getenv("GW_BENCH_POLL_EVERY")) : poll_every;
     setenv("GPUWIRE_TRANSPORTS", "verbs", 1);
@@ -280,7 +291,7 @@ int main(int argc, char **argv)
             if (i > warm)
                 ti = ticks();
             memset(out, (int)(uint8_t)i, sizeof(out));
-            lat_put(ep, out, rbase, rk);
+            lat_put(ctx, ep, out, rbase, rk);
             uint64_t p = lat_wait(ctx, buf, i);
             passes += i > warm ? p : 0;
             if (i > warm)
@@ -298,7 +309,7 @@ int main(int argc, char **argv)
         free(rtt);
         if (getenv("GW_BENCH_DESCRIBE")) /* how finely the client's wait was sliced */
             printf("client (%s loop) progress passes per round trip %.1f, %.3f us per pass\n",
-                   lat_complete ? "complete" : "progress", (double)passes / (double)iters,
+                   lat_names[lat_loop], (double)passes / (double)iters,
                    passes ? (t1 - t0) / (double)passes * 1e6 : 0.0);
     }
     if (getenv("GW_BENCH_DESCRIBE")) { /* the endpoint's posting counters (verbs_prof.sh) */

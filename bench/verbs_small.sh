@@ -20,8 +20,10 @@
 # Knobs: SIZES ("8 64 1024 4096"), OPS ("put send lat"), N (5000
 # operations per run; lat: LAT_N, 2000 round trips), REPS (5 rounds per row;
 # lat: LAT_REPS, default REPS), LAT_LOOPS ("complete progress": gw_verbs_bench's
-# two ping-pong loops, GW_BENCH_LAT, one lat row each; complete is
-# ib_write_lat's: put, wait for its completion, watch memory).
+# ping-pong loops, GW_BENCH_LAT, one lat row each; complete is
+# ib_write_lat's: put, wait for its completion, watch memory; untracked
+# puts without asking for a completion, UCX's put_nbi shape, then watches
+# as complete does).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:-$HERE/../build}" && pwd) || { echo "no build dir" >&2; exit 2; }
@@ -41,6 +43,14 @@ echo "# gpuwire $(git -C "$HERE/.." describe --always --dirty 2>/dev/null || ech
 gw_run() {  # bench op size n -> ops/s (lat: one-way median in us)
   local out
   if [ "$2" = lat ]; then
+    if [ "$1" = "$OLD" ] && [ "${GW_BENCH_LAT:-}" = untracked ]; then
+      # a build before the untracked loop: its progress loop with the
+      # complete loop's polling is the same loop (untracked put, watch)
+      out=$(GW_BENCH_LAT=progress GW_BENCH_POLL_EVERY=${GW_BENCH_POLL_EVERY:-1048576} \
+            timeout 120 "$1" lat "$3" "$4" "$RXE_DEV" "$RXE_DEV" 2>/dev/null)
+      echo "$out" | sed -n 's/.*typical_usec=\([0-9.]*\).*/\1/p'
+      return
+    fi
     out=$(timeout 120 "$1" lat "$3" "$4" "$RXE_DEV" "$RXE_DEV" 2>/dev/null)
     echo "$out" | sed -n 's/.*typical_usec=\([0-9.]*\).*/\1/p'
   else

@@ -294,7 +294,13 @@ typedef struct gw_verbs_wr {
     uint16_t slot;     /* bounce slot, 0xffff if none */
     uint32_t len;
     uint32_t aux;      /* staged chunk / job index */
+    uint16_t flags;    /* WRF_* */
 } gw_verbs_wr_t;
+/* A WR of an untracked put (the caller keeps no request: its errors reach
+ * the next flush) holding no bounce slot or cached registration: it may
+ * stay unsignalled and unretired until a flush, a close or a full queue
+ * needs it (verbs_post.c, "Signalling"). */
+#define WRF_LAZY 1u
 
 typedef struct gw_verbs_qp {
     struct ibv_qp *qp;
@@ -302,6 +308,8 @@ typedef struct gw_verbs_qp {
     uint32_t depth;    /* send queue entries */
     uint32_t used;     /* entries not yet retired (signalled or not) */
     uint32_t unsig;    /* posted since the last signalled one */
+    uint32_t prompt;   /* entries not yet retired that are not WRF_LAZY */
+    uint64_t sig_end;  /* sequence + 1 of the last signalled WR posted (0: none yet) */
     uint64_t head;     /* sequence of the next WR */
     uint64_t tail;     /* oldest WR not retired */
     gw_verbs_wr_t *ring;
@@ -357,6 +365,7 @@ typedef struct gw_verbs_ep {
     uint32_t max_inline;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
     uint64_t chain_spills;                        /* mid-pass posts of a full chain (gw_verbs_chain_spill) */
+    uint64_t wr_covers;      /* zero-length WRITEs posted to complete an unsignalled tail (gw_verbs_cover) */
     uint64_t cq_polls, cq_wcs; /* ibv_poll_cq calls and the completions they returned */
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
@@ -410,12 +419,14 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
 #define GW_VERBS_IDLE_CLOCK 512u       /* idle progress passes per clock read */
 #define GW_VERBS_SQ_DEPTH 256
+#define GW_VERBS_SIG_DEEP 16 /* tracked WRs in flight from which a pass's last one may go unsignalled
+                              * (at most depth/4; verbs_post.c, "Signalling") */
 
 /* ==== endpoint internals shared by verbs_ep.c (lifecycle, failure), verbs_post.c
  * (posting), verbs_cq.c (completions, receive side), verbs_stage.c (staged GPU
  * memory) and verbs_batch.c (batched transfers).  Not for other layers. ==== */
 
-enum { WR_PUT = 1, WR_GET, WR_IMM, WR_SENDMSG, WR_RDV_READ, WR_RDV_IMM };
+enum { WR_PUT = 1, WR_GET, WR_IMM, WR_SENDMSG, WR_RDV_READ, WR_RDV_IMM, WR_COVER };
 enum { CT_EAGER = 1, CT_RTS, CT_FIN, CT_NOTIFY };
 enum {
     TLF_PREP = 1u << 0,      /* local buffer keys resolved */
@@ -533,6 +544,13 @@ void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req);
 void gw_verbs_chain_spill(gw_verbs_ep_t *ep, batch_t *b, int qi);
 struct ibv_send_wr *gw_verbs_wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_request_t *req, int kind,
                                   int slot, uint32_t len);
+
+/* Posts a signalled zero-length RDMA WRITE on each queue pair whose
+ * unsignalled tail needs completing now: tracked work with no signalled WR
+ * left in flight to complete it, any tail while a flush waits, untracked
+ * puts' tails when idle (the CQ armed, or about to be) or when queued work
+ * waits.  Returns the number posted. */
+int gw_verbs_cover(gw_verbs_ep_t *ep, int idle);
 
 /* verbs_cq.c */
 void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req);

@@ -332,6 +332,8 @@ static void retire(gw_verbs_ep_t *ep, int qi, uint64_t upto)
         if (r->slot != NO_SLOT)
             slot_put(ep, r->slot);
         r->slot = NO_SLOT;
+        if (!(r->flags & WRF_LAZY))
+            q->prompt--;
         q->tail++;
         q->used--;
         if (r->kind == WR_SPUT || r->kind == WR_SGET)
@@ -401,6 +403,11 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
     int c = poll_cq(ep);
     if (c && vep_queued(ep))
         n += gw_verbs_post_pending(ep);
+    /* an unsignalled tail that nothing will complete (verbs_post.c,
+     * "Signalling"): looked at after posts and completions, while a flush
+     * waits, and while the CQ is armed (idle: untracked puts' tails too) */
+    if ((n || c || ep->cq_armed || !gw_list_empty(&ep->super.base->flushes)) && !vep_failed(ep))
+        n += gw_verbs_cover(ep, ep->cq_armed);
     n += c;
     if (!n && ep->stg_live && !vep_failed(ep) && gw_verbs_stg_busy(ep))
         n = 1; /* staged copies in flight: CUDA events wake no fd, keep the caller polling */
@@ -428,7 +435,11 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
             ep->active_ns = now;
         if (now - ep->active_ns < GW_VERBS_ARM_IDLE_NS)
             return 1;
-        /* going idle: arm the CQ so the context fd wakes a sleeping caller */
+        /* going idle: untracked puts' unsignalled tails complete now (what
+         * a close waits for), then arm the CQ so the context fd wakes a
+         * sleeping caller (on the cover's completion among others) */
+        if (gw_verbs_cover(ep, 1))
+            return 1;
         if (ibv_req_notify_cq(ep->cq, 0) == 0)
             ep->cq_armed = 1;
         n = poll_cq(ep);

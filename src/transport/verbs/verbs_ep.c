@@ -434,6 +434,8 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                 ep->stg_nzombie, ep->stg_returned);
     if (ep->eager_imm) /* (last: the path has 256 bytes, the segments above are what tests read first) */
         appendf(buf, len, "; %llu eager header-less", (unsigned long long)ep->eager_imm);
+    if (ep->wr_covers) /* (of the signalled WRs: zero-length WRITEs completing an unsignalled tail) */
+        appendf(buf, len, "; %llu covers", (unsigned long long)ep->wr_covers);
     return GW_OK;
 }
 

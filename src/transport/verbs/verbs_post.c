@@ -14,12 +14,34 @@
  *                READs straight into the receive buffer and answers FIN.
  *
  * Posting: operations are queued (ep->pending, FIFO) and posted from the
- * progress engine in batches, one ibv_post_send() per QP per pass, with
- * only the last WR of a batch (and every depth/4-th) signalled.  A signalled
- * completion retires every older WR of its QP (RC completes in order)
- * (verbs_cq.c).  On an idle endpoint a request is posted at once
+ * progress engine in batches, one ibv_post_send() per QP per pass.  A
+ * signalled completion retires every older WR of its QP (RC completes in
+ * order) (verbs_cq.c).  On an idle endpoint a request is posted at once
  * (gw_verbs_submit); a small put from host memory then takes the shortest
  * path, one inline WRITE without the batch (put_inline_now).
+ *
+ * Signalling (completion moderation; each completion is work for the device,
+ * the CQ poll and the bookkeeping, and under emulation that is the rate):
+ *  - every depth/4-th WR of a queue pair is signalled, so that a full send
+ *    queue always holds one that frees it;
+ *  - WRs before the last one of a pass are not (that one's completion
+ *    retires them);
+ *  - the pass's last WR of tracked work (anything but WRF_LAZY) is
+ *    signalled while the queue pair is shallow (fewer than
+ *    GW_VERBS_SIG_DEEP such WRs in flight before it: a caller with a few
+ *    operations out sees no added latency), when no signalled WR is in
+ *    flight, and once half the tracked WRs in flight have gone unsignalled
+ *    since the last signalled one; otherwise it is not, and its request
+ *    completes with a later signalled WR (perftest signals one in 100);
+ *  - an untracked put (WRF_LAZY: UCX's put_nbi shape) is never signalled
+ *    for itself.
+ * An unsignalled tail with nothing to complete it gets a signalled
+ * zero-length RDMA WRITE (gw_verbs_cover): at once for tracked work with
+ * no signalled WR left in flight and whenever a flush waits; for untracked
+ * puts only at a flush, when queued work waits, or when the endpoint goes
+ * idle (before the CQ is armed; gw_ep_close's wait ends that way).  A
+ * zero-length WRITE carries no address or key (IB spec C9-88: the
+ * responder checks neither at length 0); rxe accepts one with both 0.
  */
 #include "mem/mem_copy.h"
 #include "transport/verbs/verbs.h"
@@ -43,8 +65,19 @@ const char *gw_verbs_op_name(int kind)
     case WR_SGET: return "RDMA READ (staged get chunk)";
     case WR_SREAD: return "RDMA READ (staged chunk for the peer)";
     case WR_SWRITE: return "RDMA WRITE (staged chunk for the peer)";
+    case WR_COVER: return "zero-length RDMA WRITE (completing unsignalled WRs)";
     default: return "work request";
     }
+}
+
+/* May a WR of req go unsignalled until a flush, a close or a full queue
+ * needs it?  An untracked put's (err_sink: no caller request; its errors
+ * reach the next flush) that holds no bounce slot or cached registration
+ * (those are given back at completion) and is not a staged one. */
+static int wr_lazy(const gw_request_t *req, int kind, int slot)
+{
+    return req && kind == WR_PUT && slot < 0 && req->op == GW_OP_PUT && req->err_sink && !req->verbs.slot &&
+           !req->verbs.rc && !(req->tl_flags & TLF_STAGED);
 }
 
 /* Claims the next ring record of QP qi for a WR of req; returns the WR's id. */
@@ -57,10 +90,25 @@ static uint64_t ring_claim(gw_verbs_ep_t *ep, int qi, gw_request_t *req, int kin
     r->kind = (uint16_t)kind;
     r->slot = (uint16_t)(slot < 0 ? NO_SLOT : slot);
     r->len = len;
+    r->flags = wr_lazy(req, kind, slot) ? WRF_LAZY : 0;
+    if (!r->flags)
+        q->prompt++;
     q->used++;
     if (req)
         req->pending++;
     return ((uint64_t)qi << 48) | (seq & 0xffffffffffffull);
+}
+
+static gw_verbs_wr_t *wr_rec(gw_verbs_qp_t *q, uint64_t wr_id)
+{
+    return &q->ring[(wr_id & 0xffffffffffffull) % q->depth];
+}
+
+/* The pass's last tracked WR of QP q (q->prompt counts it): signalled? */
+static int last_signalled(const gw_verbs_qp_t *q)
+{
+    uint32_t ahead = q->prompt - 1, deep = GW_MIN((uint32_t)GW_VERBS_SIG_DEEP, q->depth / 4);
+    return ahead < deep || q->sig_end <= q->tail || q->unsig >= GW_MAX(deep, ahead / 2);
 }
 
 /* Claims the next WR of QP qi in the batch and its ring record. */
@@ -80,21 +128,26 @@ static void post_failed(gw_verbs_ep_t *ep, gw_verbs_qp_t *q, int n, const struct
                         const struct ibv_send_wr *bad, int rc)
 {
     gw_verbs_ep_die(ep, GW_ERR_VERBS, "ibv_post_send(qp=0x%x, %d WRs, first %s) failed: %s (errno %d)",
-                    q->qp->qp_num, n, gw_verbs_op_name(q->ring[(bad ? bad->wr_id : first->wr_id) % q->depth].kind),
+                    q->qp->qp_num, n, gw_verbs_op_name(wr_rec(q, bad ? bad->wr_id : first->wr_id)->kind),
                     strerror(rc), rc);
 }
 
-/* Posts the first n WRs of QP qi's chain with one ibv_post_send; the last of
- * them signalled when sig_last (and every depth/4-th, so that a full send
- * queue always has a signalled WR to free it). */
+/* Posts the first n WRs of QP qi's chain with one ibv_post_send, signalled
+ * as the header says ("Signalling"): every depth/4-th, and when sig_last
+ * (the pass ends) its last tracked WR by last_signalled(). */
 static void chain_post(gw_verbs_ep_t *ep, batch_t *b, int qi, int n, int sig_last)
 {
     gw_verbs_qp_t *q = &ep->qps[qi];
+    int last = -1;
+    for (int k = n - 1; sig_last && k >= 0 && last < 0; k--)
+        if (!(wr_rec(q, b->wr[qi][k].wr_id)->flags & WRF_LAZY))
+            last = k;
     for (int k = 0; k < n; k++) {
         b->wr[qi][k].next = k + 1 < n ? &b->wr[qi][k + 1] : NULL;
-        if (++q->unsig >= q->depth / 4 || (sig_last && k == n - 1)) {
+        if (++q->unsig >= q->depth / 4 || (k == last && last_signalled(q))) {
             b->wr[qi][k].send_flags |= IBV_SEND_SIGNALED;
             q->unsig = 0;
+            q->sig_end = (b->wr[qi][k].wr_id & 0xffffffffffffull) + 1;
             ep->wr_signalled++;
         }
     }
@@ -736,14 +789,20 @@ static int put_inline_now(gw_verbs_ep_t *ep, gw_request_t *req)
         return 0;
     struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)req->buf, .length = (uint32_t)req->len};
     struct ibv_send_wr w = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-                            .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED};
+                            .send_flags = IBV_SEND_INLINE};
     w.wr.rdma.remote_addr = req->raddr;
     w.wr.rdma.rkey = rkey;
     w.wr_id = ring_claim(ep, 0, req, WR_PUT, -1, (uint32_t)req->len);
     req->posted = req->len;
     req->tl_flags |= TLF_PREP | TLF_INLINE | TLF_ALLPOSTED;
-    q->unsig = 0;
-    ep->wr_signalled++;
+    /* tracked: signalled (the endpoint is idle, so shallow); untracked: by
+     * the depth/4 rule only */
+    if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w.wr_id)->flags & WRF_LAZY)) {
+        w.send_flags |= IBV_SEND_SIGNALED;
+        q->unsig = 0;
+        q->sig_end = q->head;
+        ep->wr_signalled++;
+    }
     ep->wr_posted++;
     ep->post_calls++;
     struct ibv_send_wr *bad = NULL;
@@ -751,6 +810,44 @@ static int put_inline_now(gw_verbs_ep_t *ep, gw_request_t *req)
     if (rc)
         post_failed(ep, q, 1, &w, bad, rc);
     return 1;
+}
+
+/* ---- covering an unsignalled tail ------------------------------------------------------ */
+/* One signalled zero-length RDMA WRITE on QP qi: its completion retires
+ * every WR before it (RC completes in order).  No SGE, no address, no key:
+ * nothing is read or written at either end (IB spec C9-88). */
+static int cover_post(gw_verbs_ep_t *ep, int qi)
+{
+    gw_verbs_qp_t *q = &ep->qps[qi];
+    if (q->used >= q->depth)
+        return 0; /* (full: a signalled WR is in flight, the depth/4 rule) */
+    struct ibv_send_wr w = {.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED};
+    w.wr_id = ring_claim(ep, qi, NULL, WR_COVER, -1, 0);
+    q->unsig = 0;
+    q->sig_end = q->head;
+    ep->wr_signalled++;
+    ep->wr_posted++;
+    ep->post_calls++;
+    ep->wr_covers++;
+    struct ibv_send_wr *bad = NULL;
+    int rc = ibv_post_send(q->qp, &w, &bad);
+    if (rc)
+        post_failed(ep, q, 1, &w, bad, rc);
+    return 1;
+}
+
+int gw_verbs_cover(gw_verbs_ep_t *ep, int idle)
+{
+    int n = 0, flush = !gw_list_empty(&ep->super.base->flushes);
+    for (int qi = 0; qi < ep->nqps && !vep_failed(ep); qi++) {
+        gw_verbs_qp_t *q = &ep->qps[qi];
+        if (!q->used || q->head == q->sig_end)
+            continue; /* no unsignalled tail */
+        int in_flight = q->sig_end > q->tail; /* a signalled WR will retire some of it */
+        if (flush || (!in_flight && (q->prompt || idle || vep_queued(ep))))
+            n += cover_post(ep, qi);
+    }
+    return n;
 }
 
 /* ---- operations (api entry points) ------------------------------------------------------ */
@@ -771,7 +868,7 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
      * nothing it must follow: post it at once, without the queue (latency) */
     int idle = !vep_queued(ep);
     for (int qi = 0; idle && qi < ep->nqps; qi++)
-        idle = ep->qps[qi].used < 4; /* (a few unreaped completions: still idle) */
+        idle = ep->qps[qi].prompt < 4; /* (a few unreaped completions, any untracked puts: still idle) */
     if (!idle) {
         gw_list_push_back(&ep->pending, &req->tl_link);
         return GW_OK;
