@@ -331,6 +331,9 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
                 CHECK(vep->post_calls == calls0 + 1); /* at once, without a progress call */
         }
         uint64_t sig_puts = vep->wr_signalled - sig0;
+        int utail = 0; /* (none only when the last put was a depth/4-th) */
+        for (int qi = 0; qi < vep->nqps; qi++)
+            utail |= vep->qps[qi].head != vep->qps[qi].sig_end;
         gw_request_t *fr;
         REQUIRE_OK(gw_flush(ep, &fr));
         CHECK_ST(gw_request_wait(fr, 5000), GW_OK);
@@ -343,7 +346,7 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
                 (unsigned long long)(vep->wr_posted - wr0), (unsigned long long)sig_puts,
                 (unsigned long long)(vep->wr_covers - cov0), idle ? "yes" : "no");
         CHECK(sig_puts <= NU / (q0->depth / 4) + 1);
-        CHECK(vep->wr_covers - cov0 >= 1);
+        CHECK(!utail || vep->wr_covers - cov0 >= 1);
         CHECK(idle);
         uint64_t back[NU];
         gw_request_t *r;

@@ -159,6 +159,23 @@ static void chain_post(gw_verbs_ep_t *ep, batch_t *b, int qi, int n, int sig_las
         post_failed(ep, q, n, &b->wr[qi][0], bad, rc);
 }
 
+/* Posts w, the newest WR claimed on QP q, alone (no batch), with the
+ * signalling bookkeeping of its IBV_SEND_SIGNALED flag. */
+static void post_single(gw_verbs_ep_t *ep, gw_verbs_qp_t *q, struct ibv_send_wr *w)
+{
+    if (w->send_flags & IBV_SEND_SIGNALED) {
+        q->unsig = 0;
+        q->sig_end = q->head;
+        ep->wr_signalled++;
+    }
+    ep->wr_posted++;
+    ep->post_calls++;
+    struct ibv_send_wr *bad = NULL;
+    int rc = ibv_post_send(q->qp, w, &bad);
+    if (rc)
+        post_failed(ep, q, 1, w, bad, rc);
+}
+
 static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
 {
     for (int qi = 0; qi < ep->nqps && !vep_failed(ep); qi++) {
@@ -797,18 +814,9 @@ static int put_inline_now(gw_verbs_ep_t *ep, gw_request_t *req)
     req->tl_flags |= TLF_PREP | TLF_INLINE | TLF_ALLPOSTED;
     /* tracked: signalled (the endpoint is idle, so shallow); untracked: by
      * the depth/4 rule only */
-    if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w.wr_id)->flags & WRF_LAZY)) {
+    if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w.wr_id)->flags & WRF_LAZY))
         w.send_flags |= IBV_SEND_SIGNALED;
-        q->unsig = 0;
-        q->sig_end = q->head;
-        ep->wr_signalled++;
-    }
-    ep->wr_posted++;
-    ep->post_calls++;
-    struct ibv_send_wr *bad = NULL;
-    int rc = ibv_post_send(q->qp, &w, &bad);
-    if (rc)
-        post_failed(ep, q, 1, &w, bad, rc);
+    post_single(ep, q, &w);
     return 1;
 }
 
@@ -823,16 +831,8 @@ static int cover_post(gw_verbs_ep_t *ep, int qi)
         return 0; /* (full: a signalled WR is in flight, the depth/4 rule) */
     struct ibv_send_wr w = {.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED};
     w.wr_id = ring_claim(ep, qi, NULL, WR_COVER, -1, 0);
-    q->unsig = 0;
-    q->sig_end = q->head;
-    ep->wr_signalled++;
-    ep->wr_posted++;
-    ep->post_calls++;
     ep->wr_covers++;
-    struct ibv_send_wr *bad = NULL;
-    int rc = ibv_post_send(q->qp, &w, &bad);
-    if (rc)
-        post_failed(ep, q, 1, &w, bad, rc);
+    post_single(ep, q, &w);
     return 1;
 }
 
