@@ -226,6 +226,24 @@ static gw_verbs_iface_t *verbs_iface(gw_context_t *ctx)
     return (gw_verbs_iface_t *)ctx->tl[GW_TL_VERBS];
 }
 
+/* A window of requests (gw_verbs_bench's loops): slot i, its last request
+ * waited for (it must succeed) and freed; then all of them. */
+static gw_request_t **window_slot(gw_request_t **win, int i)
+{
+    if (win[i]) {
+        CHECK_ST(gw_request_wait(win[i], 20000), GW_OK);
+        gw_request_free(win[i]);
+        win[i] = NULL;
+    }
+    return &win[i];
+}
+
+static void window_drain(gw_request_t **win, int n)
+{
+    for (int i = 0; i < n; i++)
+        window_slot(win, i);
+}
+
 /* Completion moderation, on endpoint A (the server's region at base; the
  * server receives the DEEP_SENDS messages). */
 static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t base)
@@ -242,11 +260,7 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
     gw_request_t *win[W] = {0};
     uint64_t wr0 = vep->wr_posted, sig0 = vep->wr_signalled, cov0 = vep->wr_covers;
     for (int i = 0; i < NP; i++) {
-        gw_request_t **slot = &win[i % W];
-        if (*slot) {
-            CHECK_ST(gw_request_wait(*slot, 20000), GW_OK);
-            gw_request_free(*slot);
-        }
+        gw_request_t **slot = window_slot(win, i % W);
         vals[i] = 0x4d4f440000000000ull | (uint64_t)i;
         REQUIRE_OK(gw_put(ep, &vals[i], 8, NULL, base + poff + 8 * (uint64_t)i, rk, slot));
     }
@@ -255,12 +269,7 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
      * complete by themselves, through a zero-length WRITE once no
      * signalled WR is left to complete them */
     uint64_t t0 = gw_now_ns();
-    for (int i = 0; i < W; i++)
-        if (win[i]) {
-            CHECK_ST(gw_request_wait(win[i], 5000), GW_OK);
-            gw_request_free(win[i]);
-            win[i] = NULL;
-        }
+    window_drain(win, W);
     double tail_ms = (double)(gw_now_ns() - t0) / 1e6;
     uint64_t wrs = vep->wr_posted - wr0, sig = vep->wr_signalled - sig0, cov = vep->wr_covers - cov0;
     fprintf(stderr, "deep window of %d tracked puts (%d out): %llu WRs, %llu signalled, %llu zero-length "
@@ -290,19 +299,10 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
         cov0 = vep->wr_covers;
         memset(gv, 0, sizeof(gv));
         for (int i = 0; i < NP; i++) {
-            gw_request_t **slot = &win[i % W];
-            if (*slot) {
-                CHECK_ST(gw_request_wait(*slot, 20000), GW_OK);
-                gw_request_free(*slot);
-            }
+            gw_request_t **slot = window_slot(win, i % W);
             REQUIRE_OK(gw_get(ep, &gv[i], 8, NULL, base + poff + 8 * (uint64_t)i, rk, slot));
         }
-        for (int i = 0; i < W; i++)
-            if (win[i]) {
-                CHECK_ST(gw_request_wait(win[i], 5000), GW_OK);
-                gw_request_free(win[i]);
-                win[i] = NULL;
-            }
+        window_drain(win, W);
         wrs = vep->wr_posted - wr0;
         sig = vep->wr_signalled - sig0;
         fprintf(stderr, "deep window of %d tracked gets: %llu WRs, %llu signalled, %llu zero-length covers\n", NP,
@@ -318,21 +318,12 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
         wr0 = vep->wr_posted;
         sig0 = vep->wr_signalled;
         for (int i = 0; i < DEEP_SENDS; i++) {
-            gw_request_t **slot = &win[i % W];
-            if (*slot) {
-                CHECK_ST(gw_request_wait(*slot, 20000), GW_OK);
-                gw_request_free(*slot);
-            }
+            gw_request_t **slot = window_slot(win, i % W);
             for (int k = 0; k < 16; k++)
                 msgs[i][k] = k == 15 ? ~(uint32_t)i : (uint32_t)i;
             REQUIRE_OK(gw_send(ep, msgs[i], sizeof(msgs[i]), NULL, 50, slot));
         }
-        for (int i = 0; i < W; i++)
-            if (win[i]) {
-                CHECK_ST(gw_request_wait(win[i], 5000), GW_OK);
-                gw_request_free(win[i]);
-                win[i] = NULL;
-            }
+        window_drain(win, W);
         wrs = vep->wr_posted - wr0;
         sig = vep->wr_signalled - sig0;
         fprintf(stderr, "deep window of %d tracked sends: %llu WRs, %llu signalled\n", DEEP_SENDS,
