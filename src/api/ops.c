@@ -144,6 +144,9 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
         }
         return GW_OK;
     }
+    if (!req && op == GW_OP_PUT && ep->ops->put_untracked != gw_tl_unsupported_put_untracked &&
+        ep->ops->put_untracked(ep->tl, buf, len, lmem, raddr, rkey) == GW_OK)
+        return GW_OK; /* posted with no request of ours (tl.h put_untracked) */
     if (!r && !(r = new_req(ep, op, req)))
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
     r->buf = buf;

@@ -343,7 +343,7 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
         wr0 = vep->wr_posted;
         sig0 = vep->wr_signalled;
         cov0 = vep->wr_covers;
-        uint64_t calls0 = vep->post_calls;
+        uint64_t calls0 = vep->post_calls, unt0 = vep->wr_untracked;
         for (int i = 0; i < NU; i++) {
             uv[i] = 0x554e540000000000ull | (uint64_t)i;
             REQUIRE_OK(gw_put(ep, &uv[i], 8, NULL, base + uoff + 8 * (uint64_t)i, rk, NULL));
@@ -366,6 +366,13 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
                 (unsigned long long)(vep->wr_posted - wr0), (unsigned long long)sig_puts,
                 (unsigned long long)(vep->wr_covers - cov0), idle ? "yes" : "no");
         CHECK(sig_puts <= NU / (q0->depth / 4) + 1);
+        /* inline WRITEs with no api request (tl.h put_untracked) until the
+         * send queue is full (nothing polls in the loop), the rest queued
+         * as requests behind them */
+        fprintf(stderr, "%llu of them with no api request (send queue of %u)\n",
+                (unsigned long long)(vep->wr_untracked - unt0), q0->depth);
+        CHECK(vep->wr_untracked - unt0 >= GW_MIN((uint64_t)NU, (uint64_t)q0->depth / 2));
+        CHECK(vep->lazy_group == NULL); /* the group retired with the flush */
         CHECK(!utail || vep->wr_covers - cov0 >= 1);
         CHECK(idle);
         uint64_t back[NU];
@@ -668,7 +675,12 @@ int main(int argc, char **argv)
      * and reported by the flush after it; a tracked put through a revoked
      * key is it_safety's (verbs guest suite) */
     gwt_fill(pb, 4096, 77);
-    REQUIRE_OK(gw_put(ep2, pb, 4096, NULL, b2, rk2, NULL));
+    /* 8 bytes: an inline WRITE with no api request (tl.h put_untracked),
+     * whose error reaches the flush through the group request */
+    gw_verbs_ep_t *vep2 = (gw_verbs_ep_t *)ep2->tl;
+    uint64_t unt0 = vep2->wr_untracked;
+    REQUIRE_OK(gw_put(ep2, pb, 8, NULL, b2, rk2, NULL));
+    CHECK(vep2->wr_untracked == unt0 + 1);
     REQUIRE_OK(gw_flush(ep2, &r));
     gw_status_t st = gw_request_wait(r, 20000);
     gw_request_free(r);

@@ -196,6 +196,17 @@ struct gw_tl_ops {
      * precisely (this call never reports one). */
     gw_status_t (*rma_now)(gw_tl_ep_t *ep, int op, void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
                            const gw_rkey_t *rkey);
+    /* An untracked put (the caller asked for no request; its errors reach
+     * the next flush) the transport posts without an api request: e.g. an
+     * inline RDMA WRITE that nothing waits for but a flush (UCX's
+     * put_nbi).  The api layer validated it as for submit.  GW_OK: posted,
+     * and the transport keeps what a later flush, put_notify and close must
+     * wait for (a request of its own in base->outstanding, errors into
+     * base->implicit_err); the local buffer is free on return.
+     * GW_ERR_UNSUPPORTED: not taken, nothing happened; the caller submits it
+     * as a request.  Never another error. */
+    gw_status_t (*put_untracked)(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
+                                 uint64_t raddr, const gw_rkey_t *rkey);
     /* recv of an unexpected rendezvous message: the api layer matched req
      * to msg, a record of base->unexpected the transport queued with
      * gw_ep_unexp_rndv() (eager ones never come here: the base delivers
@@ -216,6 +227,8 @@ gw_status_t gw_tl_unsupported_ep_join(gw_tl_ep_t *ep, int fd, unsigned stream_in
 gw_status_t gw_tl_unsupported_op(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t len, const gw_mem_t *lmem,
                                       uint64_t raddr, const gw_rkey_t *rkey);
+gw_status_t gw_tl_unsupported_put_untracked(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
+                                            uint64_t raddr, const gw_rkey_t *rkey);
 /* rkey_unpack of a transport whose keys carry no part: accepts none, refuses any */
 gw_status_t gw_tl_no_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
                                  char *why, size_t whylen);

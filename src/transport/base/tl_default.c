@@ -36,6 +36,12 @@ gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t 
     (void)ep; (void)op; (void)buf; (void)len; (void)lmem; (void)raddr; (void)rkey;
     return GW_ERR_UNSUPPORTED;
 }
+gw_status_t gw_tl_unsupported_put_untracked(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
+                                            uint64_t raddr, const gw_rkey_t *rkey)
+{
+    (void)ep; (void)buf; (void)len; (void)lmem; (void)raddr; (void)rkey;
+    return GW_ERR_UNSUPPORTED;
+}
 gw_status_t gw_tl_unsupported_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg)
 {
     (void)ep; (void)req; (void)msg;

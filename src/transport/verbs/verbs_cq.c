@@ -27,6 +27,8 @@ void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
 {
     if (req->pending || !(req->tl_flags & TLF_ALLPOSTED))
         return;
+    if (req == ep->lazy_group)
+        ep->lazy_group = NULL; /* every untracked put of the group retired: the next opens another */
     gw_ep_base_t *base = ep->super.base;
     if (req->op == GW_OP_RECV) {
         /* rendezvous data is in place: release the sender, finish the receive */

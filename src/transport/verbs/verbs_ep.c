@@ -434,6 +434,8 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                 ep->stg_nzombie, ep->stg_returned);
     if (ep->eager_imm) /* (last: the path has 256 bytes, the segments above are what tests read first) */
         appendf(buf, len, "; %llu eager header-less", (unsigned long long)ep->eager_imm);
+    if (ep->wr_untracked) /* (puts with no api request: gw_verbs_put_untracked) */
+        appendf(buf, len, "; %llu untracked puts", (unsigned long long)ep->wr_untracked);
     if (ep->wr_covers) /* (of the signalled WRs: zero-length WRITEs completing an unsignalled tail) */
         appendf(buf, len, "; %llu covers", (unsigned long long)ep->wr_covers);
     return GW_OK;
@@ -527,6 +529,7 @@ void gw_verbs_ep_drained_one(gw_verbs_ep_t *ep)
 static void verbs_on_fail(void *arg, gw_status_t st)
 {
     gw_verbs_ep_t *ep = arg;
+    ep->lazy_group = NULL; /* (completed with the error by the base, like every outstanding request) */
     gw_verbs_ep_forget_all(ep, st);
     gw_verbs_ep_drain(ep);
 }

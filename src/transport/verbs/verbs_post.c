@@ -820,6 +820,56 @@ static int put_inline_now(gw_verbs_ep_t *ep, gw_request_t *req)
     return 1;
 }
 
+/* The ops table's put_untracked (tl.h): an untracked put of 1..max_inline
+ * bytes from host memory, posted as one inline WRITE before any request
+ * exists, unsignalled but for the depth/4 rule (WRF_LAZY).  What a flush,
+ * put_notify or close waits for is one request of ours, the open group:
+ * allocated with the first such put, standing in base->outstanding with
+ * that put's sequence, counting every WR that joins it (req->pending), and
+ * complete (recycled: nobody holds it) once they have all retired
+ * (gw_verbs_req_maybe_done closes it).  Errors of its WRs fail the
+ * endpoint, and the next flush reports them (err_sink).  Not taken while a
+ * flush waits (a put posted after the flush must not hold it back by
+ * joining the group it waits for), while anything is queued (posting order),
+ * or for anything put_inline_now would not post. */
+gw_status_t gw_verbs_put_untracked(gw_tl_ep_t *e, const void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
+                                   const gw_rkey_t *rkey)
+{
+    gw_verbs_ep_t *ep = to_vep(e);
+    gw_verbs_qp_t *q = &ep->qps[0];
+    uint32_t rk;
+    uint64_t left;
+    if (!ep->connected || vep_failed(ep) || len == 0 || len > ep->max_inline || (lmem && lmem->type != GW_MEM_HOST) ||
+        q->used >= q->depth || !rkey || vep_queued(ep) || !gw_list_empty(&ep->super.base->flushes) ||
+        (ep->peer.max_msg && len > GW_MIN(ep->peer.max_msg, ep->local.max_msg)) ||
+        gw_verbs_key_piece(gw_verbs_rkey_of(rkey), raddr, &rk, &left) != 0 || left < len)
+        return GW_ERR_UNSUPPORTED;
+    gw_request_t *g = ep->lazy_group;
+    if (!g) {
+        if (!(g = gw_req_alloc(ep_core(ep))))
+            return GW_ERR_UNSUPPORTED; /* (the request path then reports the lack of memory) */
+        g->op = GW_OP_PUT;
+        g->err_sink = &ep->super.base->implicit_err;
+        g->tl_flags = TLF_PREP | TLF_INLINE | TLF_ALLPOSTED;
+        gw_ep_op_start(ep->super.base, g);
+        ep->lazy_group = g;
+    }
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = (uint32_t)len};
+    struct ibv_send_wr w = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+                            .send_flags = IBV_SEND_INLINE};
+    w.wr.rdma.remote_addr = raddr;
+    w.wr.rdma.rkey = rk;
+    w.wr_id = ring_claim(ep, 0, g, WR_PUT, -1, (uint32_t)len); /* (WRF_LAZY: g is an untracked put) */
+    g->len += len;
+    if (++q->unsig >= q->depth / 4)
+        w.send_flags |= IBV_SEND_SIGNALED;
+    ep->wr_untracked++;
+    post_single(ep, q, &w);
+    ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
+    ep->idle_polls = 0;
+    return GW_OK;
+}
+
 /* ---- covering an unsignalled tail ------------------------------------------------------ */
 /* One signalled zero-length RDMA WRITE on QP qi: its completion retires
  * every WR before it (RC completes in order).  No SGE, no address, no key:
