@@ -787,36 +787,53 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
     return (int)(ep->wr_posted - before);
 }
 
+/* 1 with *rk set when len bytes from host memory (lmem NULL or host) can go
+ * to raddr as one inline RDMA WRITE on QP 0 now: 1..max_inline bytes, room
+ * in the send queue, within the path's largest message and one MR piece of
+ * the key; else 0. */
+static int inline_put_fits(const gw_verbs_ep_t *ep, size_t len, const gw_mem_t *lmem, uint64_t raddr,
+                           const gw_rkey_t *rkey, uint32_t *rk)
+{
+    const gw_verbs_qp_t *q = &ep->qps[0];
+    uint64_t left;
+    return len && len <= ep->max_inline && (!lmem || lmem->type == GW_MEM_HOST) && q->used < q->depth && rkey &&
+           !(ep->peer.max_msg && len > GW_MIN(ep->peer.max_msg, ep->local.max_msg)) &&
+           gw_verbs_key_piece(gw_verbs_rkey_of(rkey), raddr, rk, &left) == 0 && left >= len;
+}
+
+/* Posts one inline RDMA WRITE of req's on QP 0, alone: signalled when req
+ * is tracked work (the endpoint is idle, so shallow), an untracked put's
+ * (WRF_LAZY) by the depth/4 rule only. */
+static void inline_put_post(gw_verbs_ep_t *ep, gw_request_t *req, const void *buf, size_t len, uint64_t raddr,
+                            uint32_t rk)
+{
+    gw_verbs_qp_t *q = &ep->qps[0];
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = (uint32_t)len};
+    struct ibv_send_wr w = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+                            .send_flags = IBV_SEND_INLINE};
+    w.wr.rdma.remote_addr = raddr;
+    w.wr.rdma.rkey = rk;
+    w.wr_id = ring_claim(ep, 0, req, WR_PUT, -1, (uint32_t)len);
+    if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w.wr_id)->flags & WRF_LAZY))
+        w.send_flags |= IBV_SEND_SIGNALED;
+    post_single(ep, q, &w);
+}
+
 /* The shortest path, for a small put on an idle endpoint (8-byte latency):
- * one signalled inline RDMA WRITE on QP 0, built and posted here without
- * the batch, from host memory into a region reached by an MR key.  What
- * post_req would do for it, less the general case's steps (staging, bounce
- * slots, registration, striping, the batch's loops); under emulation (the
+ * one inline RDMA WRITE on QP 0, built and posted here without the batch,
+ * from host memory into a region reached by an MR key.  What post_req would
+ * do for it, less the general case's steps (staging, bounce slots,
+ * registration, striping, the batch's loops); under emulation (the
  * Soft-RoCE guest) each instruction on this path is on the measured round
  * trip.  1: posted (or the endpoint died posting it), 0: not such a put. */
 static int put_inline_now(gw_verbs_ep_t *ep, gw_request_t *req)
 {
-    gw_verbs_qp_t *q = &ep->qps[0];
-    uint32_t rkey;
-    uint64_t left;
-    if (req->op != GW_OP_PUT || req->len == 0 || req->len > ep->max_inline ||
-        (req->lmem && req->lmem->type != GW_MEM_HOST) || q->used >= q->depth || !req->rkey ||
-        (ep->peer.max_msg && req->len > GW_MIN(ep->peer.max_msg, ep->local.max_msg)) ||
-        gw_verbs_key_piece(gw_verbs_rkey_of(req->rkey), req->raddr, &rkey, &left) != 0 || left < req->len)
+    uint32_t rk;
+    if (req->op != GW_OP_PUT || !inline_put_fits(ep, req->len, req->lmem, req->raddr, req->rkey, &rk))
         return 0;
-    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)req->buf, .length = (uint32_t)req->len};
-    struct ibv_send_wr w = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-                            .send_flags = IBV_SEND_INLINE};
-    w.wr.rdma.remote_addr = req->raddr;
-    w.wr.rdma.rkey = rkey;
-    w.wr_id = ring_claim(ep, 0, req, WR_PUT, -1, (uint32_t)req->len);
     req->posted = req->len;
     req->tl_flags |= TLF_PREP | TLF_INLINE | TLF_ALLPOSTED;
-    /* tracked: signalled (the endpoint is idle, so shallow); untracked: by
-     * the depth/4 rule only */
-    if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w.wr_id)->flags & WRF_LAZY))
-        w.send_flags |= IBV_SEND_SIGNALED;
-    post_single(ep, q, &w);
+    inline_put_post(ep, req, req->buf, req->len, req->raddr, rk);
     return 1;
 }
 
@@ -836,13 +853,9 @@ gw_status_t gw_verbs_put_untracked(gw_tl_ep_t *e, const void *buf, size_t len, c
                                    const gw_rkey_t *rkey)
 {
     gw_verbs_ep_t *ep = to_vep(e);
-    gw_verbs_qp_t *q = &ep->qps[0];
     uint32_t rk;
-    uint64_t left;
-    if (!ep->connected || vep_failed(ep) || len == 0 || len > ep->max_inline || (lmem && lmem->type != GW_MEM_HOST) ||
-        q->used >= q->depth || !rkey || vep_queued(ep) || !gw_list_empty(&ep->super.base->flushes) ||
-        (ep->peer.max_msg && len > GW_MIN(ep->peer.max_msg, ep->local.max_msg)) ||
-        gw_verbs_key_piece(gw_verbs_rkey_of(rkey), raddr, &rk, &left) != 0 || left < len)
+    if (!ep->connected || vep_failed(ep) || vep_queued(ep) || !gw_list_empty(&ep->super.base->flushes) ||
+        !inline_put_fits(ep, len, lmem, raddr, rkey, &rk))
         return GW_ERR_UNSUPPORTED;
     gw_request_t *g = ep->lazy_group;
     if (!g) {
@@ -854,17 +867,8 @@ gw_status_t gw_verbs_put_untracked(gw_tl_ep_t *e, const void *buf, size_t len, c
         gw_ep_op_start(ep->super.base, g);
         ep->lazy_group = g;
     }
-    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = (uint32_t)len};
-    struct ibv_send_wr w = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-                            .send_flags = IBV_SEND_INLINE};
-    w.wr.rdma.remote_addr = raddr;
-    w.wr.rdma.rkey = rk;
-    w.wr_id = ring_claim(ep, 0, g, WR_PUT, -1, (uint32_t)len); /* (WRF_LAZY: g is an untracked put) */
-    g->len += len;
-    if (++q->unsig >= q->depth / 4)
-        w.send_flags |= IBV_SEND_SIGNALED;
     ep->wr_untracked++;
-    post_single(ep, q, &w);
+    inline_put_post(ep, g, buf, len, raddr, rk); /* (WRF_LAZY: g is an untracked put) */
     ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
     ep->idle_polls = 0;
     return GW_OK;
