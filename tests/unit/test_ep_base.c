@@ -243,11 +243,12 @@ static void test_unexp_store(gw_core_t *c)
 {
     gw_ep_base_t b;
     gw_ep_base_init(&b, c);
-    /* eager: the base gives the room, the transport fills and queues */
+    /* eager: the base gives the room and queues it, the transport fills it */
     gw_unexp_t *u = gw_ep_unexp_eager(&b, 9, 6);
     REQUIRE(u && u->data && u->len == 6 && u->tag == 9);
+    CHECK(gw_ep_peek_unexp(&b, 9, ~0ull) == NULL); /* filling: nobody takes it yet */
     memcpy(u->data, "abcdef", 6);
-    gw_ep_unexp_queue(&b, u);
+    gw_ep_unexp_filled(&b, u);
     REQUIRE_OK(gw_ep_unexp_rndv(&b, 10, 5000, 77, 78));
     /* a short receive matches the eager one: truncated, first bytes copied */
     char buf[4] = {0};
@@ -280,8 +281,87 @@ static void test_unexp_store(gw_core_t *c)
     /* records never received are the base's to free */
     u = gw_ep_unexp_eager(&b, 11, 100000); /* too large for the pool */
     REQUIRE(u);
-    gw_ep_unexp_queue(&b, u);
+    gw_ep_unexp_filled(&b, u);
     REQUIRE_OK(gw_ep_unexp_rndv(&b, 12, 1, 1, 0));
+    u = gw_ep_unexp_eager(&b, 13, 10); /* a payload that never completed */
+    REQUIRE(u);
+    gw_ep_unexp_free(&b, u); /* leaves the queue too */
+    CHECK(gw_list_len(&b.unexpected) == 2);
+    gw_ep_base_fini(&b);
+}
+
+static gw_request_t *buf_req(gw_core_t *c, void *buf, size_t len, uint64_t tag, uint64_t mask)
+{
+    gw_request_t *r = gw_req_alloc(c);
+    REQUIRE(r);
+    r->op = GW_OP_RECV;
+    r->flags |= GW_REQF_USER;
+    r->buf = buf;
+    r->len = len;
+    r->value = tag;
+    r->mask = mask;
+    return r;
+}
+
+/* What api/ops.c's recv_post does: take the unexpected message, or post. */
+static void post_recv(gw_ep_base_t *b, gw_request_t *r)
+{
+    gw_unexp_t *u = gw_ep_match_unexp(b, r->value, r->mask);
+    if (u) {
+        CHECK_ST(gw_ep_recv_unexp(b, r, u, start_rndv, NULL), GW_OK);
+        return;
+    }
+    r->flags |= GW_REQF_QUEUED;
+    gw_list_push_back(&b->posted, &r->link);
+}
+
+/* Messages match receives in the order their headers arrived, even when a
+ * receive is posted while the older one's payload is still arriving (the
+ * NCCL plugin's flake: a 65537-byte tag-0 message landed in the receive
+ * meant for the 4096-byte tag-0 message still being read). */
+static void test_unexp_order_while_filling(gw_core_t *c)
+{
+    gw_ep_base_t b;
+    gw_ep_base_init(&b, c);
+    char big[4096], small[64], other[16];
+    memset(big, 0, sizeof(big));
+    memset(small, 0, sizeof(small));
+    memset(other, 0, sizeof(other));
+    /* an older, complete message of another tag stays receivable past it */
+    gw_unexp_t *o = gw_ep_unexp_eager(&b, 7, 3);
+    REQUIRE(o);
+    memcpy(o->data, "old", 3);
+    gw_ep_unexp_filled(&b, o);
+    /* M1: tag 0, 4000 bytes, header in, payload half there */
+    gw_unexp_t *m1 = gw_ep_unexp_eager(&b, 0, 4000);
+    REQUIRE(m1);
+    memset(m1->data, 0x11, 2000);
+    /* R1 (tag 0) and R2 (any tag) are posted now: neither may take a younger message */
+    gw_request_t *r1 = buf_req(c, big, sizeof(big), 0, ~0ull);
+    post_recv(&b, r1);
+    CHECK_ST(r1->status, GW_INPROGRESS);
+    gw_request_t *r2 = buf_req(c, other, sizeof(other), 0, 0); /* mask 0: the oldest, tag 7 */
+    post_recv(&b, r2);
+    CHECK_ST(r2->status, GW_OK);
+    CHECK(r2->rtag == 7 && r2->length == 3 && !memcmp(other, "old", 3));
+    /* M1's payload completes: R1, posted while it filled, gets it */
+    memset((char *)m1->data + 2000, 0x22, 2000);
+    gw_ep_unexp_filled(&b, m1);
+    CHECK_ST(r1->status, GW_OK);
+    CHECK(r1->length == 4000 && r1->rtag == 0 && big[0] == 0x11 && big[3999] == 0x22);
+    CHECK(gw_list_empty(&b.posted) && gw_list_empty(&b.unexpected));
+    /* M2: tag 0, 40 bytes, with no receive waiting: queued for the next */
+    gw_unexp_t *m2 = gw_ep_unexp_eager(&b, 0, 40);
+    REQUIRE(m2);
+    memset(m2->data, 0x33, 40);
+    gw_ep_unexp_filled(&b, m2);
+    gw_request_t *r3 = buf_req(c, small, sizeof(small), 0, ~0ull);
+    post_recv(&b, r3);
+    CHECK_ST(r3->status, GW_OK);
+    CHECK(r3->length == 40 && small[39] == 0x33);
+    gw_req_release(r1);
+    gw_req_release(r2);
+    gw_req_release(r3);
     gw_ep_base_fini(&b);
 }
 
@@ -393,6 +473,7 @@ int main(void)
     test_matching(&c);
     test_fail_hook(&c);
     test_unexp_store(&c);
+    test_unexp_order_while_filling(&c);
     test_op_table(&c);
     test_op_table_short(&c);
     test_liveness_region(&c);

@@ -224,7 +224,7 @@ gw_unexp_t *gw_ep_peek_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
     for (gw_list_t *p = b->unexpected.next; p != &b->unexpected; p = p->next) {
         gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
         if ((u->tag & mask) == (tag & mask))
-            return u;
+            return u->filling ? NULL : u; /* never a younger one past it */
     }
     return NULL;
 }

@@ -19,6 +19,7 @@ typedef struct gw_unexp {
     uint64_t handle;  /* transport's id of a rendezvous (e.g. sender op id) */
     uint64_t handle2;
     int pool_class;   /* pooled block's size class + 1; 0: record and data malloc'd apart */
+    int filling;      /* eager payload still arriving: queued, but no receive takes it yet */
 } gw_unexp_t;
 
 /* Unexpected-message records pooled per endpoint (unexp.c). */
@@ -68,16 +69,24 @@ void gw_ep_base_fini(gw_ep_base_t *b);
  * transport taking it to the receive it is matched to (libfabric's peer
  * SRX split: the owner allocates, the provider fills):
  *  - eager: gw_ep_unexp_eager() gives a record with room for len bytes at
- *    u->data (one pooled block up to GW_UNEXP_CLASS_MAX); the transport
- *    fills it (at once or as the bytes arrive), then gw_ep_unexp_queue();
- *    one whose payload never completes goes back with gw_ep_unexp_free();
+ *    u->data and queues it at once, in arrival order, marked filling; the
+ *    transport fills it (at once or as the bytes arrive), then calls
+ *    gw_ep_unexp_filled(); one whose payload never completes goes back with
+ *    gw_ep_unexp_free();
  *  - rendezvous: gw_ep_unexp_rndv() queues a record (data NULL) carrying the
  *    transport's handles for its recv_matched;
  *  - a receive that matches one calls gw_ep_recv_unexp(), which delivers it
  *    and frees the record; gw_ep_base_fini() frees what was never received.
+ * Matching order is arrival order of the headers, not of the last payload
+ * byte: a receive posted while the oldest message it matches is still
+ * filling is queued as posted, and gw_ep_unexp_filled() hands that message
+ * to the oldest posted receive that matches it.  (Queueing a record only
+ * when full let a receive posted in between skip it and take the next
+ * message of the same tag: the NCCL plugin saw a 65537-byte message land
+ * in the receive meant for a 4096-byte one.)
  * NULL / GW_ERR_NOMEM when out of memory. */
 gw_unexp_t *gw_ep_unexp_eager(gw_ep_base_t *b, uint64_t tag, size_t len);
-void gw_ep_unexp_queue(gw_ep_base_t *b, gw_unexp_t *u);
+void gw_ep_unexp_filled(gw_ep_base_t *b, gw_unexp_t *u);
 gw_status_t gw_ep_unexp_rndv(gw_ep_base_t *b, uint64_t tag, size_t len, uint64_t handle, uint64_t handle2);
 void gw_ep_unexp_free(gw_ep_base_t *b, gw_unexp_t *u);
 void gw_ep_unexp_pool_init(gw_ep_base_t *b);
@@ -118,7 +127,9 @@ int gw_ep_ncount_take(gw_ep_base_t *b, uint64_t id, uint64_t count);
 int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value);
 
 /* Tag matching.  match_posted removes and returns the oldest posted receive
- * that matches tag; match_unexp the oldest unexpected message for a receive. */
+ * that matches tag; match_unexp the oldest unexpected message for a receive,
+ * NULL while that message is still filling (the receive must then be
+ * posted: gw_ep_unexp_filled completes it). */
 gw_request_t *gw_ep_match_posted(gw_ep_base_t *b, uint64_t tag);
 gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask);
 /* The message match_unexp would take, left in the queue (NULL if none). */

@@ -49,14 +49,24 @@ static gw_unexp_t *unexp_new(gw_ep_base_t *b, size_t len)
 gw_unexp_t *gw_ep_unexp_eager(gw_ep_base_t *b, uint64_t tag, size_t len)
 {
     gw_unexp_t *u = unexp_new(b, len);
-    if (u)
-        u->tag = tag;
+    if (!u)
+        return NULL;
+    u->tag = tag;
+    u->filling = 1;
+    gw_list_push_back(&b->unexpected, &u->link); /* its place in the matching order is now */
     return u;
 }
 
-void gw_ep_unexp_queue(gw_ep_base_t *b, gw_unexp_t *u)
+void gw_ep_unexp_filled(gw_ep_base_t *b, gw_unexp_t *u)
 {
-    gw_list_push_back(&b->unexpected, &u->link);
+    u->filling = 0;
+    /* receives that matched it while it filled were posted after its header
+     * arrived (an older one would have taken it then): the oldest is its */
+    gw_request_t *r = gw_ep_match_posted(b, u->tag);
+    if (!r)
+        return;
+    gw_list_del(&u->link);
+    gw_ep_recv_unexp(b, r, u, NULL, NULL);
 }
 
 gw_status_t gw_ep_unexp_rndv(gw_ep_base_t *b, uint64_t tag, size_t len, uint64_t handle, uint64_t handle2)
@@ -96,6 +106,7 @@ void gw_ep_unexp_free(gw_ep_base_t *b, gw_unexp_t *u)
 {
     if (!u)
         return;
+    gw_list_del(&u->link); /* a record still filling is queued */
     int k = u->pool_class - 1;
     if (k < 0) { /* not pooled: record and payload apart */
         free(u->data);

@@ -262,7 +262,7 @@ static void on_eager(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *payl
         return;
     }
     memcpy(u->data, payload, h->len);
-    gw_ep_unexp_queue(e->super.base, u);
+    gw_ep_unexp_filled(e->super.base, u);
 }
 
 static void on_fin(intra_ep_t *e, const gw_intra_hdr_t *h)

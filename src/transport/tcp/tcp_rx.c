@@ -261,7 +261,7 @@ static int finish_payload(conn_t *c)
         if (r) {
             gw_ep_recv_done(B(ep), r, h->len, h->val, GW_OK);
         } else if (c->rx_unexp) {
-            gw_ep_unexp_queue(B(ep), c->rx_unexp);
+            gw_ep_unexp_filled(B(ep), c->rx_unexp);
             c->rx_unexp = NULL;
         }
         gw_core_signal(CORE(ep));

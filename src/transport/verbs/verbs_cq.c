@@ -176,7 +176,7 @@ static void eager_in(gw_verbs_ep_t *ep, const uint8_t *payload, uint64_t tag, si
         return;
     }
     memcpy(u->data, payload, len);
-    gw_ep_unexp_queue(base, u);
+    gw_ep_unexp_filled(base, u);
 }
 
 static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
