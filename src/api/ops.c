@@ -117,6 +117,36 @@ static gw_status_t submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
     return GW_OK;
 }
 
+/* put_direct's maker (tl.h): the tracked put's request, built after the
+ * transport rang the doorbell, as submit() would have queued it. */
+typedef struct rma_make {
+    gw_ep_t *ep;
+    void *buf;
+    size_t len;
+    gw_mem_t *lmem;
+    uint64_t raddr;
+    gw_rkey_t *rkey;
+    gw_request_t **user;
+} rma_make_t;
+
+static gw_request_t *rma_make(void *arg)
+{
+    rma_make_t *a = arg;
+    gw_request_t *r = new_req(a->ep, GW_OP_PUT, a->user); /* (a spare one: checked before the post) */
+    r->buf = a->buf;
+    r->len = a->len;
+    r->lmem = a->lmem;
+    r->rkey = a->rkey;
+    r->raddr = a->raddr;
+    if (r->lmem) {
+        r->lmem->inflight++;
+        r->use_count = &r->lmem->inflight;
+    }
+    gw_ep_op_start(&a->ep->base, r);
+    *a->user = r;
+    return r;
+}
+
 static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr,
                        gw_rkey_t *rkey, uint64_t value, gw_request_t **req)
 {
@@ -128,6 +158,20 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
     if ((st = gw_names_key_check(ep, rkey, op_name(op))) || (st = ep_usable(ep, op)) || (st = check_local(ep, op, buf, len, lmem)) ||
         (st = check_remote(ep, op, len, raddr, rkey, op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE)))
         return st;
+    /* a small put the transport posts before our request exists (tl.h
+     * put_direct): the doorbell first, the bookkeeping after it */
+    if (op == GW_OP_PUT && ep->ops->put_direct != gw_tl_unsupported_put_direct) {
+        if (!req) {
+            if (ep->ops->put_direct(ep->tl, buf, len, lmem, raddr, rkey, NULL, NULL) == GW_OK)
+                return GW_OK; /* posted with no request of ours */
+        } else if (gw_req_spare(&ep->ctx->core)) { /* (make() cannot fail after the post) */
+            rma_make_t a = {.ep = ep, .buf = buf, .len = len, .lmem = lmem, .raddr = raddr, .rkey = rkey,
+                            .user = req};
+            st = ep->ops->put_direct(ep->tl, buf, len, lmem, raddr, rkey, rma_make, &a);
+            if (st != GW_ERR_UNSUPPORTED)
+                return st;
+        }
+    }
     /* the transport's shortcut (tl.h rma_now) first: the caller's request,
      * if it wants one, is taken before, so that a copy done is never
      * followed by an out-of-memory error */
@@ -144,9 +188,6 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
         }
         return GW_OK;
     }
-    if (!req && op == GW_OP_PUT && ep->ops->put_untracked != gw_tl_unsupported_put_untracked &&
-        ep->ops->put_untracked(ep->tl, buf, len, lmem, raddr, rkey) == GW_OK)
-        return GW_OK; /* posted with no request of ours (tl.h put_untracked) */
     if (!r && !(r = new_req(ep, op, req)))
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
     r->buf = buf;

@@ -124,6 +124,11 @@ struct gw_request {
 
 /* Takes a request from the core's pool (zeroed, status GW_INPROGRESS). */
 struct gw_request *gw_req_alloc(gw_core_t *c);
+/* Will the next gw_req_alloc() succeed without allocating (a pooled one waits)? */
+static inline int gw_req_spare(const gw_core_t *c)
+{
+    return c->req_free.next != &c->req_free;
+}
 /* Marks complete; recycles it if the caller freed it or never held it. */
 void gw_req_complete(struct gw_request *r, gw_status_t status);
 /* Caller's free: recycle now if complete, else when it completes. */

@@ -249,6 +249,7 @@ static void window_drain(gw_request_t **win, int n)
 static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t base)
 {
     gw_verbs_ep_t *vep = (gw_verbs_ep_t *)ep->tl;
+    gw_ep_info_t info_of_ep = {.size = sizeof(info_of_ep)};
     gw_verbs_qp_t *q0 = &vep->qps[0];
     enum { W = 128, NP = 2000 };
     const uint64_t poff = 5 * MB + 64 * 1024; /* NP x 8 bytes */
@@ -366,7 +367,7 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
                 (unsigned long long)(vep->wr_posted - wr0), (unsigned long long)sig_puts,
                 (unsigned long long)(vep->wr_covers - cov0), idle ? "yes" : "no");
         CHECK(sig_puts <= NU / (q0->depth / 4) + 1);
-        /* inline WRITEs with no api request (tl.h put_untracked) until the
+        /* inline WRITEs with no api request (tl.h put_direct) until the
          * send queue is full (nothing polls in the loop), the rest queued
          * as requests behind them */
         fprintf(stderr, "%llu of them with no api request (send queue of %u)\n",
@@ -390,6 +391,58 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
         fprintf(stderr, "10 untracked puts left alone: complete after %.1f ms of progress\n",
                 (double)(gw_now_ns() - t0) / 1e6);
         CHECK(gw_list_empty(&ep->base.outstanding));
+    }
+    /* 5. tracked small puts on an idle endpoint: the WR is posted before
+     * the api's request is built (tl.h put_direct), signalled; each request
+     * completes with its length and the data lands.  One from registered
+     * memory holds its region (inflight) until it completes.  A put behind
+     * queued work takes the request path (posting order). */
+    {
+        enum { ND = 6 };
+        const uint64_t doff = 5 * MB + 256 * 1024;
+        static uint64_t dv[ND];
+        while (gw_progress(ctx) > 0)
+            ;
+        gw_mem_t *dm;
+        REQUIRE_OK(gw_mem_reg(ctx, dv, sizeof(dv), GW_ACCESS_LOCAL, &dm));
+        uint64_t d0 = vep->wr_direct;
+        for (int i = 0; i < ND; i++) {
+            dv[i] = 0x4449520000000000ull | (uint64_t)i;
+            uint64_t sig1 = vep->wr_signalled;
+            gw_mem_t *lm = i == ND - 1 ? dm : NULL;
+            gw_request_t *r;
+            REQUIRE_OK(gw_put(ep, &dv[i], 8, lm, base + doff + 8 * (uint64_t)i, rk, &r));
+            CHECK(vep->wr_direct == d0 + (uint64_t)i + 1);
+            CHECK(vep->wr_signalled == sig1 + 1);
+            CHECK(r && r->op == GW_OP_PUT && r->ep == ep);
+            if (lm)
+                CHECK(dm->inflight == 1);
+            CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+            gw_request_info_t ri = {.size = sizeof(ri)};
+            REQUIRE_OK(gw_request_info(r, &ri));
+            CHECK(ri.status == GW_OK && ri.length == 8);
+            gw_request_free(r);
+        }
+        CHECK(dm->inflight == 0);
+        CHECK(gw_list_empty(&ep->base.outstanding));
+        /* a window of puts posted without progress: direct only while the queue pair is shallow */
+        gw_request_t *win2[W] = {0};
+        static uint64_t junk[W];
+        for (int i = 0; i < W; i++)
+            REQUIRE_OK(gw_put(ep, &junk[i], 8, NULL, base + doff + 4096 + 8 * (uint64_t)i, rk, &win2[i]));
+        uint64_t d1 = vep->wr_direct;
+        CHECK(d1 - d0 - ND < 8); /* only the first few, while the queue pair was shallow */
+        window_drain(win2, W);
+        uint64_t back[ND];
+        gw_request_t *r;
+        REQUIRE_OK(gw_get(ep, back, sizeof(back), NULL, base + doff, rk, &r));
+        wait_ok(r, 20000, "get after the direct puts");
+        CHECK(memcmp(back, dv, sizeof(back)) == 0);
+        REQUIRE_OK(gw_ep_query(ep, &info_of_ep));
+        fprintf(stderr, "%d tracked puts on an idle endpoint posted before their request; a window of %d: %llu "
+                "of them; path: %s\n", ND, W, (unsigned long long)(d1 - d0 - ND), info_of_ep.path);
+        CHECK(strstr(info_of_ep.path, " direct puts") != NULL);
+        gw_mem_dereg(dm);
     }
 }
 
@@ -675,7 +728,7 @@ int main(int argc, char **argv)
      * and reported by the flush after it; a tracked put through a revoked
      * key is it_safety's (verbs guest suite) */
     gwt_fill(pb, 4096, 77);
-    /* 8 bytes: an inline WRITE with no api request (tl.h put_untracked),
+    /* 8 bytes: an inline WRITE with no api request (tl.h put_direct),
      * whose error reaches the flush through the group request */
     gw_verbs_ep_t *vep2 = (gw_verbs_ep_t *)ep2->tl;
     uint64_t unt0 = vep2->wr_untracked;

@@ -57,6 +57,8 @@
 typedef struct gw_tl_iface gw_tl_iface_t;
 typedef struct gw_tl_ep gw_tl_ep_t;
 typedef struct gw_tl_ops gw_tl_ops_t;
+/* put_direct's maker of the api's request, called after the doorbell */
+typedef gw_request_t *(*gw_tl_req_make_fn)(void *arg);
 
 /* Transport-private iface structs embed this first (container_of style). */
 struct gw_tl_iface {
@@ -196,17 +198,27 @@ struct gw_tl_ops {
      * precisely (this call never reports one). */
     gw_status_t (*rma_now)(gw_tl_ep_t *ep, int op, void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
                            const gw_rkey_t *rkey);
-    /* An untracked put (the caller asked for no request; its errors reach
-     * the next flush) the transport posts without an api request: e.g. an
-     * inline RDMA WRITE that nothing waits for but a flush (UCX's
-     * put_nbi).  The api layer validated it as for submit.  GW_OK: posted,
-     * and the transport keeps what a later flush, put_notify and close must
-     * wait for (a request of its own in base->outstanding, errors into
-     * base->implicit_err); the local buffer is free on return.
-     * GW_ERR_UNSUPPORTED: not taken, nothing happened; the caller submits it
-     * as a request.  Never another error. */
-    gw_status_t (*put_untracked)(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
-                                 uint64_t raddr, const gw_rkey_t *rkey);
+    /* A small put the transport posts at once, before the api layer has
+     * built a request for it: e.g. one inline RDMA WRITE on an idle
+     * endpoint, whose doorbell should not wait for the bookkeeping (under
+     * the Soft-RoCE guest's emulation every instruction before it is on the
+     * measured round trip).  The api layer validated it as for submit.
+     *  - make NULL: an untracked put (the caller asked for no request; its
+     *    errors reach the next flush), UCX's put_nbi.  GW_OK: posted, and
+     *    the transport keeps what a later flush, put_notify and close must
+     *    wait for (a request of its own in base->outstanding, errors into
+     *    base->implicit_err).  Never an error but GW_ERR_UNSUPPORTED.
+     *  - make set: a tracked put.  After posting, the transport calls
+     *    make(arg) once; it returns the api's request for the put, filled
+     *    and already outstanding (gw_ep_op_start), never NULL; the
+     *    transport completes it as a submitted one.  GW_OK: posted and
+     *    made.  Any other error (the endpoint failed posting it): make was
+     *    not called; the caller returns the error, the detail is set.
+     * GW_ERR_UNSUPPORTED: not taken, nothing happened (make not called);
+     * the caller submits it as a request.  Either way the local buffer is
+     * free on return. */
+    gw_status_t (*put_direct)(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
+                              const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg);
     /* recv of an unexpected rendezvous message: the api layer matched req
      * to msg, a record of base->unexpected the transport queued with
      * gw_ep_unexp_rndv() (eager ones never come here: the base delivers
@@ -227,8 +239,8 @@ gw_status_t gw_tl_unsupported_ep_join(gw_tl_ep_t *ep, int fd, unsigned stream_in
 gw_status_t gw_tl_unsupported_op(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t len, const gw_mem_t *lmem,
                                       uint64_t raddr, const gw_rkey_t *rkey);
-gw_status_t gw_tl_unsupported_put_untracked(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
-                                            uint64_t raddr, const gw_rkey_t *rkey);
+gw_status_t gw_tl_unsupported_put_direct(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
+                                         uint64_t raddr, const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg);
 /* rkey_unpack of a transport whose keys carry no part: accepts none, refuses any */
 gw_status_t gw_tl_no_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
                                  char *why, size_t whylen);

@@ -36,10 +36,10 @@ gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t 
     (void)ep; (void)op; (void)buf; (void)len; (void)lmem; (void)raddr; (void)rkey;
     return GW_ERR_UNSUPPORTED;
 }
-gw_status_t gw_tl_unsupported_put_untracked(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
-                                            uint64_t raddr, const gw_rkey_t *rkey)
+gw_status_t gw_tl_unsupported_put_direct(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
+                                         uint64_t raddr, const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg)
 {
-    (void)ep; (void)buf; (void)len; (void)lmem; (void)raddr; (void)rkey;
+    (void)ep; (void)buf; (void)len; (void)lmem; (void)raddr; (void)rkey; (void)make; (void)arg;
     return GW_ERR_UNSUPPORTED;
 }
 gw_status_t gw_tl_unsupported_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg)

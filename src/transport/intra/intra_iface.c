@@ -411,6 +411,6 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .ep_describe = intra_ep_describe,
     .submit = intra_submit,
     .rma_now = intra_rma_now,
-    .put_untracked = gw_tl_unsupported_put_untracked,
+    .put_direct = gw_tl_unsupported_put_direct,
     .recv_matched = intra_recv_matched,
 };

@@ -358,6 +358,6 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .ep_describe = tcp_ep_describe,
     .submit = tcp_submit,
     .rma_now = gw_tl_unsupported_rma_now,
-    .put_untracked = gw_tl_unsupported_put_untracked,
+    .put_direct = gw_tl_unsupported_put_direct,
     .recv_matched = tcp_recv_matched,
 };

@@ -367,9 +367,10 @@ typedef struct gw_verbs_ep {
     uint64_t chain_spills;                        /* mid-pass posts of a full chain (gw_verbs_chain_spill) */
     uint64_t wr_covers;      /* zero-length WRITEs posted to complete an unsignalled tail (gw_verbs_cover) */
     gw_request_t *lazy_group; /* open group of untracked puts posted with no api request
-                               * (gw_verbs_put_untracked): one request of ours stands in
+                               * (gw_verbs_put_direct): one request of ours stands in
                                * base->outstanding for all of them until they retire */
     uint64_t wr_untracked;   /* puts posted that way */
+    uint64_t wr_direct;      /* tracked puts posted before their request was built (gw_verbs_put_direct) */
     uint64_t cq_polls, cq_wcs; /* ibv_poll_cq calls and the completions they returned */
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
@@ -534,9 +535,9 @@ static inline int msg_slot(gw_verbs_ep_t *ep, batch_t *b)
 /* verbs_post.c */
 void gw_verbs_ctrl_queue(gw_verbs_ep_t *ep, uint8_t type, uint32_t status, uint64_t a, uint64_t b);
 gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req);
-/* The ops table's put_untracked (tl.h): an inline WRITE with no api request (verbs_post.c) */
-gw_status_t gw_verbs_put_untracked(gw_tl_ep_t *e, const void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
-                                   const gw_rkey_t *rkey);
+/* The ops table's put_direct (tl.h): an inline WRITE posted before any api request (verbs_post.c) */
+gw_status_t gw_verbs_put_direct(gw_tl_ep_t *e, const void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
+                                const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg);
 void gw_verbs_hdr_fill(uint8_t *p, uint8_t type, uint32_t status, uint64_t tag, uint64_t len,
                      uint64_t addr, uint32_t rkey, uint64_t opid);
 const char *gw_verbs_op_name(int kind);

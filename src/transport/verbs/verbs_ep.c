@@ -434,8 +434,10 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
                 ep->stg_nzombie, ep->stg_returned);
     if (ep->eager_imm) /* (last: the path has 256 bytes, the segments above are what tests read first) */
         appendf(buf, len, "; %llu eager header-less", (unsigned long long)ep->eager_imm);
-    if (ep->wr_untracked) /* (puts with no api request: gw_verbs_put_untracked) */
+    if (ep->wr_untracked) /* (puts with no api request: gw_verbs_put_direct) */
         appendf(buf, len, "; %llu untracked puts", (unsigned long long)ep->wr_untracked);
+    if (ep->wr_direct) /* (tracked puts posted before their request: gw_verbs_put_direct) */
+        appendf(buf, len, "; %llu direct puts", (unsigned long long)ep->wr_direct);
     if (ep->wr_covers) /* (of the signalled WRs: zero-length WRITEs completing an unsignalled tail) */
         appendf(buf, len, "; %llu covers", (unsigned long long)ep->wr_covers);
     return GW_OK;

@@ -510,6 +510,6 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .ep_describe = gw_verbs_ep_describe,
     .submit = gw_verbs_submit,
     .rma_now = gw_tl_unsupported_rma_now,
-    .put_untracked = gw_verbs_put_untracked,
+    .put_direct = gw_verbs_put_direct,
     .recv_matched = gw_verbs_recv_matched,
 };

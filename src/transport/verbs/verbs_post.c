@@ -801,11 +801,12 @@ static int inline_put_fits(const gw_verbs_ep_t *ep, size_t len, const gw_mem_t *
            gw_verbs_key_piece(gw_verbs_rkey_of(rkey), raddr, rk, &left) == 0 && left >= len;
 }
 
-/* Posts one inline RDMA WRITE of req's on QP 0, alone: signalled when req
- * is tracked work (the endpoint is idle, so shallow), an untracked put's
- * (WRF_LAZY) by the depth/4 rule only. */
-static void inline_put_post(gw_verbs_ep_t *ep, gw_request_t *req, const void *buf, size_t len, uint64_t raddr,
-                            uint32_t rk)
+/* Posts one inline RDMA WRITE of req's on QP 0, alone: signalled when it
+ * is tracked work (req a tracked request, or NULL: put_direct's, whose
+ * request comes after the doorbell; the endpoint is idle, so shallow), an
+ * untracked put's (WRF_LAZY) by the depth/4 rule only.  Returns its WR id. */
+static uint64_t inline_put_post(gw_verbs_ep_t *ep, gw_request_t *req, const void *buf, size_t len, uint64_t raddr,
+                                uint32_t rk)
 {
     gw_verbs_qp_t *q = &ep->qps[0];
     struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = (uint32_t)len};
@@ -817,58 +818,101 @@ static void inline_put_post(gw_verbs_ep_t *ep, gw_request_t *req, const void *bu
     if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w.wr_id)->flags & WRF_LAZY))
         w.send_flags |= IBV_SEND_SIGNALED;
     post_single(ep, q, &w);
+    return w.wr_id;
+}
+
+/* An inline put's request state once its one WR is posted. */
+static void inline_put_posted(gw_request_t *req, size_t len)
+{
+    req->posted = len;
+    req->tl_flags |= TLF_PREP | TLF_INLINE | TLF_ALLPOSTED;
+}
+
+/* Is the endpoint idle, so that work may be posted at once rather than
+ * queued for the next progress call's batch?  Nothing queued (no request,
+ * control message, rendezvous receive or staged work), and on every QP only
+ * a few tracked WRs in flight (a few unreaped completions, any untracked
+ * puts: still idle). */
+static int vep_idle(const gw_verbs_ep_t *ep)
+{
+    if (vep_queued(ep))
+        return 0;
+    for (int qi = 0; qi < ep->nqps; qi++)
+        if (ep->qps[qi].prompt >= 4)
+            return 0;
+    return 1;
 }
 
 /* The shortest path, for a small put on an idle endpoint (8-byte latency):
  * one inline RDMA WRITE on QP 0, built and posted here without the batch,
  * from host memory into a region reached by an MR key.  What post_req would
  * do for it, less the general case's steps (staging, bounce slots,
- * registration, striping, the batch's loops); under emulation (the
- * Soft-RoCE guest) each instruction on this path is on the measured round
- * trip.  1: posted (or the endpoint died posting it), 0: not such a put. */
+ * registration, striping, the batch's loops).  1: posted (or the endpoint
+ * died posting it), 0: not such a put. */
 static int put_inline_now(gw_verbs_ep_t *ep, gw_request_t *req)
 {
     uint32_t rk;
     if (req->op != GW_OP_PUT || !inline_put_fits(ep, req->len, req->lmem, req->raddr, req->rkey, &rk))
         return 0;
-    req->posted = req->len;
-    req->tl_flags |= TLF_PREP | TLF_INLINE | TLF_ALLPOSTED;
+    inline_put_posted(req, req->len);
     inline_put_post(ep, req, req->buf, req->len, req->raddr, rk);
     return 1;
 }
 
-/* The ops table's put_untracked (tl.h): an untracked put of 1..max_inline
- * bytes from host memory, posted as one inline WRITE before any request
- * exists, unsignalled but for the depth/4 rule (WRF_LAZY).  What a flush,
- * put_notify or close waits for is one request of ours, the open group:
- * allocated with the first such put, standing in base->outstanding with
- * that put's sequence, counting every WR that joins it (req->pending), and
- * complete (recycled: nobody holds it) once they have all retired
- * (gw_verbs_req_maybe_done closes it).  Errors of its WRs fail the
- * endpoint, and the next flush reports them (err_sink).  Not taken while a
- * flush waits (a put posted after the flush must not hold it back by
- * joining the group it waits for), while anything is queued (posting order),
- * or for anything put_inline_now would not post. */
-gw_status_t gw_verbs_put_untracked(gw_tl_ep_t *e, const void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
-                                   const gw_rkey_t *rkey)
+/* The ops table's put_direct (tl.h): a put of 1..max_inline bytes from host
+ * memory on an idle endpoint, posted as one inline WRITE before any api
+ * request exists (under emulation, the Soft-RoCE guest, each instruction
+ * before the doorbell is on the measured round trip: the api's request
+ * allocation and queueing, ~150 of them, now come after it).
+ *  - tracked (make set): the WR is signalled and its ring record claimed
+ *    with no request; make() then builds the api's request, which takes the
+ *    record.  Nothing polls the CQ in between, so its completion finds it.
+ *  - untracked (make NULL): unsignalled but for the depth/4 rule
+ *    (WRF_LAZY).  What a flush, put_notify or close waits for is one
+ *    request of ours, the open group: allocated with the first such put,
+ *    standing in base->outstanding with that put's sequence, counting every
+ *    WR that joins it (req->pending), and complete (recycled: nobody holds
+ *    it) once they have all retired (gw_verbs_req_maybe_done closes it).
+ *    Errors of its WRs fail the endpoint, and the next flush reports them
+ *    (err_sink).  Not taken while a flush waits: a put posted after the
+ *    flush must not hold it back by joining the group it waits for.
+ * Neither is taken while anything is queued (posting order) or for anything
+ * put_inline_now would not post. */
+gw_status_t gw_verbs_put_direct(gw_tl_ep_t *e, const void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
+                                const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg)
 {
     gw_verbs_ep_t *ep = to_vep(e);
     uint32_t rk;
-    if (!ep->connected || vep_failed(ep) || vep_queued(ep) || !gw_list_empty(&ep->super.base->flushes) ||
-        !inline_put_fits(ep, len, lmem, raddr, rkey, &rk))
+    if (!ep->connected || vep_failed(ep) || !inline_put_fits(ep, len, lmem, raddr, rkey, &rk))
         return GW_ERR_UNSUPPORTED;
-    gw_request_t *g = ep->lazy_group;
-    if (!g) {
-        if (!(g = gw_req_alloc(ep_core(ep))))
-            return GW_ERR_UNSUPPORTED; /* (the request path then reports the lack of memory) */
-        g->op = GW_OP_PUT;
-        g->err_sink = &ep->super.base->implicit_err;
-        g->tl_flags = TLF_PREP | TLF_INLINE | TLF_ALLPOSTED;
-        gw_ep_op_start(ep->super.base, g);
-        ep->lazy_group = g;
+    if (make) {
+        if (!vep_idle(ep))
+            return GW_ERR_UNSUPPORTED;
+        uint64_t id = inline_put_post(ep, NULL, buf, len, raddr, rk);
+        if (vep_failed(ep)) /* (the record, with no request, is drained as a cover's would be) */
+            return gw_err(ep_core(ep), GW_ERR_ENDPOINT_FAILED, "verbs endpoint to %s failed posting the put: %s",
+                          ep->super.base->peer, ep->super.base->error_detail);
+        gw_request_t *req = make(arg);
+        wr_rec(&ep->qps[0], id)->req = req;
+        req->pending = 1;
+        inline_put_posted(req, len);
+        ep->wr_direct++;
+    } else {
+        if (vep_queued(ep) || !gw_list_empty(&ep->super.base->flushes))
+            return GW_ERR_UNSUPPORTED;
+        gw_request_t *g = ep->lazy_group;
+        if (!g) {
+            if (!(g = gw_req_alloc(ep_core(ep))))
+                return GW_ERR_UNSUPPORTED; /* (the request path then reports the lack of memory) */
+            g->op = GW_OP_PUT;
+            g->err_sink = &ep->super.base->implicit_err;
+            inline_put_posted(g, 0);
+            gw_ep_op_start(ep->super.base, g);
+            ep->lazy_group = g;
+        }
+        ep->wr_untracked++;
+        inline_put_post(ep, g, buf, len, raddr, rk); /* (WRF_LAZY: g is an untracked put) */
     }
-    ep->wr_untracked++;
-    inline_put_post(ep, g, buf, len, raddr, rk); /* (WRF_LAZY: g is an untracked put) */
     ep->active_ns = 0; /* activity: stamped by the next idle progress pass */
     ep->idle_polls = 0;
     return GW_OK;
@@ -920,10 +964,7 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
      * on an idle endpoint (nothing queued: no request, control message,
      * rendezvous receive or staged work) there is nothing to batch with and
      * nothing it must follow: post it at once, without the queue (latency) */
-    int idle = !vep_queued(ep);
-    for (int qi = 0; idle && qi < ep->nqps; qi++)
-        idle = ep->qps[qi].prompt < 4; /* (a few unreaped completions, any untracked puts: still idle) */
-    if (!idle) {
+    if (!vep_idle(ep)) {
         gw_list_push_back(&ep->pending, &req->tl_link);
         return GW_OK;
     }
