@@ -26,6 +26,7 @@
 #include "bootstrap/wire.h"
 #include "core/util.h"
 #include "gpuwire.h"
+#include "raw_peer.h"
 #include "transport/base/tl.h"
 #include "transport/tcp/tcp.h"
 
@@ -139,26 +140,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static int read_frame(int fd, gw_hs_msg_t *m, uint8_t *buf, size_t cap)
-{
-    if (recv(fd, buf, GW_HS_HDR_LEN, MSG_WAITALL) != GW_HS_HDR_LEN)
-        return -1;
-    uint32_t body = gw_get_u32(buf + 8);
-    if (body > cap - GW_HS_HDR_LEN)
-        return -1;
-    if (body && recv(fd, buf + GW_HS_HDR_LEN, body, MSG_WAITALL) != (ssize_t)body)
-        return -1;
-    char why[256];
-    return gw_hs_decode(buf, GW_HS_HDR_LEN + body, m, why, sizeof(why)) == GW_OK ? 0 : -1;
-}
-
-static int send_msg(int fd, const gw_hs_msg_t *m)
-{
-    static uint8_t buf[GW_HS_HDR_LEN + 1024];
-    size_t n = gw_hs_encode(m, buf, sizeof(buf));
-    return n && send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
-}
-
 /* Connects and completes the handshake as a one-stream tcp client. */
 static int handshake(void)
 {
@@ -170,27 +151,7 @@ static int handshake(void)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(fd, (struct sockaddr *)&g_sa, sizeof(g_sa)) != 0)
-        goto fail;
-    static gw_hs_msg_t m;
-    static uint8_t in[GW_HS_HDR_LEN + GW_HS_MAX_BODY];
-    uint8_t tcp_addr[4];
-    gw_put_u16(tcp_addr, GW_TCP_VERSION);
-    gw_put_u16(tcp_addr + 2, 1); /* one stream: no JOIN needed */
-    memset(&m, 0, sizeof(m));
-    m.type = GW_HS_HELLO;
-    m.uuid = 0x1234567890abcdefull;
-    m.host_id = 0xfeedfacecafebeefull; /* another host: no intra-host transport */
-    m.has_nonce = 1;
-    m.pref[0] = GW_TL_TCP;
-    m.npref = 1;
-    m.blob[0] = (gw_hs_blob_t){.tl = GW_TL_TCP, .len = 4, .data = tcp_addr};
-    m.nblob = 1;
-    if (send_msg(fd, &m) != 0 || read_frame(fd, &m, in, sizeof(in)) != 0 || m.type != GW_HS_ACCEPT)
-        goto fail;
-    memset(&m, 0, sizeof(m));
-    m.type = GW_HS_CONFIRM;
-    if (send_msg(fd, &m) != 0 || read_frame(fd, &m, in, sizeof(in)) != 0 || m.type != GW_HS_READY)
+    if (connect(fd, (struct sockaddr *)&g_sa, sizeof(g_sa)) != 0 || gwt_raw_tcp_handshake(fd) != 0)
         goto fail;
     return fd;
 fail:
