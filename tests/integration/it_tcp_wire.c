@@ -9,6 +9,10 @@
  *                (matching goes by the headers' order, not by which payload
  *                was complete first: the NCCL plugin's tag-0 flake).  The
  *                half-arrived message is not yet visible to gw_probe.
+ *   eager_cancel as eager_split, but the receive posted during the half
+ *                message is canceled before the rest arrives: the message
+ *                stays queued, whole, for the next receive, and the 16-byte
+ *                one after it for the receive after that.
  *   eager_cut    the same half message, then the peer closes: the receive
  *                posted meanwhile fails with an endpoint error in bounded
  *                time (it does not wait forever for a record that will never
@@ -34,7 +38,7 @@
 #define TAG 5
 
 static gwt_chan_t g_pc, g_cc; /* parent's end, child's end */
-static int g_cut;
+static int g_cut, g_cancel;
 
 static void fill(uint8_t *p, size_t n, uint8_t seed)
 {
@@ -109,7 +113,8 @@ int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "eager_split";
     g_cut = !strcmp(which, "eager_cut");
-    REQUIRE(g_cut || !strcmp(which, "eager_split"));
+    g_cancel = !strcmp(which, "eager_cancel");
+    REQUIRE(g_cut || g_cancel || !strcmp(which, "eager_split"));
     REQUIRE(gwt_chan_pair(&g_pc, &g_cc) == 0);
     int pid = gwt_spawn(raw_peer, NULL);
     gw_context_t *ctx = it_ctx();
@@ -125,7 +130,21 @@ int main(int argc, char **argv)
     gw_request_t *r1 = NULL, *r2 = NULL;
     REQUIRE_OK(gw_recv(ep, r1buf, sizeof(r1buf), NULL, TAG, ~0ull, &r1));
     CHECK_ST(gw_request_test(r1), GW_INPROGRESS);
-    REQUIRE(gwt_chan_send(&g_pc, "posted", 7) == 0);
+    if (g_cancel) { /* withdrawn before its message is whole: the message is not lost */
+        CHECK_ST(gw_request_cancel(r1), GW_OK);
+        CHECK_ST(gw_request_test(r1), GW_ERR_CANCELED);
+        gw_request_free(r1);
+        REQUIRE(gwt_chan_send(&g_pc, "posted", 7) == 0);
+        double end = it_now() + 20 * it_time_scale();
+        gw_status_t pst;
+        while ((pst = gw_probe(ep, TAG, ~0ull, &pi)) == GW_INPROGRESS && it_now() < end)
+            gw_context_wait(ctx, 1);
+        CHECK_ST(pst, GW_OK);
+        CHECK(pi.length == BIG); /* the older message first */
+        REQUIRE_OK(gw_recv(ep, r1buf, sizeof(r1buf), NULL, TAG, ~0ull, &r1));
+    } else {
+        REQUIRE(gwt_chan_send(&g_pc, "posted", 7) == 0);
+    }
     if (g_cut) {
         gw_status_t st = gw_request_wait(r1, (int)(20000 * it_time_scale()));
         gw_request_info_t i1 = {.size = sizeof(i1)};
