@@ -336,9 +336,9 @@ GW_API gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value);
 /* Tagged messages of any size.  A receive matches the oldest message on ep
  * with (msg_tag & mask) == (tag & mask), oldest in the order the peer sent
  * them: one whose bytes are still arriving is not passed over (the receive
- * waits for it).  Messages that arrive before their receive are kept.  When several posted receives match an arriving
- * message, the earliest posted one takes it (a promise, on every
- * transport).  A message longer than the buffer completes the receive
+ * waits for it).  Messages that arrive before their receive are kept.  When
+ * several posted receives match an arriving message, the earliest posted
+ * one takes it (a promise, on every transport).  A message longer than the buffer completes the receive
  * with GW_ERR_TRUNCATED after filling the buffer.  gw_probe() tells a
  * queued message's length and tag before receiving it. */
 GW_API gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
@@ -521,8 +521,8 @@ typedef struct gw_probe_info {
  * matching (msg_tag & mask) == (tag & mask): the one gw_recv() with the same
  * tag and mask would take.  Runs one progress pass first.  GW_OK (info
  * filled; the message stays queued), GW_INPROGRESS when there is none yet
- * (or that message is still arriving),
- * GW_ERR_ENDPOINT_FAILED when none is queued and the endpoint failed. */
+ * (or that message is still arriving), GW_ERR_ENDPOINT_FAILED when none is
+ * queued and the endpoint failed. */
 GW_API gw_status_t gw_probe(gw_ep_t *ep, uint64_t tag, uint64_t mask, gw_probe_info_t *info);
 
 typedef struct gw_listener_info {

@@ -80,9 +80,9 @@ static gw_request_t *new_req(gw_ep_t *ep, int op, gw_request_t **user)
     return r;
 }
 
-/* Hands the request to the transport; on a posting error nothing is left behind. */
-static gw_status_t submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
-                          gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *), int tracked)
+/* A request about to be handed over: it holds its local region (inflight)
+ * and, when tracked, takes its place among the endpoint's outstanding ops. */
+static void req_start(gw_ep_t *ep, gw_request_t *r, int tracked)
 {
     if (r->lmem) {
         r->lmem->inflight++;
@@ -90,6 +90,25 @@ static gw_status_t submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
     }
     if (tracked)
         gw_ep_op_start(&ep->base, r);
+}
+
+/* A put's or get's arguments into its request. */
+static void rma_args(gw_request_t *r, void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr, gw_rkey_t *rkey,
+                     uint64_t value)
+{
+    r->buf = buf;
+    r->len = len;
+    r->lmem = lmem;
+    r->rkey = rkey;
+    r->raddr = raddr;
+    r->value = value;
+}
+
+/* Hands the request to the transport; on a posting error nothing is left behind. */
+static gw_status_t submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
+                          gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *), int tracked)
+{
+    req_start(ep, r, tracked);
     /* hold the request while posting: a synchronous completion must not recycle it */
     r->flags |= GW_REQF_USER;
     gw_status_t st = fn(ep->tl, r);
@@ -133,16 +152,8 @@ static gw_request_t *rma_make(void *arg)
 {
     rma_make_t *a = arg;
     gw_request_t *r = new_req(a->ep, GW_OP_PUT, a->user); /* (a spare one: checked before the post) */
-    r->buf = a->buf;
-    r->len = a->len;
-    r->lmem = a->lmem;
-    r->rkey = a->rkey;
-    r->raddr = a->raddr;
-    if (r->lmem) {
-        r->lmem->inflight++;
-        r->use_count = &r->lmem->inflight;
-    }
-    gw_ep_op_start(&a->ep->base, r);
+    rma_args(r, a->buf, a->len, a->lmem, a->raddr, a->rkey, 0);
+    req_start(a->ep, r, 1);
     *a->user = r;
     return r;
 }
@@ -190,12 +201,7 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
     }
     if (!r && !(r = new_req(ep, op, req)))
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
-    r->buf = buf;
-    r->len = len;
-    r->lmem = lmem;
-    r->rkey = rkey;
-    r->raddr = raddr;
-    r->value = value;
+    rma_args(r, buf, len, lmem, raddr, rkey, value);
     return submit(ep, r, req, ep->ops->submit, 1);
 }
 

@@ -26,8 +26,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "bootstrap/wire.h"
-#include "core/util.h"
 #include "it.h"
 #include "raw_peer.h"
 #include "transport/tcp/tcp.h"
