@@ -9,6 +9,13 @@
 #include "transport/base/tl.h"
 #include "bootstrap/wire.h"
 
+/* gw_request_wait() calls that may try their endpoint alone (tl.h
+ * ep_progress) between two full passes of gw_progress() */
+#define GW_QUICK_WAITS 16u
+/* ... and how many times such a wait polls its endpoint before a full pass
+ * (an endpoint's poll is ~0.1-0.2 us under the guest's emulation) */
+#define GW_WAIT_EP_SPINS 64u
+
 struct gw_context {
     gw_core_t core; /* first: transports see only this */
     gw_tl_iface_t *tl[GW_TL_COUNT];  /* NULL when not usable here */
@@ -26,6 +33,7 @@ struct gw_context {
     int auth_enabled;
     long connect_timeout_ms;
     long spin_us; /* GPUWIRE_SPIN_US: a waiter polls this long after the last event */
+    unsigned quick_waits; /* waits that may still try their endpoint alone first (request.c) */
     int hs_poller; /* handshake-timeout poller registered */
     gw_hmap_t tokens; /* endpoint token -> gw_ep (tcp stream joins) */
     /* tokens of the latest closed endpoints: a stream join that arrives after

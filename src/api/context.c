@@ -245,6 +245,7 @@ int gw_progress(gw_context_t *ctx)
     if (!ctx)
         return GW_ERR_INVALID;
     int n = gw_core_dispatch(&ctx->core, 0);
+    ctx->quick_waits = GW_QUICK_WAITS; /* every poller, fd and timer had its turn */
     if (!gw_list_empty(&ctx->ctl_gone))
         gw_api_ep_ctl_reap(ctx);
     return n < 0 ? GW_ERR_SYSTEM : n;

@@ -123,6 +123,9 @@ int main(void)
     bad.ep_describe = NULL;
     check_refused(&bad, GW_TL_TCP, "no ep_describe");
     bad = *gw_tl_table[GW_TL_TCP];
+    bad.ep_progress = NULL; /* the newest slot: an absent operation is a default, never NULL */
+    check_refused(&bad, GW_TL_TCP, "no ep_progress");
+    bad = *gw_tl_table[GW_TL_TCP];
     bad.iface_open = NULL;
     check_refused(&bad, GW_TL_TCP, "no iface_open");
     return gwt_done("unit_transports");

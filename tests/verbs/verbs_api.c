@@ -442,6 +442,29 @@ static void moderation(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, uint64_t b
         fprintf(stderr, "%d tracked puts on an idle endpoint posted before their request; a window of %d: %llu "
                 "of them; path: %s\n", ND, W, (unsigned long long)(d1 - d0 - ND), info_of_ep.path);
         CHECK(strstr(info_of_ep.path, " direct puts") != NULL);
+        /* the waits try the put's endpoint alone first (tl.h ep_progress),
+         * GW_QUICK_WAITS of them in a row at most: then one full pass (every
+         * poller, fd and timer) before the next quick one */
+        {
+            gw_progress(ctx);
+            CHECK(ctx->quick_waits == GW_QUICK_WAITS);
+            int saw_zero = 0, refilled = 0;
+            unsigned prev = ctx->quick_waits;
+            for (int i = 0; i < 2 * (int)GW_QUICK_WAITS + 4; i++) {
+                gw_request_t *qr;
+                REQUIRE_OK(gw_put(ep, &dv[i % ND], 8, NULL, base + doff + 8 * (uint64_t)(i % ND), rk, &qr));
+                CHECK_ST(gw_request_wait(qr, 20000), GW_OK);
+                gw_request_free(qr);
+                unsigned q = ctx->quick_waits;
+                /* quick (one less), or a full pass ran (the budget refilled):
+                 * always after 0, else when the quick polls ran out */
+                CHECK(q == GW_QUICK_WAITS || (prev > 0 && q == prev - 1));
+                saw_zero |= q == 0;
+                refilled |= prev == 0 && q == GW_QUICK_WAITS;
+                prev = q;
+            }
+            CHECK(saw_zero && refilled);
+        }
         gw_mem_dereg(dm);
     }
 }

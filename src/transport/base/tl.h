@@ -219,6 +219,16 @@ struct gw_tl_ops {
      * free on return. */
     gw_status_t (*put_direct)(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
                               const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg);
+    /* Progress this endpoint alone, never blocking: reap the completions
+     * waiting in its own queue, post what it queued.  Returns the events
+     * (> 0) or 0; GW_ERR_UNSUPPORTED where the transport has no such
+     * shortcut (its progress is the iface's pollers and fds only).
+     * gw_request_wait() calls it once for the request's endpoint before a
+     * whole context pass (a completion that is already there - a Soft-RoCE
+     * put's, reaped inside its doorbell - then costs no pass over every
+     * poller, fd and timer); the context's full passes keep running at
+     * least every GW_QUICK_WAITS such waits (api/request.c). */
+    int (*ep_progress)(gw_tl_ep_t *ep);
     /* recv of an unexpected rendezvous message: the api layer matched req
      * to msg, a record of base->unexpected the transport queued with
      * gw_ep_unexp_rndv() (eager ones never come here: the base delivers
@@ -241,6 +251,7 @@ gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t 
                                       uint64_t raddr, const gw_rkey_t *rkey);
 gw_status_t gw_tl_unsupported_put_direct(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
                                          uint64_t raddr, const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg);
+int gw_tl_unsupported_ep_progress(gw_tl_ep_t *ep);
 /* rkey_unpack of a transport whose keys carry no part: accepts none, refuses any */
 gw_status_t gw_tl_no_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
                                  char *why, size_t whylen);

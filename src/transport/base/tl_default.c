@@ -42,6 +42,11 @@ gw_status_t gw_tl_unsupported_put_direct(gw_tl_ep_t *ep, const void *buf, size_t
     (void)ep; (void)buf; (void)len; (void)lmem; (void)raddr; (void)rkey; (void)make; (void)arg;
     return GW_ERR_UNSUPPORTED;
 }
+int gw_tl_unsupported_ep_progress(gw_tl_ep_t *ep)
+{
+    (void)ep;
+    return GW_ERR_UNSUPPORTED;
+}
 gw_status_t gw_tl_unsupported_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg)
 {
     (void)ep; (void)req; (void)msg;

@@ -412,5 +412,6 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .submit = intra_submit,
     .rma_now = intra_rma_now,
     .put_direct = gw_tl_unsupported_put_direct,
+    .ep_progress = gw_tl_unsupported_ep_progress,
     .recv_matched = intra_recv_matched,
 };

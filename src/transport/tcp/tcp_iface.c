@@ -359,5 +359,6 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .submit = tcp_submit,
     .rma_now = gw_tl_unsupported_rma_now,
     .put_direct = gw_tl_unsupported_put_direct,
+    .ep_progress = gw_tl_unsupported_ep_progress,
     .recv_matched = tcp_recv_matched,
 };

@@ -31,6 +31,12 @@ static int verbs_poll(void *arg)
     return n;
 }
 
+/* tl.h ep_progress: this endpoint's queues alone */
+static int verbs_ep_progress(gw_tl_ep_t *e)
+{
+    return gw_verbs_ep_progress(to_vep(e));
+}
+
 static void chan_cb(void *arg, uint32_t events)
 {
     gw_verbs_iface_t *vif = arg;
@@ -511,5 +517,6 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .submit = gw_verbs_submit,
     .rma_now = gw_tl_unsupported_rma_now,
     .put_direct = gw_verbs_put_direct,
+    .ep_progress = verbs_ep_progress,
     .recv_matched = gw_verbs_recv_matched,
 };
