@@ -37,7 +37,7 @@ void gw_ep_base_fini(gw_ep_base_t *b)
 
 void gw_ep_work_begins(gw_ep_base_t *b)
 {
-    if (!gw_ep_has_work(b)) /* an idle endpoint: the peer's silence counts from now */
+    if (!b->unjudged && !gw_ep_has_work(b)) /* an idle endpoint: the peer's silence counts from now */
         b->last_rx_ns = gw_now_coarse_ns();
 }
 
@@ -85,7 +85,8 @@ void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
     if (status != GW_OK && req->err_sink && *req->err_sink == GW_OK)
         *req->err_sink = status;
     gw_req_complete(req, status);
-    check_flushes(b);
+    if (!gw_list_empty(&b->flushes))
+        check_flushes(b);
 }
 
 void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req)

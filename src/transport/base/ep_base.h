@@ -44,6 +44,8 @@ typedef struct gw_ep_base {
     unsigned unexp_nfree[GW_UNEXP_CLASSES];
     char peer[64];
     uint64_t last_rx_ns;      /* last time anything came from the peer */
+    uint8_t unjudged;         /* the transport runs no liveness timer (verbs: RC retries
+                               * find a dead peer): last_rx_ns is left alone, no clock read */
     /* counted notifications: arrived and not yet taken, per id */
     struct gw_ncount { uint64_t id, count; } *ncount;
     size_t n_ncount, cap_ncount;

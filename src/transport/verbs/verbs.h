@@ -189,7 +189,7 @@ static inline int gw_verbs_key_piece(const gw_verbs_rkey_info_t *ki, uint64_t ra
     }
     if (raddr < ki->base)
         return -1;
-    uint64_t i = (raddr - ki->base) / ki->chunk;
+    uint64_t i = ki->n == 1 ? 0 : (raddr - ki->base) / ki->chunk; /* (one piece: no division) */
     if (i >= (uint64_t)ki->n)
         i = (uint64_t)ki->n - 1;
     *rkey = ki->rkey[i];
@@ -312,9 +312,18 @@ typedef struct gw_verbs_qp {
     uint64_t sig_end;  /* sequence + 1 of the last signalled WR posted (0: none yet) */
     uint64_t head;     /* sequence of the next WR */
     uint64_t tail;     /* oldest WR not retired */
-    gw_verbs_wr_t *ring;
+    gw_verbs_wr_t *ring; /* a record per WR in flight: ring_mask + 1 (a power of two >= depth) of them */
+    uint32_t ring_mask;
     uint32_t imm_repost; /* QPs 1..: zero-length receives to post (again): gw_verbs_post_imm_recvs */
 } gw_verbs_qp_t;
+
+/* The ring record of WR sequence seq (a mask, not a division: under the
+ * Soft-RoCE guest's emulation a division is a helper call, and a put's
+ * records are found several times between its doorbell and its retiring) */
+static inline gw_verbs_wr_t *gw_verbs_ring_at(const gw_verbs_qp_t *q, uint64_t seq)
+{
+    return &q->ring[seq & q->ring_mask];
+}
 
 /* A control message waiting for a send slot. */
 typedef struct gw_verbs_ctrl {
@@ -351,6 +360,7 @@ typedef struct gw_verbs_ep {
     unsigned nrecv;
     uint16_t repost[32];     /* receive buffers to hand back after this poll */
     unsigned nrepost;
+    unsigned imm_due; /* zero-length receives consumed on QPs 1.. since the last repost_flush */
     /* control messages waiting for a slot */
     gw_verbs_ctrl_t ctrlq[64];
     unsigned ctrl_head, ctrl_count;
@@ -559,6 +569,18 @@ struct ibv_send_wr *gw_verbs_wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_re
  * puts' tails when idle (the CQ armed, or about to be) or when queued work
  * waits.  Returns the number posted. */
 int gw_verbs_cover(gw_verbs_ep_t *ep, int idle);
+
+/* Has some queue pair an unsignalled tail (WRs posted after its last
+ * signalled one and not yet retired)?  Without one gw_verbs_cover has
+ * nothing to do; asked inline first, as every pass with completions would
+ * call it (a latency loop's puts are signalled: no tail). */
+static inline int vep_unsig_tail(const gw_verbs_ep_t *ep)
+{
+    for (int qi = 0; qi < ep->nqps; qi++)
+        if (ep->qps[qi].used && ep->qps[qi].head != ep->qps[qi].sig_end)
+            return 1;
+    return 0;
+}
 
 /* verbs_cq.c */
 void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req);

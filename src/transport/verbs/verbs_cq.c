@@ -87,7 +87,11 @@ static void repost_flush(gw_verbs_ep_t *ep)
     unsigned n = ep->nrepost;
     if (vep_failed(ep))
         return;
-    int qi = 0, rc = gw_verbs_post_imm_recvs(ep, &qi);
+    int qi = 0, rc = 0;
+    if (ep->imm_due) { /* (else no QP owes any: no walk over them per poll) */
+        ep->imm_due = 0;
+        rc = gw_verbs_post_imm_recvs(ep, &qi);
+    }
     if (rc) {
         gw_verbs_ep_die(ep, GW_ERR_VERBS, "ibv_post_recv(qp=0x%x, zero-length receives) failed: %s",
                ep->qps[qi].qp->qp_num, strerror(rc));
@@ -183,11 +187,12 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
 {
     gw_ep_base_t *base = ep->super.base;
     unsigned idx = (unsigned)(wc->wr_id & 0xffff);
-    base->last_rx_ns = gw_now_coarse_ns();
     if (wc->wr_id & GW_VERBS_IMMQ_WRID) { /* a zero-length receive on QP 1.. */
         int qi = (int)(wc->wr_id & 0xff);
-        if (qi >= 1 && qi < ep->nqps)
+        if (qi >= 1 && qi < ep->nqps) {
             ep->qps[qi].imm_repost++;
+            ep->imm_due++;
+        }
         if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || (ntohl(wc->imm_data) & 0x80000000u)) {
             gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: %s from %s on QP %d, which carries only the ends of "
                    "rendezvous writes", wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "a notification" : "a message",
@@ -328,7 +333,7 @@ static void retire(gw_verbs_ep_t *ep, int qi, uint64_t upto)
     gw_verbs_qp_t *q = &ep->qps[qi];
     while (q->tail != q->head && !vep_failed(ep)) {
         uint64_t s = q->tail;
-        gw_verbs_wr_t *r = &q->ring[s % q->depth];
+        gw_verbs_wr_t *r = gw_verbs_ring_at(q, s);
         gw_request_t *req = r->req;
         r->req = NULL;
         if (r->slot != NO_SLOT)
@@ -373,8 +378,7 @@ static int poll_cq(gw_verbs_ep_t *ep)
                 if (!(wc[i].wr_id & RECV_WRID)) {
                     int qi = (int)(wc[i].wr_id >> 48);
                     if (qi < ep->nqps)
-                        r = &ep->qps[qi].ring[(wc[i].wr_id & 0xffffffffffffull) %
-                                              ep->qps[qi].depth];
+                        r = gw_verbs_ring_at(&ep->qps[qi], wc[i].wr_id & 0xffffffffffffull);
                 }
                 gw_verbs_wc_fail(ep, &wc[i], r);
                 continue;
@@ -408,7 +412,8 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
     /* an unsignalled tail that nothing will complete (verbs_post.c,
      * "Signalling"): looked at after posts and completions, while a flush
      * waits, and while the CQ is armed (idle: untracked puts' tails too) */
-    if ((n || c || ep->cq_armed || !gw_list_empty(&ep->super.base->flushes)) && !vep_failed(ep))
+    if ((n || c || ep->cq_armed || !gw_list_empty(&ep->super.base->flushes)) && !vep_failed(ep) &&
+        vep_unsig_tail(ep))
         n += gw_verbs_cover(ep, ep->cq_armed);
     n += c;
     if (!n && ep->stg_live && !vep_failed(ep) && gw_verbs_stg_busy(ep))
@@ -420,8 +425,7 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
         ep->active_ns = 0;
         ep->idle_polls = 0;
     }
-    if (c)
-        ep->super.base->last_rx_ns = gw_now_coarse_ns(); /* completions are the peer's acks */
+    /* (no last_rx_ns stamp: base->unjudged, RC retries judge the peer) */
     if (n == 0 && !ep->cq_armed) {
         /* Arming costs a system call and makes every completion a channel
          * event (another one).  While completions keep coming (less than

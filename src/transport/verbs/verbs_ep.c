@@ -134,7 +134,11 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
         q->depth = GW_VERBS_SQ_DEPTH;
         if (vif->dattr.max_qp_wr > 0 && (int)q->depth > vif->dattr.max_qp_wr)
             q->depth = (uint32_t)vif->dattr.max_qp_wr;
-        q->ring = calloc(q->depth, sizeof(*q->ring));
+        uint32_t rn = 1;
+        while (rn < q->depth)
+            rn <<= 1;
+        q->ring_mask = rn - 1;
+        q->ring = calloc(rn, sizeof(*q->ring));
         if (!q->ring) {
             st = gw_err(c, GW_ERR_NOMEM, "verbs send ring: out of memory");
             goto err;
@@ -286,6 +290,7 @@ gw_status_t gw_verbs_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t
     if (st != GW_OK)
         return gw_err(c, st, "verbs connect to %s: %s", ep->super.base->peer, why);
     gw_verbs_addr_unpack(&ep->peer, peer_addr, len);
+    ep->super.base->unjudged = 1; /* the chosen transport: RC retries judge the peer (liveness.h) */
     gw_verbs_addr_t *pa = &ep->peer, *la = &ep->local;
     ep->nqps = GW_MIN(la->nqps, pa->nqps);
     ep->path_mtu = GW_MIN(la->mtu, pa->mtu);
@@ -453,7 +458,7 @@ void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, gw_status_t st)
     for (int qi = 0; qi < ep->nqps; qi++) {
         gw_verbs_qp_t *q = &ep->qps[qi];
         for (uint64_t s = q->tail; s != q->head; s++) {
-            gw_verbs_wr_t *r = &q->ring[s % q->depth];
+            gw_verbs_wr_t *r = gw_verbs_ring_at(q, s);
             if (r->req)
                 gw_verbs_req_release(ep, r->req);
             r->req = NULL;

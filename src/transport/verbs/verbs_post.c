@@ -85,7 +85,7 @@ static uint64_t ring_claim(gw_verbs_ep_t *ep, int qi, gw_request_t *req, int kin
 {
     gw_verbs_qp_t *q = &ep->qps[qi];
     uint64_t seq = q->head++;
-    gw_verbs_wr_t *r = &q->ring[seq % q->depth];
+    gw_verbs_wr_t *r = gw_verbs_ring_at(q, seq);
     r->req = req;
     r->kind = (uint16_t)kind;
     r->slot = (uint16_t)(slot < 0 ? NO_SLOT : slot);
@@ -101,7 +101,7 @@ static uint64_t ring_claim(gw_verbs_ep_t *ep, int qi, gw_request_t *req, int kin
 
 static gw_verbs_wr_t *wr_rec(gw_verbs_qp_t *q, uint64_t wr_id)
 {
-    return &q->ring[(wr_id & 0xffffffffffffull) % q->depth];
+    return gw_verbs_ring_at(q, wr_id & 0xffffffffffffull);
 }
 
 /* The pass's last tracked WR of QP q (q->prompt counts it): signalled? */
