@@ -27,10 +27,14 @@ def pat(n, seed, dev):
 
 
 def check(name, got, want):
-    if not torch.equal(got.cpu(), want.cpu()):
-        bad = (got.cpu() != want.cpu()).nonzero()
-        sys.exit("%s/%s/%s: %s differs at %d bytes, first at %s" % (
-            transport, case, role, name, bad.numel(), bad[0].tolist()))
+    g, w = got.cpu(), want.cpu()
+    if not torch.equal(g, w):
+        bad = (g != w).nonzero().flatten()
+        f, l = int(bad[0]), int(bad[-1])
+        zero = bool((g[bad] == 0).all())
+        sys.exit("%s/%s/%s: %s differs at %d bytes, first at [%d], last at [%d]; got %s want %s there%s" % (
+            transport, case, role, name, bad.numel(), f, l, g[f:f + 8].tolist(), w[f:f + 8].tolist(),
+            "; every differing byte is 0 (never written?)" if zero else ""))
 
 
 store = dist.FileStore(store_file, 2)

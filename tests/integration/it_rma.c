@@ -128,6 +128,31 @@ int main(void)
     IT_OK(ctx, gw_flush(ep, &f));
     CHECK_ST(it_wait_free(f, 30000), GW_OK);
 
+    /* 5. a put_notify completes once every earlier put has landed (as its
+     * notification does): an untracked 16 MiB put (striped over the tcp
+     * streams), a small put_notify waited for, then a flush is complete at
+     * once and a get reads the put's bytes.  (tcp completed the put_notify
+     * on its own acknowledgement while the striped put still arrived on
+     * other streams: a GPU get then read zeros, python_gpu's slices case.) */
+    {
+        const size_t big = 16u << 20, noff = 36u << 20, nlen = 4096;
+        gwt_fill(src, big, 7777);
+        gwt_fill(src + noff, nlen, 8888);
+        IT_OK(ctx, gw_put(ep, src, big, msrc, raddr[0], rk[0], NULL));
+        IT_OK(ctx, gw_put_notify(ep, src + noff, nlen, msrc, raddr[0] + noff, rk[0], 0, &req[0]));
+        CHECK_ST(it_wait_free(req[0], 30000), GW_OK);
+        IT_OK(ctx, gw_flush(ep, &f));
+        CHECK_ST(gw_request_test(f), GW_OK); /* nothing before it is outstanding */
+        CHECK_ST(it_wait_free(f, 30000), GW_OK);
+        memset(dst, 0, big);
+        IT_OK(ctx, gw_get(ep, dst, big, NULL, raddr[0], rk[0], &req[0]));
+        CHECK_ST(it_wait_free(req[0], 30000), GW_OK);
+        CHECK(memcmp(dst, src, big) == 0);
+        it_cmd_t c = {.type = IT_CMD_NOTIFY, .region = 0, .off = noff, .len = nlen, .seed = 8888, .count = 1};
+        it_reply_t r = it_target_cmd(&T, &c, ctx);
+        CHECK(r.a == 0 && r.b == 0);
+    }
+
     /* the target's regions from gw_mem_alloc (IT_ALLOC=1) over intra: the
      * bytes went by plain copies through the shared mapping, not by CMA */
     /* without IT_ALLOC, the small puts and gets posted back to back went in

@@ -413,8 +413,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory deferring a batch's notification");
     if (b->n == 0) { /* nothing to move: done now, the notification follows older operations */
         req->length = 0;
-        gw_ep_op_done(B(ep), req, GW_OK);
-        tcp_check_deferred(ep);
+        tcp_op_done(ep, req, GW_OK); /* (held while its notification waits) */
         return GW_OK;
     }
     int striped = b->total >= ep->tif->stripe_min && tcp_open_streams(ep) > 1;

@@ -182,7 +182,10 @@ struct tcp_ep {
     uint64_t last_ping_ns;
 };
 
-enum { TLF_STRIPED = 1 };
+/* TLF_NOTIFY_HELD: a put_notify's (or notifying batch's) data is all in
+ * place, and the request waits for its deferred notification to go out
+ * (tcp_check_deferred completes it then: every earlier put has landed). */
+enum { TLF_STRIPED = 1, TLF_NOTIFY_HELD = 2 };
 
 static inline tcp_ep_t *to_ep(gw_tl_ep_t *e) { return gw_container_of(e, tcp_ep_t, super); }
 static inline tcp_iface_t *to_if(gw_tl_iface_t *i) { return gw_container_of(i, tcp_iface_t, super); }
@@ -244,6 +247,7 @@ int tcp_open_streams(tcp_ep_t *ep);
 size_t tcp_piece_size(tcp_ep_t *ep, size_t len);
 int tcp_dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val, uint8_t flags);
 void tcp_check_deferred(tcp_ep_t *ep);
+void tcp_op_done(tcp_ep_t *ep, gw_request_t *r, gw_status_t st);
 void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st);
 gw_status_t tcp_put(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req);

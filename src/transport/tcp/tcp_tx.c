@@ -405,20 +405,48 @@ int tcp_dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val, uint8_t flags)
     return 0;
 }
 
-/* A notification goes out once every put posted up to it has landed. */
+/* A notification goes out once every put posted up to it has landed: the
+ * operations before it completed, and its own (held: tcp_op_done) has all
+ * its data in place.  Then its operation completes, so that a put_notify's
+ * completion says what it does on verbs: every earlier put has landed (a
+ * get posted after it, on any stream, reads their data). */
 void tcp_check_deferred(tcp_ep_t *ep)
 {
     while (ep->dn_count && !gw_ep_failed(B(ep))) {
         dnotify_t *d = &ep->dn[ep->dn_head];
-        if (gw_ep_oldest_seq(B(ep)) <= d->seq)
-            return;
+        gw_list_t *f = gw_list_first(&B(ep)->outstanding);
+        gw_request_t *o = f ? gw_container_of(f, gw_request_t, link) : NULL;
+        if (o && o->seq < d->seq)
+            return; /* an earlier operation is in flight */
+        gw_request_t *held = o && o->seq == d->seq ? o : NULL;
+        if (held && !(held->tl_flags & TLF_NOTIFY_HELD))
+            return; /* its own data is not all in place yet */
         gw_tcp_hdr_t h = {.type = GW_TCP_NOTIFY, .flags = d->flags & ~DN_DROPPED, .val = d->val};
         int dropped = d->flags & DN_DROPPED;
         ep->dn_head = (ep->dn_head + 1) % ep->dn_cap;
         ep->dn_count--;
         if (!dropped && send_frame(&ep->conns[0], &h, NULL, 0, NULL) < 0)
-            return;
+            return; /* the endpoint failed: it failed the held request too */
+        if (held) {
+            held->tl_flags &= (uint16_t)~TLF_NOTIFY_HELD;
+            gw_ep_op_done(B(ep), held, GW_OK);
+        }
     }
+}
+
+/* Completes r, or - a put_notify or notifying batch whose notification is
+ * deferred (tcp_put_notify) and whose data is all in place - holds it until
+ * tcp_check_deferred sends that notification. */
+void tcp_op_done(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
+{
+    int deferred = 0;
+    for (size_t i = 0; st == GW_OK && i < ep->dn_count && !deferred; i++)
+        deferred = ep->dn[(ep->dn_head + i) % ep->dn_cap].seq == r->seq;
+    if (deferred)
+        r->tl_flags |= TLF_NOTIFY_HELD;
+    else
+        gw_ep_op_done(B(ep), r, st);
+    tcp_check_deferred(ep);
 }
 
 void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
@@ -429,8 +457,7 @@ void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
         ep->striped_puts--;
     }
     r->length = st == GW_OK ? r->len : r->done;
-    gw_ep_op_done(B(ep), r, st);
-    tcp_check_deferred(ep);
+    tcp_op_done(ep, r, st);
 }
 
 static gw_status_t post_pieces(tcp_ep_t *ep, gw_request_t *req, uint8_t type, uint8_t flags)
