@@ -11,7 +11,9 @@
 # alternating between rounds (the host's load drifts); each round's pair
 # gives a ratio.  Printed per row: best and median of each side, and the
 # median and range of the pair ratios (gpuwire / perftest: >= 1.0 is the
-# goal; for lat the ratio of one-way medians, <= 1.0 is the goal).
+# goal; for lat the ratio of one-way medians, <= 1.0 is the goal).  When
+# perftest's values fall in two groups (the host's speed modes, more than 15%
+# apart), a "by mode" line gives the pair-ratio medians of each group.
 # OLD_BENCH=path/to/another/gw_verbs_bench adds that build as a third side
 # in every round (before/after in one guest boot).  A perftest client that
 # fails to connect (the server not listening yet) is retried.
@@ -85,6 +87,33 @@ stats() {  # file lower_is_better -> "best median min max" of the non-empty numb
     printf "%s %s %s %s\n", (low ? v[1] : v[NR]), med, v[1], v[NR] }'
 }
 fmt() { awk -v x="$1" 'BEGIN{ if (x == "-" || x == "") print "-"; else if (x + 0 >= 100) printf "%.0f", x; else printf "%.3f", x }'; }
+# modes FILE: rounds "gpuwire old perftest" -> the host's two speed modes, if
+# any: perftest's values split in two by 1-D 2-means (the cut halfway between
+# the groups' means); when the means differ by over 15%, per mode the rounds
+# and the pair-ratio medians (gpuwire, old).  The guest's host switches
+# between modes every few seconds (docs/PERFORMANCE.md, session 16), and the
+# pair ratio differs by mode; prints nothing for one mode.
+modes() {
+  awk '$1 ~ /^[0-9.]+$/ && $3 ~ /^[0-9.]+$/ && $3 > 0 { n++; g[n] = $1; o[n] = $2; p[n] = $3 }
+  function med(a, k,   i, j, t) { for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
+  END { if (n < 4) exit
+    lo = hi = p[1]; for (i = 2; i <= n; i++) { if (p[i] < lo) lo = p[i]; if (p[i] > hi) hi = p[i] }
+    cut = (lo + hi) / 2
+    for (it = 0; it < 50; it++) { s0 = s1 = k0 = k1 = 0
+      for (i = 1; i <= n; i++) if (p[i] > cut) { s1 += p[i]; k1++ } else { s0 += p[i]; k0++ }
+      if (!k0 || !k1) exit
+      c = (s0 / k0 + s1 / k1) / 2; if (c == cut) break; cut = c }
+    if ((s1 / k1) / (s0 / k0) < 1.15) exit
+    out = ""
+    for (m = 0; m < 2; m++) { k = 0; ko = 0
+      for (i = 1; i <= n; i++) if ((p[i] > cut) == m) { r[++k] = g[i] / p[i]; if (o[i] ~ /^[0-9.]+$/) ro[++ko] = o[i] / p[i] }
+      out = out sprintf("%sperftest %s %s: %d rounds, pair ratio median %.3f%s", out == "" ? "" : "; ",
+            m ? "above" : "at or below", cut >= 100 ? sprintf("%.0f", cut) : sprintf("%.2f", cut), k, med(r, k),
+            ko ? sprintf(", old %.3f", med(ro, ko)) : "")
+      delete r; delete ro }
+    print out }' "$1"
+}
 
 for opl in ${OPS:-put send lat}; do
  loops=-; [ "$opl" = lat ] && loops=${LAT_LOOPS:-complete progress}
@@ -95,7 +124,7 @@ for opl in ${OPS:-put send lat}; do
   for s in $sizes; do
     n=${N:-5000}; reps=$REPS; [ "$op" = lat ] && { n=${LAT_N:-2000}; reps=${LAT_REPS:-$REPS}; }
     unit="ops/s"; low=0; [ "$op" = lat ] && { unit="us one-way"; low=1; }
-    : > /tmp/vs.g; : > /tmp/vs.o; : > /tmp/vs.p; : > /tmp/vs.r; : > /tmp/vs.ro
+    : > /tmp/vs.g; : > /tmp/vs.o; : > /tmp/vs.p; : > /tmp/vs.r; : > /tmp/vs.ro; : > /tmp/vs.t
     for r in $(seq "$reps"); do
       g=""; o=""; p=""
       if [ $((r % 2)) = 1 ]; then
@@ -103,7 +132,7 @@ for opl in ${OPS:-put send lat}; do
       else
         p=$(pt_run "$op" "$s" "$n"); [ -n "$OLD" ] && o=$(gw_run "$OLD" "$op" "$s" "$n"); g=$(gw_run "$GW" "$op" "$s" "$n")
       fi
-      echo "$g" >> /tmp/vs.g; echo "$o" >> /tmp/vs.o; echo "$p" >> /tmp/vs.p
+      echo "$g" >> /tmp/vs.g; echo "$o" >> /tmp/vs.o; echo "$p" >> /tmp/vs.p; echo "${g:--} ${o:--} ${p:--}" >> /tmp/vs.t
       num() { [[ "$1" =~ ^[0-9]+(\.[0-9]+)?$ ]]; }   # perftest may print "inf"
       num "$g" && num "$p" && awk -v a="$g" -v b="$p" 'BEGIN{ if (b + 0 > 0) printf "%.3f\n", a / b }' >> /tmp/vs.r
       num "$o" && num "$p" && awk -v a="$o" -v b="$p" 'BEGIN{ if (b + 0 > 0) printf "%.3f\n", a / b }' >> /tmp/vs.ro
@@ -118,6 +147,7 @@ for opl in ${OPS:-put send lat}; do
       line="$line; old best $(fmt "$ob") median $(fmt "$om"), ratio median $orm [$ormin-$ormax]"
     fi
     echo "$line"
+    m=$(modes /tmp/vs.t); [ -n "$m" ] && echo "  $label $s by mode: $m"
   done
  done
 done
