@@ -1396,7 +1396,7 @@ gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *con
     return GW_OK;
 }
 
-gw_status_t gw_names_key_check(gw_ep_t *ep, const gw_rkey_t *rkey, const char *op)
+gw_status_t gw_names_key_check_slow(gw_ep_t *ep, const gw_rkey_t *rkey, const char *op)
 {
     if (!rkey || !ep)
         return GW_OK;

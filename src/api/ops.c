@@ -166,10 +166,8 @@ static gw_status_t rma(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lme
     if (req)
         *req = NULL;
     gw_status_t st;
-    /* (a key unpacked on this endpoint, of no restarted agent: nothing for
-     * names.c to say, and no call per operation to learn it) */
-    if ((rkey && (rkey->ep != ep || ep->newer_epoch) && (st = gw_names_key_check(ep, rkey, op_name(op)))) ||
-        (st = ep_usable(ep, op)) || (st = check_local(ep, op, buf, len, lmem)) ||
+    if ((st = gw_names_key_check(ep, rkey, op_name(op))) || (st = ep_usable(ep, op)) ||
+        (st = check_local(ep, op, buf, len, lmem)) ||
         (st = check_remote(ep, op, len, raddr, rkey, op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE)))
         return st;
     /* a small put the transport posts before our request exists (tl.h

@@ -54,14 +54,22 @@ int gw_ep_has_work(const gw_ep_base_t *b)
     return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted);
 }
 
-uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b)
+gw_request_t *gw_ep_oldest_op(const gw_ep_base_t *b)
 {
     gw_list_t *f = gw_list_first(&b->outstanding);
-    return f ? gw_container_of(f, gw_request_t, link)->seq : UINT64_MAX;
+    return f ? gw_container_of(f, gw_request_t, link) : NULL;
+}
+
+uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b)
+{
+    const gw_request_t *o = gw_ep_oldest_op(b);
+    return o ? o->seq : UINT64_MAX;
 }
 
 static void check_flushes(gw_ep_base_t *b)
 {
+    if (gw_list_empty(&b->flushes)) /* (the common case: no walk, no oldest to find) */
+        return;
     uint64_t oldest = gw_ep_oldest_seq(b);
     gw_list_t *p;
     while ((p = gw_list_first(&b->flushes)) != NULL) {
@@ -85,8 +93,7 @@ void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
     if (status != GW_OK && req->err_sink && *req->err_sink == GW_OK)
         *req->err_sink = status;
     gw_req_complete(req, status);
-    if (!gw_list_empty(&b->flushes))
-        check_flushes(b);
+    check_flushes(b);
 }
 
 void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req)

@@ -111,6 +111,8 @@ void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req);
 int gw_ep_has_work(const gw_ep_base_t *b);
 /* Seq of the oldest outstanding op, UINT64_MAX when none. */
 uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b);
+/* The oldest outstanding operation (NULL: none). */
+gw_request_t *gw_ep_oldest_op(const gw_ep_base_t *b);
 
 /* Fails the endpoint: keeps the first error and its message (later ones are
  * consequences), runs the transport's on_fail teardown once, then fails

@@ -223,11 +223,11 @@ struct gw_tl_ops {
      * waiting in its own queue, post what it queued.  Returns the events
      * (> 0) or 0; GW_ERR_UNSUPPORTED where the transport has no such
      * shortcut (its progress is the iface's pollers and fds only).
-     * gw_request_wait() calls it once for the request's endpoint before a
-     * whole context pass (a completion that is already there - a Soft-RoCE
-     * put's, reaped inside its doorbell - then costs no pass over every
-     * poller, fd and timer); the context's full passes keep running at
-     * least every GW_QUICK_WAITS such waits (api/request.c). */
+     * gw_request_wait() calls it for the request's endpoint, up to
+     * GW_WAIT_EP_SPINS times, before a whole context pass (a completion
+     * that is there or about to be - a Soft-RoCE put's - then costs no pass
+     * over every poller, fd and timer); the context's full passes keep
+     * running at least every GW_QUICK_WAITS such waits (api/request.c). */
     int (*ep_progress)(gw_tl_ep_t *ep);
     /* recv of an unexpected rendezvous message: the api layer matched req
      * to msg, a record of base->unexpected the transport queued with

@@ -409,7 +409,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
     const gw_batch_t *b = req->batch;
     gw_core_t *core = CORE(ep);
     if (b->notify != GW_NOTIFY_NONE &&
-        tcp_dn_push(ep, req->seq, b->value, b->notify == GW_NOTIFY_COUNTED ? GW_TCP_F_COUNTED : 0) != 0)
+        tcp_dn_push(ep, req, b->value, b->notify == GW_NOTIFY_COUNTED ? GW_TCP_F_COUNTED : 0) != 0)
         return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory deferring a batch's notification");
     if (b->n == 0) { /* nothing to move: done now, the notification follows older operations */
         req->length = 0;

@@ -182,10 +182,11 @@ struct tcp_ep {
     uint64_t last_ping_ns;
 };
 
-/* TLF_NOTIFY_HELD: a put_notify's (or notifying batch's) data is all in
- * place, and the request waits for its deferred notification to go out
- * (tcp_check_deferred completes it then: every earlier put has landed). */
-enum { TLF_STRIPED = 1, TLF_NOTIFY_HELD = 2 };
+/* TLF_NOTIFY_DEFERRED: a put_notify's (or notifying batch's) notification
+ * waits in ep->dn (tcp_dn_push); its request completes when that goes out.
+ * TLF_NOTIFY_HELD: such a request's data is all in place, and it waits for
+ * that (tcp_check_deferred completes it then: every earlier put has landed). */
+enum { TLF_STRIPED = 1, TLF_NOTIFY_HELD = 2, TLF_NOTIFY_DEFERRED = 4 };
 
 static inline tcp_ep_t *to_ep(gw_tl_ep_t *e) { return gw_container_of(e, tcp_ep_t, super); }
 static inline tcp_iface_t *to_if(gw_tl_iface_t *i) { return gw_container_of(i, tcp_iface_t, super); }
@@ -245,7 +246,7 @@ int tcp_send_lazy(conn_t *c, uint8_t type, int32_t aux, uint64_t id, uint64_t le
 conn_t *tcp_least_loaded(tcp_ep_t *ep);
 int tcp_open_streams(tcp_ep_t *ep);
 size_t tcp_piece_size(tcp_ep_t *ep, size_t len);
-int tcp_dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val, uint8_t flags);
+int tcp_dn_push(tcp_ep_t *ep, gw_request_t *req, uint64_t val, uint8_t flags);
 void tcp_check_deferred(tcp_ep_t *ep);
 void tcp_op_done(tcp_ep_t *ep, gw_request_t *r, gw_status_t st);
 void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st);

@@ -386,7 +386,9 @@ size_t tcp_piece_size(tcp_ep_t *ep, size_t len)
     return per < chunk ? per : chunk;
 }
 
-int tcp_dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val, uint8_t flags)
+/* Defers req's notification (value val) until every put up to it has
+ * landed (tcp_check_deferred); req completes then (TLF_NOTIFY_DEFERRED). */
+int tcp_dn_push(tcp_ep_t *ep, gw_request_t *req, uint64_t val, uint8_t flags)
 {
     if (ep->dn_count == ep->dn_cap) {
         size_t ncap = ep->dn_cap ? ep->dn_cap * 2 : 32;
@@ -400,8 +402,9 @@ int tcp_dn_push(tcp_ep_t *ep, uint64_t seq, uint64_t val, uint8_t flags)
         ep->dn_cap = ncap;
         ep->dn_head = 0;
     }
-    ep->dn[(ep->dn_head + ep->dn_count) % ep->dn_cap] = (dnotify_t){seq, val, flags};
+    ep->dn[(ep->dn_head + ep->dn_count) % ep->dn_cap] = (dnotify_t){req->seq, val, flags};
     ep->dn_count++;
+    req->tl_flags |= TLF_NOTIFY_DEFERRED;
     return 0;
 }
 
@@ -414,8 +417,7 @@ void tcp_check_deferred(tcp_ep_t *ep)
 {
     while (ep->dn_count && !gw_ep_failed(B(ep))) {
         dnotify_t *d = &ep->dn[ep->dn_head];
-        gw_list_t *f = gw_list_first(&B(ep)->outstanding);
-        gw_request_t *o = f ? gw_container_of(f, gw_request_t, link) : NULL;
+        gw_request_t *o = gw_ep_oldest_op(B(ep));
         if (o && o->seq < d->seq)
             return; /* an earlier operation is in flight */
         gw_request_t *held = o && o->seq == d->seq ? o : NULL;
@@ -428,21 +430,18 @@ void tcp_check_deferred(tcp_ep_t *ep)
         if (!dropped && send_frame(&ep->conns[0], &h, NULL, 0, NULL) < 0)
             return; /* the endpoint failed: it failed the held request too */
         if (held) {
-            held->tl_flags &= (uint16_t)~TLF_NOTIFY_HELD;
+            held->tl_flags &= (uint16_t)~(TLF_NOTIFY_HELD | TLF_NOTIFY_DEFERRED);
             gw_ep_op_done(B(ep), held, GW_OK);
         }
     }
 }
 
 /* Completes r, or - a put_notify or notifying batch whose notification is
- * deferred (tcp_put_notify) and whose data is all in place - holds it until
+ * deferred (tcp_dn_push) and whose data is all in place - holds it until
  * tcp_check_deferred sends that notification. */
 void tcp_op_done(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
 {
-    int deferred = 0;
-    for (size_t i = 0; st == GW_OK && i < ep->dn_count && !deferred; i++)
-        deferred = ep->dn[(ep->dn_head + i) % ep->dn_cap].seq == r->seq;
-    if (deferred)
+    if (st == GW_OK && (r->tl_flags & TLF_NOTIFY_DEFERRED))
         r->tl_flags |= TLF_NOTIFY_HELD;
     else
         gw_ep_op_done(B(ep), r, st);
@@ -502,7 +501,7 @@ gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req)
     int single = req->len < ep->tif->stripe_min || tcp_open_streams(ep) <= 1;
     if (single && ep->striped_puts == 0 && ep->dn_count == 0)
         return post_pieces(ep, req, GW_TCP_PUT, GW_TCP_F_NOTIFY); /* in order on stream 0 */
-    if (tcp_dn_push(ep, req->seq, req->value, 0) != 0)
+    if (tcp_dn_push(ep, req, req->value, 0) != 0)
         return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory deferring a notification");
     return post_pieces(ep, req, GW_TCP_PUT, 0);
 }

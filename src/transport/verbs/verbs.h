@@ -325,6 +325,13 @@ static inline gw_verbs_wr_t *gw_verbs_ring_at(const gw_verbs_qp_t *q, uint64_t s
     return &q->ring[seq & q->ring_mask];
 }
 
+/* The newest ring record claimed on QP q (gw_verbs_wr_add's): where a
+ * staged WR's chunk or job index (aux) goes. */
+static inline gw_verbs_wr_t *gw_verbs_ring_newest(const gw_verbs_qp_t *q)
+{
+    return gw_verbs_ring_at(q, q->head - 1);
+}
+
 /* A control message waiting for a send slot. */
 typedef struct gw_verbs_ctrl {
     uint8_t type;
@@ -570,14 +577,18 @@ struct ibv_send_wr *gw_verbs_wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_re
  * waits.  Returns the number posted. */
 int gw_verbs_cover(gw_verbs_ep_t *ep, int idle);
 
-/* Has some queue pair an unsignalled tail (WRs posted after its last
- * signalled one and not yet retired)?  Without one gw_verbs_cover has
- * nothing to do; asked inline first, as every pass with completions would
- * call it (a latency loop's puts are signalled: no tail). */
+/* Has QP q an unsignalled tail (WRs posted after its last signalled one
+ * and not yet retired)?  Has some QP of ep one?  Without one gw_verbs_cover
+ * has nothing to do; asked inline first, as every pass with completions
+ * would call it (a latency loop's puts are signalled: no tail). */
+static inline int qp_unsig_tail(const gw_verbs_qp_t *q)
+{
+    return q->used && q->head != q->sig_end;
+}
 static inline int vep_unsig_tail(const gw_verbs_ep_t *ep)
 {
     for (int qi = 0; qi < ep->nqps; qi++)
-        if (ep->qps[qi].used && ep->qps[qi].head != ep->qps[qi].sig_end)
+        if (qp_unsig_tail(&ep->qps[qi]))
             return 1;
     return 0;
 }

@@ -939,8 +939,8 @@ int gw_verbs_cover(gw_verbs_ep_t *ep, int idle)
     int n = 0, flush = !gw_list_empty(&ep->super.base->flushes);
     for (int qi = 0; qi < ep->nqps && !vep_failed(ep); qi++) {
         gw_verbs_qp_t *q = &ep->qps[qi];
-        if (!q->used || q->head == q->sig_end)
-            continue; /* no unsignalled tail */
+        if (!qp_unsig_tail(q))
+            continue;
         int in_flight = q->sig_end > q->tail; /* a signalled WR will retire some of it */
         if (flush || (!in_flight && (q->prompt || idle || vep_queued(ep))))
             n += cover_post(ep, qi);

@@ -432,7 +432,7 @@ static int vbs_chunk_wrs(gw_verbs_ep_t *ep, batch_t *b, unsigned ci)
         }
         n = GW_MIN(GW_MIN(n, rleft), maxmsg);
         struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, NULL, sr->dir ? WR_SGET : WR_SPUT, -1, (uint32_t)n);
-        gw_verbs_ring_at(&ep->qps[0], ep->qps[0].head - 1)->aux = ci + 1;
+        gw_verbs_ring_newest(&ep->qps[0])->aux = ci + 1;
         w->opcode = sr->dir ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
         w->wr.rdma.remote_addr = raddr;
         w->wr.rdma.rkey = rkey;
@@ -572,7 +572,7 @@ static int stg_chunk_xfer(gw_verbs_ep_t *ep, batch_t *b, unsigned ci)
         }
         int kind = sr->dir ? WR_SGET : WR_SPUT;
         struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, NULL, kind, -1, ch->len);
-        gw_verbs_ring_at(&ep->qps[0], ep->qps[0].head - 1)->aux = ci + 1;
+        gw_verbs_ring_newest(&ep->qps[0])->aux = ci + 1;
         w->opcode = sr->dir ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
         w->wr.rdma.remote_addr = sr->raddr + ch->off;
         w->wr.rdma.rkey = rkey;
@@ -1186,7 +1186,7 @@ static void lj_post(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
                j->list[j->pi].iaddr + j->po == ia + n)
             n += lj_take(j, &j->pi, &j->po, j->piece - j->pposted - n, &t2, &ia2, &rk2);
         struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, NULL, j->dir ? WR_SWRITE : WR_SREAD, -1, n);
-        gw_verbs_ring_at(&ep->qps[0], ep->qps[0].head - 1)->aux = ji + 1;
+        gw_verbs_ring_newest(&ep->qps[0])->aux = ji + 1;
         w->opcode = j->dir ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
         w->wr.rdma.remote_addr = ia;
         w->wr.rdma.rkey = rk;
@@ -1460,7 +1460,7 @@ static void stg_job_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
             j->piece = (uint32_t)GW_MIN((size_t)(j->len - j->done), gw_staging_chunk(j->eng->st));
             if (j->dir == 0) {
                 struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, NULL, WR_SREAD, -1, j->piece);
-                gw_verbs_ring_at(&ep->qps[0], ep->qps[0].head - 1)->aux = ji + 1;
+                gw_verbs_ring_newest(&ep->qps[0])->aux = ji + 1;
                 w->opcode = IBV_WR_RDMA_READ;
                 w->wr.rdma.remote_addr = j->iaddr + j->done;
                 w->wr.rdma.rkey = j->irkey;
@@ -1492,7 +1492,7 @@ static void stg_job_step(gw_verbs_ep_t *ep, batch_t *b, unsigned ji)
             if (!qp_room(ep, b, 0))
                 return; /* (test again next pass: returns 1 at once) */
             struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, 0, NULL, WR_SWRITE, -1, j->piece);
-            gw_verbs_ring_at(&ep->qps[0], ep->qps[0].head - 1)->aux = ji + 1;
+            gw_verbs_ring_newest(&ep->qps[0])->aux = ji + 1;
             w->opcode = IBV_WR_RDMA_WRITE;
             w->wr.rdma.remote_addr = j->iaddr + j->done;
             w->wr.rdma.rkey = j->irkey;
