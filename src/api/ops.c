@@ -113,10 +113,7 @@ static gw_status_t submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
     r->flags |= GW_REQF_USER;
     gw_status_t st = fn(ep->tl, r);
     if (st != GW_OK) {
-        if (r->flags & GW_REQF_QUEUED) {
-            gw_list_del(&r->link);
-            r->flags &= (uint8_t)~GW_REQF_QUEUED;
-        }
+        gw_ep_op_unstart(&ep->base, r); /* (and any deferred notification: none goes out) */
         if (r->use_count) {
             (*r->use_count)--;
             r->use_count = NULL;

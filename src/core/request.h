@@ -76,7 +76,9 @@ typedef enum gw_op_type {
 enum {
     GW_REQF_USER = 1u << 0,  /* the caller holds the handle */
     GW_REQF_FREED = 1u << 1, /* the caller freed it while in progress */
-    GW_REQF_QUEUED = 1u << 2 /* on the endpoint's outstanding list */
+    GW_REQF_QUEUED = 1u << 2, /* on the endpoint's outstanding list */
+    GW_REQF_NDEFER = 1u << 3, /* its notification waits its turn (gw_ep_notify_defer) */
+    GW_REQF_NHELD = 1u << 4   /* ... and its own data is in place */
 };
 
 struct gw_request {

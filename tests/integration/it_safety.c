@@ -263,6 +263,32 @@ int main(void)
             CHECK_ST(st, GW_ERR_INVALID_KEY);
         }
     }
+    /* a put_notify the target refuses sends no notification, also when it
+     * is large enough to go striped over tcp (its notification deferred
+     * behind the pieces: tcp used to send it anyway once older operations
+     * were done); the next put_notify's is the one that arrives */
+    f = g_verbs ? NULL : forge(g_keys[R_RW], fl[R_RW], 32, RLEN + (2u << 20), 8);
+    if (f) {
+        const size_t big = 1u << 20; /* over tcp's striping threshold (512 KiB) */
+        uint8_t *bigbuf = it_alloc(big);
+        gw_status_t st = op_result(gw_put_notify(ep, bigbuf, big, NULL, g_ra[R_RW] + RLEN, f, 77, &r), &r);
+        fprintf(stderr, "put_notify of %zu bytes through a key forged to %u more bytes -> %s\n", big, 2u << 20,
+                gw_status_name(st));
+        CHECK_ST(st, GW_ERR_OUT_OF_BOUNDS);
+        gw_rkey_destroy(f);
+        gw_ep_info_t pi = {.size = sizeof(pi)};
+        IT_OK(ctx, gw_ep_query(ep, &pi));
+        fprintf(stderr, "  (over %s)\n", pi.path);
+        CHECK_ST(op_result(gw_put_notify(ep, bigbuf, 0, NULL, g_ra[R_RW], g_rk[R_RW], 78, &r), &r), GW_OK);
+        it_cmd_t w = {.type = IT_CMD_NOTIFY_ANY, .off = 10000};
+        it_reply_t got = it_target_cmd(&T, &w, ctx);
+        CHECK_ST((gw_status_t)got.a, GW_OK);
+        CHECK(got.b == 78); /* not 77 */
+        w.off = 300;
+        got = it_target_cmd(&T, &w, ctx);
+        CHECK_ST((gw_status_t)got.a, GW_ERR_TIMEOUT); /* and nothing after it */
+        free(bigbuf);
+    }
     for (int i = 0; i < 3; i++)
         untouched(i, "forged keys");
 

@@ -5,7 +5,9 @@
  * base pieces the transports share: the on_fail teardown hook (run once, by
  * the first failure), the unexpected-message store (eager and rendezvous
  * records, delivery, truncation), generation-counted op ids, liveness
- * verdicts and region checks. */
+ * verdicts and region checks; deferred notifications (sent in posting
+ * order once every older operation completed, none for a failed or
+ * refused operation). */
 #include <stdlib.h>
 
 #include "core/core.h"
@@ -462,6 +464,143 @@ static void test_liveness_region(gw_core_t *c)
     CHECK(m == NULL);
 }
 
+/* Deferred notifications: the base's sender records what it was asked to send. */
+static uint64_t sent[8];
+static int nsent;
+static gw_status_t send_result;
+static gw_ep_base_t *send_fails_ep; /* when set, sending fails this endpoint first */
+static gw_status_t notify_out(void *arg, gw_request_t *req)
+{
+    (void)arg;
+    CHECK(!(req->flags & GW_REQF_QUEUED)); /* off the outstanding list before it is sent */
+    CHECK_ST(req->status, GW_INPROGRESS);
+    if (send_fails_ep) {
+        gw_ep_fail(send_fails_ep, GW_ERR_CONN_RESET, "send of the notification failed");
+        return GW_ERR_CONN_RESET;
+    }
+    if (nsent < 8)
+        sent[nsent++] = req->value;
+    return send_result;
+}
+
+static gw_request_t *noted(gw_core_t *c, gw_ep_base_t *b, uint64_t value)
+{
+    gw_request_t *r = op(c, b, 1);
+    r->op = GW_OP_PUT_NOTIFY;
+    r->value = value;
+    CHECK(gw_ep_notify_defer(b, r) == 0);
+    return r;
+}
+
+static void test_deferred_notify(gw_core_t *c)
+{
+    gw_ep_base_t b;
+    gw_ep_base_init(&b, c);
+    nsent = 0;
+    send_result = GW_OK;
+    send_fails_ep = NULL;
+
+    /* no sender: a deferral is refused, not left to hang */
+    gw_request_t *x = op(c, &b, 1);
+    CHECK(gw_ep_notify_defer(&b, x) == -1);
+    b.notify_out = notify_out;
+    CHECK(gw_ep_notify_defer(&b, x) == 0);
+    CHECK(gw_ep_notify_defer(&b, x) == -1); /* twice: refused */
+    gw_ep_op_done(&b, x, GW_OK);
+    CHECK(nsent == 1 && sent[0] == 0); /* oldest and in place: sent at once */
+    CHECK_ST(x->status, GW_OK);
+    CHECK(gw_ep_notify_pending(&b) == 0);
+    gw_req_release(x);
+
+    /* a put, then two put_notify: the later lands first, the put last */
+    nsent = 0;
+    gw_request_t *p = op(c, &b, 1), *n1 = noted(c, &b, 11), *n2 = noted(c, &b, 12);
+    gw_request_t *fl = flush(c, &b);
+    CHECK(gw_ep_notify_pending(&b) == 2);
+    gw_ep_op_done(&b, n2, GW_OK);
+    gw_ep_op_done(&b, n1, GW_OK);
+    CHECK(nsent == 0); /* the put is still moving */
+    CHECK_ST(n1->status, GW_INPROGRESS);
+    CHECK_ST(n2->status, GW_INPROGRESS);
+    CHECK_ST(fl->status, GW_INPROGRESS); /* the held ones are still outstanding */
+    gw_ep_op_done(&b, p, GW_OK);
+    CHECK(nsent == 2 && sent[0] == 11 && sent[1] == 12); /* posting order */
+    CHECK_ST(n1->status, GW_OK);
+    CHECK_ST(n2->status, GW_OK);
+    CHECK_ST(fl->status, GW_OK);
+    CHECK(gw_ep_notify_pending(&b) == 0);
+    gw_request_t *done1[] = {p, n1, n2, fl};
+    for (size_t i = 0; i < 4; i++)
+        gw_req_release(done1[i]);
+
+    /* a put_notify that fails sends nothing; the next one still goes */
+    nsent = 0;
+    gw_request_t *f1 = noted(c, &b, 21), *f2 = noted(c, &b, 22);
+    gw_ep_op_done(&b, f2, GW_OK);
+    gw_ep_op_done(&b, f1, GW_ERR_OUT_OF_BOUNDS);
+    CHECK_ST(f1->status, GW_ERR_OUT_OF_BOUNDS);
+    CHECK(nsent == 1 && sent[0] == 22);
+    CHECK_ST(f2->status, GW_OK);
+    gw_req_release(f1);
+    gw_req_release(f2);
+
+    /* a posting refused after the deferral (tcp out of memory): taken back,
+     * and a later one is not held behind it, nor is its value ever sent */
+    nsent = 0;
+    gw_request_t *u = noted(c, &b, 31);
+    gw_ep_op_unstart(&b, u);
+    CHECK(!(u->flags & (GW_REQF_QUEUED | GW_REQF_NDEFER)));
+    CHECK(gw_ep_notify_pending(&b) == 0);
+    u->status = GW_ERR_NOMEM; /* as submit() drops it */
+    gw_req_release(u);
+    gw_request_t *v = noted(c, &b, 32);
+    gw_ep_op_done(&b, v, GW_OK);
+    CHECK(nsent == 1 && sent[0] == 32);
+    gw_req_release(v);
+
+    /* the sender's error completes the request with it */
+    nsent = 0;
+    send_result = GW_ERR_NOMEM;
+    gw_request_t *w = noted(c, &b, 41);
+    gw_ep_op_done(&b, w, GW_OK);
+    CHECK_ST(w->status, GW_ERR_NOMEM);
+    CHECK(gw_ep_notify_pending(&b) == 0);
+    gw_req_release(w);
+    send_result = GW_OK;
+
+    /* sending fails the endpoint: the one being sent and the rest fail */
+    nsent = 0;
+    gw_request_t *h1 = noted(c, &b, 51), *h2 = noted(c, &b, 52), *h3 = op(c, &b, 1);
+    gw_ep_op_done(&b, h2, GW_OK);
+    send_fails_ep = &b;
+    gw_ep_op_done(&b, h1, GW_OK);
+    CHECK_ST(h1->status, GW_ERR_CONN_RESET);
+    CHECK_ST(h2->status, GW_ERR_CONN_RESET);
+    CHECK_ST(h3->status, GW_ERR_CONN_RESET);
+    CHECK(nsent == 0);
+    CHECK(gw_ep_notify_pending(&b) == 0);
+    CHECK(gw_list_empty(&b.outstanding));
+    send_fails_ep = NULL;
+    gw_request_t *hs[] = {h1, h2, h3};
+    for (size_t i = 0; i < 3; i++)
+        gw_req_release(hs[i]);
+    gw_ep_base_fini(&b);
+
+    /* the endpoint fails while one is held: no notification, it fails */
+    gw_ep_base_init(&b, c);
+    b.notify_out = notify_out;
+    nsent = 0;
+    gw_request_t *g = op(c, &b, 1), *gn = noted(c, &b, 61);
+    gw_ep_op_done(&b, gn, GW_OK);
+    gw_ep_fail(&b, GW_ERR_PEER_TIMEOUT, "peer silent");
+    CHECK_ST(g->status, GW_ERR_PEER_TIMEOUT);
+    CHECK_ST(gn->status, GW_ERR_PEER_TIMEOUT);
+    CHECK(nsent == 0 && gw_ep_notify_pending(&b) == 0);
+    gw_req_release(g);
+    gw_req_release(gn);
+    gw_ep_base_fini(&b);
+}
+
 int main(void)
 {
     gw_core_t c;
@@ -470,6 +609,7 @@ int main(void)
     test_order_and_flush(&c);
     test_fail(&c);
     test_notify(&c);
+    test_deferred_notify(&c);
     test_matching(&c);
     test_fail_hook(&c);
     test_unexp_store(&c);

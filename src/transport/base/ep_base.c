@@ -84,15 +84,81 @@ static void check_flushes(gw_ep_base_t *b)
     }
 }
 
+static void op_complete(gw_request_t *req, gw_status_t status)
+{
+    if (status != GW_OK && req->err_sink && *req->err_sink == GW_OK)
+        *req->err_sink = status;
+    gw_req_complete(req, status);
+}
+
+/* Sends the notification of each held request at the head of the
+ * outstanding list (every older operation is complete), and completes it. */
+static void notes_check(gw_ep_base_t *b)
+{
+    if (b->in_notes) /* a completion inside notify_out: the loop below goes on */
+        return;
+    b->in_notes = 1;
+    gw_list_t *f;
+    while (b->ndeferred && !gw_ep_failed(b) && (f = gw_list_first(&b->outstanding)) != NULL) {
+        gw_request_t *o = gw_container_of(f, gw_request_t, link);
+        if (!(o->flags & GW_REQF_NHELD))
+            break; /* the oldest operation is still moving */
+        gw_list_del(f);
+        o->flags &= (uint8_t)~(GW_REQF_QUEUED | GW_REQF_NDEFER | GW_REQF_NHELD);
+        b->ndeferred--;
+        /* off the list first: if sending fails the endpoint, gw_ep_fail
+         * completes the others, and this one is completed here */
+        gw_status_t st = b->notify_out(b->notify_arg, o);
+        if (st == GW_OK && gw_ep_failed(b))
+            st = b->error;
+        op_complete(o, st);
+    }
+    b->in_notes = 0;
+}
+
+int gw_ep_notify_defer(gw_ep_base_t *b, gw_request_t *req)
+{
+    if (!b->notify_out || !(req->flags & GW_REQF_QUEUED) || (req->flags & GW_REQF_NDEFER))
+        return -1; /* a transport bug: nothing would ever send it */
+    req->flags |= GW_REQF_NDEFER;
+    b->ndeferred++;
+    return 0;
+}
+
 void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
 {
+    if (req->flags & GW_REQF_NDEFER) {
+        if (status == GW_OK && (req->flags & GW_REQF_QUEUED) && !gw_ep_failed(b)) {
+            req->flags |= GW_REQF_NHELD; /* its notification waits its turn */
+            notes_check(b);
+            check_flushes(b);
+            return;
+        }
+        req->flags &= (uint8_t)~(GW_REQF_NDEFER | GW_REQF_NHELD); /* failed: no notification */
+        b->ndeferred--;
+    }
     if (req->flags & GW_REQF_QUEUED) {
         gw_list_del(&req->link);
         req->flags &= (uint8_t)~GW_REQF_QUEUED;
     }
-    if (status != GW_OK && req->err_sink && *req->err_sink == GW_OK)
-        *req->err_sink = status;
-    gw_req_complete(req, status);
+    op_complete(req, status);
+    if (b->ndeferred) /* a held one may be at the head now */
+        notes_check(b);
+    check_flushes(b);
+}
+
+void gw_ep_op_unstart(gw_ep_base_t *b, gw_request_t *req)
+{
+    if (req->flags & GW_REQF_NDEFER) {
+        req->flags &= (uint8_t)~(GW_REQF_NDEFER | GW_REQF_NHELD);
+        b->ndeferred--;
+    }
+    if (req->flags & GW_REQF_QUEUED) {
+        gw_list_del(&req->link);
+        req->flags &= (uint8_t)~GW_REQF_QUEUED;
+    }
+    if (b->ndeferred)
+        notes_check(b);
     check_flushes(b);
 }
 

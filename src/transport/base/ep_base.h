@@ -55,6 +55,12 @@ typedef struct gw_ep_base {
      * cleared at ep_destroy. */
     void (*on_fail)(void *arg, gw_status_t status);
     void *on_fail_arg;
+    /* deferred notifications (gw_ep_notify_defer): how many are not sent yet,
+     * and the transport's sender, set at ep_connect like on_fail */
+    uint32_t ndeferred;
+    uint8_t in_notes;         /* gw_ep_notes_check is running (no nesting) */
+    gw_status_t (*notify_out)(void *arg, gw_request_t *req);
+    void *notify_arg;
 } gw_ep_base_t;
 
 /* Has the endpoint failed?  The one truth; transports keep no flag of their own. */
@@ -100,8 +106,37 @@ void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
 void gw_ep_work_begins(gw_ep_base_t *b);
 /* Queues req (sets seq) as outstanding. */
 void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req);
-/* Completes an outstanding request and any flush it was holding back. */
+/* Completes an outstanding request and any flush it was holding back; a
+ * deferred one (below) whose data is in place is held instead. */
 void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status);
+/* Takes back a request queued by gw_ep_op_start whose posting failed: it
+ * leaves the outstanding list, and a deferral (below) is undone, so no
+ * notification of a refused operation can go out later. */
+void gw_ep_op_unstart(gw_ep_base_t *b, gw_request_t *req);
+
+/* Deferred notifications, for transports on which a notification could
+ * overtake the data of earlier puts (tcp's striped streams, intra's copies
+ * on several engines).  One rule for them all: a deferred notification goes
+ * out once its own operation's data is in place and every operation posted
+ * before it has completed; that operation completes only then, so a
+ * completed put_notify (or notifying batch) means every earlier put has
+ * landed, as on verbs, where the QP's order gives it.
+ *  - at posting, the transport calls gw_ep_notify_defer(b, req) (req
+ *    outstanding: gw_ep_op_start ran; b->notify_out set);
+ *  - when req's data is in place it calls gw_ep_op_done(b, req, GW_OK) as
+ *    for any operation: the base holds req until its turn, then calls
+ *    b->notify_out(b->notify_arg, req) to send the notification (req is off
+ *    the outstanding list by then) and completes req with what that
+ *    returned;
+ *  - a deferred operation that fails (its own error, the endpoint's) sends
+ *    no notification; gw_ep_notify_pending(b) counts the ones not sent
+ *    yet (a transport that sends a notification in line with its data must
+ *    see 0, or it would pass them). */
+int gw_ep_notify_defer(gw_ep_base_t *b, gw_request_t *req);
+static inline uint32_t gw_ep_notify_pending(const gw_ep_base_t *b)
+{
+    return b->ndeferred;
+}
 /* Adds a flush; completes it at once when nothing older is outstanding. */
 void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req);
 /* Work that waits on the peer: an outstanding operation, a flush or a posted

@@ -276,7 +276,6 @@ static void on_fin(intra_ep_t *e, const gw_intra_hdr_t *h)
             gw_status_t st = (gw_status_t)(int64_t)h->b;
             req->length = st == GW_OK ? req->len : 0;
             gw_ep_op_done(e->super.base, req, st);
-            intra_check_notifies(e);
             return;
         }
     }

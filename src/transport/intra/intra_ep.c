@@ -51,7 +51,6 @@ static void ep_abort(intra_ep_t *e, gw_status_t st, int external)
         gw_ep_recv_done(e->super.base, req, 0, req->rtag, err);
     }
     gw_list_init(&e->waiting);
-    gw_list_init(&e->notifies);
     gw_list_init(&e->sends);
 }
 
@@ -68,6 +67,8 @@ static void intra_hook(intra_ep_t *e)
 {
     e->super.base->on_fail = intra_on_fail;
     e->super.base->on_fail_arg = e;
+    e->super.base->notify_out = intra_notify_out;
+    e->super.base->notify_arg = e;
 }
 
 void intra_ep_fail(intra_ep_t *e, gw_status_t st, const char *fmt, const char *detail)
@@ -91,48 +92,30 @@ int intra_ep_dead(intra_ep_t *e)
     return e->failed;
 }
 
-void intra_check_notifies(intra_ep_t *e)
+/* The base's sender of a deferred notification (ep_base.h): every put_notify
+ * and notifying batch is deferred here (intra_submit), because copies on
+ * several engines (CMA, memcpy, CUDA streams) land out of posting order.
+ * b = 1: a counted notification of id a (a batch's). */
+gw_status_t intra_notify_out(void *arg, gw_request_t *req)
 {
-    gw_list_t *p;
-    while ((p = gw_list_first(&e->notifies)) != NULL) {
-        gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
-        if (gw_ep_oldest_seq(e->super.base) < req->seq)
-            return; /* an older put is still moving */
-        gw_list_del(p);
-        /* b = 1: a counted notification of id a (a batch's) */
-        gw_intra_hdr_t h = {.type = GW_INTRA_M_NOTIFY, .a = req->value,
-                            .b = req->op == GW_OP_BATCH && req->batch->notify == GW_NOTIFY_COUNTED};
-        gw_status_t st = intra_out_msg(e, &h, NULL);
-        gw_ep_op_done(e->super.base, req, st);
-    }
+    intra_ep_t *e = arg;
+    gw_intra_hdr_t h = {.type = GW_INTRA_M_NOTIFY, .a = req->value,
+                        .b = req->op == GW_OP_BATCH && req->batch->notify == GW_NOTIFY_COUNTED};
+    return intra_out_msg(e, &h, NULL);
 }
 
-/* A put/get/put_notify's bytes are where they belong (or failed). */
+/* A put/get/put_notify's bytes are where they belong (or failed); a
+ * put_notify's request is then held by the base until its notification goes
+ * out (after every older operation: gw_ep_notify_defer). */
 void intra_rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
     intra_slot_leave(e, req);
-    req->length = st == GW_OK ? req->len : 0; /* (a put_notify completes later with it) */
-    if ((req->op == GW_OP_PUT_NOTIFY || (req->op == GW_OP_BATCH && req->batch->notify)) && st == GW_OK) {
-        req->intra.state = ST_LANDED;
-        req->length = req->len;
-        /* kept in posting order, not landing order: intra_check_notifies looks at
-         * the head only, so a small later put that landed first must not
-         * stand in front of an older large one */
-        gw_list_t *at = &e->notifies;
-        while (at->prev != &e->notifies &&
-               gw_container_of(at->prev, gw_request_t, tl_link)->seq > req->seq)
-            at = at->prev;
-        gw_list_push_back(at, &req->tl_link);
-        intra_check_notifies(e);
-        return;
-    }
     req->length = st == GW_OK ? req->len : 0;
     if (GW_IS_ENDPOINT_ERROR(st) && !e->failed) { /* e.g. the peer process vanished under a copy */
         intra_ep_fail(e, st, "intra: %s", e->super.iface->core->errbuf);
         return;
     }
     gw_ep_op_done(e->super.base, req, st);
-    intra_check_notifies(e);
 }
 
 /* A receive's pull finished: tell the sender, complete the receive. */
@@ -208,7 +191,7 @@ int intra_poll_inflight(intra_ep_t *e)
                 st = intra_cu_err(e->super.iface->core, "GPU copy to/from the peer (cuEventQuery)", r);
         }
         intra_cp_t done = *cp;
-        e->cps[i] = e->cps[--e->ncp]; /* completion order does not matter: notifies wait on seq */
+        e->cps[i] = e->cps[--e->ncp]; /* completion order does not matter: notifications wait on seq (ep_base.h) */
         if (done.slot)
             atomic_fetch_sub(&done.slot->inflight, 1);
         op_finished(e, done.req, st);
@@ -408,7 +391,6 @@ gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_
     e->fd = e->lfd = e->bootfd = -1;
     gw_list_init(&e->waiting);
     gw_list_init(&e->waiting_recv);
-    gw_list_init(&e->notifies);
     gw_list_init(&e->sends);
     gw_list_init(&e->imports);
     gw_list_init(&e->fdsets);
@@ -564,6 +546,8 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
     gw_list_t *p, *t;
     if (e->connected && e->super.base->on_fail_arg == e)
         e->super.base->on_fail = NULL;
+    if (e->connected && e->super.base->notify_arg == e)
+        e->super.base->notify_out = NULL;
     /* copies in flight must land before their buffers can go.  An endpoint
      * that never connected has none, and its generic endpoint may already
      * be gone (a failed handshake frees it first): leave it alone then. */

@@ -131,7 +131,6 @@ typedef struct intra_ep {
     gw_list_t waiting_recv; /* receives whose pull waits likewise */
     intra_cp_t *cps;     /* CUDA copies in flight */
     size_t ncp, capcp;
-    gw_list_t notifies;  /* put_notify whose data landed, waiting for older ops */
     gw_list_t sends;     /* rendezvous sends waiting for FIN */
     gw_list_t imports;
     gw_list_t fdsets;
@@ -150,7 +149,7 @@ typedef struct intra_ep {
 } intra_ep_t;
 
 /* request scratch: req->intra (core/request.h) */
-enum { ST_NEW = 0, ST_COPYING = 1, ST_LANDED = 2 };
+enum { ST_NEW = 0, ST_COPYING = 1 };
 
 /* the copy engine: one request's bytes between a local buffer and a peer   */
 typedef struct rdesc {
@@ -167,7 +166,7 @@ typedef struct rdesc {
 /* intra_ep.c */
 void intra_ep_fail(intra_ep_t *e, gw_status_t st, const char *fmt, const char *detail);
 int intra_ep_dead(intra_ep_t *e);
-void intra_check_notifies(intra_ep_t *e);
+gw_status_t intra_notify_out(void *arg, gw_request_t *req);
 void intra_rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st);
 int intra_poll_inflight(intra_ep_t *e);
 void intra_retry_waiting(intra_ep_t *e);

@@ -100,8 +100,6 @@ typedef struct tcpb_piece {
 /* A get's state, kept until it completes (req->tcp.bop); a put keeps none. */
 typedef struct tcpb_op {
     void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
-    tcp_ep_t *ep;
-    int notify;                    /* a deferred notification is queued for the batch */
     uint32_t nruns;
     uint32_t *first;               /* run k: pieces first[k] .. first[k+1]-1 */
     uint64_t *bytes;               /* bytes of run k */
@@ -225,14 +223,6 @@ static void tcpb_op_fini(gw_request_t *r)
     tcpb_op_t *op = r->tcp.bop;
     r->tcp.bop = NULL;
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
-    if (op && op->notify && r->status != GW_OK) { /* a failed batch delivers no notification */
-        tcp_ep_t *ep = op->ep;
-        for (size_t i = 0; i < ep->dn_count; i++) {
-            dnotify_t *d = &ep->dn[(ep->dn_head + i) % ep->dn_cap];
-            if (d->seq == r->seq)
-                d->flags |= DN_DROPPED;
-        }
-    }
     if (op) {
         free(op->first);
         free(op->bytes);
@@ -408,12 +398,15 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
     tcp_ep_t *ep = to_ep(tep);
     const gw_batch_t *b = req->batch;
     gw_core_t *core = CORE(ep);
-    if (b->notify != GW_NOTIFY_NONE &&
-        tcp_dn_push(ep, req, b->value, b->notify == GW_NOTIFY_COUNTED ? GW_TCP_F_COUNTED : 0) != 0)
-        return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory deferring a batch's notification");
+    /* the notification goes out after the batch's runs and every older
+     * operation (the base holds the request: ep_base.h); a posting error
+     * below takes it back (gw_ep_op_unstart) */
+    if (b->notify != GW_NOTIFY_NONE && gw_ep_notify_defer(B(ep), req) != 0)
+        return gw_err(core, GW_ERR_INVALID, "tcp: a batch's notification to %s cannot be deferred (not outstanding)",
+                      B(ep)->peer);
     if (b->n == 0) { /* nothing to move: done now, the notification follows older operations */
         req->length = 0;
-        tcp_op_done(ep, req, GW_OK); /* (held while its notification waits) */
+        gw_ep_op_done(B(ep), req, GW_OK);
         return GW_OK;
     }
     int striped = b->total >= ep->tif->stripe_min && tcp_open_streams(ep) > 1;
@@ -424,16 +417,12 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
     if (cut_batch(b, maxrun, &k) != 0) {
         free(k.pc);
         free(k.first);
-        if (b->notify != GW_NOTIFY_NONE) /* take the notification back */
-            ep->dn_count--;
         return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory cutting a batch of %u entries", b->n);
     }
     uint64_t id;
     if (gw_op_table_alloc(&ep->optab, req, &id) != 0) {
         free(k.pc);
         free(k.first);
-        if (b->notify != GW_NOTIFY_NONE)
-            ep->dn_count--;
         return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for an operation slot");
     }
     req->first_err = GW_OK;
@@ -444,21 +433,17 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         ep->striped_puts++;
     }
     tcpb_op_t *op = NULL;
-    if (b->get || b->notify != GW_NOTIFY_NONE) {
+    if (b->get) {
         op = calloc(1, sizeof(*op));
-        uint64_t *bytes = op && b->get ? calloc(k.nruns, sizeof(*bytes)) : NULL;
-        if (!op || (b->get && !bytes)) {
+        uint64_t *bytes = op ? calloc(k.nruns, sizeof(*bytes)) : NULL;
+        if (!bytes) {
             free(op);
             free(k.pc);
             free(k.first);
             gw_op_table_free(&ep->optab, req);
-            if (b->notify != GW_NOTIFY_NONE)
-                ep->dn_count--;
             return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for a batch");
         }
         op->bytes = bytes;
-        op->ep = ep;
-        op->notify = b->notify != GW_NOTIFY_NONE;
         op->fini = req->fini;
         req->fini = tcpb_op_fini;
         req->tcp.bop = op;

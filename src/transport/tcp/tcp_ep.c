@@ -25,7 +25,8 @@ gw_request_t *tcp_slot_get(tcp_ep_t *ep, uint64_t id, unsigned opmask)
 }
 
 /* The endpoint's teardown (base on_fail): receives in rendezvous are held
- * only by their slot, the streams close, deferred notifications go. */
+ * only by their slot, the streams close (deferred notifications: the base
+ * fails their requests, none is sent). */
 static void tcp_on_fail(void *arg, gw_status_t st)
 {
     tcp_ep_t *ep = arg;
@@ -39,7 +40,6 @@ static void tcp_on_fail(void *arg, gw_status_t st)
     }
     for (int i = 0; i < ep->nconns; i++)
         conn_close(&ep->conns[i]);
-    ep->dn_count = 0;
     ep->striped_puts = 0;
 }
 
@@ -312,6 +312,8 @@ gw_status_t tcp_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t *a
     peer->bootstrap_fd = -1;
     B(ep)->on_fail = tcp_on_fail;
     B(ep)->on_fail_arg = ep;
+    B(ep)->notify_out = tcp_notify_out;
+    B(ep)->notify_arg = ep;
     gw_list_push_back(&ep->tif->eps, &ep->link);
     B(ep)->last_rx_ns = gw_now_ns();
     if (!peer->is_server) {
@@ -378,6 +380,8 @@ void tcp_ep_destroy(gw_tl_ep_t *tep)
             tcp_fail(ep, GW_ERR_CANCELED, "endpoint to %s closed with work outstanding", B(ep)->peer);
         if (B(ep)->on_fail_arg == ep)
             B(ep)->on_fail = NULL;
+        if (B(ep)->notify_arg == ep)
+            B(ep)->notify_out = NULL;
     }
     for (int i = 0; i < GW_TCP_MAX_STREAMS; i++) {
         if (ep->conns[i].fd >= 0) {
@@ -394,7 +398,6 @@ void tcp_ep_destroy(gw_tl_ep_t *tep)
         free(t);
     }
     gw_op_table_fini(&ep->optab);
-    free(ep->dn);
     free(ep);
 }
 

@@ -160,12 +160,6 @@ typedef struct tcp_iface {
     char bkernel[200];       /* path text: how GPU entries of batches move */
 } tcp_iface_t;
 
-typedef struct dnotify {
-    uint64_t seq, val;
-    uint8_t flags;       /* GW_TCP_F_COUNTED, DN_DROPPED */
-} dnotify_t;
-#define DN_DROPPED 0x80  /* its batch failed: not sent (tcp_batch.c) */
-
 struct tcp_ep {
     gw_tl_ep_t super;
     tcp_iface_t *tif;
@@ -175,18 +169,14 @@ struct tcp_ep {
     int local_streams;
     gw_op_table_t optab; /* requests the peer answers, by the id in their frames */
     tx_item_t *txfree;
-    dnotify_t *dn;       /* deferred notifications, FIFO ring */
-    size_t dn_head, dn_count, dn_cap;
     uint32_t striped_puts;
     int peer_closed, closing; /* failure: gw_ep_failed(base) */
     uint64_t last_ping_ns;
 };
 
-/* TLF_NOTIFY_DEFERRED: a put_notify's (or notifying batch's) notification
- * waits in ep->dn (tcp_dn_push); its request completes when that goes out.
- * TLF_NOTIFY_HELD: such a request's data is all in place, and it waits for
- * that (tcp_check_deferred completes it then: every earlier put has landed). */
-enum { TLF_STRIPED = 1, TLF_NOTIFY_HELD = 2, TLF_NOTIFY_DEFERRED = 4 };
+/* TLF_STRIPED: a put whose pieces go over several streams (counted in
+ * ep->striped_puts: a notification sent in line on stream 0 could pass it). */
+enum { TLF_STRIPED = 1 };
 
 static inline tcp_ep_t *to_ep(gw_tl_ep_t *e) { return gw_container_of(e, tcp_ep_t, super); }
 static inline tcp_iface_t *to_if(gw_tl_iface_t *i) { return gw_container_of(i, tcp_iface_t, super); }
@@ -246,9 +236,9 @@ int tcp_send_lazy(conn_t *c, uint8_t type, int32_t aux, uint64_t id, uint64_t le
 conn_t *tcp_least_loaded(tcp_ep_t *ep);
 int tcp_open_streams(tcp_ep_t *ep);
 size_t tcp_piece_size(tcp_ep_t *ep, size_t len);
-int tcp_dn_push(tcp_ep_t *ep, gw_request_t *req, uint64_t val, uint8_t flags);
-void tcp_check_deferred(tcp_ep_t *ep);
-void tcp_op_done(tcp_ep_t *ep, gw_request_t *r, gw_status_t st);
+/* The base's sender of a deferred notification (ep_base.h): a NOTIFY frame
+ * on stream 0, carrying the put_notify's or the batch's value. */
+gw_status_t tcp_notify_out(void *arg, gw_request_t *req);
 void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st);
 gw_status_t tcp_put(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req);

@@ -3,6 +3,7 @@
  * notifications, and the put/get/send operations.
  * Private objects: tcp_int.h. */
 #include "transport/tcp/tcp_int.h"
+#include "transport/base/batch.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -87,7 +88,6 @@ void tcp_tx_done(conn_t *c, tx_item_t *t)
     if (r) { /* eager send: the message is on its way */
         r->length = r->len;
         gw_ep_op_done(B(ep), r, GW_OK);
-        tcp_check_deferred(ep);
     }
 }
 
@@ -386,66 +386,16 @@ size_t tcp_piece_size(tcp_ep_t *ep, size_t len)
     return per < chunk ? per : chunk;
 }
 
-/* Defers req's notification (value val) until every put up to it has
- * landed (tcp_check_deferred); req completes then (TLF_NOTIFY_DEFERRED). */
-int tcp_dn_push(tcp_ep_t *ep, gw_request_t *req, uint64_t val, uint8_t flags)
+gw_status_t tcp_notify_out(void *arg, gw_request_t *req)
 {
-    if (ep->dn_count == ep->dn_cap) {
-        size_t ncap = ep->dn_cap ? ep->dn_cap * 2 : 32;
-        dnotify_t *q = malloc(ncap * sizeof(*q));
-        if (!q)
-            return -1;
-        for (size_t i = 0; i < ep->dn_count; i++)
-            q[i] = ep->dn[(ep->dn_head + i) % ep->dn_cap];
-        free(ep->dn);
-        ep->dn = q;
-        ep->dn_cap = ncap;
-        ep->dn_head = 0;
-    }
-    ep->dn[(ep->dn_head + ep->dn_count) % ep->dn_cap] = (dnotify_t){req->seq, val, flags};
-    ep->dn_count++;
-    req->tl_flags |= TLF_NOTIFY_DEFERRED;
-    return 0;
-}
-
-/* A notification goes out once every put posted up to it has landed: the
- * operations before it completed, and its own (held: tcp_op_done) has all
- * its data in place.  Then its operation completes, so that a put_notify's
- * completion says what it does on verbs: every earlier put has landed (a
- * get posted after it, on any stream, reads their data). */
-void tcp_check_deferred(tcp_ep_t *ep)
-{
-    while (ep->dn_count && !gw_ep_failed(B(ep))) {
-        dnotify_t *d = &ep->dn[ep->dn_head];
-        gw_request_t *o = gw_ep_oldest_op(B(ep));
-        if (o && o->seq < d->seq)
-            return; /* an earlier operation is in flight */
-        gw_request_t *held = o && o->seq == d->seq ? o : NULL;
-        if (held && !(held->tl_flags & TLF_NOTIFY_HELD))
-            return; /* its own data is not all in place yet */
-        gw_tcp_hdr_t h = {.type = GW_TCP_NOTIFY, .flags = d->flags & ~DN_DROPPED, .val = d->val};
-        int dropped = d->flags & DN_DROPPED;
-        ep->dn_head = (ep->dn_head + 1) % ep->dn_cap;
-        ep->dn_count--;
-        if (!dropped && send_frame(&ep->conns[0], &h, NULL, 0, NULL) < 0)
-            return; /* the endpoint failed: it failed the held request too */
-        if (held) {
-            held->tl_flags &= (uint16_t)~(TLF_NOTIFY_HELD | TLF_NOTIFY_DEFERRED);
-            gw_ep_op_done(B(ep), held, GW_OK);
-        }
-    }
-}
-
-/* Completes r, or - a put_notify or notifying batch whose notification is
- * deferred (tcp_dn_push) and whose data is all in place - holds it until
- * tcp_check_deferred sends that notification. */
-void tcp_op_done(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
-{
-    if (st == GW_OK && (r->tl_flags & TLF_NOTIFY_DEFERRED))
-        r->tl_flags |= TLF_NOTIFY_HELD;
-    else
-        gw_ep_op_done(B(ep), r, st);
-    tcp_check_deferred(ep);
+    tcp_ep_t *ep = arg;
+    const gw_batch_t *b = req->op == GW_OP_BATCH ? req->batch : NULL;
+    gw_tcp_hdr_t h = {.type = GW_TCP_NOTIFY,
+                      .flags = b && b->notify == GW_NOTIFY_COUNTED ? GW_TCP_F_COUNTED : 0,
+                      .val = req->value}; /* (a batch's value too: gw_xfer_batch sets it) */
+    if (send_frame(&ep->conns[0], &h, NULL, 0, NULL) < 0)
+        return gw_ep_failed(B(ep)) ? B(ep)->error : GW_ERR_CONN_RESET; /* stream 0 is gone */
+    return GW_OK;
 }
 
 void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
@@ -456,7 +406,7 @@ void tcp_op_finish(tcp_ep_t *ep, gw_request_t *r, gw_status_t st)
         ep->striped_puts--;
     }
     r->length = st == GW_OK ? r->len : r->done;
-    tcp_op_done(ep, r, st);
+    gw_ep_op_done(B(ep), r, st); /* (a deferred notification's request is held: ep_base.h) */
 }
 
 static gw_status_t post_pieces(tcp_ep_t *ep, gw_request_t *req, uint8_t type, uint8_t flags)
@@ -499,10 +449,14 @@ gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req)
 {
     tcp_ep_t *ep = to_ep(tep);
     int single = req->len < ep->tif->stripe_min || tcp_open_streams(ep) <= 1;
-    if (single && ep->striped_puts == 0 && ep->dn_count == 0)
+    if (single && ep->striped_puts == 0 && !gw_ep_notify_pending(B(ep)))
         return post_pieces(ep, req, GW_TCP_PUT, GW_TCP_F_NOTIFY); /* in order on stream 0 */
-    if (tcp_dn_push(ep, req, req->value, 0) != 0)
-        return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory deferring a notification");
+    /* its notification could pass a striped put: the base sends it once
+     * every earlier operation and this put's data are in place (and if the
+     * posting below fails, gw_ep_op_unstart takes the deferral back) */
+    if (gw_ep_notify_defer(B(ep), req) != 0)
+        return gw_err(CORE(ep), GW_ERR_INVALID, "tcp: put_notify to %s cannot be deferred (not outstanding)",
+                      B(ep)->peer);
     return post_pieces(ep, req, GW_TCP_PUT, 0);
 }
 
