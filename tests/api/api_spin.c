@@ -62,7 +62,10 @@ int main(void)
     double share = busy_share();
     CHECK(share > 0.02); /* else the machine cannot tell spinning from sleeping */
     double spin = wait_cpu("10000000");
-    CHECK(spin > 0.5 * share);
+    /* the machine's load may rise between the two measures (a parallel
+     * ctest): the spinning wait is judged against the smaller share */
+    double after = busy_share();
+    CHECK(spin > 0.5 * (after < share ? after : share));
     CHECK(wait_cpu("0") < 0.5 * share);
     CHECK(wait_cpu(NULL) < 0.5 * share);
     setenv("GPUWIRE_SPIN_US", "-3", 1);
