@@ -10,7 +10,8 @@
 #include "bootstrap/wire.h"
 
 /* gw_request_wait() calls that may try their endpoint alone (tl.h
- * ep_progress) between two full passes of gw_progress() */
+ * ep_progress) between two full passes of gw_progress() (the next wait
+ * makes that pass first, then tries its endpoint alone too) */
 #define GW_QUICK_WAITS 16u
 /* ... and how many times such a wait polls its endpoint before a full pass
  * (an endpoint's poll is ~0.1-0.2 us under the guest's emulation) */

@@ -380,6 +380,12 @@ typedef struct gw_verbs_ep {
     int sgid_i, dgid_i;      /* positions in local.gids / peer.gids, -1 for IB */
     int path_mtu;            /* enum ibv_mtu */
     uint32_t max_inline;
+    /* a small put's inline WRITE, its fixed fields set once (verbs_ep.c):
+     * the post writes only its address, length, key, id and flags (under
+     * the guest's emulation, building a zeroed ibv_send_wr per put was ~23
+     * instructions on the round trip) */
+    struct ibv_send_wr put_wr;
+    struct ibv_sge put_sge;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
     uint64_t chain_spills;                        /* mid-pass posts of a full chain (gw_verbs_chain_spill) */
     uint64_t wr_covers;      /* zero-length WRITEs posted to complete an unsignalled tail (gw_verbs_cover) */
@@ -459,8 +465,11 @@ enum {
     TLF_RDV = 1u << 5,       /* recv: rendezvous read */
     TLF_CTS = 1u << 7,       /* send: the receiver asked for the data by RDMA WRITE */
     TLF_WFIN = 1u << 8,      /* recv: CTS sent, the sender WRITEs and then says WFIN */
-    TLF_WIMM = 1u << 9       /* send/recv with TLF_CTS/TLF_WFIN: the WRITEs are striped and each
+    TLF_WIMM = 1u << 9,      /* send/recv with TLF_CTS/TLF_WFIN: the WRITEs are striped and each
                               * queue pair used is closed by a WRITE_WITH_IMM instead of a WFIN */
+    TLF_DIRECT = 1u << 10    /* a tracked put of gw_verbs_put_direct: one inline WRITE, nothing
+                              * attached (no slot, registration or staging): its WR's retiring
+                              * completes it at once (verbs_cq.c retire) */
 };
 /* Rendezvous by RDMA WRITE (receive buffer in a region the user opened to
  * remote writes, within one MR): the receiver answers the RTS with CT_CTS

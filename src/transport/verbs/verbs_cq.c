@@ -347,7 +347,12 @@ static void retire(gw_verbs_ep_t *ep, int qi, uint64_t upto)
             gw_verbs_stg_chunk_wr_done(ep, r->aux);
         else if (r->kind == WR_SREAD || r->kind == WR_SWRITE)
             gw_verbs_stg_job_wr_done(ep, r->aux);
-        if (req) {
+        if (req && (req->tl_flags & TLF_DIRECT)) {
+            /* (gw_verbs_req_maybe_done's steps for it: its one WR, nothing to release) */
+            req->pending = 0;
+            req->length = req->len;
+            gw_ep_op_done(ep->super.base, req, GW_OK);
+        } else if (req) {
             req->pending--;
             gw_verbs_req_maybe_done(ep, req);
         }

@@ -98,6 +98,9 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
     gw_list_init(&ep->rdv_recvs);
     gw_list_init(&ep->stg_reqs);
     gw_op_table_init(&ep->rdv);
+    ep->put_wr.sg_list = &ep->put_sge; /* (the rest per put: inline_put_post) */
+    ep->put_wr.num_sge = 1;
+    ep->put_wr.opcode = IBV_WR_RDMA_WRITE;
     ep->sgid_i = ep->dgid_i = -1;
     ep->nqps = vif->nqps;
     ep->nrecv = GW_VERBS_NRECV;

@@ -809,16 +809,50 @@ static uint64_t inline_put_post(gw_verbs_ep_t *ep, gw_request_t *req, const void
                                 uint32_t rk)
 {
     gw_verbs_qp_t *q = &ep->qps[0];
-    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = (uint32_t)len};
-    struct ibv_send_wr w = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-                            .send_flags = IBV_SEND_INLINE};
-    w.wr.rdma.remote_addr = raddr;
-    w.wr.rdma.rkey = rk;
-    w.wr_id = ring_claim(ep, 0, req, WR_PUT, -1, (uint32_t)len);
-    if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w.wr_id)->flags & WRF_LAZY))
-        w.send_flags |= IBV_SEND_SIGNALED;
-    post_single(ep, q, &w);
-    return w.wr_id;
+    struct ibv_send_wr *w = &ep->put_wr; /* (sg_list, num_sge, opcode and next set once) */
+    ep->put_sge.addr = (uint64_t)(uintptr_t)buf;
+    ep->put_sge.length = (uint32_t)len;
+    w->wr.rdma.remote_addr = raddr;
+    w->wr.rdma.rkey = rk;
+    w->wr_id = ring_claim(ep, 0, req, WR_PUT, -1, (uint32_t)len);
+    w->send_flags = IBV_SEND_INLINE;
+    if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w->wr_id)->flags & WRF_LAZY))
+        w->send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+    post_single(ep, q, w);
+    return w->wr_id;
+}
+
+/* put_direct's tracked put: inline_put_post's signalled WRITE with the ring
+ * record claimed for no request yet, written out for the one case (no lazy
+ * test, no request to count).  Returns the record; the caller sets its req. */
+static gw_verbs_wr_t *direct_put_post(gw_verbs_ep_t *ep, const void *buf, size_t len, uint64_t raddr, uint32_t rk)
+{
+    gw_verbs_qp_t *q = &ep->qps[0];
+    uint64_t seq = q->head++;
+    gw_verbs_wr_t *r = gw_verbs_ring_at(q, seq);
+    r->req = NULL;
+    r->kind = WR_PUT;
+    r->slot = NO_SLOT;
+    r->len = (uint32_t)len;
+    r->flags = 0;
+    q->prompt++;
+    q->used++;
+    q->unsig = 0;
+    q->sig_end = q->head;
+    ep->wr_signalled++;
+    ep->wr_posted++;
+    ep->post_calls++;
+    struct ibv_send_wr *w = &ep->put_wr, *bad = NULL;
+    ep->put_sge.addr = (uint64_t)(uintptr_t)buf;
+    ep->put_sge.length = (uint32_t)len;
+    w->wr.rdma.remote_addr = raddr;
+    w->wr.rdma.rkey = rk;
+    w->wr_id = seq & 0xffffffffffffull; /* (QP 0) */
+    w->send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+    int rc = ibv_post_send(q->qp, w, &bad);
+    if (rc)
+        post_failed(ep, q, 1, w, bad, rc);
+    return r;
 }
 
 /* An inline put's request state once its one WR is posted. */
@@ -888,14 +922,15 @@ gw_status_t gw_verbs_put_direct(gw_tl_ep_t *e, const void *buf, size_t len, cons
     if (make) {
         if (!vep_idle(ep))
             return GW_ERR_UNSUPPORTED;
-        uint64_t id = inline_put_post(ep, NULL, buf, len, raddr, rk);
+        gw_verbs_wr_t *r = direct_put_post(ep, buf, len, raddr, rk);
         if (vep_failed(ep)) /* (the record, with no request, is drained as a cover's would be) */
             return gw_err(ep_core(ep), GW_ERR_ENDPOINT_FAILED, "verbs endpoint to %s failed posting the put: %s",
                           ep->super.base->peer, ep->super.base->error_detail);
         gw_request_t *req = make(arg);
-        wr_rec(&ep->qps[0], id)->req = req;
+        r->req = req;
         req->pending = 1;
-        inline_put_posted(req, len);
+        req->posted = len;
+        req->tl_flags |= TLF_PREP | TLF_INLINE | TLF_ALLPOSTED | TLF_DIRECT;
         ep->wr_direct++;
     } else {
         if (vep_queued(ep) || !gw_list_empty(&ep->super.base->flushes))
