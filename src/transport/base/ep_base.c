@@ -41,14 +41,6 @@ void gw_ep_work_begins(gw_ep_base_t *b)
         b->last_rx_ns = gw_now_coarse_ns();
 }
 
-void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
-{
-    gw_ep_work_begins(b);
-    req->seq = ++b->next_seq;
-    req->flags |= GW_REQF_QUEUED;
-    gw_list_push_back(&b->outstanding, &req->link);
-}
-
 int gw_ep_has_work(const gw_ep_base_t *b)
 {
     return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted);
@@ -125,7 +117,7 @@ int gw_ep_notify_defer(gw_ep_base_t *b, gw_request_t *req)
     return 0;
 }
 
-void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
+void gw_ep_op_done_slow(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
 {
     if (req->flags & GW_REQF_NDEFER) {
         if (status == GW_OK && (req->flags & GW_REQF_QUEUED) && !gw_ep_failed(b)) {

@@ -104,11 +104,32 @@ void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
  * receive): if it had none, the peer's silence is counted from now, not
  * from the last message of a spell without progress calls. */
 void gw_ep_work_begins(gw_ep_base_t *b);
-/* Queues req (sets seq) as outstanding. */
-void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req);
+/* Queues req (sets seq) as outstanding.  (Inline, as gw_ep_op_done's
+ * common case: both run once per small operation.) */
+static inline void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
+{
+    if (!b->unjudged)
+        gw_ep_work_begins(b);
+    req->seq = ++b->next_seq;
+    req->flags |= GW_REQF_QUEUED;
+    gw_list_push_back(&b->outstanding, &req->link);
+}
 /* Completes an outstanding request and any flush it was holding back; a
  * deferred one (below) whose data is in place is held instead. */
-void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status);
+void gw_ep_op_done_slow(gw_ep_base_t *b, gw_request_t *req, gw_status_t status);
+static inline void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
+{
+    /* the common case: a queued operation succeeded, and no flush and no
+     * deferred notification waits on the endpoint (nothing to look at after) */
+    if (status == GW_OK && (req->flags & (GW_REQF_QUEUED | GW_REQF_NDEFER)) == GW_REQF_QUEUED &&
+        !b->ndeferred && gw_list_empty(&b->flushes)) {
+        gw_list_del(&req->link);
+        req->flags &= (uint8_t)~GW_REQF_QUEUED;
+        gw_req_complete(req, GW_OK);
+        return;
+    }
+    gw_ep_op_done_slow(b, req, status);
+}
 /* Takes back a request queued by gw_ep_op_start whose posting failed: it
  * leaves the outstanding list, and a deferral (below) is undone, so no
  * notification of a refused operation can go out later. */
