@@ -58,8 +58,15 @@ gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned a
                            gw_mem_t **out);
 
 /* Progress until done(arg) or timeout_ms (-1: none); GW_ERR_TIMEOUT. */
-/* api_ext.c: gw_request_free() withdraws a receive no message matched. */
-void gw_api_withdraw_freed(gw_request_t *req);
+/* api_ext.c: gw_request_free() withdraws a receive no message matched.
+ * Inline: a complete request (every freed put's, say) has nothing to
+ * withdraw and costs no call. */
+void gw_api_withdraw_freed_slow(gw_request_t *req);
+static inline void gw_api_withdraw_freed(gw_request_t *req)
+{
+    if (req && req->status == GW_INPROGRESS)
+        gw_api_withdraw_freed_slow(req);
+}
 /* ep.c: fail the endpoints whose control connection closed, after polling the
  * transports until they have nothing more to complete (bounded). */
 void gw_api_ep_ctl_reap(gw_context_t *ctx);

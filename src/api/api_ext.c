@@ -40,9 +40,9 @@ gw_status_t gw_request_cancel(gw_request_t *req)
 
 /* gw_request_free() of a receive nobody matched: withdraw it, or it would
  * take (and drop) a later message meant for another receive. */
-void gw_api_withdraw_freed(gw_request_t *req)
+void gw_api_withdraw_freed_slow(gw_request_t *req)
 {
-    if (req && req->status == GW_INPROGRESS && req->op == GW_OP_RECV && withdrawable(req))
+    if (req->op == GW_OP_RECV && withdrawable(req))
         withdraw(req, "freed by gw_request_free() before a message matched");
 }
 

@@ -23,7 +23,13 @@ static gw_status_t ep_usable(gw_ep_t *ep, int op)
     return GW_OK;
 }
 
-static gw_status_t check_local(gw_ep_t *ep, int op, const void *buf, size_t len, gw_mem_t *lmem)
+/* The local and remote checks: their common answers (a host buffer
+ * without a region; a key of this endpoint covering the range) inline, the
+ * rest, with the messages, out of line (no registers saved for it on every
+ * small put: under the Soft-RoCE guest's emulation each instruction of a
+ * put is on its round trip). */
+__attribute__((noinline)) static gw_status_t check_local_slow(gw_ep_t *ep, int op, const void *buf, size_t len,
+                                                              gw_mem_t *lmem)
 {
     if (!buf && len)
         return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: NULL buffer with length %zu", op_name(op), len);
@@ -43,7 +49,15 @@ static gw_status_t check_local(gw_ep_t *ep, int op, const void *buf, size_t len,
     return GW_OK;
 }
 
-static gw_status_t check_remote(gw_ep_t *ep, int op, size_t len, uint64_t raddr, gw_rkey_t *rkey, unsigned need)
+static inline gw_status_t check_local(gw_ep_t *ep, int op, const void *buf, size_t len, gw_mem_t *lmem)
+{
+    if (GW_LIKELY(!lmem && (buf || !len)))
+        return GW_OK;
+    return check_local_slow(ep, op, buf, len, lmem);
+}
+
+__attribute__((noinline)) static gw_status_t check_remote_slow(gw_ep_t *ep, int op, size_t len, uint64_t raddr,
+                                                               gw_rkey_t *rkey, unsigned need)
 {
     gw_core_t *core = &ep->ctx->core;
     if (!rkey)
@@ -64,6 +78,15 @@ static gw_status_t check_remote(gw_ep_t *ep, int op, size_t len, uint64_t raddr,
                                                                : "no remote access",
                       need == GW_ACCESS_REMOTE_READ ? "remote read" : "remote write");
     return GW_OK;
+}
+
+static inline gw_status_t check_remote(gw_ep_t *ep, int op, size_t len, uint64_t raddr, gw_rkey_t *rkey,
+                                       unsigned need)
+{
+    if (GW_LIKELY(rkey && rkey->ep == ep && gw_range_inside(rkey->addr, rkey->len, raddr, len) &&
+                  (rkey->access & need)))
+        return GW_OK;
+    return check_remote_slow(ep, op, len, raddr, rkey, need);
 }
 
 static gw_request_t *new_req(gw_ep_t *ep, int op, gw_request_t **user)
@@ -170,16 +193,8 @@ __attribute__((always_inline)) static inline gw_status_t rma(gw_ep_t *ep, int op
         *req = NULL;
     gw_status_t st;
     unsigned need = op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
-    if ((st = gw_names_key_check(ep, rkey, op_name(op))) || (st = ep_usable(ep, op)))
-        return st;
-    /* the checks' common answers inline (host buffer, no region; a key of
-     * this endpoint covering the range): check_local and check_remote, out
-     * of line with their messages, saved registers and all, only past them */
-    if (!(GW_LIKELY(!lmem && (buf || !len))) && (st = check_local(ep, op, buf, len, lmem)))
-        return st;
-    if (!(GW_LIKELY(rkey && rkey->ep == ep && gw_range_inside(rkey->addr, rkey->len, raddr, len) &&
-                    (rkey->access & need))) &&
-        (st = check_remote(ep, op, len, raddr, rkey, need)))
+    if ((st = gw_names_key_check(ep, rkey, op_name(op))) || (st = ep_usable(ep, op)) ||
+        (st = check_local(ep, op, buf, len, lmem)) || (st = check_remote(ep, op, len, raddr, rkey, need)))
         return st;
     /* a small put the transport posts before our request exists (tl.h
      * put_direct): the doorbell first, the bookkeeping after it */

@@ -70,7 +70,6 @@ gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info)
 
 void gw_request_free(gw_request_t *req)
 {
-    if (req && req->status == GW_INPROGRESS) /* (a complete one has nothing to withdraw: no call) */
-        gw_api_withdraw_freed(req);
+    gw_api_withdraw_freed(req);
     gw_req_release(req);
 }

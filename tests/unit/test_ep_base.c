@@ -488,7 +488,7 @@ static gw_request_t *noted(gw_core_t *c, gw_ep_base_t *b, uint64_t value)
     gw_request_t *r = op(c, b, 1);
     r->op = GW_OP_PUT_NOTIFY;
     r->value = value;
-    CHECK(gw_ep_notify_defer(b, r) == 0);
+    CHECK_ST(gw_ep_notify_defer(b, r), GW_OK);
     return r;
 }
 
@@ -502,10 +502,10 @@ static void test_deferred_notify(gw_core_t *c)
 
     /* no sender: a deferral is refused, not left to hang */
     gw_request_t *x = op(c, &b, 1);
-    CHECK(gw_ep_notify_defer(&b, x) == -1);
+    CHECK_ST(gw_ep_notify_defer(&b, x), GW_ERR_INVALID);
     b.notify_out = notify_out;
-    CHECK(gw_ep_notify_defer(&b, x) == 0);
-    CHECK(gw_ep_notify_defer(&b, x) == -1); /* twice: refused */
+    CHECK_ST(gw_ep_notify_defer(&b, x), GW_OK);
+    CHECK_ST(gw_ep_notify_defer(&b, x), GW_ERR_INVALID); /* twice: refused */
     gw_ep_op_done(&b, x, GW_OK);
     CHECK(nsent == 1 && sent[0] == 0); /* oldest and in place: sent at once */
     CHECK_ST(x->status, GW_OK);

@@ -35,17 +35,6 @@ void gw_ep_base_fini(gw_ep_base_t *b)
     b->n_ncount = b->cap_ncount = 0;
 }
 
-void gw_ep_work_begins(gw_ep_base_t *b)
-{
-    if (!b->unjudged && !gw_ep_has_work(b)) /* an idle endpoint: the peer's silence counts from now */
-        b->last_rx_ns = gw_now_coarse_ns();
-}
-
-int gw_ep_has_work(const gw_ep_base_t *b)
-{
-    return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted);
-}
-
 gw_request_t *gw_ep_oldest_op(const gw_ep_base_t *b)
 {
     gw_list_t *f = gw_list_first(&b->outstanding);
@@ -108,13 +97,17 @@ static void notes_check(gw_ep_base_t *b)
     b->in_notes = 0;
 }
 
-int gw_ep_notify_defer(gw_ep_base_t *b, gw_request_t *req)
+gw_status_t gw_ep_notify_defer(gw_ep_base_t *b, gw_request_t *req)
 {
     if (!b->notify_out || !(req->flags & GW_REQF_QUEUED) || (req->flags & GW_REQF_NDEFER))
-        return -1; /* a transport bug: nothing would ever send it */
+        return gw_err(b->core, GW_ERR_INVALID, /* a transport bug: nothing would ever send it */
+                      "endpoint to %s: a notification cannot be deferred (%s)", b->peer,
+                      !b->notify_out                     ? "the transport set no sender"
+                      : !(req->flags & GW_REQF_QUEUED) ? "its operation is not outstanding"
+                                                         : "it is deferred already");
     req->flags |= GW_REQF_NDEFER;
     b->ndeferred++;
-    return 0;
+    return GW_OK;
 }
 
 void gw_ep_op_done_slow(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)

@@ -100,16 +100,28 @@ void gw_ep_unexp_free(gw_ep_base_t *b, gw_unexp_t *u);
 void gw_ep_unexp_pool_init(gw_ep_base_t *b);
 void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
 
+/* Work that waits on the peer: an outstanding operation, a flush or a posted
+ * receive.  While there is some, a peer silent for GPUWIRE_PEER_TIMEOUT_MS
+ * (it answers no ping: frozen, or not calling progress) is declared dead;
+ * without any, silence is no sign of death. */
+static inline int gw_ep_has_work(const gw_ep_base_t *b)
+{
+    return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted);
+}
 /* Work is about to be queued on b (an operation, a flush, a posted
  * receive): if it had none, the peer's silence is counted from now, not
- * from the last message of a spell without progress calls. */
-void gw_ep_work_begins(gw_ep_base_t *b);
+ * from the last message of a spell without progress calls.  (Nothing for
+ * an unjudged endpoint: no clock read.) */
+static inline void gw_ep_work_begins(gw_ep_base_t *b)
+{
+    if (!b->unjudged && !gw_ep_has_work(b)) /* an idle endpoint: the peer's silence counts from now */
+        b->last_rx_ns = gw_now_coarse_ns();
+}
 /* Queues req (sets seq) as outstanding.  (Inline, as gw_ep_op_done's
  * common case: both run once per small operation.) */
 static inline void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
 {
-    if (!b->unjudged)
-        gw_ep_work_begins(b);
+    gw_ep_work_begins(b);
     req->seq = ++b->next_seq;
     req->flags |= GW_REQF_QUEUED;
     gw_list_push_back(&b->outstanding, &req->link);
@@ -143,7 +155,8 @@ void gw_ep_op_unstart(gw_ep_base_t *b, gw_request_t *req);
  * completed put_notify (or notifying batch) means every earlier put has
  * landed, as on verbs, where the QP's order gives it.
  *  - at posting, the transport calls gw_ep_notify_defer(b, req) (req
- *    outstanding: gw_ep_op_start ran; b->notify_out set);
+ *    outstanding: gw_ep_op_start ran; b->notify_out set; GW_ERR_INVALID
+ *    with a message otherwise, which the transport returns);
  *  - when req's data is in place it calls gw_ep_op_done(b, req, GW_OK) as
  *    for any operation: the base holds req until its turn, then calls
  *    b->notify_out(b->notify_arg, req) to send the notification (req is off
@@ -153,18 +166,13 @@ void gw_ep_op_unstart(gw_ep_base_t *b, gw_request_t *req);
  *    no notification; gw_ep_notify_pending(b) counts the ones not sent
  *    yet (a transport that sends a notification in line with its data must
  *    see 0, or it would pass them). */
-int gw_ep_notify_defer(gw_ep_base_t *b, gw_request_t *req);
+gw_status_t gw_ep_notify_defer(gw_ep_base_t *b, gw_request_t *req);
 static inline uint32_t gw_ep_notify_pending(const gw_ep_base_t *b)
 {
     return b->ndeferred;
 }
 /* Adds a flush; completes it at once when nothing older is outstanding. */
 void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req);
-/* Work that waits on the peer: an outstanding operation, a flush or a posted
- * receive.  While there is some, a peer silent for GPUWIRE_PEER_TIMEOUT_MS
- * (it answers no ping: frozen, or not calling progress) is declared dead;
- * without any, silence is no sign of death. */
-int gw_ep_has_work(const gw_ep_base_t *b);
 /* Seq of the oldest outstanding op, UINT64_MAX when none. */
 uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b);
 /* The oldest outstanding operation (NULL: none). */

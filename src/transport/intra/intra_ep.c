@@ -100,7 +100,7 @@ gw_status_t intra_notify_out(void *arg, gw_request_t *req)
 {
     intra_ep_t *e = arg;
     gw_intra_hdr_t h = {.type = GW_INTRA_M_NOTIFY, .a = req->value,
-                        .b = req->op == GW_OP_BATCH && req->batch->notify == GW_NOTIFY_COUNTED};
+                        .b = (uint64_t)gw_req_notify_counted(req)};
     return intra_out_msg(e, &h, NULL);
 }
 

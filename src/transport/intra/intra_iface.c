@@ -370,10 +370,10 @@ static gw_status_t intra_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *m, uint
 static gw_status_t intra_submit(gw_tl_ep_t *tep, gw_request_t *req)
 {
     /* a notification waits for every older operation (intra_notify_out) */
+    gw_status_t st;
     if ((req->op == GW_OP_PUT_NOTIFY || (req->op == GW_OP_BATCH && req->batch->notify != GW_NOTIFY_NONE)) &&
-        gw_ep_notify_defer(tep->base, req) != 0)
-        return gw_err(tep->iface->core, GW_ERR_INVALID, "intra: a notification to %s cannot be deferred (not outstanding)",
-                      tep->base->peer);
+        (st = gw_ep_notify_defer(tep->base, req)) != GW_OK)
+        return st;
     switch (req->op) {
     case GW_OP_PUT:
     case GW_OP_GET:

@@ -401,9 +401,9 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
     /* the notification goes out after the batch's runs and every older
      * operation (the base holds the request: ep_base.h); a posting error
      * below takes it back (gw_ep_op_unstart) */
-    if (b->notify != GW_NOTIFY_NONE && gw_ep_notify_defer(B(ep), req) != 0)
-        return gw_err(core, GW_ERR_INVALID, "tcp: a batch's notification to %s cannot be deferred (not outstanding)",
-                      B(ep)->peer);
+    gw_status_t dst = b->notify != GW_NOTIFY_NONE ? gw_ep_notify_defer(B(ep), req) : GW_OK;
+    if (dst != GW_OK)
+        return dst;
     if (b->n == 0) { /* nothing to move: done now, the notification follows older operations */
         req->length = 0;
         gw_ep_op_done(B(ep), req, GW_OK);

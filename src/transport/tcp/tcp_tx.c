@@ -389,9 +389,8 @@ size_t tcp_piece_size(tcp_ep_t *ep, size_t len)
 gw_status_t tcp_notify_out(void *arg, gw_request_t *req)
 {
     tcp_ep_t *ep = arg;
-    const gw_batch_t *b = req->op == GW_OP_BATCH ? req->batch : NULL;
     gw_tcp_hdr_t h = {.type = GW_TCP_NOTIFY,
-                      .flags = b && b->notify == GW_NOTIFY_COUNTED ? GW_TCP_F_COUNTED : 0,
+                      .flags = gw_req_notify_counted(req) ? GW_TCP_F_COUNTED : 0,
                       .val = req->value}; /* (a batch's value too: gw_xfer_batch sets it) */
     if (send_frame(&ep->conns[0], &h, NULL, 0, NULL) < 0)
         return gw_ep_failed(B(ep)) ? B(ep)->error : GW_ERR_CONN_RESET; /* stream 0 is gone */
@@ -454,9 +453,9 @@ gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req)
     /* its notification could pass a striped put: the base sends it once
      * every earlier operation and this put's data are in place (and if the
      * posting below fails, gw_ep_op_unstart takes the deferral back) */
-    if (gw_ep_notify_defer(B(ep), req) != 0)
-        return gw_err(CORE(ep), GW_ERR_INVALID, "tcp: put_notify to %s cannot be deferred (not outstanding)",
-                      B(ep)->peer);
+    gw_status_t st = gw_ep_notify_defer(B(ep), req);
+    if (st != GW_OK)
+        return st;
     return post_pieces(ep, req, GW_TCP_PUT, 0);
 }
 

@@ -469,7 +469,7 @@ enum {
                               * queue pair used is closed by a WRITE_WITH_IMM instead of a WFIN */
     TLF_DIRECT = 1u << 10    /* a tracked put of gw_verbs_put_direct: one inline WRITE, nothing
                               * attached (no slot, registration or staging): its WR's retiring
-                              * completes it at once (verbs_cq.c retire) */
+                              * completes it at once (gw_verbs_req_maybe_done, inline) */
 };
 /* Rendezvous by RDMA WRITE (receive buffer in a region the user opened to
  * remote writes, within one MR): the receiver answers the RTS with CT_CTS
@@ -602,8 +602,22 @@ static inline int vep_unsig_tail(const gw_verbs_ep_t *ep)
     return 0;
 }
 
-/* verbs_cq.c */
-void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req);
+/* verbs_cq.c: completes req once all its WRs are posted and retired.
+ * Inline: nothing to do while some are out, and a direct put's (TLF_DIRECT:
+ * one inline WRITE, no slot, registration or staging) completes at once,
+ * with no call and none of the op tests and releases the rest need. */
+void gw_verbs_req_maybe_done_slow(gw_verbs_ep_t *ep, gw_request_t *req);
+static inline void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
+{
+    if (req->pending || !(req->tl_flags & TLF_ALLPOSTED))
+        return;
+    if (req->tl_flags & TLF_DIRECT) {
+        req->length = req->len;
+        gw_ep_op_done(ep->super.base, req, GW_OK);
+        return;
+    }
+    gw_verbs_req_maybe_done_slow(ep, req);
+}
 
 /* verbs_ep.c */
 void gw_verbs_ep_die(gw_verbs_ep_t *ep, gw_status_t st, const char *fmt, ...)

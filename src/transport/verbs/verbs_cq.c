@@ -23,10 +23,8 @@ static void gpu_fence(gw_verbs_ep_t *ep)
         gw_log(GW_LOG_WARN, "verbs: cuFlushGPUDirectRDMAWrites failed: %s", ep_core(ep)->errbuf);
 }
 
-void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
+void gw_verbs_req_maybe_done_slow(gw_verbs_ep_t *ep, gw_request_t *req)
 {
-    if (req->pending || !(req->tl_flags & TLF_ALLPOSTED))
-        return;
     if (req == ep->lazy_group)
         ep->lazy_group = NULL; /* every untracked put of the group retired: the next opens another */
     gw_ep_base_t *base = ep->super.base;
@@ -347,12 +345,7 @@ static void retire(gw_verbs_ep_t *ep, int qi, uint64_t upto)
             gw_verbs_stg_chunk_wr_done(ep, r->aux);
         else if (r->kind == WR_SREAD || r->kind == WR_SWRITE)
             gw_verbs_stg_job_wr_done(ep, r->aux);
-        if (req && (req->tl_flags & TLF_DIRECT)) {
-            /* (gw_verbs_req_maybe_done's steps for it: its one WR, nothing to release) */
-            req->pending = 0;
-            req->length = req->len;
-            gw_ep_op_done(ep->super.base, req, GW_OK);
-        } else if (req) {
+        if (req) {
             req->pending--;
             gw_verbs_req_maybe_done(ep, req);
         }

@@ -81,7 +81,7 @@ static int wr_lazy(const gw_request_t *req, int kind, int slot)
 }
 
 /* Claims the next ring record of QP qi for a WR of req; returns the WR's id. */
-static uint64_t ring_claim(gw_verbs_ep_t *ep, int qi, gw_request_t *req, int kind, int slot, uint32_t len)
+static inline uint64_t ring_claim(gw_verbs_ep_t *ep, int qi, gw_request_t *req, int kind, int slot, uint32_t len)
 {
     gw_verbs_qp_t *q = &ep->qps[qi];
     uint64_t seq = q->head++;
@@ -161,7 +161,7 @@ static void chain_post(gw_verbs_ep_t *ep, batch_t *b, int qi, int n, int sig_las
 
 /* Posts w, the newest WR claimed on QP q, alone (no batch), with the
  * signalling bookkeeping of its IBV_SEND_SIGNALED flag. */
-static void post_single(gw_verbs_ep_t *ep, gw_verbs_qp_t *q, struct ibv_send_wr *w)
+static inline void post_single(gw_verbs_ep_t *ep, gw_verbs_qp_t *q, struct ibv_send_wr *w)
 {
     if (w->send_flags & IBV_SEND_SIGNALED) {
         q->unsig = 0;
@@ -801,19 +801,27 @@ static int inline_put_fits(const gw_verbs_ep_t *ep, size_t len, const gw_mem_t *
            gw_verbs_key_piece(gw_verbs_rkey_of(rkey), raddr, rk, &left) == 0 && left >= len;
 }
 
-/* Posts one inline RDMA WRITE of req's on QP 0, alone: signalled when it
- * is tracked work (req a tracked request, or NULL: put_direct's, whose
- * request comes after the doorbell; the endpoint is idle, so shallow), an
- * untracked put's (WRF_LAZY) by the depth/4 rule only.  Returns its WR id. */
-static uint64_t inline_put_post(gw_verbs_ep_t *ep, gw_request_t *req, const void *buf, size_t len, uint64_t raddr,
-                                uint32_t rk)
+/* The endpoint's inline WRITE (its fixed fields set once: verbs_ep.c)
+ * aimed at buf -> raddr. */
+static inline struct ibv_send_wr *put_wr_fill(gw_verbs_ep_t *ep, const void *buf, size_t len, uint64_t raddr,
+                                              uint32_t rk)
 {
-    gw_verbs_qp_t *q = &ep->qps[0];
-    struct ibv_send_wr *w = &ep->put_wr; /* (sg_list, num_sge, opcode and next set once) */
+    struct ibv_send_wr *w = &ep->put_wr;
     ep->put_sge.addr = (uint64_t)(uintptr_t)buf;
     ep->put_sge.length = (uint32_t)len;
     w->wr.rdma.remote_addr = raddr;
     w->wr.rdma.rkey = rk;
+    return w;
+}
+
+/* Posts one inline RDMA WRITE of req's on QP 0, alone: signalled when it
+ * is tracked work, an untracked put's (WRF_LAZY) by the depth/4 rule only.
+ * Returns its WR id. */
+static uint64_t inline_put_post(gw_verbs_ep_t *ep, gw_request_t *req, const void *buf, size_t len, uint64_t raddr,
+                                uint32_t rk)
+{
+    gw_verbs_qp_t *q = &ep->qps[0];
+    struct ibv_send_wr *w = put_wr_fill(ep, buf, len, raddr, rk);
     w->wr_id = ring_claim(ep, 0, req, WR_PUT, -1, (uint32_t)len);
     w->send_flags = IBV_SEND_INLINE;
     if (++q->unsig >= q->depth / 4 || !(wr_rec(q, w->wr_id)->flags & WRF_LAZY))
@@ -822,37 +830,19 @@ static uint64_t inline_put_post(gw_verbs_ep_t *ep, gw_request_t *req, const void
     return w->wr_id;
 }
 
-/* put_direct's tracked put: inline_put_post's signalled WRITE with the ring
- * record claimed for no request yet, written out for the one case (no lazy
- * test, no request to count).  Returns the record; the caller sets its req. */
+/* put_direct's tracked put: a signalled inline WRITE whose ring record has
+ * no request yet (its request comes after the doorbell; the endpoint is
+ * idle, so shallow).  ring_claim and post_single inline here, with their
+ * constant arguments folded (no lazy test, no request to count).  Returns
+ * the record; the caller sets its req. */
 static gw_verbs_wr_t *direct_put_post(gw_verbs_ep_t *ep, const void *buf, size_t len, uint64_t raddr, uint32_t rk)
 {
     gw_verbs_qp_t *q = &ep->qps[0];
-    uint64_t seq = q->head++;
-    gw_verbs_wr_t *r = gw_verbs_ring_at(q, seq);
-    r->req = NULL;
-    r->kind = WR_PUT;
-    r->slot = NO_SLOT;
-    r->len = (uint32_t)len;
-    r->flags = 0;
-    q->prompt++;
-    q->used++;
-    q->unsig = 0;
-    q->sig_end = q->head;
-    ep->wr_signalled++;
-    ep->wr_posted++;
-    ep->post_calls++;
-    struct ibv_send_wr *w = &ep->put_wr, *bad = NULL;
-    ep->put_sge.addr = (uint64_t)(uintptr_t)buf;
-    ep->put_sge.length = (uint32_t)len;
-    w->wr.rdma.remote_addr = raddr;
-    w->wr.rdma.rkey = rk;
-    w->wr_id = seq & 0xffffffffffffull; /* (QP 0) */
+    struct ibv_send_wr *w = put_wr_fill(ep, buf, len, raddr, rk);
+    w->wr_id = ring_claim(ep, 0, NULL, WR_PUT, -1, (uint32_t)len);
     w->send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
-    int rc = ibv_post_send(q->qp, w, &bad);
-    if (rc)
-        post_failed(ep, q, 1, w, bad, rc);
-    return r;
+    post_single(ep, q, w);
+    return wr_rec(q, w->wr_id);
 }
 
 /* An inline put's request state once its one WR is posted. */
@@ -929,8 +919,8 @@ gw_status_t gw_verbs_put_direct(gw_tl_ep_t *e, const void *buf, size_t len, cons
         gw_request_t *req = make(arg);
         r->req = req;
         req->pending = 1;
-        req->posted = len;
-        req->tl_flags |= TLF_PREP | TLF_INLINE | TLF_ALLPOSTED | TLF_DIRECT;
+        inline_put_posted(req, len);
+        req->tl_flags |= TLF_DIRECT; /* (retiring its one WR completes it: gw_verbs_req_maybe_done) */
         ep->wr_direct++;
     } else {
         if (vep_queued(ep) || !gw_list_empty(&ep->super.base->flushes))
