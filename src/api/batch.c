@@ -57,6 +57,14 @@ struct gw_dlist {
     uint64_t pair_serial;
     size_t pair_n;
     uint64_t pair_total;  /* their bytes */
+    /* local lists: the entries (merged) of the last transfer of entries
+     * 0 .. ent_count-1 with those of the remote list ent_serial and no
+     * index arrays, kept for the next such transfer (pair_entries) */
+    gw_batch_ent_t *pent;
+    uint32_t pent_n;
+    uint64_t pent_serial;
+    size_t pent_count;
+    uint64_t pent_total, pent_rlo, pent_rhi;
 };
 
 static const char *access_str(unsigned a)
@@ -98,6 +106,7 @@ static void dl_free(gw_dlist_t *l)
         }
     }
     free(l->e);
+    free(l->pent);
     free(l->mems);
     free(l->rkeys);
     free(l);
@@ -592,6 +601,49 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
     return 1;
 }
 
+/* A transfer of entries 0 .. count-1 of both lists with no index arrays
+ * (the pattern of a weight sync: the same tensors every step) builds the
+ * same entries every time.  The local list keeps the last such transfer's
+ * (pent, pair_keep), and the next one over the same remote list points its
+ * batch at them (pair_use): no pass over the entries at all.  1: the
+ * transfer can. */
+static int pair_entries(const gw_dlist_t *local, const gw_dlist_t *remote, const uint32_t *lidx,
+                        const uint32_t *ridx, size_t count)
+{
+    return !lidx && !ridx && local->pent && local->pent_serial == remote->serial && local->pent_count == count &&
+           !(local->lgpu && remote->rgpu); /* GPU to GPU: the list form's, which needs room to expand */
+}
+
+static void pair_use(const gw_dlist_t *local, gw_batch_t *b)
+{
+    b->ent = local->pent; /* read-only for the transport (batch.h), kept while local->busy */
+    b->n = local->pent_n;
+    b->total = local->pent_total;
+    b->rlo = local->pent_rlo;
+    b->rhi = local->pent_rhi;
+}
+
+/* Keeps b's entries as the local list's pair entries (pair_entries), where
+ * no transfer in progress may still read the ones kept before. */
+static void pair_keep(gw_dlist_t *local, const gw_dlist_t *remote, size_t count, const gw_batch_t *b)
+{
+    if (local->busy)
+        return;
+    gw_batch_ent_t *e = local->pent_n >= b->n && local->pent ? local->pent : malloc((b->n ? b->n : 1) * sizeof(*e));
+    if (!e)
+        return; /* the next transfer builds its entries again */
+    if (e != local->pent)
+        free(local->pent);
+    memcpy(e, b->ent, b->n * sizeof(*e));
+    local->pent = e;
+    local->pent_n = b->n;
+    local->pent_serial = remote->serial;
+    local->pent_count = count;
+    local->pent_total = b->total;
+    local->pent_rlo = b->rlo;
+    local->pent_rhi = b->rhi;
+}
+
 gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
                           const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
 {
@@ -620,7 +672,8 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
                       count, !lidx && count > local->n ? "local" : "remote", !lidx && count > local->n ? local->n : remote->n);
     if (count > UINT32_MAX)
         return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries (at most %u)", count, UINT32_MAX);
-    batch_mem_t *m = batch_alloc(ep->ctx, count);
+    int kept = pair_entries(local, remote, lidx, ridx, count);
+    batch_mem_t *m = batch_alloc(ep->ctx, kept ? 0 : count);
     if (!m)
         return gw_err(core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for %zu entries", count);
     gw_batch_t *b = &m->b;
@@ -634,23 +687,26 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
         b->busy[1] = &remote->busy;
         return post(ep, m, NULL, count, op, notify, value, req);
     }
-    for (size_t i = 0; i < count; i++) {
-        size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
-        if (li >= local->n || ri >= remote->n) {
-            batch_release(m);
-            return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %zu is outside the list (%zu entries)",
-                          i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
-                          li >= local->n ? local->n : remote->n);
+    if (kept)
+        pair_use(local, b);
+    else
+        for (size_t i = 0; i < count; i++) {
+            size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
+            if (li >= local->n || ri >= remote->n) {
+                batch_release(m);
+                return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %zu is outside the list (%zu entries)",
+                              i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
+                              li >= local->n ? local->n : remote->n);
+            }
+            const dl_ent_t *le = &local->e[li], *re = &remote->e[ri];
+            if (le->len != re->len) {
+                batch_release(m);
+                return gw_err(core, GW_ERR_INVALID,
+                              "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
+                              (unsigned long long)le->len, ri, (unsigned long long)re->len);
+            }
+            gw_batch_add(b, le->addr, re->addr, le->len, le->reg, re->reg);
         }
-        const dl_ent_t *le = &local->e[li], *re = &remote->e[ri];
-        if (le->len != re->len) {
-            batch_release(m);
-            return gw_err(core, GW_ERR_INVALID,
-                          "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
-                          (unsigned long long)le->len, ri, (unsigned long long)re->len);
-        }
-        gw_batch_add(b, le->addr, re->addr, le->len, le->reg, re->reg);
-    }
     b->lgpu = (uint8_t)local->lgpu;
     b->rgpu = (uint8_t)remote->rgpu;
     b->lmem = local->mems;
@@ -659,6 +715,8 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     b->nrkey = remote->nreg;
     b->busy[0] = &local->busy;
     b->busy[1] = &remote->busy;
+    if (!lidx && !ridx && !kept)
+        pair_keep(local, remote, count, b);
     return post(ep, m, NULL, count, op, notify, value, req);
 }
 

@@ -1,7 +1,7 @@
 /* it_batch.c - batched and paged transfers between two processes (over tcp,
  * and over intra as it_batch_intra): random page sets of several page sizes,
  * descriptor lists with duplicate, overlapping, zero-length and region-edge
- * entries, gets, the errors that name an entry's index, runs of large and
+ * entries, whole lists moved again (kept entries), gets, the errors that name an entry's index, runs of large and
  * many small entries back to back with other frames, a key revoked in
  * mid-list, zero-length batches, counted notifications arriving interleaved,
  * gathers and scatters with holes on one side, and a target killed in
@@ -194,6 +194,85 @@ static void case_lists(void)
     CHECK_ST(gw_dlist_destroy(L2), GW_OK);
     CHECK_ST(gw_dlist_destroy(L), GW_OK);
     CHECK_ST(gw_dlist_destroy(R), GW_OK);
+}
+
+/* B2. the same whole lists again and again (a local list keeps the
+ * entries of its last transfer of all entries with one remote list, and the
+ * next such transfer reuses them): the source changes between transfers,
+ * another remote list of the same lengths at other offsets, fewer entries,
+ * and a second pair posted while the first is in flight */
+static void put_all(gw_dlist_t *L, gw_dlist_t *R, size_t n, const size_t *lo, const size_t *ro, const size_t *ln,
+                    uint64_t seed, gw_request_t **pending)
+{
+    gwt_fill(src, REGION, seed);
+    gw_request_t *r = NULL;
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R, NULL, n, NULL, &r));
+    for (size_t i = 0; i < n; i++)
+        memcpy(img0 + ro[i], src + lo[i], ln[i]);
+    if (pending) { /* left in flight: the caller must not touch src before waiting */
+        *pending = r;
+        return;
+    }
+    CHECK_ST(gw_request_wait(r, 30000), GW_OK);
+    gw_request_free(r);
+}
+
+static void case_kept(void)
+{
+    fprintf(stderr, "B2. whole lists again: the entries kept between transfers\n");
+    enum { N = 40 };
+    gw_local_desc_t ld[N];
+    gw_remote_desc_t rd[N], rd2[N];
+    size_t lo[N], ro[N], ro2[N], ln[N];
+    for (int i = 0; i < N; i++) { /* pairs 2k, 2k+1 adjacent on both sides (merged into one entry) */
+        ln[i] = 64 + rnd() % 2000;
+        lo[i] = i % 2 ? lo[i - 1] + ln[i - 1] : (size_t)i * 8192;
+        ro[i] = i % 2 ? ro[i - 1] + ln[i - 1] : (size_t)(1u << 20) + (size_t)i * 8192;
+        ro2[i] = (size_t)(3u << 20) + (size_t)(N - 1 - i) * 8192 + 7; /* reversed, never adjacent */
+        ld[i] = (gw_local_desc_t){msrc, lo[i], ln[i]};
+        rd[i] = (gw_remote_desc_t){rk[0], ro[i], ln[i]};
+        rd2[i] = (gw_remote_desc_t){rk[0], ro2[i], ln[i]};
+    }
+    gw_dlist_t *L = NULL, *R = NULL, *R2 = NULL;
+    IT_OK(ctx, gw_dlist_local(ctx, ld, N, &L));
+    IT_OK(ctx, gw_dlist_remote(ep, rd, N, GW_ACCESS_REMOTE_WRITE, &R));
+    IT_OK(ctx, gw_dlist_remote(ep, rd2, N, GW_ACCESS_REMOTE_WRITE, &R2));
+    put_all(L, R, N, lo, ro, ln, 31, NULL); /* builds and keeps */
+    check_region0("whole lists, first");
+    put_all(L, R, N, lo, ro, ln, 32, NULL); /* reuses, new bytes */
+    check_region0("whole lists, again");
+    put_all(L, R2, N, lo, ro2, ln, 33, NULL); /* another remote list: its own entries */
+    check_region0("whole lists, another remote list");
+    put_all(L, R, N - 3, lo, ro, ln, 34, NULL); /* fewer entries: not the kept ones */
+    check_region0("whole lists, fewer entries");
+    put_all(L, R, N, lo, ro, ln, 35, NULL);
+    check_region0("whole lists, back to the first pair");
+    /* a second pair while a transfer of the first is in flight (nothing may
+     * replace what that one reads), then the second pair again */
+    gw_request_t *r1 = NULL;
+    put_all(L, R, N, lo, ro, ln, 36, &r1);
+    gw_request_t *r2 = NULL;
+    IT_OK(ctx, gw_xfer_batch(ep, GW_XFER_PUT, L, NULL, R2, NULL, N, NULL, &r2));
+    for (int i = 0; i < N; i++)
+        memcpy(img0 + ro2[i], src + lo[i], ln[i]);
+    CHECK_ST(gw_request_wait(r1, 30000), GW_OK);
+    CHECK_ST(gw_request_wait(r2, 30000), GW_OK);
+    gw_request_free(r1);
+    gw_request_free(r2);
+    check_region0("whole lists, two pairs in flight");
+    put_all(L, R2, N, lo, ro2, ln, 37, NULL);
+    put_all(L, R, N, lo, ro, ln, 38, NULL);
+    check_region0("whole lists, after the two pairs");
+    CHECK_ST(gw_dlist_destroy(R2), GW_OK);
+    CHECK_ST(gw_dlist_destroy(R), GW_OK);
+    /* a new remote list (a new serial, maybe the old one's memory): entries of its own */
+    for (int i = 0; i < N; i++)
+        rd[i].offset = ro2[i];
+    IT_OK(ctx, gw_dlist_remote(ep, rd, N, GW_ACCESS_REMOTE_WRITE, &R));
+    put_all(L, R, N, lo, ro2, ln, 39, NULL);
+    check_region0("whole lists, a new remote list");
+    CHECK_ST(gw_dlist_destroy(R), GW_OK);
+    CHECK_ST(gw_dlist_destroy(L), GW_OK);
 }
 
 /* C. gets of random scattered entries of the read-only region */
@@ -665,6 +744,7 @@ int main(void)
 
     case_pages();
     case_lists();
+    case_kept();
     case_get();
     case_gather();
     case_errors();
