@@ -5,7 +5,17 @@
  *
  * usage: ucx_batch_bench N SIZE SECONDS
  * Prints one line: "ucx N SIZE GB/s descriptors/s batches".  Descriptors are
- * SIZE bytes, one SIZE apart, in both buffers (as `gpuwire perf --batch`). */
+ * SIZE bytes, one SIZE apart, in both buffers (as `gpuwire perf --batch`).
+ *
+ * The endpoint is made from the target's worker address (as NIXL does), or,
+ * with BENCH_UCX_SOCKADDR=IP, by connecting to a listener of the target's on
+ * IP (UCX's client-server mode: its connection manager, rdmacm for an RDMA
+ * device, wires the endpoint up).  The second is for Soft-RoCE: UCX's RC
+ * transports need an auxiliary UD transport to connect from a worker
+ * address, and UCX over rxe's UD hangs (openucx/ucx#4794); the puts and the
+ * flush are the same either way. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -111,11 +121,23 @@ static void wait_req(ucp_worker_h w, void *req)
         die("request", st);
 }
 
+/* BENCH_UCX_SOCKADDR's listener: the target accepts the one connection. */
+static ucp_ep_h srv_ep;
+static void on_conn(ucp_conn_request_h cr, void *arg)
+{
+    ucp_ep_params_t ep_p = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST, .conn_request = cr};
+    ucs_status_t st = ucp_ep_create((ucp_worker_h)arg, &ep_p, &srv_ep);
+    if (st != UCS_OK)
+        die("ucp_ep_create (target, from the connection request)", st);
+}
+
 static int target(int fd, size_t len)
 {
     ucp_context_h ctx;
     ucp_worker_h w;
     setup(&ctx, &w);
+    const char *ip = getenv("BENCH_UCX_SOCKADDR");
+    ucp_listener_h lis = NULL;
     void *buf = calloc(1, len);
     ucp_mem_h mh = map(ctx, buf, len);
     void *rk;
@@ -127,7 +149,23 @@ static int target(int fd, size_t len)
     size_t alen;
     if ((st = ucp_worker_get_address(w, &addr, &alen)) != UCS_OK)
         die("ucp_worker_get_address", st);
-    send_blob(fd, addr, alen);
+    if (ip && *ip) {
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1) {
+            fprintf(stderr, "ucx_batch_bench: BENCH_UCX_SOCKADDR=%s is not an IPv4 address\n", ip);
+            exit(2);
+        }
+        ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+                                    .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = sizeof(sa)},
+                                    .conn_handler = {.cb = on_conn, .arg = w}};
+        if ((st = ucp_listener_create(w, &lp, &lis)) != UCS_OK)
+            die("ucp_listener_create", st);
+        ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+        if ((st = ucp_listener_query(lis, &la)) != UCS_OK)
+            die("ucp_listener_query", st);
+        send_blob(fd, &la.sockaddr, sizeof(struct sockaddr_in)); /* IP and port, instead of the worker address */
+    } else
+        send_blob(fd, addr, alen);
     send_blob(fd, rk, rklen);
     uint64_t base = (uint64_t)(uintptr_t)buf;
     xwrite(fd, &base, sizeof(base));
@@ -138,6 +176,16 @@ static int target(int fd, size_t len)
         if (!(i & 255) && poll(&p, 1, 0) > 0) /* (a system call per 256 progress calls) */
             break;
     }
+    if (srv_ep) {
+        ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        void *cr = ucp_ep_close_nbx(srv_ep, &cp);
+        while (cr && !UCS_PTR_IS_ERR(cr) && ucp_request_check_status(cr) == UCS_INPROGRESS)
+            ucp_worker_progress(w);
+        if (cr && !UCS_PTR_IS_ERR(cr))
+            ucp_request_free(cr);
+    }
+    if (lis)
+        ucp_listener_destroy(lis);
     ucp_rkey_buffer_release(rk);
     ucp_worker_release_address(w, addr);
     ucp_mem_unmap(ctx, mh);
@@ -179,6 +227,11 @@ int main(int argc, char **argv)
     uint64_t rbase;
     xread(fd, &rbase, sizeof(rbase));
     ucp_ep_params_t ep_p = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = addr};
+    const char *ip = getenv("BENCH_UCX_SOCKADDR");
+    if (ip && *ip) /* the target sent its listener's address */
+        ep_p = (ucp_ep_params_t){.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR,
+                                 .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+                                 .sockaddr = {.addr = (struct sockaddr *)addr, .addrlen = (socklen_t)alen}};
     ucp_ep_h ep;
     ucs_status_t st = ucp_ep_create(w, &ep_p, &ep);
     if (st != UCS_OK)
