@@ -432,7 +432,9 @@ typedef struct gw_xfer_opts {
 
 /* Moves count entry pairs as one request: op GW_XFER_PUT writes local entry
  * lidx[i] into remote entry ridx[i], GW_XFER_GET reads the other way.  lidx
- * or ridx NULL means 0..count-1.  count 0 is a valid empty batch (it still
+ * or ridx NULL means 0..count-1; with both NULL, a later transfer of the
+ * same two lists and count reuses the entries this one built (no work per
+ * entry at posting).  count 0 is a valid empty batch (it still
  * delivers its notification, after every earlier put).  opts may be NULL (no
  * notification).  Completion: every byte is in place (put: in the target's
  * memory; get: in the local entries).  Entries may overlap or repeat; where

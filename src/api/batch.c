@@ -5,7 +5,8 @@
  * checks its indices and lengths and builds the flat entry array the
  * transport's `batch` op reads (transport/base/batch.h): zero-length entries
  * dropped, an entry that continues the previous one on both sides merged
- * into it.
+ * into it.  A transfer of all entries of two lists with no index arrays
+ * reuses the array the last such transfer of the pair built (pair_entries).
  *
  * The list form over a transport that takes it unexpanded (intra: GPU
  * memory on both sides, one region and one key) builds no entries: each
