@@ -611,8 +611,7 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
 static int pair_entries(const gw_dlist_t *local, const gw_dlist_t *remote, const uint32_t *lidx,
                         const uint32_t *ridx, size_t count)
 {
-    return !lidx && !ridx && local->pent && local->pent_serial == remote->serial && local->pent_count == count &&
-           !(local->lgpu && remote->rgpu); /* GPU to GPU: the list form's, which needs room to expand */
+    return !lidx && !ridx && local->pent && local->pent_serial == remote->serial && local->pent_count == count;
 }
 
 static void pair_use(const gw_dlist_t *local, gw_batch_t *b)
@@ -674,7 +673,7 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     if (count > UINT32_MAX)
         return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries (at most %u)", count, UINT32_MAX);
     int kept = pair_entries(local, remote, lidx, ridx, count);
-    batch_mem_t *m = batch_alloc(ep->ctx, kept ? 0 : count);
+    batch_mem_t *m = batch_alloc(ep->ctx, count); /* (the list form may expand into it; the spare's room) */
     if (!m)
         return gw_err(core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for %zu entries", count);
     gw_batch_t *b = &m->b;
