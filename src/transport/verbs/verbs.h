@@ -387,7 +387,10 @@ typedef struct gw_verbs_ep {
     struct ibv_send_wr put_wr;
     struct ibv_sge put_sge;
     uint64_t wr_posted, wr_signalled, post_calls; /* counters for describe/tests */
-    uint64_t chain_spills;                        /* mid-pass posts of a full chain (gw_verbs_chain_spill) */
+    /* a pass's chains (struct batch): room for a whole send queue per queue pair */
+    struct ibv_send_wr *chain_wr;
+    struct ibv_sge (*chain_sge)[2]; /* (a second one: eager sends, see post_req in verbs_post.c) */
+    int chain_cap;                   /* WRs per queue pair: the send queue's depth */
     uint64_t wr_covers;      /* zero-length WRITEs posted to complete an unsignalled tail (gw_verbs_cover) */
     gw_request_t *lazy_group; /* open group of untracked puts posted with no api request
                                * (gw_verbs_put_direct): one request of ours stands in
@@ -446,7 +449,14 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
 #define GW_VERBS_IMM_RECVS 128u /* zero-length receives kept posted on each QP 1.. */
 #define GW_VERBS_ARM_IDLE_NS 200000ull /* keep polling this long after activity */
 #define GW_VERBS_IDLE_CLOCK 512u       /* idle progress passes per clock read */
-#define GW_VERBS_SQ_DEPTH 256
+/* Send queue depth per queue pair.  A pass posts what a queue pair has room
+ * for in one ibv_post_send (struct batch), so a batch of thousands of
+ * entries goes out in a few doorbells: with 256, a 4096-entry batch took
+ * 64+ posts, and Soft-RoCE, which runs a queue pair's requester inside the
+ * poster's ibv_post_send until a budget of packets, then hands the rest to
+ * its workers, did all of it on the posting CPU (docs/PERFORMANCE.md,
+ * session 18: 4096 x 16 KiB 0.58x -> ~1.0x of one contiguous put). */
+#define GW_VERBS_SQ_DEPTH 1024
 #define GW_VERBS_SIG_DEEP 16 /* tracked WRs in flight from which a pass's last one may go unsignalled
                               * (at most depth/4; verbs_post.c, "Signalling") */
 
@@ -496,7 +506,6 @@ enum { CT_CTS = 7, CT_WFIN };
 #define RECV_WRID GW_VERBS_RECV_WRID
 #define DRAIN_WRID (1ull << 61) /* the drain markers of a dead endpoint (send and receive) */
 #define NO_SLOT 0xffff
-#define BATCH 32
 
 /* A request's verbs scratch: req->verbs (struct gw_req_verbs, core/request.h). */
 
@@ -539,16 +548,31 @@ static inline void slot_put(gw_verbs_ep_t *ep, int s)
 }
 static inline uint8_t *slot_ptr(gw_verbs_ep_t *ep, int s) { return ep->sbuf + (size_t)s * GW_VERBS_SLOT; }
 
-/* batches */
+/* A pass's work requests: one chain per queue pair, each posted with one
+ * ibv_post_send when the pass ends (batch_flush).  The chains live in the
+ * endpoint (chain_wr / chain_sge, as deep as the send queue: a pass can
+ * hand a queue pair everything it has room for at once); one pass at a
+ * time per endpoint, as the send rings already require. */
 struct batch {
-    struct ibv_send_wr wr[GW_VERBS_MAX_QPS][BATCH];
-    struct ibv_sge sge[GW_VERBS_MAX_QPS][BATCH][2]; /* (a second one: eager sends, see post_req in verbs_post.c) */
+    struct ibv_send_wr *wr[GW_VERBS_MAX_QPS];
+    struct ibv_sge (*sge[GW_VERBS_MAX_QPS])[2];
     int n[GW_VERBS_MAX_QPS];
+    int cap;
 };
+
+static inline void batch_begin(gw_verbs_ep_t *ep, batch_t *b)
+{
+    b->cap = ep->chain_cap;
+    for (int qi = 0; qi < ep->nqps; qi++) {
+        b->wr[qi] = ep->chain_wr + (size_t)qi * (size_t)ep->chain_cap;
+        b->sge[qi] = ep->chain_sge + (size_t)qi * (size_t)ep->chain_cap;
+        b->n[qi] = 0;
+    }
+}
 
 static inline int qp_room(gw_verbs_ep_t *ep, batch_t *b, int qi)
 {
-    return b->n[qi] < BATCH && ep->qps[qi].used < ep->qps[qi].depth;
+    return b->n[qi] < b->cap && ep->qps[qi].used < ep->qps[qi].depth;
 }
 
 /* A bounce slot for a message on QP 0 when QP 0 and the batch have room:
@@ -575,7 +599,6 @@ gw_request_t *gw_verbs_rdv_lookup(gw_verbs_ep_t *ep, uint64_t opid);
 void gw_verbs_rdv_recv_forget(gw_verbs_ep_t *ep, gw_request_t *req);
 int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left);
 void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req);
-void gw_verbs_chain_spill(gw_verbs_ep_t *ep, batch_t *b, int qi);
 struct ibv_send_wr *gw_verbs_wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_request_t *req, int kind,
                                   int slot, uint32_t len);
 

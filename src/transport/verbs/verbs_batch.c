@@ -11,13 +11,12 @@
  * GPUWIRE_IB_SPLIT_MIN is striped over the queue pairs (4 KiB-aligned
  * pieces), smaller entries go round-robin over them; pieces respect MR
  * chunk boundaries on both sides and the port's largest message.  A pass
- * fills the send queues, not one chain per queue pair: a chain that reaches
- * BATCH WRs while its send queue has room goes out at once
- * (gw_verbs_chain_spill, verbs_post.c: one ibv_post_send, unsignalled but
- * for every depth/4th WR), the pass's closing flush posts the rest with the
- * last WR of each queue pair signalled; the request completes when the
- * completions of all its WRs are in.  The api layer has already merged
- * adjacent entries.
+ * fills the send queues, each queue pair's WRs one chain as deep as its
+ * send queue (struct batch, verbs.h), and the pass's closing flush posts
+ * each chain with one ibv_post_send (one doorbell per queue pair per pass,
+ * signalled every depth/4th WR and at the chain's end); the request
+ * completes when the completions of all its WRs are in.  The api layer
+ * has already merged adjacent entries.
  *
  * Notification: once every data WR is posted and every other queue pair has
  * drained (as a put_notify), a CT_NOTIFY message on QP 0; status 1 marks a
@@ -121,11 +120,6 @@ int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             stripe = (stripe + 4095) & ~(uint64_t)4095;
         }
         int qi = (int)(req->verbs.stripe % (uint64_t)ep->nqps);
-        if (b->n[qi] == BATCH && ep->qps[qi].used < ep->qps[qi].depth) {
-            gw_verbs_chain_spill(ep, b, qi); /* the chain is full, the send queue is not */
-            if (vep_failed(ep))
-                return 1; /* (failing the endpoint failed its requests) */
-        }
         if (!qp_room(ep, b, qi))
             return 0;
         uint32_t rkey = 0, lkey = 0;

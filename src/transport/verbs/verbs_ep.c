@@ -35,6 +35,10 @@ static void ep_free_res(gw_verbs_ep_t *ep)
         }
         free(ep->qps[i].ring);
     }
+    free(ep->chain_wr);
+    free(ep->chain_sge);
+    ep->chain_wr = NULL;
+    ep->chain_sge = NULL;
     if (ep->cq) {
         if (ep->cq_unacked)
             ibv->ack_cq_events(ep->cq, ep->cq_unacked);
@@ -187,6 +191,14 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
                         q->qp->qp_num, vif->port.port, strerror(rc));
             goto err;
         }
+    }
+    /* a pass's chains: a whole send queue per queue pair (struct batch, verbs.h) */
+    ep->chain_cap = (int)ep->qps[0].depth;
+    ep->chain_wr = calloc((size_t)ep->nqps * (size_t)ep->chain_cap, sizeof(*ep->chain_wr));
+    ep->chain_sge = calloc((size_t)ep->nqps * (size_t)ep->chain_cap, sizeof(*ep->chain_sge));
+    if (!ep->chain_wr || !ep->chain_sge) {
+        st = gw_err(c, GW_ERR_NOMEM, "verbs work-request chains (%d x %d): out of memory", ep->nqps, ep->chain_cap);
+        goto err;
     }
     if ((st = post_initial_recvs(ep)) != GW_OK)
         goto err;

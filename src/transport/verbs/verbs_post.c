@@ -186,26 +186,6 @@ static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
     }
 }
 
-/* Mid-pass: QP qi's chain is full (BATCH WRs) and its send queue has room
- * for more.  Posts all but its last WR now, unsignalled but for the
- * depth/4 rule (more of the pass follows), and keeps the last as the
- * chain's first, so that the pass's closing batch_flush still ends every
- * queue pair it used with a signalled WR.  The batched transfers'
- * (verbs_batch.c): a pass then hands the send queue all it holds, not one
- * chain per queue pair. */
-void gw_verbs_chain_spill(gw_verbs_ep_t *ep, batch_t *b, int qi)
-{
-    int n = b->n[qi];
-    if (n < 2)
-        return;
-    chain_post(ep, b, qi, n - 1, 0);
-    ep->chain_spills++;
-    b->wr[qi][0] = b->wr[qi][n - 1];
-    memcpy(b->sge[qi][0], b->sge[qi][n - 1], sizeof(b->sge[qi][0]));
-    b->wr[qi][0].sg_list = b->sge[qi][0];
-    b->n[qi] = 1;
-}
-
 /* ---- request completion ------------------------------------------------------------- */
 void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req)
 {
@@ -751,7 +731,7 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
         return 0; /* nothing queued (the common case of a progress call) */
     uint64_t before = ep->wr_posted;
     batch_t b;
-    memset(b.n, 0, sizeof(b.n));
+    batch_begin(ep, &b);
     /* control messages first (FIN unblocks the peer) */
     while (ep->ctrl_count) {
         int s = msg_slot(ep, &b);
@@ -995,7 +975,7 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
     }
     if (!put_inline_now(ep, req)) {
         batch_t b;
-        memset(b.n, 0, sizeof(b.n));
+        batch_begin(ep, &b);
         if (!post_req(ep, &b, req)) /* blocked (no slot, no room): it waits at the queue's head */
             gw_list_push_back(&ep->pending, &req->tl_link);
         if (!vep_failed(ep) && ep->stg_live) /* it started staged work: its first chunks go in this batch too */
