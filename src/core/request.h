@@ -29,7 +29,6 @@ struct gw_req_tcp {
 };
 struct gw_req_intra {
     struct gw_intra_slot *slot; /* the peer table slot entered (its inflight counted) */
-    uint32_t state;         /* ST_* (intra_int.h) */
     uint64_t opid;          /* send/rendezvous: the operation id FIN answers */
     uint64_t src;           /* put/get: RK_VALID | table slot; rendezvous receive: slot + 1 << 32 */
     uint64_t src2;          /* put/get: the region id; rendezvous receive: message length */

@@ -869,7 +869,6 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
         op->parts++;
-        req->intra.state = ST_COPYING;
         e->n_cuda++;
         return;
     }
@@ -927,7 +926,6 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
         }
     }
     req->intra.slot = NULL;
-    req->intra.state = ST_NEW;
     if (!e->ready) {
         gw_list_push_back(&e->waiting, &req->tl_link);
         return GW_OK;

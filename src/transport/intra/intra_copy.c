@@ -459,7 +459,6 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
         return GW_ERR_NOMEM;
     }
     req->intra.slot = NULL; /* the record owns the slot count now */
-    req->intra.state = ST_COPYING;
     e->n_cuda++;
     return GW_INPROGRESS;
 }

@@ -300,7 +300,6 @@ void intra_retry_waiting(intra_ep_t *e)
 gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
-    req->intra.state = ST_NEW;
     gw_status_t st = intra_rkey_capture(e, req);
     if (st != GW_OK)
         return st;

@@ -148,8 +148,6 @@ typedef struct intra_ep {
     unsigned long n_holes;  /* batched CMA gets: remote holes read through into a sink (intra_batch.c) */
 } intra_ep_t;
 
-/* request scratch: req->intra (core/request.h) */
-enum { ST_NEW = 0, ST_COPYING = 1 };
 
 /* the copy engine: one request's bytes between a local buffer and a peer   */
 typedef struct rdesc {
