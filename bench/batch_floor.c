@@ -209,7 +209,6 @@ int main(int argc, char **argv)
     }
     const char *mode = argv[1];
     N = strtoul(argv[2], NULL, 0);
-    S = strtoul(argv[3], NULL, 0);
     char *sfx = NULL;
     S = strtoul(argv[3], &sfx, 0);
     if (sfx && (*sfx == 'K' || *sfx == 'k'))

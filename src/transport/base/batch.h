@@ -148,6 +148,12 @@ static inline int gw_batch_ldev(const gw_batch_t *b, const gw_batch_ent_t *e)
     return m && m->type == GW_MEM_CUDA ? m->cuda_device : -1;
 }
 
+/* Does req deliver a notification: a put_notify, or a batch with one? */
+static inline int gw_req_notifies(const gw_request_t *req)
+{
+    return req->op == GW_OP_PUT_NOTIFY || (req->op == GW_OP_BATCH && req->batch->notify != GW_NOTIFY_NONE);
+}
+
 /* Is req's notification a counted one (a batch's with GW_NOTIFY_COUNTED)?
  * What a transport's deferred-notification sender (ep_base.h notify_out)
  * puts on its wire. */

@@ -65,6 +65,19 @@ static void check_flushes(gw_ep_base_t *b)
     }
 }
 
+/* req leaves the endpoint's books: no longer deferred, no longer outstanding. */
+static void op_unlist(gw_ep_base_t *b, gw_request_t *req)
+{
+    if (req->flags & GW_REQF_NDEFER) {
+        req->flags &= (uint8_t)~(GW_REQF_NDEFER | GW_REQF_NHELD);
+        b->ndeferred--;
+    }
+    if (req->flags & GW_REQF_QUEUED) {
+        gw_list_del(&req->link);
+        req->flags &= (uint8_t)~GW_REQF_QUEUED;
+    }
+}
+
 static void op_complete(gw_request_t *req, gw_status_t status)
 {
     if (status != GW_OK && req->err_sink && *req->err_sink == GW_OK)
@@ -84,9 +97,7 @@ static void notes_check(gw_ep_base_t *b)
         gw_request_t *o = gw_container_of(f, gw_request_t, link);
         if (!(o->flags & GW_REQF_NHELD))
             break; /* the oldest operation is still moving */
-        gw_list_del(f);
-        o->flags &= (uint8_t)~(GW_REQF_QUEUED | GW_REQF_NDEFER | GW_REQF_NHELD);
-        b->ndeferred--;
+        op_unlist(b, o);
         /* off the list first: if sending fails the endpoint, gw_ep_fail
          * completes the others, and this one is completed here */
         gw_status_t st = b->notify_out(b->notify_arg, o);
@@ -112,20 +123,13 @@ gw_status_t gw_ep_notify_defer(gw_ep_base_t *b, gw_request_t *req)
 
 void gw_ep_op_done_slow(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
 {
-    if (req->flags & GW_REQF_NDEFER) {
-        if (status == GW_OK && (req->flags & GW_REQF_QUEUED) && !gw_ep_failed(b)) {
-            req->flags |= GW_REQF_NHELD; /* its notification waits its turn */
-            notes_check(b);
-            check_flushes(b);
-            return;
-        }
-        req->flags &= (uint8_t)~(GW_REQF_NDEFER | GW_REQF_NHELD); /* failed: no notification */
-        b->ndeferred--;
+    if ((req->flags & GW_REQF_NDEFER) && status == GW_OK && (req->flags & GW_REQF_QUEUED) && !gw_ep_failed(b)) {
+        req->flags |= GW_REQF_NHELD; /* its notification waits its turn */
+        notes_check(b);
+        check_flushes(b);
+        return;
     }
-    if (req->flags & GW_REQF_QUEUED) {
-        gw_list_del(&req->link);
-        req->flags &= (uint8_t)~GW_REQF_QUEUED;
-    }
+    op_unlist(b, req); /* (a deferred one that failed: no notification) */
     op_complete(req, status);
     if (b->ndeferred) /* a held one may be at the head now */
         notes_check(b);
@@ -134,14 +138,7 @@ void gw_ep_op_done_slow(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
 
 void gw_ep_op_unstart(gw_ep_base_t *b, gw_request_t *req)
 {
-    if (req->flags & GW_REQF_NDEFER) {
-        req->flags &= (uint8_t)~(GW_REQF_NDEFER | GW_REQF_NHELD);
-        b->ndeferred--;
-    }
-    if (req->flags & GW_REQF_QUEUED) {
-        gw_list_del(&req->link);
-        req->flags &= (uint8_t)~GW_REQF_QUEUED;
-    }
+    op_unlist(b, req);
     if (b->ndeferred)
         notes_check(b);
     check_flushes(b);

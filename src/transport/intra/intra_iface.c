@@ -371,8 +371,7 @@ static gw_status_t intra_submit(gw_tl_ep_t *tep, gw_request_t *req)
 {
     /* a notification waits for every older operation (intra_notify_out) */
     gw_status_t st;
-    if ((req->op == GW_OP_PUT_NOTIFY || (req->op == GW_OP_BATCH && req->batch->notify != GW_NOTIFY_NONE)) &&
-        (st = gw_ep_notify_defer(tep->base, req)) != GW_OK)
+    if (gw_req_notifies(req) && (st = gw_ep_notify_defer(tep->base, req)) != GW_OK)
         return st;
     switch (req->op) {
     case GW_OP_PUT:

@@ -557,12 +557,10 @@ struct batch {
     struct ibv_send_wr *wr[GW_VERBS_MAX_QPS];
     struct ibv_sge (*sge[GW_VERBS_MAX_QPS])[2];
     int n[GW_VERBS_MAX_QPS];
-    int cap;
 };
 
 static inline void batch_begin(gw_verbs_ep_t *ep, batch_t *b)
 {
-    b->cap = ep->chain_cap;
     for (int qi = 0; qi < ep->nqps; qi++) {
         b->wr[qi] = ep->chain_wr + (size_t)qi * (size_t)ep->chain_cap;
         b->sge[qi] = ep->chain_sge + (size_t)qi * (size_t)ep->chain_cap;
@@ -572,7 +570,7 @@ static inline void batch_begin(gw_verbs_ep_t *ep, batch_t *b)
 
 static inline int qp_room(gw_verbs_ep_t *ep, batch_t *b, int qi)
 {
-    return b->n[qi] < b->cap && ep->qps[qi].used < ep->qps[qi].depth;
+    return b->n[qi] < ep->chain_cap && ep->qps[qi].used < ep->qps[qi].depth;
 }
 
 /* A bounce slot for a message on QP 0 when QP 0 and the batch have room:

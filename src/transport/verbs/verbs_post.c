@@ -132,14 +132,14 @@ static void post_failed(gw_verbs_ep_t *ep, gw_verbs_qp_t *q, int n, const struct
                     strerror(rc), rc);
 }
 
-/* Posts the first n WRs of QP qi's chain with one ibv_post_send, signalled
- * as the header says ("Signalling"): every depth/4-th, and when sig_last
- * (the pass ends) its last tracked WR by last_signalled(). */
-static void chain_post(gw_verbs_ep_t *ep, batch_t *b, int qi, int n, int sig_last)
+/* Posts the n WRs of QP qi's chain with one ibv_post_send at the end of a
+ * pass, signalled as the header says ("Signalling"): every depth/4-th, and
+ * its last tracked WR by last_signalled(). */
+static void chain_post(gw_verbs_ep_t *ep, batch_t *b, int qi, int n)
 {
     gw_verbs_qp_t *q = &ep->qps[qi];
     int last = -1;
-    for (int k = n - 1; sig_last && k >= 0 && last < 0; k--)
+    for (int k = n - 1; k >= 0 && last < 0; k--)
         if (!(wr_rec(q, b->wr[qi][k].wr_id)->flags & WRF_LAZY))
             last = k;
     for (int k = 0; k < n; k++) {
@@ -182,7 +182,7 @@ static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
         int n = b->n[qi];
         b->n[qi] = 0;
         if (n)
-            chain_post(ep, b, qi, n, 1);
+            chain_post(ep, b, qi, n);
     }
 }
 
