@@ -264,7 +264,14 @@ gw_status_t gw_context_wait(gw_context_t *ctx, int timeout_ms)
     if (!ctx)
         return GW_ERR_INVALID;
     struct pollfd p = {.fd = ctx->core.epfd, .events = POLLIN};
+    if (timeout_ms != 0)
+        gw_core_sleeping(&ctx->core, 1);
     int r = poll(&p, 1, timeout_ms);
+    if (timeout_ms != 0) {
+        int e = errno;
+        gw_core_sleeping(&ctx->core, 0);
+        errno = e;
+    }
     if (r < 0 && errno != EINTR)
         return gw_err(&ctx->core, GW_ERR_SYSTEM, "poll(context fd) failed: %s", strerror(errno));
     return r > 0 ? GW_OK : GW_ERR_TIMEOUT;

@@ -176,6 +176,34 @@ void gw_core_del_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg)
     }
 }
 
+gw_status_t gw_core_add_sleeper(gw_core_t *c, gw_sleep_cb_t cb, void *arg)
+{
+    if (c->nsleepers == (int)GW_ARRAY_SIZE(c->sleepers))
+        return gw_err(c, GW_ERR_NO_RESOURCE, "too many sleepers (%d)", c->nsleepers);
+    c->sleepers[c->nsleepers] = cb;
+    c->sleeper_args[c->nsleepers] = arg;
+    c->nsleepers++;
+    return GW_OK;
+}
+
+void gw_core_del_sleeper(gw_core_t *c, gw_sleep_cb_t cb, void *arg)
+{
+    for (int i = 0; i < c->nsleepers; i++) {
+        if (c->sleepers[i] == cb && c->sleeper_args[i] == arg) {
+            c->sleepers[i] = c->sleepers[c->nsleepers - 1];
+            c->sleeper_args[i] = c->sleeper_args[c->nsleepers - 1];
+            c->nsleepers--;
+            return;
+        }
+    }
+}
+
+void gw_core_sleeping(gw_core_t *c, int asleep)
+{
+    for (int i = 0; i < c->nsleepers; i++)
+        c->sleepers[i](c->sleeper_args[i], asleep);
+}
+
 void gw_core_signal(gw_core_t *c)
 {
     if (c->ev_armed)
@@ -222,8 +250,15 @@ int gw_core_dispatch(gw_core_t *c, int timeout_ms)
 {
     struct epoll_event evs[64];
     int n = 0;
-    if (timeout_ms != 0 || c->nhot > 0 || cold_due(c))
+    if (timeout_ms != 0) {
+        gw_core_sleeping(c, 1);
         n = epoll_wait(c->epfd, evs, 64, timeout_ms);
+        int e = errno;
+        gw_core_sleeping(c, 0);
+        errno = e;
+    } else if (c->nhot > 0 || cold_due(c)) {
+        n = epoll_wait(c->epfd, evs, 64, timeout_ms);
+    }
     if (n < 0)
         return errno == EINTR ? 0 : -1;
     int count = 0;

@@ -27,6 +27,7 @@ typedef struct gw_io {
 
 /* A hook run on every gw_progress() (transports that poll, e.g. CQs). */
 typedef int (*gw_poll_cb_t)(void *arg);
+typedef void (*gw_sleep_cb_t)(void *arg, int asleep);
 
 struct gw_core {
     gw_settings_t settings;
@@ -45,6 +46,9 @@ struct gw_core {
     gw_poll_cb_t pollers[8];
     void *poller_args[8];
     int npollers;
+    gw_sleep_cb_t sleepers[4]; /* told around a blocking epoll_wait (gw_core_add_sleeper) */
+    void *sleeper_args[4];
+    int nsleepers;
     int nhot;           /* fds added by gw_io_add (not _cold) and not yet deleted */
     unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
     uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
@@ -79,6 +83,15 @@ gw_status_t gw_io_mod(gw_core_t *c, gw_io_t *io, uint32_t events);
 void gw_io_del(gw_core_t *c, gw_io_t *io);
 gw_status_t gw_core_add_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg);
 void gw_core_del_poller(gw_core_t *c, gw_poll_cb_t cb, void *arg);
+/* A sleeper is called with asleep = 1 just before this context blocks on
+ * its fd (gw_context_wait, and the waits built on it; gw_core_dispatch with
+ * a timeout) and with 0 once it wakes: a transport whose peers can see it
+ * (intra's shared ring) says there that this context is not polling now.
+ * A caller that sleeps on the context fd in its own poll() is not seen. */
+gw_status_t gw_core_add_sleeper(gw_core_t *c, gw_sleep_cb_t cb, void *arg);
+void gw_core_del_sleeper(gw_core_t *c, gw_sleep_cb_t cb, void *arg);
+/* Tells the sleepers (1: about to block on the context fd; 0: awake). */
+void gw_core_sleeping(gw_core_t *c, int asleep);
 
 /* Makes the context fd readable until the next progress call (software
  * events such as completions that need no fd). */

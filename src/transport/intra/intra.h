@@ -87,7 +87,8 @@ enum gw_intra_msg {
     GW_INTRA_M_FDREP = 7,  /* a = slot, b = region id, c = fds attached, d = status */
     GW_INTRA_M_BYE = 8,
     GW_INTRA_M_PING = 9,   /* liveness probe while work is outstanding */
-    GW_INTRA_M_PONG = 10
+    GW_INTRA_M_PONG = 10,
+    GW_INTRA_M_RING = 11   /* fd attached: the sender's ring (below), a = its length */
 };
 
 typedef struct gw_intra_hdr {
@@ -120,6 +121,102 @@ void gw_intra_shm_drop_all(gw_list_t *maps);
 struct iovec;
 size_t gw_intra_cma_batch(pid_t pid, int to_remote, const struct iovec *loc, const struct iovec *rem, size_t n,
                           int *err);
+
+/* The ring (intra_ring.c): batched puts of small host entries that the
+ * target copies into place.  The initiator creates it (a memfd, sent once
+ * with GW_INTRA_M_RING) and owns its slots; the target maps it, and its
+ * progress engine takes what is posted:
+ *   FREE -> POSTED      initiator: descriptors and bytes written, then the
+ *                       state (release), then hdr.posted += 1
+ *   POSTED -> CLAIMED   target (compare-and-swap): checks every entry
+ *                       against its own region table (id, kind, access,
+ *                       bounds) before copying any, copies, writes status
+ *                       and bad, then
+ *   CLAIMED -> DONE     (release); the initiator reads the result, -> FREE
+ *   POSTED -> FREE      initiator (compare-and-swap): the target did not
+ *                       take it in time; the initiator moves those entries
+ *                       by CMA itself, and the target never sees them.
+ * The target writes hb (its progress count) on every progress call and
+ * asleep while it blocks in epoll_wait, so the initiator offers work only
+ * to a target that is polling.  Layout: the header, the slot states (a
+ * cache line each), then nslots data areas of slot_bytes: n descriptors,
+ * then from the next 64-byte boundary each entry's bytes at a 16-byte
+ * boundary.  Both processes run this library's version (checked by magic
+ * and version); the fields are native-endian. */
+#define GW_INTRA_RING_MAGIC 0x676e69727767ull /* "gwring" */
+#define GW_INTRA_RING_VERSION 1u
+#define GW_INTRA_RING_SLOTS 64u
+#define GW_INTRA_RING_SLOT_BYTES (32u << 10)
+#define GW_INTRA_RING_DATA_OFF 8192u /* header and slot states before it */
+enum { GW_INTRA_RS_FREE = 0, GW_INTRA_RS_POSTED = 1, GW_INTRA_RS_CLAIMED = 2, GW_INTRA_RS_DONE = 3 };
+
+typedef struct gw_intra_ring_hdr {
+    uint64_t magic;
+    uint32_t version, nslots;
+    uint32_t slot_bytes, pad0;
+    uint64_t pad1[5];
+    _Atomic uint64_t posted;  /* initiator: slots posted so far */
+    uint64_t pad2[7];
+    _Atomic uint64_t hb;      /* target: its progress count, on every progress call */
+    _Atomic uint32_t asleep;  /* target: 1 while it blocks in epoll_wait */
+    uint32_t pad3[13];
+} gw_intra_ring_hdr_t;
+
+typedef struct gw_intra_ring_slot {
+    _Atomic uint32_t state;   /* GW_INTRA_RS_* */
+    uint32_t n;               /* entries */
+    uint32_t bytes;           /* the slot's data bytes used, descriptors included */
+    int32_t status;           /* DONE: gw_status_t */
+    uint32_t bad;             /* DONE with an error: the slot's entry that failed */
+    uint32_t pad[11];
+} gw_intra_ring_slot_t;
+
+typedef struct gw_intra_ring_desc {
+    uint32_t slot;            /* the target's region table slot */
+    uint32_t len;             /* > 0 */
+    uint64_t id;              /* the region id that slot must hold */
+    uint64_t raddr;           /* in the target's address space */
+} gw_intra_ring_desc_t;
+_Static_assert(sizeof(gw_intra_ring_hdr_t) == 192, "ring header layout");
+_Static_assert(sizeof(gw_intra_ring_slot_t) == 64, "ring slot layout");
+_Static_assert(sizeof(gw_intra_ring_desc_t) == 24, "ring descriptor layout");
+_Static_assert(sizeof(gw_intra_ring_hdr_t) + GW_INTRA_RING_SLOTS * sizeof(gw_intra_ring_slot_t) <=
+               GW_INTRA_RING_DATA_OFF, "ring header and states over the data");
+
+/* Bytes of a ring. */
+static inline size_t gw_intra_ring_len(void)
+{
+    return GW_INTRA_RING_DATA_OFF + (size_t)GW_INTRA_RING_SLOTS * GW_INTRA_RING_SLOT_BYTES;
+}
+static inline gw_intra_ring_slot_t *gw_intra_ring_slot(void *ring, uint32_t i)
+{
+    return (gw_intra_ring_slot_t *)((uint8_t *)ring + sizeof(gw_intra_ring_hdr_t)) + i;
+}
+static inline uint8_t *gw_intra_ring_data(void *ring, uint32_t i)
+{
+    return (uint8_t *)ring + GW_INTRA_RING_DATA_OFF + (size_t)i * GW_INTRA_RING_SLOT_BYTES;
+}
+/* Where a slot's entry bytes start, after n descriptors. */
+static inline size_t gw_intra_ring_data_start(uint32_t n)
+{
+    return ((size_t)n * sizeof(gw_intra_ring_desc_t) + 63u) & ~(size_t)63u;
+}
+void gw_intra_ring_init(void *ring);
+/* A mapped ring of len bytes from a peer: GW_OK, or GW_ERR_PROTOCOL /
+ * GW_ERR_VERSION with the reason. */
+gw_status_t gw_intra_ring_accept(const void *ring, size_t len, char *why, size_t whylen);
+/* How many of the n lengths (each > 0) fit one slot, from the first. */
+uint32_t gw_intra_ring_fit(const uint64_t *len, size_t stride, uint32_t n);
+/* Checks a slot's n descriptors (a private copy) and its byte count against
+ * the target's region table before anything is copied: every entry inside
+ * a host region of the table holding its id, with remote write access, the
+ * data inside the slot.  GW_OK, or the status of the first bad entry (*bad,
+ * why says which and why); table NULL checks the layout only. */
+gw_status_t gw_intra_ring_check(const gw_intra_slot_t *table, const gw_intra_ring_desc_t *d, uint32_t n,
+                                uint32_t bytes, uint32_t *bad, char *why, size_t whylen);
+/* Copies checked entries into place: entry i's bytes from data (the slot's
+ * entry bytes) to d[i].raddr. */
+void gw_intra_ring_unpack(const gw_intra_ring_desc_t *d, uint32_t n, const uint8_t *data);
 
 extern const gw_tl_ops_t gw_tl_intra_ops;
 

@@ -833,6 +833,21 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
     }
+    /* small host entries into registered memory of a polling target: its
+     * progress engine copies them out of the ring (intra_ring.c); what the
+     * ring did not take (all, when it is not used) goes on below by CMA */
+    if (op->nhost == b->n && !op->shm && !gpu && !b->get) {
+        uint64_t rbytes = 0;
+        uint32_t taken = intra_ring_post(e, req, &rbytes);
+        if (taken) {
+            op->parts++;
+            op->cur = taken;
+            op->off = 0;
+            op->host_bytes -= (size_t)rbytes;
+            if (taken == b->n)
+                op->nhost = 0; /* (nothing left for CMA) */
+        }
+    }
     /* host entries: at once when small, else piecewise from progress (posting never blocks for long) */
     int fin = 1;
     if (!op->nhost)

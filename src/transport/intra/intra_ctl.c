@@ -126,7 +126,7 @@ gw_status_t intra_out_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const void *pa
 }
 
 /* A message with fds attached: sent after the queue drained, at once. */
-static gw_status_t out_msg_fds(intra_ep_t *e, const gw_intra_hdr_t *h, const int *fds, int nfd)
+gw_status_t intra_out_msg_fds(intra_ep_t *e, const gw_intra_hdr_t *h, const int *fds, int nfd)
 {
     gw_core_t *c = e->super.iface->core;
     /* drain the queue first so the fds ride with this message's bytes */
@@ -211,7 +211,7 @@ static void on_fdreq(intra_ep_t *e, const gw_intra_hdr_t *h)
             fds[n++] = s->seg[i].fd;
     }
     r.c = (uint64_t)n;
-    out_msg_fds(e, &r, fds, n);
+    intra_out_msg_fds(e, &r, fds, n);
 }
 
 static void on_fdrep(intra_ep_t *e, const gw_intra_hdr_t *h)
@@ -301,6 +301,12 @@ static int handle_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *pay
         break;
     }
     case GW_INTRA_M_PONG: break; /* its arrival refreshed last_rx_ns */
+    case GW_INTRA_M_RING: {
+        int fd = take_rxfd(e);
+        st = fd < 0 ? gw_err(e->super.iface->core, GW_ERR_PROTOCOL, "intra: the peer's ring arrived without its fd")
+                    : intra_ring_on_offer(e, fd, h->a);
+        break;
+    }
     case GW_INTRA_M_BYE:
         /* what arrived before the goodbye completes in this progress call;
          * the endpoint fails in the next, so the caller sees both in order */
@@ -417,7 +423,7 @@ static gw_status_t send_table(intra_ep_t *e)
 {
     gw_intra_hdr_t h = {.type = GW_INTRA_M_TABLE};
     int fd = e->ifc->table_fd;
-    return out_msg_fds(e, &h, &fd, 1);
+    return intra_out_msg_fds(e, &h, &fd, 1);
 }
 
 gw_status_t intra_ep_attach(intra_ep_t *e, int fd)

@@ -43,6 +43,7 @@ static void ep_abort(intra_ep_t *e, gw_status_t st, int external)
             gw_ep_recv_done(e->super.base, cp->req, 0, cp->req->rtag, err);
     }
     e->ncp = 0;
+    intra_ring_abort(e);
     e->ncmaq = 0; /* outstanding in the base: gw_ep_fail completes them */
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &e->waiting_recv) {
@@ -150,7 +151,12 @@ int intra_poll_inflight(intra_ep_t *e)
     while (i < e->ncp) {
         intra_cp_t *cp = &e->cps[i];
         gw_status_t st = GW_OK;
-        if (!cp->ev && cp->op == GW_OP_BATCH) { /* a batch's host entries (intra_batch.c) */
+        if (cp->ring) { /* a batch's entries in ring slots (intra_ring.c) */
+            if (!intra_ring_reap(e, cp, &st)) {
+                i++;
+                continue;
+            }
+        } else if (!cp->ev && cp->op == GW_OP_BATCH) { /* a batch's host entries (intra_batch.c) */
             if (!budget) {
                 i++;
                 continue;
@@ -413,6 +419,7 @@ gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_
     gw_put_u64(addr + 8, (uint64_t)(uintptr_t)&ifc->probe);
     gw_put_u64(addr + 16, c->uuid);
     snprintf((char *)addr + 24, INTRA_BLOB_LEN - 24, "%s", e->lname);
+    addr[INTRA_BLOB_FEAT] = INTRA_FEAT_RING; /* after the name's end; 0 from peers before the ring */
     *addrlen = INTRA_BLOB_LEN;
     gw_list_push_back(&ifc->eps, &e->link);
     *out = &e->super;
@@ -420,7 +427,7 @@ gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_
 }
 
 static gw_status_t parse_blob(const uint8_t *p, size_t len, pid_t *pid, uint64_t *probe, char *name, size_t nlen,
-                              char *why, size_t whylen)
+                              uint8_t *feat, char *why, size_t whylen)
 {
     if (len != INTRA_BLOB_LEN || gw_get_u32(p) != 1 || p[INTRA_BLOB_LEN - 1] != 0) {
         snprintf(why, whylen, "malformed intra address (%zu bytes)", len);
@@ -433,6 +440,8 @@ static gw_status_t parse_blob(const uint8_t *p, size_t len, pid_t *pid, uint64_t
         nl = nlen - 1;
     memcpy(name, p + 24, nl);
     name[nl] = '\0';
+    /* the features byte, where the name left room for it */
+    *feat = strnlen((const char *)p + 24, INTRA_BLOB_LEN - 24) < INTRA_BLOB_FEAT - 24 ? p[INTRA_BLOB_FEAT] : 0;
     return GW_OK;
 }
 
@@ -446,7 +455,8 @@ gw_status_t intra_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer, c
     pid_t pid;
     uint64_t probe;
     char name[80];
-    gw_status_t st = parse_blob(blob, len, &pid, &probe, name, sizeof(name), why, whylen);
+    uint8_t feat = 0;
+    gw_status_t st = parse_blob(blob, len, &pid, &probe, name, sizeof(name), &feat, why, whylen);
     if (st != GW_OK)
         return st;
     if (intra_cma_probe(pid, probe, why, whylen) != 0)
@@ -459,8 +469,8 @@ gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t 
     intra_ep_t *e = to_ep(tep);
     gw_core_t *c = tep->iface->core;
     char why[256];
-    gw_status_t st = parse_blob(blob, len, &e->peer_pid, &e->peer_probe, e->peer_name, sizeof(e->peer_name), why,
-                                sizeof(why));
+    gw_status_t st = parse_blob(blob, len, &e->peer_pid, &e->peer_probe, e->peer_name, sizeof(e->peer_name),
+                                &e->peer_feat, why, sizeof(why));
     if (st != GW_OK)
         return gw_err(c, st, "intra: %s", why);
     if (intra_cma_probe(e->peer_pid, e->peer_probe, why, sizeof(why)) != 0)
@@ -553,6 +563,7 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
     if (e->connected && !intra_ep_dead(e))
         ep_abort(e, GW_ERR_CANCELED, 0);
     free(e->cps);
+    intra_ring_destroy(e);
     gw_list_for_each_safe(p, t, &e->imports) intra_import_close(e, gw_container_of(p, intra_import_t, link));
     gw_intra_shm_drop_all(&e->shm_maps);
     gw_list_for_each_safe(p, t, &e->fdsets) {
@@ -592,15 +603,18 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
 gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     intra_ep_t *e = to_ep(tep);
-    char holes[48] = ""; /* batched gets that read through remote holes (intra_batch.c), once there are any */
+    char holes[48] = "", ring[64] = ""; /* once there are any: gets that read through remote holes (intra_batch.c), ring slots (intra_ring.c) */
     if (e->n_holes)
         snprintf(holes, sizeof(holes), "; %lu read holes", e->n_holes);
+    if (e->n_ring || e->n_ring_served)
+        snprintf(ring, sizeof(ring), "; ring slots %lu out (%lu taken back), %lu in", e->n_ring, e->n_ring_back,
+                 e->n_ring_served);
     /* kept short: gw_ep_info_t.path has 256 bytes */
     snprintf(buf, len,
              "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, "
-             "%lu staged, %lu kernel; %lu CMA copies batched in %lu calls%s; GPU batches: %s",
+             "%lu staged, %lu kernel; %lu CMA copies batched in %lu calls%s%s; GPU batches: %s",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched, e->n_cma_calls, holes,
+             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched, e->n_cma_calls, holes, ring,
              e->ifc->bkernel[0] ? e->ifc->bkernel : "none yet");
     return GW_OK;
 }

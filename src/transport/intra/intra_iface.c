@@ -30,6 +30,8 @@ static int intra_poll(void *arg)
             n += (int)e->ncmaq;
             intra_cma_flush(e);
         }
+        if (e->rin && !intra_ep_dead(e))
+            n += intra_ring_serve(e);
         if (e->ncp && !intra_ep_dead(e))
             n += intra_poll_inflight(e);
         if (e->bye == 1 && ifc->gen > e->bye_gen + 1 && !intra_ep_dead(e)) {
@@ -114,6 +116,10 @@ static gw_status_t intra_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
         ifc->free_slots[i] = GW_INTRA_SLOTS - 1 - i;
     ifc->nfree = GW_INTRA_SLOTS;
     ifc->cu = gw_cuda_get(ifc->cuda_why, sizeof(ifc->cuda_why));
+    long ring_us = 0;
+    if ((st = gw_settings_int(&core->settings, GW_SET_INTRA_RING_WAIT_US, &ring_us, why, whylen)) != GW_OK)
+        goto err_map;
+    ifc->ring_wait_ns = (uint64_t)ring_us * 1000u;
     if (force) {
         /* Yama ptrace_scope=1 lets only ancestors use CMA on us; force
          * opens it to every process of this user (documented in GPU.md) */
@@ -125,6 +131,14 @@ static gw_status_t intra_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *
         goto err_map;
     }
     ifc->poller_on = 1;
+    /* peers that offer us their rings see when we block (intra_ring.c) */
+    st = gw_core_add_sleeper(core, intra_ring_sleep, ifc);
+    if (st != GW_OK) {
+        snprintf(why, whylen, "%s", core->errbuf);
+        gw_core_del_poller(core, intra_poll, ifc);
+        goto err_map;
+    }
+    ifc->ring_sleeper = 1;
     *out = &ifc->super;
     return GW_OK;
 
@@ -144,6 +158,8 @@ static void intra_iface_close(gw_tl_iface_t *iface)
         return;
     if (ifc->poller_on)
         gw_core_del_poller(iface->core, intra_poll, ifc);
+    if (ifc->ring_sleeper)
+        gw_core_del_sleeper(iface->core, intra_ring_sleep, ifc);
     if (ifc->bounce && ifc->cu)
         ifc->cu->cuMemFreeHost(ifc->bounce);
     if (ifc->bdesc && ifc->cu)

@@ -12,6 +12,7 @@
  *   intra_batch.c  batched put/get
  *   intra_cma.c    several CMA copies per system call
  *   intra_shm.c    copies into shared (memfd) regions
+ *   intra_ring.c   small batched entries the target copies (a shared ring)
  * The transport: CMA for host memory, CUDA IPC and copy engines for GPU
  * memory, a Unix socket for control.  Design and shared region table:
  * intra.h. */
@@ -43,6 +44,12 @@
 #define INTRA_SHM_SYNC_MAX (1u << 20)
 #define INTRA_CMA_BUDGET (4u << 20)     /* CMA bytes one progress call moves per endpoint */
 #define INTRA_BLOB_LEN 64
+#define INTRA_BLOB_FEAT 62         /* the address blob's features byte (INTRA_FEAT_*) */
+#define INTRA_FEAT_RING 0x01       /* takes GW_INTRA_M_RING (intra_ring.c) */
+/* The ring: batches whose entries average at most this many bytes are offered */
+#define INTRA_RING_AVG_MAX 4096u
+#define INTRA_RING_PROBE_NS 3000u     /* a probe waits this long for the peer's hb to move */
+#define INTRA_RING_PASSIVE_NS 1000000u /* after a probe or an offer failed: no offer for this long */
 #define INTRA_CMA_BATCH 64              /* small CMA copies queued for one system call */
 #define INTRA_CMA_BATCH_MAX (64u << 10) /* largest copy that is queued */
 
@@ -66,7 +73,29 @@ typedef struct intra_iface {
     void *bdesc;         /* a free pinned descriptor buffer of GPU batches (intra_batch.c) */
     size_t bdesc_cap;
     char bkernel[200];   /* how GPU batch entries move (intra_batch.c) */
+    uint64_t ring_wait_ns; /* GPUWIRE_INTRA_RING_WAIT_US; 0: no ring */
+    int ring_sleeper;    /* the core tells ring_sleep (intra_ring.c) */
 } intra_iface_t;
+
+/* One side of an endpoint's ring (intra.h, intra_ring.c).  Ours (out): we
+ * post, the peer copies; the peer's (in): mapped here, we copy. */
+typedef struct intra_ring {
+    uint8_t *base;
+    size_t len;
+    gw_intra_ring_hdr_t *hdr;
+    /* out */
+    int state;           /* INTRA_RING_* below */
+    uint64_t until;      /* INTRA_RING_PASSIVE: no offer before this (ns) */
+    uint64_t hb_seen;    /* hdr->hb at the last look */
+    uint32_t head;       /* next slot to post */
+    uint32_t nbusy;      /* slots posted and not reaped */
+    gw_request_t *owner[GW_INTRA_RING_SLOTS];
+    uint32_t first[GW_INTRA_RING_SLOTS], count[GW_INTRA_RING_SLOTS]; /* the batch's entries in the slot */
+    /* in */
+    uint64_t seen;       /* hdr->posted when the slots were last scanned */
+    gw_intra_ring_desc_t *scratch; /* a slot's descriptors, copied before they are checked */
+} intra_ring_t;
+enum { INTRA_RING_PROBE = 0, INTRA_RING_ACTIVE = 1, INTRA_RING_PASSIVE = 2 };
 
 typedef struct intra_import {
     gw_list_t link;
@@ -100,6 +129,10 @@ typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_ab
     uint64_t raddr;
     uint8_t *rptr;          /* the peer's shared region mapped here: memcpy instead of CMA */
     size_t len, done;
+    int ring;               /* a batch's entries in ring slots (intra_ring.c): */
+    uint32_t rpend;         /*   slots not reaped yet */
+    uint64_t rt0;           /*   when they were posted (ns) */
+    gw_status_t rerr;       /*   the first error among them */
 } intra_cp_t;
 
 typedef struct intra_ep {
@@ -114,6 +147,7 @@ typedef struct intra_ep {
     pid_t peer_pid;
     uint64_t peer_probe;
     char peer_name[80];
+    uint8_t peer_feat;   /* INTRA_FEAT_* of the peer's address blob */
     gw_intra_slot_t *peer_table;
     int ready;   /* socket connected and peer table mapped */
     int failed;
@@ -146,6 +180,10 @@ typedef struct intra_ep {
     unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
     unsigned long n_cma_calls; /* gw_intra_cma_batch calls for the n_cma_batched copies */
     unsigned long n_holes;  /* batched CMA gets: remote holes read through into a sink (intra_batch.c) */
+    intra_ring_t *rout;     /* our ring toward the peer, once a batch could use it */
+    intra_ring_t *rin;      /* the peer's ring, mapped here */
+    int rout_off;           /* making or offering ours failed: none on this endpoint */
+    unsigned long n_ring, n_ring_back, n_ring_served; /* slots posted, taken back, copied for the peer */
 } intra_ep_t;
 
 
@@ -213,6 +251,18 @@ int intra_cma_queue(intra_ep_t *e, gw_request_t *req);
 int intra_shm_fast(intra_ep_t *e, gw_request_t *req);
 gw_status_t intra_rma_now(gw_tl_ep_t *tep, int op, void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
     const gw_rkey_t *rkey);
+
+/* intra_ctl.c */
+gw_status_t intra_out_msg_fds(intra_ep_t *e, const gw_intra_hdr_t *h, const int *fds, int nfd);
+
+/* intra_ring.c */
+uint32_t intra_ring_post(intra_ep_t *e, gw_request_t *req, uint64_t *bytes);
+int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, gw_status_t *st);
+int intra_ring_serve(intra_ep_t *e);
+gw_status_t intra_ring_on_offer(intra_ep_t *e, int fd, uint64_t len);
+void intra_ring_abort(intra_ep_t *e);
+void intra_ring_destroy(intra_ep_t *e);
+void intra_ring_sleep(void *arg, int asleep);
 
 /* intra_batch.c */
 gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta);

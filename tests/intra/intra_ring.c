@@ -1,0 +1,292 @@
+/* intra_ring - batched puts of small entries that the target copies out of
+ * the shared ring (src/transport/intra/intra_ring.c), two processes:
+ *  A. target polling: random batches (1..600 entries of 1..4096 bytes at
+ *     random offsets, some with an entry larger than a ring slot among
+ *     small ones) land exactly; the endpoint's path counts ring slots;
+ *  B. target stopped (SIGSTOP) after it took offers: the next batch's
+ *     offer is taken back after GPUWIRE_INTRA_RING_WAIT_US and moved by
+ *     CMA; it completes and lands while the target is still stopped;
+ *  C. target sleeping in gw_context_wait: no offer waits for it (50
+ *     batches in well under one wait each), and they land;
+ *  D. target killed while stopped with an offer posted: the batch fails
+ *     with an endpoint error, in bounded time.
+ * The client compares the whole region, read back with gw_get, against the
+ * image it keeps. */
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define RLEN (4u << 20)
+#define CELL 4096u
+#define WAIT_US 20000 /* the client's GPUWIRE_INTRA_RING_WAIT_US */
+static gwt_chan_t pch, cch;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The target's loop in one mode until the next token: "spin" polls without
+ * pause, "sleep" waits on the context fd between passes (gw_context_wait,
+ * which tells the ring it sleeps). */
+static void serve(gw_context_t *ctx, int sleep, char *tok, size_t cap)
+{
+    struct pollfd p = {.fd = cch.rfd, .events = POLLIN};
+    for (unsigned i = 0;; i++) {
+        gw_progress(ctx);
+        if (sleep)
+            gw_context_wait(ctx, 20);
+        if ((i & 63) && !sleep)
+            continue;
+        if (poll(&p, 1, 0) > 0)
+            break;
+        REQUIRE(getppid() != 1); /* the client is gone */
+    }
+    int n = gwt_chan_recv(&cch, tok, (uint32_t)cap - 1, 5000);
+    REQUIRE(n > 0);
+    tok[n] = 0;
+}
+
+static int server(void *arg)
+{
+    (void)arg;
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    gw_listener_t *l;
+    gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
+    uint8_t *r = calloc(1, RLEN); /* registered memory: CMA's or the ring's, not shared memory */
+    REQUIRE(r != NULL);
+    gw_mem_t *m;
+    REQUIRE_OK(gw_mem_reg(ctx, r, RLEN, GW_ACCESS_REMOTE_WRITE | GW_ACCESS_REMOTE_READ, &m));
+    gwt_send_rkey(ep, m, 1);
+    char tok[32];
+    int sleep = 0;
+    for (;;) {
+        serve(ctx, sleep, tok, sizeof(tok));
+        if (!strcmp(tok, "quit"))
+            break;
+        sleep = !strcmp(tok, "sleep");
+    }
+    gw_ep_close(ep, 1000);
+    gw_listener_destroy(l);
+    CHECK_ST(gw_mem_dereg(m), GW_OK);
+    CHECK_ST(gw_context_destroy(ctx), GW_OK);
+    free(r);
+    return gwt_done("intra_ring server");
+}
+
+static gw_context_t *ctx;
+static gw_ep_t *ep;
+static gw_rkey_t *rk;
+static uint64_t base;
+static uint8_t *src, *img, *back;
+static gw_mem_t *msrc, *mback;
+static uint64_t rng = 0x5eed1234abcdull;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* The path's ring counters: slots posted, taken back. */
+static void ring_counts(unsigned long *out, unsigned long *back_n)
+{
+    gw_ep_info_t info = {.size = sizeof(info)};
+    REQUIRE_OK(gw_ep_query(ep, &info));
+    const char *p = strstr(info.path, "ring slots ");
+    *out = *back_n = 0;
+    if (p)
+        REQUIRE(sscanf(p, "ring slots %lu out (%lu taken back)", out, back_n) == 2);
+}
+
+/* One random batch of n entries into distinct cells of the region (big:
+ * one entry of 40 KiB, larger than a ring slot, over ten cells at the end),
+ * waited for; the image is updated.  Returns the batch's status. */
+static gw_status_t batch(uint32_t n, int big, uint64_t seed)
+{
+    uint32_t ncell = RLEN / CELL - (big ? 10 : 0);
+    REQUIRE(n <= ncell);
+    gw_local_desc_t *ld = calloc(n + 1, sizeof(*ld));
+    gw_remote_desc_t *rd = calloc(n + 1, sizeof(*rd));
+    uint8_t *used = calloc(ncell, 1);
+    REQUIRE(ld && rd && used);
+    gwt_fill(src, RLEN, seed);
+    uint32_t k = 0;
+    while (k < n) {
+        uint32_t c = (uint32_t)(rnd() % ncell);
+        if (used[c])
+            continue;
+        used[c] = 1;
+        size_t len = 1 + (size_t)(rnd() % CELL);
+        size_t roff = (size_t)c * CELL + (size_t)(rnd() % (CELL - len + 1));
+        size_t loff = (size_t)(rnd() % (RLEN - len + 1));
+        ld[k] = (gw_local_desc_t){msrc, loff, len};
+        rd[k] = (gw_remote_desc_t){rk, roff, len};
+        memcpy(img + roff, src + loff, len);
+        k++;
+    }
+    if (big) {
+        size_t len = 40u << 10, roff = RLEN - 10 * CELL, loff = (size_t)(rnd() % (RLEN - len));
+        ld[k] = (gw_local_desc_t){msrc, loff, len};
+        rd[k] = (gw_remote_desc_t){rk, roff, len};
+        memcpy(img + roff, src + loff, len);
+        k++;
+    }
+    gw_dlist_t *ll, *rl;
+    REQUIRE_OK(gw_dlist_local(ctx, ld, k, &ll));
+    REQUIRE_OK(gw_dlist_remote(ep, rd, k, GW_ACCESS_REMOTE_WRITE, &rl));
+    gw_request_t *req = NULL;
+    gw_status_t st = gwt_outcome(gw_xfer_batch(ep, GW_XFER_PUT, ll, NULL, rl, NULL, k, NULL, &req), &req, 10000);
+    if (st != GW_OK)
+        fprintf(stderr, "batch of %u entries: %s: %s\n", k, gw_status_name(st), gw_last_error(ctx));
+    CHECK_ST(gw_dlist_destroy(ll), GW_OK);
+    CHECK_ST(gw_dlist_destroy(rl), GW_OK);
+    free(ld);
+    free(rd);
+    free(used);
+    return st;
+}
+
+/* The region read back (by CMA: works while the target is stopped) against the image. */
+static void check_region(const char *what)
+{
+    gw_request_t *r = NULL;
+    memset(back, 0, RLEN);
+    CHECK_ST(gwt_outcome(gw_get(ep, back, RLEN, mback, base, rk, &r), &r, 10000), GW_OK);
+    int same = memcmp(back, img, RLEN) == 0;
+    if (!same) {
+        size_t i = 0;
+        while (back[i] == img[i])
+            i++;
+        fprintf(stderr, "%s: the region differs from the image at offset %zu\n", what, i);
+    }
+    CHECK(same);
+}
+
+/* Batches until one goes through the ring (the target is ACTIVE then). */
+static void until_ring(void)
+{
+    unsigned long o0, b0, o, b;
+    ring_counts(&o0, &b0);
+    for (int i = 0; i < 200; i++) {
+        CHECK_ST(batch(64, 0, 100 + (uint64_t)i), GW_OK);
+        ring_counts(&o, &b);
+        if (o > o0)
+            return;
+    }
+    REQUIRE(!"no batch went through the ring toward a polling target");
+}
+
+int main(void)
+{
+    unsetenv("GPUWIRE_INTRA");
+    setenv("GPUWIRE_TRANSPORTS", "intra", 1);
+    char w[16];
+    snprintf(w, sizeof(w), "%d", WAIT_US);
+    setenv("GPUWIRE_INTRA_RING_WAIT_US", w, 1);
+    gwt_chan_pair(&pch, &cch);
+    int pid = gwt_spawn(server, NULL);
+    ep = gwt_connect_chan(&pch, "intra", &ctx);
+    rk = gwt_recv_rkey(ep, 1, &base);
+    REQUIRE(rk != NULL);
+    src = malloc(RLEN);
+    img = calloc(1, RLEN);
+    back = malloc(RLEN);
+    REQUIRE(src && img && back);
+    REQUIRE_OK(gw_mem_reg(ctx, src, RLEN, GW_ACCESS_LOCAL, &msrc));
+    REQUIRE_OK(gw_mem_reg(ctx, back, RLEN, GW_ACCESS_LOCAL, &mback));
+    gwt_chan_send(&pch, "spin", 5);
+
+    /* A. the target polls */
+    fprintf(stderr, "A. random batches into a polling target\n");
+    for (int i = 0; i < 150; i++) {
+        uint32_t n = 1 + (uint32_t)(rnd() % 600);
+        CHECK_ST(batch(n, i % 10 == 9, 1000 + (uint64_t)i), GW_OK);
+    }
+    check_region("A");
+    unsigned long out, tb;
+    ring_counts(&out, &tb);
+    fprintf(stderr, "  ring slots %lu out, %lu taken back\n", out, tb);
+    CHECK(out > 0);
+
+    /* B. stopped after taking offers: the next one is taken back */
+    fprintf(stderr, "B. the target stops\n");
+    until_ring();
+    unsigned long o0, b0;
+    ring_counts(&o0, &b0);
+    REQUIRE(kill(pid, SIGSTOP) == 0);
+    double t0 = now_s();
+    CHECK_ST(batch(256, 0, 2000), GW_OK);
+    double took = now_s() - t0;
+    ring_counts(&out, &tb);
+    fprintf(stderr, "  batch took %.1f ms; ring slots %lu out, %lu taken back\n", took * 1e3, out - o0, tb - b0);
+    CHECK(tb > b0);
+    CHECK(took >= WAIT_US * 1e-6 * 0.9 && took < 5.0);
+    check_region("B (target stopped)");
+    REQUIRE(kill(pid, SIGCONT) == 0);
+
+    /* C. sleeping in gw_context_wait: no offer waits for it */
+    fprintf(stderr, "C. the target sleeps in gw_context_wait\n");
+    gwt_chan_send(&pch, "sleep", 6);
+    usleep(50000);
+    ring_counts(&o0, &b0);
+    t0 = now_s();
+    for (int i = 0; i < 50; i++)
+        CHECK_ST(batch(128, 0, 3000 + (uint64_t)i), GW_OK);
+    took = now_s() - t0;
+    ring_counts(&out, &tb);
+    fprintf(stderr, "  50 batches in %.1f ms; ring slots %lu out, %lu taken back\n", took * 1e3, out - o0, tb - b0);
+    CHECK(tb == b0);
+    CHECK(took < 50 * WAIT_US * 1e-6 / 2);
+    check_region("C");
+
+    /* D. killed with an offer outstanding */
+    fprintf(stderr, "D. the target dies with an offer posted\n");
+    gwt_chan_send(&pch, "spin", 5);
+    until_ring();
+    REQUIRE(kill(pid, SIGSTOP) == 0);
+    t0 = now_s();
+    gw_local_desc_t ld = {msrc, 0, 1024};
+    gw_remote_desc_t rd = {rk, 0, 1024};
+    gw_dlist_t *ll, *rl;
+    REQUIRE_OK(gw_dlist_local(ctx, &ld, 1, &ll));
+    REQUIRE_OK(gw_dlist_remote(ep, &rd, 1, GW_ACCESS_REMOTE_WRITE, &rl));
+    gw_request_t *req = NULL;
+    gw_status_t st = gw_xfer_batch(ep, GW_XFER_PUT, ll, NULL, rl, NULL, 1, NULL, &req);
+    kill(pid, SIGKILL);
+    if (st == GW_OK) {
+        st = gw_request_wait(req, 10000);
+        gw_request_free(req);
+    }
+    took = now_s() - t0;
+    fprintf(stderr, "  the batch ended %s after %.1f ms (%s)\n", gw_status_name(st), took * 1e3,
+            st == GW_OK ? "-" : gw_last_error(ctx));
+    /* the offer was taken back and moved by CMA before the kill landed, or
+     * the kill ended it: never a hang, never another kind of error */
+    CHECK(st == GW_OK || GW_IS_ENDPOINT_ERROR(st));
+    CHECK(took < 5.0);
+    CHECK(gwt_wait(pid, 5) == 128 + SIGKILL);
+    gw_dlist_destroy(ll);
+    gw_dlist_destroy(rl);
+    gw_rkey_destroy(rk);
+    gw_ep_close(ep, 1000);
+    CHECK_ST(gw_mem_dereg(msrc), GW_OK);
+    CHECK_ST(gw_mem_dereg(mback), GW_OK);
+    gw_context_destroy(ctx);
+    free(src);
+    free(img);
+    free(back);
+    return gwt_done("intra_ring");
+}
