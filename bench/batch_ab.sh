@@ -24,6 +24,11 @@
 #        GET_ROWS= the intra rows of batched gets against one contiguous get
 #        (registered memory, CMA); both are there by default when TRANSPORTS
 #        names intra)
+#        PERF_ARGS="--busy-poll": more `gpuwire perf` options for every
+#        gpuwire run; --busy-poll makes the target spin in gw_progress, as
+#        UCX's target spins in ucp_worker_progress, and so lets intra puts
+#        of small entries take the ring (docs/BATCH.md; bench/intra_ring.sh
+#        runs that row alone)
 #        HUGE=1: every buffer gpuwire perf allocates (all rows but intra-alloc)
 #        in transparent huge pages (`gpuwire perf --hugepages`), batch and
 #        contiguous alike: the ratio without the 4 KiB page-walk cost that
@@ -47,7 +52,8 @@ gw() { # transport args... -> bandwidth in GB/s; the run's operations are added 
   tr=${1%-alloc}
   tr=${tr%-get}
   shift
-  GPUWIRE_TRANSPORTS=$tr "$bld/gpuwire" perf --loopback --bw-only --json --window 1 --duration "$sdur" "$@" 2>/dev/null |
+  # shellcheck disable=SC2086 # PERF_ARGS: words
+  GPUWIRE_TRANSPORTS=$tr "$bld/gpuwire" perf --loopback --bw-only --json --window 1 --duration "$sdur" ${PERF_ARGS:-} "$@" 2>/dev/null |
     tail -1 | tee -a "$opsf" | sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p'
 }
 opsf=$(mktemp)

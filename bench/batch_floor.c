@@ -13,6 +13,12 @@
  *         (at most IOV_MAX per call; intra with registered memory, where the
  *         kernel pins each remote iovec's pages in a round of its own),
  *         against one iovec pair;
+ *   ring  the entries copied into 32 KiB slots of a shared memfd with
+ *         streaming stores, a spinning child copying each slot out into its
+ *         own memory as it is posted (intra's ring into registered memory,
+ *         src/transport/intra/intra_ring.c, without descriptors' checks),
+ *         against one process_vm_writev of one piece (intra's contiguous
+ *         put into the same memory);
  *   tcp   TCP loopback to a child: sendmsg() over the entries' iovecs, the
  *         child recvmsg()s into its entries and answers one byte per
  *         transfer (gpuwire's tcp: an acknowledgement per put), against
@@ -40,6 +46,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <stdatomic.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -113,6 +123,81 @@ static void cma_xfer(int scattered)
         int k = n - i < IOV_MAX ? n - i : IOV_MAX;
         if (process_vm_writev(child, lv[scattered] + i, (unsigned long)k, rv[scattered] + i, (unsigned long)k, 0) < 0)
             die("process_vm_writev");
+    }
+}
+
+/* ring: slots of RSLOT bytes in a shared mapping, a state word per slot
+ * (0 free, 1 posted, 2 done); slot data: entries at 16-byte steps */
+#define RSLOTS 64
+#define RSLOT (32u << 10)
+static _Atomic uint32_t *rstate;
+static uint8_t *rdata;
+static unsigned rpost, rreap;
+
+static void nt_copy(uint8_t *d, const uint8_t *s, size_t n)
+{
+#if defined(__x86_64__)
+    size_t k = n & ~(size_t)15;
+    for (size_t i = 0; i < k; i += 16)
+        _mm_stream_si128((__m128i *)(void *)(d + i), _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+    memcpy(d + k, s + k, n - k);
+#else
+    memcpy(d, s, n);
+#endif
+}
+
+static void ring_reap(int wait_all)
+{
+    while (rreap != rpost && (wait_all || rpost - rreap == RSLOTS)) {
+        _Atomic uint32_t *st = &rstate[(rreap % RSLOTS) * 16];
+        if (atomic_load_explicit(st, memory_order_acquire) == 2) {
+            atomic_store_explicit(st, 0, memory_order_relaxed);
+            rreap++;
+        }
+    }
+}
+
+static void ring_xfer(int scattered)
+{
+    if (!scattered) {
+        struct iovec l = {src, N * S}, r = {dst, N * S};
+        if (process_vm_writev(child, &l, 1, &r, 1, 0) < 0)
+            die("process_vm_writev");
+        return;
+    }
+    size_t step = (S + 15) & ~(size_t)15, per = RSLOT / step;
+    for (size_t e = 0; e < N;) {
+        ring_reap(0);
+        unsigned si = rpost % RSLOTS;
+        uint8_t *p = rdata + (size_t)si * RSLOT;
+        size_t k = 0;
+        for (; k < per && e < N; k++, e++)
+            nt_copy(p + k * step, src + 2 * e * S, S);
+#if defined(__x86_64__)
+        _mm_sfence();
+#endif
+        rstate[si * 16 + 1] = (uint32_t)k;
+        rstate[si * 16 + 2] = (uint32_t)(e - k);
+        atomic_store_explicit(&rstate[si * 16], 1, memory_order_release);
+        rpost++;
+    }
+    ring_reap(1);
+}
+
+static void ring_child(void)
+{
+    size_t step = (S + 15) & ~(size_t)15;
+    for (unsigned i = 0;; i++) {
+        unsigned si = i % RSLOTS;
+        _Atomic uint32_t *st = &rstate[si * 16];
+        while (atomic_load_explicit(st, memory_order_acquire) != 1)
+            if (getppid() == 1)
+                _exit(0);
+        size_t k = rstate[si * 16 + 1], e0 = rstate[si * 16 + 2];
+        const uint8_t *p = rdata + (size_t)si * RSLOT;
+        for (size_t j = 0; j < k; j++)
+            memcpy(dst + 2 * (e0 + j) * S, p + j * step, S);
+        atomic_store_explicit(st, 2, memory_order_release);
     }
 }
 
@@ -204,7 +289,7 @@ static void tcp_setup(void)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: batch_floor copy|cma|tcp N SIZE [SECONDS [REPS]]\n");
+        fprintf(stderr, "usage: batch_floor copy|cma|ring|tcp N SIZE [SECONDS [REPS]]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -233,6 +318,23 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "copy")) {
         dst = touched(len, 1);
         xfer = copy_xfer;
+    } else if (!strcmp(mode, "ring")) {
+        if (S > 4096) {
+            fprintf(stderr, "batch_floor: ring takes entries of at most 4 KiB (as gpuwire's ring)\n");
+            return 2;
+        }
+        dst = touched(len, 0);
+        uint8_t *sh = touched(4096 + (size_t)RSLOTS * RSLOT, 1);
+        memset(sh, 0, 4096);
+        rstate = (_Atomic uint32_t *)(void *)sh; /* a 64-byte line per slot */
+        rdata = sh + 4096;
+        child = fork();
+        if (child == 0) {
+            memset(dst, 9, len);
+            ring_child();
+        }
+        usleep(100000);
+        xfer = ring_xfer;
     } else if (!strcmp(mode, "cma") || !strcmp(mode, "tcp")) {
         dst = touched(len, 0); /* the child's copy after fork: its own pages once it writes them */
         for (int k = 0; k < 2; k++) {
@@ -261,7 +363,7 @@ int main(int argc, char **argv)
             xfer = tcp_xfer;
         }
     } else {
-        fprintf(stderr, "batch_floor: mode %s (copy, cma or tcp)\n", mode);
+        fprintf(stderr, "batch_floor: mode %s (copy, cma, ring or tcp)\n", mode);
         return 2;
     }
     double best[2] = {0, 0};

@@ -8,19 +8,23 @@
 #   tcp          -> TCP loopback, iovecs per entry   (floor mode tcp)
 #   intra        -> process_vm_writev, an iovec pair per entry (cma)
 #   intra-alloc  -> memcpy per entry into shared memory (copy)
+#   intra-ring   -> intra into registered memory with the target polling
+#                   (perf --busy-poll): small entries through the ring its
+#                   progress engine empties -> two copies through 32 KiB
+#                   slots of shared memory, a spinning child (ring)
 # Each round runs the four measurements back to back (the host's speed
 # changes from minute to minute: a ratio is only worth its own round), and
 # the table gives the median over ROUNDS of each ratio: gpuwire's, the
 # floor's, and gpuwire's as a share of the floor's ("of floor": 1.00 means
 # gpuwire adds nothing the scattered layout does not already cost).
-# usage: bench/batch_floor.sh [BUILD_DIR]   ROWS="tcp intra intra-alloc" ROUNDS=5 DUR=1 BIG_DUR=2
+# usage: bench/batch_floor.sh [BUILD_DIR]   ROWS="tcp intra intra-alloc intra-ring" ROUNDS=5 DUR=1 BIG_DUR=2
 #        SHAPES="256x1K 4096x16K 64x1M"
 set -u
 bld=${1:-build}
 here=$(dirname "$0")
 rounds=${ROUNDS:-5}
 dur=${DUR:-1}
-rows=${ROWS:-tcp intra intra-alloc}
+rows=${ROWS:-tcp intra intra-alloc intra-ring}
 shapes=${SHAPES:-256x1K 4096x16K 64x1M}
 [ -x "$bld/gpuwire" ] || { echo "batch_floor.sh: build first ($bld/gpuwire missing)" >&2; exit 2; }
 floor="$bld/batch_floor"
@@ -29,6 +33,7 @@ if [ ! -x "$floor" ] || [ "$floor" -ot "$here/batch_floor.c" ]; then
 fi
 gw() { # transport args... -> GB/s
   tr=${1%-alloc}
+  tr=${tr%-ring}
   shift
   GPUWIRE_TRANSPORTS=$tr "$bld/gpuwire" perf --loopback --bw-only --json --window 1 --duration "$sdur" "$@" 2>/dev/null |
     tail -1 | sed -n 's/.*"bw_GBps":\([0-9.e+-]*\).*/\1/p'
@@ -44,12 +49,14 @@ for row in $rows; do
     tcp) mode=tcp xa= ;;
     intra) mode=cma xa= ;;
     intra-alloc) mode=copy xa=--alloc ;;
-    *) echo "batch_floor.sh: row $row (tcp, intra or intra-alloc)" >&2; exit 2 ;;
+    intra-ring) mode=ring xa=--busy-poll ;;
+    *) echo "batch_floor.sh: row $row (tcp, intra, intra-alloc or intra-ring)" >&2; exit 2 ;;
   esac
   for shape in $shapes; do
     n=${shape%x*} s=${shape#*x}
     case $s in *K) b=$(( ${s%K} * 1024 )) ;; *M) b=$(( ${s%M} * 1048576 )) ;; *) b=$s ;; esac
     tot=$((n * b))
+    [ "$row" = intra-ring ] && [ "$b" -gt 4096 ] && continue # (the ring takes entries averaging 4 KiB or less)
     sdur=$dur
     [ "$tot" -ge 16777216 ] && sdur=${BIG_DUR:-2}
     : > "$tmp/r"

@@ -15,7 +15,9 @@
  *    region, counting itself in `inflight` meanwhile; gw_mem_dereg() clears
  *    the id and waits for inflight to drain, so a revoked key fails with
  *    GW_ERR_INVALID_KEY and never touches the memory.
- *  - Data: the initiator moves the bytes itself, one copy, no target CPU:
+ *  - Data: the initiator moves the bytes itself, one copy, no target CPU
+ *    (one exception, the ring below: small batched entries, only while the
+ *    target polls):
  *      host <-> host       process_vm_writev / process_vm_readv (CMA)
  *      any  <-> peer GPU   cuMemcpyAsync on a copy engine into the peer's
  *                          allocation, opened with cuIpcOpenMemHandle
@@ -24,7 +26,11 @@
  *      GPU  <-> peer host  through a pinned bounce buffer and CMA
  *    Why CMA rather than a shm staging ring: user memory cannot be put into
  *    shared memory after the fact, a ring costs two copies and needs the
- *    target's CPU, CMA costs one copy and none of the target's time.
+ *    target's CPU, CMA costs one copy and none of the target's time.  But
+ *    CMA pins every remote iovec's pages in a round of its own, so batched
+ *    puts of small entries (4 KiB or less on average) do go through a ring
+ *    (intra_ring.c, layout below) while the target polls, and by CMA when
+ *    it does not or does not take them in time.
  *    Memory gpuwire allocates (gw_mem_alloc: a memfd) is shared from the
  *    start: slot kind SHM, the peer maps the fd and copies with memcpy
  *    (intra_shm.c), no system call per operation; small copies check the
