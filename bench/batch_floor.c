@@ -13,7 +13,7 @@
  *         (at most IOV_MAX per call; intra with registered memory, where the
  *         kernel pins each remote iovec's pages in a round of its own),
  *         against one iovec pair;
- *   ring  the entries copied into 32 KiB slots of a shared memfd with
+ *   ring  the entries copied into 36 KiB slots of a shared memfd with
  *         streaming stores, a spinning child copying each slot out into its
  *         own memory as it is posted (intra's ring into registered memory,
  *         src/transport/intra/intra_ring.c, without descriptors' checks),
@@ -129,7 +129,7 @@ static void cma_xfer(int scattered)
 /* ring: slots of RSLOT bytes in a shared mapping, a state word per slot
  * (0 free, 1 posted, 2 done); slot data: entries at 16-byte steps */
 #define RSLOTS 64
-#define RSLOT (32u << 10)
+#define RSLOT (36u << 10)
 static _Atomic uint32_t *rstate;
 static uint8_t *rdata;
 static unsigned rpost, rreap;
@@ -319,8 +319,8 @@ int main(int argc, char **argv)
         dst = touched(len, 1);
         xfer = copy_xfer;
     } else if (!strcmp(mode, "ring")) {
-        if (S > 4096) {
-            fprintf(stderr, "batch_floor: ring takes entries of at most 4 KiB (as gpuwire's ring)\n");
+        if (S > 16384) {
+            fprintf(stderr, "batch_floor: ring takes entries of at most 16 KiB (as gpuwire's ring)\n");
             return 2;
         }
         dst = touched(len, 0);

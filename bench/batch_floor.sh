@@ -10,7 +10,7 @@
 #   intra-alloc  -> memcpy per entry into shared memory (copy)
 #   intra-ring   -> intra into registered memory with the target polling
 #                   (perf --busy-poll): small entries through the ring its
-#                   progress engine empties -> two copies through 32 KiB
+#                   progress engine empties -> two copies through 36 KiB
 #                   slots of shared memory, a spinning child (ring)
 # Each round runs the four measurements back to back (the host's speed
 # changes from minute to minute: a ratio is only worth its own round), and
@@ -56,7 +56,7 @@ for row in $rows; do
     n=${shape%x*} s=${shape#*x}
     case $s in *K) b=$(( ${s%K} * 1024 )) ;; *M) b=$(( ${s%M} * 1048576 )) ;; *) b=$s ;; esac
     tot=$((n * b))
-    [ "$row" = intra-ring ] && [ "$b" -gt 4096 ] && continue # (the ring takes entries averaging 4 KiB or less)
+    [ "$row" = intra-ring ] && [ "$b" -gt 16384 ] && continue # (the ring takes entries averaging 16 KiB or less)
     sdur=$dur
     [ "$tot" -ge 16777216 ] && sdur=${BIG_DUR:-2}
     : > "$tmp/r"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# intra_ring.sh [BUILD_DIR] - #13 item 4's intra row at small entries into
+# intra_ring.sh [BUILD_DIR] - #13 item 4's intra rows at entries up to 16 KiB into
 # registered memory, side by side in each round:
 #   ring    gpuwire batch, the target polling (`perf --busy-poll`): the
 #           entries go through the shared ring its progress engine empties
@@ -12,13 +12,13 @@
 # One operation in flight (post, wait), DUR seconds each; medians over
 # ROUNDS of each rate and of the per-round ratios (the host's speed changes
 # from minute to minute: a ratio is worth only its own round).
-# usage: bench/intra_ring.sh [BUILD_DIR]   ROUNDS=5 DUR=1 SHAPES="256x1K 1024x1K 64x4K 256x256"
+# usage: bench/intra_ring.sh [BUILD_DIR]   ROUNDS=5 DUR=1 SHAPES="256x1K 1024x1K 64x4K 256x8K 4096x16K 256x256"
 set -u
 bld=${1:-build}
 here=$(dirname "$0")
 rounds=${ROUNDS:-5}
 dur=${DUR:-1}
-shapes=${SHAPES:-256x1K 1024x1K 64x4K 256x256}
+shapes=${SHAPES:-256x1K 1024x1K 64x4K 256x8K 4096x16K 256x256}
 [ -x "$bld/gpuwire" ] || { echo "intra_ring.sh: build first ($bld/gpuwire missing)" >&2; exit 2; }
 ucx="$bld/ucx_batch_bench"
 if [ ! -x "$ucx" ] || [ "$ucx" -ot "$here/ucx_batch_bench.c" ]; then

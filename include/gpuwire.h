@@ -366,7 +366,7 @@ GW_API gw_status_t gw_flush(gw_ep_t *ep, gw_request_t **req);
 /* local list with entry ridx[i] of the remote one (equal lengths), and      */
 /* moves them all as one request; the transport does it natively (verbs:    */
 /* one chain of work requests; tcp: one frame per run of entries with        */
-/* iovecs; intra: iovec arrays for CMA, or, for puts of small entries into   */
+/* iovecs; intra: iovec arrays for CMA, or, for puts of entries up to 16 KiB */
 /* a peer that is polling, a shared ring the peer's progress engine copies   */
 /* out of (GPUWIRE_INTRA_RING_WAIT_US; one the peer does not take in time    */
 /* moves by CMA, so a stopped peer still gets its puts); GPU memory: a       */

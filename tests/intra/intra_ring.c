@@ -3,9 +3,13 @@
  *  A. target polling: random batches (1..600 entries of 1..4096 bytes at
  *     random offsets, some with an entry larger than a ring slot among
  *     small ones) land exactly; the endpoint's path counts ring slots;
+ *     and batches of 200..255 entries of 12..16 KiB, more than the ring
+ *     holds: posted from progress as slots come free;
  *  B. target stopped (SIGSTOP) after it took offers: the next batch's
  *     offer is taken back after GPUWIRE_INTRA_RING_WAIT_US and moved by
- *     CMA; it completes and lands while the target is still stopped;
+ *     CMA; it completes and lands while the target is still stopped; the
+ *     same for a batch larger than the ring (its posted slots taken back,
+ *     the rest by CMA);
  *  C. target sleeping in gw_context_wait: no offer waits for it (50
  *     batches in well under one wait each), and they land;
  *  D. target killed while stopped with an offer posted: the batch fails
@@ -111,12 +115,13 @@ static void ring_counts(unsigned long *out, unsigned long *back_n)
         REQUIRE(sscanf(p, "ring slots %lu out (%lu taken back)", out, back_n) == 2);
 }
 
-/* One random batch of n entries into distinct cells of the region (big:
- * one entry of 40 KiB, larger than a ring slot, over ten cells at the end),
- * waited for; the image is updated.  Returns the batch's status. */
-static gw_status_t batch(uint32_t n, int big, uint64_t seed)
+/* One random batch of n entries of lo..hi bytes into distinct cells of
+ * `cell` bytes (big: one entry of 40 KiB, larger than a ring slot, over
+ * the last 40 KiB), waited for; the image is updated.  Returns the batch's
+ * status. */
+static gw_status_t batch_of(uint32_t n, size_t lo, size_t hi, size_t cell, int big, uint64_t seed)
 {
-    uint32_t ncell = RLEN / CELL - (big ? 10 : 0);
+    uint32_t ncell = (uint32_t)((RLEN - (big ? 10 * CELL : 0)) / cell);
     REQUIRE(n <= ncell);
     gw_local_desc_t *ld = calloc(n + 1, sizeof(*ld));
     gw_remote_desc_t *rd = calloc(n + 1, sizeof(*rd));
@@ -129,8 +134,8 @@ static gw_status_t batch(uint32_t n, int big, uint64_t seed)
         if (used[c])
             continue;
         used[c] = 1;
-        size_t len = 1 + (size_t)(rnd() % CELL);
-        size_t roff = (size_t)c * CELL + (size_t)(rnd() % (CELL - len + 1));
+        size_t len = lo + (size_t)(rnd() % (hi - lo + 1));
+        size_t roff = (size_t)c * cell + (size_t)(rnd() % (cell - len + 1));
         size_t loff = (size_t)(rnd() % (RLEN - len + 1));
         ld[k] = (gw_local_desc_t){msrc, loff, len};
         rd[k] = (gw_remote_desc_t){rk, roff, len};
@@ -157,6 +162,11 @@ static gw_status_t batch(uint32_t n, int big, uint64_t seed)
     free(rd);
     free(used);
     return st;
+}
+
+static gw_status_t batch(uint32_t n, int big, uint64_t seed)
+{
+    return batch_of(n, 1, CELL, CELL, big, seed);
 }
 
 /* The region read back (by CMA: works while the target is stopped) against the image. */
@@ -220,6 +230,16 @@ int main(void)
     ring_counts(&out, &tb);
     fprintf(stderr, "  ring slots %lu out, %lu taken back\n", out, tb);
     CHECK(out > 0);
+    /* batches over the ring's 2.3 MiB: posted as slots come free */
+    unsigned long o1 = out;
+    for (int i = 0; i < 12; i++) {
+        uint32_t n = 200 + (uint32_t)(rnd() % 56); /* 2.3-4 MiB, two entries a slot: 100-128 slots */
+        CHECK_ST(batch_of(n, 12288, 16384, 16384, 0, 1500 + (uint64_t)i), GW_OK);
+    }
+    check_region("A (large batches)");
+    ring_counts(&out, &tb);
+    fprintf(stderr, "  large batches: ring slots %lu out, %lu taken back\n", out - o1, tb);
+    CHECK(out - o1 > 12 * 64); /* more slots than the ring has, per batch */
 
     /* B. stopped after taking offers: the next one is taken back */
     fprintf(stderr, "B. the target stops\n");
@@ -235,6 +255,20 @@ int main(void)
     CHECK(tb > b0);
     CHECK(took >= WAIT_US * 1e-6 * 0.9 && took < 5.0);
     check_region("B (target stopped)");
+    REQUIRE(kill(pid, SIGCONT) == 0);
+    /* and in the middle of a batch larger than the ring: its posted slots
+     * are taken back, the rest goes by CMA */
+    until_ring();
+    ring_counts(&o0, &b0);
+    REQUIRE(kill(pid, SIGSTOP) == 0);
+    t0 = now_s();
+    CHECK_ST(batch_of(250, 8192, 16384, 16384, 0, 2100), GW_OK);
+    took = now_s() - t0;
+    ring_counts(&out, &tb);
+    fprintf(stderr, "  large batch took %.1f ms; ring slots %lu out, %lu taken back\n", took * 1e3, out - o0, tb - b0);
+    CHECK(tb - b0 == out - o0 && tb > b0); /* every slot it posted taken back */
+    CHECK(took < 5.0);
+    check_region("B (large batch, target stopped)");
     REQUIRE(kill(pid, SIGCONT) == 0);
 
     /* C. sleeping in gw_context_wait: no offer waits for it */

@@ -39,9 +39,9 @@ static void test_fit(void)
     uint64_t len[2048];
     for (int i = 0; i < 2048; i++)
         len[i] = 1024;
-    /* 1 KiB entries: 24-byte descriptors plus 1024 bytes each in 32 KiB */
+    /* 1 KiB entries: 24-byte descriptors plus 1024 bytes each in 36 KiB */
     uint32_t k = gw_intra_ring_fit(len, sizeof(len[0]), 2048);
-    CHECK(k == 31);
+    CHECK(k == 35);
     CHECK(gw_intra_ring_data_start(k) + (size_t)k * 1024 <= GW_INTRA_RING_SLOT_BYTES);
     CHECK(gw_intra_ring_data_start(k + 1) + (size_t)(k + 1) * 1024 > GW_INTRA_RING_SLOT_BYTES);
     CHECK(gw_intra_ring_fit(len, sizeof(len[0]), 5) == 5);
@@ -49,13 +49,15 @@ static void test_fit(void)
     CHECK(gw_intra_ring_fit(len, sizeof(len[0]), 4) == 0);
     len[0] = 40000;
     CHECK(gw_intra_ring_fit(len, sizeof(len[0]), 4) == 0);
+    len[0] = len[1] = len[2] = 16384; /* two 16 KiB entries a slot */
+    CHECK(gw_intra_ring_fit(len, sizeof(len[0]), 3) == 2);
     len[0] = 1;
     len[1] = 0; /* never a zero-length entry */
     CHECK(gw_intra_ring_fit(len, sizeof(len[0]), 4) == 1);
     for (int i = 0; i < 2048; i++)
         len[i] = 1;
     k = gw_intra_ring_fit(len, sizeof(len[0]), 2048); /* 16 bytes of data each at least */
-    CHECK(k == 818); /* 64-aligned 818 descriptors (19648 bytes) + 818 * 16 = 32736; one more: 32816 */
+    CHECK(k == 920); /* 64-aligned 920 descriptors (22080 bytes) + 920 * 16 = 36800; one more: 36880 */
     CHECK(gw_intra_ring_data_start(k) + (size_t)k * 16 <= GW_INTRA_RING_SLOT_BYTES);
     CHECK(gw_intra_ring_data_start(k + 1) + (size_t)(k + 1) * 16 > GW_INTRA_RING_SLOT_BYTES);
 }

@@ -28,7 +28,7 @@
  *    shared memory after the fact, a ring costs two copies and needs the
  *    target's CPU, CMA costs one copy and none of the target's time.  But
  *    CMA pins every remote iovec's pages in a round of its own, so batched
- *    puts of small entries (4 KiB or less on average) do go through a ring
+ *    puts of small entries (16 KiB or less on average) do go through a ring
  *    (intra_ring.c, layout below) while the target polls, and by CMA when
  *    it does not or does not take them in time.
  *    Memory gpuwire allocates (gw_mem_alloc: a memfd) is shared from the
@@ -152,7 +152,7 @@ size_t gw_intra_cma_batch(pid_t pid, int to_remote, const struct iovec *loc, con
 #define GW_INTRA_RING_MAGIC 0x676e69727767ull /* "gwring" */
 #define GW_INTRA_RING_VERSION 1u
 #define GW_INTRA_RING_SLOTS 64u
-#define GW_INTRA_RING_SLOT_BYTES (32u << 10)
+#define GW_INTRA_RING_SLOT_BYTES (36u << 10) /* two 16 KiB entries and their descriptors */
 #define GW_INTRA_RING_DATA_OFF 8192u /* header and slot states before it */
 enum { GW_INTRA_RS_FREE = 0, GW_INTRA_RS_POSTED = 1, GW_INTRA_RS_CLAIMED = 2, GW_INTRA_RS_DONE = 3 };
 

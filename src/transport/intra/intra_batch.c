@@ -834,19 +834,11 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
         }
     }
     /* small host entries into registered memory of a polling target: its
-     * progress engine copies them out of the ring (intra_ring.c); what the
-     * ring did not take (all, when it is not used) goes on below by CMA */
-    if (op->nhost == b->n && !op->shm && !gpu && !b->get) {
-        uint64_t rbytes = 0;
-        uint32_t taken = intra_ring_post(e, req, &rbytes);
-        if (taken) {
-            op->parts++;
-            op->cur = taken;
-            op->off = 0;
-            op->host_bytes -= (size_t)rbytes;
-            if (taken == b->n)
-                op->nhost = 0; /* (nothing left for CMA) */
-        }
+     * progress engine copies them out of the ring (intra_ring.c), which
+     * then owns the whole batch; else they go on below by CMA */
+    if (op->nhost == b->n && !op->shm && !gpu && !b->get && intra_ring_post(e, req)) {
+        op->parts++;
+        op->nhost = 0;
     }
     /* host entries: at once when small, else piecewise from progress (posting never blocks for long) */
     int fin = 1;

@@ -152,7 +152,7 @@ int intra_poll_inflight(intra_ep_t *e)
         intra_cp_t *cp = &e->cps[i];
         gw_status_t st = GW_OK;
         if (cp->ring) { /* a batch's entries in ring slots (intra_ring.c) */
-            if (!intra_ring_reap(e, cp, &st)) {
+            if (!intra_ring_reap(e, cp, &budget, &st)) {
                 i++;
                 continue;
             }

@@ -46,8 +46,10 @@
 #define INTRA_BLOB_LEN 64
 #define INTRA_BLOB_FEAT 62         /* the address blob's features byte (INTRA_FEAT_*) */
 #define INTRA_FEAT_RING 0x01       /* takes GW_INTRA_M_RING (intra_ring.c) */
-/* The ring: batches whose entries average at most this many bytes are offered */
-#define INTRA_RING_AVG_MAX 4096u
+/* The ring: puts whose entries average at most this many bytes are offered
+ * (on the 2-core VM the ring's two copies on two cores beat CMA's one at
+ * every size up to 16 KiB: docs/PERFORMANCE.md, session 19) */
+#define INTRA_RING_AVG_MAX 16384u
 #define INTRA_RING_PROBE_NS 3000u     /* a probe waits this long for the peer's hb to move */
 #define INTRA_RING_PASSIVE_NS 1000000u /* after a probe or an offer failed: no offer for this long */
 #define INTRA_CMA_BATCH 64              /* small CMA copies queued for one system call */
@@ -91,6 +93,7 @@ typedef struct intra_ring {
     uint32_t nbusy;      /* slots posted and not reaped */
     gw_request_t *owner[GW_INTRA_RING_SLOTS];
     uint32_t first[GW_INTRA_RING_SLOTS], count[GW_INTRA_RING_SLOTS]; /* the batch's entries in the slot */
+    uint64_t t[GW_INTRA_RING_SLOTS]; /* when the slot was posted (ns) */
     /* in */
     uint64_t seen;       /* hdr->posted when the slots were last scanned */
     gw_intra_ring_desc_t *scratch; /* a slot's descriptors, copied before they are checked */
@@ -129,10 +132,11 @@ typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_ab
     uint64_t raddr;
     uint8_t *rptr;          /* the peer's shared region mapped here: memcpy instead of CMA */
     size_t len, done;
-    int ring;               /* a batch's entries in ring slots (intra_ring.c): */
-    uint32_t rpend;         /*   slots not reaped yet */
-    uint64_t rt0;           /*   when they were posted (ns) */
-    gw_status_t rerr;       /*   the first error among them */
+    int ring;               /* a batch through the ring (intra_ring.c): */
+    uint32_t rpend;         /*   its slots posted and not reaped */
+    uint32_t rnext;         /*   its next entry to post */
+    int rback;              /*   a slot was taken back: the rest by CMA */
+    gw_status_t rerr;       /*   the first error */
 } intra_cp_t;
 
 typedef struct intra_ep {
@@ -256,8 +260,8 @@ gw_status_t intra_rma_now(gw_tl_ep_t *tep, int op, void *buf, size_t len, const 
 gw_status_t intra_out_msg_fds(intra_ep_t *e, const gw_intra_hdr_t *h, const int *fds, int nfd);
 
 /* intra_ring.c */
-uint32_t intra_ring_post(intra_ep_t *e, gw_request_t *req, uint64_t *bytes);
-int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, gw_status_t *st);
+int intra_ring_post(intra_ep_t *e, gw_request_t *req);
+int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *st);
 int intra_ring_serve(intra_ep_t *e);
 gw_status_t intra_ring_on_offer(intra_ep_t *e, int fd, uint64_t len);
 void intra_ring_abort(intra_ep_t *e);

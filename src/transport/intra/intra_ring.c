@@ -6,8 +6,9 @@
  * in a round of its own: at 256 x 1 KiB that is most of the cost (0.20x
  * of one contiguous put on the 2-core VM).  Copying the entries into shared
  * memory and having the target copy them out costs two memcpys and no
- * pinning; it needs the target's CPU, so it is used only while the target
- * polls, and never stalls on one that stopped:
+ * pinning, on two cores at once (so at 16 KiB entries it beats even one
+ * contiguous CMA put); it needs the target's CPU, so it is used only while
+ * the target polls, and never stalls on one that stopped:
  *  - the target's progress engine writes hb on every call and asleep while
  *    it blocks in epoll_wait (ring_sleep);
  *  - the initiator offers a batch only to an ACTIVE target: one whose last
@@ -16,8 +17,12 @@
  *    INTRA_RING_PASSIVE_NS, and batches meanwhile go by CMA as before;
  *  - an offer not taken within GPUWIRE_INTRA_RING_WAIT_US is taken back
  *    (POSTED -> FREE by compare-and-swap: exactly one of the two sides wins
- *    a slot) and moved by CMA; so a put still completes without the
- *    target's help (gpuwire.h, "A stopped peer").
+ *    a slot) and moved by CMA, and the rest of its batch too; so a put
+ *    still completes without the target's help (gpuwire.h, "A stopped
+ *    peer").
+ * A batch fills up to 256 KiB of slots at posting and the rest from the
+ * initiator's progress as the target frees them (intra_ring_reap), so a
+ * batch may be larger than the ring.
  * The target checks every entry of a slot against its own region table
  * before copying any (a slot lands whole or not at all) and answers with a
  * status and the index of the first bad entry.  The entries are copied in
@@ -258,68 +263,8 @@ static int ring_target_polls(intra_ring_t *r)
     return 0;
 }
 
-uint32_t intra_ring_post(intra_ep_t *e, gw_request_t *req, uint64_t *bytes)
-{
-    const gw_batch_t *b = req->batch;
-    *bytes = 0;
-    if (!e->ifc->ring_wait_ns || e->rout_off || !(e->peer_feat & INTRA_FEAT_RING) || !b->n || b->get ||
-        b->total > (uint64_t)b->n * INTRA_RING_AVG_MAX)
-        return 0;
-    intra_ring_t *r = e->rout;
-    if (!r) {
-        ring_make(e); /* this batch by CMA: the peer maps the ring in its next progress call */
-        return 0;
-    }
-    if (r->owner[r->head] || !ring_target_polls(r))
-        return 0;
-    /* the record first: nothing is posted that no record would reap */
-    intra_cp_t rec = {.req = req, .op = GW_OP_BATCH, .ring = 1, .rt0 = gw_now_ns()};
-    if (intra_cp_push(e, &rec) != GW_OK)
-        return 0;
-    intra_cp_t *cp = &e->cps[e->ncp - 1];
-    const gw_batch_ent_t *ent = b->ent;
-    uint32_t i = 0;
-    uint64_t moved = 0;
-    while (i < b->n && !r->owner[r->head]) {
-        uint32_t k = gw_intra_ring_fit(&ent[i].len, sizeof(*ent), b->n - i);
-        if (!k)
-            break; /* an entry larger than a slot: it and the rest by CMA */
-        uint32_t si = r->head;
-        gw_intra_ring_slot_t *s = gw_intra_ring_slot(r->base, si);
-        uint8_t *area = gw_intra_ring_data(r->base, si);
-        gw_intra_ring_desc_t *d = (gw_intra_ring_desc_t *)(void *)area;
-        size_t off = gw_intra_ring_data_start(k);
-        for (uint32_t j = 0; j < k; j++) {
-            const gw_batch_ent_t *en = &ent[i + j];
-            const gw_intra_rkey_t *ik = gw_intra_rkey_of(&b->rkey[en->rreg]);
-            d[j] = (gw_intra_ring_desc_t){.slot = ik->slot, .len = (uint32_t)en->len, .id = ik->id, .raddr = en->raddr};
-            ring_copy_in(area + off, (const uint8_t *)(uintptr_t)en->laddr, (size_t)en->len);
-            off += (size_t)RING_ALIGN16(en->len);
-            moved += en->len;
-        }
-        s->n = k;
-        s->bytes = (uint32_t)off;
-        ring_fence();
-        atomic_store_explicit(&s->state, GW_INTRA_RS_POSTED, memory_order_release);
-        atomic_fetch_add_explicit(&r->hdr->posted, 1, memory_order_release);
-        r->owner[si] = req;
-        r->first[si] = i;
-        r->count[si] = k;
-        r->nbusy++;
-        r->head = (si + 1) % GW_INTRA_RING_SLOTS;
-        cp->rpend++;
-        e->n_ring++;
-        i += k;
-    }
-    if (!cp->rpend) {
-        e->ncp--; /* (the record pushed last) */
-        return 0;
-    }
-    *bytes = moved;
-    return i;
-}
-
-/* Entries [first, first + n) of the batch by CMA (a slot taken back). */
+/* Entries [first, first + n) of the batch by CMA (a slot taken back, an
+ * entry no slot holds, the rest of a batch whose target stopped taking). */
 static gw_status_t ring_cma(intra_ep_t *e, const gw_batch_t *b, uint32_t first, uint32_t n)
 {
     gw_core_t *c = e->super.iface->core;
@@ -338,8 +283,89 @@ static gw_status_t ring_cma(intra_ep_t *e, const gw_batch_t *b, uint32_t first, 
     if (!err)
         return GW_OK;
     return gw_err(c, err == ESRCH ? GW_ERR_CONN_RESET : GW_ERR_SYSTEM,
-                  "intra: process_vm_writev(pid=%d) of batch entry %" PRIu32 " (taken back from the ring) failed: %s",
-                  (int)e->peer_pid, first + (uint32_t)done, strerror(err));
+                  "intra: process_vm_writev(pid=%d) of batch entry %" PRIu32 " failed: %s", (int)e->peer_pid,
+                  first + (uint32_t)done, strerror(err));
+}
+
+static void ring_fail(intra_cp_t *cp, gw_status_t st)
+{
+    if (st != GW_OK && cp->rerr == GW_OK)
+        cp->rerr = st;
+}
+
+/* Posts the batch's entries from cp->rnext into free slots until the
+ * entries, the free slots or `budget` bytes run out.  An entry no slot
+ * holds moves by CMA on the way. */
+static void ring_pump(intra_ep_t *e, intra_cp_t *cp, size_t budget)
+{
+    intra_ring_t *r = e->rout;
+    const gw_batch_t *b = cp->req->batch;
+    const gw_batch_ent_t *ent = b->ent;
+    uint32_t i = cp->rnext;
+    size_t moved = 0;
+    uint64_t now = 0;
+    while (i < b->n && !r->owner[r->head] && moved < budget) {
+        uint32_t k = gw_intra_ring_fit(&ent[i].len, sizeof(*ent), b->n - i);
+        if (!k) { /* larger than a slot */
+            ring_fail(cp, ring_cma(e, b, i, 1));
+            moved += (size_t)ent[i].len;
+            i++;
+            continue;
+        }
+        uint32_t si = r->head;
+        gw_intra_ring_slot_t *s = gw_intra_ring_slot(r->base, si);
+        uint8_t *area = gw_intra_ring_data(r->base, si);
+        gw_intra_ring_desc_t *d = (gw_intra_ring_desc_t *)(void *)area;
+        size_t off = gw_intra_ring_data_start(k);
+        for (uint32_t j = 0; j < k; j++) {
+            const gw_batch_ent_t *en = &ent[i + j];
+            const gw_intra_rkey_t *ik = gw_intra_rkey_of(&b->rkey[en->rreg]);
+            d[j] = (gw_intra_ring_desc_t){.slot = ik->slot, .len = (uint32_t)en->len, .id = ik->id, .raddr = en->raddr};
+            ring_copy_in(area + off, (const uint8_t *)(uintptr_t)en->laddr, (size_t)en->len);
+            off += (size_t)RING_ALIGN16(en->len);
+            moved += (size_t)en->len;
+        }
+        s->n = k;
+        s->bytes = (uint32_t)off;
+        ring_fence();
+        atomic_store_explicit(&s->state, GW_INTRA_RS_POSTED, memory_order_release);
+        atomic_fetch_add_explicit(&r->hdr->posted, 1, memory_order_release);
+        if (!now)
+            now = gw_now_ns();
+        r->owner[si] = cp->req;
+        r->first[si] = i;
+        r->count[si] = k;
+        r->t[si] = now;
+        r->nbusy++;
+        r->head = (si + 1) % GW_INTRA_RING_SLOTS;
+        cp->rpend++;
+        e->n_ring++;
+        i += k;
+    }
+    cp->rnext = i;
+}
+
+int intra_ring_post(intra_ep_t *e, gw_request_t *req)
+{
+    const gw_batch_t *b = req->batch;
+    if (!e->ifc->ring_wait_ns || e->rout_off || !(e->peer_feat & INTRA_FEAT_RING) || !b->n || b->get ||
+        b->total > (uint64_t)b->n * INTRA_RING_AVG_MAX)
+        return 0;
+    intra_ring_t *r = e->rout;
+    if (!r) {
+        ring_make(e); /* this batch by CMA: the peer maps the ring in its next progress call */
+        return 0;
+    }
+    if (r->owner[r->head] || !ring_target_polls(r))
+        return 0;
+    /* the record first: nothing is posted that no record would reap */
+    intra_cp_t rec = {.req = req, .op = GW_OP_BATCH, .ring = 1};
+    if (intra_cp_push(e, &rec) != GW_OK)
+        return 0;
+    /* at posting as much as a CMA batch moves at posting; the rest from
+     * progress, as slots come free */
+    ring_pump(e, &e->cps[e->ncp - 1], INTRA_CMA_SYNC_MAX);
+    return 1;
 }
 
 /* The detail of a slot the target refused. */
@@ -360,10 +386,11 @@ static gw_status_t ring_refused(intra_ep_t *e, const gw_batch_t *b, uint32_t fir
                   first + bad, en->raddr, en->len, gw_status_name(st), why);
 }
 
-int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, gw_status_t *st)
+int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *st)
 {
     intra_ring_t *r = e->rout;
     gw_request_t *req = cp->req;
+    const gw_batch_t *b = req->batch;
     uint64_t now = 0;
     for (uint32_t si = 0; si < GW_INTRA_RING_SLOTS && cp->rpend; si++) {
         if (r->owner[si] != req)
@@ -374,12 +401,12 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, gw_status_t *st)
         if (state == GW_INTRA_RS_DONE) {
             int32_t v = s->status;
             if (v != GW_OK)
-                res = ring_refused(e, req->batch, r->first[si], r->count[si], (gw_status_t)v, s->bad);
+                res = ring_refused(e, b, r->first[si], r->count[si], (gw_status_t)v, s->bad);
             atomic_store_explicit(&s->state, GW_INTRA_RS_FREE, memory_order_relaxed);
         } else if (state == GW_INTRA_RS_POSTED) {
             if (!now)
                 now = gw_now_ns();
-            if (now - cp->rt0 < e->ifc->ring_wait_ns)
+            if (now - r->t[si] < e->ifc->ring_wait_ns)
                 continue;
             uint32_t exp = GW_INTRA_RS_POSTED;
             if (!atomic_compare_exchange_strong(&s->state, &exp, GW_INTRA_RS_FREE))
@@ -387,17 +414,30 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, gw_status_t *st)
             e->n_ring_back++;
             r->state = INTRA_RING_PASSIVE;
             r->until = now + INTRA_RING_PASSIVE_NS;
-            res = ring_cma(e, req->batch, r->first[si], r->count[si]);
+            cp->rback = 1; /* the rest of the batch by CMA too */
+            res = ring_cma(e, b, r->first[si], r->count[si]);
         } else {
             continue; /* CLAIMED: the target is copying it */
         }
         r->owner[si] = NULL;
         r->nbusy--;
         cp->rpend--;
-        if (res != GW_OK && cp->rerr == GW_OK)
-            cp->rerr = res;
+        ring_fail(cp, res);
     }
-    if (cp->rpend)
+    if (cp->rnext < b->n && cp->rback) { /* the target stopped taking: by CMA, a budget's worth per call */
+        uint32_t i = cp->rnext, j = i;
+        size_t bytes = 0;
+        while (j < b->n && bytes < *budget)
+            bytes += (size_t)b->ent[j++].len;
+        if (j > i) {
+            ring_fail(cp, ring_cma(e, b, i, j - i));
+            cp->rnext = j;
+            *budget -= GW_MIN(bytes, *budget);
+        }
+    } else if (cp->rnext < b->n) {
+        ring_pump(e, cp, SIZE_MAX);
+    }
+    if (cp->rpend || cp->rnext < b->n)
         return 0;
     *st = cp->rerr;
     return 1;
