@@ -12,6 +12,9 @@
  *     the rest by CMA);
  *  C. target sleeping in gw_context_wait: no offer waits for it (50
  *     batches in well under one wait each), and they land;
+ *  E. target revokes its region while batches stream in through the ring:
+ *     each lands or fails with GW_ERR_INVALID_KEY naming its entry, every
+ *     later one fails too, and nothing lands after the revocation;
  *  D. target killed while stopped with an offer posted: the batch fails
  *     with an endpoint error, in bounded time.
  * The client compares the whole region, read back with gw_get, against the
@@ -37,6 +40,14 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
 }
 
 /* The target's loop in one mode until the next token: "spin" polls without
@@ -74,15 +85,37 @@ static int server(void *arg)
     gwt_send_rkey(ep, m, 1);
     char tok[32];
     int sleep = 0;
+    uint8_t *r2 = NULL;
+    uint64_t h0 = 0;
     for (;;) {
         serve(ctx, sleep, tok, sizeof(tok));
         if (!strcmp(tok, "quit"))
             break;
+        if (!strcmp(tok, "revoke")) { /* E: spin 30 ms more, then revoke the region under the client's batches */
+            double end = now_s() + 0.03;
+            while (now_s() < end)
+                gw_progress(ctx);
+            REQUIRE_OK(gw_mem_dereg(m));
+            m = NULL;
+            h0 = fnv(r, RLEN);
+            gwt_chan_send(&cch, "revoked", 8);
+            continue; /* and serve on */
+        }
+        if (!strcmp(tok, "check")) { /* nothing landed in the revoked region since; a new one for D */
+            gwt_chan_send(&cch, fnv(r, RLEN) == h0 ? "same" : "diff", 5);
+            r2 = calloc(1, RLEN);
+            REQUIRE(r2 != NULL);
+            REQUIRE_OK(gw_mem_reg(ctx, r2, RLEN, GW_ACCESS_REMOTE_WRITE | GW_ACCESS_REMOTE_READ, &m));
+            gwt_send_rkey(ep, m, 2);
+            continue;
+        }
         sleep = !strcmp(tok, "sleep");
     }
     gw_ep_close(ep, 1000);
     gw_listener_destroy(l);
-    CHECK_ST(gw_mem_dereg(m), GW_OK);
+    if (m)
+        CHECK_ST(gw_mem_dereg(m), GW_OK);
+    free(r2);
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
     free(r);
     return gwt_done("intra_ring server");
@@ -154,7 +187,7 @@ static gw_status_t batch_of(uint32_t n, size_t lo, size_t hi, size_t cell, int b
     REQUIRE_OK(gw_dlist_remote(ep, rd, k, GW_ACCESS_REMOTE_WRITE, &rl));
     gw_request_t *req = NULL;
     gw_status_t st = gwt_outcome(gw_xfer_batch(ep, GW_XFER_PUT, ll, NULL, rl, NULL, k, NULL, &req), &req, 10000);
-    if (st != GW_OK)
+    if (st != GW_OK && st != GW_ERR_INVALID_KEY) /* (E expects those) */
         fprintf(stderr, "batch of %u entries: %s: %s\n", k, gw_status_name(st), gw_last_error(ctx));
     CHECK_ST(gw_dlist_destroy(ll), GW_OK);
     CHECK_ST(gw_dlist_destroy(rl), GW_OK);
@@ -285,6 +318,42 @@ int main(void)
     CHECK(tb == b0);
     CHECK(took < 50 * WAIT_US * 1e-6 / 2);
     check_region("C");
+
+    /* E. the target revokes its region while batches stream in through
+     * the ring: each lands or fails as revoked (naming its entry), once
+     * one fails the later ones do too, and nothing lands afterwards */
+    fprintf(stderr, "E. the target revokes its region under a stream of batches\n");
+    gwt_chan_send(&pch, "spin", 5);
+    until_ring();
+    gwt_chan_send(&pch, "revoke", 7);
+    unsigned ok = 0, refused = 0, other = 0, late = 0;
+    t0 = now_s();
+    while (!refused && now_s() - t0 < 10) {
+        gw_status_t st = batch(256, 0, 4000 + ok);
+        if (st == GW_OK)
+            ok++;
+        else if (st == GW_ERR_INVALID_KEY) {
+            refused++;
+            CHECK(strstr(gw_last_error(ctx), "batch entry") != NULL || strstr(gw_last_error(ctx), "deregistered"));
+            fprintf(stderr, "  refused after %u batches: %s\n", ok, gw_last_error(ctx));
+        } else
+            other++;
+    }
+    for (int i = 0; i < 20; i++) {
+        gw_status_t st = batch(256, 0, 5000 + (uint64_t)i);
+        late += st == GW_OK;
+        other += st != GW_OK && st != GW_ERR_INVALID_KEY;
+    }
+    CHECK(refused == 1 && other == 0 && late == 0);
+    char reply[16];
+    CHECK(gwt_chan_recv(&pch, reply, sizeof(reply), 5000) == 8 && !strcmp(reply, "revoked"));
+    gwt_chan_send(&pch, "check", 6);
+    int rn = gwt_chan_recv(&pch, reply, sizeof(reply), 5000);
+    CHECK(rn == 5 && !strcmp(reply, "same"));
+    gw_rkey_destroy(rk);
+    rk = gwt_recv_rkey(ep, 2, &base);
+    REQUIRE(rk != NULL);
+    memset(img, 0, RLEN);
 
     /* D. killed with an offer outstanding */
     fprintf(stderr, "D. the target dies with an offer posted\n");

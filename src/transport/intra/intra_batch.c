@@ -837,6 +837,10 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
      * progress engine copies them out of the ring (intra_ring.c), which
      * then owns the whole batch; else they go on below by CMA */
     if (op->nhost == b->n && !op->shm && !gpu && !b->get && intra_ring_post(e, req)) {
+        /* the target checks every entry itself when it copies: the slots
+         * are not held meanwhile (its gw_mem_dereg must not wait on its own
+         * progress); the ring's CMA fallbacks enter them again */
+        intrab_leave(op);
         op->parts++;
         op->nhost = 0;
     }

@@ -264,24 +264,54 @@ static int ring_target_polls(intra_ring_t *r)
 }
 
 /* Entries [first, first + n) of the batch by CMA (a slot taken back, an
- * entry no slot holds, the rest of a batch whose target stopped taking). */
+ * entry no slot holds, the rest of a batch whose target stopped taking).
+ * A ring batch holds no table slot (intrab_issue), so this enters the
+ * slot of every key the entries name, as a CMA batch does: a region its
+ * owner deregistered since fails them with GW_ERR_INVALID_KEY, and one
+ * being deregistered waits for this copy. */
 static gw_status_t ring_cma(intra_ep_t *e, const gw_batch_t *b, uint32_t first, uint32_t n)
 {
     gw_core_t *c = e->super.iface->core;
-    struct iovec *v = malloc(2 * (size_t)n * sizeof(*v));
+    if (!n)
+        return GW_OK;
+    struct iovec *v = malloc(2 * (size_t)n * sizeof(*v) + (size_t)n * sizeof(gw_intra_slot_t *));
     if (!v)
         return gw_err(c, GW_ERR_NOMEM, "intra: out of memory for %" PRIu32 " iovecs of a batch", n);
+    gw_intra_slot_t **in = (gw_intra_slot_t **)(void *)(v + 2 * (size_t)n);
+    uint32_t nin = 0;
+    gw_status_t st = GW_OK;
     for (uint32_t i = 0; i < n; i++) {
         const gw_batch_ent_t *en = &b->ent[first + i];
         v[i] = (struct iovec){(void *)(uintptr_t)en->laddr, (size_t)en->len};
         v[n + i] = (struct iovec){(void *)(uintptr_t)en->raddr, (size_t)en->len};
     }
+    for (uint32_t i = 0; i < n && st == GW_OK; i++) {
+        const gw_batch_ent_t *en = &b->ent[first + i];
+        const gw_intra_rkey_t *ik = gw_intra_rkey_of(&b->rkey[en->rreg]);
+        gw_intra_slot_t *s = &e->peer_table[ik->slot];
+        int have = 0;
+        for (uint32_t k = nin; k-- > 0 && !have;)
+            have = in[k] == s;
+        if (!have) {
+            atomic_fetch_add(&s->inflight, 1);
+            in[nin++] = s;
+        }
+        if (atomic_load(&s->id) != ik->id)
+            st = gw_err(c, GW_ERR_INVALID_KEY,
+                        "intra: batch entry %" PRIu32 " [0x%" PRIx64 ", +%" PRIu64 "): its region was deregistered "
+                        "by its owner before the entry moved", first + i, en->raddr, en->len);
+    }
     int err = 0;
-    size_t done = gw_intra_cma_batch(e->peer_pid, 1, v, v + n, n, &err);
+    size_t done = 0;
+    if (st == GW_OK) {
+        done = gw_intra_cma_batch(e->peer_pid, 1, v, v + n, n, &err);
+        e->n_cma++;
+    }
+    for (uint32_t k = 0; k < nin; k++)
+        atomic_fetch_sub(&in[k]->inflight, 1);
     free(v);
-    e->n_cma++;
-    if (!err)
-        return GW_OK;
+    if (st != GW_OK || !err)
+        return st;
     return gw_err(c, err == ESRCH ? GW_ERR_CONN_RESET : GW_ERR_SYSTEM,
                   "intra: process_vm_writev(pid=%d) of batch entry %" PRIu32 " failed: %s", (int)e->peer_pid,
                   first + (uint32_t)done, strerror(err));
