@@ -4,7 +4,9 @@
  *     random offsets, some with an entry larger than a ring slot among
  *     small ones) land exactly; the endpoint's path counts ring slots;
  *     and batches of 200..255 entries of 12..16 KiB, more than the ring
- *     holds: posted from progress as slots come free;
+ *     holds: posted from progress as slots come free; 2-8 batches in
+ *     flight at once, more than the ring holds (later ones wait for
+ *     slots);
  *  B. target stopped (SIGSTOP) after it took offers: the next batch's
  *     offer is taken back after GPUWIRE_INTRA_RING_WAIT_US and moved by
  *     CMA; it completes and lands while the target is still stopped; the
@@ -197,6 +199,51 @@ static gw_status_t batch_of(uint32_t n, size_t lo, size_t hi, size_t cell, int b
     return st;
 }
 
+/* k batches in flight at once, batch j into its own k-th of the region
+ * (n entries of 1..16 KiB in 16 KiB cells), each with its own source
+ * range; all waited for.  More slots than the ring has: the later batches
+ * wait for slots. */
+static void batches_in_flight(int k, uint32_t n, uint64_t seed)
+{
+    size_t part = RLEN / (size_t)k, cell = 16384;
+    uint32_t ncell = (uint32_t)(part / cell);
+    REQUIRE(n <= ncell && k <= 8);
+    gw_dlist_t *ll[8], *rl[8];
+    gw_request_t *req[8];
+    gwt_fill(src, RLEN, seed);
+    for (int j = 0; j < k; j++) {
+        gw_local_desc_t *ld = calloc(n, sizeof(*ld));
+        gw_remote_desc_t *rd = calloc(n, sizeof(*rd));
+        uint8_t *used = calloc(ncell, 1);
+        REQUIRE(ld && rd && used);
+        for (uint32_t i = 0; i < n;) {
+            uint32_t c = (uint32_t)(rnd() % ncell);
+            if (used[c])
+                continue;
+            used[c] = 1;
+            size_t len = 1 + (size_t)(rnd() % cell);
+            size_t roff = (size_t)j * part + (size_t)c * cell + (size_t)(rnd() % (cell - len + 1));
+            size_t loff = (size_t)j * part + (size_t)(rnd() % (part - len + 1));
+            ld[i] = (gw_local_desc_t){msrc, loff, len};
+            rd[i] = (gw_remote_desc_t){rk, roff, len};
+            memcpy(img + roff, src + loff, len);
+            i++;
+        }
+        REQUIRE_OK(gw_dlist_local(ctx, ld, n, &ll[j]));
+        REQUIRE_OK(gw_dlist_remote(ep, rd, n, GW_ACCESS_REMOTE_WRITE, &rl[j]));
+        REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, ll[j], NULL, rl[j], NULL, n, NULL, &req[j]));
+        free(ld);
+        free(rd);
+        free(used);
+    }
+    for (int j = 0; j < k; j++) {
+        CHECK_ST(gw_request_wait(req[j], 10000), GW_OK);
+        gw_request_free(req[j]);
+        CHECK_ST(gw_dlist_destroy(ll[j]), GW_OK);
+        CHECK_ST(gw_dlist_destroy(rl[j]), GW_OK);
+    }
+}
+
 static gw_status_t batch(uint32_t n, int big, uint64_t seed)
 {
     return batch_of(n, 1, CELL, CELL, big, seed);
@@ -273,6 +320,14 @@ int main(void)
     ring_counts(&out, &tb);
     fprintf(stderr, "  large batches: ring slots %lu out, %lu taken back\n", out - o1, tb);
     CHECK(out - o1 > 12 * 64); /* more slots than the ring has, per batch */
+    /* several batches in flight: more than the ring holds at once */
+    ring_counts(&o1, &tb);
+    for (int i = 0; i < 10; i++)
+        batches_in_flight(2 + i % 7, 30, 1700 + (uint64_t)i);
+    check_region("A (batches in flight)");
+    ring_counts(&out, &tb);
+    fprintf(stderr, "  batches in flight: ring slots %lu out, %lu taken back\n", out - o1, tb);
+    CHECK(out > o1);
 
     /* B. stopped after taking offers: the next one is taken back */
     fprintf(stderr, "B. the target stops\n");

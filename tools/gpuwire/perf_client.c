@@ -650,8 +650,11 @@ int perf_client(const perf_opts_t *o, const char *addr)
             goto err_rkey;
         }
         batch_lists_free(&c);
+        gw_ep_query(c.ep, &c.info); /* the path's counters after this size's runs (JSON rows carry them) */
         print_result(&c, &res);
     }
+    if (!o->json) /* what moved the bytes: the header's path line was taken before any */
+        printf("# after the runs: %s\n", c.info.path);
     perf_msg_t quit = {.type = PERF_MSG_QUIT};
     if (ctrl_call(&c, &quit, &r) == GW_OK)
         rc = 0;

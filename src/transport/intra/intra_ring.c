@@ -386,14 +386,16 @@ int intra_ring_post(intra_ep_t *e, gw_request_t *req)
         ring_make(e); /* this batch by CMA: the peer maps the ring in its next progress call */
         return 0;
     }
-    if (r->owner[r->head] || !ring_target_polls(r))
+    if (!ring_target_polls(r))
         return 0;
     /* the record first: nothing is posted that no record would reap */
     intra_cp_t rec = {.req = req, .op = GW_OP_BATCH, .ring = 1};
     if (intra_cp_push(e, &rec) != GW_OK)
         return 0;
     /* at posting as much as a CMA batch moves at posting; the rest from
-     * progress, as slots come free */
+     * progress, as slots come free (all of it, behind other batches that
+     * fill the ring: a batch sent by CMA because the ring is busy would
+     * move at CMA's speed instead of the ring's) */
     ring_pump(e, &e->cps[e->ncp - 1], INTRA_CMA_SYNC_MAX);
     return 1;
 }
@@ -454,6 +456,8 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *
         cp->rpend--;
         ring_fail(cp, res);
     }
+    if (cp->rnext < b->n && !cp->rback && r->state == INTRA_RING_PASSIVE)
+        cp->rback = 1; /* another batch's offer was taken back: the target stopped taking */
     if (cp->rnext < b->n && cp->rback) { /* the target stopped taking: by CMA, a budget's worth per call */
         uint32_t i = cp->rnext, j = i;
         size_t bytes = 0;
