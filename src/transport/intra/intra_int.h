@@ -88,9 +88,7 @@ typedef struct intra_ring {
     /* out */
     int state;           /* INTRA_RING_* below */
     uint64_t until;      /* INTRA_RING_PASSIVE: no offer before this (ns) */
-    uint64_t hb_seen;    /* hdr->hb at the last look */
     uint32_t head;       /* next slot to post */
-    uint32_t nbusy;      /* slots posted and not reaped */
     gw_request_t *owner[GW_INTRA_RING_SLOTS];
     uint32_t first[GW_INTRA_RING_SLOTS], count[GW_INTRA_RING_SLOTS]; /* the batch's entries in the slot */
     uint64_t t[GW_INTRA_RING_SLOTS]; /* when the slot was posted (ns) */

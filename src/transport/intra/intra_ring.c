@@ -247,7 +247,6 @@ static int ring_target_polls(intra_ring_t *r)
         for (int i = 0; i < 64; i++) {
             uint64_t v = atomic_load_explicit(&h->hb, memory_order_relaxed);
             if (v != hb) {
-                r->hb_seen = v;
                 r->state = INTRA_RING_ACTIVE;
                 return 1;
             }
@@ -257,7 +256,6 @@ static int ring_target_polls(intra_ring_t *r)
         if (now >= end)
             break;
     }
-    r->hb_seen = hb;
     r->state = INTRA_RING_PASSIVE;
     r->until = now + INTRA_RING_PASSIVE_NS;
     return 0;
@@ -366,7 +364,6 @@ static void ring_pump(intra_ep_t *e, intra_cp_t *cp, size_t budget)
         r->first[si] = i;
         r->count[si] = k;
         r->t[si] = now;
-        r->nbusy++;
         r->head = (si + 1) % GW_INTRA_RING_SLOTS;
         cp->rpend++;
         e->n_ring++;
@@ -452,7 +449,6 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *
             continue; /* CLAIMED: the target is copying it */
         }
         r->owner[si] = NULL;
-        r->nbusy--;
         cp->rpend--;
         ring_fail(cp, res);
     }
@@ -581,10 +577,8 @@ void intra_ring_sleep(void *arg, int asleep)
 
 void intra_ring_abort(intra_ep_t *e)
 {
-    if (e->rout) { /* the requests are the base's now; the slots stay as they are */
+    if (e->rout) /* the requests are the base's now; the slots stay as they are */
         memset(e->rout->owner, 0, sizeof(e->rout->owner));
-        e->rout->nbusy = 0;
-    }
 }
 
 void intra_ring_destroy(intra_ep_t *e)
