@@ -250,14 +250,15 @@ int gw_core_dispatch(gw_core_t *c, int timeout_ms)
 {
     struct epoll_event evs[64];
     int n = 0;
-    if (timeout_ms != 0) {
-        gw_core_sleeping(c, 1);
+    if (timeout_ms != 0 || c->nhot > 0 || cold_due(c)) {
+        if (timeout_ms != 0)
+            gw_core_sleeping(c, 1);
         n = epoll_wait(c->epfd, evs, 64, timeout_ms);
-        int e = errno;
-        gw_core_sleeping(c, 0);
-        errno = e;
-    } else if (c->nhot > 0 || cold_due(c)) {
-        n = epoll_wait(c->epfd, evs, 64, timeout_ms);
+        if (timeout_ms != 0) {
+            int e = errno;
+            gw_core_sleeping(c, 0);
+            errno = e;
+        }
     }
     if (n < 0)
         return errno == EINTR ? 0 : -1;

@@ -103,5 +103,15 @@ gw_status_t gwt_outcome(gw_status_t posted, gw_request_t **req, int timeout_ms);
  * mismatching offset or -1. */
 void gwt_fill(void *buf, size_t len, uint64_t seed);
 long long gwt_verify(const void *buf, size_t len, uint64_t seed);
+/* xorshift64: steps *state and returns it (the tests' reproducible random
+ * numbers; *state must not be 0). */
+static inline uint64_t gwt_xorshift(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
 
 #endif

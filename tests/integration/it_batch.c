@@ -33,10 +33,7 @@ static int is_verbs; /* a revoked key fails the queue pair there, so the endpoin
 
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return gwt_xorshift(&rng);
 }
 
 static void check_region0(const char *what)

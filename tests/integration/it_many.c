@@ -15,9 +15,7 @@
 static uint64_t rng = 0x1234567;
 static size_t rnd_len(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
+    gwt_xorshift(&rng);
     static const size_t choice[] = {1, 8, 100, 4096, 8191, 32768, 131072};
     return choice[rng % 7] + (rng >> 40) % 3;
 }

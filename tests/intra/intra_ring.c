@@ -133,10 +133,7 @@ static uint64_t rng = 0x5eed1234abcdull;
 
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return gwt_xorshift(&rng);
 }
 
 /* The path's ring counters: slots posted, taken back. */
@@ -150,6 +147,31 @@ static void ring_counts(unsigned long *out, unsigned long *back_n)
         REQUIRE(sscanf(p, "ring slots %lu out (%lu taken back)", out, back_n) == 2);
 }
 
+/* Picks n entries of lo..hi bytes into distinct cells of `cell` bytes among
+ * the ncell cells from remote offset rbase, each from a random offset of
+ * the local span [lbase, lbase + lspan), into ld/rd, and writes them into
+ * the image the region must hold. */
+static void pick(gw_local_desc_t *ld, gw_remote_desc_t *rd, uint32_t n, size_t lo, size_t hi, size_t cell,
+                 size_t rbase, uint32_t ncell, size_t lbase, size_t lspan)
+{
+    uint8_t *used = calloc(ncell, 1);
+    REQUIRE(used != NULL);
+    for (uint32_t k = 0; k < n;) {
+        uint32_t c = (uint32_t)(rnd() % ncell);
+        if (used[c])
+            continue;
+        used[c] = 1;
+        size_t len = lo + (size_t)(rnd() % (hi - lo + 1));
+        size_t roff = rbase + (size_t)c * cell + (size_t)(rnd() % (cell - len + 1));
+        size_t loff = lbase + (size_t)(rnd() % (lspan - len + 1));
+        ld[k] = (gw_local_desc_t){msrc, loff, len};
+        rd[k] = (gw_remote_desc_t){rk, roff, len};
+        memcpy(img + roff, src + loff, len);
+        k++;
+    }
+    free(used);
+}
+
 /* One random batch of n entries of lo..hi bytes into distinct cells of
  * `cell` bytes (big: one entry of 40 KiB, larger than a ring slot, over
  * the last 40 KiB), waited for; the image is updated.  Returns the batch's
@@ -160,23 +182,10 @@ static gw_status_t batch_of(uint32_t n, size_t lo, size_t hi, size_t cell, int b
     REQUIRE(n <= ncell);
     gw_local_desc_t *ld = calloc(n + 1, sizeof(*ld));
     gw_remote_desc_t *rd = calloc(n + 1, sizeof(*rd));
-    uint8_t *used = calloc(ncell, 1);
-    REQUIRE(ld && rd && used);
+    REQUIRE(ld && rd);
     gwt_fill(src, RLEN, seed);
-    uint32_t k = 0;
-    while (k < n) {
-        uint32_t c = (uint32_t)(rnd() % ncell);
-        if (used[c])
-            continue;
-        used[c] = 1;
-        size_t len = lo + (size_t)(rnd() % (hi - lo + 1));
-        size_t roff = (size_t)c * cell + (size_t)(rnd() % (cell - len + 1));
-        size_t loff = (size_t)(rnd() % (RLEN - len + 1));
-        ld[k] = (gw_local_desc_t){msrc, loff, len};
-        rd[k] = (gw_remote_desc_t){rk, roff, len};
-        memcpy(img + roff, src + loff, len);
-        k++;
-    }
+    pick(ld, rd, n, lo, hi, cell, 0, ncell, 0, RLEN);
+    uint32_t k = n;
     if (big) {
         size_t len = 40u << 10, roff = RLEN - 10 * CELL, loff = (size_t)(rnd() % (RLEN - len));
         ld[k] = (gw_local_desc_t){msrc, loff, len};
@@ -195,7 +204,6 @@ static gw_status_t batch_of(uint32_t n, size_t lo, size_t hi, size_t cell, int b
     CHECK_ST(gw_dlist_destroy(rl), GW_OK);
     free(ld);
     free(rd);
-    free(used);
     return st;
 }
 
@@ -214,27 +222,13 @@ static void batches_in_flight(int k, uint32_t n, uint64_t seed)
     for (int j = 0; j < k; j++) {
         gw_local_desc_t *ld = calloc(n, sizeof(*ld));
         gw_remote_desc_t *rd = calloc(n, sizeof(*rd));
-        uint8_t *used = calloc(ncell, 1);
-        REQUIRE(ld && rd && used);
-        for (uint32_t i = 0; i < n;) {
-            uint32_t c = (uint32_t)(rnd() % ncell);
-            if (used[c])
-                continue;
-            used[c] = 1;
-            size_t len = 1 + (size_t)(rnd() % cell);
-            size_t roff = (size_t)j * part + (size_t)c * cell + (size_t)(rnd() % (cell - len + 1));
-            size_t loff = (size_t)j * part + (size_t)(rnd() % (part - len + 1));
-            ld[i] = (gw_local_desc_t){msrc, loff, len};
-            rd[i] = (gw_remote_desc_t){rk, roff, len};
-            memcpy(img + roff, src + loff, len);
-            i++;
-        }
+        REQUIRE(ld && rd);
+        pick(ld, rd, n, 1, cell, cell, (size_t)j * part, ncell, (size_t)j * part, part);
         REQUIRE_OK(gw_dlist_local(ctx, ld, n, &ll[j]));
         REQUIRE_OK(gw_dlist_remote(ep, rd, n, GW_ACCESS_REMOTE_WRITE, &rl[j]));
         REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, ll[j], NULL, rl[j], NULL, n, NULL, &req[j]));
         free(ld);
         free(rd);
-        free(used);
     }
     for (int j = 0; j < k; j++) {
         CHECK_ST(gw_request_wait(req[j], 10000), GW_OK);

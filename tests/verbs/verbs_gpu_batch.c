@@ -64,10 +64,7 @@ static void from_dev(void *dst, const void *src, size_t n)
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd(uint32_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
+    return (uint32_t)(gwt_xorshift(&rng) % n);
 }
 
 static double t_start;

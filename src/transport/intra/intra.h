@@ -81,6 +81,22 @@ typedef struct gw_intra_slot {
     gw_intra_seg_t seg[GW_INTRA_SEGS];
 } gw_intra_slot_t;
 
+/* Counts the caller in slot s's inflight while s still holds region id:
+ * 1 held (the caller drops it with atomic_fetch_sub when done), 0 the
+ * region is gone (revoked, or the slot reused) and nothing is held.  The
+ * second look closes the race with gw_mem_dereg, which clears the id and
+ * then waits for inflight to drain. */
+static inline int gw_intra_slot_hold(gw_intra_slot_t *s, uint64_t id)
+{
+    if (atomic_load(&s->id) != id)
+        return 0;
+    atomic_fetch_add(&s->inflight, 1);
+    if (atomic_load(&s->id) == id)
+        return 1;
+    atomic_fetch_sub(&s->inflight, 1);
+    return 0;
+}
+
 /* Control messages: a 48-byte header (its first word: magic 0xA9, version,
  * type), then `len` payload bytes. */
 enum gw_intra_msg {

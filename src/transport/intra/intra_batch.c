@@ -161,15 +161,7 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
         uint32_t si = ik->slot;
         uint64_t id = ik->id;
         gw_intra_slot_t *s = &e->peer_table[si];
-        int ok = atomic_load(&s->id) == id;
-        if (ok) {
-            atomic_fetch_add(&s->inflight, 1);
-            if (atomic_load(&s->id) != id) {
-                atomic_fetch_sub(&s->inflight, 1);
-                ok = 0;
-            }
-        }
-        if (!ok) {
+        if (!gw_intra_slot_hold(s, id)) {
             intrab_leave(op);
             return gw_err(c, GW_ERR_INVALID_KEY,
                           "gw_xfer_batch: the remote region 0x%" PRIx64 " (+%" PRIu64 ") was deregistered by its owner",

@@ -495,13 +495,8 @@ gw_status_t intra_slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
     if (si >= GW_INTRA_SLOTS || id != req->intra.opid)
         return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (slot %u)", si);
     gw_intra_slot_t *s = &e->peer_table[si];
-    if (atomic_load(&s->id) != id)
+    if (!gw_intra_slot_hold(s, id))
         goto revoked;
-    atomic_fetch_add(&s->inflight, 1);
-    if (atomic_load(&s->id) != id) {
-        atomic_fetch_sub(&s->inflight, 1);
-        goto revoked;
-    }
     /* the owner's table has the last word, not the key (keys can be forged) */
     unsigned need = req->op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
     gw_status_t st = gw_region_allows(s->addr, s->len, s->access, req->raddr, req->len, need);

@@ -435,13 +435,11 @@ static gw_status_t parse_blob(const uint8_t *p, size_t len, pid_t *pid, uint64_t
     }
     *pid = (pid_t)gw_get_u32(p + 4);
     *probe = gw_get_u64(p + 8);
-    size_t nl = strnlen((const char *)p + 24, INTRA_BLOB_LEN - 24);
-    if (nl >= nlen)
-        nl = nlen - 1;
+    size_t raw = strnlen((const char *)p + 24, INTRA_BLOB_LEN - 24), nl = raw < nlen ? raw : nlen - 1;
     memcpy(name, p + 24, nl);
     name[nl] = '\0';
-    /* the features byte, where the name left room for it */
-    *feat = strnlen((const char *)p + 24, INTRA_BLOB_LEN - 24) < INTRA_BLOB_FEAT - 24 ? p[INTRA_BLOB_FEAT] : 0;
+    if (feat) /* the features byte, where the name left room for it */
+        *feat = raw < INTRA_BLOB_FEAT - 24 ? p[INTRA_BLOB_FEAT] : 0;
     return GW_OK;
 }
 
@@ -455,8 +453,7 @@ gw_status_t intra_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer, c
     pid_t pid;
     uint64_t probe;
     char name[80];
-    uint8_t feat = 0;
-    gw_status_t st = parse_blob(blob, len, &pid, &probe, name, sizeof(name), &feat, why, whylen);
+    gw_status_t st = parse_blob(blob, len, &pid, &probe, name, sizeof(name), NULL, why, whylen);
     if (st != GW_OK)
         return st;
     if (intra_cma_probe(pid, probe, why, whylen) != 0)

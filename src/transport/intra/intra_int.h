@@ -82,9 +82,7 @@ typedef struct intra_iface {
 /* One side of an endpoint's ring (intra.h, intra_ring.c).  Ours (out): we
  * post, the peer copies; the peer's (in): mapped here, we copy. */
 typedef struct intra_ring {
-    uint8_t *base;
-    size_t len;
-    gw_intra_ring_hdr_t *hdr;
+    uint8_t *base;       /* gw_intra_ring_len() bytes, the header first */
     /* out */
     int state;           /* INTRA_RING_* below */
     uint64_t until;      /* INTRA_RING_PASSIVE: no offer before this (ns) */

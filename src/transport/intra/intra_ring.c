@@ -191,6 +191,11 @@ static inline void ring_relax(void)
 #endif
 }
 
+static inline gw_intra_ring_hdr_t *ring_hdr(const intra_ring_t *r)
+{
+    return (gw_intra_ring_hdr_t *)(void *)r->base;
+}
+
 /* ---- the initiator ---- */
 
 /* Makes our ring and offers it to the peer (once per endpoint). */
@@ -209,14 +214,12 @@ static void ring_make(intra_ep_t *e)
         return;
     }
     r->base = p;
-    r->len = gw_intra_ring_len();
-    r->hdr = p;
     gw_intra_ring_init(p);
-    gw_intra_hdr_t h = {.type = GW_INTRA_M_RING, .a = r->len};
+    gw_intra_hdr_t h = {.type = GW_INTRA_M_RING, .a = gw_intra_ring_len()};
     st = intra_out_msg_fds(e, &h, &fd, 1);
     close(fd);
     if (st != GW_OK) { /* the control socket failed: so will the endpoint */
-        gw_shm_free(p, r->len, -1);
+        gw_shm_unmap(p, gw_intra_ring_len());
         free(r);
         e->rout_off = 1;
         return;
@@ -228,7 +231,7 @@ static void ring_make(intra_ep_t *e)
 /* Is the peer polling now (see the file's comment)? */
 static int ring_target_polls(intra_ring_t *r)
 {
-    gw_intra_ring_hdr_t *h = r->hdr;
+    gw_intra_ring_hdr_t *h = ring_hdr(r);
     if (atomic_load_explicit(&h->asleep, memory_order_relaxed)) {
         if (r->state == INTRA_RING_ACTIVE)
             r->state = INTRA_RING_PROBE;
@@ -290,14 +293,14 @@ static gw_status_t ring_cma(intra_ep_t *e, const gw_batch_t *b, uint32_t first, 
         int have = 0;
         for (uint32_t k = nin; k-- > 0 && !have;)
             have = in[k] == s;
-        if (!have) {
-            atomic_fetch_add(&s->inflight, 1);
-            in[nin++] = s;
+        if (have ? atomic_load(&s->id) == ik->id : gw_intra_slot_hold(s, ik->id)) {
+            if (!have)
+                in[nin++] = s;
+            continue;
         }
-        if (atomic_load(&s->id) != ik->id)
-            st = gw_err(c, GW_ERR_INVALID_KEY,
-                        "intra: batch entry %" PRIu32 " [0x%" PRIx64 ", +%" PRIu64 "): its region was deregistered "
-                        "by its owner before the entry moved", first + i, en->raddr, en->len);
+        st = gw_err(c, GW_ERR_INVALID_KEY,
+                    "intra: batch entry %" PRIu32 " [0x%" PRIx64 ", +%" PRIu64 "): its region was deregistered "
+                    "by its owner before the entry moved", first + i, en->raddr, en->len);
     }
     int err = 0;
     size_t done = 0;
@@ -357,7 +360,7 @@ static void ring_pump(intra_ep_t *e, intra_cp_t *cp, size_t budget)
         s->bytes = (uint32_t)off;
         ring_fence();
         atomic_store_explicit(&s->state, GW_INTRA_RS_POSTED, memory_order_release);
-        atomic_fetch_add_explicit(&r->hdr->posted, 1, memory_order_release);
+        atomic_fetch_add_explicit(&ring_hdr(r)->posted, 1, memory_order_release);
         if (!now)
             now = gw_now_ns();
         r->owner[si] = cp->req;
@@ -506,18 +509,16 @@ gw_status_t intra_ring_on_offer(intra_ep_t *e, int fd, uint64_t len)
         return gw_err(c, st, "intra: %s", why);
     }
     r->base = p;
-    r->len = (size_t)len;
-    r->hdr = p;
     r->scratch = scratch;
     e->rin = r;
-    atomic_store_explicit(&r->hdr->hb, e->ifc->gen, memory_order_relaxed);
+    atomic_store_explicit(&ring_hdr(r)->hb, e->ifc->gen, memory_order_relaxed);
     return GW_OK;
 }
 
 int intra_ring_serve(intra_ep_t *e)
 {
     intra_ring_t *r = e->rin;
-    gw_intra_ring_hdr_t *h = r->hdr;
+    gw_intra_ring_hdr_t *h = ring_hdr(r);
     atomic_store_explicit(&h->hb, e->ifc->gen, memory_order_relaxed);
     uint64_t posted = atomic_load_explicit(&h->posted, memory_order_acquire);
     if (posted == r->seen)
@@ -532,17 +533,13 @@ int intra_ring_serve(intra_ep_t *e)
             continue;
         uint32_t k = s->n, bytes = s->bytes, bad = 0;
         const uint8_t *area = gw_intra_ring_data(r->base, si);
-        gw_status_t st;
         char why[200];
-        if (k == 0 || (size_t)k * sizeof(gw_intra_ring_desc_t) > GW_INTRA_RING_SLOT_BYTES) {
-            st = GW_ERR_PROTOCOL;
-            snprintf(why, sizeof(why), "ring slot of %" PRIu32 " entries", k);
-        } else {
-            memcpy(r->scratch, area, (size_t)k * sizeof(gw_intra_ring_desc_t)); /* checked as copied */
-            st = gw_intra_ring_check(e->ifc->table, r->scratch, k, bytes, &bad, why, sizeof(why));
-            if (st == GW_OK)
-                gw_intra_ring_unpack(r->scratch, k, area + gw_intra_ring_data_start(k));
-        }
+        /* the descriptors are checked as copied here (the check refuses a
+         * count the slot cannot hold before it reads any) */
+        memcpy(r->scratch, area, GW_MIN((size_t)k * sizeof(gw_intra_ring_desc_t), (size_t)GW_INTRA_RING_SLOT_BYTES));
+        gw_status_t st = gw_intra_ring_check(e->ifc->table, r->scratch, k, bytes, &bad, why, sizeof(why));
+        if (st == GW_OK)
+            gw_intra_ring_unpack(r->scratch, k, area + gw_intra_ring_data_start(k));
         if (st != GW_OK)
             gw_log(GW_LOG_DEBUG, "intra: refused a ring slot of pid %d: %s", (int)e->peer_pid, why);
         s->status = (int32_t)st;
@@ -564,9 +561,9 @@ void intra_ring_sleep(void *arg, int asleep)
         intra_ep_t *e = gw_container_of(p, intra_ep_t, link);
         if (!e->rin)
             continue;
-        atomic_store_explicit(&e->rin->hdr->asleep, (uint32_t)asleep, memory_order_seq_cst);
+        atomic_store_explicit(&ring_hdr(e->rin)->asleep, (uint32_t)asleep, memory_order_seq_cst);
         /* an offer that came before the flag: do not sleep on it */
-        if (asleep && atomic_load_explicit(&e->rin->hdr->posted, memory_order_seq_cst) != e->rin->seen)
+        if (asleep && atomic_load_explicit(&ring_hdr(e->rin)->posted, memory_order_seq_cst) != e->rin->seen)
             pending = 1;
     }
     if (pending)
@@ -588,8 +585,8 @@ void intra_ring_destroy(intra_ep_t *e)
         if (!rs[i])
             continue;
         if (i == 1)
-            atomic_store_explicit(&rs[i]->hdr->asleep, 1, memory_order_relaxed); /* no more serving */
-        gw_shm_unmap(rs[i]->base, rs[i]->len);
+            atomic_store_explicit(&ring_hdr(rs[i])->asleep, 1, memory_order_relaxed); /* no more serving */
+        gw_shm_unmap(rs[i]->base, gw_intra_ring_len());
         free(rs[i]->scratch);
         free(rs[i]);
     }
