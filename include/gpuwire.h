@@ -329,7 +329,14 @@ GW_API gw_status_t gw_get(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, ui
  * completes when the notification is sent, so its completion also means
  * that every earlier put (tracked or not) has landed: a get posted after it
  * reads their data (every transport).  A put_notify that fails (the target
- * refused it, the endpoint failed) delivers no notification. */
+ * refused it, the endpoint failed) delivers no notification.
+ * Over tcp and intra the notification also waits for every older operation
+ * of the endpoint to complete, sends included, and a send completes only
+ * once the peer has received it: a put_notify posted after a send that the
+ * peer has not received yet is held until the peer posts that receive.  A
+ * peer that waits for the notification before receiving then waits for
+ * ever.  Let such a send complete (or post only puts) before a put_notify
+ * the peer waits on. */
 GW_API gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
                                  uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
                                  gw_request_t **req);
