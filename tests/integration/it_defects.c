@@ -1,4 +1,4 @@
-/* it_defects.c - regression cases of issue #11, one per defect, each run by
+/* it_defects.c - regression cases, one per defect found, each run by
  * name (argv[1]) over the transport GPUWIRE_TRANSPORTS names (ctest runs
  * every case over tcp and over intra):
  *   notify_order  put_notify of 1 MiB followed by small ones: every
