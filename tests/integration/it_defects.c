@@ -3,21 +3,21 @@
  * every case over tcp and over intra):
  *   notify_order  put_notify of 1 MiB followed by small ones: every
  *                 notification arrives, in order, and the requests report
- *                 their length (defects 1 and 3)
+ *                 their length
  *   killed        a put and a get to a peer process that was killed fail
- *                 with an endpoint error (defect 4)
- *   frozen_get    a peer frozen with SIGSTOP while only a get is outstanding
- *                 (defect 2): tcp fails it with GW_ERR_PEER_TIMEOUT; intra
+ *                 with an endpoint error
+ *   frozen_get    a peer frozen with SIGSTOP while only a get is outstanding:
+ *                 tcp fails it with GW_ERR_PEER_TIMEOUT; intra
  *                 completes it (CMA needs no help from the peer)
  *   frozen_recv   the same with only a posted receive: both fail it with
- *                 GW_ERR_PEER_TIMEOUT (defect 2)
+ *                 GW_ERR_PEER_TIMEOUT
  *   accept_close  the server closes every endpoint right after gw_accept:
  *                 the client's connect succeeds and its endpoint then fails
- *                 with an endpoint error; the server logs no warning (defect 6)
+ *                 with an endpoint error; the server logs no warning
  *   bad_args      gw_listen(ctx, NULL) and gw_rkey_unpack(ep, NULL, n) are
- *                 GW_ERR_INVALID with a message naming the NULL (defect 8)
+ *                 GW_ERR_INVALID with a message naming the NULL
  *   settings      a setting that does not parse fails gw_context_create()
- *                 whatever transports are allowed (defect 5)
+ *                 whatever transports are allowed
  *   idle_recv     an endpoint left without progress calls for longer than
  *                 the peer timeout, then given a receive: the receive waits
  *                 for its message (it failed at once with a false
@@ -74,7 +74,7 @@ static void finish(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk)
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
 }
 
-/* ---- defects 1 and 3 ----------------------------------------------------------- */
+/* ---- notify_order ------------------------------------------------------------ */
 static void case_notify_order(void)
 {
     enum { ROUNDS = 8, BIG = 1u << 20, SMALL = 4096 };
@@ -118,7 +118,7 @@ static void case_notify_order(void)
     finish(ctx, ep, rk);
 }
 
-/* ---- defect 4 ------------------------------------------------------------------ */
+/* ---- killed ------------------------------------------------------------------ */
 static void case_killed(void)
 {
     gw_context_t *ctx = ctx_with("GPUWIRE_PEER_TIMEOUT_MS", "10000");
@@ -153,7 +153,7 @@ static void case_killed(void)
     finish(ctx, ep, rk);
 }
 
-/* ---- defect 2 ------------------------------------------------------------------ */
+/* ---- frozen_get, frozen_recv ------------------------------------------------- */
 static void case_frozen(int recv)
 {
     gw_context_t *ctx = ctx_with("GPUWIRE_PEER_TIMEOUT_MS", "1000");
@@ -230,7 +230,7 @@ static void case_idle_recv(void)
     finish(ctx, ep, rk);
 }
 
-/* ---- defect 6 ------------------------------------------------------------------ */
+/* ---- accept_close ------------------------------------------------------------ */
 enum { CYCLES = 40 };
 static gwt_chan_t g_pc, g_cc;
 
@@ -333,7 +333,7 @@ static void case_accept_close(void)
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
 }
 
-/* ---- defect 8 ------------------------------------------------------------------ */
+/* ---- bad_args ---------------------------------------------------------------- */
 static void case_bad_args(void)
 {
     gw_context_t *ctx = it_ctx();
@@ -357,7 +357,7 @@ static void case_bad_args(void)
     finish(ctx, ep, rk);
 }
 
-/* ---- defect 5 ------------------------------------------------------------------ */
+/* ---- settings ---------------------------------------------------------------- */
 static void expect_config_error(const char *name, const char *value)
 {
     const char *keep = getenv("GPUWIRE_TRANSPORTS");

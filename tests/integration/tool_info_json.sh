@@ -4,7 +4,7 @@
 # features, context status, transports with their reasons, every setting of
 # settings.def with value, source, default and help, unknown GPUWIRE_* names)
 # and with --topo the topology; a setting that does not parse makes info fail
-# whatever transports are allowed (defect 5).
+# whatever transports are allowed.
 set -u
 tool=$1 def=$2
 fail=0

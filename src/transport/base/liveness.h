@@ -15,7 +15,7 @@
  *           case GW_LIVE_PING: send a ping; break;
  *           case GW_LIVE_DEAD: fail the endpoint (GW_ERR_PEER_TIMEOUT); break;
  *           }
- * tcp and intra do; verbs (t10c) relies on RC retries and the api's control
+ * tcp and intra do; verbs relies on RC retries and the api's control
  * socket today and marks its endpoints base->unjudged (no stamps: a clock
  * read per completion pass); it can adopt the timer for its CT_* pings the
  * same way, stamping again.
