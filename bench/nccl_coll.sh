@@ -28,6 +28,8 @@
 #   COLLS     comma-separated subset of all_reduce,all_gather,reduce_scatter,alltoall,broadcast
 #   RUN_TIMEOUT  seconds per configuration (default 150); a configuration that
 #             fails or times out is reported and the next one runs
+#   DEADLINE  epoch seconds: no configuration runs past it (its limit is cut to
+#             what is left; one with under 15 s left is reported as skipped)
 # Output: $OUT/coll.csv (label,coll,nranks,bytes,iters,time_us,algbw_GBps,busbw_GBps,wrong),
 # $OUT/coll-<config>.log (rank 0's table, every rank's stderr, NCCL's INIT/NET log),
 # $OUT/coll-summary.txt (the side-by-side table printed at the end).
@@ -78,6 +80,14 @@ fail=0
 for cfg in $CONFIGS; do
   envs=$(config_env "$cfg") || { echo "nccl_coll.sh: unknown configuration $cfg" >&2; STATUS[$cfg]="unknown"; fail=1; continue; }
   log=$OUT/coll-$cfg.log
+  limit=$RUN_TIMEOUT
+  if [ -n "${DEADLINE:-}" ]; then
+    left=$((DEADLINE - $(date +%s)))
+    [ "$limit" -gt "$left" ] && limit=$left
+    if [ "$limit" -lt 15 ]; then
+      STATUS[$cfg]="SKIPPED (no time left)"; echo "-- $cfg: ${STATUS[$cfg]}"; fail=1; continue
+    fi
+  fi
   idf=$(mktemp -u "${TMPDIR:-/tmp}/nccl_coll_id.XXXXXX")
   echo "== $cfg: $envs" | tee "$log"
   start=$(date +%s)
@@ -85,7 +95,7 @@ for cfg in $CONFIGS; do
   for ((r = 0; r < NRANKS; r++)); do
     # shellcheck disable=SC2086
     env $envs NCCL_DEBUG=${NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET} \
-      timeout -k 5 "$RUN_TIMEOUT" "$BIN" --rank "$r" --device "$r" --id-file "$idf" --label "$cfg" "${args[@]}" \
+      timeout -k 5 "$limit" "$BIN" --rank "$r" --device "$r" --id-file "$idf" --label "$cfg" "${args[@]}" \
       >"$log.r$r" 2>&1 &
     pids+=($!)
   done
@@ -103,7 +113,7 @@ for cfg in $CONFIGS; do
   plugin_line=$(grep -oE "NET/gpuwire : dev 0 .*" "$log" | head -1 | cut -c1-200)
   case $rc in
     0) st="ok" ;;
-    124|137) st="TIMEOUT after ${RUN_TIMEOUT}s" ;;
+    124|137) st="TIMEOUT after ${limit}s" ;;
     1) st="FAILED (wrong results or NCCL error)" ;;
     2) st="NOT RUN (setup: see log)" ;;
     *) st="FAILED rc=$rc" ;;
