@@ -67,7 +67,13 @@ step() { # step NAME TIMEOUT LOGFILE CMD... : runs CMD under timeout, records th
 } >"$OUT/host.txt" 2>&1
 head -30 "$OUT/host.txt"
 
-step build 200 "$LOGS/build.log" bash -c "cmake -S . -B '$BUILD' -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build '$BUILD' -j $(nproc) -- -k"
+# NCCL for bench/nccl_coll: the system's or the toolkit's, else PyTorch's wheel
+ncclroot=${GW_NCCL_ROOT:-}
+if [ -z "$ncclroot" ] && [ ! -f /usr/include/nccl.h ] && [ ! -f /usr/local/cuda/include/nccl.h ]; then
+  ncclroot=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+fi
+echo "NCCL for nccl_coll: ${ncclroot:-system/toolkit}" >>"$OUT/host.txt"
+step build 200 "$LOGS/build.log" bash -c "cmake -S . -B '$BUILD' -DCMAKE_BUILD_TYPE=RelWithDebInfo ${ncclroot:+-DGW_NCCL_ROOT=$ncclroot} && cmake --build '$BUILD' -j $(nproc) -- -k"
 grep -E "bench/nccl_coll|error:" "$LOGS/build.log" | head -10
 
 step plugin-tests 150 "$LOGS/ctest-nccl.log" bash -c "cd '$BUILD' && ctest -L nccl -j 2 --timeout 150 -V"
