@@ -11,7 +11,7 @@
 # Environment: OUT (default ./gpu-logs), BUILD (default /tmp/gw-build),
 # NRANKS (default 2), MAX (largest size, default 256 MiB), RUN_TIMEOUT (per
 # benchmark configuration, default 60 s), CONFIGS (bench/nccl_coll.sh's list,
-# most telling first), BUDGET (seconds for the whole run, default 540: every
+# most telling first), BUDGET (seconds for the whole run, default 450: every
 # step's limit is cut to what is left, keeping 100 s for PyTorch; benchmark
 # configurations that no longer fit are reported as skipped).
 # Files under $OUT (few, flat, for hosts that return only a handful):
@@ -33,7 +33,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 mkdir -p "$OUT"
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/gw-nccl-logs.XXXXXX")
 T0=$(date +%s)
-DEADLINE=$((T0 + ${BUDGET:-540}))
+DEADLINE=$((T0 + ${BUDGET:-450}))
 declare -a STEPS
 step() { # step NAME TIMEOUT LOGFILE CMD... : runs CMD under timeout, records the outcome
   local name=$1 to=$2 log=$3
@@ -121,6 +121,7 @@ for k in sorted(bw):
           "%.2fx" % (g[0] / s[0]) if s and g and s[0] else "-",
           "  WRONG %d/%d" % (s[1] if s else 0, g[1] if g else 0) if (s and s[1]) or (g and g[1]) else ""))
 EOF
+  echo "  torch-gw: $(grep -ohE 'NET/Plugin: Loaded net plugin [^ ]+ \(v[0-9]+\)|Using network [A-Za-z]+' "$LOGS/torch-gw.log" 2>/dev/null | sort -u | tr '\n' ';')"
   grep -hE "torch_coll .*: |Error|error" "$LOGS"/torch-*.log 2>/dev/null | grep -v "NCCL INFO" | head -8 | sed 's/^/  /'
 } >"$OUT/summary.txt" 2>&1
 tar -C "$LOGS" -czf "$OUT/logs.tgz" . 2>/dev/null
