@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -367,7 +368,8 @@ static int add_verbs_devices(void)
  * NCCL_NET_GDR_LEVEL (default PXB); otherwise its kernels write into pinned
  * host memory and the plugin moves that.  Which is faster depends on what
  * gpuwire does with a GPU buffer on the connection's transport, measured
- * with bench/nccl_coll.sh (docs/NCCL.md, "GPU buffers"):
+ * against NCCL's host staging (docs/NCCL.md, "GPU buffers"; bench/nccl_coll.sh
+ * has a row for each choice on each transport):
  *   intra  CUDA IPC, one device-to-device copy: GPU buffers (all_reduce
  *          128 MiB on two GPUs: 28.9 GB/s against 3.46 GB/s host-staged).
  *   tcp    gpuwire's pipelined staging through its own pinned buffers, the
@@ -434,11 +436,11 @@ static void gpu_policy(gwn_dev_t *d, const char *mode, const char *transports, c
         snprintf(d->gpu_why, sizeof(d->gpu_why), "host buffers: no CUDA driver (%s)", G.cuda_why);
         return;
     }
-    if (mode && strcmp(mode, "off") == 0) {
+    if (mode && strcasecmp(mode, "off") == 0) {
         snprintf(d->gpu_why, sizeof(d->gpu_why), "host buffers: GPUWIRE_NCCL_GPU_BUFFERS=off");
         return;
     }
-    if (mode && strcmp(mode, "on") == 0) {
+    if (mode && strcasecmp(mode, "on") == 0) {
         d->gpu_buffers = 1;
         snprintf(d->gpu_why, sizeof(d->gpu_why), "GPU buffers: GPUWIRE_NCCL_GPU_BUFFERS=on");
     } else if (d->ib_device[0]) {
