@@ -54,8 +54,9 @@ def main():
         dist.init_process_group("nccl")
     rank, n = dist.get_rank(), dist.get_world_size()
     if rank == 0:
+        v = torch.cuda.nccl.version()
         print("# torch_coll %s: %d ranks, torch %s, NCCL %s" % (a.label, n, torch.__version__,
-                                                              ".".join(map(str, torch.cuda.nccl.version()))))
+                                                              ".".join(map(str, v)) if isinstance(v, tuple) else v))
         print("# %-10s %-11s %12s %6s %11s %10s %10s %6s" % ("label", "coll", "bytes", "iters", "time_us", "algbw",
                                                             "busbw", "wrong"))
     out = None
