@@ -179,6 +179,14 @@ typedef struct {
     int16_t railId;  /* NCCL_NET_ID_UNDEF: no rail */
     int16_t planeId; /* NCCL_NET_ID_UNDEF: no plane */
 } ncclNetProperties_v12_t;
+/* v12 differs from v11 only by the longer device list and the two ids. */
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxP2pBytes) ==
+                   offsetof(ncclNetProperties_v11_t, maxP2pBytes) +
+                       (NCCL_NET_MAX_DEVS_PER_NIC_V12 - NCCL_NET_MAX_DEVS_PER_NIC) * sizeof(int),
+               "v12 properties: only vProps grows before maxP2pBytes");
+_Static_assert(offsetof(ncclNetProperties_v12_t, railId) ==
+                   offsetof(ncclNetProperties_v12_t, maxMultiRequestSize) + sizeof(int),
+               "v12 properties: railId follows maxMultiRequestSize");
 
 /* ---- the function tables --------------------------------------------------------------------- */
 /* Slots shared by every version from regMr to closeListen, in NCCL's order. */
