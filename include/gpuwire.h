@@ -609,9 +609,23 @@ GW_API gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transpo
  * set, registers the listener's address there under a lease.  The listener
  * is the caller's (gw_accept works as usual; endpoints not accepted still
  * serve puts and gets); destroying it ends the agent.  One agent per context.
- * Errors: GW_ERR_INVALID (bad name), GW_ERR_BUSY (already an agent),
- * GW_ERR_UNAVAILABLE (directory unreachable; nothing is left behind),
- * GW_ERR_ADDRESS and the other errors of gw_listen(). */
+ * A name in the directory belongs to one live agent at a time: the first to
+ * register it keeps it while its lease lives (it renews it by itself), and a
+ * second agent under the same name is refused with GW_ERR_BUSY naming the
+ * holder (address, pid, host, the lease's seconds left) - never a takeover.
+ * The name is free again when the holder's listener is destroyed (at once)
+ * or its lease runs out (it died, or was stopped longer than
+ * GPUWIRE_DIRECTORY_TTL).  The check and the registration are one etcd
+ * transaction, so of agents racing for a free name exactly one wins.  An
+ * agent whose lease ran out while it was stopped and whose name another
+ * agent took meanwhile stays unlisted (logged as an error) and registers
+ * again once the name is free.  Without a directory there is no shared
+ * registry to take over: each peer maps the name to an address itself, and
+ * the handshake checks the agent there has that name.
+ * Errors: GW_ERR_INVALID (bad name), GW_ERR_BUSY (already an agent, or a
+ * live agent holds the name in the directory), GW_ERR_UNAVAILABLE
+ * (directory unreachable; nothing is left behind), GW_ERR_ADDRESS and the
+ * other errors of gw_listen(). */
 GW_API gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const char *addr,
                                    gw_listener_t **out);
 
