@@ -315,7 +315,13 @@ GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
  * of them still complete (the data moves without the peer process); over
  * tcp they wait for the peer, and fail with GW_ERR_PEER_TIMEOUT after
  * GPUWIRE_PEER_TIMEOUT_MS.  Messages and notifications need the peer on
- * every transport.  docs/DESIGN.md, "Peer liveness", has the table.
+ * every transport.  A peer on the same host that is merely busy with local
+ * work (allocating and touching buffers, registering, computing) is never
+ * declared dead however long it works: past the timeout its process state
+ * decides (running or sleeping: waited for; stopped, traced or gone: dead).
+ * A peer on another host must call progress at least once per timeout
+ * while this side waits on it.  docs/DESIGN.md, "Peer liveness", has the
+ * table.
  * Errors at posting: GW_ERR_INVALID, GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS
  * (checked against the rkey before anything is sent), GW_ERR_ENDPOINT_FAILED.
  * ------------------------------------------------------------------------ */
