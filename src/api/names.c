@@ -684,8 +684,12 @@ static void reg_del(names_t *n, const char *key)
             n->kvs[i] = n->kvs[--n->nkvs];
             break;
         }
+    int64_t lease = n->lease;
     pthread_mutex_unlock(&n->mu);
-    if (gw_etcd_delete(&n->etcd, key, 0, why, sizeof(why)) != GW_OK)
+    if (!lease) /* not registered now: the key, if any, is another agent's under our name */
+        return;
+    /* only our own entry: after a lost lease another agent may hold the name */
+    if (gw_etcd_delete_leased(&n->etcd, key, lease, why, sizeof(why)) != GW_OK)
         gw_log(GW_LOG_WARN, "names: withdrawing %s from the directory failed: %s", key, why);
 }
 

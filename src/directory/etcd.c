@@ -219,6 +219,25 @@ done:
     return st;
 }
 
+gw_status_t gw_etcd_delete_leased(gw_etcd_t *e, const char *key, int64_t lease, char *why, size_t whylen)
+{
+    char k[GW_ETCD_KEY_MAX * 2];
+    if (b64_key(key, 0, k, sizeof(k)) != 0) {
+        snprintf(why, whylen, "etcd delete: bad key \"%s\"", key);
+        return GW_ERR_INVALID;
+    }
+    char body[sizeof(k) * 2 + 256];
+    snprintf(body, sizeof(body),
+             "{\"compare\":[{\"key\":\"%s\",\"target\":\"LEASE\",\"result\":\"EQUAL\",\"lease\":\"%lld\"}],"
+             "\"success\":[{\"request_delete_range\":{\"key\":\"%s\"}}]}",
+             k, (long long)lease, k);
+    gw_buf_t out = {0};
+    gw_json_t root;
+    gw_status_t st = call(e, "/v3/kv/txn", body, &out, &root, why, whylen);
+    gw_buf_free(&out);
+    return st;
+}
+
 gw_status_t gw_etcd_lease_ttl(gw_etcd_t *e, int64_t lease, int64_t *ttl, char *why, size_t whylen)
 {
     char body[64];

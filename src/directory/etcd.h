@@ -50,6 +50,9 @@ gw_status_t gw_etcd_put(gw_etcd_t *e, const char *key, const void *val, size_t v
  * at that revision, lease included). */
 gw_status_t gw_etcd_create(gw_etcd_t *e, const char *key, const void *val, size_t vlen, int64_t lease, int64_t *rev,
                            gw_etcd_kv_t *holder, char *why, size_t whylen);
+/* Deletes key only while it is under lease (one transaction): a key that
+ * another holder put since is left alone.  GW_OK either way. */
+gw_status_t gw_etcd_delete_leased(gw_etcd_t *e, const char *key, int64_t lease, char *why, size_t whylen);
 /* Seconds lease has left; -1 when it expired or was revoked. */
 gw_status_t gw_etcd_lease_ttl(gw_etcd_t *e, int64_t lease, int64_t *ttl, char *why, size_t whylen);
 gw_status_t gw_etcd_delete(gw_etcd_t *e, const char *key, int prefix, char *why, size_t whylen);

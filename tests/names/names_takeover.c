@@ -5,6 +5,8 @@
  *     with GW_ERR_BUSY naming the name and the holder; the holder stays
  *     listed and reachable, also after the refused one is gone and more
  *     than a lease's time has passed;
+ *   - an agent withdrawing a region deletes its own entry only, never one
+ *     that another holder of the name put under its lease;
  *   - a holder that was killed keeps its name until its lease runs out:
  *     refused before, granted after;
  *   - four contexts racing for one free name: exactly one wins;
@@ -19,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "directory/etcd.h"
 #include "harness.h"
 #include "names_util.h"
 
@@ -106,6 +109,13 @@ static gw_status_t try_listen(const char *name, char *err, size_t errlen)
     return st;
 }
 
+static int count_kv(void *arg, const gw_etcd_kv_t *kv)
+{
+    (void)kv;
+    (*(int *)arg)++;
+    return 0;
+}
+
 typedef struct racer {
     pthread_t t;
     gw_context_t *ctx;
@@ -160,6 +170,27 @@ int main(void)
     CHECK_ST(gwt_put_wait(ep, "first", 6, raddr, rk), GW_OK);
     CHECK(memcmp(first.buf, "first", 6) == 0);
     gw_rkey_destroy(rk);
+
+    /* withdrawing a region removes only the agent's own entry: a key under
+     * another lease (the name's next holder) is left alone */
+    gw_etcd_t e;
+    char why[256];
+    int64_t l1, l2;
+    REQUIRE_OK(gw_etcd_init(&e, etcd.url, 2000, why, sizeof(why)));
+    REQUIRE_OK(gw_etcd_grant(&e, 30, &l1, why, sizeof(why)));
+    REQUIRE_OK(gw_etcd_grant(&e, 30, &l2, why, sizeof(why)));
+    const char *rkey = "/gwtakeover/regions/x/r";
+    REQUIRE_OK(gw_etcd_put(&e, rkey, "{}", 2, l2, NULL, why, sizeof(why)));
+    CHECK_ST(gw_etcd_delete_leased(&e, rkey, l1, why, sizeof(why)), GW_OK);
+    int left = 0;
+    REQUIRE_OK(gw_etcd_range(&e, rkey, 0, count_kv, &left, NULL, why, sizeof(why)));
+    CHECK(left == 1);
+    CHECK_ST(gw_etcd_delete_leased(&e, rkey, l2, why, sizeof(why)), GW_OK);
+    left = 0;
+    REQUIRE_OK(gw_etcd_range(&e, rkey, 0, count_kv, &left, NULL, why, sizeof(why)));
+    CHECK(left == 0);
+    gw_etcd_revoke(&e, l1, why, sizeof(why));
+    gw_etcd_revoke(&e, l2, why, sizeof(why));
 
     /* 2. a killed holder's name frees when its lease runs out, not before */
     int pid = child_agent("dead");
