@@ -96,6 +96,8 @@ struct gw_ep {
     char downgrades[512];
     struct gw_hs *hs;
     struct gw_listener *listener; /* accepted from, while queued */
+    unsigned joins_left;          /* while on the listener's joining list: further connections still to come */
+    uint64_t joins_deadline_ns;   /* after which it is handed out with the connections it has */
     int ctl_fd;        /* handshake socket kept for liveness when the transport did not adopt it */
     gw_io_t ctl_io;
     gw_list_t gone_link; /* on ctx->ctl_gone while its failure waits for the drain */
@@ -115,6 +117,7 @@ struct gw_listener {
     int fd;
     char addr[80];
     gw_list_t ready;    /* endpoints whose handshake completed, not yet accepted */
+    gw_list_t joining;  /* endpoints whose further connections (tcp streams) are still to join */
     gw_list_t pending;  /* handshakes in progress */
     unsigned long failed_handshakes;
     unsigned long accepted;       /* for gw_listener_query */

@@ -138,7 +138,7 @@ gw_status_t gw_listener_query(const gw_listener_t *l, gw_listener_info_t *info)
     snprintf(o.addr, sizeof(o.addr), "%s", l->addr);
     o.accepted = l->accepted;
     o.ready = (unsigned long)gw_list_len(&l->ready);
-    o.pending = (unsigned long)gw_list_len(&l->pending);
+    o.pending = (unsigned long)(gw_list_len(&l->pending) + gw_list_len(&l->joining));
     o.failed_handshakes = l->failed_handshakes;
     o.last_failure = l->last_failure;
     snprintf(o.last_failure_detail, sizeof(o.last_failure_detail), "%s", l->last_failure_detail);

@@ -224,6 +224,30 @@ static int hs_read(gw_hs_t *hs)
 static int open_stream_cb(void *arg, unsigned idx);
 
 /* ---- server side -------------------------------------------------------------------- */
+/* An accepted endpoint goes to its listener's ready list for gw_accept:
+ * from the joining list once its further connections all joined (or failed,
+ * or ran past the deadline), at once when it has none. */
+static void server_ep_ready(gw_ep_t *ep)
+{
+    gw_listener_t *l = ep->listener;
+    gw_list_del(&ep->link);
+    ep->joins_left = 0;
+    ep->ops->ep_describe(ep->tl, ep->path, sizeof(ep->path));
+    gw_list_push_back(&l->ready, &ep->link);
+    gw_log(GW_LOG_INFO, "endpoint from %s accepted on %s: %s", ep->base.peer, l->addr, ep->path);
+    gw_core_signal(&ep->ctx->core);
+}
+
+/* One further connection of ep arrived (or will not: ep failed). */
+static void server_ep_joined(gw_ep_t *ep)
+{
+    if (!ep || !ep->listener || !ep->joins_left)
+        return; /* handed out already (a late connection past the deadline) */
+    if (--ep->joins_left == 0 || ep->state != GW_EP_READY || ep->base.error != GW_OK)
+        server_ep_ready(ep);
+}
+
+/* ---- server side: handshake steps -------------------------------------------------------------------- */
 static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
     gw_context_t *ctx = hs->ctx;
@@ -238,6 +262,7 @@ static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
         gw_log(GW_LOG_DEBUG, "stream %u from %s joins an endpoint closed already (token %016llx): dropped",
                m->stream, hs->peer, (unsigned long long)m->token);
         hs_free(hs);
+        server_ep_joined(ep); /* a failed endpoint not yet accepted: gw_accept hands it out failed */
         return;
     }
     if (!ep) {
@@ -253,6 +278,7 @@ static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
         gw_log(ep->base.error != GW_OK ? GW_LOG_DEBUG : GW_LOG_WARN, "stream %u from %s refused: %s", m->stream,
                hs->peer, ctx->core.errbuf);
     hs_free(hs);
+    server_ep_joined(ep);
 }
 
 /* This process's pid namespace (the inode of /proc/self/ns/pid), 0 unknown. */
@@ -498,10 +524,17 @@ static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
     ep->hs = NULL;
     hs->ep = NULL;
     ep->listener = l;
-    gw_list_push_back(&l->ready, &ep->link);
-    gw_log(GW_LOG_INFO, "endpoint from %s accepted on %s: %s", ep->base.peer, l->addr, ep->path);
     hs_free(hs);
-    gw_core_signal(&ctx->core);
+    if (!peer.joins) {
+        server_ep_ready(ep);
+        return;
+    }
+    /* the client opens its further connections now (it has READY): they
+     * come through this listener, so the endpoint waits for them here and
+     * gw_accept hands it out complete, whatever the listener's fate then */
+    ep->joins_left = peer.joins;
+    ep->joins_deadline_ns = gw_now_ns() + (uint64_t)ctx->connect_timeout_ms * 1000000ull;
+    gw_list_push_back(&l->joining, &ep->link);
 }
 
 /* ---- client side -------------------------------------------------------------------- */
@@ -684,7 +717,8 @@ static gw_hs_t *hs_new(gw_context_t *ctx, int fd, int is_server, const char *pee
     return hs;
 }
 
-/* Fails server handshakes that ran past their deadline. */
+/* Fails server handshakes that ran past their deadline; hands out endpoints
+ * whose further connections did not all join in time (or that failed). */
 int gw_hs_timeouts(void *arg)
 {
     gw_context_t *ctx = arg;
@@ -692,8 +726,19 @@ int gw_hs_timeouts(void *arg)
     gw_list_t *lp, *p, *t;
     for (lp = ctx->listeners.next; lp != &ctx->listeners; lp = lp->next) {
         gw_listener_t *l = gw_container_of(lp, gw_listener_t, link);
-        if (!now && !gw_list_empty(&l->pending))
+        if (!now && (!gw_list_empty(&l->pending) || !gw_list_empty(&l->joining)))
             now = gw_now_ns();
+        gw_list_for_each_safe(p, t, &l->joining) {
+            gw_ep_t *ep = gw_container_of(p, gw_ep_t, link);
+            if (ep->base.error != GW_OK) {
+                server_ep_ready(ep);
+            } else if (now > ep->joins_deadline_ns) {
+                gw_log(GW_LOG_WARN, "endpoint from %s on %s: %u further connection(s) did not join within %ld ms "
+                       "(GPUWIRE_CONNECT_TIMEOUT_MS); it goes on without them", ep->base.peer, l->addr,
+                       ep->joins_left, ctx->connect_timeout_ms);
+                server_ep_ready(ep);
+            }
+        }
         gw_list_for_each_safe(p, t, &l->pending) {
             gw_hs_t *hs = gw_container_of(p, gw_hs_t, link);
             if (now > hs->deadline_ns)

@@ -1,8 +1,11 @@
 /* listener.c - gw_listen, gw_accept and the listener's teardown (api layer).
  *
  * A listener accepts tcp connections and hands each to the handshake
- * (handshake.c); endpoints whose handshake completed wait on its ready list
- * until gw_accept takes them.
+ * (handshake.c); endpoints whose handshake completed wait on its joining
+ * list until their further connections (tcp streams) have joined, then on
+ * its ready list until gw_accept takes them.  An accepted endpoint owns all
+ * its connections: destroying the listener right after gw_accept (as NCCL
+ * does) leaves it whole.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,6 +85,7 @@ gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out)
     l->ctx = ctx;
     l->fd = fd;
     gw_list_init(&l->ready);
+    gw_list_init(&l->joining);
     gw_list_init(&l->pending);
     struct sockaddr_storage bound;
     socklen_t bl = sizeof(bound);
@@ -152,12 +156,15 @@ void gw_listener_destroy(gw_listener_t *l)
         gw_names_listener_gone(l); /* an agent's listener: the agent ends */
     gw_hs_drop_pending(l);
     gw_list_t *p, *t;
-    gw_list_for_each_safe(p, t, &l->ready) {
-        gw_ep_t *ep = gw_container_of(p, gw_ep_t, link);
-        gw_list_del(p);
-        if (ep->tl)
-            ep->ops->ep_close(ep->tl);
-        gw_api_ep_free(ep);
+    gw_list_t *queues[] = {&l->ready, &l->joining};
+    for (size_t q = 0; q < GW_ARRAY_SIZE(queues); q++) {
+        gw_list_for_each_safe(p, t, queues[q]) {
+            gw_ep_t *ep = gw_container_of(p, gw_ep_t, link);
+            gw_list_del(p);
+            if (ep->tl)
+                ep->ops->ep_close(ep->tl);
+            gw_api_ep_free(ep);
+        }
     }
     gw_io_del(&ctx->core, &l->io);
     close(l->fd);

@@ -86,6 +86,12 @@ typedef struct gw_tl_peer {
      * fd or -1 with the reason in the context's detail message. */
     int (*open_stream)(void *arg, unsigned idx);
     void *open_stream_arg;
+    /* Server side, set by ep_connect: how many further connections the
+     * client opens for this endpoint (each arrives at the listener and is
+     * handed over by ep_join).  The api layer hands the endpoint to
+     * gw_accept only once they all joined, so that an accepted endpoint
+     * never needs its listener again. */
+    unsigned joins;
 } gw_tl_peer_t;
 
 /* What a transport can do, for the api layer to ask instead of knowing
@@ -155,7 +161,8 @@ struct gw_tl_ops {
     gw_status_t (*ep_connect)(gw_tl_ep_t *ep, gw_tl_peer_t *peer, const uint8_t *peer_addr,
                               size_t len);
     /* A further connection for this endpoint arrived at the listener (tcp
-     * stripes).  The transport takes ownership of fd. */
+     * stripes; before gw_accept hands the endpoint out, see
+     * gw_tl_peer_t.joins).  The transport takes ownership of fd. */
     gw_status_t (*ep_join)(gw_tl_ep_t *ep, int fd, unsigned stream_index);
     gw_status_t (*ep_close)(gw_tl_ep_t *ep); /* graceful: start telling the peer */
     void (*ep_destroy)(gw_tl_ep_t *ep);

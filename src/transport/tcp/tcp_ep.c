@@ -316,7 +316,9 @@ gw_status_t tcp_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t *a
     B(ep)->notify_arg = ep;
     gw_list_push_back(&ep->tif->eps, &ep->link);
     B(ep)->last_rx_ns = gw_now_ns();
-    if (!peer->is_server) {
+    if (peer->is_server)
+        peer->joins = (unsigned)(ep->nconns - 1); /* the client opens them */
+    else {
         for (int i = 1; i < ep->nconns; i++) {
             int fd = peer->open_stream(peer->open_stream_arg, (unsigned)i);
             if (fd < 0) {
