@@ -2,7 +2,7 @@
  *
  *   nccl_driver PLUGIN.so [--version 8|9|10|11|12] [--mem host|cuda] [--max BYTES]
  *               [--rounds N] [--no-inject] [--expect-transport tcp|intra|verbs] [--late-recv MS]
- *               [--init-fails]
+ *               [--init-fails] [--channels N]
  *
  * Two processes, each dlopen()s the plugin and looks up ncclNetPlugin_vN:
  * the parent receives (listen, accept), the child sends (connect with the
@@ -20,8 +20,16 @@
  * late); the plugin's own progress must keep the sender from timing it out.
  * --init-fails: only init, which must fail (the test breaks a setting) with a
  * WARN through the logger; ctest also wants the plugin's stderr line.
+ * --channels N: the connection set-up of NCCL's proxy instead: both
+ * processes listen N times and swap the handles, then one thread connects N
+ * send comms while another accepts N receive comms, closing each listen
+ * comm as soon as its accept is done (as NCCL does); then every channel
+ * carries messages of 1 MiB and 4 MiB + 3 bytes each way at once, each
+ * checked, and each side's send and receive comms must report the same
+ * number of tcp streams.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,12 +42,13 @@
 #include "../../plugin/nccl/nccl_net_abi.h"
 
 static const char *g_path;
-static int g_ver = 11, g_cuda, g_rounds = 2, g_inject = 1, g_late_ms, g_init_fails;
+static int g_ver = 11, g_cuda, g_rounds = 2, g_inject = 1, g_late_ms, g_init_fails, g_channels;
 static size_t g_max = 64u << 20;
 static gwt_chan_t pch, cch;
 static const char *g_who = "?";
 static int g_path_lines, g_warns, g_expect_ok;
 static const char *g_expect; /* --expect-transport: every connection must take it */
+static int g_streams[2][64], g_nstreams[2]; /* --channels: "N stream(s)" of each path line, by comm kind */
 static char g_taken[16];      /* transport of the last connection logged */
 
 static const ncclNet_v8_t *n8;
@@ -63,6 +72,10 @@ static void logger(ncclDebugLogLevel lvl, unsigned long flags, const char *file,
         size_t n = g_expect ? strlen(g_expect) : 0;
         if (g_expect && strncmp(t + 12, g_expect, n) == 0 && t[12 + n] == ',')
             g_expect_ok++;
+        const char *s = strstr(t, "tcp: ");
+        int k = strncmp(buf, "recv", 4) == 0; /* the line starts with the comm's kind */
+        if (s && g_nstreams[k] < 64 && sscanf(s + 5, "%d stream(s)", &g_streams[k][g_nstreams[k]]) == 1)
+            g_nstreams[k]++;
     }
     if (lvl == NCCL_LOG_WARN)
         g_warns++;
@@ -565,6 +578,204 @@ static int receiver(void)
     return 0;
 }
 
+/* ---- --channels: NCCL's connection set-up, both sides alike ---------------------------------------- */
+#define MAXCH 16
+static const size_t ch_size[] = {1u << 20, (4u << 20) + 3};
+#define CH_NMSG 2
+
+typedef struct ch_side {
+    gwt_chan_t *chan;
+    char mine[MAXCH][NCCL_NET_HANDLE_MAXSIZE], theirs[MAXCH][NCCL_NET_HANDLE_MAXSIZE];
+    void *lc[MAXCH], *sc[MAXCH], *rc[MAXCH];
+    int failed;
+} ch_side_t;
+
+/* Thread: connects a send comm to each of the peer's handles. */
+static void *ch_connect(void *arg)
+{
+    ch_side_t *s = arg;
+    double end = now_s() + 60;
+    for (int c = 0; c < g_channels; c++) {
+        while (!s->sc[c] && now_s() < end) {
+            if (d_connect(s->theirs[c], &s->sc[c]) != ncclSuccess) {
+                fprintf(stderr, "[%s] connect of channel %d failed\n", g_who, c);
+                s->failed = 1;
+                return NULL;
+            }
+        }
+        if (!s->sc[c]) {
+            fprintf(stderr, "[%s] channel %d: no send comm within 60 s\n", g_who, c);
+            s->failed = 1;
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Thread: accepts a receive comm on each listen comm and closes that listen
+ * comm as soon as its accept is done, as NCCL does. */
+static void *ch_accept(void *arg)
+{
+    ch_side_t *s = arg;
+    double end = now_s() + 60;
+    int left = g_channels;
+    while (left && now_s() < end) {
+        for (int c = 0; c < g_channels; c++) {
+            if (s->rc[c] || !s->lc[c])
+                continue;
+            if (CALL(accept, s->lc[c], &s->rc[c], NULL) != ncclSuccess) {
+                fprintf(stderr, "[%s] accept of channel %d failed\n", g_who, c);
+                s->failed = 1;
+                return NULL;
+            }
+            if (s->rc[c]) {
+                if (CALL(closeListen, s->lc[c]) != ncclSuccess)
+                    s->failed = 1;
+                s->lc[c] = NULL;
+                left--;
+            }
+        }
+    }
+    if (left) {
+        fprintf(stderr, "[%s] %d channel(s) not accepted within 60 s\n", g_who, left);
+        s->failed = 1;
+    }
+    return NULL;
+}
+
+static int ch_run(gwt_chan_t *chan, const char *who, uint64_t seed_out, uint64_t seed_in)
+{
+    g_who = who;
+    load();
+    REQUIRE(d_init() == ncclSuccess);
+    int ndev = 0;
+    REQUIRE(CALL(devices, &ndev) == ncclSuccess && ndev >= 1);
+    static ch_side_t s;
+    s.chan = chan;
+    for (int c = 0; c < g_channels; c++)
+        REQUIRE(d_listen(s.mine[c], &s.lc[c]) == ncclSuccess && s.lc[c]);
+    REQUIRE(gwt_chan_send(chan, s.mine, (uint32_t)(g_channels * NCCL_NET_HANDLE_MAXSIZE)) == 0);
+    REQUIRE(gwt_chan_recv(chan, s.theirs, sizeof(s.theirs), 30000) == g_channels * NCCL_NET_HANDLE_MAXSIZE);
+    pthread_t tc, ta;
+    REQUIRE(pthread_create(&tc, NULL, ch_connect, &s) == 0);
+    REQUIRE(pthread_create(&ta, NULL, ch_accept, &s) == 0);
+    pthread_join(tc, NULL);
+    pthread_join(ta, NULL);
+    REQUIRE(!s.failed);
+    fprintf(stderr, "[%s] %d channel(s) each way connected, listen comms closed\n", who, g_channels);
+
+    size_t per = 0;
+    for (int k = 0; k < CH_NMSG; k++)
+        per += ch_size[k];
+    uint8_t *out = malloc(per * (size_t)g_channels), *in = malloc(per * (size_t)g_channels);
+    REQUIRE(out && in);
+    memset(in, 0xee, per * (size_t)g_channels);
+    void *smh[MAXCH], *rmh[MAXCH];
+    void *sreq[MAXCH][CH_NMSG] = {{0}}, *rreq[MAXCH][CH_NMSG] = {{0}};
+    int sdone[MAXCH][CH_NMSG] = {{0}}, rdone[MAXCH][CH_NMSG] = {{0}};
+    for (int c = 0; c < g_channels; c++) {
+        REQUIRE(CALL(regMr, s.sc[c], out + per * c, per, NCCL_PTR_HOST, &smh[c]) == ncclSuccess);
+        REQUIRE(CALL(regMr, s.rc[c], in + per * c, per, NCCL_PTR_HOST, &rmh[c]) == ncclSuccess);
+        size_t off = 0;
+        for (int k = 0; k < CH_NMSG; k++) {
+            gwt_fill(out + per * c + off, ch_size[k], seed_out + (uint64_t)c * 10 + k);
+            off += ch_size[k];
+        }
+    }
+    int left = 2 * g_channels * CH_NMSG;
+    double end = now_s() + 120;
+    while (left && now_s() < end) {
+        for (int c = 0; c < g_channels; c++) {
+            size_t off = 0;
+            for (int k = 0; k < CH_NMSG; off += ch_size[k], k++) {
+                if (!sdone[c][k]) {
+                    if (!sreq[c][k])
+                        REQUIRE(d_isend(s.sc[c], out + per * c + off, ch_size[k], k, smh[c], &sreq[c][k]) ==
+                                ncclSuccess);
+                    int done = 0, size = -1;
+                    if (sreq[c][k]) {
+                        if (CALL(test, sreq[c][k], &done, &size) != ncclSuccess) {
+                            fprintf(stderr, "[%s] channel %d: isend of %zu bytes failed\n", who, c, ch_size[k]);
+                            REQUIRE(!"isend");
+                        }
+                        if (done) {
+                            CHECK(size == (int)ch_size[k]);
+                            sdone[c][k] = 1;
+                            left--;
+                        }
+                    }
+                }
+                if (!rdone[c][k]) {
+                    if (!rreq[c][k]) {
+                        void *data[1] = {in + per * c + off}, *mhs[1] = {rmh[c]};
+                        size_t sizes[1] = {ch_size[k]};
+                        int tags[1] = {k};
+                        REQUIRE(d_irecv(s.rc[c], 1, data, sizes, tags, mhs, &rreq[c][k]) == ncclSuccess);
+                    }
+                    int done = 0, size[1] = {-1};
+                    if (rreq[c][k]) {
+                        if (CALL(test, rreq[c][k], &done, size) != ncclSuccess) {
+                            fprintf(stderr, "[%s] channel %d: irecv of %zu bytes failed\n", who, c, ch_size[k]);
+                            REQUIRE(!"irecv");
+                        }
+                        if (done) {
+                            CHECK(size[0] == (int)ch_size[k]);
+                            rdone[c][k] = 1;
+                            left--;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    REQUIRE(left == 0);
+    for (int c = 0; c < g_channels; c++) {
+        size_t off = 0;
+        for (int k = 0; k < CH_NMSG; off += ch_size[k], k++) {
+            long long bad = gwt_verify(in + per * c + off, ch_size[k], seed_in + (uint64_t)c * 10 + k);
+            if (bad >= 0)
+                fprintf(stderr, "[%s] channel %d: the %zu-byte message differs at byte %lld\n", who, c, ch_size[k],
+                        bad);
+            CHECK(bad < 0);
+        }
+    }
+    /* both kinds of comm report the same number of streams (the sender's
+     * endpoint is another process's receiver) */
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < g_nstreams[k]; i++)
+            if (g_streams[k][i] != g_streams[0][0]) {
+                fprintf(stderr, "[%s] a %s comm reports %d stream(s), the first send comm %d\n", who,
+                        k ? "recv" : "send", g_streams[k][i], g_streams[0][0]);
+                gwt_failures++;
+            }
+    const char *want = getenv("GPUWIRE_TCP_STREAMS");
+    if (want && g_nstreams[0]) {
+        fprintf(stderr, "[%s] every comm reports %d stream(s) (GPUWIRE_TCP_STREAMS=%s)\n", who, g_streams[0][0],
+                want);
+        CHECK(g_streams[0][0] == atoi(want));
+    }
+    REQUIRE(gwt_chan_send(chan, "k", 1) == 0); /* neither closes before the other checked */
+    char ok;
+    REQUIRE(gwt_chan_recv(chan, &ok, 1, 60000) == 1);
+    for (int c = 0; c < g_channels; c++) {
+        CHECK(CALL(deregMr, s.sc[c], smh[c]) == ncclSuccess);
+        CHECK(CALL(deregMr, s.rc[c], rmh[c]) == ncclSuccess);
+        CHECK(CALL(closeSend, s.sc[c]) == ncclSuccess);
+        CHECK(CALL(closeRecv, s.rc[c]) == ncclSuccess);
+    }
+    if (n11)
+        REQUIRE(n11->finalize(g_ctx) == ncclSuccess);
+    free(out);
+    free(in);
+    return gwt_failures ? 1 : 0;
+}
+
+static int ch_child(void *arg)
+{
+    (void)arg;
+    return ch_run(&cch, "ch-b", 2000, 1000);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -590,12 +801,27 @@ int main(int argc, char **argv)
             g_late_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-inject"))
             g_inject = 0;
+        else if (!strcmp(argv[i], "--channels") && i + 1 < argc)
+            g_channels = atoi(argv[++i]);
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
         }
     }
-    REQUIRE(g_ver >= 8 && g_ver <= 12 && g_max >= 16 && g_rounds >= 1);
+    REQUIRE(g_ver >= 8 && g_ver <= 12 && g_max >= 16 && g_rounds >= 1 && g_channels >= 0 && g_channels <= MAXCH);
+    if (g_channels) {
+        REQUIRE(!g_cuda);
+        REQUIRE(gwt_chan_pair(&pch, &cch) == 0);
+        int pid = gwt_spawn(ch_child, NULL);
+        REQUIRE(pid > 0);
+        ch_run(&pch, "ch-a", 1000, 2000);
+        int crc = gwt_wait(pid, 300);
+        if (crc != 0) {
+            fprintf(stderr, "the other process exited with %d\n", crc);
+            gwt_failures++;
+        }
+        return gwt_done("nccl_driver --channels");
+    }
     if (g_cuda) { /* skip when there is no driver, probed in a child: CUDA does not survive fork() */
         int probe = gwt_spawn(cuda_probe, NULL);
         int prc = gwt_wait(probe, 60);
