@@ -67,9 +67,57 @@ void tcp_sock_fail(tcp_ep_t *ep, int e, const char *op, int idx)
         tcp_fail(ep, GW_ERR_CONN_RESET, "%s on tcp stream %d with %s failed: %s", op, idx, B(ep)->peer, strerror(e));
 }
 
+/* The receiving side of further stream c (not stream 0) ended before the
+ * peer closed the endpoint: the peer went (its streams end in no set
+ * order), or this one connection broke.  Stream 0 carries everything whose
+ * completion the peer saw without an answer from us (eager messages, the
+ * CLOSE frame, notifications), so what it still holds is delivered first:
+ * the stream closes here, the endpoint fails when stream 0 ends (at once
+ * after its last frame), or GPUWIRE_PEER_TIMEOUT_MS later if stream 0 stays
+ * open (tcp_lost_check).  Only what was in flight on c is lost, and no
+ * operation the peer saw complete travels there.  0: not deferred (stream 0
+ * itself, or it is gone): the caller fails the endpoint. */
+static int tcp_stream_lost(conn_t *c, gw_status_t st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int tcp_stream_lost(conn_t *c, gw_status_t st, const char *fmt, ...)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->idx == 0 || ep->conns[0].fd < 0 || gw_ep_failed(B(ep)))
+        return 0;
+    if (!ep->lost_ns) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ep->lost_why, sizeof(ep->lost_why), fmt, ap);
+        va_end(ap);
+        ep->lost_st = st;
+        ep->lost_ns = gw_now_ns();
+        if (!ep->lost_ns)
+            ep->lost_ns = 1;
+    }
+    gw_log(GW_LOG_DEBUG, "tcp stream %d with %s ended before stream 0 (%s): stream 0 is read to its end first",
+           c->idx, B(ep)->peer, ep->lost_why);
+    conn_close(c);
+    return 1;
+}
+
+/* A further stream ended while stream 0 stayed open for the peer timeout:
+ * the connection broke, the peer did not go; what waits on it never
+ * comes. */
+void tcp_lost_check(tcp_ep_t *ep, uint64_t now)
+{
+    uint64_t limit = (uint64_t)CORE(ep)->peer_timeout_ms * 1000000ull;
+    if (ep->lost_ns && !gw_ep_failed(B(ep)) && gw_elapsed_ns(now, ep->lost_ns) >= limit)
+        tcp_fail(ep, ep->lost_st, "%s, and tcp stream 0 stayed open for %ld ms after (GPUWIRE_PEER_TIMEOUT_MS)",
+                 ep->lost_why, CORE(ep)->peer_timeout_ms);
+}
+
 /* End of stream on c (seen by the progress thread or a helper thread): an
  * orderly close when the peer said BYE or we are closing, a peer timeout when
- * the kernel gave up on our data, else the peer vanished `how`. */
+ * the kernel gave up on our data, a further stream that waits for stream 0
+ * (tcp_stream_lost), else the peer vanished `how`. */
 void tcp_stream_ended(conn_t *c, const char *how)
 {
     tcp_ep_t *ep = c->ep;
@@ -79,9 +127,24 @@ void tcp_stream_ended(conn_t *c, const char *how)
     }
     if (timed_out_quietly(ep))
         tcp_sock_fail(ep, ETIMEDOUT, "recv", c->idx);
-    else
+    else if (!tcp_stream_lost(c, GW_ERR_CONN_RESET, "peer %s closed tcp stream %d %s (process exited or crashed?)",
+                              B(ep)->peer, c->idx, how))
         tcp_fail(ep, GW_ERR_CONN_RESET, "peer %s closed tcp stream %d %s (process exited or crashed?)", B(ep)->peer,
                  c->idx, how);
+}
+
+/* A receive on c failed with errno e: as tcp_sock_fail, except that a
+ * further stream reset by a peer that went waits for stream 0
+ * (tcp_stream_lost).  A peer that exits with bytes of ours unread resets
+ * the connection instead of closing it; what it sent before is read first. */
+void tcp_recv_fail(conn_t *c, int e)
+{
+    tcp_ep_t *ep = c->ep;
+    if ((e == ECONNRESET || e == EPIPE) && !timed_out_quietly(ep) &&
+        tcp_stream_lost(c, GW_ERR_CONN_RESET, "recv on tcp stream %d with %s failed: %s", c->idx, B(ep)->peer,
+                        strerror(e)))
+        return;
+    tcp_sock_fail(ep, e, "recv", c->idx);
 }
 
 /* The progress thread watches for reading unless a worker reads the stream. */

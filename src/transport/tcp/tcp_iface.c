@@ -113,6 +113,9 @@ static int tcp_poll(void *arg)
         tcp_ep_t *ep = gw_container_of(p, tcp_ep_t, link);
         if (gw_ep_failed(B(ep)))
             continue;
+        tcp_lost_check(ep, now);
+        if (gw_ep_failed(B(ep)))
+            continue;
         int busy = tcp_ep_busy(ep);
         if (busy)
             B(ep)->last_rx_ns = tcp_ep_last_ns(ep); /* helper threads stamp too */

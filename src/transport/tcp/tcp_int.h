@@ -172,6 +172,11 @@ struct tcp_ep {
     uint32_t striped_puts;
     int peer_closed, closing; /* failure: gw_ep_failed(base) */
     uint64_t last_ping_ns;
+    /* a further stream whose receiving side ended while stream 0 was open
+     * (see tcp_stream_lost): when, with what status and why */
+    uint64_t lost_ns;
+    gw_status_t lost_st;
+    char lost_why[200];
 };
 
 /* TLF_STRIPED: a put whose pieces go over several streams (counted in
@@ -204,6 +209,8 @@ __attribute__((format(printf, 3, 4)))
 void tcp_fail(tcp_ep_t *ep, gw_status_t st, const char *fmt, ...);
 void tcp_sock_fail(tcp_ep_t *ep, int e, const char *op, int idx);
 void tcp_stream_ended(conn_t *c, const char *how);
+void tcp_recv_fail(conn_t *c, int e);
+void tcp_lost_check(tcp_ep_t *ep, uint64_t now);
 void tcp_conn_update_io(conn_t *c);
 int tcp_ep_busy(tcp_ep_t *ep);
 uint64_t tcp_ep_last_ns(tcp_ep_t *ep);

@@ -464,7 +464,7 @@ static void conn_readable(conn_t *c)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return;
-        tcp_sock_fail(ep, errno, "recv", c->idx);
+        tcp_recv_fail(c, errno);
         return;
     }
 }
@@ -494,7 +494,7 @@ void tcp_rx_job_done(conn_t *c, gw_tcp_job_t *j)
         return;
     }
     if (j->err) {
-        tcp_sock_fail(ep, j->err, "recv", c->idx);
+        tcp_recv_fail(c, j->err);
         return;
     }
     if (j->eof) {
