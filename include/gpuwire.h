@@ -271,11 +271,15 @@ GW_API gw_status_t gw_rkey_range(const gw_rkey_t *rkey, uint64_t *addr, size_t *
 GW_API gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out);
 /* The bound address as "host:port". */
 GW_API gw_status_t gw_listener_addr(const gw_listener_t *l, char *buf, size_t len);
-/* Takes the next endpoint whose handshake completed.  timeout_ms: 0 returns
+/* Takes the next endpoint whose handshake completed and whose further
+ * connections (tcp streams) all arrived.  timeout_ms: 0 returns
  * GW_INPROGRESS at once when none is ready; -1 waits forever; otherwise
  * GW_ERR_TIMEOUT when it expires.  Handshakes that fail are logged and
- * counted; the listener keeps serving others. */
+ * counted; the listener keeps serving others.  An accepted endpoint no
+ * longer needs its listener. */
 GW_API gw_status_t gw_accept(gw_listener_t *l, int timeout_ms, gw_ep_t **out);
+/* Closes the listener and the endpoints it has not handed out yet; those
+ * gw_accept() returned are not affected. */
 GW_API void gw_listener_destroy(gw_listener_t *l);
 
 /* Connects to "host:port" and completes the handshake (blocking, bounded by
@@ -553,7 +557,7 @@ typedef struct gw_listener_info {
     char addr[80];                /* "host:port" */
     unsigned long accepted;       /* endpoints handed out by gw_accept() */
     unsigned long ready;          /* handshakes complete, waiting for gw_accept() */
-    unsigned long pending;        /* handshakes in progress */
+    unsigned long pending;        /* handshakes in progress (with endpoints whose tcp streams are still joining) */
     unsigned long failed_handshakes;
     gw_status_t last_failure;     /* status of the latest failed handshake, GW_OK if none */
     char last_failure_detail[384]; /* its peer and reason, e.g. "from 10.0.0.7:5123:
