@@ -30,11 +30,27 @@ static int send_msg(int fd, const gw_hs_msg_t *m)
 
 int gwt_raw_tcp_handshake(int fd)
 {
+    uint64_t token;
+    return gwt_raw_tcp_handshake_n(fd, 1, &token);
+}
+
+int gwt_raw_tcp_join(int fd, uint64_t token, unsigned idx)
+{
+    gw_hs_msg_t j;
+    memset(&j, 0, sizeof(j));
+    j.type = GW_HS_JOIN;
+    j.token = token;
+    j.stream = (uint16_t)idx;
+    return send_msg(fd, &j);
+}
+
+int gwt_raw_tcp_handshake_n(int fd, int streams, uint64_t *token)
+{
     static gw_hs_msg_t m; /* (large: the decoded blobs) */
     static uint8_t in[GW_HS_HDR_LEN + GW_HS_MAX_BODY];
     uint8_t tcp_blob[4];
     gw_put_u16(tcp_blob, GW_TCP_VERSION);
-    gw_put_u16(tcp_blob + 2, 1); /* one stream */
+    gw_put_u16(tcp_blob + 2, (uint16_t)streams);
     memset(&m, 0, sizeof(m));
     m.type = GW_HS_HELLO;
     m.uuid = 0x1234567890abcdefull;
@@ -50,5 +66,6 @@ int gwt_raw_tcp_handshake(int fd)
     m.type = GW_HS_CONFIRM;
     if (send_msg(fd, &m) != 0 || read_msg(fd, &m, in, sizeof(in)) != 0 || m.type != GW_HS_READY)
         return -1;
+    *token = m.token;
     return 0;
 }

@@ -11,13 +11,26 @@
  *                  endpoint and context, or exits without closing).  Only
  *                  then does the receiver look: gw_probe finds the small
  *                  message and gw_recv delivers it, in every round of 24.
+ *   stream_broken  a hand-written peer (raw_peer.h) with two streams closes
+ *                  stream 1 and keeps stream 0 open: the endpoint does not
+ *                  wait for stream 0 forever, it fails within bounded time
+ *                  (GPUWIRE_PEER_TIMEOUT_MS=1000) with both streams' story.
+ *   join_missing   a hand-written peer offers two streams and never opens
+ *                  the second: gw_accept still hands the endpoint out once
+ *                  GPUWIRE_CONNECT_TIMEOUT_MS (1000) passed, with 1 stream,
+ *                  and a message goes through it.
+ * The last two ignore GPUWIRE_TCP_STREAMS (the raw peer offers 2).
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "it.h"
+#include "raw_peer.h"
+#include "transport/tcp/tcp.h"
 
 static gwt_chan_t g_pc, g_cc;
 
@@ -212,6 +225,102 @@ static void case_last_message(void)
     CHECK(lost == 0);
 }
 
+/* ---- stream_broken, join_missing: a hand-written peer of two streams ------------------ */
+static int g_join; /* the raw peer opens stream 1 (and then closes it) */
+
+static int raw_connect(const char *addr_in)
+{
+    char addr[80];
+    snprintf(addr, sizeof(addr), "%s", addr_in);
+    char *colon = strrchr(addr, ':');
+    REQUIRE(colon);
+    *colon = '\0';
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    inet_pton(AF_INET, addr, &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    REQUIRE(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    return fd;
+}
+
+static int raw_two_streams(void *arg)
+{
+    (void)arg;
+    char addr[80];
+    REQUIRE(gwt_chan_recv(&g_cc, addr, sizeof(addr), 20000) > 0);
+    int fd0 = raw_connect(addr);
+    uint64_t token = 0;
+    REQUIRE(gwt_raw_tcp_handshake_n(fd0, 2, &token) == 0);
+    if (g_join) {
+        int fd1 = raw_connect(addr);
+        REQUIRE(gwt_raw_tcp_join(fd1, token, 1) == 0);
+        gwt_chan_expect(&g_cc, NULL, "accepted");
+        close(fd1); /* stream 1 ends; stream 0 stays */
+    } else {
+        /* one small message on stream 0 for the server to receive */
+        uint8_t hdr[GW_TCP_HDR], msg[64];
+        memset(msg, 0x5a, sizeof(msg));
+        gw_tcp_hdr_t h = {.type = GW_TCP_EAGER, .len = sizeof(msg), .val = 9};
+        gw_tcp_hdr_encode(hdr, &h);
+        REQUIRE(send(fd0, hdr, sizeof(hdr), MSG_NOSIGNAL) == (ssize_t)sizeof(hdr));
+        REQUIRE(send(fd0, msg, sizeof(msg), MSG_NOSIGNAL) == (ssize_t)sizeof(msg));
+    }
+    gwt_chan_expect(&g_cc, NULL, "bye"); /* stream 0 open until then */
+    close(fd0);
+    return 0;
+}
+
+static void case_raw_streams(int join)
+{
+    g_join = join;
+    setenv("GPUWIRE_PEER_TIMEOUT_MS", "1000", 1);
+    setenv("GPUWIRE_CONNECT_TIMEOUT_MS", "1000", 1);
+    unsetenv("GPUWIRE_TCP_STREAMS");
+    REQUIRE(gwt_chan_pair(&g_pc, &g_cc) == 0);
+    int pid = gwt_spawn(raw_two_streams, NULL);
+    gw_context_t *ctx = it_ctx();
+    gw_listener_t *l = NULL;
+    REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", &l));
+    char addr[80];
+    REQUIRE_OK(gw_listener_addr(l, addr, sizeof(addr)));
+    REQUIRE(gwt_chan_send(&g_pc, addr, (uint32_t)strlen(addr) + 1) == 0);
+    gw_ep_t *ep = NULL;
+    IT_OK(ctx, gw_accept(l, 30000, &ep)); /* join_missing: handed out after the connect timeout */
+    gw_listener_destroy(l);
+    gw_ep_info_t info = {.size = sizeof(info)};
+    IT_OK(ctx, gw_ep_query(ep, &info));
+    fprintf(stderr, "  accepted: %s\n", info.path);
+    CHECK(strstr(info.path, join ? "tcp: 2 stream(s)" : "tcp: 1 stream(s)") != NULL);
+    if (join) {
+        REQUIRE(gwt_chan_send(&g_pc, "accepted", 8) == 0);
+        /* a receive waits on the peer: the endpoint must fail, not wait for ever */
+        uint8_t buf[64];
+        gw_request_t *r = NULL;
+        IT_OK(ctx, gw_recv(ep, buf, sizeof(buf), NULL, 1, ~0ull, &r));
+        gw_status_t st = gw_request_wait(r, 30000);
+        gw_request_free(r);
+        IT_OK(ctx, gw_ep_query(ep, &info));
+        fprintf(stderr, "  receive: %s; endpoint: %s (%s)\n", gw_status_name(st), gw_status_name(info.error),
+                info.error_detail);
+        CHECK(GW_IS_ENDPOINT_ERROR(st));
+        CHECK_ST(info.error, GW_ERR_CONN_RESET);
+        CHECK(strstr(info.error_detail, "tcp stream 1") != NULL);
+        CHECK(strstr(info.error_detail, "stream 0 stayed open") != NULL);
+    } else {
+        uint8_t buf[64];
+        gw_request_t *r = NULL;
+        CHECK_ST(gwt_outcome(gw_recv(ep, buf, sizeof(buf), NULL, 9, ~0ull, &r), &r, 30000), GW_OK);
+        CHECK(buf[0] == 0x5a && buf[63] == 0x5a);
+        IT_OK(ctx, gw_ep_query(ep, &info));
+        CHECK_ST(info.error, GW_OK);
+    }
+    REQUIRE(gwt_chan_send(&g_pc, "bye", 3) == 0);
+    CHECK(gwt_wait(pid, 30) == 0);
+    gw_ep_close(ep, 0);
+    CHECK_ST(gw_context_destroy(ctx), GW_OK);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -222,6 +331,10 @@ int main(int argc, char **argv)
         case_listener_gone();
     else if (!strcmp(c, "last_message"))
         case_last_message();
+    else if (!strcmp(c, "stream_broken"))
+        case_raw_streams(1);
+    else if (!strcmp(c, "join_missing"))
+        case_raw_streams(0);
     else {
         fprintf(stderr, "unknown case '%s'\n", c);
         return 2;
