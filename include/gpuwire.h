@@ -162,10 +162,12 @@ typedef struct gw_config {
     /* version 2 ends here */
 } gw_config_t;
 
-/* Creates a context: reads settings, opens the transports usable here (an
- * absent optional dependency is noted, not an error).  Errors: GW_ERR_INVALID
- * (NULL out, bad config size), GW_ERR_CONFIG (a setting does not parse; the
- * message is written to stderr since no context exists), GW_ERR_NOMEM. */
+/* Creates a context: reads settings (GPUWIRE_PEERS and GPUWIRE_DIRECTORY
+ * included), opens the transports usable here (an absent optional
+ * dependency is noted, not an error).  Errors: GW_ERR_INVALID (NULL out, bad
+ * config size), GW_ERR_CONFIG (a setting does not parse; the message, naming
+ * the variable and its value, is written to stderr since no context exists),
+ * GW_ERR_NOMEM. */
 GW_API gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out);
 
 /* Destroys a context.  GW_ERR_BUSY (and nothing is freed) while endpoints,
@@ -173,7 +175,9 @@ GW_API gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **o
 GW_API gw_status_t gw_context_destroy(gw_context_t *ctx);
 
 /* Detail of the most recent failure in this context, "" if none.  Valid until
- * the next call on the context. */
+ * the next call on the context.  Every refusal with GW_ERR_INVALID of a call
+ * that was given an object of the context sets it, naming the function and
+ * the argument. */
 GW_API const char *gw_last_error(const gw_context_t *ctx);
 
 /* Runs the progress engine once without blocking: moves bytes, completes
@@ -640,8 +644,9 @@ GW_API gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out
  * no key is returned.  Free each with gw_rkey_destroy().  When the agent
  * restarts (a new epoch), operations with keys of the old epoch fail with
  * GW_ERR_INVALID_KEY saying so; call again for the new ones.
- * Errors: GW_ERR_NOT_FOUND (naming the region and the agent), those of
- * gw_peer_ep(). */
+ * Errors: GW_ERR_INVALID (a NULL or invalid peer name, NULL names or out, a
+ * NULL entry of names), GW_ERR_NOT_FOUND (naming the region and the agent),
+ * those of gw_peer_ep(). */
 GW_API gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *const *names, size_t n,
                                    gw_rkey_t **out);
 
