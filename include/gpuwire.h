@@ -332,8 +332,12 @@ GW_API gw_status_t gw_get(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, ui
  * the target's memory.  Notifications arrive in posting order.  The request
  * completes when the notification is sent, so its completion also means
  * that every earlier put (tracked or not) has landed: a get posted after it
- * reads their data (every transport).  A put_notify that fails (the target
- * refused it, the endpoint failed) delivers no notification. */
+ * reads their data (every transport).  The ordering is with earlier puts
+ * (and gets) only, never with messages: a notification is not held behind
+ * an earlier gw_send the peer has not received yet (on every transport),
+ * so a target may wait for the notification before it posts the receive.
+ * A put_notify that fails (the target refused it, the endpoint failed)
+ * delivers no notification. */
 GW_API gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
                                  uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
                                  gw_request_t **req);

@@ -85,16 +85,30 @@ static void op_complete(gw_request_t *req, gw_status_t status)
     gw_req_complete(req, status);
 }
 
-/* Sends the notification of each held request at the head of the
- * outstanding list (every older operation is complete), and completes it. */
+/* The oldest outstanding operation a notification waits for: any but a
+ * send.  A notification is ordered after the puts (and gets) posted before
+ * it, never after a message: a send completes only when the peer takes it
+ * (a rendezvous waits for its receive), and a target that waits for the
+ * notification before it receives would wait forever. */
+static gw_request_t *oldest_ordered(gw_ep_base_t *b)
+{
+    for (gw_list_t *f = b->outstanding.next; f != &b->outstanding; f = f->next) {
+        gw_request_t *o = gw_container_of(f, gw_request_t, link);
+        if (o->op != GW_OP_SEND)
+            return o;
+    }
+    return NULL;
+}
+
+/* Sends the notification of each held request that no older operation it
+ * waits for (oldest_ordered) precedes, and completes it. */
 static void notes_check(gw_ep_base_t *b)
 {
     if (b->in_notes) /* a completion inside notify_out: the loop below goes on */
         return;
     b->in_notes = 1;
-    gw_list_t *f;
-    while (b->ndeferred && !gw_ep_failed(b) && (f = gw_list_first(&b->outstanding)) != NULL) {
-        gw_request_t *o = gw_container_of(f, gw_request_t, link);
+    gw_request_t *o;
+    while (b->ndeferred && !gw_ep_failed(b) && (o = oldest_ordered(b)) != NULL) {
         if (!(o->flags & GW_REQF_NHELD))
             break; /* the oldest operation is still moving */
         op_unlist(b, o);

@@ -151,9 +151,12 @@ void gw_ep_op_unstart(gw_ep_base_t *b, gw_request_t *req);
  * overtake the data of earlier puts (tcp's striped streams, intra's copies
  * on several engines).  One rule for them all: a deferred notification goes
  * out once its own operation's data is in place and every operation posted
- * before it has completed; that operation completes only then, so a
- * completed put_notify (or notifying batch) means every earlier put has
- * landed, as on verbs, where the QP's order gives it.
+ * before it has completed, sends excepted (a send completes when the peer
+ * takes the message, which may wait for the peer's receive, and the
+ * peer may be waiting for the notification first); that operation
+ * completes only then, so a completed put_notify (or notifying batch)
+ * means every earlier put has landed, as on verbs, where the QP's order
+ * gives it.
  *  - at posting, the transport calls gw_ep_notify_defer(b, req) (req
  *    outstanding: gw_ep_op_start ran; b->notify_out set; GW_ERR_INVALID
  *    with a message otherwise, which the transport returns);
