@@ -359,8 +359,10 @@ GW_API gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, u
                            uint64_t mask, gw_request_t **req);
 
 /* Completes when every put and get posted on ep before it is complete (puts
- * visible at the target).  Its status is the first error among untracked
- * operations since the previous flush, else GW_OK. */
+ * visible at the target).  Sends are not waited for (one completes when
+ * the peer takes the message, which may wait for the peer's receive).  Its
+ * status is the first error among untracked operations since the previous
+ * flush, else GW_OK. */
 GW_API gw_status_t gw_flush(gw_ep_t *ep, gw_request_t **req);
 
 /* ------------------------------------------------------------------------ */

@@ -174,7 +174,9 @@ static inline uint32_t gw_ep_notify_pending(const gw_ep_base_t *b)
 {
     return b->ndeferred;
 }
-/* Adds a flush; completes it at once when nothing older is outstanding. */
+/* Adds a flush; completes it at once when nothing older is outstanding
+ * (sends aside: a flush waits for puts and gets, never for a message the
+ * peer has yet to take). */
 void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req);
 /* Seq of the oldest outstanding op, UINT64_MAX when none. */
 uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b);
