@@ -162,10 +162,12 @@ typedef struct gw_config {
     /* version 2 ends here */
 } gw_config_t;
 
-/* Creates a context: reads settings, opens the transports usable here (an
- * absent optional dependency is noted, not an error).  Errors: GW_ERR_INVALID
- * (NULL out, bad config size), GW_ERR_CONFIG (a setting does not parse; the
- * message is written to stderr since no context exists), GW_ERR_NOMEM. */
+/* Creates a context: reads settings (GPUWIRE_PEERS and GPUWIRE_DIRECTORY
+ * included), opens the transports usable here (an absent optional
+ * dependency is noted, not an error).  Errors: GW_ERR_INVALID (NULL out, bad
+ * config size), GW_ERR_CONFIG (a setting does not parse; the message, naming
+ * the variable and its value, is written to stderr since no context exists),
+ * GW_ERR_NOMEM. */
 GW_API gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out);
 
 /* Destroys a context.  GW_ERR_BUSY (and nothing is freed) while endpoints,
@@ -173,7 +175,9 @@ GW_API gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **o
 GW_API gw_status_t gw_context_destroy(gw_context_t *ctx);
 
 /* Detail of the most recent failure in this context, "" if none.  Valid until
- * the next call on the context. */
+ * the next call on the context.  Every refusal with GW_ERR_INVALID of a call
+ * that was given an object of the context sets it, naming the function and
+ * the argument. */
 GW_API const char *gw_last_error(const gw_context_t *ctx);
 
 /* Runs the progress engine once without blocking: moves bytes, completes
@@ -338,15 +342,12 @@ GW_API gw_status_t gw_get(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, ui
  * the target's memory.  Notifications arrive in posting order.  The request
  * completes when the notification is sent, so its completion also means
  * that every earlier put (tracked or not) has landed: a get posted after it
- * reads their data (every transport).  A put_notify that fails (the target
- * refused it, the endpoint failed) delivers no notification.
- * Over tcp and intra the notification also waits for every older operation
- * of the endpoint to complete, sends included, and a send completes only
- * once the peer has received it: a put_notify posted after a send that the
- * peer has not received yet is held until the peer posts that receive.  A
- * peer that waits for the notification before receiving then waits for
- * ever.  Let such a send complete (or post only puts) before a put_notify
- * the peer waits on. */
+ * reads their data (every transport).  The ordering is with earlier puts
+ * (and gets) only, never with messages: a notification is not held behind
+ * an earlier gw_send the peer has not received yet (on every transport),
+ * so a target may wait for the notification before it posts the receive.
+ * A put_notify that fails (the target refused it, the endpoint failed)
+ * delivers no notification. */
 GW_API gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
                                  uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
                                  gw_request_t **req);
@@ -368,8 +369,10 @@ GW_API gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, u
                            uint64_t mask, gw_request_t **req);
 
 /* Completes when every put and get posted on ep before it is complete (puts
- * visible at the target).  Its status is the first error among untracked
- * operations since the previous flush, else GW_OK. */
+ * visible at the target).  Sends are not waited for (one completes when
+ * the peer takes the message, which may wait for the peer's receive).  Its
+ * status is the first error among untracked operations since the previous
+ * flush, else GW_OK. */
 GW_API gw_status_t gw_flush(gw_ep_t *ep, gw_request_t **req);
 
 /* ------------------------------------------------------------------------ */
@@ -671,8 +674,9 @@ GW_API gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out
  * no key is returned.  Free each with gw_rkey_destroy().  When the agent
  * restarts (a new epoch), operations with keys of the old epoch fail with
  * GW_ERR_INVALID_KEY saying so; call again for the new ones.
- * Errors: GW_ERR_NOT_FOUND (naming the region and the agent), those of
- * gw_peer_ep(). */
+ * Errors: GW_ERR_INVALID (a NULL or invalid peer name, NULL names or out, a
+ * NULL entry of names), GW_ERR_NOT_FOUND (naming the region and the agent),
+ * those of gw_peer_ep(). */
 GW_API gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *const *names, size_t n,
                                    gw_rkey_t **out);
 

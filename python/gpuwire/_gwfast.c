@@ -734,16 +734,27 @@ static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject
     return r;
 }
 
-/* post([track=True]) -> Request, or None untracked; a refused post calls
- * fail(status), which raises. */
-static PyObject *plan_post(PyObject *o, PyObject *const *a, Py_ssize_t n)
+/* post(track=True) -> Request, or None untracked; a refused post calls
+ * fail(status), which raises.  track by position or by keyword, as the
+ * ctypes plan (core.py _PagesPlan.post) takes it. */
+static PyObject *plan_post(PyObject *o, PyObject *const *a, Py_ssize_t n, PyObject *kwnames)
 {
     pages_plan_t *p = (pages_plan_t *)o;
-    if (n > 1) {
-        PyErr_SetString(PyExc_TypeError, "post() takes at most one argument (track)");
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    if (n + nkw > 1) {
+        PyErr_Format(PyExc_TypeError, "post() takes at most one argument (track) (%zd given)", n + nkw);
         return NULL;
     }
-    int track = n ? PyObject_IsTrue(a[0]) : 1;
+    PyObject *t = n ? a[0] : NULL;
+    if (nkw) {
+        PyObject *name = PyTuple_GetItem(kwnames, 0); /* borrowed */
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "track") != 0) {
+            PyErr_Format(PyExc_TypeError, "post() got an unexpected keyword argument '%S'", name);
+            return NULL;
+        }
+        t = a[0];
+    }
+    int track = t ? PyObject_IsTrue(t) : 1;
     if (track < 0)
         return NULL;
     if (!p->ctx) {
@@ -813,8 +824,8 @@ static PyObject *plan_nbytes(PyObject *o, void *unused)
 }
 
 static PyMethodDef plan_methods[] = {
-    {"post", (PyCFunction)(void (*)(void))plan_post, METH_FASTCALL,
-     "post([track=True]) -> Request (None untracked): the prepared gw_xfer_pages call"},
+    {"post", (PyCFunction)(void (*)(void))plan_post, METH_FASTCALL | METH_KEYWORDS,
+     "post(track=True) -> Request (None untracked): the prepared gw_xfer_pages call"},
     {"close", plan_close, METH_NOARGS, "forget the plan (idempotent)"},
     {"_uses", plan_uses, METH_O, "whether the plan names this handle"},
     {NULL, NULL, 0, NULL}};

@@ -194,7 +194,7 @@ class PeerEvent:
 
 class _PagesPlan:
     """A prepared paged transfer through ctypes (the accelerator's Pages when
-    it is not built): the same interface, post([track]) / close() / count /
+    it is not built): the same interface, post(track=True) / close() / count /
     nbytes / closed."""
 
     def __init__(self, ep, op, mh, lbase, lpages, kh, raddr, rpages, count, page, nk, val, fail):

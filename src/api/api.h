@@ -151,5 +151,20 @@ void gw_names_listener_gone(gw_listener_t *l);
 /* Releases what the names layer holds; GW_ERR_BUSY (nothing done) while the
  * caller's own objects or keys from gw_peer_regions() live. */
 gw_status_t gw_names_fini(gw_context_t *ctx);
+/* At gw_context_create: reads GPUWIRE_PEERS and GPUWIRE_DIRECTORY now (when
+ * either is set), so a value that does not parse fails the create with
+ * GW_ERR_CONFIG and the agents GPUWIRE_PEERS names are known at once. */
+gw_status_t gw_names_setup(gw_context_t *ctx);
+
+/* A refused argument of a public call: GW_ERR_INVALID, with "fn: " and the
+ * rest (which names the argument) as the context's last error.  core NULL
+ * (the call was given no object that leads to a context): the status only. */
+gw_status_t gw_api_invalid(gw_core_t *core, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An extensible struct argument (its first field: size) is usable. */
+#define GW_API_SIZE_OK(p) ((p) && (p)->size >= sizeof(size_t))
+/* The refusal of such an argument `arg`: NULL (sizep NULL) or a size
+ * field too small. */
+gw_status_t gw_api_bad_struct(gw_core_t *core, const char *fn, const char *arg, const size_t *sizep);
 
 #endif

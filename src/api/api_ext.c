@@ -47,10 +47,20 @@ void gw_api_withdraw_freed_slow(gw_request_t *req)
 }
 
 /* ---- many requests ----------------------------------------------------------------- */
+/* The context of the first request among reqs (where a refusal is told). */
+static gw_core_t *first_core(gw_request_t *const *reqs, size_t n)
+{
+    for (size_t i = 0; reqs && i < n; i++)
+        if (reqs[i])
+            return reqs[i]->core;
+    return NULL;
+}
+
 gw_status_t gw_request_test_many(gw_request_t *const *reqs, size_t n, size_t *done_idx, size_t *ndone)
 {
     if (!reqs || !done_idx || !ndone)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(first_core(reqs, n), "gw_request_test_many", "%s is NULL",
+                              !reqs ? "reqs" : !done_idx ? "done_idx" : "ndone");
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (reqs[i] && reqs[i]->status != GW_INPROGRESS)
@@ -85,7 +95,7 @@ static int any_done(void *arg)
 gw_status_t gw_request_wait_any(gw_request_t *const *reqs, size_t n, int timeout_ms, size_t *index)
 {
     if (!reqs || !index)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(first_core(reqs, n), "gw_request_wait_any", "%s is NULL", !reqs ? "reqs" : "index");
     gw_core_t *core = NULL;
     for (size_t i = 0; i < n; i++) {
         if (!reqs[i])
@@ -111,8 +121,8 @@ gw_status_t gw_request_wait_any(gw_request_t *const *reqs, size_t n, int timeout
 /* ---- probe ------------------------------------------------------------------------- */
 gw_status_t gw_probe(gw_ep_t *ep, uint64_t tag, uint64_t mask, gw_probe_info_t *info)
 {
-    if (!ep || !info || info->size < sizeof(size_t))
-        return GW_ERR_INVALID;
+    if (!ep || !GW_API_SIZE_OK(info))
+        return gw_api_bad_struct(ep ? &ep->ctx->core : NULL, "gw_probe", "info", info ? &info->size : NULL);
     gw_progress(ep->ctx);
     gw_unexp_t *u = gw_ep_peek_unexp(&ep->base, tag, mask);
     if (!u) {
@@ -130,8 +140,8 @@ gw_status_t gw_probe(gw_ep_t *ep, uint64_t tag, uint64_t mask, gw_probe_info_t *
 /* ---- listener statistics ----------------------------------------------------------- */
 gw_status_t gw_listener_query(const gw_listener_t *l, gw_listener_info_t *info)
 {
-    if (!l || !info || info->size < sizeof(size_t))
-        return GW_ERR_INVALID;
+    if (!l || !GW_API_SIZE_OK(info))
+        return gw_api_bad_struct(l ? &l->ctx->core : NULL, "gw_listener_query", "info", info ? &info->size : NULL);
     gw_listener_info_t o;
     memset(&o, 0, sizeof(o));
     o.size = info->size;

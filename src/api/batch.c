@@ -179,8 +179,7 @@ static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev, uint64_t *dtab)
 gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n, gw_dlist_t **out)
 {
     if (!ctx || !out || (n && !d))
-        return ctx ? gw_err(&ctx->core, GW_ERR_INVALID, "gw_dlist_local: NULL %s", out ? "descriptors" : "out")
-                   : GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_dlist_local", "%s is NULL", out ? "d" : "out");
     *out = NULL;
     if (n > UINT32_MAX)
         return gw_err(&ctx->core, GW_ERR_INVALID, "gw_dlist_local: %zu entries (at most %u)", n, UINT32_MAX);
@@ -236,7 +235,7 @@ gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n
 gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, unsigned access, gw_dlist_t **out)
 {
     if (!ep || !out)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_dlist_remote", "out is NULL");
     gw_core_t *core = &ep->ctx->core;
     *out = NULL;
     if (n && !d)
@@ -844,7 +843,7 @@ static int count_ready(void *arg)
 gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count)
 {
     if (!ep || !count)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_notify_count", "count is NULL");
     *count = gw_ep_ncount_get(&ep->base, id);
     return GW_OK;
 }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,11 +118,33 @@ static gw_status_t load_secret(gw_context_t *ctx, char *err, size_t errlen)
 #endif
 }
 
+gw_status_t gw_api_invalid(gw_core_t *core, const char *fn, const char *fmt, ...)
+{
+    if (!core)
+        return GW_ERR_INVALID;
+    char what[sizeof(core->errbuf)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return gw_err(core, GW_ERR_INVALID, "%s: %s", fn, what);
+}
+
+gw_status_t gw_api_bad_struct(gw_core_t *core, const char *fn, const char *arg, const size_t *sizep)
+{
+    if (!sizep)
+        return gw_api_invalid(core, fn, "%s is NULL", arg);
+    return gw_api_invalid(core, fn, "%s->size is %zu, smaller than its size field (set it to the struct's sizeof)",
+                          arg, *sizep);
+}
+
 gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
 {
     char err[512] = "";
-    if (!out)
+    if (!out) {
+        fprintf(stderr, "gpuwire: gw_context_create: out is NULL\n");
         return GW_ERR_INVALID;
+    }
     *out = NULL;
     if (config && (config->size < sizeof(size_t) || config->size > 4096)) {
         fprintf(stderr, "gpuwire: gw_context_create: config->size=%zu is not sizeof(gw_config_t)\n",
@@ -196,6 +219,10 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
             gw_log(GW_LOG_WARN, "transport %s is broken: %s (%s)", gw_tl_names[i], ctx->tl_why[i],
                    gw_status_name(st));
     }
+    if ((st = gw_names_setup(ctx)) != GW_OK) {
+        snprintf(err, sizeof(err), "%.500s", ctx->core.errbuf);
+        goto err_ifaces;
+    }
     *out = ctx;
     return GW_OK;
 
@@ -254,7 +281,7 @@ int gw_progress(gw_context_t *ctx)
 gw_status_t gw_context_fd(gw_context_t *ctx, int *fd)
 {
     if (!ctx || !fd)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_context_fd", "fd is NULL");
     *fd = ctx->core.epfd;
     return GW_OK;
 }
@@ -374,8 +401,9 @@ int gw_setting_from_env(const gw_context_t *ctx, const char *name)
 
 gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transport_info_t *info)
 {
-    if (!ctx || !info || info->size < sizeof(size_t))
-        return GW_ERR_INVALID;
+    if (!ctx || !GW_API_SIZE_OK(info))
+        return gw_api_bad_struct(ctx ? (gw_core_t *)&ctx->core : NULL, "gw_transport_at", "info",
+                                 info ? &info->size : NULL);
     if (i >= GW_TL_COUNT)
         return GW_ERR_NOT_FOUND;
     gw_transport_info_t out;

@@ -100,7 +100,7 @@ void gw_api_ep_keep_ctl(gw_ep_t *ep, int fd)
 gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
 {
     if (!ctx || !out || !addr)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_connect", "%s is NULL", !out ? "out" : "addr");
     *out = NULL;
     gw_core_t *core = &ctx->core;
     struct sockaddr_storage ss;
@@ -181,8 +181,8 @@ gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
 
 gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info)
 {
-    if (!ep || !info || info->size < sizeof(size_t))
-        return GW_ERR_INVALID;
+    if (!ep || !GW_API_SIZE_OK(info))
+        return gw_api_bad_struct(ep ? &ep->ctx->core : NULL, "gw_ep_query", "info", info ? &info->size : NULL);
     gw_ep_info_t o;
     memset(&o, 0, sizeof(o));
     o.size = info->size;

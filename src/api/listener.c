@@ -45,7 +45,7 @@ static void listener_event(void *arg, uint32_t events)
 gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out)
 {
     if (!ctx || !out)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_listen", "out is NULL");
     *out = NULL;
     gw_core_t *core = &ctx->core;
     if (!addr)
@@ -109,9 +109,10 @@ err_close:
 gw_status_t gw_listener_addr(const gw_listener_t *l, char *buf, size_t len)
 {
     if (!l || !buf || !len)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(l ? &l->ctx->core : NULL, "gw_listener_addr", "%s", !buf ? "buf is NULL" : "len is 0");
     if ((size_t)snprintf(buf, len, "%s", l->addr) >= len)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(&l->ctx->core, "gw_listener_addr", "buf of %zu bytes is too small for \"%s\"", len,
+                              l->addr);
     return GW_OK;
 }
 
@@ -123,7 +124,7 @@ static int ready_nonempty(void *arg)
 gw_status_t gw_accept(gw_listener_t *l, int timeout_ms, gw_ep_t **out)
 {
     if (!l || !out)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(l ? &l->ctx->core : NULL, "gw_accept", "out is NULL");
     *out = NULL;
     gw_context_t *ctx = l->ctx;
     if (gw_list_empty(&l->ready)) {

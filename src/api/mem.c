@@ -14,7 +14,7 @@ gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned a
                            gw_mem_t **out)
 {
     if (!ctx || !out)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_mem_reg", "out is NULL");
     *out = NULL;
     gw_core_t *core = &ctx->core;
     if (access & ~(unsigned)(GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE))
@@ -110,8 +110,8 @@ gw_status_t gw_mem_dereg(gw_mem_t *m)
 
 gw_status_t gw_mem_query(const gw_mem_t *m, gw_mem_info_t *info)
 {
-    if (!m || !info || info->size < sizeof(size_t))
-        return GW_ERR_INVALID;
+    if (!m || !GW_API_SIZE_OK(info))
+        return gw_api_bad_struct(m ? m->core : NULL, "gw_mem_query", "info", info ? &info->size : NULL);
     gw_mem_info_t o;
     memset(&o, 0, sizeof(o));
     o.size = info->size;
@@ -129,7 +129,7 @@ gw_status_t gw_mem_query(const gw_mem_t *m, gw_mem_info_t *info)
 gw_status_t gw_mem_pack_rkey(const gw_mem_t *m, void *buf, size_t *len)
 {
     if (!m || !len)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(m ? m->core : NULL, "gw_mem_pack_rkey", "len is NULL");
     gw_context_t *ctx = ctx_of(m);
     if (!(m->access & (GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE)))
         return gw_err(&ctx->core, GW_ERR_INVALID,
@@ -172,7 +172,7 @@ gw_status_t gw_mem_pack_rkey(const gw_mem_t *m, void *buf, size_t *len)
 gw_status_t gw_rkey_unpack(gw_ep_t *ep, const void *buf, size_t len, gw_rkey_t **out)
 {
     if (!ep || !out)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_rkey_unpack", "out is NULL");
     *out = NULL;
     gw_core_t *core = &ep->ctx->core;
     if (!buf)

@@ -10,7 +10,7 @@ gw_status_t gw_mem_alloc(gw_context_t *ctx, size_t len, unsigned access, void **
     if (addr)
         *addr = NULL;
     if (!ctx || !out || !addr)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_mem_alloc", "%s is NULL", !addr ? "addr" : "mem");
     gw_core_t *core = &ctx->core;
     if (len == 0)
         return gw_err(core, GW_ERR_INVALID, "gw_mem_alloc: length 0");

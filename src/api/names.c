@@ -1160,7 +1160,7 @@ static gw_status_t dir_register(names_t *n)
 gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const char *addr, gw_listener_t **out)
 {
     if (!ctx || !out)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_agent_listen", "out is NULL");
     *out = NULL;
     gw_core_t *core = &ctx->core;
     if (!gw_name_valid(name))
@@ -1297,7 +1297,7 @@ static void unpublish_at(names_t *n, size_t i)
 gw_status_t gw_mem_unpublish(gw_context_t *ctx, const char *name)
 {
     if (!ctx || !name)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_mem_unpublish", "name is NULL");
     names_t *n = ctx->names;
     for (size_t i = 0; n && i < n->npubs; i++)
         if (!strcmp(n->pubs[i].name, name)) {
@@ -1323,6 +1323,11 @@ gw_status_t gw_peer_add(gw_context_t *ctx, const char *name, const char *addr)
 {
     if (!ctx)
         return GW_ERR_INVALID;
+    if (!gw_name_valid(name))
+        return gw_api_invalid(&ctx->core, "gw_peer_add", "name \"%s\" is not 1..%d of [A-Za-z0-9._:@+-]",
+                              name ? name : "(null)", GW_NAME_MAX);
+    if (!addr || !addr[0])
+        return gw_api_invalid(&ctx->core, "gw_peer_add", "addr of agent \"%s\" is %s", name, addr ? "empty" : "NULL");
     names_t *n;
     gw_status_t st = names_get(ctx, &n);
     if (st != GW_OK)
@@ -1352,7 +1357,7 @@ static gw_status_t retire(names_t *n, gw_ep_t *ep)
 gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out)
 {
     if (!ctx || !out)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_ep", "out is NULL");
     *out = NULL;
     gw_core_t *core = &ctx->core;
     char what[128];
@@ -1461,10 +1466,16 @@ gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *con
                             gw_rkey_t **out)
 {
     if (!ctx || !out || (cnt && !names))
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_regions", "%s is NULL", !out ? "out" : "names");
     gw_core_t *core = &ctx->core;
     for (size_t i = 0; i < cnt; i++)
         out[i] = NULL;
+    if (!gw_name_valid(peer))
+        return gw_api_invalid(core, "gw_peer_regions", "peer \"%s\" is not 1..%d of [A-Za-z0-9._:@+-]",
+                              peer ? peer : "(null)", GW_NAME_MAX);
+    for (size_t i = 0; i < cnt; i++)
+        if (!names[i])
+            return gw_api_invalid(core, "gw_peer_regions", "names[%zu] is NULL", i);
     gw_ep_t *ep;
     gw_status_t st = gw_peer_ep(ctx, peer, &ep);
     if (st != GW_OK)
@@ -1544,8 +1555,9 @@ gw_status_t gw_names_key_check_slow(gw_ep_t *ep, const gw_rkey_t *rkey, const ch
 
 gw_status_t gw_peer_query(gw_context_t *ctx, const char *name, gw_peer_info_t *info)
 {
-    if (!ctx || !name || !info || info->size < sizeof(size_t))
-        return GW_ERR_INVALID;
+    if (!ctx || !name || !GW_API_SIZE_OK(info))
+        return !ctx || name ? gw_api_bad_struct(ctx ? &ctx->core : NULL, "gw_peer_query", "info", info ? &info->size : NULL)
+                            : gw_api_invalid(&ctx->core, "gw_peer_query", "name is NULL");
     names_t *n = ctx->names;
     peer_t *p = n ? find_peer(n, name) : NULL;
     gw_peer_info_t o;
@@ -1693,7 +1705,7 @@ gw_status_t gw_peer_watch(gw_context_t *ctx, unsigned flags, void (*cb)(void *ar
 gw_status_t gw_peer_event_next(gw_context_t *ctx, gw_peer_event_t *ev)
 {
     if (!ctx || !ev)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_event_next", "ev is NULL");
     if (ev->size < sizeof(*ev))
         return gw_err(&ctx->core, GW_ERR_INVALID, "gw_peer_event_next: ev->size is %zu, %zu expected", ev->size,
                       sizeof(*ev));
@@ -1762,7 +1774,7 @@ static int on_list_kv(void *arg, const gw_etcd_kv_t *kv)
 gw_status_t gw_directory_list(gw_context_t *ctx, int (*cb)(void *arg, const gw_dir_entry_t *e), void *arg)
 {
     if (!ctx || !cb)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_directory_list", "cb is NULL");
     names_t *n;
     gw_status_t st = names_get(ctx, &n);
     if (st != GW_OK)
@@ -1790,7 +1802,7 @@ static int count_kv(void *arg, const gw_etcd_kv_t *kv)
 gw_status_t gw_directory_describe(gw_context_t *ctx, char *buf, size_t len)
 {
     if (!ctx || !buf || !len)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_directory_describe", "%s", !buf ? "buf is NULL" : "len is 0");
     names_t *n;
     gw_status_t st = names_get(ctx, &n);
     if (st != GW_OK)
@@ -1829,6 +1841,15 @@ void gw_names_ep_gone(gw_ep_t *ep)
             n->retired[i] = n->retired[--n->nretired];
             break;
         }
+}
+
+gw_status_t gw_names_setup(gw_context_t *ctx)
+{
+    const gw_settings_t *s = &ctx->core.settings;
+    if (!gw_settings_str(s, GW_SET_PEERS)[0] && !gw_settings_str(s, GW_SET_DIRECTORY)[0])
+        return GW_OK;
+    names_t *n;
+    return names_get(ctx, &n);
 }
 
 gw_status_t gw_names_fini(gw_context_t *ctx)

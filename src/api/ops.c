@@ -344,7 +344,7 @@ static int notify_ready(void *arg)
 gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value)
 {
     if (!ep || !value)
-        return GW_ERR_INVALID;
+        return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_notify_wait", "value is NULL");
     if (gw_ep_notify_pop(&ep->base, value) == 0)
         return GW_OK;
     if (ep->base.error != GW_OK)

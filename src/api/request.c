@@ -59,8 +59,8 @@ gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
 
 gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info)
 {
-    if (!req || !info || info->size < sizeof(size_t))
-        return GW_ERR_INVALID;
+    if (!req || !GW_API_SIZE_OK(info))
+        return gw_api_bad_struct(req ? req->core : NULL, "gw_request_info", "info", info ? &info->size : NULL);
     gw_request_info_t o = {.size = info->size, .status = req->status, .length = req->length, .tag = req->rtag};
     if (req->status < 0)
         snprintf(o.error_detail, sizeof(o.error_detail), "%s", req->detail ? req->detail : gw_status_str(req->status));

@@ -1,8 +1,9 @@
 /* it_msg.c - tagged send/recv between two processes: sizes 0 .. 8 MiB (eager
  * and rendezvous), messages that arrive before their receive, tag masks and
  * oldest-first matching, truncation (status, full length, buffer filled),
- * both directions, many outstanding sends, and the context fd waking a
- * poll() when a message arrives. */
+ * both directions, many outstanding sends, the context fd waking a poll()
+ * when a message arrives, and a put_notify's notification (and a flush)
+ * not held behind an earlier send the target has not received. */
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,43 @@ int main(void)
     }
     for (int i = 0; i < MANY; i++)
         CHECK_ST(it_wait_free(ms[i], 30000), GW_OK);
+
+    /* 6. a put_notify after a large send the target has not received: its
+     * notification is ordered after earlier puts only, so a target that
+     * waits for it before receiving gets it (a small put_notify, and one
+     * large enough to be striped over tcp's streams); a flush posted after
+     * them completes before the target receives too */
+    gw_rkey_t *rk = NULL;
+    IT_OK(ctx, gw_rkey_unpack(ep, keys[0], klen[0], &rk));
+    uint64_t raddr = 0;
+    IT_OK(ctx, gw_rkey_range(rk, &raddr, NULL));
+    const size_t nlen[2] = {4096, 4u << 20};
+    for (int i = 0; i < 2; i++) {
+        const size_t big = 8u << 20;
+        gw_request_t *sr = NULL, *nr = NULL;
+        gwt_fill(buf, big, 1200 + (uint64_t)i);
+        IT_OK(ctx, gw_send(ep, buf, big, mbuf, 0x6000 + (uint64_t)i, &sr));
+        gwt_fill(buf + big, nlen[i], 1300 + (uint64_t)i);
+        IT_OK(ctx, gw_put_notify(ep, buf + big, nlen[i], mbuf, raddr + big, rk, 6100 + (uint64_t)i, &nr));
+        gw_request_t *fr = NULL;
+        IT_OK(ctx, gw_flush(ep, &fr)); /* waits for the puts, not for the send */
+        it_cmd_t w = {.type = IT_CMD_NOTIFY_ANY, .ep = 0, .off = 10000};
+        r = it_target_cmd(&T, &w, ctx);
+        if (r.a != GW_OK)
+            fprintf(stderr, "put_notify of %zu bytes after an unreceived send of %zu: the target's wait ended %s\n",
+                    nlen[i], big, gw_status_name((gw_status_t)r.a));
+        CHECK_ST((gw_status_t)r.a, GW_OK);
+        CHECK(r.b == 6100 + i);
+        it_cmd_t v = {.type = IT_CMD_VERIFY, .region = 0, .off = big, .len = nlen[i], .seed = 1300 + (uint64_t)i};
+        r = it_target_cmd(&T, &v, ctx);
+        CHECK(r.a == -1); /* its data was there with it */
+        CHECK_ST(it_wait_free(nr, 30000), GW_OK);
+        CHECK_ST(it_wait_free(fr, 10000), GW_OK); /* before the target receives */
+        r = child_recv(&T, ctx, big, 0x6000 + (uint64_t)i, ~0ull, 1200 + (uint64_t)i); /* now the message */
+        CHECK(r.a == GW_OK && (size_t)r.b == big && r.d == -1);
+        CHECK_ST(it_wait_free(sr, 30000), GW_OK);
+    }
+    gw_rkey_destroy(rk);
 
     IT_OK(ctx, gw_ep_close(ep, 5000));
     CHECK(it_target_stop(&T, ctx) == 0);

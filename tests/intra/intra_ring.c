@@ -23,6 +23,7 @@
  * image it keeps. */
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,9 +74,32 @@ static void serve(gw_context_t *ctx, int sleep, char *tok, size_t cap)
     tok[n] = 0;
 }
 
+/* Puts the calling process on CPU `cpu` of the ones it may use, when it may
+ * use two or more: the client on the first, the target on the last, so a
+ * spinning target runs beside its initiator instead of taking turns with
+ * it on one CPU (where no probe can ever see it poll) whatever else the
+ * machine runs.  On one CPU nothing changes. */
+static void pin_to(int last)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2)
+        return;
+    int pick = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) {
+            pick = c;
+            if (!last)
+                break;
+        }
+    CPU_ZERO(&set);
+    CPU_SET(pick, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+}
+
 static int server(void *arg)
 {
     (void)arg;
+    pin_to(1);
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_listener_t *l;
@@ -259,16 +283,24 @@ static void check_region(const char *what)
     CHECK(same);
 }
 
-/* Batches until one goes through the ring (the target is ACTIVE then). */
+#define RING_DEADLINE_S 60.0 /* how long a busy machine may keep a polling target off the CPU */
+
+/* Batches until one goes through the ring with every slot it posted taken
+ * by the target (the initiator holds it ACTIVE then, and offers the next
+ * batch at once).  Whether a probe finds the target polling depends on the
+ * scheduler (a target that is off the CPU does not poll): on a busy machine
+ * that takes more tries, so this tries until a deadline, not a count. */
 static void until_ring(void)
 {
-    unsigned long o0, b0, o, b;
-    ring_counts(&o0, &b0);
-    for (int i = 0; i < 200; i++) {
-        CHECK_ST(batch(64, 0, 100 + (uint64_t)i), GW_OK);
+    double end = now_s() + RING_DEADLINE_S;
+    for (uint64_t i = 0; now_s() < end; i++) {
+        unsigned long o0, b0, o, b;
+        ring_counts(&o0, &b0);
+        CHECK_ST(batch(64, 0, 100 + i), GW_OK);
         ring_counts(&o, &b);
-        if (o > o0)
+        if (o > o0 && b == b0)
             return;
+        usleep(2000); /* past INTRA_RING_PASSIVE_NS: the next batch probes again */
     }
     REQUIRE(!"no batch went through the ring toward a polling target");
 }
@@ -282,6 +314,7 @@ int main(void)
     setenv("GPUWIRE_INTRA_RING_WAIT_US", w, 1);
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
+    pin_to(0);
     ep = gwt_connect_chan(&pch, "intra", &ctx);
     rk = gwt_recv_rkey(ep, 1, &base);
     REQUIRE(rk != NULL);
@@ -303,25 +336,41 @@ int main(void)
     unsigned long out, tb;
     ring_counts(&out, &tb);
     fprintf(stderr, "  ring slots %lu out, %lu taken back\n", out, tb);
-    CHECK(out > 0);
-    /* batches over the ring's 2.3 MiB: posted as slots come free */
-    unsigned long o1 = out;
-    for (int i = 0; i < 12; i++) {
+    if (out == 0) /* the target was off the CPU at every probe: find it polling */
+        until_ring();
+    /* batches over the ring's 2.3 MiB: posted as slots come free.  Each
+     * lands whatever path it took; at least one, started toward an ACTIVE
+     * target, must go through the ring whole, in more slots than the ring
+     * has (a target descheduled past the wait makes a batch finish by CMA:
+     * then another is tried, up to a deadline) */
+    unsigned long o1, b1, whole = 0;
+    double end = now_s() + RING_DEADLINE_S;
+    for (int i = 0; i < 12 || (!whole && now_s() < end); i++) {
         uint32_t n = 200 + (uint32_t)(rnd() % 56); /* 2.3-4 MiB, two entries a slot: 100-128 slots */
+        until_ring();
+        ring_counts(&o1, &b1);
         CHECK_ST(batch_of(n, 12288, 16384, 16384, 0, 1500 + (uint64_t)i), GW_OK);
+        ring_counts(&out, &tb);
+        if (tb == b1 && out - o1 > 64) /* more slots than the ring has, none taken back */
+            whole++;
     }
     check_region("A (large batches)");
-    ring_counts(&out, &tb);
-    fprintf(stderr, "  large batches: ring slots %lu out, %lu taken back\n", out - o1, tb);
-    CHECK(out - o1 > 12 * 64); /* more slots than the ring has, per batch */
-    /* several batches in flight: more than the ring holds at once */
-    ring_counts(&o1, &tb);
-    for (int i = 0; i < 10; i++)
+    fprintf(stderr, "  large batches: %lu went through the ring whole\n", whole);
+    CHECK(whole > 0);
+    /* several batches in flight: more than the ring holds at once; again
+     * until one round used the ring */
+    unsigned long used = 0;
+    end = now_s() + RING_DEADLINE_S;
+    for (int i = 0; i < 10 || (!used && now_s() < end); i++) {
+        until_ring();
+        ring_counts(&o1, &b1);
         batches_in_flight(2 + i % 7, 30, 1700 + (uint64_t)i);
+        ring_counts(&out, &tb);
+        used += out > o1;
+    }
     check_region("A (batches in flight)");
-    ring_counts(&out, &tb);
-    fprintf(stderr, "  batches in flight: ring slots %lu out, %lu taken back\n", out - o1, tb);
-    CHECK(out > o1);
+    fprintf(stderr, "  batches in flight: %lu round(s) used the ring\n", used);
+    CHECK(used > 0);
 
     /* B. stopped after taking offers: the next one is taken back */
     fprintf(stderr, "B. the target stops\n");
@@ -357,15 +406,23 @@ int main(void)
     fprintf(stderr, "C. the target sleeps in gw_context_wait\n");
     gwt_chan_send(&pch, "sleep", 6);
     usleep(50000);
-    ring_counts(&o0, &b0);
-    t0 = now_s();
-    for (int i = 0; i < 50; i++)
-        CHECK_ST(batch(128, 0, 3000 + (uint64_t)i), GW_OK);
-    took = now_s() - t0;
-    ring_counts(&out, &tb);
-    fprintf(stderr, "  50 batches in %.1f ms; ring slots %lu out, %lu taken back\n", took * 1e3, out - o0, tb - b0);
-    CHECK(tb == b0);
-    CHECK(took < 50 * WAIT_US * 1e-6 / 2);
+    /* no offer is taken back (none waited out WAIT_US), and 50 batches take
+     * well under one wait each: a round the machine's load slowed past
+     * that bound (without any offer taken back) is tried again, a few times */
+    int fast = 0;
+    for (int round = 0; round < 5 && !fast; round++) {
+        ring_counts(&o0, &b0);
+        t0 = now_s();
+        for (int i = 0; i < 50; i++)
+            CHECK_ST(batch(128, 0, 3000 + (uint64_t)(round * 50 + i)), GW_OK);
+        took = now_s() - t0;
+        ring_counts(&out, &tb);
+        fprintf(stderr, "  50 batches in %.1f ms; ring slots %lu out, %lu taken back\n", took * 1e3, out - o0,
+                tb - b0);
+        CHECK(tb == b0);
+        fast = took < 50 * WAIT_US * 1e-6 / 2;
+    }
+    CHECK(fast);
     check_region("C");
 
     /* E. the target revokes its region while batches stream in through

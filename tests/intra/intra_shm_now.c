@@ -54,6 +54,7 @@ static int server(void *arg)
 
     gwt_chan_expect(&cch, ctx, "small"); /* NSMALL puts with no request, one with */
     CHECK(gwt_verify(A, (NSMALL + 1) * OP, 1) == -1);
+    gwt_chan_send(&cch, "checked", 8); /* the client's next puts overwrite this range */
 
     /* the large put, the small ones, then the notification */
     uint64_t v = 0;
@@ -159,6 +160,7 @@ int main(void)
     gwt_fill(want, ALEN, 9);
     CHECK(memcmp(dst, want + (NSMALL + 1) * OP, OP) == 0);
     gwt_chan_send(&pch, "small", 6);
+    gwt_chan_expect(&pch, ctx, "checked"); /* step 2 writes over what the server checks */
 
     /* 2. a large put still moving, small puts done at once, then put_notify:
      * the notification comes after all of them */

@@ -47,11 +47,28 @@ uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b)
     return o ? o->seq : UINT64_MAX;
 }
 
+/* The oldest outstanding operation a notification or a flush waits for:
+ * any but a send.  Both are ordered after the puts (and gets) posted before
+ * them, never after a message: a send completes only when the peer takes
+ * it (a rendezvous waits for its receive), and a peer that waits for the
+ * notification (or for what the flush makes visible) before it receives
+ * would wait forever. */
+static gw_request_t *oldest_ordered(gw_ep_base_t *b)
+{
+    for (gw_list_t *f = b->outstanding.next; f != &b->outstanding; f = f->next) {
+        gw_request_t *o = gw_container_of(f, gw_request_t, link);
+        if (o->op != GW_OP_SEND)
+            return o;
+    }
+    return NULL;
+}
+
 static void check_flushes(gw_ep_base_t *b)
 {
     if (gw_list_empty(&b->flushes)) /* (the common case: no walk, no oldest to find) */
         return;
-    uint64_t oldest = gw_ep_oldest_seq(b);
+    const gw_request_t *o = oldest_ordered(b);
+    uint64_t oldest = o ? o->seq : UINT64_MAX;
     gw_list_t *p;
     while ((p = gw_list_first(&b->flushes)) != NULL) {
         gw_request_t *f = gw_container_of(p, gw_request_t, link);
@@ -85,16 +102,15 @@ static void op_complete(gw_request_t *req, gw_status_t status)
     gw_req_complete(req, status);
 }
 
-/* Sends the notification of each held request at the head of the
- * outstanding list (every older operation is complete), and completes it. */
+/* Sends the notification of each held request that no older operation it
+ * waits for (oldest_ordered) precedes, and completes it. */
 static void notes_check(gw_ep_base_t *b)
 {
     if (b->in_notes) /* a completion inside notify_out: the loop below goes on */
         return;
     b->in_notes = 1;
-    gw_list_t *f;
-    while (b->ndeferred && !gw_ep_failed(b) && (f = gw_list_first(&b->outstanding)) != NULL) {
-        gw_request_t *o = gw_container_of(f, gw_request_t, link);
+    gw_request_t *o;
+    while (b->ndeferred && !gw_ep_failed(b) && (o = oldest_ordered(b)) != NULL) {
         if (!(o->flags & GW_REQF_NHELD))
             break; /* the oldest operation is still moving */
         op_unlist(b, o);

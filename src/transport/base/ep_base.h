@@ -156,9 +156,12 @@ void gw_ep_op_unstart(gw_ep_base_t *b, gw_request_t *req);
  * overtake the data of earlier puts (tcp's striped streams, intra's copies
  * on several engines).  One rule for them all: a deferred notification goes
  * out once its own operation's data is in place and every operation posted
- * before it has completed; that operation completes only then, so a
- * completed put_notify (or notifying batch) means every earlier put has
- * landed, as on verbs, where the QP's order gives it.
+ * before it has completed, sends excepted (a send completes when the peer
+ * takes the message, which may wait for the peer's receive, and the
+ * peer may be waiting for the notification first); that operation
+ * completes only then, so a completed put_notify (or notifying batch)
+ * means every earlier put has landed, as on verbs, where the QP's order
+ * gives it.
  *  - at posting, the transport calls gw_ep_notify_defer(b, req) (req
  *    outstanding: gw_ep_op_start ran; b->notify_out set; GW_ERR_INVALID
  *    with a message otherwise, which the transport returns);
@@ -176,7 +179,9 @@ static inline uint32_t gw_ep_notify_pending(const gw_ep_base_t *b)
 {
     return b->ndeferred;
 }
-/* Adds a flush; completes it at once when nothing older is outstanding. */
+/* Adds a flush; completes it at once when nothing older is outstanding
+ * (sends aside: a flush waits for puts and gets, never for a message the
+ * peer has yet to take). */
 void gw_ep_flush_start(gw_ep_base_t *b, gw_request_t *req);
 /* Seq of the oldest outstanding op, UINT64_MAX when none. */
 uint64_t gw_ep_oldest_seq(const gw_ep_base_t *b);

@@ -107,7 +107,7 @@ gw_status_t intra_notify_out(void *arg, gw_request_t *req)
 
 /* A put/get/put_notify's bytes are where they belong (or failed); a
  * put_notify's request is then held by the base until its notification goes
- * out (after every older operation: gw_ep_notify_defer). */
+ * out (after every older operation but sends: gw_ep_notify_defer). */
 void intra_rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
     intra_slot_leave(e, req);

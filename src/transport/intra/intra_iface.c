@@ -385,7 +385,7 @@ static gw_status_t intra_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *m, uint
 /* the one operation entry (tl.h) */
 static gw_status_t intra_submit(gw_tl_ep_t *tep, gw_request_t *req)
 {
-    /* a notification waits for every older operation (intra_notify_out) */
+    /* a notification waits for every older operation but sends (intra_notify_out) */
     gw_status_t st;
     if (gw_req_notifies(req) && (st = gw_ep_notify_defer(tep->base, req)) != GW_OK)
         return st;
