@@ -5,7 +5,7 @@ path (bench/torch_coll.sh or scripts/gpu-nccl-run.sh set it):
 
     torchrun --standalone --nproc-per-node 2 bench/torch_coll.py --label gw --csv out.csv
 
-Sizes double from --min to --max bytes (default 1 MiB .. 256 MiB) of float32
+Sizes double from --min-bytes to --max-bytes (default 1 MiB .. 256 MiB) of float32
 per rank (all_gather: the gathered output).  Rank r's input element i is
 (r + 1) * 16 + i % 61, so the sum is exact; after timing, each rank copies
 the output to the host and compares it with the value computed on the host.
@@ -33,8 +33,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="torch")
     ap.add_argument("--csv")
-    ap.add_argument("--min", type=int, default=1 << 20)
-    ap.add_argument("--max", type=int, default=256 << 20)
+    ap.add_argument("--min-bytes", dest="min", type=int, default=1 << 20)
+    ap.add_argument("--max-bytes", dest="max", type=int, default=256 << 20)
     ap.add_argument("--iters", type=int, default=0, help="0: about 256 MiB moved per size, 3 to 50")
     ap.add_argument("--warmup", type=int, default=2)
     a = ap.parse_args()

@@ -90,7 +90,7 @@ cp "$LOGS/coll/coll.csv" "$OUT/coll.csv" 2>/dev/null
 PLUGIN=$(readlink -f "$BUILD/plugin/nccl/libnccl-net-gpuwire.so")
 rm -f "$OUT/torch.csv"
 TR=(python3 -m torch.distributed.run --standalone --nproc-per-node "$NRANKS" bench/torch_coll.py --csv "$OUT/torch.csv"
-    --max "${MAX:-268435456}")
+    --max-bytes "${MAX:-268435456}")
 step torch-socket 60 "$LOGS/torch-socket.log" env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket \
   NCCL_NET_PLUGIN=none "${TR[@]}" --label torch-socket
 step torch-gw 60 "$LOGS/torch-gw.log" env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET_PLUGIN="$PLUGIN" \
