@@ -1,6 +1,7 @@
 #!/bin/sh
 # tool_smoke.sh GPUWIRE SETTINGS_DEF - the gpuwire tool end to end:
-# `info` lists every setting of settings.def and the tcp transport;
+# `info` is a summary (the tcp transport, the settings taken from the
+# environment) and `info --settings` / `--all` list every setting of settings.def;
 # `perf --loopback` for every operation, sizes 0 .. 1 MiB, payload checked,
 # one JSON object per size with the documented keys; the table format;
 # a standalone server and client; option errors exit 2.
@@ -12,12 +13,23 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"; [ -n "${spid:-}" ] && kill $spid 2>/dev/null' EXIT
 
 # ---- info
-"$tool" info >"$tmp/info" 2>&1 || err "gpuwire info exited $?"
+env -u GPUWIRE_TRANSPORTS GPUWIRE_TCP_STREAMS=3 "$tool" info >"$tmp/info" 2>&1 || err "gpuwire info exited $?"
+"$tool" info --all >"$tmp/all" 2>&1 || err "gpuwire info --all exited $?"
+"$tool" info --settings >"$tmp/set" 2>&1 || err "gpuwire info --settings exited $?"
 for name in $(grep -o '"GPUWIRE_[A-Z0-9_]*"' "$def" | tr -d '"' | sort -u); do
-  grep -q "^  $name=" "$tmp/info" || err "gpuwire info does not list $name"
+  grep -q "^  $name=" "$tmp/all" || err "gpuwire info --all does not list $name"
+  grep -q "^  $name=" "$tmp/set" || err "gpuwire info --settings does not list $name"
 done
-grep -Eq '^  tcp +usable' "$tmp/info" || err "gpuwire info: tcp not usable"
-grep -q '^features: ' "$tmp/info" || err "gpuwire info: no features line"
+for f in info all; do
+  grep -Eq '^  tcp +usable' "$tmp/$f" || err "gpuwire info ($f): tcp not usable"
+  grep -q '^features: ' "$tmp/$f" || err "gpuwire info ($f): no features line"
+done
+grep -q '^settings: [0-9]* GPUWIRE_\* variables .*; 1 set in the environment:' "$tmp/info" ||
+  err "gpuwire info: no settings summary line"
+grep -q '^  GPUWIRE_TCP_STREAMS="3"  \[env; default "auto"\]' "$tmp/info" ||
+  err "gpuwire info: the summary does not show the setting from the environment"
+[ "$(grep -c '^  GPUWIRE_' "$tmp/info")" = 1 ] || err "gpuwire info: the summary lists settings not set"
+[ "$(wc -l <"$tmp/info")" -lt 20 ] || err "gpuwire info: the summary has $(wc -l <"$tmp/info") lines"
 GPUWIRE_TCP_STREAMS=3 "$tool" info --settings | grep -q 'GPUWIRE_TCP_STREAMS="3"  \[env; default "auto"\]' ||
   err "gpuwire info does not show a value from the environment"
 GPUWIRE_TCP_STREMS=3 "$tool" info --settings >"$tmp/typo" 2>&1
