@@ -56,6 +56,10 @@ static void usage(FILE *f)
         "                       local peers: the intra transport copies into it directly)\n"
         "      --hugepages      host buffers on both sides from 2 MiB boundaries, advised\n"
         "                       MADV_HUGEPAGE (transparent huge pages: no 4 KiB page walks)\n"
+        "      --reference      after the table, what this machine does without gpuwire:\n"
+        "                       memcpy of the largest size in one thread (GB/s) and a\n"
+        "                       one-byte pipe ping-pong between two processes (us one\n"
+        "                       way), each beside gpuwire's figure as a ratio\n"
         "      --lat-only       only the latency phase\n"
         "      --bw-only        only the bandwidth phase\n"
         "  -S, --server         wait for clients (one at a time)\n"
@@ -163,7 +167,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE };
+enum { OPT_REF = 255, OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -183,6 +187,7 @@ int cmd_perf(int argc, char **argv)
         {"indices", no_argument, NULL, OPT_INDICES},
         {"alloc", no_argument, NULL, OPT_ALLOC},
         {"hugepages", no_argument, NULL, OPT_HUGE},
+        {"reference", no_argument, NULL, OPT_REF},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
         {"server", no_argument, NULL, 'S'},
@@ -275,6 +280,7 @@ int cmd_perf(int argc, char **argv)
         case OPT_PAGES: o.pages = 1; break;
         case OPT_INDICES: o.indices = 1; break;
         case OPT_HUGE: o.huge = 1; break;
+        case OPT_REF: o.reference = 1; break;
         case OPT_LAT_ONLY: o.no_bw = 1; break;
         case OPT_BW_ONLY: o.no_lat = 1; break;
         case 'S': o.server = 1; break;

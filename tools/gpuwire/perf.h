@@ -81,6 +81,7 @@ typedef struct perf_opts {
     int busy_poll;   /* never sleep on the context fd */
     long spin_us;    /* spin this long without events before sleeping on the fd; -1: auto */
     int peer_pid;    /* --loopback: the server process (its CPU time is not "other load") */
+    int reference;   /* --reference: memcpy and pipe ping-pong figures of this machine after the table */
     int no_lat, no_bw;
     int once;        /* server: serve one client, then exit */
     int addr_fd;     /* server: write the bound address here (loopback), -1 otherwise */
@@ -156,6 +157,12 @@ int perf_cpus(void);
 long perf_auto_spin_us(int spinners);
 #define PERF_SPIN_US 200
 #define PERF_SPIN_STR "200"
+
+/* perf_ref.c: memcpy bandwidth of `size` bytes in one thread (GB/s), and the
+ * one-way latency of a one-byte pipe ping-pong between two processes (us,
+ * median); 0 when they could not be measured. */
+double perf_ref_memcpy_GBps(size_t size);
+double perf_ref_pipe_us(void);
 
 /* What else ran on the machine over an interval: /proc/stat's busy and steal
  * time less the CPU time of this process and of pid (0: none). */

@@ -32,6 +32,9 @@ typedef struct cli {
     double busy_max, busy_steal, busy_sum, busy_secs;
     uint64_t busy_at;
     int busy_sizes;
+    /* --reference: gpuwire's figures to set beside the machine's */
+    double first_p50, last_bw;
+    uint64_t first_bytes, last_bytes;
 } cli_t;
 
 typedef struct result {
@@ -603,6 +606,27 @@ static void print_load(const cli_t *c)
            c->busy_sizes, c->o->nsizes);
 }
 
+/* --reference: this machine's memcpy and pipe ping-pong, beside gpuwire's
+ * bandwidth at the largest size and p50 latency at the smallest. */
+static void print_reference(const cli_t *c)
+{
+    const perf_opts_t *o = c->o;
+    if (!o->no_bw && c->last_bytes) {
+        double m = perf_ref_memcpy_GBps((size_t)c->last_bytes);
+        if (m > 0)
+            printf("# reference, this machine: memcpy of %llu bytes in one thread %.2f GB/s; gpuwire "
+                   "%.2f GB/s there is %.2fx of it\n",
+                   (unsigned long long)c->last_bytes, m, c->last_bw, c->last_bw / m);
+    }
+    if (!o->no_lat && c->first_bytes <= 4096) {
+        double p = perf_ref_pipe_us();
+        if (p > 0)
+            printf("# reference, this machine: pipe ping-pong between two processes %.2f us one way; "
+                   "gpuwire p50 %.2f us at %llu bytes is %.2fx of it\n",
+                   p, c->first_p50, (unsigned long long)c->first_bytes, c->first_p50 / p);
+    }
+}
+
 int perf_client(const perf_opts_t *o, const char *addr)
 {
     cli_t c;
@@ -704,12 +728,20 @@ int perf_client(const perf_opts_t *o, const char *addr)
         perf_load_sample(&l1, o->peer_pid);
         perf_load_diff(&l0, &l1, &res.other_cpus, &res.steal_cpus);
         note_load(&c, &res, (double)(l1.t_ns - l0.t_ns) / 1e9);
+        if (i == 0) {
+            c.first_p50 = res.lat_p50;
+            c.first_bytes = res.bytes;
+        }
+        c.last_bw = res.bw_GBps;
+        c.last_bytes = res.bytes;
         gw_ep_query(c.ep, &c.info); /* the path's counters after this size's runs (JSON rows carry them) */
         print_result(&c, &res);
     }
     if (!o->json) /* what moved the bytes: the header's path line was taken before any */
         printf("# after the runs: %s\n", c.info.path);
     print_load(&c);
+    if (o->reference && !o->json)
+        print_reference(&c);
     perf_msg_t quit = {.type = PERF_MSG_QUIT};
     if (ctrl_call(&c, &quit, &r) == GW_OK)
         rc = 0;
