@@ -1,6 +1,6 @@
 #!/bin/sh
 # alloc_bw.sh - large puts into gw_mem_alloc memory over intra against
-# memcpy, in one run (issue #14 item 2: >= 0.9x memcpy bandwidth).
+# memcpy, in one run (target: >= 0.9x memcpy bandwidth).
 #   gpuwire: GPUWIRE_TRANSPORTS=intra gpuwire perf --loopback --bw-only --alloc
 #            --op put --size S --window W (both buffers from gw_mem_alloc: the
 #            initiator copies into the target's memfd through its mapping)

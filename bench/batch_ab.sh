@@ -93,7 +93,7 @@ for t in $tls $arows; do
       x=$(gw "$t" --size "$tot" $xa); cb=$(max "$cb" "$x")
       if [ -n "$ucx" ] && [ "$n" = 256 ] && [ -z "$(echo $xa)" ]; then
         # only the result line ("ucx N SIZE GB/s ..."): UCX prints its errors on stdout too
-        if [ $i = 0 ]; then # which UCX transports carry the puts (UCX's choice moves with the host: PERFORMANCE.md, session 18)
+        if [ $i = 0 ]; then # which UCX transports carry the puts (UCX's choice moves with the host)
           lanes=$(UCX_TLS=$utls UCX_LOG_LEVEL=info timeout 60 "$ucx" "$n" "$b" 0.1 2>&1 | sed -n 's/.*ep_cfg\[[0-9]*\]: *//p' | tail -1)
           echo "# UCX (UCX_TLS=$utls) for $t: ${lanes:-no ep_cfg line}"
         fi

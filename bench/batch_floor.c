@@ -3,7 +3,7 @@
  * --batch N --size S` (N entries of S bytes, entry i at 2*i*S on both
  * sides, a gap of S after each) moved the way each gpuwire transport moves
  * host memory, against the same N*S bytes moved as one piece the same way.
- * The ratio is the floor under #13 item 4's goals on this machine: a
+ * The ratio is the floor under the batch goals on this machine: a
  * library that adds nothing to the kernel's or the CPU's own work reaches
  * it, none can beat it by moving the same bytes the same way.
  *

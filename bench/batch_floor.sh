@@ -1,5 +1,5 @@
 #!/bin/sh
-# batch_floor.sh [BUILD_DIR] - #13 item 4's host-memory rows against what
+# batch_floor.sh [BUILD_DIR] - the host-memory batch rows against what
 # this machine gives any program moving the same layout the same way, in
 # one run: per transport and shape, gpuwire's batched put against its own
 # contiguous put of the same bytes (as bench/batch_ab.sh), and
@@ -77,4 +77,4 @@ for row in $rows; do
     [ -n "${VERBOSE:-}" ] && sed 's/^/#   round: /' "$tmp/r"
   done
 done
-echo "# goals (#13 item 4): gw_ratio >= 0.8 at 256x1K, >= 0.95 at 4096x16K and 64x1M"
+echo "# goals: gw_ratio >= 0.8 at 256x1K, >= 0.95 at 4096x16K and 64x1M"

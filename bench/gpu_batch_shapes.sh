@@ -1,5 +1,5 @@
 #!/bin/bash
-# gpu_batch_shapes.sh [BUILD_DIR] - the batch shapes of issue #13 on one GPU
+# gpu_batch_shapes.sh [BUILD_DIR] - the batch shapes of docs/BATCH.md on one GPU
 # with the current build only (no A/B): for each transport and shape, the
 # list form (gw_xfer_batch: all entries, and by index arrays 0..N-1 where
 # `perf --indices` exists, else "-"), the paged form (gw_xfer_pages) and one

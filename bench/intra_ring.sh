@@ -1,5 +1,5 @@
 #!/bin/sh
-# intra_ring.sh [BUILD_DIR] - #13 item 4's intra rows at entries up to 16 KiB into
+# intra_ring.sh [BUILD_DIR] - the intra batch rows at entries up to 16 KiB into
 # registered memory, side by side in each round:
 #   ring    gpuwire batch, the target polling (`perf --busy-poll`): the
 #           entries go through the shared ring its progress engine empties

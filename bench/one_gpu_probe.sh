@@ -1,6 +1,6 @@
 #!/bin/bash
 # one_gpu_probe.sh - where small-transfer latency goes when both processes of
-# a gpuwire pair use one GPU (issue #12).  One run, side by side:
+# a gpuwire pair use one GPU.  One run, side by side:
 #   1. a plain CUDA ping-pong with no gpuwire (bench/gpu_ipc_pingpong.c): two
 #      processes vs two threads of one process, IPC copy vs local copy vs
 #      device-to-host, four ways of waiting, and "half" (only one side

@@ -7,7 +7,7 @@
 # endpoint, alternating with the Python rounds: the two differ by the binding
 # alone), and a separate C program (bench/py_pages.c, before and after).
 # bench/python_pages.py prints each Python figure against both; the goal
-# (issue #16: within 1.2x of C) is judged against the in-process C loop.
+# (target: within 1.2x of C) is judged against the in-process C loop.
 #
 # usage: bench/python_pages.sh [BUILD_DIR]    (default: build)
 # env:   TRANSPORT=intra|tcp (default intra), PAGES=4096, PAGE=4096 bytes,

@@ -3,7 +3,7 @@
 # one run on this machine, both sides of each pair run back to back (the
 # order alternating between repetitions) so that a change in the machine's
 # load hits both alike.  Prints operations per second and the ratios issue
-# #14 states its targets in:
+# the targets are stated in:
 #   tcp   1 KiB put, 1 KiB send, 8 B put   vs UCX_TLS=tcp,self   (>= 1.0x)
 #   intra 1 KiB put                        vs UCX_TLS=sm,self    (>= 0.8x)
 #

@@ -1,6 +1,6 @@
 #!/bin/bash
-# tcp_gpu_knobs.sh [BUILD_DIR] - GPU blocks staged over tcp (#13 item 4's
-# "GPU blocks staged over tcp at >= 0.8x the contiguous staged rate") under
+# tcp_gpu_knobs.sh [BUILD_DIR] - GPU blocks staged over tcp (target: at
+# >= 0.8x the contiguous staged rate) under
 # the tcp settings that shape that path, one GPU, two processes: for each
 # setting, ROUNDS rounds of the batch (4096 x 16 KiB, list form) and the
 # contiguous 64 MiB put, alternating (`gpuwire perf --loopback --mem cuda

@@ -1,5 +1,5 @@
 #!/bin/bash
-# verbs_floor.sh [BUILD_DIR] - #13 item 4's verbs rows against Soft-RoCE's
+# verbs_floor.sh [BUILD_DIR] - the verbs batch rows against Soft-RoCE's
 # own rate, in one guest boot (tests/rxe/run-in-rxe-vm.sh, rxe0 loopback).
 # The remote entries of `gpuwire perf --batch N --size S` are not adjacent,
 # so each needs an RDMA WRITE of its own (S bytes); the contiguous put of
@@ -67,4 +67,4 @@ for shape in ${SHAPES:-256x1K 4096x16K}; do
     "$(awk '{print $2}' /tmp/vf.rows | med)" "$(awk '{print $1}' /tmp/vf.q | med)" "$(awk '{print $3}' /tmp/vf.rows | med)" \
     "$(awk '{print $4}' /tmp/vf.rows | med)" "$(awk '{print $2}' /tmp/vf.q | med)" "$(awk '{print $3}' /tmp/vf.q | med)"
 done
-echo "# goals (#13 item 4): gw_ratio >= 0.8 at 256x1K, >= 0.95 at 4096x16K"
+echo "# goals: gw_ratio >= 0.8 at 256x1K, >= 0.95 at 4096x16K"

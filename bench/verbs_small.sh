@@ -1,6 +1,6 @@
 #!/bin/bash
 # verbs_small.sh [BUILD_DIR] - small-operation rate of gpuwire over verbs
-# against perftest on the Soft-RoCE device of the qemu guest (issue #14):
+# against perftest on the Soft-RoCE device of the qemu guest:
 # puts against ib_write_bw, sends against ib_send_bw, 8 B to 4 KiB, the
 # same size, the same number of operations and the same outstanding depth
 # (128: perftest's default tx depth, gw_verbs_bench's WINDOW); and the
@@ -91,7 +91,7 @@ fmt() { awk -v x="$1" 'BEGIN{ if (x == "-" || x == "") print "-"; else if (x + 0
 # any: perftest's values split in two by 1-D 2-means (the cut halfway between
 # the groups' means); when the means differ by over 15%, per mode the rounds
 # and the pair-ratio medians (gpuwire, old).  The guest's host switches
-# between modes every few seconds (docs/PERFORMANCE.md, session 16), and the
+# between modes every few seconds (docs/PERFORMANCE.md, section 2), and the
 # pair ratio differs by mode; prints nothing for one mode.
 modes() {
   awk '$1 ~ /^[0-9.]+$/ && $3 ~ /^[0-9.]+$/ && $3 > 0 { n++; g[n] = $1; o[n] = $2; p[n] = $3 }

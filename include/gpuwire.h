@@ -315,7 +315,13 @@ GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
  * of them still complete (the data moves without the peer process); over
  * tcp they wait for the peer, and fail with GW_ERR_PEER_TIMEOUT after
  * GPUWIRE_PEER_TIMEOUT_MS.  Messages and notifications need the peer on
- * every transport.  docs/DESIGN.md, "Peer liveness", has the table.
+ * every transport.  A peer on the same host that is merely busy with local
+ * work (allocating and touching buffers, registering, computing) is never
+ * declared dead however long it works: past the timeout its process state
+ * decides (running or sleeping: waited for; stopped, traced or gone: dead).
+ * A peer on another host must call progress at least once per timeout
+ * while this side waits on it.  docs/DESIGN.md, "Peer liveness", has the
+ * table.
  * Errors at posting: GW_ERR_INVALID, GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS
  * (checked against the rkey before anything is sent), GW_ERR_ENDPOINT_FAILED.
  * ------------------------------------------------------------------------ */
@@ -329,7 +335,14 @@ GW_API gw_status_t gw_get(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, ui
  * completes when the notification is sent, so its completion also means
  * that every earlier put (tracked or not) has landed: a get posted after it
  * reads their data (every transport).  A put_notify that fails (the target
- * refused it, the endpoint failed) delivers no notification. */
+ * refused it, the endpoint failed) delivers no notification.
+ * Over tcp and intra the notification also waits for every older operation
+ * of the endpoint to complete, sends included, and a send completes only
+ * once the peer has received it: a put_notify posted after a send that the
+ * peer has not received yet is held until the peer posts that receive.  A
+ * peer that waits for the notification before receiving then waits for
+ * ever.  Let such a send complete (or post only puts) before a put_notify
+ * the peer waits on. */
 GW_API gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem,
                                  uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
                                  gw_request_t **req);
@@ -602,9 +615,23 @@ GW_API gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transpo
  * set, registers the listener's address there under a lease.  The listener
  * is the caller's (gw_accept works as usual; endpoints not accepted still
  * serve puts and gets); destroying it ends the agent.  One agent per context.
- * Errors: GW_ERR_INVALID (bad name), GW_ERR_BUSY (already an agent),
- * GW_ERR_UNAVAILABLE (directory unreachable; nothing is left behind),
- * GW_ERR_ADDRESS and the other errors of gw_listen(). */
+ * A name in the directory belongs to one live agent at a time: the first to
+ * register it keeps it while its lease lives (it renews it by itself), and a
+ * second agent under the same name is refused with GW_ERR_BUSY naming the
+ * holder (address, pid, host, the lease's seconds left) - never a takeover.
+ * The name is free again when the holder's listener is destroyed (at once)
+ * or its lease runs out (it died, or was stopped longer than
+ * GPUWIRE_DIRECTORY_TTL).  The check and the registration are one etcd
+ * transaction, so of agents racing for a free name exactly one wins.  An
+ * agent whose lease ran out while it was stopped and whose name another
+ * agent took meanwhile stays unlisted (logged as an error) and registers
+ * again once the name is free.  Without a directory there is no shared
+ * registry to take over: each peer maps the name to an address itself, and
+ * the handshake checks the agent there has that name.
+ * Errors: GW_ERR_INVALID (bad name), GW_ERR_BUSY (already an agent, or a
+ * live agent holds the name in the directory), GW_ERR_UNAVAILABLE
+ * (directory unreachable; nothing is left behind), GW_ERR_ADDRESS and the
+ * other errors of gw_listen(). */
 GW_API gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const char *addr,
                                    gw_listener_t **out);
 

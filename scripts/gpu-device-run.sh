@@ -9,10 +9,13 @@
 #          staged vs direct)
 #   python: the Python package (lib only built): its GPU suite (python/tests/test_gpu.py),
 #          its CPU suites, the binding's overhead bench and both examples on CUDA
+#   nccl:  scripts/gpu-nccl-run.sh (two GPUs or more): the plugin's tests, bench/nccl_coll.sh in
+#          every configuration and PyTorch collectives over the plugin vs NCCL's sockets
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take shared GPUs down.
 set -u
 what=${1:-all}
 cd "$(dirname "$0")/.."
+[ "$what" = nccl ] && exec scripts/gpu-nccl-run.sh
 OUT=${OUT:-$PWD/gpu-logs}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -1,5 +1,5 @@
 /* gw_nccl.c - libnccl-net-gpuwire.so: NCCL's network plugin interface
- * (ncclNetPlugin_v8 .. _v11) over gpuwire's public API.
+ * (ncclNetPlugin_v8 .. _v12) over gpuwire's public API.
  *
  * Mapping (docs/NCCL.md has the user's view):
  *   NCCL device   one per active RDMA port gpuwire's topology finds when the
@@ -21,6 +21,11 @@
  *   iflush        nothing to do: gpuwire completes a receive into GPU memory
  *                 only once the data is visible to the GPU, so no request.
  *   test          gw_progress on the comm's context, then the requests.
+ *   GPU buffers   gpu_policy() decides per device whether NCCL is led to
+ *                 keep its network buffers in GPU memory (NCCL_PTR_CUDA,
+ *                 and NCCL_NET_GDR_LEVEL for devices with no NIC-to-GPU
+ *                 DMA), from per-transport measurements or
+ *                 GPUWIRE_NCCL_GPU_BUFFERS.
  * Every entry point holds one process-wide lock (NCCL calls from its proxy
  * threads and from the thread creating communicators); a ticker thread
  * progresses every context between NCCL's calls (liveness, see ticker()).
@@ -37,11 +42,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gpuwire.h"
+#include "core/settings.h"
 #include "cuda/cuda_wrap.h"
 #include "topo/topo.h"
 
@@ -65,6 +73,8 @@ typedef struct gwn_dev {
     int speed;           /* Mb/s */
     int port;
     int ptr_support;
+    int gpu_buffers;     /* NCCL is led to GPU buffers on this device */
+    char gpu_why[256];   /* why (or why not), for the log */
     gw_context_t *ctx;
 } gwn_dev_t;
 
@@ -113,6 +123,7 @@ static struct {
     int ndev;
     gwn_dev_t dev[GWN_MAX_DEVS];
     char cuda_why[256]; /* why CUDA pointers are not supported, "" when they are */
+    char gdr_level_note[160]; /* what init did about NCCL_NET_GDR_LEVEL, for the log */
     int ticker_started;
     int ticker_stop;    /* asks the ticker to return (finalize, unload) */
     pthread_t ticker_thread;
@@ -273,12 +284,44 @@ static int if_ipv4(const char *ifname, char *ip, size_t iplen, char *used_if, si
     return rc;
 }
 
-static void netdev_props(gwn_dev_t *d)
+/* The PCI function a sysfs device sits on: PATH itself or its nearest
+ * ancestor whose "subsystem" link names the pci bus.  A netdev's "device"
+ * link often points below the PCI function (virtio: .../0000:00:03.0/virtio2),
+ * and NCCL attaches a device whose path is not a PCI device to the CPU.
+ * Returns a malloc'd realpath, NULL when no PCI function is above it (a
+ * virtual interface: veth, bridge, lo). */
+static char *gwn_pci_function_path(const char *path)
 {
-    char p[PATH_MAX], v[64];
-    snprintf(p, sizeof(p), "/sys/class/net/%s/device", d->ifname);
-    d->pci_path = d->ifname[0] ? realpath(p, NULL) : NULL;
-    snprintf(p, sizeof(p), "/sys/class/net/%s/speed", d->ifname);
+    char *p = realpath(path, NULL);
+    while (p) {
+        char sub[PATH_MAX + 16], target[PATH_MAX];
+        snprintf(sub, sizeof(sub), "%s/subsystem", p);
+        char *t = realpath(sub, target);
+        const char *base = t ? strrchr(t, '/') : NULL;
+        if (base && strcmp(base, "/pci") == 0 && strrchr(p, '/') && gw_is_bdf(strrchr(p, '/') + 1))
+            return p;
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p || strstr(p, "/devices") == NULL) {
+            free(p);
+            return NULL;
+        }
+        *slash = '\0';
+    }
+    return NULL;
+}
+
+static const char *sysfs_root(gw_context_t *ctx)
+{
+    const char *r = ctx ? gw_setting_value(ctx, "GPUWIRE_SYSFS_ROOT") : NULL;
+    return r && r[0] ? r : "/sys";
+}
+
+static void netdev_props(gwn_dev_t *d, const char *root)
+{
+    char p[PATH_MAX + 64], v[64];
+    snprintf(p, sizeof(p), "%s/class/net/%s/device", root, d->ifname);
+    d->pci_path = d->ifname[0] ? gwn_pci_function_path(p) : NULL;
+    snprintf(p, sizeof(p), "%s/class/net/%s/speed", root, d->ifname);
     long s = (d->ifname[0] && read_small(p, v, sizeof(v)) == 0) ? strtol(v, NULL, 10) : -1;
     d->speed = s > 0 ? (int)s : 10000; /* unknown (virtual NICs report -1): assume 10 Gb/s */
 }
@@ -309,7 +352,7 @@ static int add_verbs_devices(void)
                                                         : nic->nnetdevs ? nic->netdevs[0] : "");
             char path[PATH_MAX];
             snprintf(path, sizeof(path), "%s%s", t->root, nic->sysdir);
-            d->pci_path = nic->bdf[0] ? realpath(path, NULL) : NULL;
+            d->pci_path = nic->bdf[0] ? gwn_pci_function_path(path) : NULL;
             double gbps = strtod(pt->rate, NULL);
             d->speed = gbps > 0 ? (int)(gbps * 1000) : 10000;
             d->port = pt->num;
@@ -317,6 +360,127 @@ static int add_verbs_devices(void)
     }
     gw_topo_destroy(t);
     return G.ndev;
+}
+
+/* ---- GPU buffers: the per-transport choice ---------------------------------------------------- *
+ * NCCL keeps a net connection's buffers in GPU memory only when the device
+ * advertises NCCL_PTR_CUDA and its distance to the GPU is within
+ * NCCL_NET_GDR_LEVEL (default PXB); otherwise its kernels write into pinned
+ * host memory and the plugin moves that.  Which is faster depends on what
+ * gpuwire does with a GPU buffer on the connection's transport, measured
+ * against NCCL's host staging (docs/NCCL.md, "GPU buffers"; bench/nccl_coll.sh
+ * has a row for each choice on each transport):
+ *   intra  CUDA IPC, one device-to-device copy: GPU buffers (all_reduce
+ *          128 MiB on two GPUs: 28.9 GB/s against 3.46 GB/s host-staged).
+ *   tcp    gpuwire's pipelined staging through its own pinned buffers, the
+ *          copies overlapped with the socket: GPU buffers (GPU to GPU 12.8
+ *          GB/s point to point, 3.1x NCCL's socket transport on host memory).
+ *   verbs  GPUDirect RDMA (dma-buf or peermem) reads and writes the GPU
+ *          directly: GPU buffers where it is possible; without it gpuwire
+ *          would stage (one more copy than NCCL's host buffers): host.
+ * A device without verbs carries intra and tcp connections (the handshake
+ * picks per peer), so it is led to GPU buffers when every transport it may
+ * take prefers them.  Such a device has no NIC that DMAs to the GPU, so the
+ * PCI distance NCCL checks means nothing for it: the plugin sets
+ * NCCL_NET_GDR_LEVEL=SYS for the process unless the user set it (NCCL reads
+ * it after the plugin's init).  A verbs device reports its NIC's PCI path
+ * and leaves the distance rule to NCCL. */
+static int transport_listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == ' ' || p[n] == '\0'))
+            return 1;
+        p = strchr(p, ',');
+    }
+    return 0;
+}
+
+/* Whether GPUDirect RDMA can work here: the peermem module is loaded, or
+ * the CUDA driver exports dma-buf for device 0. */
+static int gpudirect_possible(const char *root, char *why, size_t len)
+{
+    char p[PATH_MAX + 64];
+    struct stat st;
+    static const char *const mods[] = {"nvidia_peermem", "nv_peer_mem"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof(p), "%s/module/%s", root, mods[i]);
+        if (stat(p, &st) == 0) {
+            snprintf(why, len, "GPUDirect RDMA through %s", mods[i]);
+            return 1;
+        }
+    }
+    char cwhy[128];
+    const gw_cuda_t *cu = gw_cuda_get(cwhy, sizeof(cwhy));
+    CUdevice dev;
+    int v = 0;
+    if (cu && cu->cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+        cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) == CUDA_SUCCESS && v) {
+        snprintf(why, len, "GPUDirect RDMA through dma-buf");
+        return 1;
+    }
+    snprintf(why, len, "no GPUDirect RDMA (no nvidia_peermem module, no dma-buf support in the CUDA driver): "
+             "gpuwire would stage GPU buffers through host memory, one copy more than NCCL's host buffers");
+    return 0;
+}
+
+/* Decides d->gpu_buffers and d->ptr_support.  MODE: GPUWIRE_NCCL_GPU_BUFFERS;
+ * TRANSPORTS: GPUWIRE_TRANSPORTS. */
+static void gpu_policy(gwn_dev_t *d, const char *mode, const char *transports, const char *root)
+{
+    d->ptr_support = NCCL_PTR_HOST;
+    d->gpu_buffers = 0;
+    if (G.cuda_why[0]) {
+        snprintf(d->gpu_why, sizeof(d->gpu_why), "host buffers: no CUDA driver (%s)", G.cuda_why);
+        return;
+    }
+    if (mode && strcasecmp(mode, "off") == 0) {
+        snprintf(d->gpu_why, sizeof(d->gpu_why), "host buffers: GPUWIRE_NCCL_GPU_BUFFERS=off");
+        return;
+    }
+    if (mode && strcasecmp(mode, "on") == 0) {
+        d->gpu_buffers = 1;
+        snprintf(d->gpu_why, sizeof(d->gpu_why), "GPU buffers: GPUWIRE_NCCL_GPU_BUFFERS=on");
+    } else if (d->ib_device[0]) {
+        char why[224];
+        d->gpu_buffers = gpudirect_possible(root, why, sizeof(why));
+        snprintf(d->gpu_why, sizeof(d->gpu_why), "%s (verbs): %s", d->gpu_buffers ? "GPU buffers" : "host buffers",
+                 why);
+    } else {
+        int intra = transport_listed(transports, "intra"), tcp = transport_listed(transports, "tcp");
+        d->gpu_buffers = 1; /* both intra and tcp measured faster with GPU buffers */
+        snprintf(d->gpu_why, sizeof(d->gpu_why), "GPU buffers (%s%s%s): chosen by measurement over NCCL's "
+                 "host staging (docs/NCCL.md, GPU buffers)", intra ? "intra: CUDA IPC" : "", intra && tcp ? "; " : "",
+                 tcp ? "tcp: pipelined staging" : "");
+    }
+    if (d->gpu_buffers)
+        d->ptr_support |= NCCL_PTR_CUDA;
+}
+
+/* For a device whose GPU buffers involve no NIC DMA: NCCL's distance check
+ * would refuse them (the device hangs off the CPU), so the level is set for
+ * the process unless the user chose one. */
+static void lead_gdr_level(void)
+{
+    int lead = 0;
+    for (int i = 0; i < G.ndev; i++)
+        lead |= G.dev[i].gpu_buffers && !G.dev[i].ib_device[0];
+    G.gdr_level_note[0] = '\0';
+    if (!lead)
+        return;
+    const char *cur = gw_settings_foreign("NCCL_NET_GDR_LEVEL");
+    if (cur && cur[0]) {
+        snprintf(G.gdr_level_note, sizeof(G.gdr_level_note), "NCCL_NET_GDR_LEVEL=%s kept (set by the user)", cur);
+        return;
+    }
+    if (setenv("NCCL_NET_GDR_LEVEL", "SYS", 0) == 0)
+        snprintf(G.gdr_level_note, sizeof(G.gdr_level_note),
+                 "NCCL_NET_GDR_LEVEL=SYS set: no NIC DMAs to the GPU on this device, the PCI distance does not apply");
+    else
+        snprintf(G.gdr_level_note, sizeof(G.gdr_level_note), "setting NCCL_NET_GDR_LEVEL failed: NCCL applies its "
+                 "PCI distance rule");
 }
 
 static gw_status_t dev_ctx(gwn_dev_t *d)
@@ -357,8 +521,15 @@ static ncclResult_t discover(void)
     if (!gw_cuda_get(why, sizeof(why)))
         snprintf(G.cuda_why, sizeof(G.cuda_why), "%s", why);
     G.ndev = 0;
+    const char *gmode = gw_setting_value(probe, "GPUWIRE_NCCL_GPU_BUFFERS");
+    const char *tlist = gw_setting_value(probe, "GPUWIRE_TRANSPORTS");
+    char mode[16], transports[128], root[PATH_MAX];
+    snprintf(mode, sizeof(mode), "%s", gmode && gmode[0] ? gmode : "auto");
+    snprintf(transports, sizeof(transports), "%s", tlist && tlist[0] ? tlist : "verbs,intra,tcp");
+    snprintf(root, sizeof(root), "%s", sysfs_root(probe));
+    int own_probe = 0;
     if (verbs && add_verbs_devices() > 0) {
-        gw_context_destroy(probe);
+        own_probe = 1;
     } else {
         gwn_dev_t *d = &G.dev[G.ndev++];
         memset(d, 0, sizeof(*d));
@@ -371,7 +542,7 @@ static ncclResult_t discover(void)
         if (if_ipv4(ifn, ip, sizeof(ip), d->ifname, sizeof(d->ifname)) != 0)
             d->ifname[0] = '\0';
         snprintf(d->name, sizeof(d->name), "tcp(%s)", d->ifname[0] ? d->ifname : "lo");
-        netdev_props(d);
+        netdev_props(d, sysfs_root(probe));
         d->port = 1;
         d->ctx = probe; /* default config: the probe is this device's context */
         INFO(NCCL_INIT | NCCL_NET, "no verbs device: %s%s; one device %s (verbs, intra and tcp are still "
@@ -380,14 +551,19 @@ static ncclResult_t discover(void)
     }
     for (int i = 0; i < G.ndev; i++) {
         gwn_dev_t *d = &G.dev[i];
-        d->ptr_support = NCCL_PTR_HOST | (G.cuda_why[0] ? 0 : NCCL_PTR_CUDA);
-        INFO(NCCL_INIT | NCCL_NET, "dev %d %s: pci %s, %d Mb/s, port %d, pointers HOST%s%s%s", i, d->name,
-             d->pci_path ? d->pci_path : "none (virtual)", d->speed, d->port,
-             (d->ptr_support & NCCL_PTR_CUDA) ? "|CUDA (gpuwire picks GPUDirect or staging per buffer)" : "",
-             G.cuda_why[0] ? "; no CUDA pointers: " : "", G.cuda_why);
+        gpu_policy(d, mode, transports, root);
+        INFO(NCCL_INIT | NCCL_NET, "dev %d %s: pci %s, %d Mb/s, port %d, pointers HOST%s; %s", i, d->name,
+             d->pci_path ? d->pci_path : "none (virtual interface: NCCL attaches the device to the CPU)", d->speed,
+             d->port, (d->ptr_support & NCCL_PTR_CUDA) ? "|CUDA" : "", d->gpu_why);
     }
-    INFO(NCCL_INIT | NCCL_NET, "gpuwire %s (%s): %d device(s); NCCL_PTR_DMABUF not advertised: regMr's CUDA "
-         "registration takes gpuwire's own dma-buf rung first", gw_version(), gw_build_features(), G.ndev);
+    if (own_probe)
+        gw_context_destroy(probe);
+    lead_gdr_level();
+    if (G.gdr_level_note[0])
+        INFO(NCCL_INIT | NCCL_NET, "%s", G.gdr_level_note);
+    INFO(NCCL_INIT | NCCL_NET, "gpuwire %s (%s): %d device(s); NCCL_PTR_DMABUF not advertised: gpuwire cannot "
+         "import NCCL's dma-buf fd, its CUDA registration exports its own dma-buf first", gw_version(),
+         gw_build_features(), G.ndev);
     G.ready = 1;
     return ncclSuccess;
 }
@@ -427,7 +603,7 @@ static ncclResult_t gwn_devices(int *ndev)
     return ncclSuccess;
 }
 
-static ncclResult_t gwn_props(int dev, ncclNetProperties_v11_t *p)
+static ncclResult_t gwn_props(int dev, ncclNetProperties_v12_t *p)
 {
     pthread_mutex_lock(&G.lock);
     if (dev < 0 || dev >= G.ndev) {
@@ -455,6 +631,8 @@ static ncclResult_t gwn_props(int dev, ncclNetProperties_v11_t *p)
     p->maxP2pBytes = 1UL << 30;
     p->maxCollBytes = 1UL << 30;
     p->maxMultiRequestSize = 1;
+    p->railId = NCCL_NET_ID_UNDEF;
+    p->planeId = NCCL_NET_ID_UNDEF;
     pthread_mutex_unlock(&G.lock);
     return ncclSuccess;
 }
@@ -937,12 +1115,74 @@ static ncclResult_t gwn_finalize(void)
     return ncclSuccess;
 }
 
+/* ---- version 12 --------------------------------------------------------------------------------- */
+static char g_ctx_token; /* what v11/v12's ctx points at: the plugin's state is process-wide */
+
+static ncclResult_t v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config, ncclDebugLogger_t logfn,
+                             ncclProfilerCallback_t prof);
+static ncclResult_t v11_listen(void *ctx, int dev, void *handle, void **lc);
+static ncclResult_t v11_connect(void *ctx, int dev, void *handle, void **sc, ncclNetDeviceHandle_t **dc);
+static ncclResult_t v_accept(void *lc, void **rc, ncclNetDeviceHandle_t **dc);
+static ncclResult_t v10_isend(void *sc, void *data, size_t size, int tag, void *mh, void *ph, void **req);
+static ncclResult_t v10_irecv(void *rc, int n, void **data, size_t *sizes, int *tags, void **mh, void **ph,
+                              void **req);
+static ncclResult_t v11_finalize(void *ctx);
+
+GWN_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+    .name = "gpuwire",
+    .init = v11_init,
+    .devices = gwn_devices,
+    .getProperties = gwn_props,
+    .listen = v11_listen,
+    .connect = v11_connect,
+    .accept = v_accept,
+    .regMr = gwn_reg,
+    .regMrDmaBuf = gwn_reg_dmabuf,
+    .deregMr = gwn_dereg,
+    .isend = v10_isend,
+    .irecv = v10_irecv,
+    .iflush = gwn_iflush,
+    .test = gwn_test,
+    .closeSend = gwn_close,
+    .closeRecv = gwn_close,
+    .closeListen = gwn_close,
+    .getDeviceMr = NULL,   /* NULL: no device offload (NCCL checks) */
+    .irecvConsumed = NULL, /* NULL: no device offload */
+    .makeVDevice = NULL,   /* NULL: NCCL uses the physical devices */
+    .finalize = v11_finalize,
+    .setNetAttr = NULL,    /* NULL: no per-collective tuning */
+};
+
 /* ---- version 11 --------------------------------------------------------------------------------- */
-static char g_ctx_token; /* what v11's ctx points at: the plugin's state is process-wide */
+/* v12's properties less railId/planeId, with the 4-entry device list; the
+ * list is copied entry by entry (the plugin's devices are physical, 1 each). */
+static void props_v11(const ncclNetProperties_v12_t *p, ncclNetProperties_v11_t *o)
+{
+    *o = (ncclNetProperties_v11_t){.name = p->name, .pciPath = p->pciPath, .guid = p->guid,
+                                   .ptrSupport = p->ptrSupport, .regIsGlobal = p->regIsGlobal,
+                                   .forceFlush = p->forceFlush, .speed = p->speed, .port = p->port,
+                                   .latency = p->latency, .maxComms = p->maxComms, .maxRecvs = p->maxRecvs,
+                                   .netDeviceType = p->netDeviceType, .netDeviceVersion = p->netDeviceVersion,
+                                   .maxP2pBytes = p->maxP2pBytes, .maxCollBytes = p->maxCollBytes,
+                                   .maxMultiRequestSize = p->maxMultiRequestSize};
+    o->vProps.ndevs = p->vProps.ndevs < NCCL_NET_MAX_DEVS_PER_NIC ? p->vProps.ndevs : NCCL_NET_MAX_DEVS_PER_NIC;
+    for (int i = 0; i < o->vProps.ndevs; i++)
+        o->vProps.devs[i] = p->vProps.devs[i];
+}
+static ncclResult_t v11_props(int dev, ncclNetProperties_v11_t *props)
+{
+    ncclNetProperties_v12_t p;
+    ncclResult_t rc = gwn_props(dev, &p);
+    if (rc == ncclSuccess)
+        props_v11(&p, props);
+    return rc;
+}
+ /* what v11's ctx points at: the plugin's state is process-wide */
 
 static ncclResult_t v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config, ncclDebugLogger_t logfn,
                              ncclProfilerCallback_t prof)
 {
+    (void)prof;
     *ctx = &g_ctx_token;
     ncclResult_t rc = gwn_init(logfn);
     if (rc == ncclSuccess && config && config->trafficClass != -1)
@@ -971,7 +1211,7 @@ GWN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     .name = "gpuwire",
     .init = v11_init,
     .devices = gwn_devices,
-    .getProperties = gwn_props,
+    .getProperties = v11_props,
     .listen = v11_listen,
     .connect = v11_connect,
     .accept = v_accept,
@@ -997,11 +1237,13 @@ static void props_v9(const ncclNetProperties_v11_t *p, ncclNetProperties_v9_t *o
 {
     memcpy(o, p, offsetof(ncclNetProperties_v9_t, maxCollBytes) + sizeof(o->maxCollBytes));
 }
+_Static_assert(offsetof(ncclNetProperties_v11_t, maxCollBytes) == offsetof(ncclNetProperties_v9_t, maxCollBytes),
+               "v9 properties must be a prefix of v11's");
 static ncclResult_t v10_init(ncclDebugLogger_t logfn, ncclProfilerCallback_t prof) { return gwn_init(logfn); }
 static ncclResult_t v9_props(int dev, ncclNetProperties_v9_t *props)
 {
     ncclNetProperties_v11_t p;
-    ncclResult_t rc = gwn_props(dev, &p);
+    ncclResult_t rc = v11_props(dev, &p);
     if (rc == ncclSuccess)
         props_v9(&p, props);
     return rc;
@@ -1070,7 +1312,7 @@ GWN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
 static ncclResult_t v8_props(int dev, ncclNetProperties_v8_t *props)
 {
     ncclNetProperties_v11_t p;
-    ncclResult_t rc = gwn_props(dev, &p);
+    ncclResult_t rc = v11_props(dev, &p);
     if (rc != ncclSuccess)
         return rc;
     *props = (ncclNetProperties_v8_t){.name = p.name, .pciPath = p.pciPath, .guid = p.guid,

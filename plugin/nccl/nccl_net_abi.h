@@ -1,6 +1,6 @@
-/* nccl_net_abi.h - the NCCL net plugin interface, versions 8 to 11, as NCCL
- * 2.28 loads it (src/plugin/net/net_vN.cc there looks up the exported
- * symbols ncclNetPlugin_v11, _v10, _v9, _v8, newest first).
+/* nccl_net_abi.h - the NCCL net plugin interface, versions 8 to 12, as NCCL
+ * loads it (2.28 looks up ncclNetPlugin_v11 .. _v8, 2.30 ncclNetPlugin_v12
+ * first; newest first in both).
  *
  * Written for gpuwire from NCCL's documented interface (ext-net/README.md and
  * the shapes of the versioned structs); no NCCL header is needed to build.
@@ -17,6 +17,10 @@
  *   v11  init(&ctx, commId, config, logger, profiler) once per communicator,
  *        listen/connect take that ctx, finalize(ctx); properties gain
  *        maxMultiRequestSize; setNetAttr slot.
+ *   v12  same function slots as v11; properties: the virtual-device list
+ *        holds up to 8 devices (was 4), and two 16-bit ids follow
+ *        maxMultiRequestSize: railId and planeId (-1: not known, NCCL
+ *        ignores them).
  * NCCL treats a NULL getDeviceMr, irecvConsumed, makeVDevice or setNetAttr as
  * "not supported" (it checks each before calling).
  */
@@ -83,9 +87,19 @@ typedef struct {
     int devs[NCCL_NET_MAX_DEVS_PER_NIC];
 } ncclNetVDeviceProps_t; /* v9, v10, v11 */
 
+/* v12: the same list, twice as long. */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+typedef struct {
+    int ndevs;
+    int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
 typedef struct {
     int trafficClass; /* -1: undefined */
-} ncclNetCommConfig_t; /* v10, v11 */
+} ncclNetCommConfig_t; /* v10, v11, v12 */
+
+/* railId / planeId value meaning "not known" (v12). */
+#define NCCL_NET_ID_UNDEF (-1)
 
 /* ---- properties ---------------------------------------------------------------------------- */
 typedef struct {
@@ -143,6 +157,36 @@ typedef struct {
     size_t maxCollBytes;
     int maxMultiRequestSize;
 } ncclNetProperties_v11_t;
+
+typedef struct {
+    char *name;
+    char *pciPath;
+    uint64_t guid;
+    int ptrSupport;
+    int regIsGlobal;
+    int forceFlush;
+    int speed;
+    int port;
+    float latency;
+    int maxComms;
+    int maxRecvs;
+    ncclNetDeviceType netDeviceType;
+    int netDeviceVersion;
+    ncclNetVDeviceProps_v12_t vProps; /* 8 entries from v12 on */
+    size_t maxP2pBytes;
+    size_t maxCollBytes;
+    int maxMultiRequestSize;
+    int16_t railId;  /* NCCL_NET_ID_UNDEF: no rail */
+    int16_t planeId; /* NCCL_NET_ID_UNDEF: no plane */
+} ncclNetProperties_v12_t;
+/* v12 differs from v11 only by the longer device list and the two ids. */
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxP2pBytes) ==
+                   offsetof(ncclNetProperties_v11_t, maxP2pBytes) +
+                       (NCCL_NET_MAX_DEVS_PER_NIC_V12 - NCCL_NET_MAX_DEVS_PER_NIC) * sizeof(int),
+               "v12 properties: only vProps grows before maxP2pBytes");
+_Static_assert(offsetof(ncclNetProperties_v12_t, railId) ==
+                   offsetof(ncclNetProperties_v12_t, maxMultiRequestSize) + sizeof(int),
+               "v12 properties: railId follows maxMultiRequestSize");
 
 /* ---- the function tables --------------------------------------------------------------------- */
 /* Slots shared by every version from regMr to closeListen, in NCCL's order. */
@@ -230,5 +274,27 @@ typedef struct {
     ncclResult_t (*finalize)(void *ctx);
     ncclResult_t (*setNetAttr)(void *ctx, void *netAttr);
 } ncclNet_v11_t;
+
+/* v12: v11's slots in v11's order; only getProperties' struct differs. */
+typedef struct {
+    const char *name;
+    ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_t *config,
+                         ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+    ncclResult_t (*devices)(int *ndev);
+    ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t *props);
+    ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+    ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+                            ncclNetDeviceHandle_t **sendDevComm);
+    ncclResult_t (*accept)(void *listenComm, void **recvComm, ncclNetDeviceHandle_t **recvDevComm);
+    GW_NCCL_REG_SLOTS
+    ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle, void *phandle,
+                          void **request);
+    ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                          void **phandles, void **request);
+    GW_NCCL_TAIL_SLOTS
+    ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v12_t *props);
+    ncclResult_t (*finalize)(void *ctx);
+    ncclResult_t (*setNetAttr)(void *ctx, void *netAttr);
+} ncclNet_v12_t;
 
 #endif

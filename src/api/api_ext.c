@@ -1,5 +1,5 @@
 /* api_ext.c - cancel, many requests at once, probe of unexpected messages,
- * listener statistics (the API gaps of issue #11). */
+ * listener statistics. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

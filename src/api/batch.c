@@ -137,7 +137,7 @@ static void dl_summary(gw_dlist_t *l)
  * or the table was made for another device); NULL where CUDA or pinned
  * memory is not to be had (then the transfer builds entries).  The kernel
  * reads the device copy: entries from pinned memory cost it a PCIe round
- * trip per round of entries (docs/PERFORMANCE.md, "Batched transfers"). */
+ * trip per round of entries (docs/PERFORMANCE.md, section 5). */
 static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev, uint64_t *dtab)
 {
     gw_batch_lent_t *t = atomic_load(&l->tab);

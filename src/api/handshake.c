@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -29,6 +30,7 @@
 #include "api/auth.h"
 #include "bootstrap/wire.h"
 #include "core/sock.h"
+#include "transport/base/liveness.h"
 
 
 #define BLOB_MAX 1024
@@ -51,6 +53,7 @@ struct gw_hs {
     size_t in_len, in_need;
     uint8_t nonce_local[GW_HS_NONCE_LEN], nonce_peer[GW_HS_NONCE_LEN];
     uint64_t peer_host;
+    uint32_t peer_pid;   /* the peer's pid when it is on this host in our pid namespace, else 0 */
     uint64_t deadline_ns;
     gw_tl_ep_t *tl_eps[GW_TL_COUNT];
     uint8_t peer_blob[BLOB_MAX];
@@ -252,12 +255,36 @@ static void server_on_join(gw_hs_t *hs, const gw_hs_msg_t *m)
     hs_free(hs);
 }
 
+/* This process's pid namespace (the inode of /proc/self/ns/pid), 0 unknown. */
+static uint64_t pid_ns(void)
+{
+    struct stat sb;
+    return stat("/proc/self/ns/pid", &sb) == 0 ? ((uint64_t)sb.st_dev << 40) ^ (uint64_t)sb.st_ino : 0;
+}
+
+/* Takes the peer's pid from its HELLO or ACCEPT where it means the same
+ * process here: the same host and the same pid namespace. */
+static void note_peer_pid(gw_hs_t *hs, const gw_hs_msg_t *m)
+{
+    uint64_t ns = pid_ns();
+    hs->peer_pid = m->pid && ns && m->pid_ns == ns && m->host_id == hs->ctx->core.host_id ? m->pid : 0;
+}
+
+static void put_pid(gw_hs_msg_t *m)
+{
+    m->pid = (uint32_t)getpid();
+    m->pid_ns = pid_ns();
+    if (!m->pid_ns)
+        m->pid = 0;
+}
+
 static gw_status_t hs_send_accept(gw_hs_t *hs, gw_hs_msg_t *a, uint64_t peer_uuid)
 {
     gw_context_t *ctx = hs->ctx;
     a->type = GW_HS_ACCEPT;
     a->uuid = ctx->core.uuid;
     a->host_id = ctx->core.host_id;
+    put_pid(a);
     gw_random_bytes(hs->nonce_local, GW_HS_NONCE_LEN);
     memcpy(a->nonce, hs->nonce_local, GW_HS_NONCE_LEN);
     a->has_nonce = 1;
@@ -313,6 +340,7 @@ static void server_on_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
     }
     memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
     hs->peer_host = m->host_id;
+    note_peer_pid(hs, m);
     /* choose: the client's order, among what both can use */
     char reasons[512] = "";
     size_t rl = 0;
@@ -406,6 +434,11 @@ static gw_status_t finish_ep(gw_hs_t *hs, gw_tl_peer_t *peer)
     hs->fd = -1; /* owned by the transport or the endpoint now */
     ep->state = GW_EP_READY;
     ep->base.last_rx_ns = gw_now_ns();
+    /* a peer process of this host is judged by its process state when
+     * silent, so its local work never makes it look dead (the transport
+     * may have set it already: intra knows the pid from its own probe) */
+    if (!ep->base.peer_pid && hs->peer_pid)
+        gw_liveness_set_peer_pid(&ep->base, (int)hs->peer_pid);
     ep->ops->ep_describe(ep->tl, ep->path, sizeof(ep->path));
     return GW_OK;
 }
@@ -491,6 +524,7 @@ static void client_on_accept(gw_hs_t *hs, const gw_hs_msg_t *m)
     memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
     ep->peer_uuid = m->uuid;
     hs->peer_host = m->host_id;
+    note_peer_pid(hs, m);
     gw_hs_msg_t c;
     memset(&c, 0, sizeof(c));
     c.type = GW_HS_CONFIRM;
@@ -716,6 +750,7 @@ gw_status_t gw_hs_connect(gw_ep_t *ep, int fd, const struct sockaddr_storage *ss
     h.type = GW_HS_HELLO;
     h.uuid = core->uuid;
     h.host_id = core->host_id;
+    put_pid(&h);
     h.flags = ctx->auth_enabled ? GW_HS_FLAG_AUTH : 0;
     gw_random_bytes(hs->nonce_local, GW_HS_NONCE_LEN);
     memcpy(h.nonce, hs->nonce_local, GW_HS_NONCE_LEN);

@@ -106,6 +106,7 @@ struct gw_names {
     pthread_cond_t cv;
     int stop;
     int64_t lease;
+    int name_lost;      /* our lease ran out and another agent registered the name meanwhile */
     kv_reg_t *kvs;
     size_t nkvs, kvcap;
     dir_agent_t *agents;
@@ -608,7 +609,70 @@ static gw_status_t reg_put(names_t *n, const char *key, const char *val, int64_t
     snprintf(n->kvs[i].key, sizeof(n->kvs[i].key), "%s", key);
     snprintf(n->kvs[i].val, sizeof(n->kvs[i].val), "%s", val);
     pthread_mutex_unlock(&n->mu);
+    if (!lease) /* not registered now (the name is held by another agent): put when registered again */
+        return GW_OK;
     return gw_etcd_put(&n->etcd, key, val, strlen(val), lease, rev, why, whylen);
+}
+
+/* Describes who holds an agent key (the kv etcd returned): address, pid,
+ * host, context, and how long its lease has left. */
+static void holder_text(names_t *n, const gw_etcd_kv_t *kv, char *out, size_t cap)
+{
+    gw_json_t root, v;
+    size_t used;
+    char addr[80] = "?", host[128] = "?", uu[32] = "?";
+    int64_t pid = 0, ttl = -1;
+    if (kv->value_len && gw_json_value(kv->value, kv->value_len, &root, &used) == 1) {
+        if (gw_json_get(root, "addr", &v))
+            gw_json_string(v, addr, sizeof(addr));
+        if (gw_json_get(root, "host", &v))
+            gw_json_string(v, host, sizeof(host));
+        if (gw_json_get(root, "uuid", &v))
+            gw_json_string(v, uu, sizeof(uu));
+        if (gw_json_get(root, "pid", &v))
+            gw_json_i64(v, &pid);
+    }
+    char why[256], lease[96];
+    if (kv->lease && gw_etcd_lease_ttl(&n->etcd, kv->lease, &ttl, why, sizeof(why)) == GW_OK && ttl >= 0)
+        snprintf(lease, sizeof(lease), "its lease %llx has %lld s left", (unsigned long long)kv->lease,
+                 (long long)ttl);
+    else if (kv->lease)
+        snprintf(lease, sizeof(lease), "under lease %llx", (unsigned long long)kv->lease);
+    else
+        snprintf(lease, sizeof(lease), "with no lease (put by hand: it stays until deleted)");
+    snprintf(out, cap, "agent at %s (pid %lld on host %s, context %s, registered at revision %lld), %s", addr,
+             (long long)pid, host, uu, (long long)kv->create_rev, lease);
+}
+
+/* Registers the agent key: only where no live agent holds the name (see
+ * gw_etcd_create); remembered for a re-registration when it went in. */
+static gw_status_t reg_agent(names_t *n, int64_t lease, const char *key, const char *val, int64_t *rev,
+                             gw_etcd_kv_t *holder, char *why, size_t whylen)
+{
+    gw_status_t st = gw_etcd_create(&n->etcd, key, val, strlen(val), lease, rev, holder, why, whylen);
+    if (st != GW_OK)
+        return st;
+    pthread_mutex_lock(&n->mu);
+    size_t i;
+    for (i = 0; i < n->nkvs && strcmp(n->kvs[i].key, key); i++)
+        ;
+    if (i == n->nkvs && n->nkvs == n->kvcap) {
+        size_t c = n->kvcap ? n->kvcap * 2 : 8;
+        kv_reg_t *k = realloc(n->kvs, c * sizeof(*k));
+        if (!k) {
+            pthread_mutex_unlock(&n->mu);
+            snprintf(why, whylen, "out of memory");
+            return GW_ERR_NOMEM;
+        }
+        n->kvs = k;
+        n->kvcap = c;
+    }
+    if (i == n->nkvs)
+        n->nkvs++;
+    snprintf(n->kvs[i].key, sizeof(n->kvs[i].key), "%s", key);
+    snprintf(n->kvs[i].val, sizeof(n->kvs[i].val), "%s", val);
+    pthread_mutex_unlock(&n->mu);
+    return GW_OK;
 }
 
 static void reg_del(names_t *n, const char *key)
@@ -620,8 +684,12 @@ static void reg_del(names_t *n, const char *key)
             n->kvs[i] = n->kvs[--n->nkvs];
             break;
         }
+    int64_t lease = n->lease;
     pthread_mutex_unlock(&n->mu);
-    if (gw_etcd_delete(&n->etcd, key, 0, why, sizeof(why)) != GW_OK)
+    if (!lease) /* not registered now: the key, if any, is another agent's under our name */
+        return;
+    /* only our own entry: after a lost lease another agent may hold the name */
+    if (gw_etcd_delete_leased(&n->etcd, key, lease, why, sizeof(why)) != GW_OK)
         gw_log(GW_LOG_WARN, "names: withdrawing %s from the directory failed: %s", key, why);
 }
 
@@ -800,15 +868,55 @@ static gw_status_t reregister(names_t *n, char *why, size_t whylen)
     gw_status_t st = gw_etcd_grant(&n->etcd, n->ttl_s, &lease, why, whylen);
     if (st != GW_OK)
         return st;
+    char akey[GW_ETCD_KEY_MAX];
+    agent_key(n, n->name, akey, sizeof(akey));
     pthread_mutex_lock(&n->mu);
-    n->lease = lease;
     size_t cnt = n->nkvs;
     kv_reg_t *copy = cnt ? malloc(cnt * sizeof(*copy)) : NULL;
     if (copy)
         memcpy(copy, n->kvs, cnt * sizeof(*copy));
+    int was_lost = n->name_lost;
     pthread_mutex_unlock(&n->mu);
+    if (cnt && !copy) {
+        snprintf(why, whylen, "out of memory");
+        return GW_ERR_NOMEM;
+    }
+    /* the agent key first, and only where nobody took the name meanwhile:
+     * the regions follow it, never the other way round */
+    gw_etcd_kv_t *holder = malloc(sizeof(*holder));
+    for (size_t i = 0; holder && i < cnt && st == GW_OK; i++)
+        if (!strcmp(copy[i].key, akey))
+            st = gw_etcd_create(&n->etcd, akey, copy[i].val, strlen(copy[i].val), lease, NULL, holder, why, whylen);
+    if (!holder)
+        st = GW_ERR_NOMEM;
+    if (st == GW_ERR_BUSY) {
+        char who[400];
+        holder_text(n, holder, who, sizeof(who));
+        if (!was_lost)
+            gw_log(GW_LOG_ERROR, "names: agent \"%s\" lost its name in directory %s: its lease ran out and another "
+                   "agent registered \"%s\" meanwhile (%s); this agent stays unlisted until that agent leaves, "
+                   "then registers again", n->name, n->etcd.url, n->name, who);
+        char w2[64];
+        gw_etcd_revoke(&n->etcd, lease, w2, sizeof(w2));
+        pthread_mutex_lock(&n->mu);
+        n->lease = 0;
+        n->name_lost = 1;
+        pthread_mutex_unlock(&n->mu);
+        free(holder);
+        free(copy);
+        return GW_OK; /* not an error of the directory: tried again every third of the TTL */
+    }
+    free(holder);
+    pthread_mutex_lock(&n->mu);
+    n->lease = lease;
+    n->name_lost = 0;
+    pthread_mutex_unlock(&n->mu);
+    if (st == GW_OK && was_lost)
+        gw_log(GW_LOG_WARN, "names: agent \"%s\" is registered again in directory %s (the name was free again)",
+               n->name, n->etcd.url);
     for (size_t i = 0; copy && i < cnt && st == GW_OK; i++)
-        st = gw_etcd_put(&n->etcd, copy[i].key, copy[i].val, strlen(copy[i].val), lease, NULL, why, whylen);
+        if (strcmp(copy[i].key, akey) != 0)
+            st = gw_etcd_put(&n->etcd, copy[i].key, copy[i].val, strlen(copy[i].val), lease, NULL, why, whylen);
     free(copy);
     return st;
 }
@@ -845,11 +953,14 @@ static void *dir_thread(void *arg)
         uint64_t now = gw_now_ns();
         pthread_mutex_lock(&n->mu);
         int64_t lease = n->lease;
+        int lost = n->name_lost;
         pthread_mutex_unlock(&n->mu);
-        if (lease && now >= next_ka) {
+        if ((lease || lost) && now >= next_ka) {
             int64_t ttl;
-            gw_status_t st = gw_etcd_keepalive(&n->etcd, lease, &ttl, why, sizeof(why));
-            if (st == GW_ERR_NOT_FOUND) {
+            gw_status_t st = lost ? GW_ERR_NOT_FOUND : gw_etcd_keepalive(&n->etcd, lease, &ttl, why, sizeof(why));
+            if (lost) {
+                st = reregister(n, why, sizeof(why));
+            } else if (st == GW_ERR_NOT_FOUND) {
                 gw_log(GW_LOG_WARN, "names: %s; registering agent \"%s\" again", why, n->name);
                 st = reregister(n, why, sizeof(why));
             }
@@ -1008,7 +1119,24 @@ static gw_status_t dir_register(names_t *n)
         val[vl] = '\0';
     }
     agent_key(n, n->name, key, sizeof(key));
-    st = bad ? GW_ERR_INVALID : reg_put(n, key, val, &rev, why, sizeof(why));
+    gw_etcd_kv_t *holder = malloc(sizeof(*holder));
+    st = bad ? GW_ERR_INVALID : !holder ? GW_ERR_NOMEM : reg_agent(n, lease, key, val, &rev, holder, why, sizeof(why));
+    if (st == GW_ERR_BUSY) { /* a live agent holds the name: refused, the holder named */
+        char who[400];
+        holder_text(n, holder, who, sizeof(who));
+        free(holder);
+        gw_etcd_revoke(&n->etcd, lease, why, sizeof(why));
+        pthread_mutex_lock(&n->mu);
+        n->lease = 0;
+        n->nkvs = 0;
+        pthread_mutex_unlock(&n->mu);
+        return gw_err(core, GW_ERR_BUSY,
+                      "gw_agent_listen(%s): the name is held by a live agent in directory %s (key %s): %s; the name "
+                      "is free again when that agent ends (its listener destroyed) or its lease runs out "
+                      "(GPUWIRE_DIRECTORY_TTL)",
+                      n->name, n->etcd.url, key, who);
+    }
+    free(holder);
     for (size_t i = 0; st == GW_OK && i < n->npubs; i++) {
         char rk[GW_ETCD_KEY_MAX], rv[256];
         region_key(n, n->pubs[i].name, rk, sizeof(rk));
@@ -1075,6 +1203,7 @@ void gw_names_listener_gone(gw_listener_t *l)
         int64_t lease = n->lease;
         n->lease = 0;
         n->nkvs = 0;
+        n->name_lost = 0;
         pthread_mutex_unlock(&n->mu);
         if (lease && gw_etcd_revoke(&n->etcd, lease, why, sizeof(why)) != GW_OK)
             gw_log(GW_LOG_WARN, "names: withdrawing agent \"%s\" from directory %s failed: %s (its lease runs out in "

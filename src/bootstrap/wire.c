@@ -9,7 +9,7 @@
 enum {
     T_UUID = 1, T_HOST = 2, T_TOKEN = 3, T_FLAGS = 4, T_NONCE = 5, T_MAC = 6,
     T_PREF = 7, T_BLOB = 8, T_STATUS = 9, T_TEXT = 10, T_CHOSEN = 11, T_STREAM = 12,
-    T_TABLE = 13, T_TABLE_MAC = 14, T_TABLE_OFF = 15
+    T_TABLE = 13, T_TABLE_MAC = 14, T_TABLE_OFF = 15, T_PID = 16
 };
 
 gw_status_t gw_hs_decode_header(const uint8_t *hdr, size_t len, uint16_t *version, uint16_t *type,
@@ -119,6 +119,7 @@ gw_status_t gw_hs_decode(const uint8_t *buf, size_t len, gw_hs_msg_t *out, char 
         case T_TABLE: out->table = p; out->table_len = (uint16_t)tlen; break; /* names_wire.c checks it */
         case T_TABLE_MAC: NEED(GW_HS_MAC_LEN); memcpy(out->table_mac, p, tlen); out->has_table_mac = 1; break;
         case T_TABLE_OFF: NEED(4); out->table_off = gw_get_u32(p); out->has_table_off = 1; break;
+        case T_PID: NEED(12); out->pid = gw_get_u32(p); out->pid_ns = gw_get_u64(p + 4); break;
         default: break; /* newer field: skip */
         }
         p += tlen;
@@ -191,6 +192,7 @@ size_t gw_hs_encode(const gw_hs_msg_t *m, uint8_t *buf, size_t cap)
     if (m->table_len) put_tlv(&e, T_TABLE, m->table, m->table_len);
     if (m->has_table_mac) put_tlv(&e, T_TABLE_MAC, m->table_mac, GW_HS_MAC_LEN);
     if (m->has_table_off) { gw_put_u32(tmp, m->table_off); put_tlv(&e, T_TABLE_OFF, tmp, 4); }
+    if (m->pid) { gw_put_u32(tmp, m->pid); gw_put_u64(tmp + 4, m->pid_ns); put_tlv(&e, T_PID, tmp, 12); }
     if (e.overflow || e.len - GW_HS_HDR_LEN > GW_HS_MAX_BODY)
         return 0;
     gw_put_u32(buf, GW_HS_MAGIC);

@@ -11,6 +11,9 @@
  * connection of an established endpoint (tcp stripes).  READY may carry
  * the server's names table (TLV 13) and its HMAC (TLV 14); a table-only
  * HELLO may ask for the piece of the table from an offset (TLV 15).
+ * HELLO and ACCEPT carry the sender's pid and pid namespace (TLV 16): a
+ * peer on the same host in the same namespace judges its liveness by its
+ * process state (transport/base/liveness.h).
  *
  * Packed remote key:
  *   0  u32 magic "GWRK"  4 u16 version  6 u16 total length
@@ -90,6 +93,9 @@ typedef struct gw_hs_msg {
      * (the READY then carries a names_wire.h piece, not a table) */
     int has_table_off;
     uint32_t table_off;
+    /* HELLO, ACCEPT: the sender's pid and pid namespace (0: not sent) */
+    uint32_t pid;
+    uint64_t pid_ns;
 } gw_hs_msg_t;
 
 /* Header check: GW_OK with *type and *body_len, GW_ERR_PROTOCOL (bad magic,

@@ -231,6 +231,15 @@ const char *gw_settings_test_hook(const char *name)
     return getenv(name);
 }
 
+const char *gw_settings_foreign(const char *name)
+{
+    static const char *const known[] = {"NCCL_NET_GDR_LEVEL"};
+    for (size_t i = 0; name && i < sizeof(known) / sizeof(known[0]); i++)
+        if (strcmp(name, known[i]) == 0)
+            return getenv(name);
+    return NULL;
+}
+
 int gw_settings_is_env(const gw_settings_t *s, gw_setting_id_t id)
 {
     if ((unsigned)id >= GW_SET_COUNT)

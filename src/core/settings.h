@@ -33,6 +33,10 @@ const char *gw_settings_env(gw_setting_id_t id);
  * the project's tests only), or NULL when unset.  Here so that the registry
  * stays the one reader of the environment. */
 const char *gw_settings_test_hook(const char *name);
+/* Another program's variable that gpuwire code must respect, or NULL when
+ * unset: only the names listed in settings.c (NCCL_NET_GDR_LEVEL, which the
+ * NCCL plugin leaves alone when the user set it).  Never a GPUWIRE_* setting. */
+const char *gw_settings_foreign(const char *name);
 /* Whether a setting came from the environment (s NULL: the process's now). */
 int gw_settings_is_env(const gw_settings_t *s, gw_setting_id_t id);
 /* The root of the sysfs tree (GPUWIRE_SYSFS_ROOT, else /sys; empty counts

@@ -172,6 +172,86 @@ gw_status_t gw_etcd_put(gw_etcd_t *e, const char *key, const void *val, size_t v
     return st;
 }
 
+gw_status_t gw_etcd_create(gw_etcd_t *e, const char *key, const void *val, size_t vlen, int64_t lease, int64_t *rev,
+                           gw_etcd_kv_t *holder, char *why, size_t whylen)
+{
+    char k[GW_ETCD_KEY_MAX * 2];
+    char v[((GW_ETCD_VALUE_MAX + 2) / 3) * 4 + 8];
+    if (vlen > GW_ETCD_VALUE_MAX || b64_key(key, 0, k, sizeof(k)) != 0 || !gw_b64_encode(val, vlen, v, sizeof(v))) {
+        snprintf(why, whylen, "etcd create %s: key or value too long (%zu bytes, limit %d)", key, vlen,
+                 GW_ETCD_VALUE_MAX);
+        return GW_ERR_INVALID;
+    }
+    char ls[48] = "";
+    if (lease)
+        snprintf(ls, sizeof(ls), ",\"lease\":\"%lld\"", (long long)lease);
+    /* one transaction: put only where the key has never been created (or was
+     * deleted since, e.g. its lease ran out); otherwise read who holds it */
+    char body[sizeof(k) * 3 + sizeof(v) + 256];
+    snprintf(body, sizeof(body),
+             "{\"compare\":[{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}],"
+             "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"%s}}],"
+             "\"failure\":[{\"request_range\":{\"key\":\"%s\"}}]}",
+             k, k, v, ls, k);
+    gw_buf_t out = {0};
+    gw_json_t root, x, resps, one, rr, kvs, kv;
+    if (holder)
+        memset(holder, 0, sizeof(*holder));
+    gw_status_t st = call(e, "/v3/kv/txn", body, &out, &root, why, whylen);
+    if (st != GW_OK)
+        goto done;
+    if (gw_json_get(root, "succeeded", &x) && gw_json_true(x)) {
+        if (rev)
+            *rev = header_rev(root);
+        goto done;
+    }
+    st = GW_ERR_BUSY;
+    snprintf(why, whylen, "etcd at %s: key %s exists", e->url, key);
+    size_t it = 0, it2 = 0;
+    if (holder && gw_json_get(root, "responses", &resps) && gw_json_next(resps, &it, &one) &&
+        gw_json_get(one, "response_range", &rr) && gw_json_get(rr, "kvs", &kvs) && gw_json_next(kvs, &it2, &kv) &&
+        gw_etcd_parse_kv(kv.p, kv.n, holder) != 0) {
+        snprintf(why, whylen, "etcd at %s: malformed kv in a txn answer", e->url);
+        st = GW_ERR_PROTOCOL;
+    }
+done:
+    gw_buf_free(&out);
+    return st;
+}
+
+gw_status_t gw_etcd_delete_leased(gw_etcd_t *e, const char *key, int64_t lease, char *why, size_t whylen)
+{
+    char k[GW_ETCD_KEY_MAX * 2];
+    if (b64_key(key, 0, k, sizeof(k)) != 0) {
+        snprintf(why, whylen, "etcd delete: bad key \"%s\"", key);
+        return GW_ERR_INVALID;
+    }
+    char body[sizeof(k) * 2 + 256];
+    snprintf(body, sizeof(body),
+             "{\"compare\":[{\"key\":\"%s\",\"target\":\"LEASE\",\"result\":\"EQUAL\",\"lease\":\"%lld\"}],"
+             "\"success\":[{\"request_delete_range\":{\"key\":\"%s\"}}]}",
+             k, (long long)lease, k);
+    gw_buf_t out = {0};
+    gw_json_t root;
+    gw_status_t st = call(e, "/v3/kv/txn", body, &out, &root, why, whylen);
+    gw_buf_free(&out);
+    return st;
+}
+
+gw_status_t gw_etcd_lease_ttl(gw_etcd_t *e, int64_t lease, int64_t *ttl, char *why, size_t whylen)
+{
+    char body[64];
+    snprintf(body, sizeof(body), "{\"ID\":\"%lld\"}", (long long)lease);
+    gw_buf_t out = {0};
+    gw_json_t root, v;
+    *ttl = -1;
+    gw_status_t st = call(e, "/v3/lease/timetolive", body, &out, &root, why, whylen);
+    if (st == GW_OK && gw_json_get(root, "TTL", &v))
+        gw_json_i64(v, ttl);
+    gw_buf_free(&out);
+    return st;
+}
+
 /* The request body naming KEY, or every key under the prefix KEY
  * (deleterange and range take the same one). */
 #define KEY_BODY_MAX (GW_ETCD_KEY_MAX * 4 + 64)

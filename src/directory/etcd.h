@@ -43,6 +43,18 @@ gw_status_t gw_etcd_revoke(gw_etcd_t *e, int64_t lease, char *why, size_t whylen
 /* *rev: the store's revision after the put (the key's mod_revision). */
 gw_status_t gw_etcd_put(gw_etcd_t *e, const char *key, const void *val, size_t vlen, int64_t lease,
                         int64_t *rev, char *why, size_t whylen);
+/* Puts key=val (under lease when non-zero) only if the key does not exist,
+ * in one etcd transaction (compare create_revision == 0): two callers racing
+ * for one key cannot both win.  GW_OK (*rev: the revision of the put), or
+ * GW_ERR_BUSY when the key exists (*holder, when given: its kv as it stood
+ * at that revision, lease included). */
+gw_status_t gw_etcd_create(gw_etcd_t *e, const char *key, const void *val, size_t vlen, int64_t lease, int64_t *rev,
+                           gw_etcd_kv_t *holder, char *why, size_t whylen);
+/* Deletes key only while it is under lease (one transaction): a key that
+ * another holder put since is left alone.  GW_OK either way. */
+gw_status_t gw_etcd_delete_leased(gw_etcd_t *e, const char *key, int64_t lease, char *why, size_t whylen);
+/* Seconds lease has left; -1 when it expired or was revoked. */
+gw_status_t gw_etcd_lease_ttl(gw_etcd_t *e, int64_t lease, int64_t *ttl, char *why, size_t whylen);
 gw_status_t gw_etcd_delete(gw_etcd_t *e, const char *key, int prefix, char *why, size_t whylen);
 /* Every kv under key (prefix) or the one key; cb returns non-zero to stop.
  * *rev: the store's revision of the answer. */

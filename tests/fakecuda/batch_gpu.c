@@ -399,7 +399,7 @@ int main(void)
     /* 1b. (BATCH_GPU_HOSTALLOC_MAX) the same put 10 times more: over tcp with
      * small frames each frame's scatter holds a pinned buffer while it runs;
      * the target must bound those and reuse its kept buffers, not allocate
-     * one per frame (issue #13: cuMemHostAlloc per frame made batches 4x
+     * one per frame (a cuMemHostAlloc per frame made batches 4x
      * slower on a real GPU) */
     const char *max_alloc = getenv("BATCH_GPU_HOSTALLOC_MAX");
     if (max_alloc) {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # setup_noapt.sh SRC BUILD [FAKECUDA_LIB] - the set-up where the package
-# manager cannot help (issue #12): apt-get, dpkg and dpkg-query on PATH
+# manager cannot help: apt-get, dpkg and dpkg-query on PATH
 # refuse everything, as on a GPU server with no registry in reach.
 #  1. the tools being here is enough: install-deps exits 0 for every step;
 #     an optional thing that is absent (iperf3, qperf hidden from PATH) gets

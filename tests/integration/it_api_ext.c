@@ -1,4 +1,4 @@
-/* it_api_ext.c - the API added for issue #11, over the transport
+/* it_api_ext.c - cancel, probe, wait-any, request detail, over the transport
  * GPUWIRE_TRANSPORTS names (ctest runs it over tcp and intra):
  *   1. gw_request_cancel() withdraws a posted receive (GW_ERR_CANCELED, and
  *      the message goes to the next receive); gw_request_free() of a posted

@@ -1,29 +1,37 @@
-/* it_defects.c - regression cases of issue #11, one per defect, each run by
+/* it_defects.c - regression cases, one per defect found, each run by
  * name (argv[1]) over the transport GPUWIRE_TRANSPORTS names (ctest runs
  * every case over tcp and over intra):
  *   notify_order  put_notify of 1 MiB followed by small ones: every
  *                 notification arrives, in order, and the requests report
- *                 their length (defects 1 and 3)
+ *                 their length
  *   killed        a put and a get to a peer process that was killed fail
- *                 with an endpoint error (defect 4)
- *   frozen_get    a peer frozen with SIGSTOP while only a get is outstanding
- *                 (defect 2): tcp fails it with GW_ERR_PEER_TIMEOUT; intra
+ *                 with an endpoint error
+ *   frozen_get    a peer frozen with SIGSTOP while only a get is outstanding:
+ *                 tcp fails it with GW_ERR_PEER_TIMEOUT; intra
  *                 completes it (CMA needs no help from the peer)
  *   frozen_recv   the same with only a posted receive: both fail it with
- *                 GW_ERR_PEER_TIMEOUT (defect 2)
+ *                 GW_ERR_PEER_TIMEOUT
  *   accept_close  the server closes every endpoint right after gw_accept:
  *                 the client's connect succeeds and its endpoint then fails
- *                 with an endpoint error; the server logs no warning (defect 6)
+ *                 with an endpoint error; the server logs no warning
  *   bad_args      gw_listen(ctx, NULL) and gw_rkey_unpack(ep, NULL, n) are
- *                 GW_ERR_INVALID with a message naming the NULL (defect 8)
+ *                 GW_ERR_INVALID with a message naming the NULL
  *   settings      a setting that does not parse fails gw_context_create()
- *                 whatever transports are allowed (defect 5)
+ *                 whatever transports are allowed
  *   idle_recv     an endpoint left without progress calls for longer than
  *                 the peer timeout, then given a receive: the receive waits
  *                 for its message (it failed at once with a false
  *                 GW_ERR_PEER_TIMEOUT: posting a receive did not restart
- *                 the peer's silence clock, as posting a put does) */
+ *                 the peer's silence clock, as posting a put does)
+ *   busy_peer     the peer connects, then does local work without any
+ *                 progress call (a sleep of 2.5 peer timeouts, as a server
+ *                 preparing gigabytes of buffers) before its first
+ *                 transfer, while this side waits on a receive and a send
+ *                 to it: both complete, the endpoint stays healthy (it
+ *                 failed with GW_ERR_PEER_TIMEOUT: silence alone was taken
+ *                 for death, though the peer process was alive) */
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +82,7 @@ static void finish(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk)
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
 }
 
-/* ---- defects 1 and 3 ----------------------------------------------------------- */
+/* ---- notify_order ------------------------------------------------------------ */
 static void case_notify_order(void)
 {
     enum { ROUNDS = 8, BIG = 1u << 20, SMALL = 4096 };
@@ -118,7 +126,7 @@ static void case_notify_order(void)
     finish(ctx, ep, rk);
 }
 
-/* ---- defect 4 ------------------------------------------------------------------ */
+/* ---- killed ------------------------------------------------------------------ */
 static void case_killed(void)
 {
     gw_context_t *ctx = ctx_with("GPUWIRE_PEER_TIMEOUT_MS", "10000");
@@ -153,7 +161,7 @@ static void case_killed(void)
     finish(ctx, ep, rk);
 }
 
-/* ---- defect 2 ------------------------------------------------------------------ */
+/* ---- frozen_get, frozen_recv ------------------------------------------------- */
 static void case_frozen(int recv)
 {
     gw_context_t *ctx = ctx_with("GPUWIRE_PEER_TIMEOUT_MS", "1000");
@@ -193,6 +201,92 @@ static void case_frozen(int recv)
     finish(ctx, ep, rk);
 }
 
+/* ---- local work on the peer's side (found by gpuwire perf --size 2G) ----------- */
+static void case_busy_peer(void)
+{
+    enum { LEN = 4096 };
+    const int work_ms = 2500; /* 2.5 peer timeouts */
+    setenv("GPUWIRE_PEER_TIMEOUT_MS", "1000", 1);
+    int p[2], q[2]; /* p: the peer's address; q: closed when this side is done */
+    REQUIRE(pipe(p) == 0 && pipe(q) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) { /* the busy peer */
+        close(p[0]);
+        close(q[1]);
+        gw_context_t *c = it_ctx();
+        gw_listener_t *l;
+        IT_OK(c, gw_listen(c, "127.0.0.1:0", &l));
+        char addr[128];
+        IT_OK(c, gw_listener_addr(l, addr, sizeof(addr)));
+        if (write(p[1], addr, strlen(addr) + 1) != (ssize_t)strlen(addr) + 1)
+            _exit(2);
+        gw_ep_t *ep;
+        IT_OK(c, gw_accept(l, 10000, &ep));
+        usleep((useconds_t)work_ms * 1000); /* local work: no progress call */
+        uint8_t *in = it_alloc(LEN), *out = it_alloc(LEN);
+        memset(out, 0xb2, LEN);
+        gw_request_t *r, *s;
+        IT_OK(c, gw_recv(ep, in, LEN, NULL, 1, ~0ull, &r));
+        IT_OK(c, gw_send(ep, out, LEN, NULL, 2, &s));
+        gw_status_t rs = it_wait_free(r, 10000), ss = it_wait_free(s, 10000);
+        int ok = rs == GW_OK && ss == GW_OK && in[0] == 0xa1 && in[LEN - 1] == 0xa1;
+        if (!ok)
+            fprintf(stderr, "  busy peer: recv %s, send %s: %s\n", gw_status_name(rs), gw_status_name(ss),
+                    gw_last_error(c));
+        /* progress until the other side has what it waits for, then go */
+        double end = it_now() + 20;
+        struct pollfd pf = {.fd = q[0], .events = POLLIN};
+        while (poll(&pf, 1, 0) == 0 && it_now() < end) {
+            if (gw_progress(c) == 0)
+                gw_context_wait(c, 10);
+        }
+        gw_ep_close(ep, 2000);
+        gw_listener_destroy(l);
+        gw_context_destroy(c);
+        _exit(ok ? 0 : 1);
+    }
+    close(p[1]);
+    close(q[0]);
+    gw_context_t *ctx = it_ctx();
+    unsetenv("GPUWIRE_PEER_TIMEOUT_MS");
+    char addr[128] = "";
+    size_t got = 0;
+    while (got < sizeof(addr)) {
+        ssize_t n = read(p[0], addr + got, sizeof(addr) - got);
+        REQUIRE(n > 0);
+        got += (size_t)n;
+        if (memchr(addr, '\0', got))
+            break;
+    }
+    gw_ep_t *ep = it_connect(ctx, addr);
+    uint8_t *in = it_alloc(LEN), *out = it_alloc(LEN);
+    memset(out, 0xa1, LEN);
+    double t0 = it_now();
+    gw_request_t *r, *s;
+    IT_OK(ctx, gw_recv(ep, in, LEN, NULL, 2, ~0ull, &r));
+    IT_OK(ctx, gw_send(ep, out, LEN, NULL, 1, &s));
+    gw_status_t rs = it_wait_free(r, 15000), ss = it_wait_free(s, 15000);
+    double took = it_now() - t0;
+    gw_ep_info_t info = {.size = sizeof(info)};
+    IT_OK(ctx, gw_ep_query(ep, &info));
+    fprintf(stderr, "  recv and send to a peer busy for %d ms (peer timeout 1000 ms): %s, %s after %.2f s; "
+            "endpoint %s (%s)\n", work_ms, gw_status_name(rs), gw_status_name(ss), took, gw_status_name(info.error),
+            info.error_detail);
+    CHECK_ST(rs, GW_OK);
+    CHECK_ST(ss, GW_OK);
+    CHECK_ST(info.error, GW_OK);
+    CHECK(in[0] == 0xb2 && in[LEN - 1] == 0xb2);
+    CHECK(took >= work_ms / 1e3 - 0.2); /* it did wait for the peer's work */
+    close(p[0]);
+    close(q[1]); /* the peer may go */
+    CHECK(gwt_wait(pid, 20) == 0);
+    free(in);
+    free(out);
+    CHECK_ST(gw_ep_close(ep, 2000), GW_OK);
+    CHECK_ST(gw_context_destroy(ctx), GW_OK);
+}
+
 /* ---- a receive after an idle spell (found by the Python tests) ----------------- */
 static void case_idle_recv(void)
 {
@@ -230,7 +324,7 @@ static void case_idle_recv(void)
     finish(ctx, ep, rk);
 }
 
-/* ---- defect 6 ------------------------------------------------------------------ */
+/* ---- accept_close ------------------------------------------------------------ */
 enum { CYCLES = 40 };
 static gwt_chan_t g_pc, g_cc;
 
@@ -333,7 +427,7 @@ static void case_accept_close(void)
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
 }
 
-/* ---- defect 8 ------------------------------------------------------------------ */
+/* ---- bad_args ---------------------------------------------------------------- */
 static void case_bad_args(void)
 {
     gw_context_t *ctx = it_ctx();
@@ -357,7 +451,7 @@ static void case_bad_args(void)
     finish(ctx, ep, rk);
 }
 
-/* ---- defect 5 ------------------------------------------------------------------ */
+/* ---- settings ---------------------------------------------------------------- */
 static void expect_config_error(const char *name, const char *value)
 {
     const char *keep = getenv("GPUWIRE_TRANSPORTS");
@@ -421,6 +515,8 @@ int main(int argc, char **argv)
         case_settings();
     else if (!strcmp(c, "idle_recv"))
         case_idle_recv();
+    else if (!strcmp(c, "busy_peer"))
+        case_busy_peer();
     else {
         fprintf(stderr, "unknown case '%s'\n", c);
         return 2;

@@ -1,10 +1,10 @@
 #!/bin/sh
-# tool_info_json.sh GPUWIRE SETTINGS_DEF - `gpuwire info --json` (issue #11,
-# defect 7): one JSON object with everything the text form prints (version,
+# tool_info_json.sh GPUWIRE SETTINGS_DEF - `gpuwire info --json`:
+# one JSON object with everything the text form prints (version,
 # features, context status, transports with their reasons, every setting of
 # settings.def with value, source, default and help, unknown GPUWIRE_* names)
 # and with --topo the topology; a setting that does not parse makes info fail
-# whatever transports are allowed (defect 5).
+# whatever transports are allowed.
 set -u
 tool=$1 def=$2
 fail=0

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -220,6 +221,7 @@ int gwt_etcd_start(gwt_etcd_t *e)
     e->pid = fork();
     REQUIRE(e->pid >= 0);
     if (e->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that exits early (a failed REQUIRE) leaves no etcd behind */
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2(fd, 1);

@@ -1,6 +1,6 @@
 /* nccl_driver.c - drives libnccl-net-gpuwire.so the way NCCL's proxy does.
  *
- *   nccl_driver PLUGIN.so [--version 8|9|10|11] [--mem host|cuda] [--max BYTES]
+ *   nccl_driver PLUGIN.so [--version 8|9|10|11|12] [--mem host|cuda] [--max BYTES]
  *               [--rounds N] [--no-inject] [--expect-transport tcp|intra|verbs] [--late-recv MS]
  *               [--init-fails]
  *
@@ -46,7 +46,8 @@ static const ncclNet_v8_t *n8;
 static const ncclNet_v9_t *n9;
 static const ncclNet_v10_t *n10;
 static const ncclNet_v11_t *n11;
-static void *g_ctx; /* v11 */
+static const ncclNet_v12_t *n12; /* v12: also set as n11 (same slots), only getProperties differs */
+static void *g_ctx; /* v11, v12 */
 
 static void logger(ncclDebugLogLevel lvl, unsigned long flags, const char *file, int line, const char *fmt, ...)
 {
@@ -94,6 +95,9 @@ static void load(void)
     n9 = g_ver == 9 ? p : NULL;
     n10 = g_ver == 10 ? p : NULL;
     n11 = g_ver == 11 ? p : NULL;
+    n12 = g_ver == 12 ? p : NULL;
+    if (n12) /* every slot but getProperties has v11's type and position */
+        n11 = (const ncclNet_v11_t *)p;
     REQUIRE(strcmp(*(const char *const *)p, "gpuwire") == 0);
 }
 
@@ -110,7 +114,13 @@ static ncclResult_t d_init(void)
 
 static void d_props(int dev, int *ptr, int *maxrecvs, const char **name)
 {
-    if (n11) {
+    if (n12) {
+        ncclNetProperties_v12_t p;
+        REQUIRE(n12->getProperties(dev, &p) == ncclSuccess);
+        *ptr = p.ptrSupport, *maxrecvs = p.maxRecvs, *name = p.name;
+        CHECK(p.maxMultiRequestSize == 1 && p.vProps.ndevs == 1 && p.vProps.devs[0] == dev &&
+              p.maxP2pBytes >= (1u << 30) && p.railId == NCCL_NET_ID_UNDEF && p.planeId == NCCL_NET_ID_UNDEF);
+    } else if (n11) {
         ncclNetProperties_v11_t p;
         REQUIRE(n11->getProperties(dev, &p) == ncclSuccess);
         *ptr = p.ptrSupport, *maxrecvs = p.maxRecvs, *name = p.name;
@@ -585,7 +595,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    REQUIRE(g_ver >= 8 && g_ver <= 11 && g_max >= 16 && g_rounds >= 1);
+    REQUIRE(g_ver >= 8 && g_ver <= 12 && g_max >= 16 && g_rounds >= 1);
     if (g_cuda) { /* skip when there is no driver, probed in a child: CUDA does not survive fork() */
         int probe = gwt_spawn(cuda_probe, NULL);
         int prc = gwt_wait(probe, 60);

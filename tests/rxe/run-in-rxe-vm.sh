@@ -227,7 +227,7 @@ gid_index() {  # print the index of the RoCEv2 IPv4-mapped GID of $1, waiting up
 # retried (completer_retry_err), and now and then this kernel's rxe_completer
 # moved a QP to the error state with no error completion (a WARNING in
 # rxe_completer in dmesg): gpuwire saw only the flush of a posted receive
-# (verbs_api rxea rxeb under load, issue #10).  Deep backlog: no send_err.
+# (verbs_api rxea rxeb under load).  Deep backlog: no send_err.
 sysctl -qw net.core.netdev_max_backlog=65536 || bail "netdev_max_backlog"
 ip link add dummy0 type dummy && ip addr add 192.168.77.1/24 dev dummy0 && ip link set dummy0 up || bail "dummy0"
 rdma link add rxe0 type rxe netdev dummy0 || bail "rdma link add rxe0"

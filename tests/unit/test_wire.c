@@ -17,6 +17,8 @@ static void test_hs(void)
     m.type = GW_HS_ACCEPT;
     m.uuid = 0x0102030405060708ull;
     m.host_id = 0x1112131415161718ull;
+    m.pid = 4321;
+    m.pid_ns = 0x4026531836ull;
     m.token = 0x2122232425262728ull;
     m.flags = GW_HS_FLAG_AUTH;
     m.has_nonce = m.has_mac = 1;
@@ -42,6 +44,7 @@ static void test_hs(void)
     CHECK_ST(gw_hs_decode(buf, n, &d, why, sizeof(why)), GW_OK);
     CHECK(d.type == m.type && d.version == GW_HS_VERSION);
     CHECK(d.uuid == m.uuid && d.host_id == m.host_id && d.token == m.token && d.flags == m.flags);
+    CHECK(d.pid == 4321 && d.pid_ns == m.pid_ns); /* TLV 16 */
     CHECK(d.has_nonce && !memcmp(d.nonce, m.nonce, GW_HS_NONCE_LEN));
     CHECK(d.has_mac && !memcmp(d.mac, m.mac, GW_HS_MAC_LEN));
     CHECK(d.npref == 2 && d.pref[0] == 2 && d.pref[1] == 0);

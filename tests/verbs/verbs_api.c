@@ -551,7 +551,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "registration cache: %llu misses, %llu hits\n",
             (unsigned long long)vif->rcache_misses, (unsigned long long)vif->rcache_hits);
     CHECK(vif->rcache_misses - miss0 <= 1);
-    /* small-put posting policy (issue #14): a put on an idle endpoint goes to
+    /* small-put posting policy: a put on an idle endpoint goes to
      * the device inside gw_put; puts queued behind it go out chained, several
      * WRs per ibv_post_send, with only some of them signalled; a put within
      * the device's inline limit is posted inline (no key for its buffer) */
@@ -589,10 +589,10 @@ int main(int argc, char **argv)
         wait_ok(r, 20000, "get after small puts");
         CHECK(memcmp(back, vals, sizeof(back)) == 0);
     }
-    /* completion moderation (issues #14, #10; verbs_post.c "Signalling") */
+    /* completion moderation (verbs_post.c "Signalling") */
     moderation(ctx, ep, rk, base);
-    /* a batched put and get longer than the send queues (issue #13,
-     * verbs_batch.c): 2 x GW_VERBS_SQ_DEPTH + 400 scattered entries over the
+    /* a batched put and get longer than the send queues
+     * (verbs_batch.c): 2 x GW_VERBS_SQ_DEPTH + 400 scattered entries over the
      * queue pairs wrap their send queues in mid-batch; a pass hands each
      * queue pair what it has room for in one ibv_post_send (one doorbell per
      * queue pair per pass), unsignalled but for every depth/4-th WR; one
@@ -638,7 +638,7 @@ int main(int argc, char **argv)
             CHECK(wrs > (uint64_t)vep->nqps * vep->qps[0].depth); /* the send queues wrapped */
         /* a whole send queue per doorbell on the first pass, then what each
          * signalled completion (every depth/4-th WR) frees: a few dozen
-         * posts at most, not one per 32 WRs as before session 18 */
+         * posts at most, not one per 32 WRs */
         CHECK(calls <= (uint64_t)vep->nqps + 4 * wrs / vep->qps[0].depth + 8);
         CHECK(sig < wrs / 8);
         REQUIRE_OK(gw_get(ep, post, NB * BS, NULL, base + roff, rk, &gr));

@@ -104,6 +104,9 @@ typedef struct perf_buf {
     int shm; /* from gw_mem_alloc: gw_mem_dereg frees it */
     void *map;     /* huge: the mapping holding p (munmap'ed on free) */
     size_t maplen;
+    gw_context_t *tick; /* set: zeroing host memory (the first touch of an allocation included)
+                           progresses it every 64 MiB, so a peer on another host waiting on
+                           this side meanwhile sees it alive */
 } perf_buf_t;
 /* 0, or -1 with the reason printed.  huge: a host buffer starts on a 2 MiB
  * boundary in a mapping advised MADV_HUGEPAGE (for measuring without the

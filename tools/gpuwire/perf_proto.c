@@ -403,6 +403,17 @@ static int huge_alloc(perf_buf_t *b, size_t len)
     return 0;
 }
 
+/* Zeroes host memory, progressing b->tick between 64 MiB pieces. */
+static void host_zero(perf_buf_t *b, uint8_t *p, size_t len)
+{
+    const size_t piece = 64u << 20;
+    for (size_t off = 0; off < len; off += piece) {
+        memset(p + off, 0, len - off < piece ? len - off : piece);
+        if (b->tick)
+            gw_progress(b->tick);
+    }
+}
+
 int perf_buf_alloc(perf_buf_t *b, size_t len, int dev, int huge)
 {
     b->len = len;
@@ -413,7 +424,7 @@ int perf_buf_alloc(perf_buf_t *b, size_t len, int dev, int huge)
     if (dev < 0 && huge) {
         if (huge_alloc(b, len) != 0)
             return -1;
-        memset(b->p, 0, len); /* touch every page before measuring */
+        host_zero(b, b->p, len); /* touch every page before measuring */
         return 0;
     }
     if (dev < 0) {
@@ -421,7 +432,7 @@ int perf_buf_alloc(perf_buf_t *b, size_t len, int dev, int huge)
             fprintf(stderr, "gpuwire perf: cannot allocate %zu bytes\n", len);
             return -1;
         }
-        memset(b->p, 0, len); /* touch every page before measuring */
+        host_zero(b, b->p, len); /* touch every page before measuring */
         return 0;
     }
     char why[256];
@@ -473,7 +484,7 @@ void perf_buf_fill(perf_buf_t *b, size_t off, size_t len, uint64_t seed)
 void perf_buf_zero(perf_buf_t *b, size_t off, size_t len)
 {
     if (b->dev < 0)
-        memset(b->p + off, 0, len);
+        host_zero(b, b->p + off, len);
     else
         gw_cuda_get(NULL, 0)->cuMemsetD8((CUdeviceptr)(uintptr_t)(b->p + off), 0, len);
 }

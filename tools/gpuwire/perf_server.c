@@ -87,6 +87,7 @@ static gw_status_t on_hello(srv_t *s, const perf_msg_t *m)
         s->pb = (perf_buf_t){.p = p, .len = 2 * s->max, .dev = -1, .shm = 1};
         s->buf = s->pb.p;
     } else {
+        s->pb.tick = s->ctx; /* the client waits for the reply meanwhile */
         if (perf_buf_alloc(&s->pb, 2 * s->max, s->mem_dev, (m->flags & PERF_F_HUGE) != 0) != 0)
             return GW_ERR_NOMEM;
         s->buf = s->pb.p;

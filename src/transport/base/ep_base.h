@@ -46,6 +46,11 @@ typedef struct gw_ep_base {
     uint64_t last_rx_ns;      /* last time anything came from the peer */
     uint8_t unjudged;         /* the transport runs no liveness timer (verbs: RC retries
                                * find a dead peer): last_rx_ns is left alone, no clock read */
+    /* the peer process when it runs on this host and its pid is known here
+     * (gw_liveness_set_peer_pid), 0 otherwise: a silent peer is then judged
+     * by its process state, not by its silence alone (liveness.h) */
+    int32_t peer_pid;
+    uint64_t peer_start;      /* its start time (/proc/PID/stat field 22): a reused pid is not it */
     /* counted notifications: arrived and not yet taken, per id */
     struct gw_ncount { uint64_t id, count; } *ncount;
     size_t n_ncount, cap_ncount;

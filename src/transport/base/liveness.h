@@ -15,7 +15,18 @@
  *           case GW_LIVE_PING: send a ping; break;
  *           case GW_LIVE_DEAD: fail the endpoint (GW_ERR_PEER_TIMEOUT); break;
  *           }
- * tcp and intra do; verbs (t10c) relies on RC retries and the api's control
+ * Local work is no sign of death.  A peer process busy with its own work
+ * (allocating, registering and touching gigabytes before its first
+ * transfer, computing) calls no progress and so answers no ping, yet it is
+ * alive; only a peer that is gone, frozen (SIGSTOP, a debugger) or cut off
+ * is dead.  Where the peer runs on this host and its pid is known here
+ * (gw_liveness_set_peer_pid: intra's probe, or the handshake), a peer
+ * silent past the timeout is asked about through /proc: running, sleeping
+ * or in disk wait it is alive and keeps being pinged; stopped, traced, a
+ * zombie or gone (or its pid now another process) it is dead.  A peer
+ * process that exits closes its sockets, which every transport sees as a
+ * reset at once.
+ * tcp and intra do; verbs relies on RC retries and the api's control
  * socket today and marks its endpoints base->unjudged (no stamps: a clock
  * read per completion pass); it can adopt the timer for its CT_* pings the
  * same way, stamping again.
@@ -47,6 +58,14 @@ static inline int gw_liveness_due(gw_liveness_t *l, uint64_t now)
 /* Judges one endpoint at `now`.  busy: work waits on the peer (not busy:
  * b->last_rx_ns is moved to now, GW_LIVE_OK).  *idle_ns gets the silence.
  * GW_LIVE_PING stamps *last_ping_ns. */
+/* Records the peer process (a pid valid in this pid namespace) for the
+ * judge; reads its start time now, while it is known to be the peer. */
+void gw_liveness_set_peer_pid(gw_ep_base_t *b, int pid);
+/* 1 when process pid (started at `start`, 0: any) exists and is neither
+ * stopped, traced nor a zombie; 0 otherwise.  *state gets its state letter
+ * ('?' when gone). */
+int gw_liveness_proc_alive(int pid, uint64_t start, char *state);
+
 gw_live_t gw_liveness_judge(gw_ep_base_t *b, int busy, uint64_t now, uint64_t *last_ping_ns, uint64_t *idle_ns);
 
 #endif

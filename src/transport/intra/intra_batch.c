@@ -537,8 +537,7 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
  * all on one stream.  One launch per INTRAB_KCHUNK descriptors: on an H100
  * each cuLaunchKernel cost the posting thread microseconds, and launching
  * every 512 descriptors, to overlap the build with the copy, made a
- * 4096-entry batch slower, not faster (docs/PERFORMANCE.md, "Batched
- * transfers").  *queued: copies were queued on *stream. */
+ * 4096-entry batch slower, not faster (measured on an H100).  *queued: copies were queued on *stream. */
 #define INTRAB_KCHUNK 8192
 
 /* A pinned buffer of at least cap bytes for the op's launch (the interface's
@@ -646,7 +645,7 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
          * descriptor kernel: on an H100, 64 x 1 MiB pages ran at
          * 0.71-0.73x of one contiguous copy through the page kernel,
          * 0.82-0.83x as entries (few entries: little host work;
-         * docs/PERFORMANCE.md, "Batched transfers") */
+         * measured on an H100) */
         uint64_t most = b->npages ? b->psize : b->lmaxlen;
         gw_status_t st = !kernel || most >= GW_COPY_DESC_MAX_LEN ? GW_ERR_UNSUPPORTED
                          : b->npages                             ? intrab_pages(e, b, op, dev, stream)

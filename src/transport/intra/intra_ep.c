@@ -472,6 +472,9 @@ gw_status_t intra_ep_connect(gw_tl_ep_t *tep, gw_tl_peer_t *peer, const uint8_t 
         return gw_err(c, st, "intra: %s", why);
     if (intra_cma_probe(e->peer_pid, e->peer_probe, why, sizeof(why)) != 0)
         return gw_err(c, GW_ERR_UNAVAILABLE, "intra: the server chose the intra-host transport but %s", why);
+    /* the probe proved the pid names the peer here: a silent peer is judged
+     * by its process state, so local work on its side never looks like death */
+    gw_liveness_set_peer_pid(e->super.base, (int)e->peer_pid);
     /* adopt the handshake socket: a peer's orderly close then reaches us as
      * BYE after its last messages, not as an abrupt end of that socket */
     if (peer->bootstrap_fd >= 0) {

@@ -40,7 +40,7 @@
 /* Puts and gets into gw_mem_alloc memory (plain copies, no system call) up to
  * this size are copied inside the call: 1 MiB is about 20-50 us of memcpy,
  * and piecewise copying from progress cost 12% of memcpy bandwidth at 1 MiB
- * (docs/PERFORMANCE.md, session 12).  Larger ones run piecewise in progress. */
+ * (docs/PERFORMANCE.md, section 4).  Larger ones run piecewise in progress. */
 #define INTRA_SHM_SYNC_MAX (1u << 20)
 #define INTRA_CMA_BUDGET (4u << 20)     /* CMA bytes one progress call moves per endpoint */
 #define INTRA_BLOB_LEN 64
@@ -48,7 +48,7 @@
 #define INTRA_FEAT_RING 0x01       /* takes GW_INTRA_M_RING (intra_ring.c) */
 /* The ring: puts whose entries average at most this many bytes are offered
  * (on the 2-core VM the ring's two copies on two cores beat CMA's one at
- * every size up to 16 KiB: docs/PERFORMANCE.md, session 19) */
+ * every size up to 16 KiB: docs/PERFORMANCE.md, section 5) */
 #define INTRA_RING_AVG_MAX 16384u
 #define INTRA_RING_PROBE_NS 3000u     /* a probe waits this long for the peer's hb to move */
 #define INTRA_RING_PASSIVE_NS 1000000u /* after a probe or an offer failed: no offer for this long */

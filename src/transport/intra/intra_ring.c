@@ -29,7 +29,7 @@
  * with non-temporal stores: the target then reads them from memory rather
  * than from the initiator's cache, which on the 2-core VM ran at 7-10 GB/s
  * against 2.5-17 GB/s by plain memcpy depending on the host's mood
- * (docs/PERFORMANCE.md, session 19). */
+ * (docs/BATCH.md, "the ring"). */
 #include "transport/intra/intra_int.h"
 
 #include <errno.h>

@@ -658,7 +658,7 @@ static int rx_whole(conn_t *c, struct tcpb_rx *s)
      * Unbounded, a 64 MiB batch had 30-60 frames in flight on the target,
      * and every one past the kept buffers cost a cuMemHostAlloc and a
      * cuMemFreeHost (milliseconds each, serialising the GPU's other work):
-     * 4096 x 16 KiB fell from 5.5-6.0 GB/s to 1.5 (issue #13). */
+     * 4096 x 16 KiB fell from 5.5-6.0 GB/s to 1.5. */
     if (ep->tif->nkdone >= ep->tif->kinflight) {
         tcpb_kdone_poll(ep->tif, (int)ep->tif->kinflight - 1);
         if (gw_ep_failed(B(ep)))

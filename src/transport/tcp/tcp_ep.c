@@ -114,7 +114,7 @@ static int conn_local(int fd)
  * reno: on loopback nothing is gained by pacing, and without the fq qdisc
  * the kernel paces by an hrtimer per burst (tcp_pace_kick), which made
  * 256 x 1 KiB batches run at half speed in about half of the runs
- * (docs/PERFORMANCE.md, session 13). */
+ * (docs/PERFORMANCE.md, section 1). */
 static void conn_congestion(tcp_ep_t *ep, int idx, int fd)
 {
     const char *want = ep->tif->cc;

@@ -146,7 +146,7 @@ static gw_status_t tcp_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         /* 8 on hosts of 16 CPUs or more: GPU batches staged over tcp ran
          * 1.02-1.09x of the contiguous staged put with 8 streams against
          * 0.78-0.83x with 4 on an H100 host of 16 CPUs, the contiguous put
-         * and host memory within noise (docs/PERFORMANCE.md, session 18) */
+         * and host memory within noise (docs/PERFORMANCE.md, section 5) */
         tif->streams = cpus >= 16 ? 8 : cpus >= 8 ? 4 : 2;
     else if ((st = gw_settings_int(&core->settings, GW_SET_TCP_STREAMS, &tif->streams, why,
                                    whylen)) != GW_OK)

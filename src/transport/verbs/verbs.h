@@ -454,8 +454,8 @@ extern const gw_tl_ops_t gw_tl_verbs_ops;
  * entries goes out in a few doorbells: with 256, a 4096-entry batch took
  * 64+ posts, and Soft-RoCE, which runs a queue pair's requester inside the
  * poster's ibv_post_send until a budget of packets, then hands the rest to
- * its workers, did all of it on the posting CPU (docs/PERFORMANCE.md,
- * session 18: 4096 x 16 KiB 0.58x -> ~1.0x of one contiguous put). */
+ * its workers, did all of it on the posting CPU (4096 x 16 KiB: 0.58x of
+ * one contiguous put, ~1.0x with whole-queue chains; docs/PERFORMANCE.md). */
 #define GW_VERBS_SQ_DEPTH 1024
 #define GW_VERBS_SIG_DEEP 16 /* tracked WRs in flight from which a pass's last one may go unsignalled
                               * (at most depth/4; verbs_post.c, "Signalling") */
