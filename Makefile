@@ -29,13 +29,23 @@ build: configure
 
 # The main job: what this machine has, then a loopback perf sweep of its
 # fastest path: GPU memory first where there is a GPU, then host memory.
-run: build
+# Only the library and the tool are built (no tests), quietly: the log's end
+# is shown when the build fails.
+run: deps
+	@mkdir -p $(BUILD); log=$(BUILD)/make-run.log; : >$$log; \
+	echo "make run: building libgpuwire and the gpuwire tool in $(BUILD) (log: $$log)"; \
+	if { { [ -f $(BUILD)/CMakeCache.txt ] && [ -z "$(CMAKE_FLAGS)" ]; } || \
+	     cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >>$$log 2>&1; } && \
+	   cmake --build $(BUILD) -j $(JOBS) --target gpuwire_tool >>$$log 2>&1; then :; else \
+	  echo "make run: the build failed; the end of $$log:"; tail -n 40 $$log; exit 1; fi
 	@scripts/run-main.sh $(BUILD)
 
 test: DEPS_STEP = test
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600
 
+# the library, header, tool, NCCL plugin, CMake and pkg-config files, and the
+# Python package with its accelerator (under lib/python3.X/; docs/INSTALL.md)
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
 

@@ -29,7 +29,7 @@ def accepts(kind, lo, hi, words):
     return "text"
 
 out = ["# Settings", "",
-       "Every setting is an environment variable read at `gw_context_create()`. `gpuwire info` prints each "
+       "Every setting is an environment variable read at `gw_context_create()`. `gpuwire info --settings` prints each "
        "with the value in force and whether it came from the environment. An unknown `GPUWIRE_*` variable gets a "
        "warning naming the closest known one. The registry is `src/core/settings.def`, which also gives each "
        "setting's kind and range (the \"accepts\" column): `gw_context_create()` refuses a value outside it with "

@@ -31,7 +31,7 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.log" 2>&1
 [ "$what" = python ] && targets="--target gpuwire gpuwire_tool gw_pyfast" || targets=
 cmake --build "$BUILD" -j "$(nproc)" $targets -- -k >>"$OUT/build.log" 2>&1 || echo "build: some targets failed (see build.log)"
 grep -E "error|warning:" "$OUT/build.log" | head -20
-"$BUILD/gpuwire" info >"$OUT/info.txt" 2>&1; grep -iE "cuda|intra|gpu" "$OUT/info.txt" | head -12
+"$BUILD/gpuwire" info --all >"$OUT/info.txt" 2>&1; grep -iE "cuda|intra|gpu" "$OUT/info.txt" | head -12
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== tests"

@@ -1,7 +1,9 @@
 #!/bin/sh
-# run-main.sh BUILD - `make run`'s main job: what this machine has (gpuwire
-# info), then a loopback perf sweep of its best path.  With a usable GPU the
-# GPU-memory sweep comes first (both processes on GPU 0), then host memory.
+# run-main.sh BUILD - `make run`'s main job: what this machine has (the
+# gpuwire info summary), then a loopback perf sweep of its best path.  With a
+# usable GPU the GPU-memory sweep comes first (both processes on GPU 0), then
+# host memory, with this machine's memcpy and pipe ping-pong beside it
+# (gpuwire perf --reference).
 # PERF_SIZES (default 8:64M) and PERF_DURATION (seconds per phase and size,
 # default 0.5) shorten or lengthen the sweeps.
 set -u
@@ -21,6 +23,6 @@ else
   echo "== no usable GPU here ($(echo "$info" | sed -n 's/.*GPU memory: no (\(.*\)).*/\1/p' | head -1)): host memory only"
 fi
 echo
-echo "== host memory: gpuwire perf --loopback --op put --size $sizes --duration $dur"
-"$b/gpuwire" perf --loopback --op put --size "$sizes" --duration "$dur" || rc=1
+echo "== host memory: gpuwire perf --loopback --op put --size $sizes --duration $dur --reference"
+"$b/gpuwire" perf --loopback --op put --size "$sizes" --duration "$dur" --reference || rc=1
 exit $rc

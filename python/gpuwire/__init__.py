@@ -13,6 +13,7 @@ from .core import (ACCESS_LOCAL, ACCESS_REMOTE, ACCESS_REMOTE_READ, ACCESS_REMOT
                    DescList, Endpoint, Listener, Memory, PeerEvent, RemoteKey, Request, build_features,
                    settings, status_name, test_many, version, wait_any)
 from . import store
+from ._nccl import nccl_plugin_path
 from .errors import EndpointError, GwError, InvalidArgument, InvalidKey, Timeout
 
 __version__ = "0.1.0"
@@ -27,4 +28,12 @@ __all__ = ["ACCESS_LOCAL", "ACCESS_REMOTE", "ACCESS_REMOTE_READ", "ACCESS_REMOTE
            "DescList", "Endpoint", "Listener", "Memory", "PeerEvent", "RemoteKey", "Request", "test_many",
            "wait_any", "GwError", "InvalidArgument",
            "InvalidKey", "Timeout", "EndpointError", "build_features", "settings", "status_name",
-           "version", "load_library", "store"]
+           "version", "load_library", "store", "nccl_plugin_path", "accelerated"]
+
+
+def accelerated():
+    """(True, None) when the C accelerator takes the hot path, else (False,
+    why); loads the library if it is not loaded yet."""
+    from . import _lib
+    _load()
+    return (_lib.fast is not None, _lib.fast_missing)

@@ -9,16 +9,20 @@ Measured, ctypes costs about 1.3 us per put call on an H100 host, a C
 extension about 0.13 us; so the hot path (put, get, put_notify, waiting on
 their requests) goes through an optional C accelerator, _gwfast.abi3.so,
 built by CMake (python/CMakeLists.txt) when Python's headers exist, and
-found next to the library (BUILD/python/) or installed beside this file.
-Without it every call uses ctypes and works the same, only slower.
+found beside this file (a wheel, make install) or next to the library
+(BUILD/python/).  Without it every call uses ctypes and works the same, only
+slower; loading the package then warns once (RuntimeWarning) saying why.
 
 The library is looked for, in order: the path given to gpuwire.load_library(),
-libgpuwire.so.0 through the dynamic loader (LD_LIBRARY_PATH, ldconfig), then a
-build tree next to this package (../../build*/libgpuwire.so.0).
+the copy inside this package (a wheel from pip install .), the installed
+library directory (make install writes its path to _where.py), libgpuwire.so.0
+through the dynamic loader (LD_LIBRARY_PATH, ldconfig), then a build tree
+next to this package (../../build*/libgpuwire.so.0).
 """
 import ctypes
 import glob
 import os
+import warnings
 
 c_void_p = ctypes.c_void_p
 c_size_t = ctypes.c_size_t
@@ -195,8 +199,18 @@ def _candidates(explicit):
     if explicit:
         yield explicit
         return
-    yield "libgpuwire.so.0"
     here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "libgpuwire.so.0")
+    if os.path.exists(bundled):
+        yield bundled
+    try:
+        from ._where import LIBDIR
+        installed = os.path.normpath(os.path.join(here, LIBDIR, "libgpuwire.so.0"))
+        if os.path.exists(installed):
+            yield installed
+    except ImportError:
+        pass
+    yield "libgpuwire.so.0"
     root = os.path.dirname(os.path.dirname(here))
     for p in sorted(glob.glob(os.path.join(root, "build*", "libgpuwire.so.0"))):
         yield p
@@ -241,19 +255,36 @@ def _fast_dirs():
             yield os.path.join(d, "python")
 
 
+fast_missing = None  # why the accelerator is not in use (None: in use, or disabled on purpose)
+_warned = False
+
+
 def find_fast(enable=True):
     """Loads the optional C accelerator (_gwfast.abi3.so) and binds it to the
-    loaded library; enable=False goes back to ctypes for every call."""
-    global fast
+    loaded library; enable=False goes back to ctypes for every call.  When it
+    is wanted but cannot be used, the reason is kept in fast_missing and
+    warned about (RuntimeWarning) the first time."""
+    global fast, fast_missing, _warned
     fast = None
+    fast_missing = None
     if enable and lib is not None:
-        fast = _find_fast()
+        why = []
+        fast = _find_fast(why)
+        if fast is None:
+            fast_missing = "; ".join(why) or ("no _gwfast.abi3.so beside the package or the library "
+                                              "(%s)" % path)
+            if not _warned:
+                _warned = True
+                warnings.warn("gpuwire: the C accelerator is not in use, every call goes through "
+                              "ctypes (about 10x slower per call): %s. Build it with Python's "
+                              "headers (apt-get install python3-dev) or install the wheel "
+                              "(pip install .)" % fast_missing, RuntimeWarning, stacklevel=2)
     for hook in fast_hooks:
         hook(fast)
     return fast
 
 
-def _find_fast():
+def _find_fast(why):
     import importlib.util
     for d in _fast_dirs():
         f = os.path.join(d, "_gwfast.abi3.so")
@@ -263,7 +294,8 @@ def _find_fast():
             spec = importlib.util.spec_from_file_location("gpuwire._gwfast", f)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
-        except ImportError:
+        except ImportError as e:
+            why.append("%s: %s" % (f, e))
             continue
         addr = lambda fn: ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value  # noqa: E731
         opt = lambda fn: addr(fn) if hasattr(lib, fn) else 0  # noqa: E731
@@ -272,6 +304,7 @@ def _find_fast():
                      addr("gw_request_test"), addr("gw_request_free"), opt("gw_xfer_batch"),
                      opt("gw_xfer_pages"))
         except TypeError:       # an accelerator built before the batched API
+            why.append("%s: built for an older libgpuwire (rebuild it)" % f)
             continue
         mod.batch_ok = hasattr(lib, "gw_xfer_batch") and hasattr(lib, "gw_xfer_pages")
         return mod

@@ -1,7 +1,10 @@
 #!/bin/sh
 # tool_smoke.sh GPUWIRE SETTINGS_DEF - the gpuwire tool end to end:
-# `info` lists every setting of settings.def and the tcp transport;
+# `info` is a summary (the tcp transport, the settings taken from the
+# environment) and `info --settings` / `--all` list every setting of settings.def;
 # `perf --loopback` for every operation, sizes 0 .. 1 MiB, payload checked,
+# the spin choice (none on one CPU), the busy-machine line beside a CPU hog,
+# --reference;
 # one JSON object per size with the documented keys; the table format;
 # a standalone server and client; option errors exit 2.
 set -u
@@ -9,15 +12,26 @@ tool=$1 def=$2
 fail=0
 err() { echo "FAIL: $*"; fail=1; }
 tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"; [ -n "${spid:-}" ] && kill $spid 2>/dev/null' EXIT
+trap 'rm -rf "$tmp"; [ -n "${spid:-}" ] && kill $spid 2>/dev/null; [ -n "${hog:-}" ] && kill $hog 2>/dev/null' EXIT
 
 # ---- info
-"$tool" info >"$tmp/info" 2>&1 || err "gpuwire info exited $?"
+env -u GPUWIRE_TRANSPORTS GPUWIRE_TCP_STREAMS=3 "$tool" info >"$tmp/info" 2>&1 || err "gpuwire info exited $?"
+"$tool" info --all >"$tmp/all" 2>&1 || err "gpuwire info --all exited $?"
+"$tool" info --settings >"$tmp/set" 2>&1 || err "gpuwire info --settings exited $?"
 for name in $(grep -o '"GPUWIRE_[A-Z0-9_]*"' "$def" | tr -d '"' | sort -u); do
-  grep -q "^  $name=" "$tmp/info" || err "gpuwire info does not list $name"
+  grep -q "^  $name=" "$tmp/all" || err "gpuwire info --all does not list $name"
+  grep -q "^  $name=" "$tmp/set" || err "gpuwire info --settings does not list $name"
 done
-grep -Eq '^  tcp +usable' "$tmp/info" || err "gpuwire info: tcp not usable"
-grep -q '^features: ' "$tmp/info" || err "gpuwire info: no features line"
+for f in info all; do
+  grep -Eq '^  tcp +usable' "$tmp/$f" || err "gpuwire info ($f): tcp not usable"
+  grep -q '^features: ' "$tmp/$f" || err "gpuwire info ($f): no features line"
+done
+grep -q '^settings: [0-9]* GPUWIRE_\* variables .*; 1 set in the environment:' "$tmp/info" ||
+  err "gpuwire info: no settings summary line"
+grep -q '^  GPUWIRE_TCP_STREAMS="3"  \[env; default "auto"\]' "$tmp/info" ||
+  err "gpuwire info: the summary does not show the setting from the environment"
+[ "$(grep -c '^  GPUWIRE_' "$tmp/info")" = 1 ] || err "gpuwire info: the summary lists settings not set"
+[ "$(wc -l <"$tmp/info")" -lt 20 ] || err "gpuwire info: the summary has $(wc -l <"$tmp/info") lines"
 GPUWIRE_TCP_STREAMS=3 "$tool" info --settings | grep -q 'GPUWIRE_TCP_STREAMS="3"  \[env; default "auto"\]' ||
   err "gpuwire info does not show a value from the environment"
 GPUWIRE_TCP_STREMS=3 "$tool" info --settings >"$tmp/typo" 2>&1
@@ -59,6 +73,28 @@ grep -q '^#bytes' "$tmp/table" || err "perf: no table header"
 grep -q '^# transport [a-z]*: ' "$tmp/table" || err "perf: transport line missing"
 [ "$(grep -c '^[0-9]' "$tmp/table")" = 4 ] || err "perf 8:64: expected 4 rows"
 cat "$tmp/table"
+
+# ---- the spin choice, the busy-machine line, --reference
+"$tool" perf --loopback --size 8,64K --duration 0.3 --reference >"$tmp/ref" 2>&1 || err "perf --reference failed"
+grep -q '^# gpuwire perf: .*(auto: [0-9]* CPUs for 2 spinning processes' "$tmp/ref" ||
+  err "perf: the header does not say how the spin was chosen: $(head -1 "$tmp/ref")"
+grep -Eq '^# reference, this machine: memcpy of 65536 bytes in one thread [0-9.]+ GB/s; gpuwire [0-9.]+ GB/s there is [0-9.]+x' "$tmp/ref" ||
+  err "perf --reference: no memcpy line"
+grep -Eq '^# reference, this machine: pipe ping-pong between two processes [0-9.]+ us one way; gpuwire p50 [0-9.]+ us at 8 bytes' "$tmp/ref" ||
+  err "perf --reference: no pipe line"
+if command -v taskset >/dev/null; then # one CPU for both processes: no spinning
+  taskset -c 0 "$tool" perf --loopback --size 8 --iters 50 --json >"$tmp/one" 2>&1 || err "perf under taskset failed"
+  grep -q '"spin_us":0,' "$tmp/one" || err "perf on one CPU still spins: $(cat "$tmp/one")"
+fi
+"$tool" perf --loopback --size 8 --iters 50 --spin-us 50 --json | grep -q '"spin_us":50,' || err "--spin-us 50 not honoured"
+# a CPU hog beside the run: the line after the table says the machine was busy
+sh -c 'while :; do :; done' &
+hog=$!
+"$tool" perf --loopback --size 4K --duration 0.3 >"$tmp/busy" 2>&1
+kill $hog; wait $hog 2>/dev/null
+hog=
+grep -q '^# busy machine: other processes used [0-9.]* of [0-9]* CPUs' "$tmp/busy" ||
+  err "perf beside a CPU hog: no busy-machine line: $(tail -3 "$tmp/busy")"
 
 # ---- a standalone server and a client
 "$tool" perf --server --bind 127.0.0.1 --port 0 --once >"$tmp/server" 2>&1 &

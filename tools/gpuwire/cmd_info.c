@@ -1,6 +1,7 @@
 /* cmd_info.c - `gpuwire info`: version, build features, transports (usable
- * or why not), every GPUWIRE_* setting with its value and help, and with
- * --topo the PCIe/NUMA topology (printed by topo_print.c when built in). */
+ * or why not), the settings taken from the environment (with --settings every
+ * GPUWIRE_* setting with its value and help), and with --topo the PCIe/NUMA
+ * topology (printed by topo_print.c when built in). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,18 +23,19 @@ int gw_tool_print_topo(FILE *out, int json) __attribute__((weak));
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: gpuwire info [--transports] [--settings] [--topo] [--json]\n"
+            "usage: gpuwire info [--all | --transports | --settings] [--topo] [--json]\n"
             "\n"
-            "With no selection, prints everything except the topology:\n"
-            "  version and build features, the transports compiled in and whether each is\n"
-            "  usable here (why not, when not), the names directory in use (GPUWIRE_DIRECTORY)\n"
-            "  and whether it answers, and every GPUWIRE_* setting with the value\n"
-            "  in effect, where it came from (env or default) and its help.\n"
+            "With no selection, a summary: version and build features, the transports\n"
+            "compiled in and whether each is usable here (why not, when not), the names\n"
+            "directory in use (GPUWIRE_DIRECTORY) and whether it answers, and the GPUWIRE_*\n"
+            "settings taken from the environment.\n"
             "\n"
+            "  -a, --all          the summary, then every setting as --settings prints it\n"
             "  -t, --transports   only the transports\n"
-            "  -s, --settings     only the settings\n"
+            "  -s, --settings     only the settings: every GPUWIRE_* setting with the value\n"
+            "                     in effect, where it came from (env or default) and its help\n"
             "  -T, --topo         the PCIe/NUMA topology: GPUs, NICs and their distance\n"
-            "  -j, --json         one JSON object of the same: version, features, context\n"
+            "  -j, --json         one JSON object (always complete): version, features, context\n"
             "                     status, transports, settings (value, source, default,\n"
             "                     help), unknown GPUWIRE_* names, and with --topo the\n"
             "                     topology (--topo --json alone: the topology object)\n"
@@ -128,6 +130,42 @@ static void print_settings(gw_context_t *ctx)
             header = 1;
             printf("  %.*s\n", (int)n, *e);
         }
+    }
+}
+
+/* The summary's settings line: those set in the environment, and unknown names. */
+static void print_settings_summary(gw_context_t *ctx)
+{
+    size_t n = 0, set = 0;
+    for (; gw_setting_at(n); n++)
+        if (ctx && gw_setting_from_env(ctx, gw_setting_at(n)->name) == 1)
+            set++;
+    printf("settings: %zu GPUWIRE_* variables (gpuwire info --settings: all, with their help); "
+           "%zu set in the environment%s\n", n, set, set ? ":" : "");
+    for (size_t i = 0; ctx && i < n; i++) {
+        const gw_setting_desc_t *d = gw_setting_at(i);
+        if (gw_setting_from_env(ctx, d->name) != 1)
+            continue;
+        const char *val = gw_setting_value(ctx, d->name);
+        printf("  %s=\"%s\"  [env; default \"%s\"]\n", d->name, val ? val : "", d->default_value);
+    }
+    extern char **environ;
+    int header = 0;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "GPUWIRE_", 8) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        size_t i = 0;
+        for (; i < n; i++)
+            if (strlen(gw_setting_at(i)->name) == len && strncmp(gw_setting_at(i)->name, *e, len) == 0)
+                break;
+        if (i < n)
+            continue;
+        if (!header)
+            printf("unknown GPUWIRE_* variables in the environment (ignored):\n");
+        header = 1;
+        printf("  %.*s\n", (int)len, *e);
     }
 }
 
@@ -273,6 +311,7 @@ static int print_topo(int json)
 int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {
+        {"all", no_argument, NULL, 'a'},
         {"transports", no_argument, NULL, 't'},
         {"settings", no_argument, NULL, 's'},
         {"topo", no_argument, NULL, 'T'},
@@ -280,10 +319,11 @@ int cmd_info(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int want_tl = 0, want_set = 0, want_topo = 0, json = 0, c;
+    int want_tl = 0, want_set = 0, want_topo = 0, json = 0, want_all = 0, c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "tsTjh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "atsTjh", opts, NULL)) != -1) {
         switch (c) {
+        case 'a': want_all = 1; break;
         case 't': want_tl = 1; break;
         case 's': want_set = 1; break;
         case 'T': want_topo = 1; break;
@@ -297,7 +337,11 @@ int cmd_info(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (want_topo && !want_tl && !want_set)
+    if (want_all && (want_tl || want_set)) {
+        fprintf(stderr, "gpuwire info: --all includes --transports and --settings\n");
+        return 2;
+    }
+    if (want_topo && !want_tl && !want_set && !want_all)
         return print_topo(json);
     if (json)
         return print_json(want_tl, want_set, want_topo);
@@ -324,7 +368,9 @@ int cmd_info(int argc, char **argv)
         else
             printf("directory: %s\n", gw_last_error(ctx));
     }
-    if (all || want_set)
+    if (all && !want_all)
+        print_settings_summary(ctx);
+    if (want_all || want_set || (all && st != GW_OK)) /* a bad setting: show them all */
         print_settings(ctx);
     int rc = st == GW_OK ? 0 : 1;
     if (want_topo && print_topo(0) != 0)

@@ -26,6 +26,8 @@ static void usage(FILE *f)
         "bandwidth in GB/s = 1e9 bytes/s, message rate = operations/s), and prints one row:\n"
         "bytes, iterations, bandwidth, message rate, latency avg/p50/p99 and the CPU use of\n"
         "each side during the bandwidth phase (getrusage user+system over wall time).\n"
+        "When other processes used a quarter of a CPU or more during a size's phases,\n"
+        "a line after the table says so (its figures may not repeat).\n"
         "\n"
         "  -o, --op OP          put (default), get, send or put_notify\n"
         "  -s, --size S         a size (K/M/G suffixes), MIN:MAX (powers of two from MIN to\n"
@@ -40,7 +42,9 @@ static void usage(FILE *f)
         "      --mem KIND       this side's buffer: host (default), cuda or cuda:N (GPU N's\n"
         "                       memory; the path taken, e.g. dma-buf or staging, is printed)\n"
         "      --spin-us US     spin this long without events, then sleep on the context\n"
-        "                       fd (default 200: a round trip on loopback fits, idle waits sleep)\n"
+        "                       fd; default auto: 200 (a round trip on loopback fits) when\n"
+        "                       the machine has more CPUs than spinning processes (2 for\n"
+        "                       --loopback, else 1), 0 (sleep at once) otherwise\n"
         "      --batch N        each operation is one batched transfer (gw_xfer_batch) of N\n"
         "                       descriptors of --size bytes, scattered over both buffers one\n"
         "                       --size apart; bandwidth phase only; MsgRate counts descriptors\n"
@@ -52,6 +56,10 @@ static void usage(FILE *f)
         "                       local peers: the intra transport copies into it directly)\n"
         "      --hugepages      host buffers on both sides from 2 MiB boundaries, advised\n"
         "                       MADV_HUGEPAGE (transparent huge pages: no 4 KiB page walks)\n"
+        "      --reference      after the table, what this machine does without gpuwire:\n"
+        "                       memcpy of the largest size in one thread (GB/s) and a\n"
+        "                       one-byte pipe ping-pong between two processes (us one\n"
+        "                       way), each beside gpuwire's figure as a ratio\n"
         "      --lat-only       only the latency phase\n"
         "      --bw-only        only the bandwidth phase\n"
         "  -S, --server         wait for clients (one at a time)\n"
@@ -133,6 +141,7 @@ static int run_loopback(perf_opts_t *o)
         fprintf(stderr, "gpuwire perf --loopback: the server process did not start (see above)\n");
         kill(pid, SIGTERM);
     } else {
+        o->peer_pid = (int)pid;
         rc = perf_client(o, addr);
         if (rc)
             kill(pid, SIGTERM);
@@ -158,7 +167,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE };
+enum { OPT_REF = 255, OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -178,6 +187,7 @@ int cmd_perf(int argc, char **argv)
         {"indices", no_argument, NULL, OPT_INDICES},
         {"alloc", no_argument, NULL, OPT_ALLOC},
         {"hugepages", no_argument, NULL, OPT_HUGE},
+        {"reference", no_argument, NULL, OPT_REF},
         {"lat-only", no_argument, NULL, OPT_LAT_ONLY},
         {"bw-only", no_argument, NULL, OPT_BW_ONLY},
         {"server", no_argument, NULL, 'S'},
@@ -195,7 +205,7 @@ int cmd_perf(int argc, char **argv)
     o.op = PERF_PUT;
     o.window = 32;
     o.duration = 1.0;
-    o.spin_us = 200;
+    o.spin_us = -1; /* auto */
     o.mem_dev = -1;
     o.port = PERF_DEFAULT_PORT;
     o.addr_fd = -1;
@@ -249,9 +259,13 @@ int cmd_perf(int argc, char **argv)
             }
             break;
         case OPT_SPIN:
+            if (strcmp(optarg, "auto") == 0) {
+                o.spin_us = -1;
+                break;
+            }
             o.spin_us = strtol(optarg, &end, 10);
             if (*end || o.spin_us < 0 || o.spin_us > 10000000) {
-                fprintf(stderr, "gpuwire perf: --spin-us '%s': expected 0..10000000\n", optarg);
+                fprintf(stderr, "gpuwire perf: --spin-us '%s': expected 0..10000000 or auto\n", optarg);
                 return 2;
             }
             break;
@@ -266,6 +280,7 @@ int cmd_perf(int argc, char **argv)
         case OPT_PAGES: o.pages = 1; break;
         case OPT_INDICES: o.indices = 1; break;
         case OPT_HUGE: o.huge = 1; break;
+        case OPT_REF: o.reference = 1; break;
         case OPT_LAT_ONLY: o.no_bw = 1; break;
         case OPT_BW_ONLY: o.no_lat = 1; break;
         case 'S': o.server = 1; break;

@@ -59,7 +59,9 @@ typedef struct perf_msg {
 enum {
     PERF_F_CHECK = 1u << 1,
     PERF_F_ALLOC = 1u << 2, /* HELLO: target buffer from gw_mem_alloc */
-    PERF_F_HUGE = 1u << 3   /* HELLO: target host buffer in transparent huge pages */
+    PERF_F_HUGE = 1u << 3,  /* HELLO: target host buffer in transparent huge pages */
+    PERF_F_SPIN_AUTO = 1u << 4 /* BEGIN: the spin budget was chosen by CPU count; the server
+                                  does not spin either when its machine has one CPU */
 };
 
 typedef struct perf_opts {
@@ -77,7 +79,9 @@ typedef struct perf_opts {
     int json;
     int check;
     int busy_poll;   /* never sleep on the context fd */
-    long spin_us;    /* spin this long without events before sleeping on the fd */
+    long spin_us;    /* spin this long without events before sleeping on the fd; -1: auto */
+    int peer_pid;    /* --loopback: the server process (its CPU time is not "other load") */
+    int reference;   /* --reference: memcpy and pipe ping-pong figures of this machine after the table */
     int no_lat, no_bw;
     int once;        /* server: serve one client, then exit */
     int addr_fd;     /* server: write the bound address here (loopback), -1 otherwise */
@@ -147,6 +151,31 @@ typedef struct perf_idle {
 /* Call after each progress round; busy: the round found something to do. */
 void perf_idle(perf_idle_t *p, gw_context_t *ctx, int busy);
 uint64_t perf_cpu_ns(void); /* user + system time of this process */
+
+/* CPUs this process may run on: its affinity mask, capped by a cgroup CPU quota. */
+int perf_cpus(void);
+/* The spin budget (us) for `spinners` processes that spin on this machine:
+ * PERF_SPIN_US when it has more CPUs than that, else 0 (a spinner that shares
+ * a CPU with the peer it waits for delays it by a scheduler time slice). */
+long perf_auto_spin_us(int spinners);
+#define PERF_SPIN_US 200
+#define PERF_SPIN_STR "200"
+
+/* perf_ref.c: memcpy bandwidth of `size` bytes in one thread (GB/s), and the
+ * one-way latency of a one-byte pipe ping-pong between two processes (us,
+ * median); 0 when they could not be measured. */
+double perf_ref_memcpy_GBps(size_t size);
+double perf_ref_pipe_us(void);
+
+/* What else ran on the machine over an interval: /proc/stat's busy and steal
+ * time less the CPU time of this process and of pid (0: none). */
+typedef struct perf_load {
+    uint64_t busy, steal, own; /* clock ticks */
+    uint64_t t_ns;
+} perf_load_t;
+void perf_load_sample(perf_load_t *l, int pid);
+/* CPUs' worth of other processes' time and of steal between a and b. */
+void perf_load_diff(const perf_load_t *a, const perf_load_t *b, double *other, double *steal);
 
 /* Requests the side keeps an eye on (replies, pongs): reaped when done. */
 typedef struct perf_reqs {

@@ -25,6 +25,16 @@ typedef struct cli {
     gw_dlist_t *L, *R;
     uint32_t *pidx;
     int same_gpu; /* both buffers on one GPU of this machine (the server said so) */
+    long spin_us;  /* the spin budget in effect (--spin-us, or chosen by CPU count) */
+    int spin_auto; /* chosen by CPU count (--spin-us auto, the default) */
+    int spinners;  /* processes that spin on this machine: 2 with --loopback */
+    /* other processes' CPU use while sizes ran: the most, the size it was at, the total */
+    double busy_max, busy_steal, busy_sum, busy_secs;
+    uint64_t busy_at;
+    int busy_sizes;
+    /* --reference: gpuwire's figures to set beside the machine's */
+    double first_p50, last_bw;
+    uint64_t first_bytes, last_bytes;
 } cli_t;
 
 typedef struct result {
@@ -35,6 +45,7 @@ typedef struct result {
     double cpu_init, cpu_target;
     double post_us; /* bandwidth phase: posting time per operation (bursts timed whole) */
     int checked;
+    double other_cpus, steal_cpus; /* other processes' CPU use (in CPUs) and steal over this size */
 } result_t;
 
 /* Sends a control message and waits for the server's reply. */
@@ -180,7 +191,7 @@ static gw_status_t begin_phase(cli_t *c, perf_phase_t phase, uint64_t size, perf
     const perf_opts_t *o = c->o;
     perf_msg_t r;
     *m = (perf_msg_t){.type = PERF_MSG_BEGIN, .phase = phase, .op = o->op, .size = size,
-                      .a = c->idle.spin_ns};
+                      .a = c->idle.spin_ns, .flags = c->spin_auto ? PERF_F_SPIN_AUTO : 0u};
     if (o->check) {
         m->flags |= PERF_F_CHECK;
         m->seed = ++c->seq * 0x9e3779b97f4a7c15ull + size;
@@ -479,9 +490,15 @@ static void print_header(cli_t *c)
     if (o->busy_poll)
         printf("# gpuwire perf: op %s, window %d, busy polling%s\n", perf_op_name(o->op), o->window,
                o->check ? ", payload checked" : "");
+    else if (c->spin_auto)
+        printf("# gpuwire perf: op %s, window %d, %s%s (auto: %d CPUs for %d spinning process%s; "
+               "--spin-us sets it)\n",
+               perf_op_name(o->op), o->window,
+               c->spin_us ? "spin " PERF_SPIN_STR " us then sleep on the context fd" : "no spinning: sleep on the context fd",
+               o->check ? ", payload checked" : "", perf_cpus(), c->spinners, c->spinners > 1 ? "es" : "");
     else
         printf("# gpuwire perf: op %s, window %d, spin %ld us then sleep on the context fd%s\n",
-               perf_op_name(o->op), o->window, o->spin_us, o->check ? ", payload checked" : "");
+               perf_op_name(o->op), o->window, c->spin_us, o->check ? ", payload checked" : "");
     printf("# transport %s: %s, peer %s\n", c->info.transport, c->info.path, c->info.peer);
     gw_mem_info_t mi = {.size = sizeof(mi)};
     if (gw_mem_query(c->mem, &mi) == GW_OK)
@@ -544,12 +561,12 @@ static void print_result(cli_t *c, const result_t *r)
            "\"bw_GBps\":%.6f,\"msg_rate\":%.1f,\"lat_us_avg\":%.3f,\"lat_us_p50\":%.3f,"
            "\"lat_us_p99\":%.3f,\"cpu_initiator_pct\":%.1f,\"cpu_target_pct\":%.1f,\"post_us\":%.3f,"
            "\"elapsed_s\":%.4f,\"window\":%d,\"batch\":%ld,\"pages\":%s,\"checked\":%s,\"same_gpu\":%s,"
-           "\"hugepages\":%s,\"transport\":",
+           "\"hugepages\":%s,\"spin_us\":%ld,\"other_cpus\":%.2f,\"steal_cpus\":%.2f,\"transport\":",
            perf_op_name(o->op), (unsigned long long)r->bytes, (unsigned long long)r->bw_iters,
            (unsigned long long)r->lat_iters, r->bw_GBps, r->msg_rate, r->lat_avg, r->lat_p50,
            r->lat_p99, r->cpu_init, r->cpu_target, r->post_us, r->elapsed_s, o->window, o->batch,
            o->pages ? "true" : "false", r->checked ? "true" : "false", c->same_gpu ? "true" : "false",
-           o->huge ? "true" : "false");
+           o->huge ? "true" : "false", o->busy_poll ? -1L : c->spin_us, r->other_cpus, r->steal_cpus);
     json_str(stdout, c->info.transport);
     printf(",\"path\":");
     json_str(stdout, c->info.path);
@@ -557,12 +574,68 @@ static void print_result(cli_t *c, const result_t *r)
     fflush(stdout);
 }
 
+/* Other processes' CPU use at or above this (in CPUs) marks a size's figures
+ * as taken on a busy machine. */
+#define PERF_BUSY_CPUS 0.25
+
+static void note_load(cli_t *c, const result_t *r, double secs)
+{
+    c->busy_sum += r->other_cpus * secs;
+    c->busy_secs += secs;
+    if (secs < 0.2) /* /proc/stat counts in clock ticks (10 ms): too coarse to judge this size */
+        return;
+    if (r->other_cpus + r->steal_cpus >= PERF_BUSY_CPUS)
+        c->busy_sizes++;
+    if (r->other_cpus + r->steal_cpus > c->busy_max + c->busy_steal) {
+        c->busy_max = r->other_cpus;
+        c->busy_steal = r->steal_cpus;
+        c->busy_at = r->bytes;
+    }
+}
+
+/* One line when the machine was busy during the run (text output only; JSON
+ * rows carry other_cpus and steal_cpus). */
+static void print_load(const cli_t *c)
+{
+    if (c->o->json || !c->busy_sizes)
+        return;
+    printf("# busy machine: other processes used %.2f of %d CPUs on average during the run, "
+           "%.2f at %llu bytes%s; %d of %zu sizes ran busy: their figures may not repeat\n",
+           c->busy_secs > 0 ? c->busy_sum / c->busy_secs : 0.0, perf_cpus(), c->busy_max,
+           (unsigned long long)c->busy_at, c->busy_steal >= 0.05 ? " (plus steal by the hypervisor)" : "",
+           c->busy_sizes, c->o->nsizes);
+}
+
+/* --reference: this machine's memcpy and pipe ping-pong, beside gpuwire's
+ * bandwidth at the largest size and p50 latency at the smallest. */
+static void print_reference(const cli_t *c)
+{
+    const perf_opts_t *o = c->o;
+    if (!o->no_bw && c->last_bytes) {
+        double m = perf_ref_memcpy_GBps((size_t)c->last_bytes);
+        if (m > 0)
+            printf("# reference, this machine: memcpy of %llu bytes in one thread %.2f GB/s; gpuwire "
+                   "%.2f GB/s there is %.2fx of it\n",
+                   (unsigned long long)c->last_bytes, m, c->last_bw, c->last_bw / m);
+    }
+    if (!o->no_lat && c->first_bytes <= 4096) {
+        double p = perf_ref_pipe_us();
+        if (p > 0)
+            printf("# reference, this machine: pipe ping-pong between two processes %.2f us one way; "
+                   "gpuwire p50 %.2f us at %llu bytes is %.2fx of it\n",
+                   p, c->first_p50, (unsigned long long)c->first_bytes, c->first_p50 / p);
+    }
+}
+
 int perf_client(const perf_opts_t *o, const char *addr)
 {
     cli_t c;
     memset(&c, 0, sizeof(c));
     c.o = o;
-    c.idle.spin_ns = o->busy_poll ? UINT64_MAX : (uint64_t)o->spin_us * 1000u;
+    c.spinners = o->loopback ? 2 : 1;
+    c.spin_auto = o->spin_us < 0;
+    c.spin_us = c.spin_auto ? perf_auto_spin_us(c.spinners) : o->spin_us;
+    c.idle.spin_ns = o->busy_poll ? UINT64_MAX : (uint64_t)c.spin_us * 1000u;
     int rc = 1;
     gw_status_t st;
     uint64_t max = 0;
@@ -636,6 +709,8 @@ int perf_client(const perf_opts_t *o, const char *addr)
         result_t res;
         memset(&res, 0, sizeof(res));
         res.bytes = o->sizes[i];
+        perf_load_t l0, l1;
+        perf_load_sample(&l0, o->peer_pid);
         if (!o->no_lat && (st = run_lat(&c, o->sizes[i], &res)) != GW_OK) {
             fprintf(stderr, "gpuwire perf: %s latency of %llu bytes failed: %s\n",
                     perf_op_name(o->op), (unsigned long long)o->sizes[i], gw_status_name(st));
@@ -650,11 +725,23 @@ int perf_client(const perf_opts_t *o, const char *addr)
             goto err_rkey;
         }
         batch_lists_free(&c);
+        perf_load_sample(&l1, o->peer_pid);
+        perf_load_diff(&l0, &l1, &res.other_cpus, &res.steal_cpus);
+        note_load(&c, &res, (double)(l1.t_ns - l0.t_ns) / 1e9);
+        if (i == 0) {
+            c.first_p50 = res.lat_p50;
+            c.first_bytes = res.bytes;
+        }
+        c.last_bw = res.bw_GBps;
+        c.last_bytes = res.bytes;
         gw_ep_query(c.ep, &c.info); /* the path's counters after this size's runs (JSON rows carry them) */
         print_result(&c, &res);
     }
     if (!o->json) /* what moved the bytes: the header's path line was taken before any */
         printf("# after the runs: %s\n", c.info.path);
+    print_load(&c);
+    if (o->reference && !o->json)
+        print_reference(&c);
     perf_msg_t quit = {.type = PERF_MSG_QUIT};
     if (ctrl_call(&c, &quit, &r) == GW_OK)
         rc = 0;

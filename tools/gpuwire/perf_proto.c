@@ -1,11 +1,14 @@
 /* perf_proto.c - `gpuwire perf` control messages, size parsing, the data
  * pattern, timing and request bookkeeping. */
 #include <errno.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/settings.h" /* gw_parse_size: one size syntax for settings and the tool */
 #include "core/util.h"
@@ -219,6 +222,81 @@ uint64_t perf_cpu_ns(void)
         return 0;
     return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
            (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
+
+int perf_cpus(void)
+{
+    int n = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n <= 0)
+        n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* a cgroup v2 quota ("max 100000" or "150000 100000": 1.5 CPUs) */
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        char q[32];
+        unsigned long long period = 0;
+        if (fscanf(f, "%31s %llu", q, &period) == 2 && strcmp(q, "max") != 0 && period) {
+            unsigned long long quota = strtoull(q, NULL, 10);
+            int qn = (int)((quota + period - 1) / period);
+            if (qn > 0 && qn < n)
+                n = qn;
+        }
+        fclose(f);
+    }
+    return n > 0 ? n : 1;
+}
+
+long perf_auto_spin_us(int spinners)
+{
+    return perf_cpus() > spinners ? PERF_SPIN_US : 0;
+}
+
+/* utime + stime of pid (all its threads), in clock ticks; 0 when unreadable */
+static uint64_t proc_ticks(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), pid ? "/proc/%d/stat" : "/proc/self/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return ut + st;
+}
+
+void perf_load_sample(perf_load_t *l, int pid)
+{
+    memset(l, 0, sizeof(*l));
+    l->t_ns = perf_now_ns();
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        unsigned long long v[8] = {0};
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]) == 8) {
+            l->busy = v[0] + v[1] + v[2] + v[5] + v[6]; /* user nice system irq softirq */
+            l->steal = v[7];
+        }
+        fclose(f);
+    }
+    l->own = proc_ticks(0) + (pid > 0 ? proc_ticks(pid) : 0);
+}
+
+void perf_load_diff(const perf_load_t *a, const perf_load_t *b, double *other, double *steal)
+{
+    double secs = (double)(b->t_ns - a->t_ns) / 1e9, hz = (double)sysconf(_SC_CLK_TCK);
+    *other = *steal = 0.0;
+    if (secs <= 0 || hz <= 0 || !b->busy)
+        return;
+    double busy = (double)(b->busy - a->busy), own = (double)(b->own - a->own);
+    *other = busy > own ? (busy - own) / hz / secs : 0.0;
+    *steal = (double)(b->steal - a->steal) / hz / secs;
 }
 
 int perf_reqs_add(perf_reqs_t *q, gw_request_t *r)

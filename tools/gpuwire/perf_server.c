@@ -130,6 +130,8 @@ static gw_status_t on_begin(srv_t *s, const perf_msg_t *m)
     s->seed = m->seed;
     s->flags = m->flags;
     s->idle.spin_ns = m->a;
+    if ((m->flags & PERF_F_SPIN_AUTO) && m->a != UINT64_MAX && perf_auto_spin_us(1) == 0)
+        s->idle.spin_ns = 0; /* one CPU here: spinning would only delay the client's data */
     s->notes = s->notes_bad = s->next_note = 0;
     s->data_msgs = 0;
     if (s->flags & PERF_F_CHECK) {
