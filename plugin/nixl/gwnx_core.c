@@ -11,6 +11,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@ struct gwnx_core {
     outmsg_t *out;
     pthread_t thr;
     int have_thr;
-    volatile int stop;
+    atomic_int stop;
     int wakefd;
 };
 
@@ -239,7 +240,7 @@ static void *progress_main(void *arg)
     int fd = -1;
     gw_context_fd(c->ctx, &fd);
     int busy = 0;
-    while (!c->stop) {
+    while (!atomic_load(&c->stop)) {
         struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = c->wakefd, .events = POLLIN}};
         /* the timeout also drains what arrives between passes without an fd event */
         poll(p, 2, busy ? 0 : 20);
@@ -364,7 +365,7 @@ void gwnx_core_destroy(gwnx_core_t *c)
     if (!c)
         return;
     if (c->have_thr) {
-        c->stop = 1;
+        atomic_store(&c->stop, 1);
         uint64_t one = 1;
         if (write(c->wakefd, &one, sizeof(one)) < 0) {
             /* the thread also wakes on its poll timeout */
@@ -743,9 +744,17 @@ static int notify_locked(gwnx_core_t *c, gwnx_agent_t *a, const void *msg, size_
         return fail_gw(c, st, "preparing a notification");
     uint64_t seq = a->next_seq + 1;
     gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_ORDERED, .value = seq};
-    st = gw_xfer_batch(a->ep, GW_XFER_PUT, a->empty_local, NULL, a->empty_remote, NULL, 0, &o, NULL);
-    if (st != GW_OK)
+    /* tracked, like the frame: reaped by the progress pass, failures logged */
+    outmsg_t *m = calloc(1, sizeof(*m));
+    if (!m)
+        return fail(GWNX_ERR_BACKEND, "out of memory");
+    st = gw_xfer_batch(a->ep, GW_XFER_PUT, a->empty_local, NULL, a->empty_remote, NULL, 0, &o, &m->req);
+    if (st != GW_OK) {
+        free(m);
         return fail_gw(c, st, "posting a notification");
+    }
+    m->next = c->out;
+    c->out = m;
     a->next_seq = seq;
     return send_frame(c, a, seq, msg, len);
 }
