@@ -9,6 +9,11 @@ check_xfer_state polls), between two processes.
     PYTHONPATH=python LD_LIBRARY_PATH=build \\
     GPUWIRE_TRANSPORTS=tcp $GW_NIXL_PYTHON bench/nixl_overhead.py [--sizes 4096,65536,1048576]
         [--batches 1,16,256,4096] [--max-bytes 64M] [--seconds 0.3] [--rounds 2]
+        [--backends GPUWIRE[,UCX]]
+
+--backends GPUWIRE,UCX adds NIXL with its own UCX backend as a column (the
+plugin folder must then hold NIXL's plugins too), for NIXL's own overhead
+over another transport library on the same machine.
 
 For each descriptor size and batch size (up to --max-bytes per batch) both
 paths post the batch and wait for it, repeatedly, for --seconds, alternating
@@ -33,18 +38,25 @@ def parse_size(s):
     return int(s[:-1] if s[-1:] in "KMG" else s) * mult
 
 
-def target_main(conn, nbytes):
-    import gpuwire
+def make_agent(name, backend):
     from nixl._api import nixl_agent, nixl_agent_config
 
-    agent = nixl_agent("bench target", nixl_agent_config(backends=[]))
-    agent.create_backend("GPUWIRE")
+    agent = nixl_agent("%s %s" % (name, backend), nixl_agent_config(backends=[]))
+    agent.create_backend(backend)
+    return agent
+
+
+def target_main(conn, nbytes, backends):
+    import gpuwire
+
     buf = np.zeros(nbytes, dtype=np.uint8)
-    agent.register_memory([(buf.ctypes.data, nbytes, 0, "")], "DRAM")
+    agents = [make_agent("bench target", b) for b in backends]
+    for agent in agents:
+        agent.register_memory([(buf.ctypes.data, nbytes, 0, "")], "DRAM")
     ctx = gpuwire.Context()
     mem = ctx.register(buf)
     lis = ctx.listen("127.0.0.1:0")
-    conn.send({"meta": agent.get_agent_metadata(), "addr": buf.ctypes.data,
+    conn.send({"meta": [agent.get_agent_metadata() for agent in agents], "addr": buf.ctypes.data,
                "gw_addr": lis.address, "rkey": mem.pack()})
     eps = []
     # serve gpuwire's endpoint as the backend's progress thread serves NIXL's:
@@ -89,28 +101,33 @@ def main():
     ap.add_argument("--max-bytes", default="64M")
     ap.add_argument("--seconds", type=float, default=0.3)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--backends", default="GPUWIRE",
+                    help="NIXL backends to run, each a column (e.g. GPUWIRE,UCX: UCX needs NIXL's own "
+                         "plugins in the plugin folder)")
     a = ap.parse_args()
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     batches = [int(b) for b in a.batches.split(",")]
     nbytes = parse_size(a.max_bytes)
+    backends = a.backends.split(",")
 
     import gpuwire
-    from nixl._api import nixl_agent, nixl_agent_config
 
     ctx_mp = mp.get_context("spawn")
     mine, theirs = ctx_mp.Pipe()
-    p = ctx_mp.Process(target=target_main, args=(theirs, nbytes))
+    p = ctx_mp.Process(target=target_main, args=(theirs, nbytes, backends))
     p.start()
     try:
         if not mine.poll(120):
             sys.exit("target did not start")
         t = mine.recv()
-        agent = nixl_agent("bench initiator", nixl_agent_config(backends=[]))
-        agent.create_backend("GPUWIRE")
         src = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8)
-        agent.register_memory([(src.ctypes.data, nbytes, 0, "")], "DRAM")
-        peer = agent.add_remote_agent(t["meta"])
-        peer = peer.decode() if isinstance(peer, bytes) else peer
+        agents, peers = [], []
+        for b, meta in zip(backends, t["meta"]):
+            agent = make_agent("bench initiator", b)
+            agent.register_memory([(src.ctypes.data, nbytes, 0, "")], "DRAM")
+            peer = agent.add_remote_agent(meta)
+            agents.append(agent)
+            peers.append(peer.decode() if isinstance(peer, bytes) else peer)
 
         ctx = gpuwire.Context()
         mem = ctx.register(src)
@@ -124,8 +141,9 @@ def main():
         print("transport: gpuwire endpoint %s; GPUWIRE_TRANSPORTS=%s; nixl %s; gpuwire %s"
               % (ep.transport, os.environ.get("GPUWIRE_TRANSPORTS", "(default)"), nixl_version,
                  gpuwire.version()))
-        print("%8s %6s | %12s %9s | %12s %9s | %6s" % ("desc", "batch", "NIXL ent/s", "GB/s",
-                                                      "gpuwire ent/s", "GB/s", "ratio"))
+        cols = ["NIXL+%s" % b for b in backends] + ["gpuwire"]
+        print("%8s %6s | " % ("desc", "batch") + " | ".join("%13s ent/s %6s" % (c, "GB/s") for c in cols)
+              + " | " + " ".join("%8s" % ("gw/" + b)[:8] for b in backends))
         lat = {}
         for s in sizes:
             for b in batches:
@@ -133,19 +151,24 @@ def main():
                     continue
                 ldesc = [(src.ctypes.data + i * s, s, 0) for i in range(b)]
                 rdesc = [(t["addr"] + i * s, s, 0) for i in range(b)]
-                lh = agent.prep_xfer_dlist("NIXL_INIT_AGENT", ldesc, "DRAM")
-                rh = agent.prep_xfer_dlist(peer, rdesc, "DRAM")
-                h = agent.make_prepped_xfer("WRITE", lh, list(range(b)), rh, list(range(b)))
+                fns, cleanup = [], []
+                for agent, peer in zip(agents, peers):
+                    lh = agent.prep_xfer_dlist("NIXL_INIT_AGENT", ldesc, "DRAM")
+                    rh = agent.prep_xfer_dlist(peer, rdesc, "DRAM")
+                    h = agent.make_prepped_xfer("WRITE", lh, list(range(b)), rh, list(range(b)))
 
-                def via_nixl():
-                    if agent.transfer(h) == "ERR":
-                        raise RuntimeError("NIXL transfer failed")
-                    while True:
-                        st = agent.check_xfer_state(h)
-                        if st == "DONE":
-                            return
-                        if st == "ERR":
+                    def via_nixl(agent=agent, h=h):
+                        if agent.transfer(h) == "ERR":
                             raise RuntimeError("NIXL transfer failed")
+                        while True:
+                            st = agent.check_xfer_state(h)
+                            if st == "DONE":
+                                return
+                            if st == "ERR":
+                                raise RuntimeError("NIXL transfer failed")
+
+                    fns.append(via_nixl)
+                    cleanup.append((agent, h, lh, rh))
 
                 ld = ctx.dlist_local([(mem, i * s, s) for i in range(b)])
                 rd = ep.dlist_remote([(rkey, i * s, s) for i in range(b)])
@@ -157,27 +180,29 @@ def main():
                     while not r.done():
                         ctx.progress()
 
-                best = {"nixl": None, "gw": None}
+                fns.append(via_gpuwire)
+                best = [None] * len(fns)
                 for _ in range(a.rounds):
-                    for name, fn in (("nixl", via_nixl), ("gw", via_gpuwire)):
-                        ts = timed(fn, a.seconds)
-                        med = statistics.median(ts)
-                        if best[name] is None or med < best[name]:
-                            best[name] = med
-                agent.release_xfer_handle(h)
-                agent.release_dlist_handle(lh)
-                agent.release_dlist_handle(rh)
+                    for i, fn in enumerate(fns):
+                        med = statistics.median(timed(fn, a.seconds))
+                        if best[i] is None or med < best[i]:
+                            best[i] = med
+                for agent, h, lh, rh in cleanup:
+                    agent.release_xfer_handle(h)
+                    agent.release_dlist_handle(lh)
+                    agent.release_dlist_handle(rh)
                 ld.close()
                 rd.close()
-                n, g = best["nixl"], best["gw"]
-                print("%8d %6d | %12.0f %9.3f | %12.0f %9.3f | %6.2f" % (
-                    s, b, b / n, s * b / n / 1e9, b / g, s * b / g / 1e9, g / n), flush=True)
+                g = best[-1]
+                print("%8d %6d | " % (s, b) + " | ".join("%19.0f %6.3f" % (b / x, s * b / x / 1e9) for x in best)
+                      + " | " + " ".join("%8.2f" % (g / x) for x in best[:-1]), flush=True)
                 if b == 1:
-                    lat[s] = (n, g)
-        for s, (n, g) in sorted(lat.items()):
-            print("latency, batch of 1 x %d B: NIXL %.1f us, gpuwire %.1f us (NIXL adds %.1f us)"
-                  % (s, n * 1e6, g * 1e6, (n - g) * 1e6))
-        print("ratio: gpuwire's time / NIXL's time for the same batch (1.00: NIXL adds nothing)")
+                    lat[s] = best
+        for s, ts in sorted(lat.items()):
+            print("latency, batch of 1 x %d B: " % s
+                  + ", ".join("%s %.1f us" % (c, x * 1e6) for c, x in zip(cols, ts)))
+        print("ratio: gpuwire's own time / the NIXL backend's time for the same batch "
+              "(1.00: NIXL's layer adds nothing)")
         rkey.close()
         ep.close()
         mem.close()
