@@ -17,12 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONN_PREFIX "gwnx1 "
 #define MAX_CANDIDATES 4
 /* how long a release or a destroy waits for a transfer still moving */
 #define DRAIN_MS 10000
+/* while a caller polled a transfer this recently, it progresses the context
+ * itself and the progress thread stays out of its way (a completion taken
+ * by the thread would reach the poller only through the lock) */
+#define YIELD_NS 200000ull
 
 typedef struct inbound {
     gw_ep_t *ep;
@@ -49,6 +54,7 @@ struct gwnx_core {
     pthread_t thr;
     int have_thr;
     atomic_int stop;
+    atomic_uint_fast64_t polled_ns; /* when a caller last polled a transfer */
     int wakefd;
 };
 
@@ -81,6 +87,13 @@ struct gwnx_xfer {
     size_t notif_len;
     int posted;
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- errors ---------------------------------------------------------------- */
 static __thread char tls_err[768];
@@ -249,6 +262,12 @@ static void *progress_main(void *arg)
             if (read(c->wakefd, &v, sizeof(v)) < 0) {
                 /* nothing to do: the eventfd is only a wake-up */
             }
+        }
+        if (now_ns() - atomic_load(&c->polled_ns) < YIELD_NS) {
+            /* a caller is polling: let it progress (it takes notifications too) */
+            poll(&p[1], 1, 1);
+            busy = 0;
+            continue;
         }
         pthread_mutex_lock(&c->lock);
         busy = pass(c) > 0;
@@ -826,6 +845,7 @@ int gwnx_xfer_check(gwnx_xfer_t *x)
     gwnx_core_t *c = x->core;
     if (!x->posted)
         return fail(GWNX_ERR_NOT_POSTED, "transfer checked before it was posted");
+    atomic_store(&c->polled_ns, now_ns());
     pthread_mutex_lock(&c->lock);
     gw_status_t st = gw_request_test(x->req);
     if (st == GW_INPROGRESS) {
@@ -894,8 +914,8 @@ int gwnx_notif_gen(gwnx_core_t *c, const char *agent, const void *msg, size_t le
 size_t gwnx_notifs_take(gwnx_core_t *c, gwnx_notif_cb cb, void *arg)
 {
     pthread_mutex_lock(&c->lock);
-    if (!c->have_thr)
-        pass(c);
+    /* also with a progress thread: it stands aside while transfers are polled */
+    pass(c);
     gwnx_pending_t *e = c->ready_head;
     c->ready_head = c->ready_tail = NULL;
     pthread_mutex_unlock(&c->lock);
