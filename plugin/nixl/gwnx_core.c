@@ -28,6 +28,9 @@
  * itself and the progress thread stays out of its way (a completion taken
  * by the thread would reach the poller only through the lock) */
 #define YIELD_NS 200000ull
+/* a caller that polls transfers for long also takes notifications and new
+ * connections (the thread's work) every this many polls */
+#define FULL_PASS_EVERY 64u
 
 typedef struct inbound {
     gw_ep_t *ep;
@@ -55,6 +58,7 @@ struct gwnx_core {
     int have_thr;
     atomic_int stop;
     atomic_uint_fast64_t polled_ns; /* when a caller last polled a transfer */
+    unsigned checks;                /* transfer polls, for the full pass every FULL_PASS_EVERY */
     int wakefd;
 };
 
@@ -849,7 +853,10 @@ int gwnx_xfer_check(gwnx_xfer_t *x)
     pthread_mutex_lock(&c->lock);
     gw_status_t st = gw_request_test(x->req);
     if (st == GW_INPROGRESS) {
-        gw_progress(c->ctx);
+        if (++c->checks % FULL_PASS_EVERY == 0)
+            pass(c);
+        else
+            gw_progress(c->ctx);
         st = gw_request_test(x->req);
     }
     int rc;
