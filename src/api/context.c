@@ -257,6 +257,7 @@ gw_status_t gw_context_destroy(gw_context_t *ctx)
         if (ctx->tl[i])
             ctx->tl[i]->ops->iface_close(ctx->tl[i]);
     gw_hmap_fini(&ctx->tokens);
+    free(atomic_load(&ctx->batch_spare)); /* the entry array kept for the next batch */
     gw_core_fini(&ctx->core);
     free(ctx);
     return GW_OK;

@@ -1,0 +1,27 @@
+#!/bin/sh
+# run_nixl.sh PYTHON PLUGIN SCRIPT [ARGS...]
+# Runs SCRIPT with a Python that can import NIXL's Python API (nixl._api,
+# from the nixl wheels), NIXL_PLUGIN_DIR pointing at a fresh folder that
+# holds only PLUGIN (so GPUWIRE is the only backend NIXL finds).  PYTHON
+# empty: $GW_NIXL_PYTHON, then python3 on PATH.  Exits 77 (skipped) with the
+# reason when no such Python is found.
+py=$1
+plugin=$2
+shift 2
+[ -n "$py" ] || py=${GW_NIXL_PYTHON:-python3}
+if ! command -v "$py" >/dev/null 2>&1; then
+    echo "SKIP: no Python '$py' (configure with -DGW_NIXL_PYTHON=<python with the nixl wheel>)"
+    exit 77
+fi
+if ! why=$("$py" -c "import nixl._api" 2>&1); then
+    echo "SKIP: $py cannot import nixl._api (pip install nixl; or -DGW_NIXL_PYTHON=<venv python>): $(printf '%s' "$why" | tail -n 1)"
+    exit 77
+fi
+if [ ! -f "$plugin" ]; then
+    echo "FAIL: plugin $plugin not built"
+    exit 1
+fi
+dir=$(mktemp -d "${TMPDIR:-/tmp}/gw-nixl-plugins.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT INT TERM
+cp "$plugin" "$dir/" || exit 1
+NIXL_PLUGIN_DIR=$dir "$py" "$@"
