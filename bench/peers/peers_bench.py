@@ -508,7 +508,25 @@ def probe(peer):
         return None
     except BaseException as e:  # noqa: BLE001 - any failure to load is a skip reason
         msg = str(e).strip().splitlines()
-        return "%s: %s" % (type(e).__name__, msg[-1] if msg else "")
+        why = "%s: %s" % (type(e).__name__, msg[-1] if msg else "")
+        dists = {"mooncake": ("mooncake-transfer-engine", "mooncake-transfer-engine-non-cuda",
+                              "mooncake-transfer-engine-cuda13"),
+                 "nixl": ("nixl", "nixl-cu12", "nixl-cu13"), "uccl": ("uccl",)}[peer]
+        try:
+            from importlib import metadata
+            have = []
+            for d in dists:
+                try:
+                    have.append("%s %s" % (d, metadata.version(d)))
+                except metadata.PackageNotFoundError:
+                    pass
+            if have:
+                why = "%s installed, import failed: %s" % (", ".join(have), why)
+            else:
+                why = "not installed (%s)" % why
+        except ImportError:
+            pass
+        return why
 
 
 def main():
