@@ -60,7 +60,6 @@ SHAPES = [  # name, descriptors (0: a single put, not a batch), bytes each
     ("one_64m", 0, 64 << 20),
 ]
 BUF = 128 << 20          # 4096 x 16 KiB at a 32 KiB stride
-CHECK = 64 << 20         # bytes compared at the end (the one_64m shape's)
 # transfers per round: full run, --quick
 ITERS = {"lat8": (2000, 20), "b1_4k": (1000, 20), "b256_1k": (200, 5),
          "b4096_16k": (5, 1), "one_64m": (8, 1)}
@@ -97,8 +96,8 @@ class HostBuf:
     def obj(self):          # what gpuwire registers
         return self.mm
 
-    def crc(self, n):
-        return zlib.crc32(memoryview(self.mm)[:n])
+    def view(self, n):
+        return memoryview(self.mm)[:n]
 
 
 class GpuBuf:
@@ -113,8 +112,24 @@ class GpuBuf:
     def obj(self):
         return self.t
 
-    def crc(self, n):
-        return zlib.crc32(self.t[:n].cpu().numpy().tobytes())
+    def view(self, n):
+        return memoryview(self.t[:n].cpu().numpy())
+
+
+def selected(args):
+    return [sh for sh in SHAPES if not args.shapes or sh[0] in args.shapes.split(",")]
+
+
+def written_crc(buf, args):
+    """CRC-32 over every region the selected shapes write, shape by shape:
+    the same on both sides once everything landed."""
+    ext = max((o + size for _, count, size in selected(args) for o in offsets(count, size)),
+              default=0)
+    v, crc = buf.view(ext), 0
+    for _, count, size in selected(args):
+        for o in offsets(count, size):
+            crc = zlib.crc32(v[o:o + size], crc)
+    return crc
 
 
 def make_buf(args, fill, role):
@@ -164,6 +179,17 @@ class GpuwireEngine:
         L = self.ctx.dlist_local([(mem, o, size) for o in offs])
         R = ep.dlist_remote([(rkey, o, size) for o in offs])
         return lambda: ep.put_batch(L, R).wait(60)
+
+    def split_op(self, count, size):
+        """(post, complete) for --split: post returns what complete waits on."""
+        ep, mem, rkey = self.ep, self.mem, self.rkey
+        if count == 0:
+            return (lambda: ep.put(mem, rkey, 0, size, 0)), (lambda r: r.wait(60))
+        offs = offsets(count, size)
+        L = self.ctx.dlist_local([(mem, o, size) for o in offs])
+        R = ep.dlist_remote([(rkey, o, size) for o in offs])
+        self._keep = (L, R)
+        return (lambda: ep.put_batch(L, R)), (lambda r: r.wait(60))
 
     def describe(self):
         return "gpuwire %s (Python package; put / put_batch on prepared lists)" % self.transport
@@ -279,6 +305,7 @@ class NixlEngine:
         idx = list(range(len(offs)))
         h = ag.make_prepped_xfer("WRITE", L, idx, R, idx)
         self._keep = getattr(self, "_keep", []) + [(L, R, h)]
+        self._last = h
 
         def xfer():
             s = ag.transfer(h)
@@ -287,6 +314,17 @@ class NixlEngine:
             if s != "DONE":
                 raise RuntimeError("NIXL transfer state %s" % s)
         return xfer
+
+    def split_op(self, count, size):
+        self.op(count, size)
+        ag, h = self.agent, self._last
+
+        def complete(s):
+            while s == "PROC":
+                s = ag.check_xfer_state(h)
+            if s != "DONE":
+                raise RuntimeError("NIXL transfer state %s" % s)
+        return (lambda: ag.transfer(h)), complete
 
     def describe(self):
         return "NIXL agent, UCX backend (%s), prepped WRITE, polled" % self.tls
@@ -360,7 +398,7 @@ def worker_target(args):
         stop.set()
     threading.Thread(target=watch_stdin, daemon=True).start()
     eng.serve(stop)
-    emit("CRC", {"crc": buf.crc(CHECK)})
+    emit("CRC", {"crc": written_crc(buf, args)})
     finish(eng)
 
 
@@ -387,9 +425,7 @@ def worker_initiator(args):
     eng = make_engine(args)
     eng.connect(info, buf)
     res = {"engine": eng.describe(), "actual": getattr(eng, "actual", ""), "rows": {}}
-    for name, count, size in SHAPES:
-        if args.shapes and name not in args.shapes.split(","):
-            continue
+    for name, count, size in selected(args):
         fn = eng.op(count, size)
         n = ITERS[name][1 if args.quick else 0]
         per_round, lats = measure(fn, n, args.rounds, 1 if args.quick else max(2, n // 10))
@@ -398,9 +434,30 @@ def worker_initiator(args):
         ops = [n / t for t in per_round]
         res["rows"][name] = {"GB/s": statistics.median(gbs), "ops/s": statistics.median(ops),
                              "us_p50": statistics.median(lats) * 1e6,
+                             "us_p99": sorted(lats)[int(0.99 * (len(lats) - 1))] * 1e6,
+                             "us_mean": statistics.fmean(lats) * 1e6,
                              "rounds_GB/s": gbs, "n": n}
-    # the last bytes written must have landed: the initiator's 64 MiB at offset 0
-    res["crc"] = buf.crc(CHECK)
+    if args.split and hasattr(eng, "split_op"):
+        # where the time of a small transfer goes: the post call, then the
+        # wait for its completion, each timed on its own
+        pc = time.perf_counter
+        for name, count, size in selected(args):
+            if name not in ("lat8", "b1_4k"):
+                continue
+            post, complete = eng.split_op(count, size)
+            tp, tw = [], []
+            for i in range(args.split):
+                t0 = pc()
+                r = post()
+                t1 = pc()
+                complete(r)
+                t2 = pc()
+                if i >= args.split // 10:
+                    tp.append(t1 - t0)
+                    tw.append(t2 - t1)
+            res["rows"][name]["post_us_p50"] = statistics.median(tp) * 1e6
+            res["rows"][name]["complete_us_p50"] = statistics.median(tw) * 1e6
+    res["crc"] = written_crc(buf, args)
     emit("RESULT", res)
     finish(eng)
 
@@ -445,6 +502,8 @@ def run_pair(args, engine, env_extra, log):
         common.append("--gpu")
     if args.shapes:
         common += ["--shapes", args.shapes]
+    if args.split:
+        common += ["--split", str(args.split)]
     log.write("\n==== %s  env: %s  load %s\n" % (engine, " ".join(
         "%s=%s" % kv for kv in sorted(env_extra.items())), loadavg()))
     log.flush()
@@ -484,6 +543,10 @@ def run_pair(args, engine, env_extra, log):
         for line in out.splitlines():
             if line.startswith("CRC "):
                 crc = json.loads(line[4:])["crc"]
+        for name, row in result["rows"].items():
+            log.write("%s %-10s p50 %.3f us  p99 %.3f us  mean %.3f us  GB/s by round %s\n" % (
+                engine, name, row["us_p50"], row["us_p99"], row["us_mean"],
+                " ".join("%.4g" % g for g in row["rounds_GB/s"])))
         result["verified"] = crc is not None and crc == result["crc"]
         if not result["verified"]:
             raise RuntimeError("the target's bytes differ from what was written "
@@ -494,6 +557,18 @@ def run_pair(args, engine, env_extra, log):
             tgt.kill()
             tgt.wait()
         log.flush()
+
+
+def merge(results):
+    """One result from several repetitions: each figure the median of theirs;
+    load: the median 1-minute load average after each."""
+    out = dict(results[0])
+    out["rows"] = {}
+    for name, row in results[0]["rows"].items():
+        out["rows"][name] = {k: statistics.median(r["rows"][name][k] for r in results)
+                             for k, v in row.items() if isinstance(v, float)}
+    out["load"] = "%.2f" % statistics.median(float(r["load"] or 0) for r in results)
+    return out
 
 
 def probe(peer):
@@ -535,12 +610,18 @@ def main():
     ap.add_argument("--quick", action="store_true", help="few transfers, for the smoke test")
     ap.add_argument("--gpu", action="store_true", help="device memory through torch")
     ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each pair (peer and gpuwire back to back, alternating "
+                         "which goes first); the rows report medians over them")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--peers", default="mooncake,nixl,uccl")
     ap.add_argument("--shapes", default="")
     ap.add_argument("--mooncake-protocol", default="tcp")
     ap.add_argument("--machine", default=platform.node())
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--split", type=int, default=0, metavar="N",
+                    help="also time post and completion apart for lat8 and b1_4k, N transfers "
+                         "each (printed under 'split')")
     ap.add_argument("--worker", choices=["target", "initiator"], help=argparse.SUPPRESS)
     ap.add_argument("--engine", help=argparse.SUPPRESS)
     ap.add_argument("--info", help=argparse.SUPPRESS)
@@ -552,7 +633,8 @@ def main():
             (worker_target if args.worker == "target" else worker_initiator)(args)
         except BaseException:
             traceback.print_exc()
-            sys.exit(1)
+            sys.stderr.flush()
+            os._exit(1)     # no library teardown (see finish)
         return
     if not args.out:
         ap.error("--out DIR is required")
@@ -564,34 +646,51 @@ def main():
     log.write("\n######## %s  machine %s  python %s  cpus %s  gpu %s  load %s\n" % (
         date, args.machine, sys.version.split()[0], os.cpu_count(), args.gpu, loadavg()))
 
-    gw_results, gw_err, rows, status = {}, {}, [], []
+    gw_runs, gw_err, rows, status, peer_split = {}, {}, [], [], []
 
-    def gw(tr):
-        if tr not in gw_results and tr not in gw_err:
-            try:
-                gw_results[tr] = run_pair(args, "gpuwire:" + tr, {}, log)
-                gw_results[tr]["load"] = loadavg()
-            except Exception as e:  # noqa: BLE001
-                gw_err[tr] = str(e)
-        return gw_results.get(tr)
+    def one(engine, env):
+        r = run_pair(args, engine, env, log)
+        r["load"] = loadavg()
+        return r
+
+    def gw_run(tr):
+        try:
+            r = one("gpuwire:" + tr, {})
+            gw_runs.setdefault(tr, []).append(r)
+            return r
+        except Exception as e:  # noqa: BLE001 - reported in the status lines
+            gw_err[tr] = str(e)
+            return None
 
     for peer, ptr, _, gtr, env in configs(args):
         if peer not in wanted:
             continue
         why = probe(peer)
-        if why is None:
-            try:
-                pres = run_pair(args, "%s:%s" % (peer, ptr), env, log)
-                pres["load"] = loadavg()
-            except Exception as e:  # noqa: BLE001 - reported as the skip reason
-                why = "failed to run: %s" % e
-        gres = gw(gtr)
+        pruns, gruns = [], []
+        # each repetition runs the peer and gpuwire back to back, alternating
+        # which goes first, so that a change in the machine's load hits both
+        for rep in range(args.repeat if why is None else 0):
+            for who in (("peer", "gw") if rep % 2 == 0 else ("gw", "peer")):
+                if who == "gw":
+                    g = gw_run(gtr)
+                    if g:
+                        gruns.append(g)
+                    continue
+                try:
+                    pruns.append(one("%s:%s" % (peer, ptr), env))
+                except Exception as e:  # noqa: BLE001 - reported as the skip reason
+                    why = "failed to run: %s" % e
+            if why is not None:
+                break
         if why is not None:
             status.append("%-8s %-18s skipped: %s" % (peer, ptr, why))
             print("%s %s: skipped: %s" % (peer, ptr, why), flush=True)
             continue
-        status.append("%-8s %-18s measured (%s; vs gpuwire %s)" % (peer, ptr, pres["actual"], gtr))
+        pres, gres = merge(pruns), merge(gruns) if gruns else None
+        status.append("%-8s %-18s measured (%s; vs gpuwire %s; %d repetition(s))"
+                      % (peer, ptr, pres["actual"], gtr, len(pruns)))
         print("%s %s: measured" % (peer, ptr), flush=True)
+        peer_split.append(("%s %s" % (peer, ptr), pres))
         for name, _, _ in SHAPES:
             if name not in pres["rows"]:
                 continue
@@ -606,9 +705,13 @@ def main():
                              "machine": args.machine, "date": date,
                              "load": "%s/%s" % (gres["load"] if gres else "", pres["load"])})
     # gpuwire's own rows always run (a CI without any peer still measures them)
+    gw_results = {}
     for tr in ("tcp", "intra"):
-        gres = gw(tr)
+        while len(gw_runs.get(tr, [])) < args.repeat and tr not in gw_err:
+            gw_run(tr)
+        gres = merge(gw_runs[tr]) if gw_runs.get(tr) else None
         if gres:
+            gw_results[tr] = gres
             for name, _, _ in SHAPES:
                 if name in gres["rows"]:
                     for unit in ("GB/s", "ops/s", "us_p50"):
@@ -641,6 +744,14 @@ def main():
         lines.append(fmt % (r["shape"], r["peer"], r["peer_transport"], r["gpuwire_transport"],
                             r["unit"], r["gpuwire_value"], r["peer_value"], r["ratio"],
                             r["load"]))
+    splits = []
+    for label, res in [("gpuwire " + t, r) for t, r in sorted(gw_results.items())] + peer_split:
+        for name, row in res["rows"].items():
+            if "post_us_p50" in row:
+                splits.append("%-30s %-8s post %8.3f us  complete %8.3f us  (p50 each)" % (
+                    label, name, row["post_us_p50"], row["complete_us_p50"]))
+    if splits:
+        lines += ["", "split (--split):"] + splits
     lines.append("")
     lines.append("gpuwire alone:")
     for r in rows:
