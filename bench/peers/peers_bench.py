@@ -169,7 +169,8 @@ class GpuwireEngine:
         self.mem = self.ctx.register(buf.obj())
         self.ep = self.ctx.connect(info["addr"])
         self.rkey = self.ep.unpack(bytes.fromhex(info["key"]))
-        self.actual = self.ep.transport
+        self.actual = "%s, %s" % (self.ep.transport, "C accelerator" if self.gw._lib.fast
+                                   else "ctypes (no accelerator built)")
 
     def op(self, count, size):
         ep, mem, rkey = self.ep, self.mem, self.rkey
