@@ -40,7 +40,6 @@ import json
 import mmap
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -356,7 +355,7 @@ def configs(args):
     if args.gpu:
         tls = os.environ.get("GW_PEERS_UCX_TLS", GPU_UCX_TLS)
         out.append(("nixl", "ucx[%s]" % tls, lambda: NixlEngine(tls, args), "intra",
-                    {"UCX_TLS": tls}))
+                    dict(UCX_BASE, UCX_TLS=tls)))
         out.append(("nixl", "ucx[tcp]", lambda: NixlEngine("tcp", args), "tcp",
                     dict(UCX_BASE, UCX_TLS="tcp")))
     else:
