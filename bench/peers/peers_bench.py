@@ -524,7 +524,11 @@ def run_pair(args, engine, env_extra, log):
         finally:
             killer.cancel()
         if info is None:
-            raise RuntimeError("target did not start (exit %s; see the log)" % tgt.poll())
+            try:
+                rc = tgt.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                rc = "none: still running, killed"
+            raise RuntimeError("target did not start (exit %s; see the log)" % rc)
         ini = subprocess.run(common + ["--worker", "initiator", "--info", info.strip()],
                              stdout=subprocess.PIPE, stderr=log, env=env, text=True,
                              timeout=args.timeout)
@@ -638,6 +642,14 @@ def main():
         return
     if not args.out:
         ap.error("--out DIR is required")
+    if args.gpu:
+        try:
+            import torch
+            ok = torch.cuda.is_available()
+        except ImportError:
+            ok = False
+        if not ok:
+            ap.error("--gpu needs torch with a visible CUDA device")
     os.makedirs(args.out, exist_ok=True)
     args.build = os.path.abspath(args.build)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
