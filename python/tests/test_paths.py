@@ -255,6 +255,7 @@ CALLS = {
     "status_name": lambda e: gpuwire.status_name(status=-1),
     "version": lambda e: gpuwire.version(),
     "load_library": lambda e: gpuwire.load_library(path=None),
+    "nccl_plugin_path": lambda e: gpuwire.nccl_plugin_path(),
 }
 
 # Calls that must succeed (the others may refuse, on both paths alike).
@@ -264,6 +265,7 @@ MUST_WORK = {k for k in CALLS if k.startswith(("Endpoint.put", "Endpoint.get", "
 # Public names not in CALLS, and why: none of them has a second path.
 NOT_CALLED = {
     "store": "pure Python over an etcd's HTTP API (tests/test_store.py); it never reaches libgpuwire",
+    "accelerated": "says which of the two paths is in use, so its answer differs between them by design",
 }
 
 
