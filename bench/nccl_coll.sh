@@ -9,11 +9,15 @@
 #   default      NCCL's own paths (NVLink/P2P, SHM): what a user gets without a plugin
 #   socket       NCCL's socket transport: NCCL_NET=Socket, P2P and SHM off, no plugin
 #   gw           the gpuwire plugin, default transports (intra on one host); the
-#                plugin chooses GPU or host buffers (GPUWIRE_NCCL_GPU_BUFFERS=auto)
+#                plugin chooses GPU or host buffers (GPUWIRE_NCCL_GPU_BUFFERS=auto:
+#                host, as tcp is in the default list)
 #   gw-host      the plugin with host buffers (GPUWIRE_NCCL_GPU_BUFFERS=off): NCCL stages
 #   gw-gdr       the plugin with GPU buffers forced (GPUWIRE_NCCL_GPU_BUFFERS=on,
 #                NCCL_NET_GDR_LEVEL=SYS)
-#   gw-tcp       the plugin over tcp (GPUWIRE_TRANSPORTS=tcp), default streams, auto buffers
+#   gw-intra     intra alone (GPUWIRE_TRANSPORTS=intra), auto buffers (GPU)
+#   gw-tcp       the plugin over tcp (GPUWIRE_TRANSPORTS=tcp), default streams, auto
+#                buffers (host)
+#   gw-tcp-gpu   the same with GPU buffers (GPUWIRE_NCCL_GPU_BUFFERS=on)
 #   gw-tcp-host  the same with host buffers (GPUWIRE_NCCL_GPU_BUFFERS=off)
 #   gw-tcp1      tcp with one stream (GPUWIRE_TCP_STREAMS=1)
 # Every plugin configuration has NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1, so that
@@ -50,7 +54,7 @@ if [ ! -x "$BIN" ]; then
   exit 2
 fi
 [ -f "$PLUGIN" ] || echo "nccl_coll.sh: no plugin at $BUILD/plugin/nccl/libnccl-net-gpuwire.so: gw configurations will fail" >&2
-if [ $# -gt 0 ]; then CONFIGS="$*"; else CONFIGS=${CONFIGS:-"default socket gw gw-host gw-gdr gw-tcp gw-tcp-host gw-tcp1"}; fi
+if [ $# -gt 0 ]; then CONFIGS="$*"; else CONFIGS=${CONFIGS:-"default socket gw gw-host gw-gdr gw-intra gw-tcp gw-tcp-gpu gw-tcp1"}; fi
 CSV=$OUT/coll.csv
 args=(--nranks "$NRANKS" --csv "$CSV" --min "${MIN:-1048576}" --max "${MAX:-268435456}")
 [ "${SMALL:-0}" = 1 ] && args+=(--small)
@@ -68,7 +72,9 @@ config_env() {
     gw) echo "$gw" ;;
     gw-host) echo "$gw GPUWIRE_NCCL_GPU_BUFFERS=off" ;;
     gw-gdr) echo "$gw GPUWIRE_NCCL_GPU_BUFFERS=on NCCL_NET_GDR_LEVEL=SYS" ;;
+    gw-intra) echo "$gw GPUWIRE_TRANSPORTS=intra" ;;
     gw-tcp) echo "$gw GPUWIRE_TRANSPORTS=tcp" ;;
+    gw-tcp-gpu) echo "$gw GPUWIRE_TRANSPORTS=tcp GPUWIRE_NCCL_GPU_BUFFERS=on" ;;
     gw-tcp-host) echo "$gw GPUWIRE_TRANSPORTS=tcp GPUWIRE_NCCL_GPU_BUFFERS=off" ;;
     gw-tcp1) echo "$gw GPUWIRE_TRANSPORTS=tcp GPUWIRE_TCP_STREAMS=1" ;;
     *) return 1 ;;

@@ -79,7 +79,7 @@ grep -E "bench/nccl_coll|error:" "$LOGS/build.log" | head -10
 step plugin-tests 150 "$LOGS/ctest-nccl.log" bash -c "cd '$BUILD' && ctest -L nccl -j 2 --timeout 150 -V"
 grep -E "Test +#|tests passed|tests failed" "$LOGS/ctest-nccl.log" | tail -30
 
-: "${CONFIGS:=socket gw gw-host gw-tcp1 gw-tcp gw-tcp-host default gw-gdr}"
+: "${CONFIGS:=socket gw gw-host gw-tcp1 gw-tcp gw-tcp-gpu default gw-gdr gw-intra}"
 rm -f "$OUT/coll.csv"
 # the benchmark stops starting configurations 100 s before the deadline (PyTorch's share)
 step nccl-coll 480 "$LOGS/nccl-coll.log" env BUILD="$BUILD" OUT="$LOGS/coll" NRANKS="$NRANKS" SMALL=1 \

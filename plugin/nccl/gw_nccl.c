@@ -372,16 +372,18 @@ static int add_verbs_devices(void)
  * has a row for each choice on each transport):
  *   intra  CUDA IPC, one device-to-device copy: GPU buffers (all_reduce
  *          128 MiB on two GPUs: 28.9 GB/s against 3.46 GB/s host-staged).
- *   tcp    gpuwire's pipelined staging through its own pinned buffers, the
- *          copies overlapped with the socket: GPU buffers (GPU to GPU 12.8
- *          GB/s point to point, 3.1x NCCL's socket transport on host memory).
+ *   tcp    host buffers: gpuwire's pipelined staging of GPU buffers through
+ *          its own pinned buffers lost to NCCL's host buffers on every large
+ *          collective (two H200s, 256 MiB busbw: all_reduce 5.35 against 6.00
+ *          GB/s, broadcast 8.78 against 10.61, alltoall 1.26 against 1.80).
  *   verbs  GPUDirect RDMA (dma-buf or peermem) reads and writes the GPU
  *          directly: GPU buffers where it is possible; without it gpuwire
  *          would stage (one more copy than NCCL's host buffers): host.
  * A device without verbs carries intra and tcp connections (the handshake
  * picks per peer), so it is led to GPU buffers when every transport it may
- * take prefers them.  Such a device has no NIC that DMAs to the GPU, so the
- * PCI distance NCCL checks means nothing for it: the plugin sets
+ * take prefers them: with intra alone in GPUWIRE_TRANSPORTS, not with the
+ * default list (tcp in it).  Such a device has no NIC that DMAs to the GPU,
+ * so the PCI distance NCCL checks means nothing for it: the plugin sets
  * NCCL_NET_GDR_LEVEL=SYS for the process unless the user set it (NCCL reads
  * it after the plugin's init).  A verbs device reports its NIC's PCI path
  * and leaves the distance rule to NCCL. */
@@ -448,12 +450,18 @@ static void gpu_policy(gwn_dev_t *d, const char *mode, const char *transports, c
         d->gpu_buffers = gpudirect_possible(root, why, sizeof(why));
         snprintf(d->gpu_why, sizeof(d->gpu_why), "%s (verbs): %s", d->gpu_buffers ? "GPU buffers" : "host buffers",
                  why);
+    } else if (transport_listed(transports, "tcp")) {
+        /* a tcp connection is possible: host buffers, even if intra would
+         * prefer GPU ones (the device is one for every peer) */
+        snprintf(d->gpu_why, sizeof(d->gpu_why), "host buffers (tcp: measured faster than gpuwire's staging of "
+                 "GPU buffers%s): chosen by measurement (docs/NCCL.md, GPU buffers)",
+                 transport_listed(transports, "intra") ? "; GPUWIRE_TRANSPORTS=intra would take GPU buffers" : "");
     } else {
-        int intra = transport_listed(transports, "intra"), tcp = transport_listed(transports, "tcp");
-        d->gpu_buffers = 1; /* both intra and tcp measured faster with GPU buffers */
-        snprintf(d->gpu_why, sizeof(d->gpu_why), "GPU buffers (%s%s%s): chosen by measurement over NCCL's "
-                 "host staging (docs/NCCL.md, GPU buffers)", intra ? "intra: CUDA IPC" : "", intra && tcp ? "; " : "",
-                 tcp ? "tcp: pipelined staging" : "");
+        d->gpu_buffers = transport_listed(transports, "intra");
+        snprintf(d->gpu_why, sizeof(d->gpu_why), "%s", d->gpu_buffers
+                 ? "GPU buffers (intra: CUDA IPC): chosen by measurement over NCCL's host staging (docs/NCCL.md, "
+                   "GPU buffers)"
+                 : "host buffers: neither intra nor tcp in GPUWIRE_TRANSPORTS");
     }
     if (d->gpu_buffers)
         d->ptr_support |= NCCL_PTR_CUDA;

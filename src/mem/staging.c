@@ -1,10 +1,13 @@
 /* staging.c - pipelined host staging engine for GPU memory (see staging.h). */
 #include "mem/staging.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cuda/cuda_wrap.h"
+
+#define GW_STAGING_MAX_DEV 64
 
 struct gw_staging {
     gw_core_t *core;
@@ -319,16 +322,40 @@ void gw_staging_release(gw_staging_t *st, gw_stage_slot_t *slot)
     slot->copying = 0;
 }
 
+/* The stream of gw_staging_copy_sync, one per device for the process,
+ * made on first use (non-blocking: see there). */
+static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUstream sync_stream[GW_STAGING_MAX_DEV];
+
 gw_status_t gw_staging_copy_sync(gw_core_t *c, int device, void *dst, const void *src, size_t len)
 {
     char why[256];
     if (len == 0)
         return GW_OK;
+    if (device < 0 || device >= GW_STAGING_MAX_DEV)
+        return gw_err(c, GW_ERR_INVALID, "staging copy(%zu bytes): CUDA device %d out of range", len, device);
     if (!gw_cuda_ctx_for_device(device, why, sizeof(why)))
         return gw_err(c, GW_ERR_CUDA, "staging copy(%zu bytes): %s", len, why);
     const gw_cuda_t *cu = gw_cuda_get(NULL, 0);
-    CUresult r = cu->cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len);
+    /* Not cuMemcpy: that runs on the legacy default stream, which waits for
+     * the application's work on its blocking streams, and the application's
+     * may be waiting for this very data (PyTorch's default stream waiting on
+     * a NCCL collective whose bytes the net plugin delivers here): a copy
+     * queued there never finishes.  A non-blocking stream of our own orders
+     * against nothing of the application's. */
+    pthread_mutex_lock(&sync_lock);
+    CUresult r = CUDA_SUCCESS;
+    if (!sync_stream[device])
+        r = cu->cuStreamCreate(&sync_stream[device], CU_STREAM_NON_BLOCKING);
+    CUstream s = sync_stream[device];
+    pthread_mutex_unlock(&sync_lock);
     if (r != CUDA_SUCCESS)
-        return cu_fail(c, "cuMemcpy", device, r);
+        return cu_fail(c, "cuStreamCreate(synchronous copies)", device, r);
+    r = cu->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len, s);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(c, "cuMemcpyAsync", device, r);
+    r = cu->cuStreamSynchronize(s);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(c, "cuStreamSynchronize(synchronous copy)", device, r);
     return GW_OK;
 }

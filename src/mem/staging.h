@@ -35,7 +35,9 @@
  *     it used has tested done.
  *
  * Small transfers (one chunk or less) may use gw_staging_copy_sync() on a
- * caller's own buffer instead: one synchronous cuMemcpy, lower latency.
+ * caller's own buffer instead: one copy waited for, lower latency.  It runs
+ * on a non-blocking stream of its own per device, never on the legacy
+ * default stream, so it never waits for the application's kernels.
  */
 #ifndef GW_MEM_STAGING_H
 #define GW_MEM_STAGING_H
@@ -103,7 +105,9 @@ gw_status_t gw_staging_scatter(gw_staging_t *st, gw_stage_slot_t *slot, const gw
 const char *gw_staging_gather_path(const gw_staging_t *st);
 
 /* Synchronous copy for small transfers: dst/src may each be host or device
- * memory (unified addressing).  Sets the device's context current first. */
+ * memory (unified addressing).  Sets the device's context current first;
+ * copies on the device's own non-blocking stream and waits for that stream
+ * alone (safe while the application's kernels wait on the caller). */
 gw_status_t gw_staging_copy_sync(gw_core_t *c, int device, void *dst, const void *src, size_t len);
 
 #endif

@@ -11,6 +11,15 @@
  *    FAKECUDA_LAG times (default 2), so "not ready yet" paths run.
  *  - IPC handles name the exporting process's memfd; another process maps
  *    the same pages, as CUDA IPC maps the same device memory.
+ *  - FAKECUDA_LEGACY_STREAM=busy: the legacy default stream (stream 0) is
+ *    taken to be waiting on a kernel that waits on the caller, as PyTorch's
+ *    default stream waits on a NCCL collective whose data the net plugin's
+ *    proxy must deliver.  On a GPU an operation on that stream (cuMemcpy,
+ *    cuMemcpyHtoD/DtoH, an async copy on stream 0, synchronizing stream 0
+ *    or the context) then never returns; here it fails with
+ *    CUDA_ERROR_LAUNCH_TIMEOUT and says so on stderr, so a library that
+ *    queues work behind the application's kernels fails a test instead of
+ *    hanging it.
  * It models one or FAKECUDA_DEVICES devices, no real copy engines, no
  * timing: it says nothing about speed.
  */
@@ -27,7 +36,8 @@
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
-enum { OK = 0, EINVAL_ = 1, ENOTINIT = 3, ENOMEM_ = 2, ENOTREADY = 600, ENOTSUP = 801, ENOTFOUND = 500 };
+enum { OK = 0, EINVAL_ = 1, ENOTINIT = 3, ENOMEM_ = 2, ENOTREADY = 600, ENOTSUP = 801, ENOTFOUND = 500,
+       ELEGACY = 702 /* CUDA_ERROR_LAUNCH_TIMEOUT: see FAKECUDA_LEGACY_STREAM */ };
 
 #define MAXA 4096
 typedef struct alloc {
@@ -70,6 +80,21 @@ static uint8_t *hv(uintptr_t p, size_t n)
     return a->host + (p - a->dev);
 }
 
+/* FAKECUDA_LEGACY_STREAM=busy: nonzero (and a line on stderr) for an
+ * operation that would queue behind the blocked legacy default stream. */
+static int legacy_busy(const char *fn, const void *stream)
+{
+    if (stream)
+        return 0;
+    const char *l = getenv("FAKECUDA_LEGACY_STREAM");
+    if (!l || strcmp(l, "busy") != 0)
+        return 0;
+    fprintf(stderr, "fakecuda: %s on the legacy default stream while it waits on a kernel "
+            "(FAKECUDA_LEGACY_STREAM=busy): on a GPU this call never returns\n", fn);
+    return 1;
+}
+#define LEGACY(fn, stream) do { if (legacy_busy(fn, stream)) return ELEGACY; } while (0)
+
 static __thread int cur_dev; /* the current context is per thread, as in CUDA */
 
 CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
@@ -98,11 +123,11 @@ static CUresult cuCtxGetCurrent(void **c) { *c = (void *)(uintptr_t)(0x1000 + cu
 static CUresult cuCtxSetCurrent(void *c) { if (c) cur_dev = (int)((uintptr_t)c - 0x1000); return OK; }
 static CUresult cuCtxGetDevice(int *d) { *d = cur_dev; return OK; }
 static CUresult cuCtxEnablePeerAccess(void *p, unsigned f) { (void)p; (void)f; return OK; }
-static CUresult cuCtxSynchronize(void) { return OK; }
+static CUresult cuCtxSynchronize(void) { LEGACY("cuCtxSynchronize", NULL); return OK; }
 static CUresult cuGetErrorName(CUresult e, const char **s)
 {
     *s = e == OK ? "CUDA_SUCCESS" : e == EINVAL_ ? "CUDA_ERROR_INVALID_VALUE" : e == ENOTREADY ? "CUDA_ERROR_NOT_READY"
-       : e == ENOTSUP ? "CUDA_ERROR_NOT_SUPPORTED" : e == ENOMEM_ ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_UNKNOWN";
+       : e == ENOTSUP ? "CUDA_ERROR_NOT_SUPPORTED" : e == ELEGACY ? "CUDA_ERROR_LAUNCH_TIMEOUT" : e == ENOMEM_ ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_UNKNOWN";
     return OK;
 }
 static CUresult cuGetErrorString(CUresult e, const char **s) { *s = e == OK ? "no error" : "fake driver error"; return OK; }
@@ -205,20 +230,20 @@ static CUresult copy(uintptr_t dst, uintptr_t src, size_t n)
     memmove(d, s, n);
     return OK;
 }
-static CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(d, s, n); }
-static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { (void)st; __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
-static CUresult cuMemcpyPeer(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n) { (void)dc; (void)sc; return copy(d, s, n); }
-static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { (void)dc; (void)sc; (void)st; __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
-static CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { return copy(d, (uintptr_t)s, n); }
-static CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { return copy((uintptr_t)d, s, n); }
-static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { (void)st; __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, (uintptr_t)s, n); }
-static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { (void)st; __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy((uintptr_t)d, s, n); }
-static CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) { uint8_t *d = hv(p, n); if (!d) return EINVAL_; memset(d, v, n); return OK; }
+static CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { LEGACY("cuMemcpy", NULL); return copy(d, s, n); }
+static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { LEGACY("cuMemcpyAsync", st); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
+static CUresult cuMemcpyPeer(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n) { (void)dc; (void)sc; LEGACY("cuMemcpyPeer", NULL); return copy(d, s, n); }
+static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { (void)dc; (void)sc; LEGACY("cuMemcpyPeerAsync", st); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
+static CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { LEGACY("cuMemcpyHtoD", NULL); return copy(d, (uintptr_t)s, n); }
+static CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { LEGACY("cuMemcpyDtoH", NULL); return copy((uintptr_t)d, s, n); }
+static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { LEGACY("cuMemcpyHtoDAsync", st); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, (uintptr_t)s, n); }
+static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { LEGACY("cuMemcpyDtoHAsync", st); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy((uintptr_t)d, s, n); }
+static CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) { LEGACY("cuMemsetD8", NULL); uint8_t *d = hv(p, n); if (!d) return EINVAL_; memset(d, v, n); return OK; }
 
 typedef struct fev { int queries; } fev_t;
 static CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = malloc(8); return OK; }
 static CUresult cuStreamDestroy(void *s) { free(s); return OK; }
-static CUresult cuStreamSynchronize(void *s) { (void)s; return OK; }
+static CUresult cuStreamSynchronize(void *s) { LEGACY("cuStreamSynchronize", s); return OK; }
 static CUresult cuStreamQuery(void *s) { (void)s; return OK; }
 static CUresult cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return OK; }
 static CUresult cuEventCreate(void **e, unsigned f) { (void)f; *e = calloc(1, sizeof(fev_t)); return OK; }

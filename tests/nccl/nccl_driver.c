@@ -2,7 +2,7 @@
  *
  *   nccl_driver PLUGIN.so [--version 8|9|10|11|12] [--mem host|cuda] [--max BYTES]
  *               [--rounds N] [--no-inject] [--expect-transport tcp|intra|verbs] [--late-recv MS]
- *               [--init-fails] [--channels N]
+ *               [--init-fails] [--channels N] [--ll]
  *
  * Two processes, each dlopen()s the plugin and looks up ncclNetPlugin_vN:
  * the parent receives (listen, accept), the child sends (connect with the
@@ -27,6 +27,17 @@
  * carries messages of 1 MiB and 4 MiB + 3 bytes each way at once, each
  * checked, and each side's send and receive comms must report the same
  * number of tcp streams.
+ * --ll: the buffers NCCL uses when the plugin leads it to GPU buffers, one
+ * message at a time on one comm, as a run of collectives moves them: the
+ * sender's Simple buffer in GPU memory and its LL buffer in pinned host
+ * memory (NCCL's proxy reads the LL flags), the receiver's buffers all in
+ * GPU memory plus a host one, each registered on its own.  52 messages of
+ * 1 MiB GPU to GPU, then 8, 16, 0, 1000, 8192, 8193 and 65536 bytes from
+ * host to GPU (each receive posted larger than its message, an iflush after
+ * each), GPU to host, host to host and GPU to GPU, then 1 MiB again; every
+ * payload checked.  Run with FAKECUDA_LEGACY_STREAM=busy (tests/fakecuda):
+ * the application's default stream waits on the collective, so a copy the
+ * plugin queued on it would never finish on a GPU.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -42,7 +53,7 @@
 #include "../../plugin/nccl/nccl_net_abi.h"
 
 static const char *g_path;
-static int g_ver = 11, g_cuda, g_rounds = 2, g_inject = 1, g_late_ms, g_init_fails, g_channels;
+static int g_ver = 11, g_cuda, g_rounds = 2, g_inject = 1, g_late_ms, g_init_fails, g_channels, g_ll;
 static size_t g_max = 64u << 20;
 static gwt_chan_t pch, cch;
 static const char *g_who = "?";
@@ -243,19 +254,30 @@ static void buf_free(void *p)
         g_cu->cuMemFree((CUdeviceptr)(uintptr_t)p);
 }
 /* host <-> buffer copies (plain memcpy for host buffers) */
+/* host <-> GPU copies on a stream of the test's own, never the legacy
+ * default stream (--ll runs with it blocked, see the top) */
+static CUstream g_stream;
+static void dev_copy(void *dst, const void *src, size_t n)
+{
+    if (!g_stream)
+        REQUIRE(g_cu->cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    REQUIRE(g_cu->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n, g_stream) ==
+            CUDA_SUCCESS);
+    REQUIRE(g_cu->cuStreamSynchronize(g_stream) == CUDA_SUCCESS);
+}
 static void to_buf(void *dst, const void *src, size_t n)
 {
     if (!g_cuda)
         memcpy(dst, src, n);
     else if (n)
-        REQUIRE(g_cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, n) == CUDA_SUCCESS);
+        dev_copy(dst, src, n);
 }
 static void from_buf(void *dst, const void *src, size_t n)
 {
     if (!g_cuda)
         memcpy(dst, src, n);
     else if (n)
-        REQUIRE(g_cu->cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, n) == CUDA_SUCCESS);
+        dev_copy(dst, src, n);
 }
 
 /* ---- the schedule both sides compute ------------------------------------------------------------ */
@@ -578,6 +600,179 @@ static int receiver(void)
     return 0;
 }
 
+/* ---- --ll: NCCL's protocols' buffers, one message at a time -------------------------------------- */
+enum { LL_GPU = 0, LL_HOST = 1 };
+typedef struct ll_msg {
+    size_t len, room; /* message, posted receive */
+    int smem, rmem;   /* LL_GPU / LL_HOST on each side */
+} ll_msg_t;
+#define LL_BIG (2u << 20)     /* Simple buffers */
+#define LL_SMALL (256u << 10) /* LL buffers */
+static ll_msg_t llm[128];
+static int nll;
+
+static void ll_schedule(void)
+{
+    static const size_t small[] = {8, 16, 0, 8, 1000, 8192, 8193, 65536};
+    nll = 0;
+    for (int i = 0; i < 52; i++)
+        llm[nll++] = (ll_msg_t){1u << 20, 1u << 20, LL_GPU, LL_GPU};
+    for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++)
+        llm[nll++] = (ll_msg_t){small[i], 128u << 10, LL_HOST, LL_GPU};
+    llm[nll++] = (ll_msg_t){8, 4096, LL_GPU, LL_HOST};
+    llm[nll++] = (ll_msg_t){16, 4096, LL_GPU, LL_HOST};
+    llm[nll++] = (ll_msg_t){8, 4096, LL_HOST, LL_HOST};
+    llm[nll++] = (ll_msg_t){8, 4096, LL_GPU, LL_GPU};
+    llm[nll++] = (ll_msg_t){16, 4096, LL_GPU, LL_GPU};
+    for (int i = 0; i < 4; i++)
+        llm[nll++] = (ll_msg_t){1u << 20, 1u << 20, LL_GPU, LL_GPU};
+    llm[nll++] = (ll_msg_t){8, 4096, LL_HOST, LL_GPU};
+}
+
+static void *ll_host_alloc(size_t n)
+{
+    void *p = NULL;
+    REQUIRE(g_cu->cuMemHostAlloc(&p, n, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS && p);
+    return p;
+}
+
+/* copies between any buffer of the run and host memory */
+static void ll_copy(void *dst, const void *src, size_t n, int dev)
+{
+    if (dev)
+        dev_copy(dst, src, n);
+    else
+        memcpy(dst, src, n);
+}
+
+static int ll_sender(void *arg)
+{
+    (void)arg;
+    g_who = "send";
+    load();
+    cuda_setup();
+    REQUIRE(d_init() == ncclSuccess);
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    REQUIRE(gwt_chan_recv(&cch, handle, sizeof(handle), 30000) == (int)sizeof(handle));
+    void *sc = NULL;
+    double end = now_s() + 30;
+    while (!sc && now_s() < end)
+        REQUIRE(d_connect(handle, &sc) == ncclSuccess);
+    REQUIRE(sc);
+    CHECK(!g_expect || g_expect_ok == g_path_lines);
+    CUdeviceptr g;
+    REQUIRE(g_cu->cuMemAlloc(&g, LL_BIG) == CUDA_SUCCESS);
+    void *gbuf = (void *)(uintptr_t)g, *hbuf = ll_host_alloc(LL_SMALL), *mg = NULL, *mh = NULL;
+    REQUIRE(CALL(regMr, sc, gbuf, LL_BIG, NCCL_PTR_CUDA, &mg) == ncclSuccess);
+    REQUIRE(CALL(regMr, sc, hbuf, LL_SMALL, NCCL_PTR_HOST, &mh) == ncclSuccess);
+    uint8_t *tmp = malloc(LL_BIG);
+    REQUIRE(tmp);
+    ll_schedule();
+    for (int i = 0; i < nll; i++) {
+        const ll_msg_t *m = &llm[i];
+        void *buf = m->smem == LL_GPU ? gbuf : hbuf;
+        gwt_fill(tmp, m->len, 5000 + (uint64_t)i);
+        ll_copy(buf, tmp, m->len, m->smem == LL_GPU);
+        void *req = NULL;
+        end = now_s() + 30;
+        while (!req && now_s() < end)
+            REQUIRE(d_isend(sc, buf, m->len, 0, m->smem == LL_GPU ? mg : mh, &req) == ncclSuccess);
+        REQUIRE(req);
+        int size = -1;
+        ncclResult_t r = d_wait(req, &size, 30);
+        if (r != ncclSuccess) {
+            fprintf(stderr, "[send] message %d (%zu bytes, %s to %s) failed: %d\n", i, m->len,
+                    m->smem == LL_GPU ? "GPU" : "host", m->rmem == LL_GPU ? "GPU" : "host", r);
+            REQUIRE(!"isend");
+        }
+        CHECK(size == (int)m->len);
+    }
+    char ok;
+    REQUIRE(gwt_chan_recv(&cch, &ok, 1, 60000) == 1);
+    REQUIRE(CALL(deregMr, sc, mg) == ncclSuccess);
+    REQUIRE(CALL(deregMr, sc, mh) == ncclSuccess);
+    REQUIRE(CALL(closeSend, sc) == ncclSuccess);
+    if (n11)
+        REQUIRE(n11->finalize(g_ctx) == ncclSuccess);
+    free(tmp);
+    return gwt_failures ? 1 : 0;
+}
+
+static int ll_receiver(void)
+{
+    g_who = "recv";
+    load();
+    cuda_setup();
+    REQUIRE(d_init() == ncclSuccess);
+    int ptr = 0, maxr = 0;
+    const char *name = NULL;
+    d_props(0, &ptr, &maxr, &name);
+    CHECK(ptr & NCCL_PTR_CUDA); /* (the tests set GPUWIRE_NCCL_GPU_BUFFERS=on) */
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void *lc = NULL, *rc = NULL;
+    REQUIRE(d_listen(handle, &lc) == ncclSuccess && lc);
+    REQUIRE(gwt_chan_send(&pch, handle, sizeof(handle)) == 0);
+    double end = now_s() + 60;
+    while (!rc && now_s() < end)
+        REQUIRE(CALL(accept, lc, &rc, NULL) == ncclSuccess);
+    REQUIRE(rc);
+    CHECK(!g_expect || g_expect_ok == g_path_lines);
+    CUdeviceptr g, l;
+    REQUIRE(g_cu->cuMemAlloc(&g, LL_BIG) == CUDA_SUCCESS && g_cu->cuMemAlloc(&l, LL_SMALL) == CUDA_SUCCESS);
+    void *simple = (void *)(uintptr_t)g, *llbuf = (void *)(uintptr_t)l, *hbuf = ll_host_alloc(LL_SMALL);
+    void *msimple = NULL, *mll = NULL, *mh = NULL;
+    REQUIRE(CALL(regMr, rc, simple, LL_BIG, NCCL_PTR_CUDA, &msimple) == ncclSuccess);
+    REQUIRE(CALL(regMr, rc, llbuf, LL_SMALL, NCCL_PTR_CUDA, &mll) == ncclSuccess);
+    REQUIRE(CALL(regMr, rc, hbuf, LL_SMALL, NCCL_PTR_HOST, &mh) == ncclSuccess);
+    uint8_t *tmp = malloc(LL_BIG);
+    REQUIRE(tmp);
+    ll_schedule();
+    for (int i = 0; i < nll; i++) {
+        const ll_msg_t *m = &llm[i];
+        int dev = m->rmem == LL_GPU;
+        void *buf = !dev ? hbuf : m->room > LL_SMALL ? simple : llbuf;
+        void *mr = !dev ? mh : m->room > LL_SMALL ? msimple : mll;
+        memset(tmp, 0xee, m->room);
+        ll_copy(buf, tmp, m->room, dev);
+        void *req = NULL, *data[1] = {buf}, *mhs[1] = {mr};
+        size_t sizes[1] = {m->room};
+        int tags[1] = {0}, got[1] = {-1};
+        end = now_s() + 30;
+        while (!req && now_s() < end)
+            REQUIRE(d_irecv(rc, 1, data, sizes, tags, mhs, &req) == ncclSuccess);
+        REQUIRE(req);
+        ncclResult_t r = d_wait(req, got, 30);
+        if (r != ncclSuccess) {
+            fprintf(stderr, "[recv] message %d (%zu bytes, %s to %s, receive of %zu) failed: %d\n", i, m->len,
+                    m->smem == LL_GPU ? "GPU" : "host", dev ? "GPU" : "host", m->room, r);
+            REQUIRE(!"irecv");
+        }
+        CHECK(got[0] == (int)m->len);
+        void *flush = (void *)1;
+        int isz[1] = {got[0]};
+        REQUIRE(CALL(iflush, rc, 1, data, isz, mhs, &flush) == ncclSuccess);
+        if (flush)
+            REQUIRE(d_wait(flush, NULL, 10) == ncclSuccess);
+        ll_copy(tmp, buf, m->len, dev);
+        long long bad = gwt_verify(tmp, m->len, 5000 + (uint64_t)i);
+        if (bad >= 0) {
+            fprintf(stderr, "[recv] message %d (%zu bytes): payload differs at byte %lld\n", i, m->len, bad);
+            gwt_failures++;
+        }
+    }
+    fprintf(stderr, "[recv] --ll: %d messages received and checked over %s\n", nll, g_taken);
+    REQUIRE(gwt_chan_send(&pch, "k", 1) == 0);
+    REQUIRE(CALL(deregMr, rc, msimple) == ncclSuccess);
+    REQUIRE(CALL(deregMr, rc, mll) == ncclSuccess);
+    REQUIRE(CALL(deregMr, rc, mh) == ncclSuccess);
+    REQUIRE(CALL(closeRecv, rc) == ncclSuccess);
+    REQUIRE(CALL(closeListen, lc) == ncclSuccess);
+    if (n11)
+        REQUIRE(n11->finalize(g_ctx) == ncclSuccess);
+    free(tmp);
+    return 0;
+}
+
 /* ---- --channels: NCCL's connection set-up, both sides alike ---------------------------------------- */
 #define MAXCH 16
 static const size_t ch_size[] = {1u << 20, (4u << 20) + 3};
@@ -801,6 +996,8 @@ int main(int argc, char **argv)
             g_late_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-inject"))
             g_inject = 0;
+        else if (!strcmp(argv[i], "--ll"))
+            g_ll = g_cuda = 1;
         else if (!strcmp(argv[i], "--channels") && i + 1 < argc)
             g_channels = atoi(argv[++i]);
         else {
@@ -839,6 +1036,17 @@ int main(int argc, char **argv)
         return gwt_done("nccl_driver --init-fails");
     }
     REQUIRE(gwt_chan_pair(&pch, &cch) == 0);
+    if (g_ll) {
+        int lpid = gwt_spawn(ll_sender, NULL);
+        REQUIRE(lpid > 0);
+        ll_receiver();
+        int crc = gwt_wait(lpid, 300);
+        if (crc != 0) {
+            fprintf(stderr, "sender exited with %d\n", crc);
+            gwt_failures++;
+        }
+        return gwt_done("nccl_driver --ll");
+    }
     int pid = gwt_spawn(sender, NULL);
     REQUIRE(pid > 0);
     int rc = receiver();

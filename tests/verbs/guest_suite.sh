@@ -83,13 +83,14 @@ if [ -n "${RXE_PAIR:-}" ]; then
 fi
 [ -x "$T/verbs_select" ] && run select "$T/verbs_select"
 # the NCCL net plugin (plugin/nccl) driven as NCCL's proxy drives it, over verbs
-# (dev 0: the first active RDMA port), host and fake-GPU buffers
+# (dev 0: the first active RDMA port), host and fake-GPU buffers (on: the
+# guest has no GPUDirect RDMA, where auto takes host buffers)
 N=$B/tests/nccl/nccl_plugin_tcp; P=$B/plugin/nccl/libnccl-net-gpuwire.so
 if [ -x "$N" ] && [ -f "$P" ]; then
   GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_TIMEOUT=16 run nccl_plugin_verbs "$N" "$P" --expect-transport verbs
   if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
     GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_TIMEOUT=16 GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" \
-      run nccl_plugin_verbs_fakecuda "$N" "$P" --mem cuda --rounds 1 --expect-transport verbs
+      GPUWIRE_NCCL_GPU_BUFFERS=on run nccl_plugin_verbs_fakecuda "$N" "$P" --mem cuda --rounds 1 --expect-transport verbs
   fi
 fi
 echo "verbs guest suite: $passes passed, $skips skipped, $fails failed"

@@ -43,7 +43,7 @@ void gw_verbs_req_maybe_done_slow(gw_verbs_ep_t *ep, gw_request_t *req)
     if (req->op == GW_OP_SEND && (req->tl_flags & TLF_WAIT_FIN))
         return; /* completes when the receiver's FIN arrives */
     gw_status_t st = GW_OK;
-    if (req->op == GW_OP_GET && req->verbs.slot) /* (GPU memory: one synchronous cuMemcpy) */
+    if (req->op == GW_OP_GET && req->verbs.slot) /* (GPU memory: one synchronous copy, gw_staging_copy_sync) */
         st = gw_mem_copy_to(req->core, req->lmem, req->buf, slot_ptr(ep, (int)req->verbs.slot - 1), req->len);
     req->length = req->len;
     gw_verbs_req_release(ep, req);

@@ -608,7 +608,7 @@ static int stg_chunk_xfer(gw_verbs_ep_t *ep, batch_t *b, unsigned ci)
 
 /* A small put or get to a staged owner: the data rides in the chunk request
  * (put) or in its acknowledgement (get); the owner copies it with one
- * synchronous cuMemcpy (no bounce slot, no READ/WRITE round). */
+ * synchronous copy, gw_staging_copy_sync (no bounce slot, no READ/WRITE round). */
 static void stg_eager(gw_verbs_ep_t *ep, batch_t *b, gw_verbs_sreq_t *sr)
 {
     if (ep->stg_credits >= GW_VERBS_STG_CREDITS || !qp_room(ep, b, 0) || !ep->nsfree)
