@@ -14,7 +14,7 @@
 #   gw-host      the plugin with host buffers (GPUWIRE_NCCL_GPU_BUFFERS=off): NCCL stages
 #   gw-gdr       the plugin with GPU buffers forced (GPUWIRE_NCCL_GPU_BUFFERS=on,
 #                NCCL_NET_GDR_LEVEL=SYS)
-#   gw-intra     intra alone (GPUWIRE_TRANSPORTS=intra), auto buffers (GPU)
+#   gw-intra     intra alone (GPUWIRE_TRANSPORTS=intra), auto buffers (host)
 #   gw-tcp       the plugin over tcp (GPUWIRE_TRANSPORTS=tcp), default streams, auto
 #                buffers (host)
 #   gw-tcp-gpu   the same with GPU buffers (GPUWIRE_NCCL_GPU_BUFFERS=on)

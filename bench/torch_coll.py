@@ -37,6 +37,8 @@ def main():
     ap.add_argument("--max-bytes", dest="max", type=int, default=256 << 20)
     ap.add_argument("--iters", type=int, default=0, help="0: about 256 MiB moved per size, 3 to 50")
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--side-stream", action="store_true",
+                    help="issue every collective from a stream of its own instead of the default stream")
     a = ap.parse_args()
 
     if not torch.cuda.is_available():
@@ -47,6 +49,8 @@ def main():
         print("torch_coll: LOCAL_RANK %d but %d GPU(s)" % (local, torch.cuda.device_count()), file=sys.stderr)
         return 2
     torch.cuda.set_device(local)
+    if a.side_stream:
+        torch.cuda.set_stream(torch.cuda.Stream())
     dev = torch.device("cuda", local)
     try:
         dist.init_process_group("nccl", device_id=dev)

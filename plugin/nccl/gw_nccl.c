@@ -455,12 +455,15 @@ static void gpu_policy(gwn_dev_t *d, const char *mode, const char *transports, c
          * prefer GPU ones (the device is one for every peer) */
         snprintf(d->gpu_why, sizeof(d->gpu_why), "host buffers (tcp: measured faster than gpuwire's staging of "
                  "GPU buffers%s): chosen by measurement (docs/NCCL.md, GPU buffers)",
-                 transport_listed(transports, "intra") ? "; GPUWIRE_TRANSPORTS=intra would take GPU buffers" : "");
+                 transport_listed(transports, "intra") ? "; GPUWIRE_NCCL_GPU_BUFFERS=on takes GPU buffers" : "");
     } else {
-        d->gpu_buffers = transport_listed(transports, "intra");
-        snprintf(d->gpu_why, sizeof(d->gpu_why), "%s", d->gpu_buffers
-                 ? "GPU buffers (intra: CUDA IPC): chosen by measurement over NCCL's host staging (docs/NCCL.md, "
-                   "GPU buffers)"
+        /* intra alone: GPU buffers move collectives 8-10x faster than the
+         * host bounce from a C program, but a PyTorch program stalled with
+         * them (docs/NCCL.md, GPU buffers), so they are taken only on
+         * request until that is understood */
+        snprintf(d->gpu_why, sizeof(d->gpu_why), "%s", transport_listed(transports, "intra")
+                 ? "host buffers (intra: GPU buffers are faster but stalled under PyTorch; "
+                   "GPUWIRE_NCCL_GPU_BUFFERS=on takes them; docs/NCCL.md, GPU buffers)"
                  : "host buffers: neither intra nor tcp in GPUWIRE_TRANSPORTS");
     }
     if (d->gpu_buffers)
