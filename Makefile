@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Top-level entry points.  `make run` and `make test` work on a fresh machine:
 # scripts/install-deps.sh looks for the commands, headers and libraries the
 # step needs (CMake from pip counts), installs what is missing where it can

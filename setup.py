@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CMake step of the wheel build (pyproject.toml holds the metadata).
 
 build_py configures a CMake build of its own (build-wheel/cmake: the library,

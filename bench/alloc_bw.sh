@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # alloc_bw.sh - large puts into gw_mem_alloc memory over intra against
 # memcpy, in one run (target: >= 0.9x memcpy bandwidth).
 #   gpuwire: GPUWIRE_TRANSPORTS=intra gpuwire perf --loopback --bw-only --alloc

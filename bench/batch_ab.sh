@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # batch_ab.sh [BUILD_DIR] - batched transfers side by side, in one run:
 #  - gpuwire's batched put of N descriptors of S bytes (scattered one S apart:
 #    `gpuwire perf --batch N -s S`) against one contiguous put of the same

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # batch_ab_builds.sh BEFORE_BUILD AFTER_BUILD - bench/batch_ab.sh on two
 # builds (say main and a branch), alternating ROUNDS times (default 3) so
 # that machine load hits both alike, then the median of each row's ratio

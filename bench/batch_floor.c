@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batch_floor.c - what this machine itself gives a scattered transfer
  * against a contiguous one, with no gpuwire: the layout of `gpuwire perf
  * --batch N --size S` (N entries of S bytes, entry i at 2*i*S on both

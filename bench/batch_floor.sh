@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # batch_floor.sh [BUILD_DIR] - the host-memory batch rows against what
 # this machine gives any program moving the same layout the same way, in
 # one run: per transport and shape, gpuwire's batched put against its own

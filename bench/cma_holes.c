@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cma_holes.c - what reading through remote holes costs a batched CMA get
  * (intra_batch.c, INTRAB_HOLE), with no gpuwire involved: N entries of S
  * bytes, H bytes apart in a child process, read by one process_vm_readv

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_batch_ab.sh - intra GPU batches, one tree against another on one GPU:
 # the tree in the current directory ("before", /tmp/b0) and the one in
 # $AFTER (default .dev-lead, "after", /tmp/b1), both built here; each shape

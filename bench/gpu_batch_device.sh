@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_batch_device.sh - batched transfers on a GPU host, one GPU: the batch
 # test with real GPU memory (intra: CUDA IPC with the copy kernel; tcp:
 # staged), then the GPU rows of the batch benchmark side by side, best of

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_batch_shapes.sh [BUILD_DIR] - the batch shapes of docs/BATCH.md on one GPU
 # with the current build only (no A/B): for each transport and shape, the
 # list form (gw_xfer_batch: all entries, and by index arrays 0..N-1 where

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_bench.sh - the GPU benchmarks side by side, one run, with ratios.
 #   1. intra-host put GPU0 -> GPU1 (gpuwire, two processes) vs cuMemcpyPeer
 #      (one process, peer access) vs NCCL send/recv (two processes)

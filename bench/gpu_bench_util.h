@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_bench_util.h - sizes, timing and result lines shared by the GPU
  * benchmarks.  Every benchmark prints lines
  *     RESULT <bench> <bytes> lat_us=<x> bw_GBps=<y>

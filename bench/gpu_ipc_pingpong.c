@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_ipc_pingpong - a plain CUDA ping-pong with no gpuwire in the data path,
  * written to explain small-transfer latency when two processes share one GPU.
  * Two sides take turns: side 0 copies SIZE bytes, waits for the copy, then

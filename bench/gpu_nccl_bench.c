@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_nccl_bench - NCCL send/recv between two processes, rank r on GPU r,
  * for comparison with gpuwire.  Built only where nccl.h exists
  * (bench/gpu_bench.sh).  Latency: half the round trip of a ping-pong;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_peer_bench - the copy-engine baseline: cuMemcpyPeerAsync GPU0 -> GPU1
  * in one process with peer access enabled.  Driver API only (libcuda loaded
  * through gpuwire's loader). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_put_bench - gpuwire put GPU0 -> GPU1 between two processes, through
  * whatever transport GPUWIRE_TRANSPORTS allows (intra: CUDA IPC + copy
  * engines; tcp: host-staged over loopback).  Per size: latency of one put

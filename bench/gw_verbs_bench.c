@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gw_verbs_bench.c - gpuwire over verbs measured the way perftest measures,
  * for side-by-side runs (bench/verbs_rxe.sh).
  *

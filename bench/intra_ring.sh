@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # intra_ring.sh [BUILD_DIR] - the intra batch rows at entries up to 16 KiB into
 # registered memory, side by side in each round:
 #   ring    gpuwire batch, the target polling (`perf --busy-poll`): the

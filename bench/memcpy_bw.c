@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* memcpy_bw.c - the reference of bench/alloc_bw.sh: one thread copying SIZE
  * bytes from one buffer to another, again and again for SECONDS, both
  * buffers shared memory as gw_mem_alloc makes it (a memfd mapped

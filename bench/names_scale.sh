@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # names_scale.sh - 1,000 endpoints from several processes connecting lazily
 # to one agent while a peer keeps putting to it: by name (gw_peer_regions:
 # connect + handshake carrying the agent's table + unpack) against the

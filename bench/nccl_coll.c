@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_coll - NCCL collectives, one process per GPU, every result checked.
  *
  *   nccl_coll --rank R --nranks N --id-file PATH [--device D] [--label L]

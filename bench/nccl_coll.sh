@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # nccl_coll.sh - NCCL collectives (bench/nccl_coll.c) in several configurations,
 # one process per GPU, every result checked; bus bandwidth side by side with
 # the ratio of each configuration to NCCL's socket transport.

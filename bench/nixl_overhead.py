@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The cost of NIXL's layer over gpuwire: the same descriptor WRITEs, in one
 run, through NIXL's agent with the GPUWIRE backend and through gpuwire's own
 Python API (prepared descriptor lists, put_batch, polled with progress as NIXL's

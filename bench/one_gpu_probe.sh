@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # one_gpu_probe.sh - where small-transfer latency goes when both processes of
 # a gpuwire pair use one GPU.  One run, side by side:
 #   1. a plain CUDA ping-pong with no gpuwire (bench/gpu_ipc_pingpong.c): two

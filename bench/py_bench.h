@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * py_bench.h - what the C sides of the Python benches share
  * (bench/py_overhead.c, bench/py_pages.c): a clock, a status check, the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # py_kv_loop.sh - the KV example (python/examples/kv_cache_transfer.py) run
 # RUNS times, PAR at a time, each under a time limit, to catch the stall seen
 # once over intra on one H100 (put per page + put_notify, decode blocked in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * py_overhead.c - the C side of bench/python_overhead.sh: the same operations
  * the Python script times through the binding, timed here as plain C calls,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * py_overhead_ext.c - a minimal CPython extension with the one call the
  * binding's hot path makes (gw_put, untracked), built by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * py_pages.c - the C side of bench/python_pages.sh: a 4096-entry paged
  * transfer (gw_xfer_pages) posted from C, against a target process (also

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # python_gpu_run.sh - the Python package on a GPU machine in one device call
 # of at most ~5 minutes: builds the library, the tool and the _gwfast
 # accelerator; runs the GPU suite (python/tests/test_gpu.py), the suites of

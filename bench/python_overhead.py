@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python_overhead.py ADDR TRANSPORT N C_RESULTS [EXT_DIR] - the Python side of
 bench/python_overhead.sh: times the same operations as py_overhead.c through
 the gpuwire package (and, when EXT_DIR holds the comparison extension, the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # python_overhead.sh - per-operation overhead of the Python binding over the C
 # call, in one run: bench/py_overhead.c times untracked and tracked 8-byte puts
 # and gw_request_test in C, bench/python_overhead.py times the same through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python_pages.py ADDR TRANSPORT PAGES PAGE_SIZE ROUNDS BURST EXT_DIR C_RESULTS -
 the Python side of bench/python_pages.sh: posts the same paged puts (counted
 notification, tracked; BURST posted back to back, each timed alone, then

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # python_pages.sh - a 4096-entry paged put (gw_xfer_pages, counted
 # notification, tracked) posted from Python against the same post from C, in
 # one run: ROUNDS rounds of BURST posts back to back (each timed alone),

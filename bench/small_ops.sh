@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # small_ops.sh - small-operation rate of gpuwire against UCX's ucx_perftest, in
 # one run on this machine, both sides of each pair run back to back (the
 # order alternating between repetitions) so that a change in the machine's

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tcp_batch_ab.sh - tcp staged GPU batches, several source trees (and
 # settings) side by side on one GPU (two processes, `gpuwire perf --loopback
 # --mem cuda`, window 1): each tree is built here, then every shape runs

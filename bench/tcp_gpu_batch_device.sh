@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tcp_gpu_batch_device.sh [BUILD_DIR] - tcp staged GPU batches on a GPU host,
 # one GPU, two processes (`gpuwire perf --loopback`): 4096 scattered 16 KiB
 # blocks (and 1 KiB blocks) as one batch against one contiguous put of the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tcp_gpu_knobs.sh [BUILD_DIR] - GPU blocks staged over tcp (target: at
 # >= 0.8x the contiguous staged rate) under
 # the tcp settings that shape that path, one GPU, two processes: for each

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tcp_loopback.sh - gpuwire over tcp loopback against iperf3 and qperf, in one
 # run on this machine, with the ratios the performance targets are stated in:
 #   put of 4 MiB bandwidth  >= iperf3 single-stream loopback rate

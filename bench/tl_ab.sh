@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tl_ab.sh OLD_BUILD NEW_BUILD - two builds of gpuwire side by side on the
 # rows of bench/tcp_loopback.sh (4 MiB put bandwidth, 8-byte put and send
 # latency) and the gpuwire side of bench/small_ops.sh (operation rates over

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch_coll.py - PyTorch all_reduce and all_gather over NCCL, every result checked.
 
 Run under torchrun, one process per GPU, with NCCL's environment choosing the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucx_batch_bench.c - the reference for batched puts: what NIXL's UCX
  * backend does for a transfer of N descriptors (one ucp_put_nbx per
  * descriptor, then one ucp_worker_flush_nbx, wait), between two processes on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # ucx_tcp.sh - gpuwire over tcp loopback against UCX's ucx_perftest on its tcp
 # transport, in one run: put bandwidth of 1 MiB and 8-byte put latency.
 # usage: bench/ucx_tcp.sh [BUILD_DIR]   (needs ucx-utils: apt-get install ucx-utils)

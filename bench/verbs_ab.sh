@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # verbs_ab.sh [BUILD_DIR] - one operation at one size, gpuwire and perftest
 # alternating REPS times in one Soft-RoCE guest run (rxe0 loopback): for
 # re-checking single rows of bench/verbs_rxe.sh, whose ratios swing with the

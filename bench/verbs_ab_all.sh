@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # verbs_ab_all.sh [BUILD_DIR] - bench/verbs_ab.sh for every operation in ONE
 # Soft-RoCE guest boot: 8-byte latency (against ib_write_lat), then put, get
 # and send at SIZES (against ib_write_bw / ib_read_bw / ib_send_bw), each

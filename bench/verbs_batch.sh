@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # verbs_batch.sh [BUILD_DIR] - batched transfers over verbs in the Soft-RoCE
 # guest (tests/rxe/run-in-rxe-vm.sh, rxe0 loopback): bench/batch_ab.sh with
 # TRANSPORTS=verbs, i.e. a batched put of N descriptors against one

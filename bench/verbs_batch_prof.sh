@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # verbs_batch_prof.sh [BUILD_DIR [BUILD_DIR_B ...]] - where a batched verbs put's
 # time goes in the Soft-RoCE guest (tests/rxe/run-in-rxe-vm.sh, rxe0
 # loopback): for each SHAPE, the batched put (`gpuwire perf --loopback

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # verbs_floor.sh [BUILD_DIR] - the verbs batch rows against Soft-RoCE's
 # own rate, in one guest boot (tests/rxe/run-in-rxe-vm.sh, rxe0 loopback).
 # The remote entries of `gpuwire perf --batch N --size S` are not adjacent,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # verbs_prof.sh [BUILD_DIR] - where a small verbs operation's time goes, in
 # the Soft-RoCE guest (tests/rxe/run-in-rxe-vm.sh), gpuwire next to perftest:
 # for each OP (put: ib_write_bw, send: ib_send_bw, lat: ib_write_lat) at S

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # verbs_rxe.sh [BUILD_DIR] - gpuwire over verbs next to perftest, in one
 # Soft-RoCE guest run on the same rxe device (loopback on rxe0):
 #   put vs ib_write_bw, get vs ib_read_bw, send vs ib_send_bw (8 B .. 4 MiB),

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # verbs_small.sh [BUILD_DIR] - small-operation rate of gpuwire over verbs
 # against perftest on the Soft-RoCE device of the qemu guest:
 # puts against ib_write_bw, sends against ib_send_bw, 8 B to 4 KiB, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* put_notify.c - a complete two-process example of gpuwire's put with a
  * notification, using only <gpuwire.h>.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # run_two.sh EXAMPLE - runs EXAMPLE as a target in the background, reads the
 # address it prints, runs EXAMPLE as the initiator against it; fails unless
 # both exit 0.

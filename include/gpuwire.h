@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpuwire.h - the whole public API of libgpuwire.
  *

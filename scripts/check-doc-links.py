@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks that every relative link in the repository's Markdown files
 resolves to a file or folder of the working tree.
 

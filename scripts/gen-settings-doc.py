@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Regenerates docs/SETTINGS.md from src/core/settings.def (the one registry)."""
 import os
 import re

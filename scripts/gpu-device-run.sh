@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu-device-run.sh - builds gpuwire and runs its GPU tests and GPU benchmarks
 # on a GPU host (written for the two-H200 NVLink machine), logging under
 # $OUT (default ./gpu-logs).  Usage: scripts/gpu-device-run.sh [tests|bench|topo|all]

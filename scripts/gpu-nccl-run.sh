@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu-nccl-run.sh - the NCCL plugin on a host with two (or more) GPUs, in one
 # go of about 7 minutes: build, the plugin's driver tests, the collective
 # benchmark in every configuration (bench/nccl_coll.sh), and PyTorch

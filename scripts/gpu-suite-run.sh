@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu-suite-run.sh - one device call on a two-GPU host: the GPU test suite
 # (scripts/gpu-device-run.sh tests), bench/gpu_bench.sh, and PyTorch
 # collectives over the NCCL plugin against NCCL's socket transport

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # install-deps.sh [build|test|bench|all] [--check] - makes sure what a step
 # needs is here.  It looks for commands, headers and libraries (never for
 # package names: CMake from pip, a compiler from conda, a CUDA image's tools

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Draws NCCL bus bandwidth against size, the gpuwire plugin beside NCCL's
 socket transport, from a coll.csv written by bench/nccl_coll.sh.
 

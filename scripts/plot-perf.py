@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Draws the plots of docs/PERFORMANCE.md from docs/results/perf.csv.
 
     python3 scripts/plot-perf.py [CSV] [OUTDIR]      # defaults: docs/results/perf.csv docs/img

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # record-sysfs.sh [OUTDIR] - records the parts of this machine's /sys, /proc
 # and /boot that `gpuwire info --topo` and `gpuwire doctor` read, into a tree
 # that can be tarred, moved and checked anywhere:

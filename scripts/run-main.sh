@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # run-main.sh BUILD - `make run`'s main job: what this machine has (the
 # gpuwire info summary), then a loopback perf sweep of its best path.  With a
 # usable GPU the GPU-memory sweep comes first (both processes on GPU 0), then

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # sync-to-device-dir.sh DEST - copies this checkout's tracked and untracked
 # (not ignored) files into DEST, for sending to a GPU machine from another
 # checkout (the device tool sends only the session's own checkout).

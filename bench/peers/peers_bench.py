@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """gpuwire and the peer transfer libraries on the same transfers, side by side.
 
 Every engine runs as two processes, a target that registers a buffer and an

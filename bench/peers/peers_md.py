@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """peers_md.py PEERS.CSV - the CSV of peers_bench.py as one Markdown table per
 shape: each measured peer's row with gpuwire's value, the peer's and the
 ratio, per unit; '(behind)' marks a row where gpuwire is behind."""

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # smoke.sh BUILD_DIR [PYTHON] - runs peers_bench.py in its quick mode and
 # checks its report: every peer is either measured or skipped with a reason,
 # gpuwire's own tcp and intra rows are measured, and the CSV holds gpuwire's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gw_nccl.c - libnccl-net-gpuwire.so: NCCL's network plugin interface
  * (ncclNetPlugin_v8 .. _v12) over gpuwire's public API.
  *

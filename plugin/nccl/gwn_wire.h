@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gwn_wire.h - the NCCL plugin's two wire formats (fuzzed: tests/fuzz/fuzz_nccl_handle.c).
  *
  *   handle  what listen() writes into NCCL's 128-byte handle and connect()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_net_abi.h - the NCCL net plugin interface, versions 8 to 12, as NCCL
  * loads it (2.28 looks up ncclNetPlugin_v11 .. _v8, 2.30 ncclNetPlugin_v12
  * first; newest first in both).

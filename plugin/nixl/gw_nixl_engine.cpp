@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gw_nixl_engine.cpp - the GPUWIRE backend engine of NIXL: NIXL's backend
  * interface (backend/backend_engine.h) translated to the plain-C core

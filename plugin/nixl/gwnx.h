@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gwnx.h - the NIXL backend's core, in plain C over include/gpuwire.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gwnx_core.c - the NIXL backend's context: one gpuwire context and its
  * listener behind a mutex, a progress thread on the context fd, peers by

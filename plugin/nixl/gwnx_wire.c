@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gwnx_wire.c - the parts of the NIXL backend that need no context:
  * status mapping, notification frames, pairing, agent map, descriptor

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """KV-cache pages from a prefill process to a decode process.
 
 The decode process owns a paged KV cache (layers x pages x page elements),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Weight sync from one trainer process to several inference processes.
 
 Each inference process registers every parameter tensor of its model copy

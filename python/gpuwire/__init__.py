@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpuwire - move PyTorch tensors, NumPy arrays and any buffer between
 processes and machines (one-sided put/get, put with a notification, tagged
 send/recv, batched and paged transfers, names) over libgpuwire.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """_buffers.py - turns a Python object into (address, length, device, keeper).
 
 Accepted, in this order: a torch.Tensor (CPU or CUDA), a NumPy ndarray, an

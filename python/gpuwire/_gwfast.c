@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * _gwfast.c - optional C accelerator for the gpuwire package's hot path.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """_lib.py - finds libgpuwire and declares the C API to ctypes.
 
 Why ctypes for the bulk of the binding: it runs with any CPython the user

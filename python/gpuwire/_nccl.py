@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The NCCL net plugin that comes with this package (libnccl-net-gpuwire.so).
 
     export NCCL_NET_PLUGIN=$(python -m gpuwire.nccl_plugin)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `gpuwire` command of the wheel: runs the tool binary that comes with
 the package (gpuwire/bin/gpuwire) with the same arguments."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """core.py - Context, Memory, Listener, Endpoint, RemoteKey, DescList and Request.
 
 Each class wraps one C object of include/gpuwire.h and keeps its rules:

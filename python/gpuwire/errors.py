@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """errors.py - the exception every failing call raises.
 
 GwError carries the C status (number and symbol, e.g. -22 / GW_ERR_INVALID_KEY),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m gpuwire.nccl_plugin: prints the full path of the NCCL net plugin
 that comes with this package, for NCCL_NET_PLUGIN:
 

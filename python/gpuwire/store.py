@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """store.py - bootstrap through a torch.distributed Store.
 
 A job started by torchrun already has a TCPStore (MASTER_ADDR:MASTER_PORT);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures: an endpoint pair between two contexts of this process, one
 per transport usable here, each context driven by its own thread."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpu_peer.py ROLE TRANSPORT CASE STORE_FILE - one side of a GPU test of
 test_gpu.py (run as its own process: CUDA IPC needs two).  ROLE is target or
 initiator; CASE is dirs (CUDA<->CUDA, CPU<->CUDA both ways, put/get/send/recv),

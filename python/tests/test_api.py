@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Context, information calls, registration of every kind of object."""
 import array
 import os

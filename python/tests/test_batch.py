@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Batched and paged transfers, counted notifications, index arrays given as
 lists, NumPy arrays and tensors, through the C accelerator and through ctypes
 alone, on every transport usable here; payloads checked where they land."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bad input gets a clear exception naming the problem; nothing crashes."""
 import gc
 

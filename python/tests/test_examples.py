@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The examples run as a user would run them (their own processes), on the
 CPU here and on a GPU where one is present; each checks what arrived and
 exits non-zero otherwise."""

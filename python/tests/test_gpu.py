@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU suite: CUDA tensors both directions on every transport usable on one
 GPU (tcp staging, intra CUDA IPC; verbs where an RDMA device exists), tensors
 that are slices of the caching allocator's blocks, and the same under

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Names (docs/NAMES.md) from Python: an agent publishes regions, a peer
 reaches it by name and fetches keys by name; gpuwire-allocated shared memory
 (Context.alloc) seen as NumPy arrays, memoryviews and tensors without copies."""

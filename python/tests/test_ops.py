@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """put, get, put_notify, send/recv, flush and await on every transport usable
 here, with bytearrays, NumPy arrays and CPU tensors; payloads checked where
 they land."""

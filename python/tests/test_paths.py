@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Both call paths take the same arguments and give the same outcomes.
 
 The package runs its hot calls through the C accelerator (_gwfast) when it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Requests: cancel, probe, wait_any, test_many, and the per-request error
 detail a failed request's exception carries."""
 import gc

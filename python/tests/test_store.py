@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bootstrap through torch.distributed stores: addresses and keys exchanged
 through a TCPStore, a HashStore and a FileStore, then a put checked."""
 import threading

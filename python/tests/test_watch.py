@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Peer events from Python (gw_peer_watch / gw_peer_event_next): an agent
 that dies leaves the directory and one that starts again comes back, seen
 through the queue (peer_event / peer_events) and through a callback run by

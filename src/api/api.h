@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* api.h - the public objects behind gpuwire.h (api layer). */
 #ifndef GW_API_API_H
 #define GW_API_API_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* api_ext.c - cancel, many requests at once, probe of unexpected messages,
  * listener statistics. */
 #include <stdio.h>

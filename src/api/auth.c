@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* auth.c - HMAC-SHA256 through OpenSSL's libcrypto (never hand-written). */
 #include "api/auth.h"
 

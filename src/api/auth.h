@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* auth.h - HMAC-SHA256 proofs of a shared secret (api layer; OpenSSL). */
 #ifndef GW_API_AUTH_H
 #define GW_API_AUTH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batch.c - descriptor lists, batched and paged transfers, counted
  * notifications (api layer).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* context.c - context life cycle, progress, settings and transport queries. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ep.c - the endpoint: make and free it, gw_connect, close, query (api layer).
  *
  * gw_connect resolves the peer, opens the first tcp connection and runs the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* handshake.c - the endpoint handshake of both sides (api layer).
  *
  * ep.c (gw_connect) and listener.c (accepted sockets, deadlines) start it;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* handshake.h - private to the api layer's endpoint files: ep.c (the
  * endpoint), handshake.c (the handshake of both sides) and listener.c. */
 #ifndef GW_API_HANDSHAKE_H

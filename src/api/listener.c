@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* listener.c - gw_listen, gw_accept and the listener's teardown (api layer).
  *
  * A listener accepts tcp connections and hands each to the handshake

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mem.c - registration, remote keys. */
 #include <stdio.h>
 #include <stdlib.h>

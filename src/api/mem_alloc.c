@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mem_alloc.c - gw_mem_alloc: host memory gpuwire allocates and registers,
  * shared with local peers (mem/shm.c) so that the intra-host transport
  * moves small operations into it by plain copies. */

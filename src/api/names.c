@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names.c - agents, published regions, peers by name, the etcd directory.
  *
  * A context becomes an agent with gw_agent_listen(); gw_mem_publish() puts a

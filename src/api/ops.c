@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops.c - put, get, put_notify, send, recv, flush, notifications:
  * argument, bounds and access checks, then the endpoint's transport. */
 #include <stdio.h>

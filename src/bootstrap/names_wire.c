@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_wire.c - encoder and decoder of the published-regions table and of
  * its pieces (names_wire.h has the formats). */
 #include "bootstrap/names_wire.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_wire.h - the published-regions table an agent hands its peers
  * (bootstrap layer).  It travels in the handshake's READY message when it
  * fits one (GW_NT_INLINE_MAX), else as a stub there and in pieces through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wire.c - encoders and decoders of the handshake and remote-key formats. */
 #include "bootstrap/wire.h"
 

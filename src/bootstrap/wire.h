@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wire.h - wire formats of the handshake and of packed remote keys
  * (bootstrap layer).  Both carry a magic and a version; decoders never trust
  * a length they have not checked and are fuzzed (tests/fuzz).

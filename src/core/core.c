@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core.c - event loop, detail message, request pool. */
 #include "core/core.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core.h - the per-context core: settings, detail message, event loop,
  * request pool, region table.  Every layer above gets a gw_core_t *. */
 #ifndef GW_CORE_CORE_H

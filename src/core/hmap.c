@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hmap.c - linear-probing hash map. */
 #include "hmap.h"
 

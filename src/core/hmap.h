@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hmap.h - open-addressing hash map from nonzero uint64_t to void * (core). */
 #ifndef GW_CORE_HMAP_H
 #define GW_CORE_HMAP_H

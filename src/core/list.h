@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* list.h - intrusive circular doubly-linked list (core layer). */
 #ifndef GW_CORE_LIST_H
 #define GW_CORE_LIST_H

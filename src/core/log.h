@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log.h - leveled logging, one line per message, to stderr or a file (core layer).
  *
  * Each line names the process, the subsystem and the level:

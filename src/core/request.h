@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* request.h - one posted operation (core layer).  The same object is the
  * user's gw_request_t handle and the transport's work item. */
 #ifndef GW_CORE_REQUEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* settings.c - resolve GPUWIRE_* settings from the environment. */
 #include "settings.h"
 

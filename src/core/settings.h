@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* settings.h - the GPUWIRE_* registry (core layer). */
 #ifndef GW_CORE_SETTINGS_H
 #define GW_CORE_SETTINGS_H

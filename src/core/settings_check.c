@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* settings_check.c - every GPUWIRE_* value must parse, whichever transports
  * are allowed (core layer).
  *

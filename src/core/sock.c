@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sock.c - socket helpers. */
 #include "core/sock.h"
 

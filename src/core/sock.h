@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sock.h - socket helpers (core layer). */
 #ifndef GW_CORE_SOCK_H
 #define GW_CORE_SOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* status.c - names and texts of gw_status_t, generated from GW_STATUS_MAP. */
 #include "gpuwire.h"
 

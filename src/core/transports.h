@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transports.h - transport ids, from the list in transports.def (core layer:
  * memory regions, the wire formats and the transports all use them). */
 #ifndef GW_CORE_TRANSPORTS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* util.h - small helpers shared by every layer (core layer). */
 #ifndef GW_CORE_UTIL_H
 #define GW_CORE_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* copy_kernel.c - loads and launches the batched copy kernel (mem layer):
  * the PTX of copy_kernel.cu, embedded as text (copy_kernel_ptx.h, generated
  * by scripts/gen-copy-kernel.sh), loaded per device with cuModuleLoadData on

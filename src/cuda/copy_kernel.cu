@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // copy_kernel.cu - the batched gather/scatter copy kernel (mem layer).
 //
 // Not compiled by the library's build: scripts/gen-copy-kernel.sh turns it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_wrap.c - dlopen libcuda.so.1 and resolve the driver API through
  * cuGetProcAddress (see cuda_wrap.h). */
 #include "cuda/cuda_wrap.h"

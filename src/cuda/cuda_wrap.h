@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_wrap.h - the CUDA driver API, loaded at run time (mem layer helper).
  *
  * gpuwire never links against CUDA and needs no CUDA header to build.  The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* doctor.c - one check per GPUDirect RDMA requirement; see doctor.h. */
 #include <ctype.h>
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* doctor.h - the checks behind `gpuwire doctor` (diag layer: a static
  * library linked into the tool only, not into libgpuwire.so; above the
  * transports, whose loaders its hooks use).

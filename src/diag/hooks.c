@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hooks.c - the doctor's real CUDA and verbs hooks, wired to the run-time
  * loaders of libcuda.so.1 (src/cuda) and libibverbs.so.1
  * (src/transport/verbs) when this build has them, plus the topology's NVLink

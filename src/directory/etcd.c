@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* etcd.c - etcd v3 JSON gateway client (see etcd.h). */
 #include "directory/etcd.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* etcd.h - an etcd v3 client over its JSON gateway (directory layer).
  *
  * etcd is the store; this file only speaks to it: POST /v3/kv/range, put,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* http.c - a careful, small HTTP/1.1 client (see http.h). */
 #include "directory/http.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* http.h - the HTTP/1.1 client the etcd directory speaks through (directory
  * layer; includes only core).  Plain http on the address given (etcd's JSON
  * gateway on loopback or a private network; no TLS).  Every call is bounded

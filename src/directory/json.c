@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* json.c - span-based JSON reader, string writer, base64 (see json.h). */
 #include "directory/json.h"
 

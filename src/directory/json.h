@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* json.h - the small JSON reader/writer and base64 codec the etcd client
  * needs (directory layer; includes only core).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_mem.c - memory type detection through the CUDA driver's pointer
  * attributes (mem layer).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_reg.c - the GPU registration ladder: dma-buf, peer memory, staging
  * (see gpu_reg.h). */
 #include "mem/gpu_reg.h"

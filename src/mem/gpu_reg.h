@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_reg.h - the GPU memory registration ladder for NIC transports (mem
  * layer).  The decisions live here; the NIC calls live in the transport,
  * which passes them in as callbacks (so this layer includes nothing above it).

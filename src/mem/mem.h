@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mem.h - registered memory regions (mem layer). */
 #ifndef GW_MEM_MEM_H
 #define GW_MEM_MEM_H

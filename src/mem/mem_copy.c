@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mem_copy.c - host-or-GPU small copies (mem_copy.h). */
 #include "mem/mem_copy.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mem_copy.h - small synchronous copies between host memory and a buffer
  * that may lie in GPU memory (mem layer).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shm.c - shared host memory for gw_mem_alloc (mem layer): a memfd mapped
  * MAP_SHARED.  Local peers (the intra transport) receive the fd over their
  * Unix socket and map the same pages, so a put into it is a plain copy by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* staging.c - pipelined host staging engine for GPU memory (see staging.h). */
 #include "mem/staging.h"
 

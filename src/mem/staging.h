@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* staging.h - pipelined host staging of GPU memory (mem layer).
  *
  * A transport that can only move host memory (tcp, or verbs when the NIC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pcicfg.c - the two things gpuwire reads from PCI config space: the PCIe
  * port type (to tell switch ports from root ports) and the ACS control
  * register (which can force peer-to-peer traffic up to the root complex). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* report.c - the topology as text (nvidia-smi topo -m layout) and as JSON. */
 #include <stdio.h>
 #include <string.h>

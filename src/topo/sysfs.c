@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sysfs.c - small readers of sysfs/procfs files that say why they failed. */
 #include <ctype.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topo.c - discovery of GPUs, RDMA NICs and the PCIe tree between them, pair
  * classification (nvidia-smi topo -m classes) and nearest-NIC choice. */
 #include <ctype.h>

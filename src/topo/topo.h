@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topo.h - PCIe/NUMA topology of GPUs and RDMA NICs, read from sysfs (topo layer).
  *
  * gw_topo_create() walks a sysfs tree (GPUWIRE_SYSFS_ROOT, default /sys, or

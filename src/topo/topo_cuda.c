@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topo_cuda.c - what the topology asks the CUDA driver (topo layer, over
  * the run-time loader in src/cuda): NVLink between two GPUs, and which GPU
  * this process works on, for the verbs transport's default NIC.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* api_basic.c - two processes over tcp loopback: every operation once at a
  * few sizes, payload verified, plus notification order and flush. */
 #include <unistd.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* api_config.c - gw_config_t versions: a version-1 caller (size up to
  * log_level) still works, and version 2's ib_device overrides
  * GPUWIRE_IB_DEVICE for that context only (the NCCL plugin holds one context

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* api_refusals - every GW_ERR_INVALID refusal of the public API that has a
  * context to tell says so itself: each row of the table plants an
  * unrelated earlier failure (a gw_mem_unpublish of a name never

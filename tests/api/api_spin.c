@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* api_spin.c - GPUWIRE_SPIN_US: how long a waiting call polls before it
  * sleeps on the context fd.  A wait that nothing ends (gw_accept on a
  * listener nobody connects to) runs for 400 ms; the process CPU time it

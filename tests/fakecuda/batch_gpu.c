@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batch_gpu.c - batched and paged transfers with GPU memory on both sides,
  * two processes, against the fake CUDA driver (tests/fakecuda), over the
  * transport GPUWIRE_TRANSPORTS names (tcp: staging; intra: CUDA IPC):

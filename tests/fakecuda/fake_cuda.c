@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fake_cuda.c - a stand-in for libcuda.so.1 so that CI, which has no GPU,
  * runs gpuwire's GPU code paths (memory detection, the staging engine, GPU
  * memory over tcp, CUDA IPC between processes).  Loaded with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_gpu.c - GPU memory over tcp through the staging path, two processes,
  * against the fake CUDA driver (tests/fakecuda): GPU->GPU and host<->GPU
  * put, get, notification and send/recv of several sizes, payload verified

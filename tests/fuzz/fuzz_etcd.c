@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_etcd.c - libFuzzer target for everything the etcd directory client
  * parses from the network (directory/): the HTTP response head, the chunked
  * and identity body decoders, the JSON reader, base64, a kv object and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_handshake.c - libFuzzer target for the handshake decoder.
  *
  * Half the inputs are decoded as they come; the other half get a valid

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_intra_ring.c - libFuzzer target for the intra ring (intra.h): the
  * header a target maps from its peer, and a slot's descriptors and byte
  * count checked against a region table.  The table's one host region is a

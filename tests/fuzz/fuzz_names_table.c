@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_names_table.c - libFuzzer target for the names table decoder and
  * the decoder of its pieces (bootstrap/names_wire.c): what an agent's
  * handshake hands its peers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_nccl_handle.c - libFuzzer target for the NCCL plugin's handle and
  * hello checks (plugin/nccl/gwn_wire.h): any 128 bytes a peer's NCCL hands
  * over, any hello a connecting peer sends.  Half the inputs get a valid magic

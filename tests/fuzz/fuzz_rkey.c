@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_rkey.c - libFuzzer target for the packed remote key decoder.
  *
  * Half the inputs get a valid magic, version and total length so the fuzzer

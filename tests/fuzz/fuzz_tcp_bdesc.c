@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_tcp_bdesc.c - libFuzzer target for the descriptor block of a tcp
  * batch frame (tcp.h).  Half the inputs get a valid magic, version and an
  * entry count that matches their length, so the fuzzer reaches the entries.

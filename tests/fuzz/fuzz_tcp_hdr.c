@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_tcp_hdr.c - libFuzzer target for the tcp frame header decoder.
  * Inputs shorter than a header are padded with zeros; half the inputs get a
  * valid magic and version so the fuzzer reaches the field checks.  A header

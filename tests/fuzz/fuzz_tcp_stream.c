@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_tcp_stream.c - libFuzzer target for the tcp transport's frame stream:
  * what a connected peer can send after a completed handshake.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_verbs_addr.c - libFuzzer target for the verbs address blob that the
  * handshake carries (queue pair numbers, GIDs, MTU, device name).  A blob
  * that decodes must stay inside its limits and survive a re-encode. */

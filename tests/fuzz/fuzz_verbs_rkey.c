@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_verbs_rkey.c - libFuzzer target for the verbs part of a packed remote
  * key (version 1: MR pieces; version 2: a GPU region on the staging rung).
  * Peers send it; a blob that parses must stay inside its limits and survive a

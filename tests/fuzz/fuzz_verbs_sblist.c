@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_verbs_sblist.c - libFuzzer target for the piece list of a verbs
  * chunk request (a staged batch's chunk, verbs.h GW_VERBS_SBLIST_*), which
  * the owner of staged GPU memory parses from its peer.  Half the inputs get

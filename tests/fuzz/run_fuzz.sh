@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # run_fuzz.sh SRC BUILD CLANG SECONDS TARGET... - builds the libFuzzer targets
 # with clang + ASan/UBSan in BUILD (a separate CMake tree) and runs each for
 # SECONDS.  Exit 77 (skipped) when clang cannot link libFuzzer here.

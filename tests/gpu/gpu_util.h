@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_util.h - helpers shared by the GPU tests: skip without a GPU, VMM
  * allocations exportable as POSIX fds. */
 #ifndef GW_TEST_GPU_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cuda_loader - the CUDA driver loader: absent vs broken vs working. */
 #include <stdio.h>
 #include <stdlib.h>

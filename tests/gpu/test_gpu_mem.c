@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_gpu_mem - memory type detection (cuMemAlloc, VMM, partial ranges,
  * host kinds, mixed ranges), the staging engine's round trip, and the
  * dma-buf helper's answer on this machine. */

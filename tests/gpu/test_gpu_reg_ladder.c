@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_gpu_reg_ladder - the GPU registration ladder's decisions (dma-buf,
  * then peer memory, then staging), with the NIC calls replaced by fakes and
  * a recorded sysfs tree.  Runs without a GPU or NIC: the real refusals

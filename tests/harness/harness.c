@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* harness.c - see harness.h. */
 #include "harness.h"
 #include "core/util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* harness.h - minimal test helpers: checks that say what failed, skips,
  * child processes with timeouts. */
 #ifndef GW_TEST_HARNESS_H

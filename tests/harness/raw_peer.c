@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* raw_peer.c - see raw_peer.h. */
 #include <string.h>
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* raw_peer.h - a tcp peer written by hand, for tests and fuzz targets that
  * must control every byte after the handshake (fuzz_tcp_stream.c,
  * it_tcp_wire.c).  Depends on the library's wire formats only. */

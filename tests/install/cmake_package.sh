@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cmake_package.sh BUILD_DIR CONSUMER_SRC - installs into a temporary prefix
 # (cmake --install), then configures, builds and runs the consumer project
 # against it twice: through find_package(gpuwire CONFIG) (shared and static

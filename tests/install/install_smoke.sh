@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # install_smoke.sh BUILD_DIR - installs into a temporary prefix, then builds
 # and runs a program against the installed header and library found through
 # pkg-config (shared), and one linked statically against libgpuwire.a.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # setup_noapt.sh SRC BUILD [FAKECUDA_LIB] - the set-up where the package
 # manager cannot help: apt-get, dpkg and dpkg-query on PATH
 # refuse everything, as on a GPU server with no registry in reach.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it.h - helpers of the multi-process integration tests (public API only).
  *
  * The usual shape: the parent is the initiator, a child spawned with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_api_ext.c - cancel, probe, wait-any, request detail, over the transport
  * GPUWIRE_TRANSPORTS names (ctest runs it over tcp and intra):
  *   1. gw_request_cancel() withdraws a posted receive (GW_ERR_CANCELED, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_auth.c - shared-secret authentication (GPUWIRE_AUTH_SECRET[_FILE]):
  * a client without the secret, with a wrong one, or a client with a secret
  * against a server without one, is refused with GW_ERR_AUTH and a message

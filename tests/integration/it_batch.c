@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_batch.c - batched and paged transfers between two processes (over tcp,
  * and over intra as it_batch_intra): random page sets of several page sizes,
  * descriptor lists with duplicate, overlapping, zero-length and region-edge

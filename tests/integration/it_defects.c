@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_defects.c - regression cases, one per defect found, each run by
  * name (argv[1]) over the transport GPUWIRE_TRANSPORTS names (ctest runs
  * every case over tcp and over intra):

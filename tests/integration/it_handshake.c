@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_handshake.c - handshake failures get a clear error on both sides, the
  * connection closes, and the listener keeps serving others.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_large.c - one put and one get of 1 GiB + 4 KiB between two processes,
  * payload verified at the receiving side (label `large`; ~2 GiB of memory, one copy per process). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_lifetime.c - object lifetimes and argument checks: destroying a context
  * or closing an endpoint with live children is refused (GW_ERR_BUSY) and
  * leaves everything usable; deregistering a region a local operation still

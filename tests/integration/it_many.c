@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_many.c - several endpoints between the same two processes, each with
  * hundreds of puts, gets and sends outstanding at once (sizes 1 B .. 128 KiB,
  * the pieces tiling one region), completed in any order; every byte checked. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_msg.c - tagged send/recv between two processes: sizes 0 .. 8 MiB (eager
  * and rendezvous), messages that arrive before their receive, tag masks and
  * oldest-first matching, truncation (status, full length, buffer filled),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_peer_fail.c - a peer that dies, freezes or disconnects mid-transfer
  * fails every outstanding request on that endpoint within a bounded time
  * (GPUWIRE_PEER_TIMEOUT_MS for a silent peer), never a hang, never a crash;

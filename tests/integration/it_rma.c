@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_rma.c - put, get, put_notify and flush between two processes over
  * loopback for sizes from 0 bytes to several MiB at unaligned offsets, all
  * outstanding at once; payloads verified on the side that receives them;

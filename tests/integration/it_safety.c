@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_safety.c - remote access safety.  A put/get outside the region an rkey
  * covers, or without the access the region granted, fails at the initiator
  * with a clear error and leaves the target's memory untouched; keys whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_tcp_streams.c - an endpoint of several tcp streams (GPUWIRE_TCP_STREAMS,
  * set by ctest), two processes over loopback, one case per run (argv[1]):
  *   listener_gone  the server destroys its listener right after gw_accept

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_tcp_threads.c - the tcp transport's helper threads (GPUWIRE_TCP_THREADS)
  * with small thresholds, so that nearly every frame's payload is moved by a
  * worker and two streams share one: striped put_notify (notifications in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_tcp_wire.c - tcp cases that need exact control of when each byte
  * arrives: a raw socket in a child process completes the handshake itself
  * (one stream) and writes frames (transport/tcp/tcp.h) in pieces, while the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* it_threads.c - contexts are independent (gpuwire.h): several pairs of
  * contexts, each driven by its own thread in one process, connect over and
  * over, exchange data and close, at the same time.  Catches state shared

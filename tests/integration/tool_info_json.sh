@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tool_info_json.sh GPUWIRE SETTINGS_DEF - `gpuwire info --json`:
 # one JSON object with everything the text form prints (version,
 # features, context status, transports with their reasons, every setting of

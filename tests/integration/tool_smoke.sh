@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tool_smoke.sh GPUWIRE SETTINGS_DEF - the gpuwire tool end to end:
 # `info` is a summary (the tcp transport, the settings taken from the
 # environment) and `info --settings` / `--all` list every setting of settings.def;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_revoke - intra-host transport semantics with host memory:
  * automatic choice on one host, GPUWIRE_INTRA=off, revocation (a put
  * through a key of a deregistered region fails with GW_ERR_INVALID_KEY and

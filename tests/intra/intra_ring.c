@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_ring - batched puts of small entries that the target copies out of
  * the shared ring (src/transport/intra/intra_ring.c), two processes:
  *  A. target polling: random batches (1..600 entries of 1..4096 bytes at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_shm - small copies over intra, two processes:
  *  - into gw_mem_alloc memory: plain copies (no CMA); revocation while puts
  *    keep coming (each put either lands or fails with GW_ERR_INVALID_KEY,

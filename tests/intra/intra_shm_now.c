@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_shm_now - the rma_now shortcut (tl.h): small puts and gets into a
  * peer's gw_mem_alloc memory finished inside gw_put/gw_get, two processes:
  *  - with no request pointer the bytes land and the shared-memory counter

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xfer_test - two processes, every operation (put, put_notify, get,
  * send/recv both ways, flush of untracked puts) at sizes from 1 byte up to
  * --max, payload verified on the side that received it.

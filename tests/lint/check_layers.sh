@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # check_layers.sh SRC_ROOT - the design rules that a grep can check
 # (docs/DESIGN.md, "Layers"):
 #  1. a layer includes nothing above it: every `#include "<dir>/..."` in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_2host.c - the two roles of the two-host names test
  * (names_2host.sh runs them in two network namespaces joined by a veth
  * pair, so every byte crosses a real interface between two addresses).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # names_2host.sh NAMES_2HOST p2p|etcd - names across two hosts: two network
 # namespaces joined by a veth pair (10.77.0.1/24 and 10.77.0.2/24, nothing
 # else between them), an agent in one, a client in the other

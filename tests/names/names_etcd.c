@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_etcd.c - the directory: a real etcd on loopback (skipped with the
  * reason where no etcd binary is installed).  Agents register under a lease;
  * a peer finds them by name through the watched cache; an unknown name fails

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_p2p.c - peers and regions by name with no server at all: the agent's
  * address is all a peer needs (gw_peer_add); its handshake hands over the
  * table of published keys.  Covers connection reuse, a region published

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_scale.c - 1,000 endpoints from several processes connect lazily, by
  * name, to one agent while the agent keeps serving transfers to another peer.
  *

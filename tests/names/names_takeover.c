@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_takeover.c - who may register a name in the directory (a real etcd
  * on loopback; skipped with the reason where no etcd binary is installed).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_util.c - see names_util.h. */
 #include "names_util.h"
 

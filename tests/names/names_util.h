@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* names_util.h - helpers of the names tests: an agent served by a thread of
  * its own, and a real etcd started on free loopback ports. */
 #ifndef GW_TEST_NAMES_UTIL_H

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # device_run.sh - the plugin's GPU runs on a GPU host: builds the plugin and
 # its driver, runs every nccl_plugin test (CUDA buffers on one GPU shared by
 # the two processes: tcp staging and the default transports) and the real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_driver.c - drives libnccl-net-gpuwire.so the way NCCL's proxy does.
  *
  *   nccl_driver PLUGIN.so [--version 8|9|10|11|12] [--mem host|cuda] [--max BYTES]

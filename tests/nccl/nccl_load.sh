@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # nccl_load.sh CHECK_BIN PLUGIN_DIR - a real NCCL loads libnccl-net-gpuwire.so
 # through NCCL_NET_PLUGIN=gpuwire and initialises it (one-rank communicator).
 # libnccl.so.2: $GW_NCCL_LIB, else the loader's path; absent: exit 77.

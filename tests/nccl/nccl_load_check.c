@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_load_check.c - does a real NCCL (libnccl.so.2) load the plugin?
  *
  *   nccl_load_check [LIBNCCL]   (default: libnccl.so.2 from the loader's path)

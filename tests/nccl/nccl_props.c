@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_props.c - the NCCL plugin's device properties through every interface
  * version (v8 .. v12), on the CPU.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Two processes, two NIXL agents, the GPUWIRE backend only (NIXL_PLUGIN_DIR).
 
 A prefill agent writes KV blocks into a decode agent by descriptor index

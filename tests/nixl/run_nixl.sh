@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # run_nixl.sh PYTHON PLUGIN SCRIPT [ARGS...]
 # Runs SCRIPT with a Python that can import NIXL's Python API (nixl._api,
 # from the nixl wheels), NIXL_PLUGIN_DIR pointing at a fresh folder that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The NIXL backend's core (plugin/nixl/gwnx.h) without NIXL: frames,
  * pairing, the agent map, descriptor translation, status mapping, and two

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # run_pytest.sh BUILD_DIR py=[PYTHON] PYTEST_ARGS... - runs pytest over the
 # gpuwire package with libgpuwire from BUILD_DIR.  Exit 77 (ctest: skipped)
 # when no Python with pytest is found, or when every test case skipped; the

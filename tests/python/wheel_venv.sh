@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # wheel_venv.sh SRC - the Python package as a user installs it: builds the
 # wheel from a copy of the checkout (pip wheel --no-build-isolation, no
 # package index), installs it into a fresh venv (--system-site-packages:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run-in-rxe-vm.sh - gpuwire's Soft-RoCE runner (adapted from the project's shared
 # tools/rxe-vm; see tests/rxe/README.md for its facts and pitfalls).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fixture.h - builds the recorded-style sysfs trees of mkfixture.sh. */
 #ifndef GW_TEST_TOPO_FIXTURE_H
 #define GW_TEST_TOPO_FIXTURE_H

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # mkfixture.sh NAME OUTDIR - builds a recorded-style sysfs/procfs tree of a
 # machine for the topology and doctor tests:
 #   OUTDIR/sys    sysfs subset: devices/pci*, bus/pci/devices links,

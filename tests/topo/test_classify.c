@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_classify.c - topology of recorded sysfs trees: matrix, nearest NIC,
  * NVLink from a file and from a hook, odd entries. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_doctor.c - doctor verdicts on recorded sysfs trees, with fake CUDA,
  * verbs, live-test and memlock hooks injected through gw_doctor_env_t. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_fakecuda.c - gw_doctor_env_default()'s CUDA hook through the real
  * loader, against tests/fakecuda's driver (2 devices at 0000:90:00.0 and
  * 0000:91:00.0, both answering 0 for GPUDirect RDMA and dma-buf). */

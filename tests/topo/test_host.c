@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_host.c - the doctor and the topology on this very machine, with no
  * CUDA or verbs hooks: nothing may crash, and no GPU check may pass that a
  * hook would have had to verify. */

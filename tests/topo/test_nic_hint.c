@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_nic_hint.c - the verbs transport's default device is the NIC the
  * topology puts nearest to the process's GPU (gw_topo_process_nic, asked by
  * the verbs transport itself), once the process has the CUDA driver loaded

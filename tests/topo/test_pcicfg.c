@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_pcicfg.c - config-space parsing (PCIe port type, ACS) and the sysfs
  * readers on synthetic input: short, looping, all-ones, garbage. */
 #include <stdio.h>

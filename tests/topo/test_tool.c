@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_tool.c - `gpuwire doctor` and `gpuwire info --topo` output and exit
  * status on recorded trees. */
 #include <fcntl.h>

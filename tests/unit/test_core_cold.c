@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_core_cold.c - how often a non-blocking progress pass reads the cold
  * epoll set (core.h, GW_CORE_COLD_EVERY): a caller that progresses now and
  * then (a pass, then a sleep of its own longer than a coarse-clock tick) has

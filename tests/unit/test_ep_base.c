@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_ep_base.c - shared endpoint state: posting order, flush waits for
  * everything older and reports untracked errors once, first error kept and
  * fanned out to every outstanding request / receive / flush, notification

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_errors_doc.c - docs/ERRORS.md lists exactly the codes of GW_STATUS_MAP
  * (same names, same values), each once; the header's codes have distinct
  * values and names; gw_status_str/name agree with the map. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_hmap.c - the hash map against a plain reference array under random
  * inserts, overwrites and deletes (tombstones, growth, reuse). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_intra_ring.c - the intra ring's layout functions (intra.h,
  * intra_ring.c) without processes: the header a target accepts, how many
  * entries fit a slot, the check of a slot against a region table (every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_log.c - log lines name the process, subsystem and level; they go to
  * GPUWIRE_LOG_FILE ("%p" = pid) when set; GPUWIRE_LOG_SUBSYS limits the
  * lines above warn to the subsystems named; bad values are refused with the

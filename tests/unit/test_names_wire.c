@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_names_wire.c - the names table format and the etcd client's parsers
  * on known inputs (the fuzzers cover the unknown ones). */
 #include <stdio.h>

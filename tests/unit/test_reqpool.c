@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_reqpool.c - the core's request pool: slabs, recycling of untracked
  * requests at completion, caller-held requests stay readable until released,
  * release while in progress defers the recycle, region use counts. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_settings.c - the GPUWIRE_* registry: listing, size suffixes, integer
  * and size parsing with messages that name the variable and value, the
  * unknown-name warning with its suggestion, and a bad log level. */

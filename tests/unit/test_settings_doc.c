@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_settings_doc.c - docs/SETTINGS.md lists every registered setting with
  * its default and what it accepts, and nothing that is not registered. */
 #include "harness.h"

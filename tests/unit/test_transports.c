@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_transports.c - the transport list (core/transports.def): the wire ids
  * stay where they are, the tables and names made from the list agree, the
  * default preference order names every transport once, and the check a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_wire.c - the bootstrap wire formats and the tcp frame header:
  * round trips of every field, every truncation of a valid message refused
  * with the documented status (never a crash), wrong magic / version /

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # guest_suite.sh BUILD_DIR [it] - runs every verbs test inside the Soft-RoCE
 # guest (tests/rxe/run-in-rxe-vm.sh with RXEVM_PAIR=1): each test on one rxe
 # device (loopback, rxe0) and across the veth pair (rxea <-> rxeb).  One boot

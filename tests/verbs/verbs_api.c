@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_api.c - every operation of the public API over the verbs transport
  * (GPUWIRE_TRANSPORTS=verbs: no silent fallback), between two processes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_gpu_batch.c SERVER_DEV CLIENT_DEV - batched transfers (gw_xfer_batch,
  * gw_xfer_pages) over verbs with GPU memory on the staging rung, between two
  * processes (Soft-RoCE in the guest, the fake CUDA driver: rxe refuses to

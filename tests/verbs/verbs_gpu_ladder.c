@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_gpu_ladder.c DEV - the GPU registration ladder on a real verbs device
  * (Soft-RoCE in the guest) with the fake CUDA driver: rung 1 exports a
  * "dma-buf" and the NIC refuses it for real (rxe: EOPNOTSUPP), rung 2 finds no

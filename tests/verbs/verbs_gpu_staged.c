@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_gpu_staged.c SERVER_DEV CLIENT_DEV - GPU memory on the staging rung
  * over verbs (Soft-RoCE in the guest, the fake CUDA driver: its device memory
  * is PROT_NONE and rxe really refuses to register it, so regions land on the

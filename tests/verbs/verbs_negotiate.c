@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_negotiate.c - transport choice when verbs cannot connect the two
  * sides: the server forces a RoCE v2 IPv4 GID, the client an IPv6
  * link-local one, so they share no GID family.

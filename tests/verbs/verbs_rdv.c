@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_rdv.c - the rendezvous protocols of tagged messages over verbs, with
  * every combination of peers that can meet:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_rkey.c - the verbs part of a packed remote key (host only, no
  * device): version 1 (MR pieces) and version 2 (a GPU region on the staging
  * rung) round-trip; malformed blobs are refused with a reason. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_select.c - port and GID choice on fake sysfs trees (no RDMA device
  * needed), the address blob, and the libibverbs loader's absent/present
  * reporting.  Runs on any machine. */

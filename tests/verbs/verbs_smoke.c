@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_smoke.c - the verbs transport opens on the machine's RDMA device
  * (in CI: Soft-RoCE in the qemu guest), registration limits are reported as
  * such, and dma-buf registration reports the device's refusal.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmd_doctor.c - `gpuwire doctor`: every GPUDirect RDMA requirement, one
  * check each, with the evidence and a one-line fix (checks: src/diag/doctor.c). */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmd_info.c - `gpuwire info`: version, build features, transports (usable
  * or why not), the settings taken from the environment (with --settings every
  * GPUWIRE_* setting with its value and help), and with --topo the PCIe/NUMA

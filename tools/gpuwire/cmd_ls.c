@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmd_ls.c - `gpuwire ls`: the agents and published regions a directory
  * holds (GPUWIRE_DIRECTORY), one per line, or JSON lines with --json. */
 #include <getopt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmd_perf.c - `gpuwire perf`: options, server / client / --loopback. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* main.c - the gpuwire tool: a table of subcommands (wireguard-tools style). */
 #include <stdio.h>
 #include <string.h>

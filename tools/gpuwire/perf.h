@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* perf.h - `gpuwire perf`: shared pieces of the client (initiator) and the
  * server (target): options, the control protocol, the data pattern.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* perf_client.c - the initiator side of `gpuwire perf`: per size a latency
  * phase (ping-pong, or one round trip per get) and a bandwidth phase (a
  * window of outstanding operations), then one table row or JSON object. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* perf_proto.c - `gpuwire perf` control messages, size parsing, the data
  * pattern, timing and request bookkeeping. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* perf_ref.c - `gpuwire perf --reference`: what this machine does without
  * gpuwire, measured after the table, so that its figures can be judged here:
  * memcpy bandwidth of the largest size in one thread (the ceiling for a

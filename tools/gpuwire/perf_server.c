@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* perf_server.c - the target side of `gpuwire perf`: registers a buffer with
  * remote read+write, hands its rkey to the client, answers control messages,
  * plays pong in latency phases, keeps receives posted for --op send, counts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* subcommands.h - one function per subcommand, one file each (cmd_*.c). */
 #ifndef GW_TOOL_SUBCOMMANDS_H
 #define GW_TOOL_SUBCOMMANDS_H

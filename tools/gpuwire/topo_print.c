@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topo_print.c - see topo_print.h. */
 #include "topo_print.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* topo_print.h - `gpuwire info --topo [--json]`: the GPU/NIC matrix. */
 #ifndef GW_TOOL_TOPO_PRINT_H
 #define GW_TOOL_TOPO_PRINT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batch.h - a batched transfer as the api layer hands it to a transport's
  * `batch` op (transport layer).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ep_base.c - shared endpoint state: ordering, flush, notifications, matching. */
 #include "transport/base/ep_base.h"
 

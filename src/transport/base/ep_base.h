@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ep_base.h - endpoint state every transport shares with the api layer
  * (transport layer): first error, outstanding operations in posting order,
  * flushes, received notifications, tag matching queues. */

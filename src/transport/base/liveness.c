@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* liveness.c - peer-liveness verdicts (liveness.h). */
 #include "transport/base/liveness.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* liveness.h - the peer-liveness timer every transport runs (transport
  * base).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* op_table.c - generation-counted operation ids (op_table.h). */
 #include "transport/base/op_table.h"
 

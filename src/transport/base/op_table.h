@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* op_table.h - ids for operations the peer answers, with generation counts
  * (transport base).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* region.c - target-side region checks (region.h). */
 #include "transport/base/region.h"
 

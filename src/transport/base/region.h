@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* region.h - the target side's check of an incoming operation against a
  * region (transport base).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tl.h - the interface every transport implements (transport layer).
  *
  * A transport is a `const gw_tl_ops_t` filled with designated initializers.

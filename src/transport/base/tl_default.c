@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tl_default.c - "unsupported" implementations for absent transport ops. */
 #include "transport/base/tl.h"
 

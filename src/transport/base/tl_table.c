@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tl_table.c - the transports compiled in, made from core/transports.def,
  * and the check a table passes before the context uses it. */
 #include <stdio.h>

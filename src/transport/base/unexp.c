@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* unexp.c - the unexpected-message store (ep_base.h): records pooled per
  * endpoint, owned by the base from the transport's take to the receive.
  *

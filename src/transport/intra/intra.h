@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra.h - the intra-host transport's shared region table and control
  * messages (transport layer).
  *

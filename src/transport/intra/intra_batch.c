@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_batch.c - batched put/get over the intra-host transport (the
  * `batch` op).
  *

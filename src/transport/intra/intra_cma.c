@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_cma.c - several CMA copies in one system call (intra.c batches the
  * small puts and gets posted between two progress calls). */
 #include "transport/intra/intra.h"

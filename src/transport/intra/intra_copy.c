@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_copy.c - the intra copy engine: CMA, CUDA IPC/VMM imports, the
  * pinned bounce path, shared-memory regions, entering and leaving the
  * peer's region table slots.

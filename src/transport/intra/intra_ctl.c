@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_ctl.c - the intra control socket: frame codec, the output byte
  * queue, fd passing (SCM_RIGHTS), incoming control messages, accepting.
  * Private objects: intra_int.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_ep.c - intra endpoints: lifecycle (prepare, connect, close,
  * destroy), failure, issuing operations and their completions, tagged
  * messages.

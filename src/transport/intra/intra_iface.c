@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_iface.c - the intra iface: open/close/describe, the progress
  * hook, memory registration and export (region table), the ops table.
  * Private objects: intra_int.h. */

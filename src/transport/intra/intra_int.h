@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_int.h - the intra-host transport's private objects, shared by its
  * files (not included outside src/transport/intra).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_ring.c - batched puts of small host entries that the target copies
  * into place, through a ring of shared memory (layout and states: intra.h).
  *

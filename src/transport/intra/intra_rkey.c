@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_rkey.c - the intra part of a packed remote key, checked once at
  * gw_rkey_unpack() (the rkey_unpack op, transport/base/tl.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* intra_shm.c - peers' shared memory (gw_mem_alloc regions) mapped into this
  * process, per endpoint: slot + region id -> local mapping.  A put or get
  * into such a region is a memcpy through the mapping (intra_copy.c:

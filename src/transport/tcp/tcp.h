@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp.h - the tcp transport's private objects and its frame format.
  *
  * Every endpoint has S connections ("streams", GPUWIRE_TCP_STREAMS, the

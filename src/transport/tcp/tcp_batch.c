@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_batch.c - batched put/get over the tcp transport (the `batch` op).
  *
  * Uses the transport's private objects (tcp_int.h: streams, transmit items,

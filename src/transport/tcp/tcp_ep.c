@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_ep.c - tcp endpoints: lifecycle (prepare, connect, join, close,
  * destroy), opening and closing streams, request slots, failure and peer
  * liveness.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_gpu.c - GPU memory on the tcp transport: GPU-sourced frames are
  * copied device-to-host into pinned slots ahead of the socket, GPU-bound
  * payloads host-to-device behind it (mem/staging.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_iface.c - the tcp iface: open/close/describe, memory registration
  * and revocation, the progress poller and timers, the ops table; the frame
  * header codec (fuzzed).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_int.h - the tcp transport's private objects, shared by its files
  * (not installed, not included outside src/transport/tcp).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_pool.c - helper threads moving large tcp payloads (see tcp_pool.h). */
 #include "transport/tcp/tcp_pool.h"
 

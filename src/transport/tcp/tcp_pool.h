@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_pool.h - helper threads that move the payload bytes of large tcp
  * frames (GPUWIRE_TCP_THREADS), so that several cores copy at once.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_rx.c - the tcp receive side: reading streams, the frame dispatcher
  * (handle_header), payloads into place, rendezvous receives.
  * Private objects: tcp_int.h. */

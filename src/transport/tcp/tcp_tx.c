@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_tx.c - the tcp transmit side: transmit items, flushing and
  * corking streams, helper-thread hand-over of large frames, deferred
  * notifications, and the put/get/send operations.

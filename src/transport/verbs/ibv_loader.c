@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibv_loader.c - dlopen of libibverbs.so.1 through the GW_IBV_SYMS table. */
 #include "transport/verbs/ibv_syms.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ibv_syms.h - the libibverbs entry points gpuwire uses, loaded at run time
  * (transport layer, verbs).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs.h - the verbs transport's private objects (transport layer).
  *
  *   gw_verbs_iface_t  one per context: device, port, PD, completion channel,

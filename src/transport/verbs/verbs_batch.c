@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_batch.c - batched put/get over verbs (GW_OP_BATCH requests of the `submit` op).
  *
  * It posts through verbs_post.c's work-request batches (gw_verbs_wr_add;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_cq.c - verbs completions and the receive side: polling the CQ,
  * retiring send WRs, incoming messages (eager, rendezvous control,
  * notifications), the progress pass and arming the CQ when idle.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_dev.c - device, port and GID choice from sysfs; the address blob.
  *
  * Everything here reads files under the sysfs root it is given (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_ep.c - verbs endpoint life: queue pairs from RESET to RTS, the
  * address blob, reachability, teardown; and failure.
  *

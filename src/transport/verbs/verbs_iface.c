@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_iface.c - the verbs transport at context level: opening the device,
  * completion channel and async events in the context's epoll set, the
  * progress poller, region registration, and the ops table. */

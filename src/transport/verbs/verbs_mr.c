@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_mr.c - memory registration: split regions, the registration cache,
  * locked-memory diagnosis, dma-buf.
  *

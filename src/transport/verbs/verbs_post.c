@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_post.c - verbs operations, posting side.
  *
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_rkey.c - the verbs part of a packed remote key (see verbs.h):
  * version 1 lists the MR pieces of a registered region, version 2 marks a GPU
  * region on the staging rung.  Peers send these: the parser trusts nothing

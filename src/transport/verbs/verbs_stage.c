@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_stage.c - GPU memory on the staging rung over verbs: moved in
  * chunks through registered pinned bounce buffers of a staging engine,
  * D2H/H2D overlapped with the RDMA; a staged remote region is served by its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The installed header and library work together: a context is made, and the
  * library's version is the header's. */
 #include <gpuwire.h>
