@@ -10,6 +10,8 @@ op, size_bytes, metric (bw, lat, busbw_ratio), unit, the gpuwire value, the
 reference's name and value, machine, date and the log it came from.  Each
 plot puts gpuwire beside its reference, and its caption names the machine
 and date, so a PNG read alone still says where its figures came from.
+NCCL's collectives are drawn by scripts/plot-nccl.py from the benchmark's
+own CSV.
 """
 import csv
 import os
@@ -118,37 +120,6 @@ def verbs_plot(rows, out):
     plt.close(fig)
 
 
-def nccl_plot(rows, out):
-    """Bus bandwidth of NCCL collectives over the plugin, as a multiple of NCCL's socket transport."""
-    sel = [r for r in rows if r["area"] == "nccl-plugin" and r["metric"] == "busbw_ratio"]
-    groups = OrderedDict()
-    for r in sel:
-        groups.setdefault(r["series"], []).append(r)
-    fig, ax = plt.subplots(figsize=(8.0, 4.2))
-    labels, vals, colors = [], [], []
-    palette = [GW_COLOR, "#5b8fd9"]
-    for gi, (g, grs) in enumerate(groups.items()):
-        for r in grs:
-            labels.append("%s\n%s, %s" % (r["op"], g, size_label(r["size_bytes"])))
-            vals.append(float(r["gpuwire"]))
-            colors.append(palette[gi % len(palette)])
-    xs = range(len(vals))
-    bars = ax.bar(xs, vals, color=colors)
-    for b, v in zip(bars, vals):
-        ax.text(b.get_x() + b.get_width() / 2, v + 0.03, "%.2fx" % v, ha="center", fontsize=8)
-    ax.axhline(1.0, color=REF_COLORS[0], ls="--", lw=1.5, label="NCCL socket transport = 1.0")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels(labels, fontsize=7)
-    ax.set_ylabel("bus bandwidth / NCCL socket (higher is better)")
-    ax.set_ylim(0, max(vals) * 1.2)
-    ax.legend(fontsize=8, loc="upper right")
-    fig.suptitle("NCCL collectives over the gpuwire plugin vs NCCL's socket transport (nccl-tests)", fontsize=11)
-    caption(fig, sel)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-
-
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else "docs/results/perf.csv"
     outdir = sys.argv[2] if len(sys.argv) > 2 else "docs/img"
@@ -161,7 +132,6 @@ def main():
         ("tcp-gpu.png", lambda p: series_plot(rows, "tcp-gpu",
                                               "GPU0 -> GPU1 over tcp loopback, staged through host memory", p)),
         ("verbs-rxe.png", lambda p: verbs_plot(rows, p)),
-        ("nccl-plugin.png", lambda p: nccl_plot(rows, p)),
     ]
     for name, job in jobs:
         path = os.path.join(outdir, name)
