@@ -40,31 +40,6 @@ static int on_entry(void *arg, const gw_dir_entry_t *e)
     return 0;
 }
 
-/* A child process that registers agent `name`, tells the parent, and waits
- * to be killed. */
-static int child_agent(const char *name)
-{
-    int p[2];
-    REQUIRE(pipe(p) == 0);
-    int pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(p[0]);
-        gwt_agent_t c;
-        gwt_agent_start(&c, name, "127.0.0.1:0");
-        char ok = 1;
-        if (write(p[1], &ok, 1) != 1)
-            _exit(1);
-        for (;;)
-            pause();
-    }
-    close(p[1]);
-    char ok = 0;
-    REQUIRE(read(p[0], &ok, 1) == 1 && ok == 1);
-    close(p[0]);
-    return pid;
-}
-
 static int listed_is(gw_context_t *ctx, const char *name, int want, double timeout_s)
 {
     double end = gwt_now_s() + timeout_s;
@@ -244,7 +219,7 @@ int main(void)
     CHECK_ST(gw_peer_watch(a, 0x80, on_event, &evs), GW_ERR_INVALID);
 
     /* a dead agent disappears when its lease runs out (TTL 2 s) */
-    int pid = child_agent("d");
+    int pid = gwt_child_agent("d");
     gw_ep_t *dep;
     REQUIRE_OK(gw_peer_ep(a, "d", &dep));
     CHECK(listed_is(a, "d", 1, 5));
@@ -266,7 +241,7 @@ int main(void)
 
     /* an agent stopped longer than its lease (SIGSTOP): it drops out, and on
      * waking finds its lease gone and registers again by itself */
-    int zpid = child_agent("z");
+    int zpid = gwt_child_agent("z");
     CHECK(listed_is(a, "z", 1, 5));
     gw_ep_t *zep;
     CHECK_ST(gw_peer_ep(a, "z", &zep), GW_OK); /* a uses z: its events come */

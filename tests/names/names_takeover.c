@@ -26,31 +26,6 @@
 #include "harness.h"
 #include "names_util.h"
 
-/* A child process that registers agent `name`, tells the parent, and waits
- * to be killed. */
-static int child_agent(const char *name)
-{
-    int p[2];
-    REQUIRE(pipe(p) == 0);
-    int pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(p[0]);
-        gwt_agent_t c;
-        gwt_agent_start(&c, name, "127.0.0.1:0");
-        char ok = 1;
-        if (write(p[1], &ok, 1) != 1)
-            _exit(1);
-        for (;;)
-            pause();
-    }
-    close(p[1]);
-    char ok = 0;
-    REQUIRE(read(p[0], &ok, 1) == 1 && ok == 1);
-    close(p[0]);
-    return pid;
-}
-
 /* Waits until the directory lists `name` at `addr` (addr NULL: not listed). */
 static int listed_at(gw_context_t *ctx, const char *name, const char *addr, double timeout_s)
 {
@@ -194,7 +169,7 @@ int main(void)
     gw_etcd_revoke(&e, l2, why, sizeof(why));
 
     /* 2. a killed holder's name frees when its lease runs out, not before */
-    int pid = child_agent("dead");
+    int pid = gwt_child_agent("dead");
     CHECK(listed_any(a, "dead", 5));
     kill(pid, SIGKILL);
     int status;
@@ -232,7 +207,7 @@ int main(void)
 
     /* 4. an agent stopped past its lease finds its name taken on waking: it
      * does not take it back; once the new holder leaves it registers again */
-    int zpid = child_agent("z");
+    int zpid = gwt_child_agent("z");
     CHECK(listed_any(a, "z", 5));
     kill(zpid, SIGSTOP);
     CHECK(listed_at(a, "z", NULL, 10));

@@ -268,3 +268,26 @@ void gwt_etcd_stop(gwt_etcd_t *e)
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", e->dir);
 }
+
+int gwt_child_agent(const char *name)
+{
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    int pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        gwt_agent_t c;
+        gwt_agent_start(&c, name, "127.0.0.1:0");
+        char ok = 1;
+        if (write(p[1], &ok, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    char ok = 0;
+    REQUIRE(read(p[0], &ok, 1) == 1 && ok == 1);
+    close(p[0]);
+    return pid;
+}

@@ -40,6 +40,9 @@ void gwt_agent_start(gwt_agent_t *a, const char *name, const char *listen);
 /* Runs command cmd in the agent's thread and waits for it. */
 void gwt_agent_cmd(gwt_agent_t *a, int cmd);
 void gwt_agent_stop(gwt_agent_t *a);
+/* Forks a child that starts agent `name` (gwt_agent_start), tells the parent
+ * once that returned, and waits to be killed; returns its pid. */
+int gwt_child_agent(const char *name);
 
 /* A real etcd on loopback (Debian's etcd-server).  0: started, url set;
  * -1: no etcd binary here (the caller skips). */
