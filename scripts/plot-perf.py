@@ -132,6 +132,8 @@ def main():
         ("tcp-gpu.png", lambda p: series_plot(rows, "tcp-gpu",
                                               "GPU0 -> GPU1 over tcp loopback, staged through host memory", p)),
         ("verbs-rxe.png", lambda p: verbs_plot(rows, p)),
+        ("tcp-sweep.png", lambda p: series_plot(rows, "tcp-sweep",
+                                               "Host memory over tcp loopback: gpuwire put against qperf", p)),
     ]
     for name, job in jobs:
         path = os.path.join(outdir, name)
