@@ -104,15 +104,22 @@ static int tcp_stream_lost(conn_t *c, gw_status_t st, const char *fmt, ...)
     return 1;
 }
 
+/* Fails the endpoint with the further stream's end as the reason: the
+ * connection broke, the peer did not go. */
+void tcp_lost_fail(tcp_ep_t *ep, uint64_t now)
+{
+    tcp_fail(ep, ep->lost_st, "%s, and tcp stream 0 stayed open for %llu ms after (GPUWIRE_PEER_TIMEOUT_MS=%ld)",
+             ep->lost_why, (unsigned long long)(gw_elapsed_ns(now, ep->lost_ns) / 1000000ull),
+             CORE(ep)->peer_timeout_ms);
+}
+
 /* A further stream ended while stream 0 stayed open for the peer timeout:
- * the connection broke, the peer did not go; what waits on it never
- * comes. */
+ * what waits on it never comes. */
 void tcp_lost_check(tcp_ep_t *ep, uint64_t now)
 {
     uint64_t limit = (uint64_t)CORE(ep)->peer_timeout_ms * 1000000ull;
     if (ep->lost_ns && !gw_ep_failed(B(ep)) && gw_elapsed_ns(now, ep->lost_ns) >= limit)
-        tcp_fail(ep, ep->lost_st, "%s, and tcp stream 0 stayed open for %ld ms after (GPUWIRE_PEER_TIMEOUT_MS)",
-                 ep->lost_why, CORE(ep)->peer_timeout_ms);
+        tcp_lost_fail(ep, now);
 }
 
 /* End of stream on c (seen by the progress thread or a helper thread): an

@@ -123,6 +123,10 @@ static int tcp_poll(void *arg)
         uint64_t idle;
         switch (gw_liveness_judge(B(ep), busy, now, &ep->last_ping_ns, &idle)) {
         case GW_LIVE_DEAD:
+            if (ep->lost_ns) { /* a further stream's end is the known cause */
+                tcp_lost_fail(ep, now);
+                break;
+            }
             tcp_fail(ep, GW_ERR_PEER_TIMEOUT,
                      "no data from peer %s for %llu ms with work outstanding (GPUWIRE_PEER_TIMEOUT_MS=%ld)",
                      B(ep)->peer, (unsigned long long)(idle / 1000000), tif->super.core->peer_timeout_ms);

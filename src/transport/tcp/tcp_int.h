@@ -212,6 +212,7 @@ void tcp_sock_fail(tcp_ep_t *ep, int e, const char *op, int idx);
 void tcp_stream_ended(conn_t *c, const char *how);
 void tcp_recv_fail(conn_t *c, int e);
 void tcp_lost_check(tcp_ep_t *ep, uint64_t now);
+void tcp_lost_fail(tcp_ep_t *ep, uint64_t now);
 void tcp_conn_update_io(conn_t *c);
 int tcp_ep_busy(tcp_ep_t *ep);
 uint64_t tcp_ep_last_ns(tcp_ep_t *ep);
