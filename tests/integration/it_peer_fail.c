@@ -36,11 +36,16 @@ typedef struct wait_result {
 } wait_result_t;
 
 /* Waits for every request (freeing them); classifies their outcomes. */
+/* each request's outcome in the last wait_all, by index */
+static gw_status_t g_st[NPUT + NGET + 2];
+
 static wait_result_t wait_all(gw_request_t **r, int n, double t0, int limit_ms)
 {
     wait_result_t w = {0, 0, 0, GW_OK, 0};
     for (int i = 0; i < n; i++) {
         gw_status_t st = gw_request_wait(r[i], limit_ms);
+        if (i < (int)(sizeof(g_st) / sizeof(g_st[0])))
+            g_st[i] = st;
         if (st == GW_ERR_TIMEOUT) {
             fprintf(stderr, "request %d still in progress after %d ms: a hang\n", i, limit_ms);
             gwt_failures++;
@@ -140,6 +145,7 @@ static void case_killed(uint8_t *src, uint8_t *dst)
         if (i < NGET)
             IT_OK(ctx, gw_get(ep, dst + (size_t)i * CHUNK / 4, CHUNK / 4, NULL, ra, rk, &r[n++]));
     }
+    int ri = n, fi = n + 1;
     IT_OK(ctx, gw_recv(ep, dst, 64, NULL, 42, ~0ull, &r[n++])); /* never sent */
     IT_OK(ctx, gw_flush(ep, &r[n++]));
     double t0 = it_now();
@@ -150,7 +156,13 @@ static void case_killed(uint8_t *src, uint8_t *dst)
     wait_result_t w = wait_all(r, n, t0, 15000);
     fprintf(stderr, "  %d completed before the kill, %d failed (first %s), last after %.2f s\n", w.ok,
             w.failed, gw_status_name(w.first), w.last_s);
-    CHECK(w.failed >= 2); /* at least the receive and the flush */
+    CHECK(GW_IS_ENDPOINT_ERROR(g_st[ri])); /* the receive: nothing was sent */
+    /* the flush covers the puts and gets before it (not the receive): it
+     * fails unless every one of them completed before the kill */
+    int all_rma_ok = 1;
+    for (int i = 0; i < ri; i++)
+        all_rma_ok &= g_st[i] == GW_OK;
+    CHECK(GW_IS_ENDPOINT_ERROR(g_st[fi]) || (all_rma_ok && g_st[fi] == GW_OK));
     CHECK(w.other == 0);
     CHECK(w.last_s < 3.0);
     check_failed_ep(ctx, ep, rk, ra, GW_OK);
