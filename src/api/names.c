@@ -585,8 +585,10 @@ static void region_key(const names_t *n, const char *region, char *out, size_t c
     snprintf(out, cap, "%.100sregions/%s/%s", n->prefix, n->name, region);
 }
 
-/* Puts key=val under the lease and remembers it for a re-registration. */
-static gw_status_t reg_put(names_t *n, const char *key, const char *val, int64_t *rev, char *why, size_t whylen)
+/* Remembers key=val for a re-registration (replacing an earlier value of
+ * the key); returns the lease held now, or -1 when out of memory.  Takes
+ * n->mu. */
+static int64_t kv_remember(names_t *n, const char *key, const char *val, char *why, size_t whylen)
 {
     pthread_mutex_lock(&n->mu);
     int64_t lease = n->lease;
@@ -600,7 +602,7 @@ static gw_status_t reg_put(names_t *n, const char *key, const char *val, int64_t
             if (!k) {
                 pthread_mutex_unlock(&n->mu);
                 snprintf(why, whylen, "out of memory");
-                return GW_ERR_NOMEM;
+                return -1;
             }
             n->kvs = k;
             n->kvcap = c;
@@ -610,6 +612,15 @@ static gw_status_t reg_put(names_t *n, const char *key, const char *val, int64_t
     snprintf(n->kvs[i].key, sizeof(n->kvs[i].key), "%s", key);
     snprintf(n->kvs[i].val, sizeof(n->kvs[i].val), "%s", val);
     pthread_mutex_unlock(&n->mu);
+    return lease;
+}
+
+/* Puts key=val under the lease and remembers it for a re-registration. */
+static gw_status_t reg_put(names_t *n, const char *key, const char *val, int64_t *rev, char *why, size_t whylen)
+{
+    int64_t lease = kv_remember(n, key, val, why, whylen);
+    if (lease < 0)
+        return GW_ERR_NOMEM;
     if (!lease) /* not registered now (the name is held by another agent): put when registered again */
         return GW_OK;
     return gw_etcd_put(&n->etcd, key, val, strlen(val), lease, rev, why, whylen);
@@ -653,27 +664,7 @@ static gw_status_t reg_agent(names_t *n, int64_t lease, const char *key, const c
     gw_status_t st = gw_etcd_create(&n->etcd, key, val, strlen(val), lease, rev, holder, why, whylen);
     if (st != GW_OK)
         return st;
-    pthread_mutex_lock(&n->mu);
-    size_t i;
-    for (i = 0; i < n->nkvs && strcmp(n->kvs[i].key, key); i++)
-        ;
-    if (i == n->nkvs && n->nkvs == n->kvcap) {
-        size_t c = n->kvcap ? n->kvcap * 2 : 8;
-        kv_reg_t *k = realloc(n->kvs, c * sizeof(*k));
-        if (!k) {
-            pthread_mutex_unlock(&n->mu);
-            snprintf(why, whylen, "out of memory");
-            return GW_ERR_NOMEM;
-        }
-        n->kvs = k;
-        n->kvcap = c;
-    }
-    if (i == n->nkvs)
-        n->nkvs++;
-    snprintf(n->kvs[i].key, sizeof(n->kvs[i].key), "%s", key);
-    snprintf(n->kvs[i].val, sizeof(n->kvs[i].val), "%s", val);
-    pthread_mutex_unlock(&n->mu);
-    return GW_OK;
+    return kv_remember(n, key, val, why, whylen) < 0 ? GW_ERR_NOMEM : GW_OK;
 }
 
 static void reg_del(names_t *n, const char *key)

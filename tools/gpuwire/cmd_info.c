@@ -89,6 +89,29 @@ static int print_transports(gw_context_t *ctx)
     return 0;
 }
 
+/* Lists the GPUWIRE_* variables of the environment that name no setting. */
+static void print_unknown_vars(void)
+{
+    extern char **environ;
+    int header = 0;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "GPUWIRE_", 8) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        size_t i = 0;
+        for (; gw_setting_at(i); i++)
+            if (strlen(gw_setting_at(i)->name) == len && strncmp(gw_setting_at(i)->name, *e, len) == 0)
+                break;
+        if (gw_setting_at(i))
+            continue;
+        if (!header)
+            printf("unknown GPUWIRE_* variables in the environment (ignored):\n");
+        header = 1;
+        printf("  %.*s\n", (int)len, *e);
+    }
+}
+
 static void print_settings(gw_context_t *ctx)
 {
     printf("settings (environment variables, read at gw_context_create()):\n");
@@ -110,28 +133,7 @@ static void print_settings(gw_context_t *ctx)
         printf("      accepts: %s\n", d->accepts);
     }
     /* unknown GPUWIRE_* variables: gw_context_create() warned already; list them again here */
-    extern char **environ;
-    int header = 0;
-    for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, "GPUWIRE_", 8) != 0)
-            continue;
-        const char *eq = strchr(*e, '=');
-        size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
-        int known = 0;
-        for (size_t i = 0; gw_setting_at(i); i++) {
-            const char *name = gw_setting_at(i)->name;
-            if (strlen(name) == n && strncmp(name, *e, n) == 0) {
-                known = 1;
-                break;
-            }
-        }
-        if (!known) {
-            if (!header)
-                printf("unknown GPUWIRE_* variables in the environment (ignored):\n");
-            header = 1;
-            printf("  %.*s\n", (int)n, *e);
-        }
-    }
+    print_unknown_vars();
 }
 
 /* The summary's settings line: those set in the environment, and unknown names. */
@@ -150,24 +152,7 @@ static void print_settings_summary(gw_context_t *ctx)
         const char *val = gw_setting_value(ctx, d->name);
         printf("  %s=\"%s\"  [env; default \"%s\"]\n", d->name, val ? val : "", d->default_value);
     }
-    extern char **environ;
-    int header = 0;
-    for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, "GPUWIRE_", 8) != 0)
-            continue;
-        const char *eq = strchr(*e, '=');
-        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
-        size_t i = 0;
-        for (; i < n; i++)
-            if (strlen(gw_setting_at(i)->name) == len && strncmp(gw_setting_at(i)->name, *e, len) == 0)
-                break;
-        if (i < n)
-            continue;
-        if (!header)
-            printf("unknown GPUWIRE_* variables in the environment (ignored):\n");
-        header = 1;
-        printf("  %.*s\n", (int)len, *e);
-    }
+    print_unknown_vars();
 }
 
 /* ---- --json ------------------------------------------------------------------------ */
