@@ -43,6 +43,7 @@ struct gw_context {
     uint64_t closed_tokens[64];
     unsigned closed_next;
     struct gw_names *names; /* agent name, published regions, peers, directory (api/names.c); NULL until used */
+    int batch_expand; /* GPUWIRE_BATCH_PATH=expand: every batch through proto/proto_batch.c */
     _Atomic(void *) batch_spare; /* api/batch.c: the entry array of the last finished batch, for the next */
 };
 

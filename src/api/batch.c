@@ -25,6 +25,7 @@
 
 #include "api/api.h"
 #include "cuda/cuda_wrap.h"
+#include "proto/proto.h"
 #include "transport/base/batch.h"
 
 typedef struct dl_ent {
@@ -429,7 +430,8 @@ static gw_status_t xfer_begin(gw_ep_t *ep, const char *fn, int op, const gw_xfer
     return st != GW_OK ? st : check_opts(&ep->ctx->core, fn, op, opts, notify, value);
 }
 
-/* Fills what both forms share and hands the batch to the transport. */
+/* Fills what both forms share and hands the batch to the transport, or to
+ * the protocol layer to expand (proto/proto.h decides). */
 static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t count, int op, int notify,
                         uint64_t value, gw_request_t **req)
 {
@@ -439,12 +441,9 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     m->b.value = value;
     gw_tl_caps_t caps;
     ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
-    const char *lack = !(caps.batch & GW_TL_BATCH_NATIVE)                          ? "batched transfers"
-                       : (m->b.lgpu || m->b.rgpu) && !(caps.batch & GW_TL_BATCH_GPU) ? "batches of GPU memory"
-                       : m->b.notify == GW_NOTIFY_COUNTED && !(caps.batch & GW_TL_BATCH_COUNTED)
-                           ? "counted notifications"
-                           : NULL;
-    if (lack) {
+    gw_proto_route_t route;
+    const char *lack;
+    if (gw_proto_batch_route(&caps, &m->b, ep->ctx->batch_expand, ep->base.notify_out != NULL, &route, &lack) != GW_OK) {
         free(m);
         return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "gw_xfer_batch: the %s transport to %s has no %s",
                       ep->ops->name, ep->base.peer, lack);
@@ -462,7 +461,7 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     for (int i = 0; i < 2; i++)
         if (m->b.busy[i])
             (*m->b.busy[i])++;
-    gw_status_t st = gw_api_submit(ep, r, req, ep->ops->submit);
+    gw_status_t st = gw_api_submit(ep, r, req, route == GW_PROTO_NATIVE ? ep->ops->submit : gw_proto_batch_submit);
     if (st != GW_OK && r->fini) { /* refused at posting: the request was dropped as it was */
         void (*fini)(gw_request_t *) = r->fini;
         r->fini = NULL;

@@ -188,6 +188,7 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
         goto err_core;
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
         goto err_core;
+    ctx->batch_expand = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_BATCH_PATH), "expand");
 
     for (int i = 0; i < GW_TL_COUNT; i++) {
         const gw_tl_ops_t *ops = gw_tl_table[i];

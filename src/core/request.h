@@ -118,6 +118,9 @@ struct gw_request {
      * that releases them, run once when the request completes */
     struct gw_batch *batch;
     void (*fini)(struct gw_request *r);
+    /* the layer that split an operation into requests (proto/proto.h): its
+     * state, in the operation's request and in each of its pieces */
+    void *owner;
     /* why it failed, for gw_request_info (malloc'd at completion with an
      * error, user requests only; freed on recycle) */
     char *detail;
