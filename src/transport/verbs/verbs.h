@@ -12,7 +12,8 @@
  * blob), verbs_mr.c (registration, cache, dma-buf), verbs_iface.c (context
  * level, polling, ops table), verbs_ep.c (endpoint life: queue pairs,
  * failure), verbs_post.c (operations, posting), verbs_cq.c (completions,
- * receive side, progress), verbs_stage.c (staged GPU memory), verbs_batch.c
+ * receive side, progress), verbs_stage.c and verbs_stage_own.c (staged GPU
+ * memory: initiator and owner halves), verbs_batch.c
  * (batched transfers), verbs_rkey.c (the verbs part of a remote key).
  */
 #ifndef GW_VERBS_VERBS_H
