@@ -28,13 +28,15 @@
  * and its operations read that, never the raw blob again.  rkey_release()
  * runs at gw_rkey_destroy().
  *
- * Request scratch: a transport keeps its per-request state in its own
- * member of the request's union (core/request.h: req->tcp, req->intra,
- * req->verbs), a typed struct, never untyped words with aliased indices;
- * each is held to GW_REQ_TL_BYTES by a static assert there, so adding a
- * transport's struct cannot grow every request.  A request reaches submit()
- * and recv_matched() with the transport's member to fill (zeroed at
- * allocation; a transport that reuses a request clears its own member).
+ * Request scratch: a transport keeps its per-request state in the
+ * request's transport scratch (core/request.h, GW_REQ_TL_BYTES bytes), read
+ * as a typed struct of its own that its private header declares with
+ * GW_REQ_TL_SCRATCH(accessor, struct) (tcp_rq, intra_rq, verbs_rq), never as
+ * untyped words with aliased indices; the macro holds the struct to the
+ * scratch's size at compile time, so no transport can grow every request,
+ * and core names no transport's struct.  A request reaches submit() and
+ * recv_matched() with the scratch zeroed (a transport that reuses a request
+ * clears it itself).
  *
  * The GW_TL_* ids below are written into packed rkeys and into the handshake
  * (the transport list and each blob's owner): they are a wire format.  Never

@@ -178,7 +178,7 @@ int gw_verbs_stg_applies(gw_verbs_ep_t *ep, gw_request_t *req)
         /* small ones to an MR: a bounce slot and one synchronous copy (req_prep) */
         return gw_verbs_mem_staged(req->lmem) && req->len > GW_VERBS_EAGER_MAX;
     case GW_OP_RECV:
-        return gw_verbs_mem_staged(req->lmem) || (req->verbs.rdv.opid & RTS_STAGED);
+        return gw_verbs_mem_staged(req->lmem) || (verbs_rq(req)->rdv.opid & RTS_STAGED);
     default:
         return 0;
     }
@@ -226,7 +226,7 @@ void gw_verbs_stg_free(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr, int touch_req)
     }
     gw_list_del(&sr->link);
     if (touch_req)
-        sr->req->verbs.stg = NULL;
+        verbs_rq(sr->req)->stg = NULL;
     free(sr);
 }
 
@@ -253,8 +253,8 @@ static void stg_finish(gw_verbs_ep_t *ep, gw_verbs_sreq_t *sr)
     ep->stg_bytes += sr->acked;
     gw_verbs_stg_free(ep, sr, 1);
     if (req->op == GW_OP_RECV) {
-        uint64_t opid = (req->verbs.rdv.opid & ~RTS_STAGED);
-        size_t mlen = (size_t)req->verbs.rdv.mlen;
+        uint64_t opid = (verbs_rq(req)->rdv.opid & ~RTS_STAGED);
+        size_t mlen = (size_t)verbs_rq(req)->rdv.mlen;
         gw_verbs_req_release(ep, req);
         gw_verbs_rdv_recv_forget(ep, req);
         gw_verbs_ctrl_queue(ep, CT_FIN, 0, opid, 0); /* the sender may go on either way */
@@ -807,10 +807,10 @@ int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     sr->dir = req->op == GW_OP_GET || sr->is_recv;
     sr->lstaged = (uint8_t)gw_verbs_mem_staged(req->lmem);
     if (sr->is_recv) {
-        sr->total = GW_MIN(req->len, (size_t)req->verbs.rdv.mlen);
-        sr->raddr = req->verbs.rdv.raddr;
-        sr->rstaged = (req->verbs.rdv.opid & RTS_STAGED) != 0;
-        sr->ident = (req->verbs.rdv.opid & ~RTS_STAGED);
+        sr->total = GW_MIN(req->len, (size_t)verbs_rq(req)->rdv.mlen);
+        sr->raddr = verbs_rq(req)->rdv.raddr;
+        sr->rstaged = (verbs_rq(req)->rdv.opid & RTS_STAGED) != 0;
+        sr->ident = (verbs_rq(req)->rdv.opid & ~RTS_STAGED);
         sr->by_rdv = 1;
     } else {
         sr->total = req->len;
@@ -831,7 +831,7 @@ int gw_verbs_stg_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             goto fail;
         }
     }
-    req->verbs.stg = sr;
+    verbs_rq(req)->stg = sr;
     req->tl_flags |= TLF_PREP | TLF_STAGED;
     if (sr->is_recv)
         req->tl_flags |= TLF_ALLPOSTED; /* (keeps the rendezvous loop from posting it again) */
@@ -845,8 +845,8 @@ fail:
     free(sr);
     if (req->op == GW_OP_RECV) {
         gw_verbs_rdv_recv_forget(ep, req);
-        gw_verbs_ctrl_queue(ep, CT_FIN, 0, (req->verbs.rdv.opid & ~RTS_STAGED), 0);
-        gw_ep_recv_done(ep->super.base, req, (size_t)req->verbs.rdv.mlen, req->rtag, st);
+        gw_verbs_ctrl_queue(ep, CT_FIN, 0, (verbs_rq(req)->rdv.opid & ~RTS_STAGED), 0);
+        gw_ep_recv_done(ep->super.base, req, (size_t)verbs_rq(req)->rdv.mlen, req->rtag, st);
     } else {
         gw_ep_op_done(ep->super.base, req, st);
     }
@@ -902,7 +902,7 @@ int gw_verbs_stg_batch_start(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             }
         }
     }
-    req->verbs.stg = sr;
+    verbs_rq(req)->stg = sr;
     req->tl_flags |= TLF_PREP | TLF_STAGED;
     gw_list_push_back(&ep->stg_reqs, &sr->link);
     ep->stg_live = 1;
