@@ -62,7 +62,11 @@ struct gw_request {
     struct gw_rkey *rkey;
     uint64_t raddr;
     uint64_t value; /* notification value / tag */
-    uint64_t mask;
+    union {
+        uint64_t mask;  /* GW_OP_RECV: the tag mask */
+        void *owner;    /* a put, get or batch the protocol layer split into requests
+                         * (proto/proto.h): its state, in the batch and in each piece */
+    };
     /* transport progress */
     size_t posted;      /* bytes handed to the wire */
     size_t done;        /* bytes confirmed */
@@ -73,9 +77,6 @@ struct gw_request {
      * that releases them, run once when the request completes */
     struct gw_batch *batch;
     void (*fini)(struct gw_request *r);
-    /* the layer that split an operation into requests (proto/proto.h): its
-     * state, in the operation's request and in each of its pieces */
-    void *owner;
     /* why it failed, for gw_request_info (malloc'd at completion with an
      * error, user requests only; freed on recycle) */
     char *detail;
