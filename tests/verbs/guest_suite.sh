@@ -45,6 +45,11 @@ if [ "${2:-}" = it ]; then
         run ${t}_rxea_rxeb "$I/$t"
     done
   fi
+  # the batch suite with every batch expanded by the protocol layer into
+  # single operations (verbs sets no notify_out: an ORDERED notification
+  # rides on the last entry as a put_notify)
+  GPUWIRE_BATCH_PATH=expand GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+    run batch_expand_rxe0 "$I/it_batch"
   # the peer's last message completes at its side and the peer dies before
   # we progress: the receive must still get it (a CQE behind a closed socket)
   GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run last_words_rxe0 "$I/it_peer_fail" last_words
