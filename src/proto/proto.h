@@ -11,7 +11,9 @@
  *
  * Batches (proto_batch.c): a transport that says GW_TL_BATCH_NATIVE moves
  * gw_xfer_batch / gw_xfer_pages itself; for any other, and for every
- * transport when GPUWIRE_BATCH_PATH=expand, the batch is expanded here into
+ * transport when GPUWIRE_BATCH_PATH=expand (save batches that only the
+ * transport can carry: a counted notification where it has no
+ * notify_out), the batch is expanded here into
  * one put or get per merged entry, all posted at once, and its
  * notification follows the data:
  *   ORDERED  through the base's deferred notification (notify_out), after

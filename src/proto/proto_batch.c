@@ -34,9 +34,10 @@ gw_status_t gw_proto_batch_route(const gw_tl_caps_t *caps, const gw_batch_t *b, 
                                  gw_proto_route_t *route, const char **lack)
 {
     int gpu = b->lgpu || b->rgpu;
+    int native = (caps->batch & GW_TL_BATCH_NATIVE) && (!gpu || (caps->batch & GW_TL_BATCH_GPU)) &&
+                 (b->notify != GW_NOTIFY_COUNTED || (caps->batch & GW_TL_BATCH_COUNTED));
     *lack = NULL;
-    if (!expand && (caps->batch & GW_TL_BATCH_NATIVE) && (!gpu || (caps->batch & GW_TL_BATCH_GPU)) &&
-        (b->notify != GW_NOTIFY_COUNTED || (caps->batch & GW_TL_BATCH_COUNTED))) {
+    if (native && !expand) {
         *route = GW_PROTO_NATIVE;
         return GW_OK;
     }
@@ -47,6 +48,11 @@ gw_status_t gw_proto_batch_route(const gw_tl_caps_t *caps, const gw_batch_t *b, 
         *lack = "counted notifications";
     else if (b->notify == GW_NOTIFY_ORDERED && !notify_out && !gw_batch_unexpanded(b) && b->n == 0)
         *lack = "notifications without data";
+    if (*lack && native) { /* asked to expand what only the transport can carry: it does */
+        *lack = NULL;
+        *route = GW_PROTO_NATIVE;
+        return GW_OK;
+    }
     if (*lack)
         return GW_ERR_UNSUPPORTED;
     *route = GW_PROTO_EXPAND;

@@ -3,7 +3,8 @@
  * transport whose submit() records the requests it gets: the route chosen
  * from caps (native where the transport moves the batch itself, expanded
  * where it lacks batches, GPU batches or counted notifications, refused
- * where even its single operations cannot do it), one put or get per
+ * where even its single operations cannot do it, native where expansion
+ * is asked for but only the transport can carry the batch), one put or get per
  * entry with the entry's addresses, region and key, the batch request
  * completed once by the last entry with the batch's bytes, an ORDERED
  * notification through the base's deferred sender after the last entry
@@ -151,18 +152,32 @@ static void test_route(void)
     caps.batch |= GW_TL_BATCH_GPU;
     CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 1, &route, &lack), GW_OK);
     CHECK(route == GW_PROTO_NATIVE);
-    /* counted: native with GW_TL_BATCH_COUNTED, else only through a sender */
+    /* counted: native with GW_TL_BATCH_COUNTED, else expanded only through a sender */
     b.lgpu = 0;
     b.notify = GW_NOTIFY_COUNTED;
     CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 1, &route, &lack), GW_OK);
     CHECK(route == GW_PROTO_EXPAND);
     CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 0, &route, &lack), GW_ERR_UNSUPPORTED);
     CHECK(lack && strcmp(lack, "counted notifications") == 0);
-    /* ordered with no sender rides on the last entry: none, none to ride on */
+    caps.batch |= GW_TL_BATCH_COUNTED;
+    CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 0, &route, &lack), GW_OK);
+    CHECK(route == GW_PROTO_NATIVE);
+    /* expansion asked for what only the transport can carry (no sender): native */
+    CHECK_ST(gw_proto_batch_route(&caps, &b, 1, 0, &route, &lack), GW_OK);
+    CHECK(route == GW_PROTO_NATIVE);
+    CHECK_ST(gw_proto_batch_route(&caps, &b, 1, 1, &route, &lack), GW_OK);
+    CHECK(route == GW_PROTO_EXPAND);
+    /* ordered with no sender rides on the last entry: with no entry, only a
+     * native batch carries it */
     b.notify = GW_NOTIFY_ORDERED;
+    CHECK_ST(gw_proto_batch_route(&caps, &b, 1, 0, &route, &lack), GW_OK);
+    CHECK(route == GW_PROTO_NATIVE);
+    caps.batch = 0;
     CHECK_ST(gw_proto_batch_route(&caps, &b, 1, 0, &route, &lack), GW_ERR_UNSUPPORTED);
+    CHECK(lack && strcmp(lack, "notifications without data") == 0);
     b.n = 1;
     CHECK_ST(gw_proto_batch_route(&caps, &b, 1, 0, &route, &lack), GW_OK);
+    CHECK(route == GW_PROTO_EXPAND);
 }
 
 static void test_expand_put(gw_core_t *c)
