@@ -58,7 +58,7 @@ install: build
 
 bench: DEPS_STEP = bench
 bench: build
-	bench/tcp_loopback.sh
+	bench/compare/tcp_loopback.sh
 
 clean:
 	rm -rf $(BUILD)

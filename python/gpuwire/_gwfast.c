@@ -3,7 +3,7 @@
  * _gwfast.c - optional C accelerator for the gpuwire package's hot path.
  *
  * ctypes costs about 1.3 us per 7-argument call on an H100 host (argument
- * conversion), a C extension about 0.13 us (bench/python_overhead.sh,
+ * conversion), a C extension about 0.13 us (bench/compare/python_overhead.sh,
  * docs/PERFORMANCE.md), so the operations whose overhead the package promises
  * (put, get, put_notify, waiting on their requests, and the batched and
  * paged posts with their index arrays) go through this module when it is

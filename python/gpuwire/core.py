@@ -943,7 +943,7 @@ class Endpoint:
         """put (op 0) / get (1) / put_notify (2).  The common case (a Memory and
         a RemoteKey) is checked inline and posted through the C accelerator
         when it is built: this is the path the per-operation overhead is
-        measured on (bench/python_overhead.sh)."""
+        measured on (bench/compare/python_overhead.sh)."""
         if type(local) is Memory and type(rkey) is RemoteKey:
             mh, kh, eh = local._h, rkey._h, self._h
             n = local.nbytes - local_offset if length is None else length
