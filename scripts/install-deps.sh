@@ -115,6 +115,7 @@ test|opt|etcd|c_cmd etcd|etcd-server|the names directory tests against a real et
 test|opt|python3 module pytest|c_py pytest|python3-pytest|the Python package's tests
 test|opt|python3 module numpy|c_py numpy|python3-numpy|the Python package's tests (NumPy buffers)
 test|opt|python3 module torch|c_py torch|python3-torch|the Python package's tests (PyTorch tensors)
+test|opt|python3 module mypy|c_py mypy|python3-mypy|the Python package's type check (python_mypy: mypy --strict)
 test|opt|Python.h (>= 3.10)|c_pyhdr|python3-dev|the Python package's C accelerator (ctypes alone without it; bench/compare/python_overhead.sh)
 test|opt|python3 module setuptools|c_py setuptools|python3-setuptools|building the Python wheel (python_wheel)
 test|opt|python3 module wheel|c_py wheel|python3-wheel|building the Python wheel (python_wheel)
