@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import time
-from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, NoReturn,
+from typing import (Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, NoReturn,
                     Optional, Set, Tuple, Union, overload)
 
 from . import _lib
@@ -17,9 +17,6 @@ from ._common import _NOT_FOUND, _bad, _byref, _c_void_p, _opt, _what
 from .endpoint import Endpoint, Listener
 from .memory import RemoteKey
 from .request import _aio_driver
-
-if TYPE_CHECKING:
-    from .request import _AioDriver
 
 
 class PeerEvent:
