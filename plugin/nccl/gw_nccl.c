@@ -366,7 +366,7 @@ static int add_verbs_devices(void)
  * NCCL_NET_GDR_LEVEL (default PXB); otherwise its kernels write into pinned
  * host memory and the plugin moves that.  Which is faster depends on what
  * gpuwire does with a GPU buffer on the connection's transport, measured
- * against NCCL's host staging (docs/NCCL.md, "GPU buffers"; bench/nccl_coll.sh
+ * against NCCL's host staging (docs/NCCL.md, "GPU buffers"; bench/device/nccl_coll.sh
  * has a row for each choice on each transport):
  *   intra  CUDA IPC, one device-to-device copy: GPU buffers (all_reduce
  *          128 MiB on two GPUs: 28.9 GB/s against 3.46 GB/s host-staged).

@@ -330,7 +330,7 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
      * and can wait (timeout not 0): a put's completion comes a round trip
      * after the post, and in an emulated guest the clock read is a system
      * call longer than a pass, which would sit between the completion and
-     * its notice (8-byte latency, bench/verbs_small.sh).  Within one tick of
+     * its notice (8-byte latency, bench/compare/verbs_small.sh).  Within one tick of
      * the coarse clock (a vDSO read, no system call) only: a pass can be
      * long (a large copy), and the deadline is late by one tick at most */
     uint64_t tick = gw_now_coarse_ns();

@@ -47,7 +47,7 @@
 /* A batched get reads through remote holes up to this size between two
  * entries of one region (intrab_cma_build).  A pin round costs about 90 ns
  * on the 2-core VM, about what copying 1.5-2 KiB costs: with 1 KiB entries
- * bench/cma_holes.c measured holes up to 1 KiB read through 1.1-2.3x faster
+ * bench/floor/cma_holes.c measured holes up to 1 KiB read through 1.1-2.3x faster
  * than one iovec per entry in every run, 1.5-2 KiB 0.8-1.7x (either side
  * of 1 by run), 4 KiB 0.6x. */
 #define INTRAB_HOLE 1024
