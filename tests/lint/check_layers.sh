@@ -17,7 +17,7 @@ TMPF=$(mktemp) || exit 2
 trap 'rm -f "$TMPF"' EXIT
 # 1 and 2, in one awk pass over every source file
 find src -name '*.c' -o -name '*.h' -o -name '*.cu' | sort | xargs awk '
-BEGIN { split("core cuda bootstrap directory mem topo transport api diag", L, " ")
+BEGIN { split("core cuda bootstrap mem topo transport api names diag", L, " ")
         for (i in L) rank[L[i]] = i }
 FNR == 1 { split(FILENAME, p, "/"); layer = p[2]; sub_ = p[3] }
 /^[ \t]*#[ \t]*include[ \t]*"[a-z_]+\// {
