@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,38 @@ void gw_etcd_fini(gw_etcd_t *e)
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
+/* A SIGPIPE that a write into a connection etcd closed might raise (the TLS
+ * library's writes, depending on the libcurl build) is kept from the
+ * application: blocked on this thread for the call, and taken if it came
+ * (only if it was not pending before). */
+typedef struct pipe_guard {
+    sigset_t old;
+    int was_pending;
+} pipe_guard_t;
+
+static void pipe_block(pipe_guard_t *g)
+{
+    sigset_t set, pend;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pend);
+    g->was_pending = sigismember(&pend, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &g->old);
+}
+
+static void pipe_restore(pipe_guard_t *g)
+{
+    sigset_t set, pend;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pend);
+    if (!g->was_pending && sigismember(&pend, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 typedef struct sink {
     char *p;
     size_t len, cap, max;
@@ -385,7 +418,10 @@ static gw_status_t call(gw_etcd_t *e, const char *path, const char *body, cJSON 
         sink_t s = {.max = BODY_MAX};
         e->curl->easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
         e->curl->easy_setopt(h, CURLOPT_WRITEDATA, &s);
+        pipe_guard_t pg;
+        pipe_block(&pg);
         CURLcode r = e->curl->easy_perform(h);
+        pipe_restore(&pg);
         long http = 0;
         e->curl->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
         gw_status_t st = GW_OK;
@@ -768,7 +804,10 @@ gw_status_t gw_etcd_watch_open(gw_etcd_t *e, const char *prefix, int64_t start_r
     uint64_t waited = 0;
     while (!w->len && waited < (uint64_t)e->timeout_ms) {
         int running = 0;
+        pipe_guard_t pg;
+        pipe_block(&pg);
         e->curl->multi_perform(w->m, &running);
+        pipe_restore(&pg);
         if (!running) {
             int left;
             CURLMsg *msg = e->curl->multi_info_read(w->m, &left);
@@ -911,7 +950,10 @@ gw_status_t gw_etcd_watch_poll(gw_etcd_watch_t *w, int timeout_ms, gw_etcd_event
         return st;
     e->curl->multi_poll(w->m, NULL, 0, timeout_ms, NULL);
     int running = 0;
+    pipe_guard_t pg;
+    pipe_block(&pg);
     CURLMcode mr = e->curl->multi_perform(w->m, &running);
+    pipe_restore(&pg);
     if ((st = dispatch(w, cb, arg, why, whylen)) != GW_OK)
         return st;
     if (w->overflow) {
