@@ -330,9 +330,14 @@ static CURL *new_handle(gw_etcd_t *e, const char *path, const char *body, int st
 }
 
 /* A transfer's failure, by what it means to the caller. */
-static gw_status_t curl_status(gw_etcd_t *e, CURLcode r, const char *errbuf, const char *path, char *why,
+static gw_status_t curl_status(gw_etcd_t *e, CURL *h, CURLcode r, const char *errbuf, const char *path, char *why,
                                size_t whylen)
 {
+    /* a connection that failed before its TLS handshake completed (no
+     * appconnect time) was refused by TLS; after it, it is the network's */
+    curl_off_t tls_us = 0;
+    if (h && e->curl->easy_getinfo(h, CURLINFO_APPCONNECT_TIME_T, &tls_us) != CURLE_OK)
+        tls_us = 0;
     const char *d = errbuf && errbuf[0] ? errbuf : e->curl->easy_strerror(r);
     gw_status_t st = GW_ERR_UNAVAILABLE;
     const char *hint = "";
@@ -347,7 +352,7 @@ static gw_status_t curl_status(gw_etcd_t *e, CURLcode r, const char *errbuf, con
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
-        if (e->tls) {
+        if (e->tls && tls_us == 0) {
             st = GW_ERR_AUTH;
             hint = e->cert[0] ? " (the TLS handshake failed: does etcd trust this client certificate?)"
                               : " (the TLS handshake failed: an etcd that checks clients needs "
@@ -428,7 +433,7 @@ static gw_status_t call(gw_etcd_t *e, const char *path, const char *body, cJSON 
         if (r != CURLE_OK)
             st = s.overflow ? (snprintf(why, whylen, "etcd at %s: %s: answer longer than %u bytes", e->url, path,
                                         BODY_MAX), GW_ERR_PROTOCOL)
-                            : curl_status(e, r, errbuf, path, why, whylen);
+                            : curl_status(e, h, r, errbuf, path, why, whylen);
         e->curl->easy_cleanup(h);
         e->curl->slist_free_all(hdr);
         cJSON *j = st == GW_OK && s.p ? e->js->parse_len(s.p, s.len) : NULL;
@@ -813,7 +818,7 @@ gw_status_t gw_etcd_watch_open(gw_etcd_t *e, const char *prefix, int64_t start_r
             CURLMsg *msg = e->curl->multi_info_read(w->m, &left);
             CURLcode res = msg && msg->msg == CURLMSG_DONE ? msg->data.result : CURLE_OK;
             if (!w->len) {
-                gw_status_t st = res != CURLE_OK ? curl_status(e, res, w->err, "/v3/watch", why, whylen)
+                gw_status_t st = res != CURLE_OK ? curl_status(e, w->h, res, w->err, "/v3/watch", why, whylen)
                                                  : (snprintf(why, whylen, "etcd at %s: the watch ended at once",
                                                              e->url), GW_ERR_PROTOCOL);
                 gw_etcd_watch_close(w);
@@ -965,7 +970,7 @@ gw_status_t gw_etcd_watch_poll(gw_etcd_watch_t *w, int timeout_ms, gw_etcd_event
         CURLMsg *msg = e->curl->multi_info_read(w->m, &left);
         CURLcode res = msg && msg->msg == CURLMSG_DONE ? msg->data.result : CURLE_OK;
         if (res != CURLE_OK)
-            curl_status(e, res, w->err, "/v3/watch", why, whylen);
+            curl_status(e, w->h, res, w->err, "/v3/watch", why, whylen);
         else
             snprintf(why, whylen, "the watch stream ended");
         return GW_ERR_CONN_RESET;

@@ -10,8 +10,8 @@
  * etcd has let expire is fetched again by itself; and every way of getting
  * the set-up wrong fails with a status and a message that says what to
  * fix: a missing library (named), a wrong password, no user, a CA that did
- * not sign etcd's certificate, no client certificate, TLS settings with a
- * plain-http URL. */
+ * not sign etcd's certificate, a CA file that is not there, no client
+ * certificate, TLS settings with a plain-http URL. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +180,10 @@ int main(void)
     setenv("GPUWIRE_DIRECTORY_CA", etcd.other_ca, 1);
     CHECK_ST(try_agent("tls-w", msg, sizeof(msg)), GW_ERR_AUTH);
     fprintf(stderr, "another CA: %s\n", msg);
+    CHECK(strstr(msg, "GPUWIRE_DIRECTORY_CA") != NULL);
+    setenv("GPUWIRE_DIRECTORY_CA", "/nonexistent/gwt-ca.pem", 1);
+    CHECK_ST(try_agent("tls-w", msg, sizeof(msg)), GW_ERR_CONFIG);
+    fprintf(stderr, "a CA file that is not there: %s\n", msg);
     CHECK(strstr(msg, "GPUWIRE_DIRECTORY_CA") != NULL);
     setenv("GPUWIRE_DIRECTORY_CA", etcd.ca, 1);
     unsetenv("GPUWIRE_DIRECTORY_CERT");
