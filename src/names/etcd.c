@@ -333,11 +333,14 @@ static CURL *new_handle(gw_etcd_t *e, const char *path, const char *body, int st
 static gw_status_t curl_status(gw_etcd_t *e, CURL *h, CURLcode r, const char *errbuf, const char *path, char *why,
                                size_t whylen)
 {
-    /* a connection that failed before its TLS handshake completed (no
-     * appconnect time) was refused by TLS; after it, it is the network's */
-    curl_off_t tls_us = 0;
-    if (h && e->curl->easy_getinfo(h, CURLINFO_APPCONNECT_TIME_T, &tls_us) != CURLE_OK)
-        tls_us = 0;
+    /* each request has a connection of its own: one that failed before any
+     * answer came over TLS was refused by TLS (with TLS 1.3 a server that
+     * rejects the client's certificate says so after the client finished
+     * its handshake, at the first read); a failure after an answer began is
+     * the network's */
+    long answered = 0;
+    if (h && e->curl->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &answered) != CURLE_OK)
+        answered = 0;
     const char *d = errbuf && errbuf[0] ? errbuf : e->curl->easy_strerror(r);
     gw_status_t st = GW_ERR_UNAVAILABLE;
     const char *hint = "";
@@ -352,11 +355,12 @@ static gw_status_t curl_status(gw_etcd_t *e, CURL *h, CURLcode r, const char *er
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
-        if (e->tls && tls_us == 0) {
+        if (e->tls && !answered) {
             st = GW_ERR_AUTH;
-            hint = e->cert[0] ? " (the TLS handshake failed: does etcd trust this client certificate?)"
-                              : " (the TLS handshake failed: an etcd that checks clients needs "
-                                "GPUWIRE_DIRECTORY_CERT and GPUWIRE_DIRECTORY_KEY)";
+            hint = e->cert[0] ? " (the TLS connection was refused before any answer: does etcd trust this client "
+                                "certificate?)"
+                              : " (the TLS connection was refused before any answer: an etcd that checks clients "
+                                "needs GPUWIRE_DIRECTORY_CERT and GPUWIRE_DIRECTORY_KEY)";
         }
         break;
     default: break;
