@@ -101,6 +101,8 @@ build|req|a C11 compiler (cc, gcc or clang)|c_cc|gcc|building the library and th
 build|req|make|c_cmd make|make|the top-level Makefile and CMake's build files
 build|opt|infiniband/verbs.h|c_hdr infiniband/verbs.h|libibverbs-dev|the verbs transport (built without it)
 build|opt|openssl/crypto.h|c_hdr openssl/crypto.h|libssl-dev|HMAC authentication, GPUWIRE_AUTH_SECRET (built without it)
+build|opt|curl/curl.h|c_hdr curl/curl.h|libcurl4-openssl-dev|the etcd directory of the names layer (built without it; libcurl is loaded at run time)
+build|opt|cjson/cJSON.h|c_hdr cjson/cJSON.h|libcjson-dev|the etcd directory of the names layer (built without it; cJSON is loaded at run time)
 test|opt|pkg-config|c_cmd pkg-config|pkg-config|the install test (install_smoke)
 test|opt|clang with libFuzzer|c_libfuzzer|clang libclang-rt-14-dev|the fuzz test (fuzz_smoke)
 test|opt|libibverbs.so.1|c_lib libibverbs.so.1|libibverbs1|verbs tests in the Soft-RoCE guest (verbs_rxe)
@@ -112,6 +114,10 @@ test|opt|xz|c_cmd xz|xz-utils|the Soft-RoCE guest's kernel (verbs_rxe)
 test|opt|modprobe|c_cmd modprobe|kmod|the Soft-RoCE guest's modules (verbs_rxe)
 test|opt|rdma (iproute2)|c_cmd rdma|iproute2|the Soft-RoCE guest's rxe links (verbs_rxe)
 test|opt|etcd|c_cmd etcd|etcd-server|the names directory tests against a real etcd
+test|opt|etcdctl|c_cmd etcdctl|etcd-client|etcd users and roles for the TLS/auth directory test (names_etcd_tls)
+test|opt|openssl|c_cmd openssl|openssl|the certificates of the TLS/auth directory test (names_etcd_tls)
+test|opt|libcurl.so.4|c_lib libcurl.so.4|libcurl4|the etcd directory at run time (names tests)
+test|opt|libcjson.so.1|c_lib libcjson.so.1|libcjson1|the etcd directory at run time (names tests)
 test|opt|python3 module pytest|c_py pytest|python3-pytest|the Python package's tests
 test|opt|python3 module numpy|c_py numpy|python3-numpy|the Python package's tests (NumPy buffers)
 test|opt|python3 module torch|c_py torch|python3-torch|the Python package's tests (PyTorch tensors)

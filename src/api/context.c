@@ -221,7 +221,7 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
             gw_log(GW_LOG_WARN, "transport %s is broken: %s (%s)", gw_tl_names[i], ctx->tl_why[i],
                    gw_status_name(st));
     }
-    if ((st = gw_names_setup(ctx)) != GW_OK) {
+    if ((st = gw_ctx_ext_setup(ctx)) != GW_OK) {
         snprintf(err, sizeof(err), "%.500s", ctx->core.errbuf);
         goto err_ifaces;
     }
@@ -247,9 +247,13 @@ gw_status_t gw_context_destroy(gw_context_t *ctx)
 {
     if (!ctx)
         return GW_OK;
-    gw_status_t nst = gw_names_fini(ctx); /* its own endpoints and thread; BUSY while its keys live */
-    if (nst != GW_OK)
-        return nst;
+    if (ctx->ext_ops && ctx->ext_ops->fini) { /* its own endpoints and thread; BUSY while its keys live */
+        gw_status_t nst = ctx->ext_ops->fini(ctx->ext);
+        if (nst != GW_OK)
+            return nst;
+        ctx->ext_ops = NULL;
+        ctx->ext = NULL;
+    }
     if (ctx->n_eps || ctx->n_listeners || ctx->n_mems)
         return gw_err(&ctx->core, GW_ERR_BUSY,
                       "gw_context_destroy: %zu endpoint(s), %zu listener(s) and %zu memory region(s) are still alive; "
@@ -263,6 +267,12 @@ gw_status_t gw_context_destroy(gw_context_t *ctx)
     gw_core_fini(&ctx->core);
     free(ctx);
     return GW_OK;
+}
+
+void gw_ctx_ext_attach(gw_context_t *ctx, const gw_ctx_ext_ops_t *ops, void *ext)
+{
+    ctx->ext_ops = ops;
+    ctx->ext = ext;
 }
 
 const char *gw_last_error(const gw_context_t *ctx)

@@ -50,9 +50,16 @@ void gw_api_ep_free(gw_ep_t *ep)
         gw_hmap_del(&ctx->tokens, ep->token);
         ctx->closed_tokens[ctx->closed_next++ % GW_ARRAY_SIZE(ctx->closed_tokens)] = ep->token;
     }
-    free(ep->peer_table);
+    gw_ctx_notify(ep->ctx, GW_OBJ_EP_GONE, ep); /* the extension's state of it goes too */
     gw_ep_base_fini(&ep->base);
     free(ep);
+}
+
+void gw_ep_void_keys(gw_ep_t *ep, const char *why)
+{
+    ep->keys_void = 1;
+    if (ep->base.error == GW_OK) /* its peer is gone for good: so is the endpoint */
+        gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "%s", why);
 }
 
 static void ctl_event(void *arg, uint32_t events)
@@ -169,8 +176,6 @@ gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
                       "descriptor list(s) prepared for it are alive; destroy them first", ep->base.peer, ep->n_rkeys);
     if (ep->state == GW_EP_READY && !idle(ep))
         gw_ctx_progress_until(ctx, idle, ep, timeout_ms);
-    if (ep->names_owned)
-        gw_names_ep_gone(ep);
     if (ep->tl && ep->base.error == GW_OK)
         ep->ops->ep_close(ep->tl);
     ep->state = GW_EP_CLOSING;

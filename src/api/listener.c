@@ -154,8 +154,7 @@ void gw_listener_destroy(gw_listener_t *l)
     if (!l)
         return;
     gw_context_t *ctx = l->ctx;
-    if (ctx->names)
-        gw_names_listener_gone(l); /* an agent's listener: the agent ends */
+    gw_ctx_notify(ctx, GW_OBJ_LISTENER_GONE, l); /* e.g. an agent's listener: the agent ends */
     gw_hs_drop_pending(l);
     gw_list_t *p, *t;
     gw_list_t *queues[] = {&l->ready, &l->joining};

@@ -95,8 +95,7 @@ gw_status_t gw_mem_dereg(gw_mem_t *m)
         return gw_err(&ctx->core, GW_ERR_BUSY,
                       "gw_mem_dereg(addr=%p, len=%zu): %u local descriptor list(s) name the region; "
                       "gw_dlist_destroy() them first", m->addr, m->len, m->lists);
-    if (ctx->names)
-        gw_names_mem_gone(m); /* withdraw its published names */
+    gw_ctx_notify(ctx, GW_OBJ_MEM_GONE, m); /* e.g. its published names are withdrawn */
     gw_hmap_del(&ctx->core.regions, m->id); /* revoke: no new remote access finds it */
     for (int i = 0; i < GW_TL_COUNT; i++)
         if (ctx->tl[i])

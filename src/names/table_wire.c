@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* names_wire.c - encoder and decoder of the published-regions table and of
- * its pieces (names_wire.h has the formats). */
-#include "bootstrap/names_wire.h"
+/* table_wire.c - encoder and decoder of the published-regions table and of
+ * its pieces (table_wire.h has the formats). */
+#include "names/table_wire.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* names_wire.h - the published-regions table an agent hands its peers
- * (bootstrap layer).  It travels in the handshake's READY message when it
+/* table_wire.h - the published-regions table an agent hands its peers
+ * (names layer).  It travels in the handshake's READY message when it
  * fits one (GW_NT_INLINE_MAX), else as a stub there and in pieces through
- * table-only handshakes; an HMAC covers what each READY carries when
+ * extension-only handshakes; an HMAC covers what each READY carries when
  * authentication is on; the directory never holds it.
  *
  * Table, version 2 (little-endian):
@@ -17,7 +17,7 @@
  * fetched in pieces.  Version 1 (no whole-table length, any order, 12 KiB)
  * is refused with GW_ERR_VERSION.
  *
- * Piece of a table (the answer to a table-only handshake that asks for the
+ * Piece of a table (the answer to an extension-only handshake that asks for the
  * bytes from an offset):
  *   0  u32 magic "GWNP"   4 u16 version (GW_NP_VERSION)   6 u16 zero
  *   8  u32 offset  12 u32 length of the whole table  16 u32 data length
@@ -26,8 +26,8 @@
  *  36  data
  * Names: 1..GW_NAME_MAX bytes of [A-Za-z0-9._:@+-].
  * Both decoders are fuzzed (tests/fuzz/fuzz_names_table.c). */
-#ifndef GW_BOOTSTRAP_NAMES_WIRE_H
-#define GW_BOOTSTRAP_NAMES_WIRE_H
+#ifndef GW_NAMES_TABLE_WIRE_H
+#define GW_NAMES_TABLE_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
