@@ -1151,6 +1151,7 @@ static gw_status_t dir_register(names_t *n)
 
 gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const char *addr, gw_listener_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_agent_listen", "out is NULL");
     *out = NULL;
@@ -1210,6 +1211,7 @@ void gw_names_listener_gone(gw_listener_t *l)
 /* ---- public: publishing ----------------------------------------------------------------- */
 gw_status_t gw_mem_publish(gw_mem_t *mem, const char *name)
 {
+    GW_API_LOCK(mem ? GW_CTX_OF_CORE(mem->core) : NULL);
     if (!mem)
         return GW_ERR_INVALID;
     gw_context_t *ctx = (gw_context_t *)mem->core; /* the core is the context's first member */
@@ -1288,6 +1290,7 @@ static void unpublish_at(names_t *n, size_t i)
 
 gw_status_t gw_mem_unpublish(gw_context_t *ctx, const char *name)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !name)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_mem_unpublish", "name is NULL");
     names_t *n = ctx->names;
@@ -1313,6 +1316,7 @@ void gw_names_mem_gone(gw_mem_t *mem)
 /* ---- public: peers ------------------------------------------------------------------------ */
 gw_status_t gw_peer_add(gw_context_t *ctx, const char *name, const char *addr)
 {
+    GW_API_LOCK(ctx);
     if (!ctx)
         return GW_ERR_INVALID;
     if (!gw_name_valid(name))
@@ -1348,6 +1352,7 @@ static gw_status_t retire(names_t *n, gw_ep_t *ep)
 
 gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_ep", "out is NULL");
     *out = NULL;
@@ -1457,6 +1462,7 @@ static void table_names(const uint8_t *t, size_t len, char *out, size_t cap)
 gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *const *names, size_t cnt,
                             gw_rkey_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out || (cnt && !names))
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_regions", "%s is NULL", !out ? "out" : "names");
     gw_core_t *core = &ctx->core;
@@ -1547,6 +1553,7 @@ gw_status_t gw_names_key_check_slow(gw_ep_t *ep, const gw_rkey_t *rkey, const ch
 
 gw_status_t gw_peer_query(gw_context_t *ctx, const char *name, gw_peer_info_t *info)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !name || !GW_API_SIZE_OK(info))
         return !ctx || name ? gw_api_bad_struct(ctx ? &ctx->core : NULL, "gw_peer_query", "info", info ? &info->size : NULL)
                             : gw_api_invalid(&ctx->core, "gw_peer_query", "name is NULL");
@@ -1649,6 +1656,7 @@ static void ev_off(names_t *n)
 gw_status_t gw_peer_watch(gw_context_t *ctx, unsigned flags, void (*cb)(void *arg, const gw_peer_event_t *ev),
                           void *arg)
 {
+    GW_API_LOCK(ctx);
     if (!ctx)
         return GW_ERR_INVALID;
     gw_core_t *core = &ctx->core;
@@ -1696,6 +1704,7 @@ gw_status_t gw_peer_watch(gw_context_t *ctx, unsigned flags, void (*cb)(void *ar
 
 gw_status_t gw_peer_event_next(gw_context_t *ctx, gw_peer_event_t *ev)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !ev)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_event_next", "ev is NULL");
     if (ev->size < sizeof(*ev))
@@ -1765,6 +1774,7 @@ static int on_list_kv(void *arg, const gw_etcd_kv_t *kv)
 
 gw_status_t gw_directory_list(gw_context_t *ctx, int (*cb)(void *arg, const gw_dir_entry_t *e), void *arg)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !cb)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_directory_list", "cb is NULL");
     names_t *n;
@@ -1793,6 +1803,7 @@ static int count_kv(void *arg, const gw_etcd_kv_t *kv)
 
 gw_status_t gw_directory_describe(gw_context_t *ctx, char *buf, size_t len)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !buf || !len)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_directory_describe", "%s", !buf ? "buf is NULL" : "len is 0");
     names_t *n;
