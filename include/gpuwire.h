@@ -363,7 +363,10 @@ GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
  * decides (running or sleeping: waited for; stopped, traced or gone: dead).
  * A peer on another host must call progress at least once per timeout
  * while this side waits on it.  docs/DESIGN.md, "Peer liveness", has the
- * table.
+ * table.  A peer whose context runs the progress thread (Threading, at the
+ * top) is served by it: its puts, gets, messages and notifications
+ * complete however long its application is busy elsewhere, on every
+ * transport, and it answers liveness pings.
  * Errors at posting: GW_ERR_INVALID, GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS
  * (checked against the rkey before anything is sent), GW_ERR_ENDPOINT_FAILED.
  * ------------------------------------------------------------------------ */

@@ -45,6 +45,7 @@ struct gw_context {
     struct gw_names *names; /* agent name, published regions, peers, directory (api/names.c); NULL until used */
     _Atomic(void *) batch_spare; /* api/batch.c: the entry array of the last finished batch, for the next */
     struct gw_ctx_mt *mt; /* the progress thread and the context lock (api/progress.c); NULL when off */
+    unsigned long app_passes; /* progress passes made (the progress thread stands aside while it moves) */
 };
 
 /* ---- the progress thread and the context lock (api/progress.c) ----

@@ -311,6 +311,7 @@ int gw_progress(gw_context_t *ctx)
 
 int gw_progress_pass(gw_context_t *ctx)
 {
+    ctx->app_passes++;
     int n = gw_core_dispatch(&ctx->core, 0);
     ctx->quick_waits = GW_QUICK_WAITS; /* every poller, fd and timer had its turn */
     if (!gw_list_empty(&ctx->ctl_gone))

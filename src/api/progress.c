@@ -25,7 +25,15 @@
  * and so that a waiting call can let go of every level it holds while it
  * sleeps.  `want` counts threads blocked on the mutex: a thread holding it
  * across many passes (the progress thread, a spinning waiter) hands it over
- * between two passes when it is non-zero. */
+ * between two passes when it is non-zero.
+ *
+ * Standing aside: while an application thread progresses the context
+ * itself (gw_progress in a loop, a waiting call spinning), the thread
+ * taking passes too would only fight it for the lock and for the CPU (two
+ * wake-ups per event, measured in bench/progress_thread.c).  Such passes
+ * count in ctx->app_passes; when the count moved since the thread last
+ * looked, it naps GW_MT_NAP_MS on its stop fd alone and looks again, and
+ * serves once the count stands still (the application went elsewhere). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -41,6 +49,7 @@
 #include "api/api.h"
 
 #define GW_MT_TICK_MS 10 /* the longest the idle thread sleeps: timers run at least this often */
+#define GW_MT_NAP_MS 2   /* how often the thread looks whether an application thread still progresses */
 
 struct gw_ctx_mt {
     pthread_mutex_t mu;
@@ -181,9 +190,19 @@ static void *mt_main(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     gw_ctx_lock(ctx);
+    unsigned long seen = ctx->app_passes;
     while (!atomic_load_explicit(&m->stop, memory_order_relaxed)) {
+        if (ctx->app_passes != seen) { /* an application thread progresses: stand aside */
+            seen = ctx->app_passes;
+            unsigned depth = gw_ctx_unlock_all(ctx);
+            struct pollfd p = {.fd = m->stop_fd, .events = POLLIN};
+            poll(&p, 1, GW_MT_NAP_MS);
+            gw_ctx_relock(ctx, depth);
+            continue;
+        }
         uint64_t done = ctx->core.n_completed;
         int n = gw_progress_pass(ctx);
+        seen = ctx->app_passes; /* (its own pass counted too) */
         if (n > 0 || ctx->core.n_completed != done)
             signal_user(m);
         if (n > 0) {
@@ -202,6 +221,7 @@ static void *mt_main(void *arg)
         gw_ctx_relock(ctx, depth);
         gw_core_sleeping(&ctx->core, 0);
         ctx->core.cold_pass = GW_CORE_COLD_EVERY - 1; /* the next pass reads the set that woke us */
+        seen = ctx->app_passes; /* (passes of a waiter woken by the same event do not count) */
     }
     gw_ctx_unlock(ctx);
     return NULL;

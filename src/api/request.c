@@ -47,6 +47,7 @@ gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
             if (req->status != GW_INPROGRESS)
                 return req->status;
         }
+        ctx->app_passes++; /* (a progress thread stands aside meanwhile) */
         for (unsigned i = 0; i < GW_WAIT_EP_SPINS; i++) {
             ep->ops->ep_progress(ep->tl);
             if (req->status != GW_INPROGRESS)

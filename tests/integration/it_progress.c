@@ -19,11 +19,15 @@
  *   load     the same with the thread turned on by GPUWIRE_PROGRESS_THREAD
  *            and two processes spinning on the CPUs all along
  *   off      control, thread off: over tcp the 4 MiB put is still in
- *            progress after the bound (it completes once the target
- *            progresses again); over intra it completes (CMA)
+ *            progress after the bound, or failed with GW_ERR_PEER_TIMEOUT
+ *            (the issue's case); over intra (CMA) and verbs (the NIC) it
+ *            completes
  *   threads  this side's context with the thread on, used by three
  *            threads at once (puts, gets and waits on one endpoint) and a
- *            fourth calling gw_progress: every byte comes back right */
+ *            fourth calling gw_progress: every byte comes back right
+ * IT_PROGRESS_GPU=1 (with GPUWIRE_CUDA_LIB, e.g. the fake driver): the
+ * target's region is GPU memory, so what lands in it goes through the
+ * target's staging (tcp's and verbs' staged paths need the target's CPU). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -33,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cuda/cuda_wrap.h"
 #include "it.h"
 
 #define REGION (8u << 20)
@@ -40,10 +45,11 @@
 #define BUSY_MIN_S 2.5 /* 2.5 peer timeouts */
 #define RECV_LEN 4096
 
-static int is_intra(void)
+/* intra (CMA) and verbs (the NIC) move a put's bytes without the target's CPU */
+static int put_needs_no_cpu(void)
 {
     const char *t = getenv("GPUWIRE_TRANSPORTS");
-    return t && !strcmp(t, "intra");
+    return t && (!strcmp(t, "intra") || !strcmp(t, "verbs"));
 }
 
 static void xwrite(int fd, const void *b, size_t n)
@@ -77,6 +83,14 @@ typedef struct result {
 } result_t;
 
 /* ---- the target ------------------------------------------------------------------ */
+static const gw_cuda_t *cu;
+
+static int gpu_target(void)
+{
+    const char *v = getenv("IT_PROGRESS_GPU");
+    return v && !strcmp(v, "1");
+}
+
 static void target(int to_parent, int from_parent, int thread)
 {
     gw_config_t cfg = {.size = sizeof(cfg), .log_level = -1,
@@ -91,8 +105,16 @@ static void target(int to_parent, int from_parent, int thread)
     xwrite(to_parent, addr, sizeof(addr));
     gw_ep_t *ep;
     IT_OK(ctx, gw_accept(l, 20000, &ep));
-    uint8_t *region = it_alloc(REGION);
+    uint8_t *region = it_alloc(REGION), *host = region;
     memset(region, 0, REGION);
+    if (gpu_target()) {
+        char why[256] = "";
+        CUdeviceptr d;
+        REQUIRE((cu = gw_cuda_get(why, sizeof(why))) != NULL);
+        REQUIRE(cu->cuMemAlloc(&d, REGION) == CUDA_SUCCESS);
+        REQUIRE(cu->cuMemcpyHtoD(d, host, REGION) == CUDA_SUCCESS);
+        region = (uint8_t *)(uintptr_t)d;
+    }
     gw_mem_t *mem;
     IT_OK(ctx, gw_mem_reg(ctx, region, REGION, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &mem));
     uint8_t key[IT_KEY_MAX];
@@ -127,7 +149,9 @@ static void target(int to_parent, int from_parent, int thread)
     gw_notify_count(ep, 7, &res.count);
     while (res.nvals < 4 && gw_notify_wait(ep, 0, &res.vals[res.nvals]) == GW_OK)
         res.nvals++;
-    res.hash = it_hash(region, REGION);
+    if (region != host)
+        REQUIRE(cu->cuMemcpyDtoH(host, (CUdeviceptr)(uintptr_t)region, REGION) == CUDA_SUCCESS);
+    res.hash = it_hash(host, REGION);
     gw_ep_info_t info = {.size = sizeof(info)};
     gw_ep_query(ep, &info);
     res.ep_err = info.error;
@@ -347,7 +371,7 @@ static void case_off(void)
     gw_status_t st = gw_request_wait(r, 2000);
     fprintf(stderr, "  4 MiB put into a busy target without its thread: %s after %.2f s\n", gw_status_name(st),
             it_now() - t0);
-    if (is_intra()) {
+    if (put_needs_no_cpu()) {
         CHECK_ST(st, GW_OK); /* CMA: the data moves without the target process */
     } else {
         /* documented: over tcp it waits for the target, and the endpoint
@@ -361,7 +385,7 @@ static void case_off(void)
         CHECK(st == GW_OK || st == GW_ERR_PEER_TIMEOUT);
     }
     gw_request_free(r);
-    if (is_intra()) {
+    if (put_needs_no_cpu()) {
         xwrite(T.wfd, "d", 1);
         result_t res;
         REQUIRE(xread(T.rfd, &res, sizeof(res), 20000) == 0);
@@ -453,6 +477,11 @@ static void case_threads(void)
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    if (gpu_target()) {
+        char why[256] = "";
+        if (!gw_cuda_get(why, sizeof(why)))
+            SKIP("IT_PROGRESS_GPU=1 but no CUDA driver: %s", why);
+    }
     const char *c = argc > 1 ? argv[1] : "";
     fprintf(stderr, "case %s over %s\n", c, getenv("GPUWIRE_TRANSPORTS") ? getenv("GPUWIRE_TRANSPORTS") : "default");
     if (!strcmp(c, "busy"))
