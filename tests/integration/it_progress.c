@@ -369,8 +369,10 @@ static void case_off(void)
     IT_OK(ctx, gw_put(ep, src, BIGPUT, NULL, ra, rk, &r));
     double t0 = it_now();
     gw_status_t st = gw_request_wait(r, 2000);
-    fprintf(stderr, "  4 MiB put into a busy target without its thread: %s after %.2f s\n", gw_status_name(st),
-            it_now() - t0);
+    gw_ep_info_t info = {.size = sizeof(info)};
+    IT_OK(ctx, gw_ep_query(ep, &info));
+    fprintf(stderr, "  4 MiB put into a busy target without its thread: %s after %.2f s; endpoint %s %s\n",
+            gw_status_name(st), it_now() - t0, gw_status_name(info.error), info.error_detail);
     if (put_needs_no_cpu()) {
         CHECK_ST(st, GW_OK); /* CMA: the data moves without the target process */
     } else {
