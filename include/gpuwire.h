@@ -50,8 +50,9 @@
  * gw_mem_dereg, gw_request_free...) while another thread still uses it, and
  * gw_context_destroy() is called once nothing else uses the context.
  * gw_last_error() is per thread then (the detail of that thread's latest
- * failure on the context).  A gw_peer_watch() callback may then run on the
- * progress thread.  gw_context_fd() becomes readable when the thread made
+ * failure on the context).  gw_peer_watch() callbacks never run on the
+ * progress thread: it leaves the events to an application thread's next
+ * progress call.  gw_context_fd() becomes readable when the thread made
  * progress (requests may have completed).  Its cost: docs/PROGRESS.md.
  *
  * Errors: every function returns a gw_status_t.  GW_OK is 0, GW_INPROGRESS is

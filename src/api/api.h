@@ -46,6 +46,8 @@ struct gw_context {
     _Atomic(void *) batch_spare; /* api/batch.c: the entry array of the last finished batch, for the next */
     struct gw_ctx_mt *mt; /* the progress thread and the context lock (api/progress.c); NULL when off */
     unsigned long app_passes; /* progress passes made (the progress thread stands aside while it moves) */
+    void (*deferred)(void *, uint32_t); /* gw_ctx_defer: for an application thread's next pass */
+    void *deferred_arg;
 };
 
 /* ---- the progress thread and the context lock (api/progress.c) ----
@@ -74,6 +76,12 @@ void gw_ctx_mt_stop(gw_context_t *ctx);
 /* The fd gw_context_fd() hands out with the thread; its readiness cleared. */
 int gw_ctx_mt_user_fd(gw_context_t *ctx);
 void gw_ctx_mt_clear(gw_context_t *ctx);
+/* Is the caller the context's progress thread? */
+int gw_ctx_on_progress_thread(const gw_context_t *ctx);
+/* From the progress thread: have fn(arg, 0) called by the next progress
+ * pass of an application thread (callbacks into the application), and make
+ * the context fd readable.  One pending call at a time. */
+void gw_ctx_defer(gw_context_t *ctx, void (*fn)(void *, uint32_t), void *arg);
 /* The calling thread's copy of the context's last error (gw_last_error). */
 const char *gw_ctx_mt_last_error(const gw_context_t *ctx);
 

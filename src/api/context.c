@@ -312,6 +312,11 @@ int gw_progress(gw_context_t *ctx)
 int gw_progress_pass(gw_context_t *ctx)
 {
     ctx->app_passes++;
+    if (GW_UNLIKELY(ctx->deferred != NULL) && !gw_ctx_on_progress_thread(ctx)) {
+        void (*fn)(void *, uint32_t) = ctx->deferred;
+        ctx->deferred = NULL;
+        fn(ctx->deferred_arg, 0);
+    }
     int n = gw_core_dispatch(&ctx->core, 0);
     ctx->quick_waits = GW_QUICK_WAITS; /* every poller, fd and timer had its turn */
     if (!gw_list_empty(&ctx->ctl_gone))

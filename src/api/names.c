@@ -1614,6 +1614,13 @@ static void ev_ready(void *arg, uint32_t events)
     uint64_t x;
     ssize_t r = read(n->ev_fd, &x, sizeof(x));
     (void)r;
+    if (gw_ctx_on_progress_thread(n->ctx)) {
+        /* never on the progress thread: an application thread's next
+         * progress delivers them (the callback may wait for what that
+         * thread holds, e.g. Python's interpreter lock) */
+        gw_ctx_defer(n->ctx, ev_ready, n);
+        return;
+    }
     if (n->ev_delivering)
         return;
     n->ev_delivering = 1;

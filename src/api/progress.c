@@ -57,6 +57,7 @@ struct gw_ctx_mt {
     unsigned depth;      /* levels the holder took */
     atomic_int want;     /* threads blocked on mu */
     pthread_t thread;
+    atomic_ulong tid;    /* pthread_self() of the thread, set by itself first thing */
     int started;
     int stop_fd;         /* eventfd: the thread is to end */
     int user_fd;         /* eventfd: the thread made progress (gw_context_fd) */
@@ -185,6 +186,7 @@ static void *mt_main(void *arg)
 {
     gw_context_t *ctx = arg;
     struct gw_ctx_mt *m = ctx->mt;
+    atomic_store(&m->tid, (unsigned long)pthread_self());
     /* signals go to the application's threads (Python's handlers among them) */
     sigset_t all;
     sigfillset(&all);
@@ -280,6 +282,18 @@ void gw_ctx_mt_stop(gw_context_t *ctx)
     ctx->mt = NULL;
     ctx->core.err_tls = 0;
     mt_free(m);
+}
+
+int gw_ctx_on_progress_thread(const gw_context_t *ctx)
+{
+    return ctx->mt && atomic_load_explicit(&ctx->mt->tid, memory_order_relaxed) == (unsigned long)pthread_self();
+}
+
+void gw_ctx_defer(gw_context_t *ctx, void (*fn)(void *, uint32_t), void *arg)
+{
+    ctx->deferred = fn;
+    ctx->deferred_arg = arg;
+    signal_user(ctx->mt);
 }
 
 const char *gw_ctx_mt_last_error(const gw_context_t *ctx)
