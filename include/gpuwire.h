@@ -49,8 +49,9 @@
  * that stay with the caller: an object is not destroyed (gw_ep_close,
  * gw_mem_dereg, gw_request_free...) while another thread still uses it, and
  * gw_context_destroy() is called once nothing else uses the context.
- * gw_last_error() is per thread then (the detail of that thread's latest
- * failure on the context).  gw_peer_watch() callbacks never run on the
+ * gw_last_error() then returns a copy (valid until the calling thread's next
+ * gw_last_error()) of the context's latest detail, which may be another
+ * thread's failure; a request's own detail is gw_request_info()'s.  gw_peer_watch() callbacks never run on the
  * progress thread: it leaves the events to an application thread's next
  * progress call.  gw_context_fd() becomes readable when the thread made
  * progress (requests may have completed).  Its cost: docs/PROGRESS.md.
@@ -206,8 +207,9 @@ GW_API gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **o
 GW_API gw_status_t gw_context_destroy(gw_context_t *ctx);
 
 /* Detail of the most recent failure in this context, "" if none.  Valid until
- * the next call on the context (with a progress thread: the calling thread's
- * latest failure, valid until its next gw_last_error()).  Every refusal with GW_ERR_INVALID of a call
+ * the next call on the context (with a progress thread: a copy, valid until
+ * the calling thread's next gw_last_error(), of the context's latest detail,
+ * which may be another thread's).  Every refusal with GW_ERR_INVALID of a call
  * that was given an object of the context sets it, naming the function and
  * the argument. */
 GW_API const char *gw_last_error(const gw_context_t *ctx);

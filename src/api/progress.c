@@ -255,12 +255,10 @@ gw_status_t gw_ctx_mt_start(gw_context_t *ctx, char *err, size_t errlen)
         return GW_ERR_SYSTEM;
     }
     ctx->mt = m;
-    ctx->core.err_tls = 1;
     int rc = pthread_create(&m->thread, NULL, mt_main, ctx);
     if (rc != 0) {
         snprintf(err, errlen, "progress thread: pthread_create() failed: %s", strerror(rc));
         ctx->mt = NULL;
-        ctx->core.err_tls = 0;
         mt_free(m);
         return GW_ERR_SYSTEM;
     }
@@ -280,7 +278,6 @@ void gw_ctx_mt_stop(gw_context_t *ctx)
     if (m->started)
         pthread_join(m->thread, NULL);
     ctx->mt = NULL;
-    ctx->core.err_tls = 0;
     mt_free(m);
 }
 
@@ -298,11 +295,12 @@ void gw_ctx_defer(gw_context_t *ctx, void (*fn)(void *, uint32_t), void *arg)
 
 const char *gw_ctx_mt_last_error(const gw_context_t *ctx)
 {
+    /* a copy taken under the lock, in a buffer of the calling thread: the
+     * context's message may be rewritten by another thread meanwhile */
     static __thread char copy[sizeof(ctx->core.errbuf)];
     gw_context_t *c = (gw_context_t *)ctx;
     gw_ctx_lock(c);
-    const char *mine = gw_core_thread_error(&ctx->core);
-    snprintf(copy, sizeof(copy), "%s", mine ? mine : ctx->core.errbuf);
+    memcpy(copy, ctx->core.errbuf, sizeof(copy));
     gw_ctx_unlock(c);
     return copy;
 }

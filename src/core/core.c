@@ -93,15 +93,6 @@ void gw_core_fini(gw_core_t *c)
     gw_settings_free(&c->settings);
 }
 
-/* the calling thread's latest message (err_tls contexts only) */
-static __thread const gw_core_t *tls_err_core;
-static __thread char tls_errbuf[sizeof(((gw_core_t *)0)->errbuf)];
-
-const char *gw_core_thread_error(const gw_core_t *c)
-{
-    return tls_err_core == c ? tls_errbuf : NULL;
-}
-
 gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...)
 {
     va_list ap;
@@ -110,10 +101,6 @@ gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...)
     va_end(ap);
     c->err_status = st;
     c->err_count++;
-    if (c->err_tls) {
-        tls_err_core = c;
-        memcpy(tls_errbuf, c->errbuf, sizeof(tls_errbuf));
-    }
     gw_log(GW_LOG_DEBUG, "%s: %s", gw_status_name(st), c->errbuf);
     return st;
 }

@@ -54,7 +54,6 @@ struct gw_core {
     unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
     uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
     long peer_timeout_ms;
-    int err_tls; /* several threads use the context: gw_err also keeps the message per thread */
 };
 
 gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen);
@@ -66,9 +65,6 @@ void gw_core_fini(gw_core_t *c);
 __attribute__((format(printf, 3, 4)))
 #endif
 gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...);
-/* With err_tls: the calling thread's latest message of this context (gw_err
- * keeps one per thread, for the latest context it wrote to); NULL if none. */
-const char *gw_core_thread_error(const gw_core_t *c);
 
 /* A "hot" fd carries the data path (tcp streams, intra sockets): every
  * progress call polls the epoll set while one exists.  A cold fd (a verbs
