@@ -25,6 +25,9 @@
  *   threads  this side's context with the thread on, used by three
  *            threads at once (puts, gets and waits on one endpoint) and a
  *            fourth calling gw_progress: every byte comes back right
+ *   config   gw_config_t's field and the setting: a config of the size
+ *            before the field takes the setting, the field overrides it,
+ *            a value outside the three is refused
  * IT_PROGRESS_GPU=1 (with GPUWIRE_CUDA_LIB, e.g. the fake driver): the
  * target's region is GPU memory, so what lands in it goes through the
  * target's staging (tcp's and verbs' staged paths need the target's CPU). */
@@ -476,6 +479,49 @@ static void case_threads(void)
     finish(&T, ctx, ep, rk);
 }
 
+/* ---- config: the field, its ABI, the setting ------------------------------------------ */
+static const char *pt_of(const gw_config_t *cfg, gw_status_t want)
+{
+    gw_context_t *ctx = NULL;
+    gw_status_t st = gw_context_create(cfg, &ctx);
+    CHECK_ST(st, want);
+    static char v[16];
+    snprintf(v, sizeof(v), "%s", ctx ? gw_setting_value(ctx, "GPUWIRE_PROGRESS_THREAD") : "-");
+    if (ctx)
+        CHECK_ST(gw_context_destroy(ctx), GW_OK);
+    return v;
+}
+
+static void case_config(void)
+{
+    gw_config_t cfg = {.size = sizeof(cfg), .log_level = -1};
+    unsetenv("GPUWIRE_PROGRESS_THREAD");
+    CHECK(!strcmp(pt_of(&cfg, GW_OK), "off")); /* the default */
+    CHECK(!strcmp(pt_of(NULL, GW_OK), "off"));
+    setenv("GPUWIRE_PROGRESS_THREAD", "on", 1);
+    CHECK(!strcmp(pt_of(&cfg, GW_OK), "on")); /* 0: the setting decides */
+    CHECK(!strcmp(pt_of(NULL, GW_OK), "on"));
+    cfg.progress_thread = GW_PROGRESS_THREAD_OFF;
+    CHECK(!strcmp(pt_of(&cfg, GW_OK), "off")); /* the field wins */
+    /* a caller compiled before the field: its size ends before it, and
+     * whatever lies past it is not read */
+    cfg.size = offsetof(gw_config_t, progress_thread);
+    CHECK(!strcmp(pt_of(&cfg, GW_OK), "on"));
+    unsetenv("GPUWIRE_PROGRESS_THREAD");
+    cfg.size = sizeof(cfg);
+    cfg.progress_thread = GW_PROGRESS_THREAD_ON;
+    CHECK(!strcmp(pt_of(&cfg, GW_OK), "on"));
+    cfg.progress_thread = 5;
+    CHECK(!strcmp(pt_of(&cfg, GW_ERR_INVALID), "-"));
+    setenv("GPUWIRE_PROGRESS_THREAD", "sometimes", 1);
+    CHECK(!strcmp(pt_of(NULL, GW_ERR_CONFIG), "-"));
+    unsetenv("GPUWIRE_PROGRESS_THREAD");
+    /* a context with its thread, created and destroyed over and over */
+    cfg.progress_thread = GW_PROGRESS_THREAD_ON;
+    for (int i = 0; i < 50; i++)
+        pt_of(&cfg, GW_OK);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -494,6 +540,8 @@ int main(int argc, char **argv)
         case_off();
     else if (!strcmp(c, "threads"))
         case_threads();
+    else if (!strcmp(c, "config"))
+        case_config();
     else {
         fprintf(stderr, "unknown case '%s'\n", c);
         return 2;
