@@ -20,6 +20,7 @@ is discarded), as gw_request_free() does.
 from __future__ import annotations
 
 import ctypes
+import os
 import warnings
 from typing import TYPE_CHECKING, Any, Iterable, List, NoReturn, Optional, Set, Tuple
 
@@ -64,12 +65,21 @@ def settings() -> List[Tuple[str, str, str]]:
 class Context(_NamesOps):
     """A gpuwire context: with Context() as ctx: ... (closes everything it made)."""
 
-    def __init__(self, transports: Optional[str] = None, log_level: Optional[int] = None) -> None:
+    def __init__(self, transports: Optional[str] = None, log_level: Optional[int] = None,
+                 progress_thread: Optional[bool] = None) -> None:
         L = _lib.load()
         self._L = L
+        # progress_thread: None turns the context's progress thread on
+        # unless GPUWIRE_PROGRESS_THREAD says otherwise (docs/PROGRESS.md:
+        # a Python program rarely keeps calling progress, and the thread
+        # costs little next to a Python call); True / False force it.
+        if progress_thread is None:
+            pt = 0 if os.environ.get("GPUWIRE_PROGRESS_THREAD") else 1
+        else:
+            pt = 1 if progress_thread else -1
         cfg = _lib.Config(ctypes.sizeof(_lib.Config),
                           transports.encode() if transports else None,
-                          -1 if log_level is None else int(log_level))
+                          -1 if log_level is None else int(log_level), None, pt)
         h = _c_void_p()
         st = L.gw_context_create(_byref(cfg), _byref(h))
         if st != 0:

@@ -48,7 +48,63 @@ struct gw_context {
     const struct gw_ctx_ext_ops *ext_ops;
     void *ext;
     _Atomic(void *) batch_spare; /* api/batch.c: the entry array of the last finished batch, for the next */
+    struct gw_ctx_mt *mt; /* the progress thread and the context lock (api/progress.c); NULL when off */
+    unsigned long app_passes; /* progress passes made (the progress thread stands aside while it moves) */
+    void (*deferred)(void *, uint32_t); /* gw_ctx_defer: for an application thread's next pass */
+    void *deferred_arg;
 };
+
+/* ---- the progress thread and the context lock (api/progress.c) ----
+ * With a progress thread (gw_config_t.progress_thread,
+ * GPUWIRE_PROGRESS_THREAD) every public call takes the context's lock:
+ * GW_API_LOCK(ctx) as the first statement of its body (ctx may be NULL; the
+ * lock is let go when the body's scope ends).  The lock is recursive (a
+ * call made from a callback inside progress).  Without the thread ctx->mt
+ * is NULL and a call pays one test. */
+struct gw_ctx_mt;
+void gw_ctx_lock(gw_context_t *ctx);
+void gw_ctx_unlock(gw_context_t *ctx);
+/* Lets go of every level the calling thread holds (a waiting call about to
+ * sleep); returns them for gw_ctx_relock. */
+unsigned gw_ctx_unlock_all(gw_context_t *ctx);
+void gw_ctx_relock(gw_context_t *ctx, unsigned depth);
+/* Between two passes of a waiting call: lets another thread that asked for
+ * the lock have it once. */
+void gw_ctx_yield(gw_context_t *ctx);
+/* Sleeps up to timeout_ms on the context fd (and, with the thread, on what
+ * it signals), without the lock: GW_OK when woken, GW_ERR_TIMEOUT. */
+gw_status_t gw_ctx_sleep(gw_context_t *ctx, int timeout_ms);
+/* Starts the thread (at gw_context_create) / stops and joins it. */
+gw_status_t gw_ctx_mt_start(gw_context_t *ctx, char *err, size_t errlen);
+void gw_ctx_mt_stop(gw_context_t *ctx);
+/* The fd gw_context_fd() hands out with the thread; its readiness cleared. */
+int gw_ctx_mt_user_fd(gw_context_t *ctx);
+void gw_ctx_mt_clear(gw_context_t *ctx);
+/* Is the caller the context's progress thread? */
+int gw_ctx_on_progress_thread(const gw_context_t *ctx);
+/* From the progress thread: have fn(arg, 0) called by the next progress
+ * pass of an application thread (callbacks into the application), and make
+ * the context fd readable.  One pending call at a time. */
+void gw_ctx_defer(gw_context_t *ctx, void (*fn)(void *, uint32_t), void *arg);
+/* The calling thread's copy of the context's last error (gw_last_error). */
+const char *gw_ctx_mt_last_error(const gw_context_t *ctx);
+
+static inline gw_context_t *gw_api_enter(gw_context_t *ctx)
+{
+    if (ctx && ctx->mt)
+        gw_ctx_lock(ctx);
+    return ctx;
+}
+static inline void gw_api_leave(gw_context_t **ctx)
+{
+    if (*ctx && (*ctx)->mt)
+        gw_ctx_unlock(*ctx);
+}
+#define GW_API_LOCK(ctx) \
+    gw_context_t *gw_api_locked_ __attribute__((cleanup(gw_api_leave), unused)) = gw_api_enter(ctx)
+/* The context of an object argument that may be NULL. */
+#define GW_CTX_OF_EP(ep) ((ep) ? (ep)->ctx : NULL)
+#define GW_CTX_OF_CORE(c) ((c) ? gw_container_of((c), gw_context_t, core) : NULL)
 
 /* ops.c's posting steps, shared with api/batch.c: the endpoint is ready;
  * a request for op; queue it (tracked) and hand it to the transport's fn
@@ -75,6 +131,8 @@ static inline void gw_api_withdraw_freed(gw_request_t *req)
 /* ep.c: fail the endpoints whose control connection closed, after polling the
  * transports until they have nothing more to complete (bounded). */
 void gw_api_ep_ctl_reap(gw_context_t *ctx);
+/* One progress pass (gw_progress without the lock: the caller holds it). */
+int gw_progress_pass(gw_context_t *ctx);
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms);
 
 typedef enum gw_ep_state {

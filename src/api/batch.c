@@ -180,6 +180,7 @@ static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev, uint64_t *dtab)
 
 gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n, gw_dlist_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out || (n && !d))
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_dlist_local", "%s is NULL", out ? "d" : "out");
     *out = NULL;
@@ -236,6 +237,7 @@ gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n
 
 gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, unsigned access, gw_dlist_t **out)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !out)
         return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_dlist_remote", "out is NULL");
     gw_core_t *core = &ep->ctx->core;
@@ -325,6 +327,7 @@ size_t gw_dlist_count(const gw_dlist_t *l)
 
 gw_status_t gw_dlist_destroy(gw_dlist_t *l)
 {
+    GW_API_LOCK(l ? l->ctx : NULL);
     if (!l)
         return GW_OK;
     if (l->busy)
@@ -646,6 +649,7 @@ static void pair_keep(gw_dlist_t *local, const gw_dlist_t *remote, size_t count,
 gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
                           const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     int notify;
     uint64_t value;
     gw_status_t st = xfer_begin(ep, "gw_xfer_batch", op, opts, req, &notify, &value);
@@ -738,6 +742,7 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
                           uint64_t raddr, const uint32_t *rpages, size_t count, size_t page_size,
                           const gw_xfer_opts_t *opts, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     int notify;
     uint64_t value;
     gw_status_t st = xfer_begin(ep, "gw_xfer_pages", op, opts, req, &notify, &value);
@@ -842,6 +847,7 @@ static int count_ready(void *arg)
 
 gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !count)
         return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_notify_count", "count is NULL");
     *count = gw_ep_ncount_get(&ep->base, id);
@@ -850,6 +856,7 @@ gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count)
 
 gw_status_t gw_notify_count_wait(gw_ep_t *ep, uint64_t id, uint64_t count, int timeout_ms)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_ERR_INVALID;
     cwait_t w = {ep, id, count};

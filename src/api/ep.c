@@ -107,6 +107,7 @@ void gw_api_ep_keep_ctl(gw_ep_t *ep, int fd)
 /* ---- connect ------------------------------------------------------------------------ */
 gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out || !addr)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_connect", "%s is NULL", !out ? "out" : "addr");
     *out = NULL;
@@ -168,6 +169,7 @@ static int idle(void *arg)
 
 gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_OK;
     gw_context_t *ctx = ep->ctx;
@@ -187,6 +189,7 @@ gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
 
 gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(ep ? &ep->ctx->core : NULL, "gw_ep_query", "info", info ? &info->size : NULL);
     gw_ep_info_t o;

@@ -270,23 +270,27 @@ __attribute__((always_inline)) static inline gw_status_t rma(gw_ep_t *ep, int op
 gw_status_t gw_put(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr, gw_rkey_t *rkey,
                    gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     return rma(ep, GW_OP_PUT, (void *)buf, len, lmem, raddr, rkey, 0, req);
 }
 
 gw_status_t gw_get(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr, gw_rkey_t *rkey,
                    gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     return rma(ep, GW_OP_GET, buf, len, lmem, raddr, rkey, 0, req);
 }
 
 gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr,
                           gw_rkey_t *rkey, uint64_t value, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     return rma(ep, GW_OP_PUT_NOTIFY, (void *)buf, len, lmem, raddr, rkey, value, req);
 }
 
 gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t tag, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_ERR_INVALID;
     if (req)
@@ -321,6 +325,7 @@ static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
 gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t tag, uint64_t mask,
                     gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_ERR_INVALID;
     if (req)
@@ -348,6 +353,7 @@ gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t
 
 gw_status_t gw_flush(gw_ep_t *ep, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_ERR_INVALID;
     if (req)
@@ -378,6 +384,7 @@ static int notify_ready(void *arg)
 
 gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !value)
         return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_notify_wait", "value is NULL");
     if (gw_ep_notify_pop(&ep->base, value) == 0)

@@ -70,6 +70,13 @@ static void ev_ready(void *arg, uint32_t events)
     uint64_t x;
     ssize_t r = read(n->ev_fd, &x, sizeof(x));
     (void)r;
+    if (gw_ctx_on_progress_thread(n->ctx)) {
+        /* never on the progress thread: an application thread's next
+         * progress delivers them (the callback may wait for what that
+         * thread holds, e.g. Python's interpreter lock) */
+        gw_ctx_defer(n->ctx, ev_ready, n);
+        return;
+    }
     if (n->ev_delivering)
         return;
     n->ev_delivering = 1;
@@ -116,6 +123,7 @@ void gw_names_events_fini(names_t *n)
 gw_status_t gw_peer_watch(gw_context_t *ctx, unsigned flags, void (*cb)(void *arg, const gw_peer_event_t *ev),
                           void *arg)
 {
+    GW_API_LOCK(ctx);
     if (!ctx)
         return GW_ERR_INVALID;
     gw_core_t *core = &ctx->core;
@@ -159,6 +167,7 @@ gw_status_t gw_peer_watch(gw_context_t *ctx, unsigned flags, void (*cb)(void *ar
 
 gw_status_t gw_peer_event_next(gw_context_t *ctx, gw_peer_event_t *ev)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !ev)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_event_next", "ev is NULL");
     if (ev->size < sizeof(*ev))

@@ -115,6 +115,7 @@ static void advertised(const char *bound, char *out, size_t cap)
 
 gw_status_t gw_agent_listen(gw_context_t *ctx, const char *name, const char *addr, gw_listener_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_agent_listen", "out is NULL");
     *out = NULL;
@@ -184,6 +185,7 @@ static gw_status_t names_fini(void *ext)
 /* ---- the directory calls ---------------------------------------------------------------- */
 gw_status_t gw_directory_list(gw_context_t *ctx, int (*cb)(void *arg, const gw_dir_entry_t *e), void *arg)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !cb)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_directory_list", "cb is NULL");
     names_t *n;
@@ -196,6 +198,7 @@ gw_status_t gw_directory_list(gw_context_t *ctx, int (*cb)(void *arg, const gw_d
 
 gw_status_t gw_directory_describe(gw_context_t *ctx, char *buf, size_t len)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !buf || !len)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_directory_describe", "%s", !buf ? "buf is NULL" : "len is 0");
     names_t *n;

@@ -41,6 +41,7 @@ static peer_t *new_peer(names_t *n, const char *name)
 
 gw_status_t gw_peer_add(gw_context_t *ctx, const char *name, const char *addr)
 {
+    GW_API_LOCK(ctx);
     if (!ctx)
         return GW_ERR_INVALID;
     if (!gw_name_valid(name))
@@ -93,6 +94,7 @@ static void void_old(names_t *n, const char *name, uint64_t uuid_now, uint64_t e
 
 gw_status_t gw_peer_ep(gw_context_t *ctx, const char *name, gw_ep_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_ep", "out is NULL");
     *out = NULL;
@@ -200,6 +202,7 @@ static void table_names(const names_ep_t *ne, char *out, size_t cap)
 gw_status_t gw_peer_regions(gw_context_t *ctx, const char *peer, const char *const *names, size_t cnt,
                             gw_rkey_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out || (cnt && !names))
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_peer_regions", "%s is NULL", !out ? "out" : "names");
     gw_core_t *core = &ctx->core;
@@ -296,6 +299,7 @@ int gw_names_explain_key(void *ext, const gw_ep_t *ep, const gw_rkey_t *rkey, ch
 
 gw_status_t gw_peer_query(gw_context_t *ctx, const char *name, gw_peer_info_t *info)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !name || !GW_API_SIZE_OK(info))
         return !ctx || name ? gw_api_bad_struct(ctx ? &ctx->core : NULL, "gw_peer_query", "info", info ? &info->size : NULL)
                             : gw_api_invalid(&ctx->core, "gw_peer_query", "name is NULL");

@@ -361,6 +361,7 @@ fail:
 /* ---- publishing ------------------------------------------------------------------------- */
 gw_status_t gw_mem_publish(gw_mem_t *mem, const char *name)
 {
+    GW_API_LOCK(mem ? GW_CTX_OF_CORE(mem->core) : NULL);
     if (!mem)
         return GW_ERR_INVALID;
     gw_context_t *ctx = (gw_context_t *)mem->core; /* the core is the context's first member */
@@ -430,6 +431,7 @@ static void unpublish_at(names_t *n, size_t i)
 
 gw_status_t gw_mem_unpublish(gw_context_t *ctx, const char *name)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !name)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_mem_unpublish", "name is NULL");
     names_t *n = ctx->ext;

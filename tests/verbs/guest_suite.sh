@@ -50,6 +50,17 @@ if [ "${2:-}" = it ]; then
   # rides on the last entry as a put_notify)
   GPUWIRE_BATCH_PATH=expand GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
     run batch_expand_rxe0 "$I/it_batch"
+  # a target busy elsewhere (no gpuwire call for 2.5 peer timeouts) served
+  # by its progress thread: host memory, and GPU memory on the staging rung
+  # (the fake driver), whose chunks the target's CPU copies in
+  for c in busy threads; do
+    IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+      run progress_${c}_rxe0 "$I/it_progress" $c
+  done
+  if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
+    IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 IT_PROGRESS_GPU=1 \
+      GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run progress_busy_gpu_rxe0 "$I/it_progress" busy
+  fi
   # the peer's last message completes at its side and the peer dies before
   # we progress: the receive must still get it (a CQE behind a closed socket)
   GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run last_words_rxe0 "$I/it_peer_fail" last_words
