@@ -58,6 +58,13 @@ run rdv_loopback_rxe0 "$T/verbs_rdv" rxe0 rxe0
 run negotiate_rxe0 "$T/verbs_negotiate" rxe0
 # batched and paged transfers (the integration suite's program over verbs)
 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run batch_rxe0 "$B/tests/integration/it_batch"
+# faults injected below the verbs transport (GPUWIRE_FAULT ibv.*, docs/FAULTS.md):
+# a completion given an error status on either side, the queue pair moved
+# to the error state mid-stream, ibv_post_send refusing a chain
+for c in verbs_retry_exc verbs_rem_access verbs_qp_err verbs_post_fail; do
+  IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+    run fault_${c}_rxe0 "$B/tests/fault/fault_xfer" $c
+done
 # the GPU registration ladder against the fake CUDA driver (its dma-buf reaches rxe's real refusal)
 if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
   GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_ladder_rxe0 "$T/verbs_gpu_ladder" rxe0

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fault_sock.c - faults injected into the tcp transport's socket calls
- * (GPUWIRE_FAULT sock.send / sock.recv, core/sock.c), two processes:
- *   fault_sock CASE     CASE: short_send, short_recv, eagain_send,
- *                       eagain_recv, reset_send, reset_recv, fail_recv
+/* fault_xfer.c - faults injected below a transport under a stream of
+ * transfers, two processes:
+ *   fault_xfer CASE
+ * sockets of the tcp transport (GPUWIRE_FAULT sock.send / sock.recv,
+ * core/sock.c; GPUWIRE_TRANSPORTS=tcp): short_send, short_recv,
+ * eagain_send, eagain_recv, reset_send, reset_recv, fail_recv;
+ * verbs (the loader's hooks; GPUWIRE_TRANSPORTS=verbs, in the Soft-RoCE
+ * guest): verbs_retry_exc, verbs_rem_access (a completion given that
+ * error status), verbs_qp_err (the queue pair moved to the error state
+ * before a post), verbs_post_fail (ibv_post_send refusing a chain).
  * A stream of puts (1 B to 1.5 MiB, the large ones striped), paged batch
  * puts and gets runs from the initiator into a target region while the
  * rule acts on one side ("_send" cases: the initiator, whose puts send;
@@ -46,6 +52,11 @@ static const xcase_t g_cases[] = {
     {"reset_send", "sock.send:reset@12", 0, 1},
     {"reset_recv", "sock.recv:reset=9@20", 1, 1},
     {"fail_recv", "sock.recv:fail=EIO@15", 1, 1},
+    {"verbs_retry_exc", "ibv.poll_cq:status=retry_exc@12", 0, 1},
+    {"verbs_rem_access", "ibv.poll_cq:status=rem_access@6", 1, 1},
+    {"verbs_qp_err", "ibv.post_send:qp_err@8", 0, 1},
+    {"verbs_post_fail", "ibv.post_send:fail=ENOMEM@8", 0, 1},
+    {"verbs_drop", "ibv.poll_cq:drop@10", 0, 1},
     {NULL, NULL, 0, 0}};
 
 static const size_t g_sizes[] = {1, 100, 4096, 65543, 300000, 1572864};
@@ -79,8 +90,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], g_cases[i].name) == 0)
             c = &g_cases[i];
     if (!c) {
-        fprintf(stderr, "usage: fault_sock CASE (short_send, short_recv, eagain_send, eagain_recv, reset_send, "
-                        "reset_recv, fail_recv)\n");
+        fprintf(stderr, "usage: fault_xfer CASE (short_send, short_recv, eagain_send, eagain_recv, reset_send, "
+                        "reset_recv, fail_recv, verbs_retry_exc, verbs_rem_access, verbs_qp_err, verbs_post_fail)\n");
         return 2;
     }
     static char target_env[160];
