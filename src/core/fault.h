@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fault.h - faults injected below the library (core layer).
  *
- * GPUWIRE_FAULT holds rules, ';'-separated, each
+ * GPUWIRE_FAULT holds rules, separated by ';' or white space, each
  *     POINT:ACTION[=ARG][@N][*K]
  * POINT names one call gpuwire makes into the system or a loaded library:
  * sock.send and sock.recv (the tcp transport's data sockets, core/sock.c),

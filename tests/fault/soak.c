@@ -17,6 +17,8 @@
  *    once, no other arrives; the counted ones add up to the completed
  *    notifying batches, no more
  *  - after a kill every outstanding request fails with an endpoint error
+ * With GPUWIRE_FAULT set (both processes inherit it) the same runs under
+ * those faults, and each rule must have fired in the initiator.
  * The totals are printed at the end (docs/FAULTS.md quotes a run). */
 #include <signal.h>
 #include <time.h>
@@ -25,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "it.h"
 
 #define REGION (4u << 20)
@@ -418,6 +421,16 @@ int main(int argc, char **argv)
     for (int k = 0; k < OP_KINDS; k++)
         fprintf(stderr, " %s %llu", g_kind_name[k], (unsigned long long)T.by_kind[k]);
     fprintf(stderr, "\n");
+    /* with GPUWIRE_FAULT (armed in both processes), every rule must have acted here */
+    if (gw_fault_rules() > 0) {
+        char rep[1024];
+        int unfired = gw_fault_report(rep, sizeof(rep));
+        fprintf(stderr, "GPUWIRE_FAULT in the initiator: %s\n", rep);
+        if (unfired) {
+            fprintf(stderr, "a fault rule never fired: this run did not test it\n");
+            gwt_failures++;
+        }
+    }
     CHECK(T.posted == T.completed);
     CHECK(T.lost == 0);
     CHECK(T.corrupt == 0);
