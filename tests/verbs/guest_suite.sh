@@ -60,8 +60,9 @@ run negotiate_rxe0 "$T/verbs_negotiate" rxe0
 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run batch_rxe0 "$B/tests/integration/it_batch"
 # faults injected below the verbs transport (GPUWIRE_FAULT ibv.*, docs/FAULTS.md):
 # a completion given an error status, the queue pair moved to the error
-# state mid-stream, ibv_post_send refusing a chain, a completion lost
-for c in verbs_retry_exc verbs_rem_access verbs_qp_err verbs_post_fail verbs_drop; do
+# state mid-stream, ibv_post_send refusing a chain, a completion lost,
+# ibv_create_qp failing under gw_connect
+for c in verbs_retry_exc verbs_rem_access verbs_qp_err verbs_post_fail verbs_drop verbs_create_qp; do
   IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
     run fault_${c}_rxe0 "$B/tests/fault/fault_xfer" $c
 done
