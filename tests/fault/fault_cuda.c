@@ -12,6 +12,10 @@
  *   reg     the target's gw_mem_reg of GPU memory meets a failing
  *           cuPointerGetAttributes: GW_ERR_CUDA naming the call, nothing
  *           registered, the next registration works
+ *   ipc_open, ipc_copy (over intra, CUDA IPC): opening the target's GPU
+ *           memory, or a copy into it, fails in the initiator: that put
+ *           fails with GW_ERR_CUDA, the endpoints stay healthy (the copies
+ *           are one-sided: nothing half-sent) and the next puts complete
  * For the transfer cases: every request ends within a bound; at least one
  * fails with GW_ERR_CUDA (the side that met the fault) or an endpoint error;
  * both endpoints report the failure; the target's GPU region holds only its
@@ -36,15 +40,18 @@
 typedef struct xcase {
     const char *name, *rule;
     int target_side;
+    int ep_survives; /* the failure is the request's alone (intra: one-sided copies) */
 } xcase_t;
 
-static const xcase_t g_cases[] = {{"d2h", "cuda.cuMemcpyAsync:fail@3", 0},
-                                  {"h2d", "cuda.cuMemcpyAsync:fail=CUDA_ERROR_ILLEGAL_ADDRESS@4", 1},
-                                  {"kernel", "cuda.cuLaunchKernel:fail", 1},
-                                  {"event", "cuda.cuEventQuery:fail=CUDA_ERROR_ILLEGAL_ADDRESS@6", 0},
-                                  {"pin", "cuda.cuMemHostAlloc:fail=CUDA_ERROR_OUT_OF_MEMORY*all", 1},
-                                  {"reg", "cuda.cuPointerGetAttributes:fail", 1},
-                                  {NULL, NULL, 0}};
+static const xcase_t g_cases[] = {{"d2h", "cuda.cuMemcpyAsync:fail@3", 0, 0},
+                                  {"h2d", "cuda.cuMemcpyAsync:fail=CUDA_ERROR_ILLEGAL_ADDRESS@4", 1, 0},
+                                  {"kernel", "cuda.cuLaunchKernel:fail", 1, 0},
+                                  {"event", "cuda.cuEventQuery:fail=CUDA_ERROR_ILLEGAL_ADDRESS@6", 0, 0},
+                                  {"pin", "cuda.cuMemHostAlloc:fail=CUDA_ERROR_OUT_OF_MEMORY*all", 1, 0},
+                                  {"reg", "cuda.cuPointerGetAttributes:fail", 1, 1},
+                                  {"ipc_open", "cuda.cuIpcOpenMemHandle:fail", 0, 1},
+                                  {"ipc_copy", "cuda.cuMemcpy*:fail@3", 0, 1},
+                                  {NULL, NULL, 0, 0}};
 
 typedef struct report {
     int32_t ep_error, fired, reg_status, reg_named;
@@ -205,8 +212,8 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "%d of %d operations completed OK; %d failed with GW_ERR_CUDA; last error: %s\n", ok, nops,
             cuda_err, gw_last_error(ctx));
-    int transfer_case = strcmp(g_case->name, "reg") != 0;
-    if (transfer_case && !g_case->target_side) {
+    int transfer_case = !g_case->ep_survives;
+    if (!g_case->target_side) {
         CHECK(cuda_err > 0); /* the side that met the fault says it was CUDA */
         CHECK(strstr(gw_last_error(ctx), "CUDA_ERROR") != NULL);
     }
@@ -241,10 +248,14 @@ int main(int argc, char **argv)
          * the other learns of it as a lost connection */
         CHECK(GW_IS_ENDPOINT_ERROR(info.error) || (!g_case->target_side && info.error == GW_ERR_CUDA));
         CHECK(GW_IS_ENDPOINT_ERROR(rep.ep_error) || (g_case->target_side && rep.ep_error == GW_ERR_CUDA));
-    } else {
+    } else if (strcmp(g_case->name, "reg") == 0) {
         CHECK_ST((gw_status_t)rep.reg_status, GW_ERR_CUDA);
         CHECK(rep.reg_named);
         CHECK(ok == nops);
+        CHECK_ST(info.error, GW_OK);
+        CHECK_ST(rep.ep_error, GW_OK);
+    } else {
+        CHECK(cuda_err == 1 && ok == nops - 1);
         CHECK_ST(info.error, GW_OK);
         CHECK_ST(rep.ep_error, GW_OK);
     }
