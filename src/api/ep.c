@@ -87,7 +87,8 @@ void gw_api_ep_ctl_reap(gw_context_t *ctx)
         gw_list_del(l);
         gw_ep_t *ep = gw_container_of(l, gw_ep_t, gone_link);
         if (ep->state == GW_EP_READY)
-            gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "control connection to %s closed (the peer exited, or failed or closed its endpoint)",
+            gw_ep_fail(&ep->base, GW_ERR_CONN_RESET,
+                       "control connection to %s closed (the peer exited, or failed or closed its endpoint)",
                        ep->base.peer);
     }
 }

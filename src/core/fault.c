@@ -75,6 +75,29 @@ int gw_fault_errno_value(const char *name, long *out)
     return lookup(g_errnos, name, out);
 }
 
+/* The points the hooks ask about: keep in step with GW_CUDA_FAULT_WRAPS
+ * (cuda/cuda_wrap.c), GW_IBV_FAULT_WRAPS and the data-path wrappers
+ * (transport/verbs/ibv_loader.c) and core/sock.c.  A rule naming another
+ * point would never fire; it is refused instead. */
+static const char *const g_points[] = {
+    "sock.send", "sock.recv",
+    "cuda.cuMemcpy", "cuda.cuMemcpyAsync", "cuda.cuMemcpyHtoD", "cuda.cuMemcpyDtoH", "cuda.cuMemcpyHtoDAsync",
+    "cuda.cuMemcpyDtoHAsync", "cuda.cuMemcpyPeerAsync", "cuda.cuLaunchKernel", "cuda.cuStreamSynchronize",
+    "cuda.cuStreamQuery", "cuda.cuEventQuery", "cuda.cuEventSynchronize", "cuda.cuMemAlloc", "cuda.cuMemHostAlloc",
+    "cuda.cuMemHostRegister", "cuda.cuPointerGetAttributes", "cuda.cuMemGetAddressRange", "cuda.cuIpcGetMemHandle",
+    "cuda.cuIpcOpenMemHandle",
+    "ibv.open_device", "ibv.query_device", "ibv.alloc_pd", "ibv.reg_mr", "ibv.reg_dmabuf_mr",
+    "ibv.create_comp_channel", "ibv.create_cq", "ibv.create_qp", "ibv.modify_qp", "ibv.post_send", "ibv.post_recv",
+    "ibv.poll_cq", NULL};
+
+static int known_point(const char *point, size_t plen)
+{
+    for (int i = 0; g_points[i]; i++)
+        if (plen ? strncmp(g_points[i], point, plen) == 0 : strcmp(g_points[i], point) == 0)
+            return 1;
+    return 0;
+}
+
 static const struct {
     const char *name;
     gw_fault_act_t act;
@@ -100,11 +123,10 @@ static int parse_rule(const char *text, rule_t *r, char *err, size_t errlen)
                       : strncmp(r->point, "cuda.", 5) == 0 ? "cuda"
                       : strncmp(r->point, "ibv.", 4) == 0  ? "ibv"
                                                            : NULL;
-    if (!fam || (strcmp(fam, "sock") == 0 && !r->plen && strcmp(r->point, "sock.send") != 0 &&
-                 strcmp(r->point, "sock.recv") != 0)) {
+    if (!fam || !known_point(r->point, r->plen)) {
         snprintf(err, errlen,
                  "GPUWIRE_FAULT rule \"%s\": unknown point \"%s\" (sock.send, sock.recv, "
-                 "cuda.<driver function>, ibv.<verb>)",
+                 "cuda.<driver function> or ibv.<verb> of those docs/FAULTS.md lists)",
                  text, r->point);
         return -1;
     }
@@ -272,12 +294,13 @@ int gw_fault_check(const char *point, gw_fault_t *f)
 {
     int hit = 0;
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_n && !hit; i++) {
+    /* every rule counts the call; the first one whose turn it is acts */
+    for (int i = 0; i < g_n; i++) {
         rule_t *r = &g_rules[i];
         if (!matches(r, point))
             continue;
         uint64_t k = ++r->calls;
-        if (k >= r->first && (r->count == UINT64_MAX || k - r->first < r->count)) {
+        if (!hit && k >= r->first && (r->count == UINT64_MAX || k - r->first < r->count)) {
             r->fired++;
             f->act = r->act;
             f->arg = r->arg;

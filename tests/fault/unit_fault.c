@@ -30,6 +30,9 @@ int main(void)
     refused("sock.send", "expected POINT:ACTION");
     refused("sock.write:short", "unknown point");
     refused("disk.read:fail", "unknown point");
+    refused("cuda.cuMemcpyAsyn:fail", "unknown point");
+    refused("ibv.destroy_qp:fail", "unknown point");
+    refused("cuda.cuFoo*:fail", "unknown point");
     refused("sock.send:explode", "unknown action");
     refused("sock.send:status=retry_exc", "does not take action status");
     refused("cuda.cuMemcpyAsync:short=3", "does not take action short");
@@ -70,6 +73,13 @@ int main(void)
     CHECK(gw_fault_at("ibv.poll_cq", &f) == 1 && f.act == GW_FAULT_STATUS && f.arg == 10);
     CHECK(gw_fault_wants("cuda.cuMemcpyHtoD") && gw_fault_wants("ibv.poll_cq") && !gw_fault_wants("ibv.post_send"));
     CHECK(gw_fault_wants("ibv.*") && !gw_fault_wants("sock.*"));
+    /* two rules at one point both count its calls; the first whose turn it is acts */
+    REQUIRE_OK(gw_fault_configure("sock.send:eagain@2; sock.send:short=9@2*2", err, sizeof(err)));
+    CHECK(gw_fault_at("sock.send", &f) == 0);
+    CHECK(gw_fault_at("sock.send", &f) == 1 && f.act == GW_FAULT_EAGAIN && f.rule == 0);
+    CHECK(gw_fault_at("sock.send", &f) == 1 && f.act == GW_FAULT_SHORT && f.rule == 1 && f.arg == 9);
+    CHECK(gw_fault_calls(0) == 3 && gw_fault_calls(1) == 3);
+    CHECK(gw_fault_fired(0) == 1 && gw_fault_fired(1) == 1);
     /* a rule that never fired is reported so */
     REQUIRE_OK(gw_fault_configure("ibv.create_qp:fail=ENOMEM", err, sizeof(err)));
     CHECK(gw_fault_report(rep, sizeof(rep)) == 1);
