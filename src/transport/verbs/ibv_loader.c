@@ -167,12 +167,12 @@ static struct ibv_context *hooked_open_device(struct ibv_device *d)
         struct hooked *h = &g_hooked[i];
         if (h->ctx && h->ctx != ctx)
             continue;
-        if (h->ctx != ctx) { /* a context reopened at a freed address keeps its first entries */
-            h->ctx = ctx;
-            h->post_send = ctx->ops.post_send;
-            h->post_recv = ctx->ops.post_recv;
-            h->poll_cq = ctx->ops.poll_cq;
-        }
+        /* a fresh context holds its provider's entries (also one opened
+         * at the address of a closed one, whose slot it takes over) */
+        h->ctx = ctx;
+        h->post_send = ctx->ops.post_send;
+        h->post_recv = ctx->ops.post_recv;
+        h->poll_cq = ctx->ops.poll_cq;
         ctx->ops.post_send = fault_post_send;
         ctx->ops.post_recv = fault_post_recv;
         ctx->ops.poll_cq = fault_poll_cq;
