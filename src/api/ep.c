@@ -44,6 +44,7 @@ void gw_api_ep_free(gw_ep_t *ep)
     if (ep->ctl_fd >= 0) {
         gw_io_del(&ep->ctx->core, &ep->ctl_io);
         close(ep->ctl_fd);
+        ep->base.fail_fd = -1;
     }
     if (ep->token) {
         gw_context_t *ctx = ep->ctx;
@@ -73,6 +74,7 @@ static void ctl_event(void *arg, uint32_t events)
     gw_io_del(&ep->ctx->core, &ep->ctl_io);
     close(ep->ctl_fd);
     ep->ctl_fd = -1;
+    ep->base.fail_fd = -1;
     /* The peer may have closed right after its last message completed: that
      * message's completion can sit in our CQ while this event runs first (fd
      * callbacks run before the pollers).  Failing now would flush the receive
@@ -92,7 +94,8 @@ void gw_api_ep_ctl_reap(gw_context_t *ctx)
         gw_list_del(l);
         gw_ep_t *ep = gw_container_of(l, gw_ep_t, gone_link);
         if (ep->state == GW_EP_READY)
-            gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "control connection to %s closed (peer exited?)",
+            gw_ep_fail(&ep->base, GW_ERR_CONN_RESET,
+                       "control connection to %s closed (the peer exited, or failed or closed its endpoint)",
                        ep->base.peer);
     }
 }
@@ -100,6 +103,7 @@ void gw_api_ep_ctl_reap(gw_context_t *ctx)
 void gw_api_ep_keep_ctl(gw_ep_t *ep, int fd)
 {
     ep->ctl_fd = fd;
+    ep->base.fail_fd = fd;
     gw_sock_nonblock(fd, 1);
     gw_io_add_cold(&ep->ctx->core, &ep->ctl_io, fd, EPOLLIN, ctl_event, ep);
 }

@@ -836,6 +836,12 @@ gw_status_t gw_hs_connect(gw_ep_t *ep, int fd, const struct sockaddr_storage *ss
         if (st != GW_OK) {
             gw_log(GW_LOG_WARN, "transport %s could not prepare an endpoint: %s", gw_tl_names[id], core->errbuf);
             hs->tl_eps[id] = NULL;
+            /* kept for the refusal below when no transport is left */
+            rl += (size_t)snprintf(reasons + rl, rl < sizeof(reasons) ? sizeof(reasons) - rl : 0,
+                                   "%s%s: could not prepare an endpoint: %s (%s)", rl ? "; " : "", gw_tl_names[id],
+                                   core->errbuf, gw_status_name(st));
+            if (rl >= sizeof(reasons))
+                rl = sizeof(reasons) - 1;
             continue;
         }
         h.blob[h.nblob++] = (gw_hs_blob_t){.tl = (uint8_t)id, .len = (uint16_t)blen, .data = blobs[id]};

@@ -892,7 +892,7 @@ ssize_t tcpb_scat_recv(conn_t *c, size_t want)
         }
     }
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t r = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+    ssize_t r = gw_sock_recvmsg(c->fd, &mh, MSG_DONTWAIT);
     if (r > 0)
         scat_advance(s, (size_t)r);
     return r;

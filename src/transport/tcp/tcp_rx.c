@@ -389,7 +389,7 @@ static void conn_readable(conn_t *c)
                 dst = ep->tif->scratch;
                 want = GW_MIN(c->remaining, (size_t)RBUF_CAP);
             }
-            n = dst ? recv(c->fd, dst, want, MSG_DONTWAIT) : tcpb_scat_recv(c, want);
+            n = dst ? gw_sock_recv(c->fd, dst, want, MSG_DONTWAIT) : tcpb_scat_recv(c, want);
             if (n > 0) {
                 B(ep)->last_rx_ns = gw_now_ns();
                 c->consumed += (size_t)n;
@@ -434,7 +434,7 @@ static void conn_readable(conn_t *c)
                 c->hdr_only = 0;
                 room = RBUF_CAP - c->rlen;
             }
-            n = recv(c->fd, c->rbuf + c->rlen, room, MSG_DONTWAIT);
+            n = gw_sock_recv(c->fd, c->rbuf + c->rlen, room, MSG_DONTWAIT);
             if (n > 0) {
                 B(ep)->last_rx_ns = gw_now_ns();
                 c->rlen += (size_t)n;
