@@ -19,6 +19,7 @@ struct intrab_op;
 struct tcpb_op;
 struct gw_verbs_rc_entry;
 struct gw_verbs_sreq;
+struct fid_mr;
 
 /* Transport-private scratch of a request, typed per transport (the union
  * below).  Each member is the transport's alone while it holds the request;
@@ -56,12 +57,23 @@ struct gw_req_verbs {
     };
 };
 
+struct gw_req_ofi {
+    struct fid_mr *mr;            /* registration of the local buffer made for this request alone */
+    uint64_t opid;                /* rendezvous send: its op-table id; receive: the sender's */
+    uint64_t off;                 /* batch: bytes of entry `ent` posted; rendezvous receive: message length */
+    uint64_t raddr;               /* rendezvous receive: the sender's buffer as the provider addresses it */
+    uint64_t rkey;                /* ... and its key */
+    uint32_t ent;                 /* batch: next entry to post */
+    uint16_t bounce;              /* tx slot + 1 used as a bounce buffer, 0 none */
+};
+
 /* The transport scratch is one union of these; none may grow the request
  * past the 48 bytes it has. */
 #define GW_REQ_TL_BYTES 48
 _Static_assert(sizeof(struct gw_req_tcp) <= GW_REQ_TL_BYTES, "tcp request scratch over budget");
 _Static_assert(sizeof(struct gw_req_intra) <= GW_REQ_TL_BYTES, "intra request scratch over budget");
 _Static_assert(sizeof(struct gw_req_verbs) <= GW_REQ_TL_BYTES, "verbs request scratch over budget");
+_Static_assert(sizeof(struct gw_req_ofi) <= GW_REQ_TL_BYTES, "ofi request scratch over budget");
 
 typedef enum gw_op_type {
     GW_OP_PUT = 1,
@@ -113,6 +125,7 @@ struct gw_request {
         struct gw_req_tcp tcp;
         struct gw_req_intra intra;
         struct gw_req_verbs verbs;
+        struct gw_req_ofi ofi;
     };
     /* batched transfers (transport/base/batch.h): the entries, and the hook
      * that releases them, run once when the request completes */
