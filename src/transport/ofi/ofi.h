@@ -61,6 +61,8 @@ typedef struct gw_ofi_iface {
     int prov_key;         /* FI_MR_PROV_KEY: the provider picks keys, else we do */
     int hmem;             /* FI_HMEM: CUDA memory registers with FI_HMEM_CUDA */
     int wait_fd;          /* completion queues give a wait fd (else the context never sleeps on them) */
+    int no_wakeup;        /* a peer's message wakes no fd here (shm: the peer writes shared memory and
+                           * signals nothing): the context fd is kept readable while endpoints exist */
     uint64_t next_key;    /* requested keys, when the provider does not pick them */
     uint64_t max_piece;   /* largest single RMA (the endpoint's max_msg_size, capped) */
     uint64_t gpu_regs;

@@ -33,6 +33,7 @@ gw_status_t gw_ofi_status_of(int err)
     case FI_ENETUNREACH:
     case FI_ENETDOWN:
     case FI_ESHUTDOWN:
+    case FI_EIO: /* (shm: the peer process is gone, its memory unreadable) */
         return GW_ERR_CONN_RESET;
     case FI_EACCES:
     case FI_EPERM:

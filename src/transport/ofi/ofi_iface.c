@@ -117,6 +117,8 @@ static int ofi_poll(void *arg)
         if (ep->connected)
             n += gw_ofi_ep_progress(ep);
     }
+    if ((oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps))
+        gw_core_signal(oif->super.core); /* nothing would wake a sleeper: keep the context fd readable */
     uint64_t now = gw_now_ns();
     if (!gw_liveness_due(&oif->live, now))
         return n;
@@ -166,7 +168,9 @@ static void ofi_sleep(void *arg, int asleep)
         if (!ep->cq)
             continue;
         int again;
-        if (oif->wait_fd) {
+        if (oif->no_wakeup) {
+            again = 1;
+        } else if (oif->wait_fd) {
             struct fid *f = &ep->cq->fid;
             again = fi_trywait(oif->fabric, &f, 1) != FI_SUCCESS;
         } else {
@@ -271,6 +275,10 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         goto err;
     }
     oif->wait_fd = 1; /* until an endpoint's queue says otherwise (ofi_ep.c) */
+    {
+        size_t cl = strcspn(oif->prov, ";");
+        oif->no_wakeup = (cl == 3 && !strncmp(oif->prov, "shm", 3)) || (cl == 3 && !strncmp(oif->prov, "sm2", 3));
+    }
     gw_status_t st;
     if ((st = gw_core_add_poller(core, ofi_poll, oif)) != GW_OK) {
         snprintf(why, whylen, "%s", core->errbuf);

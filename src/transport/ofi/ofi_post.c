@@ -669,10 +669,10 @@ int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
         }
         ep->n_cqe += (uint64_t)r;
         gw_ep_base_t *b = B(ep);
-        if (!b->unjudged)
-            b->last_rx_ns = gw_now_coarse_ns(); /* the peer received, acknowledged or sent something */
         for (ssize_t i = 0; i < r; i++) {
             gw_ofi_ctx_t *x = ce[i].op_context;
+            if (x->kind != GW_OFI_CTX_TX && !b->unjudged) /* the peer sent, or acknowledged our RMA */
+                b->last_rx_ns = gw_now_coarse_ns();
             switch (x->kind) {
             case GW_OFI_CTX_RX:
                 if (!gw_ep_failed(b))
