@@ -91,11 +91,9 @@ static struct fi_info *pick(struct fi_info *list, const char *want, const char *
     for (struct fi_info *i = list; i; i = i->next) {
         const char *p = i->fabric_attr->prov_name, *by;
         if (!(want && *want) && served_elsewhere(p, &by)) {
-            char item[160];
-            snprintf(item, sizeof(item), "%s (%s serves it)", p, by);
             if (!strstr(passed, p)) {
                 append(passed, plen, *passed ? ", " : "");
-                append(passed, plen, item);
+                append(passed, plen, p);
             }
             continue;
         }
@@ -223,8 +221,8 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         }
     if (!info) {
         if (*passed)
-            snprintf(why, whylen, "no libfabric provider gpuwire does not serve better itself: passed over %s "
-                     "(name one in GPUWIRE_OFI_PROVIDER to use it)", passed);
+            snprintf(why, whylen, "only providers gpuwire's own transports serve better: %s (name one in "
+                     "GPUWIRE_OFI_PROVIDER to use it)", passed);
         else
             snprintf(why, whylen, "%s", gwhy);
         return GW_ERR_UNAVAILABLE;
@@ -252,6 +250,12 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     snprintf(oif->dom, sizeof(oif->dom), "%s", info->domain_attr->name ? info->domain_attr->name : "");
     uint64_t mm = (uint64_t)info->domain_attr->mr_mode;
     oif->mr_local = !!(mm & FI_MR_LOCAL);
+    /* test hook (not a setting): describe every local buffer as an
+     * FI_MR_LOCAL provider (efa) needs, so the bounce slots and per-operation
+     * registrations run over the providers of a machine without one */
+    const char *th = gw_settings_test_hook("GW_TEST_OFI_MR_LOCAL");
+    if (th && *th == '1')
+        oif->mr_local = 1;
     oif->virt_addr = !!(mm & FI_MR_VIRT_ADDR);
     oif->prov_key = !!(mm & FI_MR_PROV_KEY);
     oif->hmem = hmem;
@@ -298,7 +302,7 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
                                         : (try_hmem ? "host memory only (the provider has no FI_HMEM)"
                                                     : "host memory only (no CUDA driver)")),
              delivery ? "writes complete on delivery" : "writes complete on transmit (no FI_DELIVERY_COMPLETE)",
-             *passed ? "; passed over " : "", passed);
+             *passed ? "; passed over (served better by gpuwire's own transports) " : "", passed);
     gw_log(GW_LOG_INFO, "ofi: using %s", oif->how);
     *out = &oif->super;
     return GW_OK;
