@@ -459,12 +459,16 @@ static void gpu_policy(gwn_dev_t *d, const char *mode, const char *transports, c
                  transport_listed(transports, "intra") ? "; GPUWIRE_NCCL_GPU_BUFFERS=on takes GPU buffers" : "");
     } else {
         /* intra alone: GPU buffers move collectives 8-10x faster than the
-         * host bounce from a C program, but a PyTorch program stalled with
-         * them (docs/NCCL.md, GPU buffers), so they are taken only on
-         * request until that is understood */
+         * host bounce, but every copy is then a CUDA call on NCCL's proxy
+         * thread, and the CUDA driver holds such a call (cuMemcpyAsync, in a
+         * read lock) while an application thread sits in a blocking copy
+         * that waits on the collective (PyTorch's tensor.item() or .cpu()):
+         * the copy that completes the collective never starts.  Seen on two
+         * H200s with PyTorch; a program that waits on its streams alone (the
+         * C benchmark) never meets it.  So they are taken only on request. */
         snprintf(d->gpu_why, sizeof(d->gpu_why), "%s", transport_listed(transports, "intra")
-                 ? "host buffers (intra: GPU buffers are faster but stalled under PyTorch; "
-                   "GPUWIRE_NCCL_GPU_BUFFERS=on takes them; docs/NCCL.md, GPU buffers)"
+                 ? "host buffers (intra: GPU buffers need CUDA copies on NCCL's proxy thread, which the driver holds "
+                   "behind an application's blocking copy; GPUWIRE_NCCL_GPU_BUFFERS=on takes them; docs/NCCL.md)"
                  : "host buffers: neither intra nor tcp in GPUWIRE_TRANSPORTS");
     }
     if (d->gpu_buffers)
