@@ -250,7 +250,11 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     return GW_OK;
 
 err_names:
-    gw_names_fini(ctx);
+    if (ctx->ext_ops && ctx->ext_ops->fini) { /* the extension setup made (nothing else holds it yet) */
+        ctx->ext_ops->fini(ctx->ext);
+        ctx->ext_ops = NULL;
+        ctx->ext = NULL;
+    }
 
 err_ifaces:
     for (int i = 0; i < GW_TL_COUNT; i++)
