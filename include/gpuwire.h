@@ -51,10 +51,12 @@
  * gw_context_destroy() is called once nothing else uses the context.
  * gw_last_error() then returns a copy (valid until the calling thread's next
  * gw_last_error()) of the context's latest detail, which may be another
- * thread's failure; a request's own detail is gw_request_info()'s.  gw_peer_watch() callbacks never run on the
- * progress thread: it leaves the events to an application thread's next
- * progress call.  gw_context_fd() becomes readable when the thread made
- * progress (requests may have completed).  Its cost: docs/PROGRESS.md.
+ * thread's failure; a request's own detail is gw_request_info()'s.
+ * gw_peer_watch() callbacks never run on the progress thread: it leaves the
+ * events to an application thread's next progress call.  gw_context_fd()
+ * becomes readable when the thread made progress (requests may have
+ * completed).  A context is not used across fork().  docs/PROGRESS.md has
+ * the details and the cost.
  *
  * Errors: every function returns a gw_status_t.  GW_OK is 0, GW_INPROGRESS is
  * 1, errors are negative.  gw_status_str() names a status; gw_last_error()

@@ -233,7 +233,7 @@ static void prompt(gw_context_t *ctx, const char *what, gw_status_t posted, gw_r
         gwt_failures++;
         return;
     }
-    double bound = 2.0 * it_time_scale(), t0 = it_now();
+    double bound = 5.0 * it_time_scale(), t0 = it_now();
     gw_status_t st = gw_request_wait(r, (int)(bound * 1000));
     double took = it_now() - t0;
     if (took > *worst)
