@@ -42,6 +42,8 @@ static const named_t g_errnos[] = {
 /* CUresult values of the driver API (stable numbers of cuda.h) */
 static const named_t g_curesults[] = {{"CUDA_ERROR_INVALID_VALUE", 1},
                                       {"CUDA_ERROR_OUT_OF_MEMORY", 2},
+                                      {"CUDA_ERROR_NOT_INITIALIZED", 3},
+                                      {"CUDA_ERROR_DEINITIALIZED", 4},
                                       {"CUDA_ERROR_ECC_UNCORRECTABLE", 214},
                                       {"CUDA_ERROR_ILLEGAL_ADDRESS", 700},
                                       {"CUDA_ERROR_LAUNCH_FAILED", 719},

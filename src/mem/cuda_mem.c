@@ -47,6 +47,15 @@ gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
          * memory type 0; an error is the driver failing, and taking the
          * range for host memory then would let a transport read device
          * memory as if it were host memory */
+        if (r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_NO_DEVICE) {
+            /* CUDA is not set up in this process (a child forked after
+             * the parent initialised it, a process that never used a GPU,
+             * one shutting CUDA down): no device memory can be mapped
+             * here, so the range is host memory */
+            if (pieces == 0)
+                return GW_OK;
+            r = CUDA_ERROR_NOT_INITIALIZED; /* mid-range: the driver went away under us */
+        }
         if (r != CUDA_SUCCESS)
             return gw_err(c, GW_ERR_CUDA,
                           "gw_mem_reg(addr=%p, len=%zu) failed: cannot tell what memory it is: "
