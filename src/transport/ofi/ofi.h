@@ -115,6 +115,7 @@ typedef struct gw_ofi_ep {
     fi_addr_t peer;
     int connected;
     int closing;
+    int tx_seen;            /* a send completed: the provider's connection to the peer is up */
     uint8_t *rxbuf, *txbuf;
     struct fid_mr *rxmr, *txmr;
     void *rxdesc, *txdesc;

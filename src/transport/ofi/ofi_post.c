@@ -28,11 +28,21 @@ static inline uint8_t *tx_at(gw_ofi_ep_t *ep, unsigned i) { return ep->txbuf + (
 
 int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i)
 {
-    ssize_t rc;
-    do
-        rc = fi_recv(ep->ep, rx_at(ep, i), GW_OFI_SLOT, ep->rxdesc, FI_ADDR_UNSPEC, &ep->rxctx[i].fc);
-    while (rc == -FI_EAGAIN && (fi_cq_read(ep->cq, NULL, 0), 1) && !ep->closing);
-    return (int)rc;
+    /* (the receive queue holds every slot: no room is the provider's
+     * transient state, given a second of progress before it counts as an
+     * error) */
+    uint64_t until = 0;
+    for (;;) {
+        ssize_t rc = fi_recv(ep->ep, rx_at(ep, i), GW_OFI_SLOT, ep->rxdesc, FI_ADDR_UNSPEC, &ep->rxctx[i].fc);
+        if (rc != -FI_EAGAIN || ep->closing)
+            return (int)rc;
+        uint64_t now = gw_now_ns();
+        if (!until)
+            until = now + 1000000000ull;
+        else if (now > until)
+            return (int)rc;
+        fi_cq_read(ep->cq, NULL, 0); /* progress only: takes no completion */
+    }
 }
 
 /* A message from send slot s: transmit complete (the slot is free once it
@@ -686,6 +696,7 @@ int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
                 break;
             case GW_OFI_CTX_TX: {
                 gw_request_t *req = x->req;
+                ep->tx_seen = 1;
                 tx_put(ep, x->slot);
                 if (req) { /* an eager message went */
                     req->length = req->len;
