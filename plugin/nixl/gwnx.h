@@ -228,6 +228,15 @@ size_t gwnx_notifs_take(gwnx_core_t *c, gwnx_notif_cb cb, void *arg);
  * thread, and for tests). */
 void gwnx_core_progress(gwnx_core_t *c);
 
+/* What the backend moved as initiator: transfers seen complete (by
+ * gwnx_xfer_check) and the bytes of their descriptors, counted once per
+ * post.  With GPUWIRE_NIXL_XFER_LOG=on each completion is also logged. */
+typedef struct gwnx_stats {
+    uint64_t writes, write_bytes;
+    uint64_t reads, read_bytes;
+} gwnx_stats_t;
+void gwnx_core_stats(gwnx_core_t *c, gwnx_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -61,6 +61,8 @@ struct gwnx_core {
     atomic_uint_fast64_t polled_ns; /* when a caller last polled a transfer */
     unsigned checks;                /* transfer polls, for the full pass every FULL_PASS_EVERY */
     int wakefd;
+    int xfer_log;                   /* GPUWIRE_NIXL_XFER_LOG=on */
+    gwnx_stats_t stats;             /* under the lock */
 };
 
 struct gwnx_region {
@@ -91,6 +93,8 @@ struct gwnx_xfer {
     void *notif;
     size_t notif_len;
     int posted;
+    int counted;            /* this post's completion is in the stats */
+    uint64_t bytes;         /* sum of the descriptors' lengths */
 };
 
 static uint64_t now_ns(void)
@@ -348,6 +352,8 @@ int gwnx_core_create(const gwnx_core_opts_t *o, gwnx_core_t **out, char *err, si
         goto bad;
     }
     build_conn_info(c, o->advertise);
+    const char *xl = gw_setting_value(c->ctx, "GPUWIRE_NIXL_XFER_LOG");
+    c->xfer_log = xl && strcmp(xl, "on") == 0;
     c->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (o->progress_thread) {
         if (pthread_create(&c->thr, NULL, progress_main, c) != 0) {
@@ -715,6 +721,8 @@ int gwnx_xfer_prep(gwnx_core_t *c, const char *agent, int op, const gwnx_desc_t 
     x->agent = a;
     x->op = op;
     x->n = n;
+    for (size_t i = 0; i < n; i++)
+        x->bytes += local[i].len;
     a->refs++;
 out:
     pthread_mutex_unlock(&c->lock);
@@ -839,10 +847,45 @@ int gwnx_xfer_post(gwnx_xfer_t *x, int has_notif, const void *msg, size_t msg_le
         }
     }
     x->posted = 1;
+    x->counted = 0;
     gw_progress(c->ctx);
 out:
     pthread_mutex_unlock(&c->lock);
     return rc;
+}
+
+/* a completed post into the stats, once; logged with GPUWIRE_NIXL_XFER_LOG=on.
+ * The lock is held. */
+static void count_done(gwnx_core_t *c, gwnx_xfer_t *x)
+{
+    x->counted = 1;
+    int w = x->op == GWNX_WRITE;
+    if (w) {
+        c->stats.writes++;
+        c->stats.write_bytes += x->bytes;
+    } else {
+        c->stats.reads++;
+        c->stats.read_bytes += x->bytes;
+    }
+    if (!c->xfer_log)
+        return;
+    gw_ep_info_t ei = {.size = sizeof(ei)};
+    if (!x->agent->ep || gw_ep_query(x->agent->ep, &ei) != GW_OK)
+        snprintf(ei.transport, sizeof(ei.transport), "?");
+    fprintf(stderr,
+            "gpuwire NIXL backend: agent '%s': %s %s '%s' done: %zu descriptors, %llu bytes over %s "
+            "(totals: %llu READs, %llu bytes; %llu WRITEs, %llu bytes)\n",
+            c->agent, w ? "WRITE" : "READ", w ? "to" : "from", x->agent->name, x->n,
+            (unsigned long long)x->bytes, ei.transport, (unsigned long long)c->stats.reads,
+            (unsigned long long)c->stats.read_bytes, (unsigned long long)c->stats.writes,
+            (unsigned long long)c->stats.write_bytes);
+}
+
+void gwnx_core_stats(gwnx_core_t *c, gwnx_stats_t *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->lock);
 }
 
 int gwnx_xfer_check(gwnx_xfer_t *x)
@@ -865,6 +908,8 @@ int gwnx_xfer_check(gwnx_xfer_t *x)
         rc = GWNX_IN_PROG;
     } else if (st == GW_OK) {
         rc = GWNX_SUCCESS;
+        if (!x->counted)
+            count_done(c, x);
         if (x->notif_pending) {
             x->notif_pending = 0;
             rc = x->agent->ep ? notify_locked(c, x->agent, x->notif, x->notif_len)

@@ -294,6 +294,16 @@ static void test_two_agents(const char *want_transport)
     CHECK(wait_notif(dec, &g, 5));
     CHECK(strcmp(g.msg, "read-done") == 0);
 
+    /* the initiator's counters: every completed post once, by its bytes,
+     * however often it is checked after; the target counts nothing */
+    CHECK(gwnx_xfer_check(rx) == GWNX_SUCCESS && gwnx_xfer_check(x) == GWNX_SUCCESS);
+    gwnx_stats_t ps, ds;
+    gwnx_core_stats(pre, &ps);
+    gwnx_core_stats(dec, &ds);
+    CHECK(ps.writes == 3 && ps.write_bytes == 3ull * (uint64_t)nsent * BLK);
+    CHECK(ps.reads == 1 && ps.read_bytes == (uint64_t)nsent * BLK);
+    CHECK(ds.writes == 0 && ds.write_bytes == 0 && ds.reads == 0 && ds.read_bytes == 0);
+
     /* metadata invalidation: unload, disconnect; a later load reconnects */
     CHECK(gwnx_xfer_release(rx) == GWNX_SUCCESS);
     CHECK(gwnx_xfer_release(x) == GWNX_SUCCESS);

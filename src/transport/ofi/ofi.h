@@ -41,6 +41,18 @@
 #include "transport/ofi/ofi_syms.h"
 #include "transport/ofi/ofi_wire.h"
 
+/* A request's ofi scratch (core/request.h GW_REQ_TL_SCRATCH): ofi_rq(req). */
+struct gw_req_ofi {
+    struct fid_mr *mr;            /* registration of the local buffer made for this request alone */
+    uint64_t opid;                /* rendezvous send: its op-table id; receive: the sender's */
+    uint64_t off;                 /* batch: bytes of entry `ent` posted; rendezvous receive: message length */
+    uint64_t raddr;               /* rendezvous receive: the sender's buffer as the provider addresses it */
+    uint64_t rkey;                /* ... and its key */
+    uint32_t ent;                 /* batch: next entry to post */
+    uint16_t bounce;              /* tx slot + 1 used as a bounce buffer, 0 none */
+};
+GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
+
 #define GW_OFI_SLOT 16384                               /* a receive or send slot */
 #define GW_OFI_EAGER_MAX (GW_OFI_SLOT - GW_OFI_HDR_LEN) /* largest message sent in one piece */
 #define GW_OFI_NRX 64                                   /* receive slots posted per endpoint */

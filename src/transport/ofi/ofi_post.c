@@ -140,14 +140,14 @@ gw_status_t gw_ofi_notify_out(void *arg, gw_request_t *req)
 /* ---- local buffers -------------------------------------------------------------- */
 static void req_release(gw_ofi_ep_t *ep, gw_request_t *req, int slot_free)
 {
-    if (req->ofi.mr) {
-        gw_ofi_close_mr(ep->oif, req->ofi.mr);
-        req->ofi.mr = NULL;
+    if (ofi_rq(req)->mr) {
+        gw_ofi_close_mr(ep->oif, ofi_rq(req)->mr);
+        ofi_rq(req)->mr = NULL;
     }
-    if (req->ofi.bounce) {
+    if (ofi_rq(req)->bounce) {
         if (slot_free) /* (else the provider may still use it: it stays out until the endpoint goes) */
-            tx_put(ep, req->ofi.bounce - 1u);
-        req->ofi.bounce = 0;
+            tx_put(ep, ofi_rq(req)->bounce - 1u);
+        ofi_rq(req)->bounce = 0;
     }
 }
 
@@ -161,15 +161,15 @@ static gw_status_t local_prep(gw_ofi_ep_t *ep, gw_request_t *req, size_t len, ui
         return GW_OK;
     if (may_bounce && len <= GW_OFI_SLOT && ep->ntxfree > GW_OFI_NTX / 4) {
         int s = tx_get(ep);
-        req->ofi.bounce = (uint16_t)(s + 1);
+        ofi_rq(req)->bounce = (uint16_t)(s + 1);
         if (req->op != GW_OP_GET)
             memcpy(tx_at(ep, (unsigned)s), req->buf, len);
         ep->n_bounce++;
         return GW_OK;
     }
     gw_status_t st;
-    req->ofi.mr = gw_ofi_reg_local(ep->oif, req->buf, len, access, &st);
-    if (!req->ofi.mr)
+    ofi_rq(req)->mr = gw_ofi_reg_local(ep->oif, req->buf, len, access, &st);
+    if (!ofi_rq(req)->mr)
         return st;
     ep->n_onfly++;
     return GW_OK;
@@ -178,13 +178,13 @@ static gw_status_t local_prep(gw_ofi_ep_t *ep, gw_request_t *req, size_t len, ui
 static void local_of(gw_ofi_ep_t *ep, gw_request_t *req, uint8_t **buf, void **desc)
 {
     const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
-    if (req->ofi.bounce) {
-        *buf = tx_at(ep, req->ofi.bounce - 1u);
+    if (ofi_rq(req)->bounce) {
+        *buf = tx_at(ep, ofi_rq(req)->bounce - 1u);
         *desc = ep->txdesc;
         return;
     }
     *buf = req->buf;
-    *desc = req->ofi.mr ? fi_mr_desc(req->ofi.mr) : r ? r->desc : NULL;
+    *desc = ofi_rq(req)->mr ? fi_mr_desc(ofi_rq(req)->mr) : r ? r->desc : NULL;
 }
 
 /* ---- RMA --------------------------------------------------------------------- */
@@ -242,9 +242,9 @@ static int post_rma(gw_ofi_ep_t *ep, gw_request_t *req)
     uint64_t raddr, key;
     size_t total;
     if (req->op == GW_OP_RECV) {
-        raddr = req->ofi.raddr;
-        key = req->ofi.rkey;
-        total = GW_MIN(req->len, (size_t)req->ofi.off);
+        raddr = ofi_rq(req)->raddr;
+        key = ofi_rq(req)->rkey;
+        total = GW_MIN(req->len, (size_t)ofi_rq(req)->off);
     } else {
         const gw_ofi_rkey_t *k = (const gw_ofi_rkey_t *)req->rkey->tl_key;
         raddr = k->virt ? req->raddr : req->raddr - k->base;
@@ -267,22 +267,22 @@ static int post_rma(gw_ofi_ep_t *ep, gw_request_t *req)
 static int post_batch(gw_ofi_ep_t *ep, gw_request_t *req)
 {
     const gw_batch_t *b = req->batch;
-    while (req->ofi.ent < b->n) {
-        const gw_batch_ent_t *e = &b->ent[req->ofi.ent];
+    while (ofi_rq(req)->ent < b->n) {
+        const gw_batch_ent_t *e = &b->ent[ofi_rq(req)->ent];
         const gw_mem_t *lm = b->lmem[e->lreg];
         const gw_ofi_reg_t *r = lm ? lm->tl_reg[GW_TL_OFI] : NULL;
         const gw_ofi_rkey_t *k = (const gw_ofi_rkey_t *)b->rkey[e->rreg].tl_key;
         uint64_t rbase = k->virt ? e->raddr : e->raddr - k->base;
-        while (req->ofi.off < e->len) {
-            size_t n = (size_t)GW_MIN(e->len - req->ofi.off, ep->oif->max_piece);
-            int rc = post_piece(ep, req, b->get, (uint8_t *)(uintptr_t)e->laddr + req->ofi.off, r ? r->desc : NULL,
-                                rbase + req->ofi.off, k->key, n);
+        while (ofi_rq(req)->off < e->len) {
+            size_t n = (size_t)GW_MIN(e->len - ofi_rq(req)->off, ep->oif->max_piece);
+            int rc = post_piece(ep, req, b->get, (uint8_t *)(uintptr_t)e->laddr + ofi_rq(req)->off, r ? r->desc : NULL,
+                                rbase + ofi_rq(req)->off, k->key, n);
             if (rc)
                 return rc;
-            req->ofi.off += n;
+            ofi_rq(req)->off += n;
         }
-        req->ofi.ent++;
-        req->ofi.off = 0;
+        ofi_rq(req)->ent++;
+        ofi_rq(req)->off = 0;
     }
     return 0;
 }
@@ -322,15 +322,15 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
             gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory for a rendezvous id");
             return -1;
         }
-        req->ofi.opid = id;
+        ofi_rq(req)->opid = id;
         req->tl_flags |= TLF_RDV;
     }
     const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
-    uint64_t key = req->ofi.mr ? fi_mr_key(req->ofi.mr) : r ? r->key : 0;
+    uint64_t key = ofi_rq(req)->mr ? fi_mr_key(ofi_rq(req)->mr) : r ? r->key : 0;
     uint64_t addr = (uint64_t)(uintptr_t)req->buf;
     if (!ep->oif->virt_addr)
-        addr = req->ofi.mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
-    gw_ofi_hdr_t h = {.type = GW_OFI_RTS, .f = {req->value, req->len, req->ofi.opid, addr, key}};
+        addr = ofi_rq(req)->mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
+    gw_ofi_hdr_t h = {.type = GW_OFI_RTS, .f = {req->value, req->len, ofi_rq(req)->opid, addr, key}};
     int rc = ctl_now(ep, &h);
     if (rc < 0) {
         gw_ofi_ep_die(ep, gw_ofi_status_of(rc), "ofi %s: sending the RTS of a %zu-byte message to %s failed: %s",
@@ -398,10 +398,10 @@ static void post_or_queue(gw_ofi_ep_t *ep, gw_request_t *req)
 static void rdv_start(gw_ofi_ep_t *ep, gw_request_t *req, uint64_t opid, uint64_t raddr, uint64_t key, uint64_t mlen,
                       uint64_t tag)
 {
-    req->ofi.opid = opid;
-    req->ofi.raddr = raddr;
-    req->ofi.rkey = key;
-    req->ofi.off = mlen;
+    ofi_rq(req)->opid = opid;
+    ofi_rq(req)->raddr = raddr;
+    ofi_rq(req)->rkey = key;
+    ofi_rq(req)->off = mlen;
     req->rtag = tag;
     req->posted = 0;
     req->pending = 0;
@@ -447,13 +447,13 @@ static void finish(gw_ofi_ep_t *ep, gw_request_t *req)
     if (req->op == GW_OP_RECV) { /* rendezvous read */
         gw_list_del(&req->tl_link);
         req_release(ep, req, 1);
-        gw_ofi_hdr_t h = {.type = GW_OFI_FIN, .f = {(uint64_t)(int64_t)st, 0, req->ofi.opid}};
+        gw_ofi_hdr_t h = {.type = GW_OFI_FIN, .f = {(uint64_t)(int64_t)st, 0, ofi_rq(req)->opid}};
         gw_ofi_send_ctl(ep, &h);
-        gw_ep_recv_done(B(ep), req, (size_t)req->ofi.off, req->rtag, st);
+        gw_ep_recv_done(B(ep), req, (size_t)ofi_rq(req)->off, req->rtag, st);
         return;
     }
-    if (req->ofi.bounce && req->op == GW_OP_GET && st == GW_OK)
-        memcpy(req->buf, tx_at(ep, req->ofi.bounce - 1u), req->len);
+    if (ofi_rq(req)->bounce && req->op == GW_OP_GET && st == GW_OK)
+        memcpy(req->buf, tx_at(ep, ofi_rq(req)->bounce - 1u), req->len);
     req_release(ep, req, 1);
     if (st == GW_OK)
         req->length = req->op == GW_OP_BATCH ? (size_t)req->batch->total : req->len;
@@ -488,7 +488,7 @@ gw_status_t gw_ofi_submit(gw_tl_ep_t *e, gw_request_t *req)
         if (req->len > GW_OFI_EAGER_MAX || (req->lmem && req->lmem->type != GW_MEM_HOST)) {
             if ((st = local_prep(ep, req, req->len, FI_SEND | FI_REMOTE_READ | FI_READ, 0)) != GW_OK)
                 return st;
-            if (!ep->oif->virt_addr && !req->ofi.mr && !req->lmem) /* (offsets need a registration to count from) */
+            if (!ep->oif->virt_addr && !ofi_rq(req)->mr && !req->lmem) /* (offsets need a registration to count from) */
                 return gw_err(c, GW_ERR_UNSUPPORTED, "ofi %s: a %zu-byte message from unregistered memory",
                               ep->oif->prov, req->len);
         }
@@ -739,7 +739,7 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
         gw_list_del(p);
         req_release(ep, req, 0);
         if (req->op == GW_OP_RECV) /* a rendezvous receive belongs to nobody else */
-            gw_ep_recv_done(B(ep), req, (size_t)req->ofi.off, req->rtag, st);
+            gw_ep_recv_done(B(ep), req, (size_t)ofi_rq(req)->off, req->rtag, st);
     }
     for (uint32_t i = 0; i < ep->sends.n; i++)
         if (ep->sends.reqs[i])
@@ -749,7 +749,7 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
         gw_list_del(p);
         req_release(ep, req, 0);
-        gw_ep_recv_done(B(ep), req, (size_t)req->ofi.off, req->rtag, st);
+        gw_ep_recv_done(B(ep), req, (size_t)ofi_rq(req)->off, req->rtag, st);
     }
     gw_list_for_each_safe(p, t, &ep->ctlq) {
         gw_list_del(p);
