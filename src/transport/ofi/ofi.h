@@ -15,7 +15,8 @@
  * registered slot), a rendezvous for larger messages (the receiver
  * fi_readmsg's the sender's buffer, then answers FIN), notifications as
  * messages sent once the data before them is delivered (the base's
- * deferral, ep_base.h), completions read from the endpoint's queue by the
+ * deferral, ep_base.h; batches arrive expanded by the protocol layer),
+ * completions read from the endpoint's queue by the
  * context's poller.  Writes ask for FI_DELIVERY_COMPLETE where the provider
  * offers it, so a completed put has landed, as a flush promises.
  *
@@ -127,6 +128,7 @@ typedef struct gw_ofi_ep {
     fi_addr_t peer;
     int connected;
     int closing;
+    int tx_seen;            /* a send completed: the provider's connection to the peer is up */
     uint8_t *rxbuf, *txbuf;
     struct fid_mr *rxmr, *txmr;
     void *rxdesc, *txdesc;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 gw_status_t gw_ofi_status_of(int err)
 {
@@ -269,13 +270,25 @@ gw_status_t gw_ofi_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t *
     b->last_rx_ns = gw_now_coarse_ns();
     gw_log(GW_LOG_DEBUG, "ofi: connected %s/%s -> %s/%s", oif->prov, oif->dom, ep->remote.prov,
            ep->remote.domain);
-    /* a first message now: a provider that connects on first use (ofi_rxm)
-     * does so while both sides still progress the handshake, so a later
-     * message to a peer that is not progressing needs no connection set up
-     * by it */
+    /* A first message now, waited for (bounded): a provider that connects on
+     * first use (ofi_rxm) does so while the accepting side still progresses
+     * the handshake, so a later message from a peer that is then not
+     * progressing (busy, or gone) needs no connection set up by it, and
+     * gw_connect returns with the provider's connection up.  Past the bound
+     * (an accepting side that stopped progressing) the connection completes
+     * with later progress. */
     if (peer && !peer->is_server) {
         gw_ofi_hdr_t h = {.type = GW_OFI_PING};
-        return gw_ofi_send_ctl(ep, &h) == GW_OK ? GW_OK : gw_err(c, b->error, "%s", b->error_detail);
+        if (gw_ofi_send_ctl(ep, &h) != GW_OK)
+            return gw_err(c, b->error, "%s", b->error_detail);
+        uint64_t until = gw_now_ns() + 2000000000ull;
+        while (!ep->tx_seen && !gw_ep_failed(b) && gw_now_ns() < until)
+            if (gw_ofi_ep_progress(ep) == 0)
+                usleep(100);
+        if (gw_ep_failed(b))
+            return gw_err(c, b->error, "ofi connect to %s: %s", b->peer, b->error_detail);
+        if (!ep->tx_seen)
+            gw_log(GW_LOG_INFO, "ofi %s: the first message to %s is not out after 2 s; going on", oif->prov, b->peer);
     }
     return GW_OK;
 }

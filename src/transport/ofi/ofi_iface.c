@@ -524,8 +524,9 @@ static void ofi_caps(gw_tl_iface_t *iface, gw_tl_caps_t *out)
     out->max_msg = UINT64_MAX; /* cut into pieces of the provider's largest message */
     out->mem_kinds = GW_TL_MEM_HOST | (oif->hmem ? GW_TL_MEM_CUDA : 0);
     out->gpu_paths = oif->hmem ? GW_TL_GPU_DIRECT : 0;
-    /* a batch is the entries' puts or gets posted in a row, its notification after them */
-    out->batch = GW_TL_BATCH_NATIVE | GW_TL_BATCH_COUNTED | (oif->hmem ? GW_TL_BATCH_GPU : 0);
+    /* no batch of its own: the protocol layer expands batches into puts and
+     * gets, their notification (ordered or counted) through notify_out */
+    out->batch = 0;
 }
 
 const gw_tl_ops_t gw_tl_ofi_ops = {

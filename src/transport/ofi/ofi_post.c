@@ -5,8 +5,9 @@
  * message, one context per piece; a request completes when its last piece
  * does.  Its local buffer is described by its region's registration, else
  * (FI_MR_LOCAL providers) copied through a registered send slot when it
- * fits one, else registered for the operation alone.  A batch is the same
- * over its entries.  Messages up to GW_OFI_EAGER_MAX go whole from a send
+ * fits one, else registered for the operation alone.  Batches reach it
+ * expanded into puts and gets by the protocol layer (proto/proto.h), their
+ * notification through notify_out.  Messages up to GW_OFI_EAGER_MAX go whole from a send
  * slot; larger ones send an RTS naming the (registered) buffer, the
  * receiver reads it and answers FIN.  Whatever the provider has no room
  * for now (-FI_EAGAIN) waits on the endpoint's pending list, in posting
@@ -28,11 +29,21 @@ static inline uint8_t *tx_at(gw_ofi_ep_t *ep, unsigned i) { return ep->txbuf + (
 
 int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i)
 {
-    ssize_t rc;
-    do
-        rc = fi_recv(ep->ep, rx_at(ep, i), GW_OFI_SLOT, ep->rxdesc, FI_ADDR_UNSPEC, &ep->rxctx[i].fc);
-    while (rc == -FI_EAGAIN && (fi_cq_read(ep->cq, NULL, 0), 1) && !ep->closing);
-    return (int)rc;
+    /* (the receive queue holds every slot: no room is the provider's
+     * transient state, given a second of progress before it counts as an
+     * error) */
+    uint64_t until = 0;
+    for (;;) {
+        ssize_t rc = fi_recv(ep->ep, rx_at(ep, i), GW_OFI_SLOT, ep->rxdesc, FI_ADDR_UNSPEC, &ep->rxctx[i].fc);
+        if (rc != -FI_EAGAIN || ep->closing)
+            return (int)rc;
+        uint64_t now = gw_now_ns();
+        if (!until)
+            until = now + 1000000000ull;
+        else if (now > until)
+            return (int)rc;
+        fi_cq_read(ep->cq, NULL, 0); /* progress only: takes no completion */
+    }
 }
 
 /* A message from send slot s: transmit complete (the slot is free once it
@@ -254,29 +265,6 @@ static int post_rma(gw_ofi_ep_t *ep, gw_request_t *req)
     return 0;
 }
 
-static int post_batch(gw_ofi_ep_t *ep, gw_request_t *req)
-{
-    const gw_batch_t *b = req->batch;
-    while (ofi_rq(req)->ent < b->n) {
-        const gw_batch_ent_t *e = &b->ent[ofi_rq(req)->ent];
-        const gw_mem_t *lm = b->lmem[e->lreg];
-        const gw_ofi_reg_t *r = lm ? lm->tl_reg[GW_TL_OFI] : NULL;
-        const gw_ofi_rkey_t *k = (const gw_ofi_rkey_t *)b->rkey[e->rreg].tl_key;
-        uint64_t rbase = k->virt ? e->raddr : e->raddr - k->base;
-        while (ofi_rq(req)->off < e->len) {
-            size_t n = (size_t)GW_MIN(e->len - ofi_rq(req)->off, ep->oif->max_piece);
-            int rc = post_piece(ep, req, b->get, (uint8_t *)(uintptr_t)e->laddr + ofi_rq(req)->off, r ? r->desc : NULL,
-                                rbase + ofi_rq(req)->off, k->key, n);
-            if (rc)
-                return rc;
-            ofi_rq(req)->off += n;
-        }
-        ofi_rq(req)->ent++;
-        ofi_rq(req)->off = 0;
-    }
-    return 0;
-}
-
 /* ---- messages ------------------------------------------------------------------ */
 static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
 {
@@ -341,9 +329,6 @@ static int post_req(gw_ofi_ep_t *ep, gw_request_t *req)
     switch (req->op) {
     case GW_OP_SEND:
         return post_send(ep, req);
-    case GW_OP_BATCH:
-        r = post_batch(ep, req);
-        break;
     default:
         r = post_rma(ep, req);
         break;
@@ -446,7 +431,7 @@ static void finish(gw_ofi_ep_t *ep, gw_request_t *req)
         memcpy(req->buf, tx_at(ep, ofi_rq(req)->bounce - 1u), req->len);
     req_release(ep, req, 1);
     if (st == GW_OK)
-        req->length = req->op == GW_OP_BATCH ? (size_t)req->batch->total : req->len;
+        req->length = req->len;
     gw_ep_op_done(B(ep), req, st);
 }
 
@@ -468,11 +453,6 @@ gw_status_t gw_ofi_submit(gw_tl_ep_t *e, gw_request_t *req)
             req_release(ep, req, 1);
             return st;
         }
-        break;
-    case GW_OP_BATCH:
-        gw_batch_expand(req->batch);
-        if (req->batch->notify != GW_NOTIFY_NONE && (st = gw_ep_notify_defer(B(ep), req)) != GW_OK)
-            return st;
         break;
     case GW_OP_SEND:
         if (req->len > GW_OFI_EAGER_MAX || (req->lmem && req->lmem->type != GW_MEM_HOST)) {
@@ -629,8 +609,7 @@ static void cq_error(gw_ofi_ep_t *ep)
         break;
     default: {
         gw_request_t *req = x->req;
-        const char *what = req && (req->op == GW_OP_GET || req->op == GW_OP_RECV || (req->op == GW_OP_BATCH &&
-                           req->batch->get)) ? "read" : "write";
+        const char *what = req && (req->op == GW_OP_GET || req->op == GW_OP_RECV) ? "read" : "write";
         if (st == GW_ERR_INVALID_KEY) {
             /* the tcp provider drops its connection on a refused key: the
              * endpoint fails, as over verbs, whatever the provider */
@@ -686,6 +665,7 @@ int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
                 break;
             case GW_OFI_CTX_TX: {
                 gw_request_t *req = x->req;
+                ep->tx_seen = 1;
                 tx_put(ep, x->slot);
                 if (req) { /* an eager message went */
                     req->length = req->len;
