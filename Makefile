@@ -12,7 +12,7 @@ CMAKE_FLAGS ?=
 # what scripts/install-deps.sh checks for: build (default), test, bench
 DEPS_STEP = build
 
-.PHONY: all deps configure build run test install clean bench fuzz
+.PHONY: all deps configure build run test quick install clean bench fuzz
 
 all: build
 
@@ -45,6 +45,12 @@ test: DEPS_STEP = test
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600
 
+# the inner loop: every test that needs no qemu guest, GPU, second build or
+# long run (label quick, tests/README.md)
+quick: DEPS_STEP = test
+quick: build
+	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600 -L quick
+
 # the library, header, tool, NCCL plugin, CMake and pkg-config files, and the
 # Python package with its accelerator (under lib/python3.X/; docs/INSTALL.md)
 install: build
@@ -52,7 +58,7 @@ install: build
 
 bench: DEPS_STEP = bench
 bench: build
-	bench/tcp_loopback.sh
+	bench/compare/tcp_loopback.sh
 
 clean:
 	rm -rf $(BUILD)

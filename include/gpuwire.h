@@ -30,8 +30,33 @@
  *    only after the transport has drained what had already arrived.
  *  - Every destroy/close/free function accepts NULL and does nothing.
  *
- * Threading: a context and everything under it must be used by one thread at
- * a time (the caller serialises).  Different contexts are independent.
+ * Threading: by default a context and everything under it must be used by
+ * one thread at a time (the caller serialises), and nothing moves unless that
+ * thread calls in: a target must keep calling gw_progress() (or a waiting
+ * call) for its peers' operations to be served and their liveness pings to
+ * be answered.  Different contexts are independent.
+ *
+ * Progress thread (gw_config_t.progress_thread, GPUWIRE_PROGRESS_THREAD=on):
+ * the context runs a thread of its own that progresses it whenever no
+ * application thread does, and blocks on the context's fds and timers (it
+ * wakes at least every 10 ms) when there is nothing to do.  A process busy
+ * elsewhere (a decode step, a sleep) then still serves puts, gets, batches,
+ * messages and notifications on every transport, and its peers never
+ * declare it dead.  Every public call on the context and its objects then
+ * takes the context's lock, so any thread may make any call, and several
+ * threads may wait at once (a waiting call lets go of the lock while it
+ * sleeps, and between passes when another thread asks for it).  The rules
+ * that stay with the caller: an object is not destroyed (gw_ep_close,
+ * gw_mem_dereg, gw_request_free...) while another thread still uses it, and
+ * gw_context_destroy() is called once nothing else uses the context.
+ * gw_last_error() then returns a copy (valid until the calling thread's next
+ * gw_last_error()) of the context's latest detail, which may be another
+ * thread's failure; a request's own detail is gw_request_info()'s.
+ * gw_peer_watch() callbacks never run on the progress thread: it leaves the
+ * events to an application thread's next progress call.  gw_context_fd()
+ * becomes readable when the thread made progress (requests may have
+ * completed).  A context is not used across fork().  docs/PROGRESS.md has
+ * the details and the cost.
  *
  * Errors: every function returns a gw_status_t.  GW_OK is 0, GW_INPROGRESS is
  * 1, errors are negative.  gw_status_str() names a status; gw_last_error()
@@ -43,6 +68,7 @@
  *   GPUWIRE_TRANSPORTS        allowed transports, in preference order (default "verbs,intra,tcp")
  *   GPUWIRE_TCP_STREAMS       tcp connections per endpoint that stripe large transfers
  *   GPUWIRE_PEER_TIMEOUT_MS   how long a silent peer may stay silent before its endpoint fails
+ *   GPUWIRE_PROGRESS_THREAD   on: a progress thread per context (see Threading above)
  *   GPUWIRE_CONNECT_TIMEOUT_MS  connect + handshake limit
  *   GPUWIRE_AUTH_SECRET / GPUWIRE_AUTH_SECRET_FILE   shared secret for HMAC peer authentication
  *   GPUWIRE_LOG_LEVEL         error, warn, info, debug, trace
@@ -161,7 +187,14 @@ typedef struct gw_config {
      * one process hold a context per NIC (the NCCL plugin does). */
     const char *ib_device;
     /* version 2 ends here */
+    /* GW_PROGRESS_THREAD_ON: this context runs its own progress thread (see
+     * Threading at the top); GW_PROGRESS_THREAD_OFF: it does not;
+     * GW_PROGRESS_THREAD_DEFAULT (0, what a zeroed config holds):
+     * GPUWIRE_PROGRESS_THREAD decides (default off). */
+    int progress_thread;
+    /* version 3 ends here */
 } gw_config_t;
+enum { GW_PROGRESS_THREAD_DEFAULT = 0, GW_PROGRESS_THREAD_ON = 1, GW_PROGRESS_THREAD_OFF = -1 };
 
 /* Creates a context: reads settings (GPUWIRE_PEERS and GPUWIRE_DIRECTORY
  * included), opens the transports usable here (an absent optional
@@ -176,7 +209,9 @@ GW_API gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **o
 GW_API gw_status_t gw_context_destroy(gw_context_t *ctx);
 
 /* Detail of the most recent failure in this context, "" if none.  Valid until
- * the next call on the context.  Every refusal with GW_ERR_INVALID of a call
+ * the next call on the context (with a progress thread: a copy, valid until
+ * the calling thread's next gw_last_error(), of the context's latest detail,
+ * which may be another thread's).  Every refusal with GW_ERR_INVALID of a call
  * that was given an object of the context sets it, naming the function and
  * the argument. */
 GW_API const char *gw_last_error(const gw_context_t *ctx);
@@ -188,7 +223,10 @@ GW_API int gw_progress(gw_context_t *ctx);
 
 /* A file descriptor for epoll/poll users: it becomes readable when
  * gw_progress() has work to do.  Owned by the context; do not close or read
- * it.  Before sleeping on it, call gw_progress() until it returns 0. */
+ * it.  Before sleeping on it, call gw_progress() until it returns 0.  With a
+ * progress thread it becomes readable when the thread made progress
+ * (requests may have completed, notifications arrived); gw_progress()
+ * clears it. */
 GW_API gw_status_t gw_context_fd(gw_context_t *ctx, int *fd);
 
 /* Blocks up to timeout_ms (-1: forever) until there may be progress to make.
@@ -330,7 +368,10 @@ GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
  * decides (running or sleeping: waited for; stopped, traced or gone: dead).
  * A peer on another host must call progress at least once per timeout
  * while this side waits on it.  docs/DESIGN.md, "Peer liveness", has the
- * table.
+ * table.  A peer whose context runs the progress thread (Threading, at the
+ * top) is served by it: its puts, gets, messages and notifications
+ * complete however long its application is busy elsewhere, on every
+ * transport, and it answers liveness pings.
  * Errors at posting: GW_ERR_INVALID, GW_ERR_OUT_OF_BOUNDS / GW_ERR_ACCESS
  * (checked against the rkey before anything is sent), GW_ERR_ENDPOINT_FAILED.
  * ------------------------------------------------------------------------ */

@@ -6,11 +6,11 @@
 #   tests: ctest -L gpu plus the intra-host tests (every op, 1 B .. 1 GiB)
 #   topo:  gpuwire info --topo (text, JSON), gpuwire doctor (text, JSON) and a
 #          recording of this machine's sysfs (scripts/record-sysfs.sh) for the fixtures
-#   bench: bench/gpu_bench.sh (intra put vs cuMemcpyPeer vs NCCL, tcp vs NCCL sockets,
+#   bench: bench/device/gpu_bench.sh (intra put vs cuMemcpyPeer vs NCCL, tcp vs NCCL sockets,
 #          staged vs direct)
 #   python: the Python package (lib only built): its GPU suite (python/tests/test_gpu.py),
 #          its CPU suites, the binding's overhead bench and both examples on CUDA
-#   nccl:  scripts/gpu-nccl-run.sh (two GPUs or more): the plugin's tests, bench/nccl_coll.sh in
+#   nccl:  scripts/gpu-nccl-run.sh (two GPUs or more): the plugin's tests, bench/device/nccl_coll.sh in
 #          every configuration and PyTorch collectives over the plugin vs NCCL's sockets
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0): it can take shared GPUs down.
 set -u
@@ -55,7 +55,7 @@ if [ "$what" = topo ] || [ "$what" = all ]; then
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== bench"
-  BUILD="$BUILD" bench/gpu_bench.sh 2>&1 | tee "$OUT/bench.log" | tail -80
+  BUILD="$BUILD" bench/device/gpu_bench.sh 2>&1 | tee "$OUT/bench.log" | tail -80
 fi
 if [ "$what" = python ]; then
   py=$(command -v python3)
@@ -67,7 +67,7 @@ if [ "$what" = python ]; then
     python/tests/test_errors.py python/tests/test_store.py >"$OUT/python-cpu.log" 2>&1 || rc=1
   tail -2 "$OUT/python-cpu.log"
   echo "== python: overhead bench"
-  for t in intra tcp; do TRANSPORT=$t PYTHON="$py" timeout 60 bench/python_overhead.sh "$BUILD"; done 2>&1 | tee "$OUT/python-overhead.log"
+  for t in intra tcp; do TRANSPORT=$t PYTHON="$py" timeout 60 bench/compare/python_overhead.sh "$BUILD"; done 2>&1 | tee "$OUT/python-overhead.log"
   echo "== python: examples on CUDA"
   { LD_LIBRARY_PATH="$BUILD" timeout 90 "$py" python/examples/kv_cache_transfer.py --device cuda --requests 2 &&
     LD_LIBRARY_PATH="$BUILD" timeout 90 "$py" python/examples/weight_sync.py --device cuda --inference 2 --steps 2; } \

@@ -2,16 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # gpu-nccl-run.sh - the NCCL plugin on a host with two (or more) GPUs, in one
 # go of about 7 minutes: build, the plugin's driver tests, the collective
-# benchmark in every configuration (bench/nccl_coll.sh), and PyTorch
+# benchmark in every configuration (bench/device/nccl_coll.sh), and PyTorch
 # all_reduce/all_gather under torchrun over NCCL's socket transport and over
-# the plugin (bench/torch_coll.py).  Every step runs under `timeout`; a step
+# the plugin (bench/device/torch_coll.py).  Every step runs under `timeout`; a step
 # that fails is reported and the next one runs.
 #
 #   OUT=/some/dir scripts/gpu-nccl-run.sh        (also: scripts/gpu-device-run.sh nccl)
 #
 # Environment: OUT (default ./gpu-logs), BUILD (default /tmp/gw-build),
 # NRANKS (default 2), MAX (largest size, default 256 MiB), RUN_TIMEOUT (per
-# benchmark configuration, default 60 s), CONFIGS (bench/nccl_coll.sh's list,
+# benchmark configuration, default 60 s), CONFIGS (bench/device/nccl_coll.sh's list,
 # most telling first), BUDGET (seconds for the whole run, default 450: every
 # step's limit is cut to what is left, keeping 100 s for PyTorch; benchmark
 # configurations that no longer fit are reported as skipped).
@@ -84,13 +84,13 @@ grep -E "Test +#|tests passed|tests failed" "$LOGS/ctest-nccl.log" | tail -30
 rm -f "$OUT/coll.csv"
 # the benchmark stops starting configurations 100 s before the deadline (PyTorch's share)
 step nccl-coll 480 "$LOGS/nccl-coll.log" env BUILD="$BUILD" OUT="$LOGS/coll" NRANKS="$NRANKS" SMALL=1 \
-  MAX="${MAX:-268435456}" RUN_TIMEOUT="${RUN_TIMEOUT:-60}" DEADLINE=$((DEADLINE - 100)) bench/nccl_coll.sh $CONFIGS
+  MAX="${MAX:-268435456}" RUN_TIMEOUT="${RUN_TIMEOUT:-60}" DEADLINE=$((DEADLINE - 100)) bench/device/nccl_coll.sh $CONFIGS
 grep -E "^(== |-- |   NET)" "$LOGS/nccl-coll.log" | cut -c1-220
 cp "$LOGS/coll/coll.csv" "$OUT/coll.csv" 2>/dev/null
 
 PLUGIN=$(readlink -f "$BUILD/plugin/nccl/libnccl-net-gpuwire.so")
 rm -f "$OUT/torch.csv"
-TR=(python3 -m torch.distributed.run --standalone --nproc-per-node "$NRANKS" bench/torch_coll.py --csv "$OUT/torch.csv"
+TR=(python3 -m torch.distributed.run --standalone --nproc-per-node "$NRANKS" bench/device/torch_coll.py --csv "$OUT/torch.csv"
     --max-bytes "${MAX:-268435456}")
 step torch-socket 60 "$LOGS/torch-socket.log" env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket \
   NCCL_NET_PLUGIN=none "${TR[@]}" --label torch-socket

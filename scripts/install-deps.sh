@@ -100,11 +100,15 @@ build|req|cmake >= $CMAKE_MIN|c_cmake|cmake|configuring the build
 build|req|a C11 compiler (cc, gcc or clang)|c_cc|gcc|building the library and the tool
 build|req|make|c_cmd make|make|the top-level Makefile and CMake's build files
 build|opt|infiniband/verbs.h|c_hdr infiniband/verbs.h|libibverbs-dev|the verbs transport (built without it)
+build|opt|rdma/fi_rma.h|c_hdr rdma/fi_rma.h|libfabric-dev|the ofi (libfabric) transport (built without it)
 build|opt|openssl/crypto.h|c_hdr openssl/crypto.h|libssl-dev|HMAC authentication, GPUWIRE_AUTH_SECRET (built without it)
+build|opt|curl/curl.h|c_hdr curl/curl.h|libcurl4-openssl-dev|the etcd directory of the names layer (built without it; libcurl is loaded at run time)
+build|opt|cjson/cJSON.h|c_hdr cjson/cJSON.h|libcjson-dev|the etcd directory of the names layer (built without it; cJSON is loaded at run time)
 test|opt|pkg-config|c_cmd pkg-config|pkg-config|the install test (install_smoke)
 test|opt|clang with libFuzzer|c_libfuzzer|clang libclang-rt-14-dev|the fuzz test (fuzz_smoke)
 test|opt|libibverbs.so.1|c_lib libibverbs.so.1|libibverbs1|verbs tests in the Soft-RoCE guest (verbs_rxe)
 test|opt|the rxe verbs provider|c_rxe_provider|ibverbs-providers|verbs tests in the Soft-RoCE guest (verbs_rxe)
+test|opt|libfabric.so.1|c_lib libfabric.so.1|libfabric1|the ofi transport's tests over libfabric's tcp and shm providers (ofi_*)
 test|opt|qemu-system-x86_64|c_cmd qemu-system-x86_64|qemu-system-x86|the Soft-RoCE guest (verbs_rxe)
 test|opt|static busybox|c_busybox_static|busybox-static|the Soft-RoCE guest's initramfs (verbs_rxe)
 test|opt|cpio|c_cmd cpio|cpio|the Soft-RoCE guest's initramfs (verbs_rxe)
@@ -112,20 +116,26 @@ test|opt|xz|c_cmd xz|xz-utils|the Soft-RoCE guest's kernel (verbs_rxe)
 test|opt|modprobe|c_cmd modprobe|kmod|the Soft-RoCE guest's modules (verbs_rxe)
 test|opt|rdma (iproute2)|c_cmd rdma|iproute2|the Soft-RoCE guest's rxe links (verbs_rxe)
 test|opt|etcd|c_cmd etcd|etcd-server|the names directory tests against a real etcd
+test|opt|etcdctl|c_cmd etcdctl|etcd-client|etcd users and roles for the TLS/auth directory test (names_etcd_tls)
+test|opt|openssl|c_cmd openssl|openssl|the certificates of the TLS/auth directory test (names_etcd_tls)
+test|opt|libcurl.so.4|c_lib libcurl.so.4|libcurl4|the etcd directory at run time (names tests)
+test|opt|libcjson.so.1|c_lib libcjson.so.1|libcjson1|the etcd directory at run time (names tests)
 test|opt|python3 module pytest|c_py pytest|python3-pytest|the Python package's tests
 test|opt|python3 module numpy|c_py numpy|python3-numpy|the Python package's tests (NumPy buffers)
 test|opt|python3 module torch|c_py torch|python3-torch|the Python package's tests (PyTorch tensors)
-test|opt|Python.h (>= 3.10)|c_pyhdr|python3-dev|the Python package's C accelerator (ctypes alone without it; bench/python_overhead.sh)
+test|opt|python3 module mypy|c_py mypy|python3-mypy|the Python package's type check (python_mypy: mypy --strict)
+test|opt|Python.h (>= 3.10)|c_pyhdr|python3-dev|the Python package's C accelerator (ctypes alone without it; bench/compare/python_overhead.sh)
 test|opt|python3 module setuptools|c_py setuptools|python3-setuptools|building the Python wheel (python_wheel)
 test|opt|python3 module wheel|c_py wheel|python3-wheel|building the Python wheel (python_wheel)
 test|opt|python3 module pip|c_py pip|python3-pip|installing the Python wheel (python_wheel)
 test|opt|python3 module ensurepip (venv)|c_py ensurepip|python3-venv|the fresh venv the wheel is tested in (python_wheel)
-bench|opt|iperf3|c_cmd iperf3|iperf3|the iperf3 reference in bench/tcp_loopback.sh
-bench|opt|qperf|c_cmd qperf|qperf|the qperf reference in bench/tcp_loopback.sh
-bench|opt|ib_write_bw (perftest)|c_cmd ib_write_bw|perftest|the perftest reference in bench/verbs_ab.sh and bench/verbs_rxe.sh
+bench|opt|iperf3|c_cmd iperf3|iperf3|the iperf3 reference in bench/compare/tcp_loopback.sh
+bench|opt|qperf|c_cmd qperf|qperf|the qperf reference in bench/compare/tcp_loopback.sh
+bench|opt|ib_write_bw (perftest)|c_cmd ib_write_bw|perftest|the perftest reference in bench/compare/verbs_row.sh and bench/compare/verbs_rxe.sh
+bench|opt|fi_pingpong|c_cmd fi_pingpong|libfabric-bin|the libfabric reference in bench/compare/ofi_loopback.sh
 bench|opt|ibv_devinfo|c_cmd ibv_devinfo|ibverbs-utils|RDMA device listing for the verbs benchmarks
-bench|opt|ucx_perftest|c_cmd ucx_perftest|ucx-utils|the UCX reference in bench/ucx_tcp.sh
-bench|opt|ucp/api/ucp.h|c_hdr ucp/api/ucp.h|libucx-dev|the UCX reference of bench/batch_ab.sh (bench/ucx_batch_bench.c)
+bench|opt|ucx_perftest|c_cmd ucx_perftest|ucx-utils|the UCX reference in bench/compare/ucx_tcp.sh
+bench|opt|ucp/api/ucp.h|c_hdr ucp/api/ucp.h|libucx-dev|the UCX reference of bench/compare/batch.sh (bench/compare/ucx_batch_bench.c)
 "
 in_step() { # does an item of step $1 belong to the requested step?
   case $step in

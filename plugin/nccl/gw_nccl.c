@@ -31,6 +31,9 @@
  * threads and from the thread creating communicators); a ticker thread
  * progresses every context between NCCL's calls (liveness, see ticker()).
  *
+ * The NCCL interface versions' tables and shims over these entry points:
+ * gw_nccl_abi.c.
+ *
  * This file sits above the public API, like tools/: it reads the topology
  * (src/topo) and the CUDA loader for device properties only.
  */
@@ -54,12 +57,10 @@
 #include "cuda/cuda_wrap.h"
 #include "topo/topo.h"
 
+#include "gw_nccl_int.h"
 #include "gwn_wire.h"
-#include "nccl_net_abi.h"
 
-#define GWN_EXPORT __attribute__((visibility("default")))
 #define GWN_MAX_DEVS 16
-#define GWN_MAX_RECVS 8 /* maxRecvs: receives grouped under one irecv */
 #define GWN_MAX_REQS (NCCL_NET_MAX_REQUESTS * GWN_MAX_RECVS)
 #define GWN_HELLO_TAG (1ULL << 62)
 #define GWN_TAG_MASK (~0ULL)
@@ -176,9 +177,7 @@ static void stop_ticker(void)
 __attribute__((destructor)) static void gwn_unload(void) { stop_ticker(); }
 
 /* ---- logging through NCCL's logger ---------------------------------------------------------- */
-static void gwn_log(ncclDebugLogLevel lvl, unsigned long flags, const char *fn, int line, const char *fmt,
-                    ...) __attribute__((format(printf, 5, 6)));
-static void gwn_log(ncclDebugLogLevel lvl, unsigned long flags, const char *fn, int line, const char *fmt, ...)
+void gwn_log(ncclDebugLogLevel lvl, unsigned long flags, const char *fn, int line, const char *fmt, ...)
 {
     char buf[1536];
     va_list ap;
@@ -190,8 +189,6 @@ static void gwn_log(ncclDebugLogLevel lvl, unsigned long flags, const char *fn, 
     else if (lvl == NCCL_LOG_WARN)
         fprintf(stderr, "NET/gpuwire : %s\n", buf);
 }
-#define WARN(...) gwn_log(NCCL_LOG_WARN, NCCL_ALL, __func__, __LINE__, __VA_ARGS__)
-#define INFO(flags, ...) gwn_log(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__)
 
 static ncclResult_t map_status(gw_status_t st)
 {
@@ -369,7 +366,7 @@ static int add_verbs_devices(void)
  * NCCL_NET_GDR_LEVEL (default PXB); otherwise its kernels write into pinned
  * host memory and the plugin moves that.  Which is faster depends on what
  * gpuwire does with a GPU buffer on the connection's transport, measured
- * against NCCL's host staging (docs/NCCL.md, "GPU buffers"; bench/nccl_coll.sh
+ * against NCCL's host staging (docs/NCCL.md, "GPU buffers"; bench/device/nccl_coll.sh
  * has a row for each choice on each transport):
  *   intra  CUDA IPC, one device-to-device copy: GPU buffers (all_reduce
  *          128 MiB on two GPUs: 28.9 GB/s against 3.46 GB/s host-staged).
@@ -584,7 +581,7 @@ static ncclResult_t discover(void)
     return ncclSuccess;
 }
 
-static ncclResult_t gwn_init(ncclDebugLogger_t logfn)
+ncclResult_t gwn_init(ncclDebugLogger_t logfn)
 {
     ncclResult_t rc = ncclSuccess;
     pthread_mutex_lock(&G.lock);
@@ -611,7 +608,7 @@ static ncclResult_t gwn_init(ncclDebugLogger_t logfn)
     return rc;
 }
 
-static ncclResult_t gwn_devices(int *ndev)
+ncclResult_t gwn_devices(int *ndev)
 {
     pthread_mutex_lock(&G.lock);
     *ndev = G.ndev;
@@ -619,7 +616,7 @@ static ncclResult_t gwn_devices(int *ndev)
     return ncclSuccess;
 }
 
-static ncclResult_t gwn_props(int dev, ncclNetProperties_v12_t *p)
+ncclResult_t gwn_props(int dev, ncclNetProperties_v12_t *p)
 {
     pthread_mutex_lock(&G.lock);
     if (dev < 0 || dev >= G.ndev) {
@@ -698,7 +695,7 @@ static ncclResult_t comm_open(const char *what, int dev, int kind, gwn_comm_t **
     return *out ? ncclSuccess : ncclSystemError;
 }
 
-static ncclResult_t gwn_listen(int dev, void *handle, void **listen_comm)
+ncclResult_t gwn_listen(int dev, void *handle, void **listen_comm)
 {
     *listen_comm = NULL;
     pthread_mutex_lock(&G.lock);
@@ -742,7 +739,7 @@ out:
     return rc;
 }
 
-static ncclResult_t gwn_connect(int dev, void *handle, void **send_comm)
+ncclResult_t gwn_connect(int dev, void *handle, void **send_comm)
 {
     *send_comm = NULL;
     gwn_handle_t h;
@@ -786,7 +783,7 @@ out:
     return rc;
 }
 
-static ncclResult_t gwn_accept(void *listen_comm, void **recv_comm)
+ncclResult_t gwn_accept(void *listen_comm, void **recv_comm)
 {
     gwn_comm_t *l = listen_comm;
     *recv_comm = NULL;
@@ -855,7 +852,7 @@ out:
 }
 
 /* ---- memory ------------------------------------------------------------------------------------ */
-static ncclResult_t gwn_reg(void *comm, void *data, size_t size, int type, void **mhandle)
+ncclResult_t gwn_reg(void *comm, void *data, size_t size, int type, void **mhandle)
 {
     gwn_comm_t *c = comm;
     *mhandle = NULL;
@@ -906,7 +903,7 @@ out:
     return rc;
 }
 
-static ncclResult_t gwn_reg_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+ncclResult_t gwn_reg_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
                                    void **mhandle)
 {
     /* Not advertised (no NCCL_PTR_DMABUF); should a NCCL call it anyway, the
@@ -916,7 +913,7 @@ static ncclResult_t gwn_reg_dmabuf(void *comm, void *data, size_t size, int type
     return gwn_reg(comm, data, size, type, mhandle);
 }
 
-static ncclResult_t gwn_dereg(void *comm, void *mhandle)
+ncclResult_t gwn_dereg(void *comm, void *mhandle)
 {
     gwn_mr_t *mr = mhandle;
     if (!mr)
@@ -962,7 +959,7 @@ static void req_put(gwn_req_t *r)
     r->comm->free_reqs = r;
 }
 
-static ncclResult_t gwn_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
+ncclResult_t gwn_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
 {
     gwn_comm_t *c = send_comm;
     *request = NULL;
@@ -990,7 +987,7 @@ out:
     return rc;
 }
 
-static ncclResult_t gwn_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+ncclResult_t gwn_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
                               void **request)
 {
     gwn_comm_t *c = recv_comm;
@@ -1025,7 +1022,7 @@ out:
     return rc;
 }
 
-static ncclResult_t gwn_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request)
+ncclResult_t gwn_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request)
 {
     gwn_comm_t *c = recv_comm;
     *request = NULL;
@@ -1039,7 +1036,7 @@ static ncclResult_t gwn_iflush(void *recv_comm, int n, void **data, int *sizes, 
     return ncclSuccess;
 }
 
-static ncclResult_t gwn_test(void *request, int *done, int *sizes)
+ncclResult_t gwn_test(void *request, int *done, int *sizes)
 {
     gwn_req_t *r = request;
     *done = 0;
@@ -1108,9 +1105,9 @@ static ncclResult_t close_comm(gwn_comm_t *c)
     return ncclSuccess;
 }
 
-static ncclResult_t gwn_close(void *comm) { return close_comm(comm); }
+ncclResult_t gwn_close(void *comm) { return close_comm(comm); }
 
-static ncclResult_t gwn_finalize(void)
+ncclResult_t gwn_finalize(void)
 {
     pthread_mutex_lock(&G.lock);
     int last = G.refs > 0 && G.refs == 1;
@@ -1130,257 +1127,3 @@ static ncclResult_t gwn_finalize(void)
     pthread_mutex_unlock(&G.lock);
     return ncclSuccess;
 }
-
-/* ---- version 12 --------------------------------------------------------------------------------- */
-static char g_ctx_token; /* what v11/v12's ctx points at: the plugin's state is process-wide */
-
-static ncclResult_t v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config, ncclDebugLogger_t logfn,
-                             ncclProfilerCallback_t prof);
-static ncclResult_t v11_listen(void *ctx, int dev, void *handle, void **lc);
-static ncclResult_t v11_connect(void *ctx, int dev, void *handle, void **sc, ncclNetDeviceHandle_t **dc);
-static ncclResult_t v_accept(void *lc, void **rc, ncclNetDeviceHandle_t **dc);
-static ncclResult_t v10_isend(void *sc, void *data, size_t size, int tag, void *mh, void *ph, void **req);
-static ncclResult_t v10_irecv(void *rc, int n, void **data, size_t *sizes, int *tags, void **mh, void **ph,
-                              void **req);
-static ncclResult_t v11_finalize(void *ctx);
-
-GWN_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
-    .name = "gpuwire",
-    .init = v11_init,
-    .devices = gwn_devices,
-    .getProperties = gwn_props,
-    .listen = v11_listen,
-    .connect = v11_connect,
-    .accept = v_accept,
-    .regMr = gwn_reg,
-    .regMrDmaBuf = gwn_reg_dmabuf,
-    .deregMr = gwn_dereg,
-    .isend = v10_isend,
-    .irecv = v10_irecv,
-    .iflush = gwn_iflush,
-    .test = gwn_test,
-    .closeSend = gwn_close,
-    .closeRecv = gwn_close,
-    .closeListen = gwn_close,
-    .getDeviceMr = NULL,   /* NULL: no device offload (NCCL checks) */
-    .irecvConsumed = NULL, /* NULL: no device offload */
-    .makeVDevice = NULL,   /* NULL: NCCL uses the physical devices */
-    .finalize = v11_finalize,
-    .setNetAttr = NULL,    /* NULL: no per-collective tuning */
-};
-
-/* ---- version 11 --------------------------------------------------------------------------------- */
-/* v12's properties less railId/planeId, with the 4-entry device list; the
- * list is copied entry by entry (the plugin's devices are physical, 1 each). */
-static void props_v11(const ncclNetProperties_v12_t *p, ncclNetProperties_v11_t *o)
-{
-    *o = (ncclNetProperties_v11_t){.name = p->name, .pciPath = p->pciPath, .guid = p->guid,
-                                   .ptrSupport = p->ptrSupport, .regIsGlobal = p->regIsGlobal,
-                                   .forceFlush = p->forceFlush, .speed = p->speed, .port = p->port,
-                                   .latency = p->latency, .maxComms = p->maxComms, .maxRecvs = p->maxRecvs,
-                                   .netDeviceType = p->netDeviceType, .netDeviceVersion = p->netDeviceVersion,
-                                   .maxP2pBytes = p->maxP2pBytes, .maxCollBytes = p->maxCollBytes,
-                                   .maxMultiRequestSize = p->maxMultiRequestSize};
-    o->vProps.ndevs = p->vProps.ndevs < NCCL_NET_MAX_DEVS_PER_NIC ? p->vProps.ndevs : NCCL_NET_MAX_DEVS_PER_NIC;
-    for (int i = 0; i < o->vProps.ndevs; i++)
-        o->vProps.devs[i] = p->vProps.devs[i];
-}
-static ncclResult_t v11_props(int dev, ncclNetProperties_v11_t *props)
-{
-    ncclNetProperties_v12_t p;
-    ncclResult_t rc = gwn_props(dev, &p);
-    if (rc == ncclSuccess)
-        props_v11(&p, props);
-    return rc;
-}
- /* what v11's ctx points at: the plugin's state is process-wide */
-
-static ncclResult_t v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config, ncclDebugLogger_t logfn,
-                             ncclProfilerCallback_t prof)
-{
-    (void)prof;
-    *ctx = &g_ctx_token;
-    ncclResult_t rc = gwn_init(logfn);
-    if (rc == ncclSuccess && config && config->trafficClass != -1)
-        INFO(NCCL_INIT | NCCL_NET, "communicator 0x%llx asks for traffic class %d: gpuwire does not set traffic "
-             "classes (ignored)", (unsigned long long)comm_id, config->trafficClass);
-    return rc;
-}
-static ncclResult_t v11_listen(void *ctx, int dev, void *handle, void **lc) { return gwn_listen(dev, handle, lc); }
-static ncclResult_t v11_connect(void *ctx, int dev, void *handle, void **sc, ncclNetDeviceHandle_t **dc)
-{
-    return gwn_connect(dev, handle, sc);
-}
-static ncclResult_t v_accept(void *lc, void **rc, ncclNetDeviceHandle_t **dc) { return gwn_accept(lc, rc); }
-static ncclResult_t v10_isend(void *sc, void *data, size_t size, int tag, void *mh, void *ph, void **req)
-{
-    return gwn_isend(sc, data, size, tag, mh, req);
-}
-static ncclResult_t v10_irecv(void *rc, int n, void **data, size_t *sizes, int *tags, void **mh, void **ph,
-                              void **req)
-{
-    return gwn_irecv(rc, n, data, sizes, tags, mh, req);
-}
-static ncclResult_t v11_finalize(void *ctx) { return gwn_finalize(); }
-
-GWN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-    .name = "gpuwire",
-    .init = v11_init,
-    .devices = gwn_devices,
-    .getProperties = v11_props,
-    .listen = v11_listen,
-    .connect = v11_connect,
-    .accept = v_accept,
-    .regMr = gwn_reg,
-    .regMrDmaBuf = gwn_reg_dmabuf,
-    .deregMr = gwn_dereg,
-    .isend = v10_isend,
-    .irecv = v10_irecv,
-    .iflush = gwn_iflush,
-    .test = gwn_test,
-    .closeSend = gwn_close,
-    .closeRecv = gwn_close,
-    .closeListen = gwn_close,
-    .getDeviceMr = NULL,   /* NULL: no device offload (NCCL checks) */
-    .irecvConsumed = NULL, /* NULL: no device offload */
-    .makeVDevice = NULL,   /* NULL: NCCL uses the physical devices */
-    .finalize = v11_finalize,
-    .setNetAttr = NULL,    /* NULL: no per-collective tuning */
-};
-
-/* ---- version 10 --------------------------------------------------------------------------------- */
-static void props_v9(const ncclNetProperties_v11_t *p, ncclNetProperties_v9_t *o)
-{
-    memcpy(o, p, offsetof(ncclNetProperties_v9_t, maxCollBytes) + sizeof(o->maxCollBytes));
-}
-_Static_assert(offsetof(ncclNetProperties_v11_t, maxCollBytes) == offsetof(ncclNetProperties_v9_t, maxCollBytes),
-               "v9 properties must be a prefix of v11's");
-static ncclResult_t v10_init(ncclDebugLogger_t logfn, ncclProfilerCallback_t prof) { return gwn_init(logfn); }
-static ncclResult_t v9_props(int dev, ncclNetProperties_v9_t *props)
-{
-    ncclNetProperties_v11_t p;
-    ncclResult_t rc = v11_props(dev, &p);
-    if (rc == ncclSuccess)
-        props_v9(&p, props);
-    return rc;
-}
-static ncclResult_t v8_listen(int dev, void *handle, void **lc) { return gwn_listen(dev, handle, lc); }
-static ncclResult_t v10_connect(int dev, ncclNetCommConfig_t *config, void *handle, void **sc,
-                                ncclNetDeviceHandle_t **dc)
-{
-    return gwn_connect(dev, handle, sc);
-}
-
-GWN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
-    .name = "gpuwire",
-    .init = v10_init,
-    .devices = gwn_devices,
-    .getProperties = v9_props,
-    .listen = v8_listen,
-    .connect = v10_connect,
-    .accept = v_accept,
-    .regMr = gwn_reg,
-    .regMrDmaBuf = gwn_reg_dmabuf,
-    .deregMr = gwn_dereg,
-    .isend = v10_isend,
-    .irecv = v10_irecv,
-    .iflush = gwn_iflush,
-    .test = gwn_test,
-    .closeSend = gwn_close,
-    .closeRecv = gwn_close,
-    .closeListen = gwn_close,
-    .getDeviceMr = NULL,
-    .irecvConsumed = NULL,
-    .makeVDevice = NULL,
-};
-
-/* ---- version 9 ---------------------------------------------------------------------------------- */
-static ncclResult_t v8_init(ncclDebugLogger_t logfn) { return gwn_init(logfn); }
-static ncclResult_t v8_connect(int dev, void *handle, void **sc, ncclNetDeviceHandle_t **dc)
-{
-    return gwn_connect(dev, handle, sc);
-}
-
-GWN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
-    .name = "gpuwire",
-    .init = v8_init,
-    .devices = gwn_devices,
-    .getProperties = v9_props,
-    .listen = v8_listen,
-    .connect = v8_connect,
-    .accept = v_accept,
-    .regMr = gwn_reg,
-    .regMrDmaBuf = gwn_reg_dmabuf,
-    .deregMr = gwn_dereg,
-    .isend = gwn_isend,
-    .irecv = gwn_irecv,
-    .iflush = gwn_iflush,
-    .test = gwn_test,
-    .closeSend = gwn_close,
-    .closeRecv = gwn_close,
-    .closeListen = gwn_close,
-    .getDeviceMr = NULL,
-    .irecvConsumed = NULL,
-    .makeVDevice = NULL,
-};
-
-/* ---- version 8 ---------------------------------------------------------------------------------- */
-static ncclResult_t v8_props(int dev, ncclNetProperties_v8_t *props)
-{
-    ncclNetProperties_v11_t p;
-    ncclResult_t rc = v11_props(dev, &p);
-    if (rc != ncclSuccess)
-        return rc;
-    *props = (ncclNetProperties_v8_t){.name = p.name, .pciPath = p.pciPath, .guid = p.guid,
-                                      .ptrSupport = p.ptrSupport, .regIsGlobal = p.regIsGlobal, .speed = p.speed,
-                                      .port = p.port, .latency = p.latency, .maxComms = p.maxComms,
-                                      .maxRecvs = p.maxRecvs, .netDeviceType = p.netDeviceType,
-                                      .netDeviceVersion = p.netDeviceVersion};
-    return ncclSuccess;
-}
-static ncclResult_t v8_isend(void *sc, void *data, int size, int tag, void *mh, void **req)
-{
-    if (size < 0) {
-        WARN("isend: negative size %d", size);
-        return ncclInvalidArgument;
-    }
-    return gwn_isend(sc, data, (size_t)size, tag, mh, req);
-}
-static ncclResult_t v8_irecv(void *rc, int n, void **data, int *sizes, int *tags, void **mh, void **req)
-{
-    size_t s[GWN_MAX_RECVS];
-    if (n < 1 || n > GWN_MAX_RECVS) {
-        WARN("irecv: %d receives grouped, this plugin takes 1 to %d", n, GWN_MAX_RECVS);
-        return ncclInternalError;
-    }
-    for (int i = 0; i < n; i++) {
-        if (sizes[i] < 0) {
-            WARN("irecv: negative size %d", sizes[i]);
-            return ncclInvalidArgument;
-        }
-        s[i] = (size_t)sizes[i];
-    }
-    return gwn_irecv(rc, n, data, s, tags, mh, req);
-}
-
-GWN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
-    .name = "gpuwire",
-    .init = v8_init,
-    .devices = gwn_devices,
-    .getProperties = v8_props,
-    .listen = v8_listen,
-    .connect = v8_connect,
-    .accept = v_accept,
-    .regMr = gwn_reg,
-    .regMrDmaBuf = gwn_reg_dmabuf,
-    .deregMr = gwn_dereg,
-    .isend = v8_isend,
-    .irecv = v8_irecv,
-    .iflush = gwn_iflush,
-    .test = gwn_test,
-    .closeSend = gwn_close,
-    .closeRecv = gwn_close,
-    .closeListen = gwn_close,
-    .getDeviceMr = NULL,
-    .irecvConsumed = NULL,
-};

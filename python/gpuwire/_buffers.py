@@ -12,6 +12,7 @@ and works where neither is installed.
 """
 import ctypes
 import sys
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from .errors import InvalidArgument
 
@@ -19,7 +20,15 @@ from .errors import InvalidArgument
 class Resolved:
     __slots__ = ("addr", "nbytes", "device", "keeper", "readonly", "release")
 
-    def __init__(self, addr, nbytes, device, keeper, readonly=False, release=None):
+    addr: int
+    nbytes: int
+    device: str
+    keeper: Any
+    readonly: bool
+    release: Optional[Callable[[], None]]
+
+    def __init__(self, addr: int, nbytes: int, device: str, keeper: Any, readonly: bool = False,
+                 release: Optional[Callable[[], None]] = None) -> None:
         self.addr = addr          # int
         self.nbytes = nbytes      # int
         self.device = device      # "cpu", "cuda:N" or another framework's device string
@@ -28,17 +37,17 @@ class Resolved:
         self.release = release    # callable that ends a buffer export, or None
 
 
-def _bad(msg):
+def _bad(msg: str) -> InvalidArgument:
     return InvalidArgument(-1, "GW_ERR_INVALID", "invalid argument", msg)
 
 
-def _describe(obj):
+def _describe(obj: object) -> str:
     t = type(obj)
     return "%s.%s" % (t.__module__, t.__qualname__)
 
 
 # ---- torch ---------------------------------------------------------------------
-def _torch_tensor(t):
+def _torch_tensor(t: Any) -> Resolved:
     if t.layout is not sys.modules["torch"].strided:
         raise _bad("a %s tensor has no single memory range; use a strided (dense) tensor"
                    % t.layout)
@@ -56,7 +65,7 @@ def _torch_tensor(t):
 
 
 # ---- numpy ---------------------------------------------------------------------
-def _ndarray(a):
+def _ndarray(a: Any) -> Resolved:
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
         raise _bad("ndarray of shape %s with strides %s is not contiguous; use "
                    "numpy.ascontiguousarray() (a copy)" % (a.shape, a.strides))
@@ -64,7 +73,7 @@ def _ndarray(a):
 
 
 # ---- __cuda_array_interface__ ----------------------------------------------------
-def _contiguous_strides(shape, itemsize):
+def _contiguous_strides(shape: Sequence[int], itemsize: int) -> Tuple[int, ...]:
     out, step = [], itemsize
     for n in reversed(shape):
         out.append(step)
@@ -72,14 +81,14 @@ def _contiguous_strides(shape, itemsize):
     return tuple(reversed(out))
 
 
-def _strides_ok(shape, strides, itemsize):
+def _strides_ok(shape: Sequence[int], strides: Optional[Sequence[int]], itemsize: int) -> bool:
     if strides is None:
         return True
     want = _contiguous_strides(shape, itemsize)
     return all(s == w or n == 1 for s, w, n in zip(strides, want, shape))
 
 
-def _cai(obj):
+def _cai(obj: Any) -> Resolved:
     cai = obj.__cuda_array_interface__
     shape = tuple(cai["shape"])
     typestr = cai["typestr"]
@@ -117,7 +126,7 @@ _capsule_ptr.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _DL_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda_managed"}
 
 
-def _dlpack(obj):
+def _dlpack(obj: Any) -> Resolved:
     cap = obj.__dlpack__()
     # The capsule stays unconsumed (its name stays "dltensor"), so dropping it
     # later calls the producer's deleter: holding it keeps the memory alive.
@@ -161,7 +170,7 @@ _PyBUF_WRITABLE = 0x0001
 _PyBUF_ANY_CONTIGUOUS = 0x0080 | 0x0010 | 0x0008
 
 
-def _buffer(obj, writable):
+def _buffer(obj: Any, writable: bool) -> Resolved:
     view = _PyBuffer()
     flags = _PyBUF_ANY_CONTIGUOUS | (_PyBUF_WRITABLE if writable else 0)
     try:
@@ -182,7 +191,7 @@ def _buffer(obj, writable):
     # by release() when the region is deregistered or the operation ends.
     released = [False]
 
-    def release():
+    def release() -> None:
         if not released[0]:
             released[0] = True
             _release_buffer(ctypes.byref(view))
@@ -191,7 +200,7 @@ def _buffer(obj, writable):
                     release=release)
 
 
-def resolve(obj, writable=False):
+def resolve(obj: Any, writable: bool = False) -> Resolved:
     """Address, length and device of obj's memory (see the module docstring)."""
     mods = sys.modules
     torch = mods.get("torch")

@@ -3,7 +3,7 @@
  * _gwfast.c - optional C accelerator for the gpuwire package's hot path.
  *
  * ctypes costs about 1.3 us per 7-argument call on an H100 host (argument
- * conversion), a C extension about 0.13 us (bench/python_overhead.sh,
+ * conversion), a C extension about 0.13 us (bench/compare/python_overhead.sh,
  * docs/PERFORMANCE.md), so the operations whose overhead the package promises
  * (put, get, put_notify, waiting on their requests, and the batched and
  * paged posts with their index arrays) go through this module when it is
@@ -681,7 +681,7 @@ static PyObject *plan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     return (PyObject *)p;
 }
 
-/* A Request (python/gpuwire/core.py) made without running its __init__, so
+/* A Request (python/gpuwire/request.py) made without running its __init__, so
  * no bytecode runs inside a post: allocated by its type, its slots set as
  * __init__ sets them (ctx, _h, _keep, status, nbytes, tag, detail). */
 static PyObject *s_zero, *s_ctx, *s_h, *s_keep, *s_status, *s_nbytes, *s_tag, *s_detail, *s_empty, *s_inprogress;
@@ -737,7 +737,7 @@ static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject
 
 /* post(track=True) -> Request, or None untracked; a refused post calls
  * fail(status), which raises.  track by position or by keyword, as the
- * ctypes plan (core.py _PagesPlan.post) takes it. */
+ * ctypes plan (batch.py _PagesPlan.post) takes it. */
 static PyObject *plan_post(PyObject *o, PyObject *const *a, Py_ssize_t n, PyObject *kwnames)
 {
     pages_plan_t *p = (pages_plan_t *)o;
@@ -859,7 +859,7 @@ static PyType_Spec plan_spec = {"gpuwire._gwfast.Pages", sizeof(pages_plan_t), 0
  * arrays that are None, lists, tuples or buffers, int sizes and offsets,
  * `counted` or no notification) is handled here; any other argument, any
  * argument the checks here refuse, and a refused post go to the Python
- * method (core.py), which gives the same result or raises the exception
+ * method (batch.py), which gives the same result or raises the exception
  * naming the problem.  bind_pages(Memory, RemoteKey, Request, put_py,
  * get_py) names the classes and the Python methods; method(Endpoint, op)
  * makes the class attribute. */
@@ -875,7 +875,7 @@ static const char *const kw_names[11] = {"local", "rkey", "page_size", "lpages",
  * touches a dozen cold pages per post, this one line.  The pointers are
  * borrowed: each object is held by its context (regions, endpoints) or
  * endpoint (keys) until closed, and closing any of them, or the context,
- * empties this (forget(), from core._close_plans), as rebinding does. */
+ * empties this (forget(), from _common._close_plans), as rebinding does. */
 typedef struct res {
     PyObject *ep, *local, *rkey, *ctx; /* borrowed; ep NULL: empty */
     void *eh, *mh, *kh;
@@ -1075,9 +1075,9 @@ static PyObject *ep_get_pages(PyObject *ep, PyObject *const *a, Py_ssize_t n, Py
 
 static PyMethodDef ep_defs[2] = {
     {"put_pages", (PyCFunction)(void (*)(void))ep_put_pages, METH_FASTCALL | METH_KEYWORDS,
-     "the paged put (see Endpoint.put_pages in core.py)"},
+     "the paged put (see Endpoint.put_pages in batch.py)"},
     {"get_pages", (PyCFunction)(void (*)(void))ep_get_pages, METH_FASTCALL | METH_KEYWORDS,
-     "the paged get (see Endpoint.get_pages in core.py)"}};
+     "the paged get (see Endpoint.get_pages in batch.py)"}};
 
 /* method(cls, op) -> the C method as a method descriptor of cls (op 0
  * put_pages, 1 get_pages): the class attribute that the interpreter calls

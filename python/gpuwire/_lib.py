@@ -22,8 +22,11 @@ next to this package (../../build*/libgpuwire.so.0).
 """
 import ctypes
 import glob
+import importlib
 import os
 import warnings
+from types import ModuleType
+from typing import Any, Callable, Iterator, List, Optional
 
 c_void_p = ctypes.c_void_p
 c_size_t = ctypes.c_size_t
@@ -35,7 +38,8 @@ POINTER = ctypes.POINTER
 
 
 class Config(ctypes.Structure):
-    _fields_ = [("size", c_size_t), ("transports", c_char_p), ("log_level", c_int)]
+    _fields_ = [("size", c_size_t), ("transports", c_char_p), ("log_level", c_int), ("ib_device", c_char_p),
+                ("progress_thread", c_int)]
 
 
 class MemInfo(ctypes.Structure):
@@ -81,7 +85,7 @@ class DirEntry(ctypes.Structure):
                 ("raddr", c_uint64), ("rlen", c_uint64), ("type", c_char_p), ("access", c_uint)]
 
 
-DIR_CB = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(DirEntry))
+DIR_CB: Any = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(DirEntry))
 
 
 class PeerEvent(ctypes.Structure):
@@ -90,7 +94,7 @@ class PeerEvent(ctypes.Structure):
                 ("dropped", c_uint)]
 
 
-PEER_CB = ctypes.CFUNCTYPE(None, c_void_p, POINTER(PeerEvent))
+PEER_CB: Any = ctypes.CFUNCTYPE(None, c_void_p, POINTER(PeerEvent))
 
 
 class SettingDesc(ctypes.Structure):
@@ -182,7 +186,7 @@ _OPTIONAL = {
 }
 
 
-def need(name):
+def need(name: str) -> Any:
     """The optional entry point `name`, or ImportError saying the library lacks it."""
     f = getattr(lib, name, None)
     if f is None or name not in _OPTIONAL:
@@ -190,13 +194,16 @@ def need(name):
                           "checkout" % (path, name))
     return f
 
-lib = None
-path = None
-fast = None      # the _gwfast accelerator module when found (see find_fast)
-fast_hooks = []  # called with the accelerator (or None) whenever find_fast changes it
+# the loaded library: a ctypes.CDLL whose functions _PROTOS and _OPTIONAL declare
+# (typed Any: the C API's signatures are declared to ctypes, not to the checker)
+lib: Any = None
+path: Optional[str] = None
+fast: Any = None      # the _gwfast accelerator module when found (see find_fast)
+# called with the accelerator (or None) whenever find_fast changes it
+fast_hooks: List[Callable[[Any], None]] = []
 
 
-def _candidates(explicit):
+def _candidates(explicit: Optional[str]) -> Iterator[str]:
     if explicit:
         yield explicit
         return
@@ -205,7 +212,7 @@ def _candidates(explicit):
     if os.path.exists(bundled):
         yield bundled
     try:
-        from ._where import LIBDIR
+        LIBDIR = importlib.import_module("._where", __package__).LIBDIR
         installed = os.path.normpath(os.path.join(here, LIBDIR, "libgpuwire.so.0"))
         if os.path.exists(installed):
             yield installed
@@ -217,7 +224,7 @@ def _candidates(explicit):
         yield p
 
 
-def load(explicit=None):
+def load(explicit: Optional[str] = None) -> Any:
     """Loads libgpuwire (once) and returns the ctypes library."""
     global lib, path
     if lib is not None and explicit is None:
@@ -246,7 +253,7 @@ def load(explicit=None):
                       "or put its directory on LD_LIBRARY_PATH")
 
 
-def _fast_dirs():
+def _fast_dirs() -> Iterator[str]:
     here = os.path.dirname(os.path.abspath(__file__))
     yield here                                          # installed beside the package
     if path and os.sep in path:
@@ -256,11 +263,11 @@ def _fast_dirs():
             yield os.path.join(d, "python")
 
 
-fast_missing = None  # why the accelerator is not in use (None: in use, or disabled on purpose)
+fast_missing: Optional[str] = None  # why the accelerator is not in use (None: in use, or disabled on purpose)
 _warned = False
 
 
-def find_fast(enable=True):
+def find_fast(enable: bool = True) -> Any:
     """Loads the optional C accelerator (_gwfast.abi3.so) and binds it to the
     loaded library; enable=False goes back to ctypes for every call.  When it
     is wanted but cannot be used, the reason is kept in fast_missing and
@@ -269,7 +276,7 @@ def find_fast(enable=True):
     fast = None
     fast_missing = None
     if enable and lib is not None:
-        why = []
+        why: List[str] = []
         fast = _find_fast(why)
         if fast is None:
             fast_missing = "; ".join(why) or ("no _gwfast.abi3.so beside the package or the library "
@@ -285,7 +292,7 @@ def find_fast(enable=True):
     return fast
 
 
-def _find_fast(why):
+def _find_fast(why: List[str]) -> Optional[ModuleType]:
     import importlib.util
     for d in _fast_dirs():
         f = os.path.join(d, "_gwfast.abi3.so")
@@ -293,13 +300,19 @@ def _find_fast(why):
             continue
         try:
             spec = importlib.util.spec_from_file_location("gpuwire._gwfast", f)
-            mod = importlib.util.module_from_spec(spec)
+            if spec is None or spec.loader is None:
+                why.append("%s: not loadable as a module" % f)
+                continue
+            mod: Any = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
         except ImportError as e:
             why.append("%s: %s" % (f, e))
             continue
-        addr = lambda fn: ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value  # noqa: E731
-        opt = lambda fn: addr(fn) if hasattr(lib, fn) else 0  # noqa: E731
+        def addr(fn: str) -> Optional[int]:
+            return ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value
+
+        def opt(fn: str) -> Optional[int]:
+            return addr(fn) if hasattr(lib, fn) else 0
         try:
             mod.init(addr("gw_put"), addr("gw_get"), addr("gw_put_notify"), addr("gw_request_wait"),
                      addr("gw_request_test"), addr("gw_request_free"), opt("gw_xfer_batch"),
@@ -308,5 +321,5 @@ def _find_fast(why):
             why.append("%s: built for an older libgpuwire (rebuild it)" % f)
             continue
         mod.batch_ok = hasattr(lib, "gw_xfer_batch") and hasattr(lib, "gw_xfer_pages")
-        return mod
+        return mod  # type: ignore[no-any-return]
     return None

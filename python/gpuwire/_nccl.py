@@ -9,18 +9,20 @@ or from Python, before NCCL initialises:
 
 The file is self-contained (gpuwire is inside it); docs/NCCL.md describes it.
 """
+import importlib
 import os
 
 _NAME = "libnccl-net-gpuwire.so"
 
 
-def nccl_plugin_path():
+def nccl_plugin_path() -> str:
     """Full path of the bundled NCCL net plugin; FileNotFoundError when this
     copy of the package has none (a source tree without a build)."""
     here = os.path.dirname(os.path.abspath(__file__))
     cands = [os.path.join(here, _NAME)]
     try:
-        from ._where import LIBDIR      # make install: the installed library directory
+        # make install: the installed library directory
+        LIBDIR = importlib.import_module("._where", __package__).LIBDIR
         cands.append(os.path.normpath(os.path.join(here, LIBDIR, _NAME)))
     except ImportError:
         pass

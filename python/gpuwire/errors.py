@@ -11,7 +11,7 @@ exception so ordinary `except ValueError` / `except TimeoutError` code works.
 class GwError(Exception):
     """A failed gpuwire call: .status (int), .name (symbol), .text, .detail."""
 
-    def __init__(self, status, name, text, detail=""):
+    def __init__(self, status: int, name: str, text: str, detail: str = "") -> None:
         self.status = status
         self.name = name
         self.text = text
@@ -41,7 +41,7 @@ class EndpointError(GwError, ConnectionError):
 _BY_STATUS = {-1: InvalidArgument, -7: Timeout, -22: InvalidKey}
 
 
-def error_class(status):
+def error_class(status: int) -> "type[GwError]":
     if status in _BY_STATUS:
         return _BY_STATUS[status]
     if -60 < status <= -40:

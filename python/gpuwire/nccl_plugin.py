@@ -9,7 +9,7 @@ import sys
 from ._nccl import nccl_plugin_path
 
 
-def main():
+def main() -> int:
     try:
         print(nccl_plugin_path())
     except FileNotFoundError as e:

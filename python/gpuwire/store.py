@@ -14,29 +14,37 @@ imported here (the store object brings its own).
     ep = d.connect("decode0")                # other process: address looked up
     rk = d.remote_key(ep, "decode0/kv")      # key fetched and unpacked on ep
 """
+from __future__ import annotations
+
 import datetime
 import socket
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 from .errors import InvalidArgument, Timeout
 
+if TYPE_CHECKING:
+    from .context import Context
+    from .endpoint import Endpoint, Listener
+    from .memory import Memory, RemoteKey
 
-def _key(prefix, kind, name):
+
+def _key(prefix: str, kind: str, name: str) -> str:
     return "%s%s/%s" % (prefix, kind, name)
 
 
 class Directory:
     """Names -> addresses and keys, kept in a torch.distributed Store."""
 
-    def __init__(self, store, ctx, prefix="gpuwire/", timeout=60.0):
+    def __init__(self, store: Any, ctx: Context, prefix: str = "gpuwire/", timeout: float = 60.0) -> None:
         for m in ("set", "get", "wait"):
             if not callable(getattr(store, m, None)):
                 raise InvalidArgument(-1, "GW_ERR_INVALID", "invalid argument",
                                       "%s is not a torch.distributed Store (no %s())"
                                       % (type(store).__name__, m))
         self.store, self.ctx, self.prefix, self.timeout = store, ctx, prefix, timeout
-        self.listeners = {}
+        self.listeners: Dict[str, Listener] = {}
 
-    def _wait(self, key, timeout):
+    def _wait(self, key: str, timeout: Optional[float]) -> bytes:
         t = self.timeout if timeout is None else timeout
         try:
             self.store.wait([key], datetime.timedelta(seconds=t))
@@ -44,17 +52,17 @@ class Directory:
             raise Timeout(-7, "GW_ERR_TIMEOUT", "timed out",
                           "store key %r not set within %s s (%s: %s)"
                           % (key, t, type(e).__name__, e)) from None
-        return self.store.get(key)
+        return bytes(self.store.get(key))
 
     # -- raw values ------------------------------------------------------------------
-    def set(self, name, value):
+    def set(self, name: str, value: Union[bytes, bytearray, memoryview]) -> None:
         self.store.set(_key(self.prefix, "v", name), bytes(value))
 
-    def get(self, name, timeout=None):
+    def get(self, name: str, timeout: Optional[float] = None) -> bytes:
         return bytes(self._wait(_key(self.prefix, "v", name), timeout))
 
     # -- endpoints ---------------------------------------------------------------------
-    def serve(self, name, addr="0.0.0.0:0", host=None):
+    def serve(self, name: str, addr: str = "0.0.0.0:0", host: Optional[str] = None) -> Listener:
         """Listens on addr and publishes the address under `name`.
 
         A wildcard bind is published with `host` (default: this host's name
@@ -68,22 +76,22 @@ class Directory:
         self.listeners[name] = lis
         return lis
 
-    def address(self, name, timeout=None):
+    def address(self, name: str, timeout: Optional[float] = None) -> str:
         return self._wait(_key(self.prefix, "addr", name), timeout).decode()
 
-    def connect(self, name, timeout=None):
+    def connect(self, name: str, timeout: Optional[float] = None) -> Endpoint:
         """Connects to the peer published under `name` (waits for it to appear)."""
         return self.ctx.connect(self.address(name, timeout))
 
-    def accept(self, name, timeout=None):
+    def accept(self, name: str, timeout: Optional[float] = None) -> Endpoint:
         """The next endpoint on the listener of serve(name)."""
         return self.listeners[name].accept(self.timeout if timeout is None else timeout)
 
     # -- regions ---------------------------------------------------------------------------
-    def publish(self, name, mem):
+    def publish(self, name: str, mem: Memory) -> None:
         """Publishes mem's packed key under `name`."""
         self.store.set(_key(self.prefix, "key", name), mem.pack())
 
-    def remote_key(self, ep, name, timeout=None):
+    def remote_key(self, ep: Endpoint, name: str, timeout: Optional[float] = None) -> RemoteKey:
         """Fetches the key published under `name` and unpacks it on ep."""
         return ep.unpack(bytes(self._wait(_key(self.prefix, "key", name), timeout)))

@@ -25,6 +25,20 @@ def test_version_features_settings():
         assert ctx.progress() >= 0
 
 
+def test_progress_thread_default(monkeypatch):
+    # on unless GPUWIRE_PROGRESS_THREAD says otherwise (docs/PROGRESS.md)
+    monkeypatch.delenv("GPUWIRE_PROGRESS_THREAD", raising=False)
+    with gpuwire.Context() as ctx:
+        assert ctx.setting("GPUWIRE_PROGRESS_THREAD") == "on"
+    with gpuwire.Context(progress_thread=False) as ctx:
+        assert ctx.setting("GPUWIRE_PROGRESS_THREAD") == "off"
+    monkeypatch.setenv("GPUWIRE_PROGRESS_THREAD", "off")
+    with gpuwire.Context() as ctx:
+        assert ctx.setting("GPUWIRE_PROGRESS_THREAD") == "off"
+    with gpuwire.Context(progress_thread=True) as ctx:
+        assert ctx.setting("GPUWIRE_PROGRESS_THREAD") == "on"
+
+
 def test_context_closes_children():
     ctx = gpuwire.Context()
     buf = bytearray(100)

@@ -289,10 +289,14 @@ def _outcome(fn, env):
 
 
 def _public(cls):
+    """The public names of cls, its own and those of the classes it is made
+    of (Context takes the names methods from names._NamesOps, Endpoint the
+    batch ones from batch._BatchOps)."""
     out = set()
-    for name, v in vars(cls).items():
-        if not name.startswith("_"):
-            out.add(name)
+    for klass in cls.__mro__[:-1]:
+        for name in vars(klass):
+            if not name.startswith("_"):
+                out.add(name)
     return out
 
 

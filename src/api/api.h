@@ -42,9 +42,69 @@ struct gw_context {
      * the application closed its endpoint is turned away quietly */
     uint64_t closed_tokens[64];
     unsigned closed_next;
-    struct gw_names *names; /* agent name, published regions, peers, directory (api/names.c); NULL until used */
+    int batch_expand; /* GPUWIRE_BATCH_PATH=expand: every batch through proto/proto_batch.c */
+    /* the context extension (the names layer, src/names/): its hooks and
+     * state; NULL until it attaches (gw_ctx_ext_attach) */
+    const struct gw_ctx_ext_ops *ext_ops;
+    void *ext;
     _Atomic(void *) batch_spare; /* api/batch.c: the entry array of the last finished batch, for the next */
+    struct gw_ctx_mt *mt; /* the progress thread and the context lock (api/progress.c); NULL when off */
+    unsigned long app_passes; /* progress passes made (the progress thread stands aside while it moves) */
+    void (*deferred)(void *, uint32_t); /* gw_ctx_defer: for an application thread's next pass */
+    void *deferred_arg;
 };
+
+/* ---- the progress thread and the context lock (api/progress.c) ----
+ * With a progress thread (gw_config_t.progress_thread,
+ * GPUWIRE_PROGRESS_THREAD) every public call takes the context's lock:
+ * GW_API_LOCK(ctx) as the first statement of its body (ctx may be NULL; the
+ * lock is let go when the body's scope ends).  The lock is recursive (a
+ * call made from a callback inside progress).  Without the thread ctx->mt
+ * is NULL and a call pays one test. */
+struct gw_ctx_mt;
+void gw_ctx_lock(gw_context_t *ctx);
+void gw_ctx_unlock(gw_context_t *ctx);
+/* Lets go of every level the calling thread holds (a waiting call about to
+ * sleep); returns them for gw_ctx_relock. */
+unsigned gw_ctx_unlock_all(gw_context_t *ctx);
+void gw_ctx_relock(gw_context_t *ctx, unsigned depth);
+/* Between two passes of a waiting call: lets another thread that asked for
+ * the lock have it once. */
+void gw_ctx_yield(gw_context_t *ctx);
+/* Sleeps up to timeout_ms on the context fd (and, with the thread, on what
+ * it signals), without the lock: GW_OK when woken, GW_ERR_TIMEOUT. */
+gw_status_t gw_ctx_sleep(gw_context_t *ctx, int timeout_ms);
+/* Starts the thread (at gw_context_create) / stops and joins it. */
+gw_status_t gw_ctx_mt_start(gw_context_t *ctx, char *err, size_t errlen);
+void gw_ctx_mt_stop(gw_context_t *ctx);
+/* The fd gw_context_fd() hands out with the thread; its readiness cleared. */
+int gw_ctx_mt_user_fd(gw_context_t *ctx);
+void gw_ctx_mt_clear(gw_context_t *ctx);
+/* Is the caller the context's progress thread? */
+int gw_ctx_on_progress_thread(const gw_context_t *ctx);
+/* From the progress thread: have fn(arg, 0) called by the next progress
+ * pass of an application thread (callbacks into the application), and make
+ * the context fd readable.  One pending call at a time. */
+void gw_ctx_defer(gw_context_t *ctx, void (*fn)(void *, uint32_t), void *arg);
+/* The calling thread's copy of the context's last error (gw_last_error). */
+const char *gw_ctx_mt_last_error(const gw_context_t *ctx);
+
+static inline gw_context_t *gw_api_enter(gw_context_t *ctx)
+{
+    if (ctx && ctx->mt)
+        gw_ctx_lock(ctx);
+    return ctx;
+}
+static inline void gw_api_leave(gw_context_t **ctx)
+{
+    if (*ctx && (*ctx)->mt)
+        gw_ctx_unlock(*ctx);
+}
+#define GW_API_LOCK(ctx) \
+    gw_context_t *gw_api_locked_ __attribute__((cleanup(gw_api_leave), unused)) = gw_api_enter(ctx)
+/* The context of an object argument that may be NULL. */
+#define GW_CTX_OF_EP(ep) ((ep) ? (ep)->ctx : NULL)
+#define GW_CTX_OF_CORE(c) ((c) ? gw_container_of((c), gw_context_t, core) : NULL)
 
 /* ops.c's posting steps, shared with api/batch.c: the endpoint is ready;
  * a request for op; queue it (tracked) and hand it to the transport's fn
@@ -71,6 +131,8 @@ static inline void gw_api_withdraw_freed(gw_request_t *req)
 /* ep.c: fail the endpoints whose control connection closed, after polling the
  * transports until they have nothing more to complete (bounded). */
 void gw_api_ep_ctl_reap(gw_context_t *ctx);
+/* One progress pass (gw_progress without the lock: the caller holds it). */
+int gw_progress_pass(gw_context_t *ctx);
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms);
 
 typedef enum gw_ep_state {
@@ -79,6 +141,8 @@ typedef enum gw_ep_state {
     GW_EP_FAILED,
     GW_EP_CLOSING
 } gw_ep_state_t;
+
+struct gw_ctx_ext_ops;
 
 struct gw_hs; /* handshake in progress (api/handshake.c) */
 
@@ -102,13 +166,15 @@ struct gw_ep {
     int ctl_fd;        /* handshake socket kept for liveness when the transport did not adopt it */
     gw_io_t ctl_io;
     gw_list_t gone_link; /* on ctx->ctl_gone while its failure waits for the drain */
-    /* names (api/names.c): the peer agent's table from READY, its name and
-     * epoch; newer_epoch is set when that agent restarted (its keys are void) */
-    uint8_t *peer_table;
-    size_t peer_table_len;
-    char peer_name[64];
-    uint64_t peer_epoch, newer_epoch;
-    int names_owned;   /* made by gw_peer_ep(): the context closes it */
+    /* the context extension's state of this endpoint (names: the peer
+     * agent's table, name and epoch); freed by its `gone` hook */
+    void *ext;
+    /* set by the extension (gw_ep_void_keys): the peer behind this endpoint
+     * is gone for good (an agent that restarted), so its keys are void:
+     * remote operations fail with GW_ERR_INVALID_KEY, explained by the
+     * extension.  Such an endpoint has failed, so this is read only on the
+     * refusal path, never for a usable endpoint. */
+    int keys_void;
 };
 
 struct gw_listener {
@@ -126,36 +192,62 @@ struct gw_listener {
     char last_failure_detail[384];
 };
 
-/* ---- names (api/names.c), called from the handshake, ops and teardown ---- */
-/* Server: fills READY's table (+ HMAC with auth) into m, table bytes in buf:
- * piece_off < 0 the table (a stub when it passes GW_NT_INLINE_MAX), else the
- * piece from that offset (a table-only handshake that asked for it). */
-void gw_names_fill_ready(gw_context_t *ctx, gw_hs_msg_t *m, uint8_t *buf, size_t cap, long piece_off,
-                         const uint8_t *nonce_c, const uint8_t *nonce_s, uint64_t uuid_c);
-/* Client: checks and keeps the table READY carried.  GW_OK or GW_ERR_AUTH /
- * GW_ERR_PROTOCOL with why. */
-gw_status_t gw_names_take_table(gw_context_t *ctx, gw_ep_t *ep, const gw_hs_msg_t *m, const uint8_t *nonce_c,
-                                const uint8_t *nonce_s, char *why, size_t whylen);
-/* GW_ERR_INVALID_KEY when rkey comes from an agent that restarted.  Inline:
- * a key unpacked on this endpoint, of no restarted agent, has nothing to
- * check and costs no call (every put and get asks). */
-gw_status_t gw_names_key_check_slow(gw_ep_t *ep, const gw_rkey_t *rkey, const char *op);
-static inline gw_status_t gw_names_key_check(gw_ep_t *ep, const gw_rkey_t *rkey, const char *op)
+/* ---- the context extension (one hook set; the names layer fills it) ----
+ * The api knows nothing of names.  A layer above it attaches to a context
+ * once and is then told of object teardown through one observer hook,
+ * carries its payload in the handshake through an extension slot (a typed,
+ * versioned TLV of bootstrap/wire.h), and explains refusals it caused. */
+typedef enum gw_obj_event {
+    GW_OBJ_EP_GONE = 1,       /* obj: gw_ep_t, about to be freed */
+    GW_OBJ_MEM_GONE = 2,      /* obj: gw_mem_t, about to be deregistered */
+    GW_OBJ_LISTENER_GONE = 3  /* obj: gw_listener_t, about to be closed */
+} gw_obj_event_t;
+
+/* What the handshake hands an extension: both nonces and context ids, so
+ * that an HMAC over its payload binds it to this exchange. */
+typedef struct gw_hs_bind {
+    const uint8_t *nonce_c, *nonce_s;
+    uint64_t uuid_c, uuid_s;
+} gw_hs_bind_t;
+
+typedef struct gw_ctx_ext_ops {
+    const char *name;
+    uint16_t hs_type, hs_version; /* its handshake extension (GW_HS_EXT_*) */
+    /* Server: adds its extension to READY (payload in buf, cap bytes; with
+     * authentication, its HMAC).  req: the argument of an extension-only
+     * HELLO, -1 in a full handshake. */
+    void (*hs_fill)(void *ext, gw_hs_msg_t *m, uint8_t *buf, size_t cap, long req, const gw_hs_bind_t *b);
+    /* Client: takes its extension from READY (ep's state).  GW_OK, or a
+     * status with why that fails the endpoint. */
+    gw_status_t (*hs_take)(void *ext, gw_ep_t *ep, const gw_hs_msg_t *m, const gw_hs_bind_t *b, char *why,
+                           size_t whylen);
+    /* The observer: an object is going. */
+    void (*gone)(void *ext, gw_obj_event_t ev, void *obj);
+    /* Why rkey cannot be used on ep (a key of another endpoint, or an
+     * endpoint whose keys are void): a sentence into buf, or 0 (nothing to
+     * add). */
+    int (*explain_key)(void *ext, const gw_ep_t *ep, const gw_rkey_t *rkey, char *buf, size_t cap);
+    /* Context destroy: releases everything; GW_ERR_BUSY (nothing done) to
+     * keep the context alive (keys the extension handed out still live). */
+    gw_status_t (*fini)(void *ext);
+} gw_ctx_ext_ops_t;
+
+/* Attaches the extension (once per context). */
+void gw_ctx_ext_attach(gw_context_t *ctx, const gw_ctx_ext_ops_t *ops, void *ext);
+/* Tells the extension, if any, that obj is going. */
+static inline void gw_ctx_notify(gw_context_t *ctx, gw_obj_event_t ev, void *obj)
 {
-    if (!rkey || !ep || (rkey->ep == ep && !ep->newer_epoch))
-        return GW_OK;
-    return gw_names_key_check_slow(ep, rkey, op);
+    if (ctx->ext_ops && ctx->ext_ops->gone)
+        ctx->ext_ops->gone(ctx->ext, ev, obj);
 }
-void gw_names_ep_gone(gw_ep_t *ep);
-void gw_names_mem_gone(gw_mem_t *mem);
-void gw_names_listener_gone(gw_listener_t *l);
-/* Releases what the names layer holds; GW_ERR_BUSY (nothing done) while the
- * caller's own objects or keys from gw_peer_regions() live. */
-gw_status_t gw_names_fini(gw_context_t *ctx);
-/* At gw_context_create: reads GPUWIRE_PEERS and GPUWIRE_DIRECTORY now (when
- * either is set), so a value that does not parse fails the create with
- * GW_ERR_CONFIG and the agents GPUWIRE_PEERS names are known at once. */
-gw_status_t gw_names_setup(gw_context_t *ctx);
+/* Declares ep's keys void (see gw_ep.keys_void) and fails it with why
+ * when it has not failed yet. */
+void gw_ep_void_keys(gw_ep_t *ep, const char *why);
+/* At gw_context_create, after the transports: the extension layer reads
+ * its settings (defined by that layer, src/names/names.c: GPUWIRE_PEERS
+ * and GPUWIRE_DIRECTORY, so that a value that does not parse fails the
+ * create with GW_ERR_CONFIG). */
+gw_status_t gw_ctx_ext_setup(gw_context_t *ctx);
 
 /* A refused argument of a public call: GW_ERR_INVALID, with "fn: " and the
  * rest (which names the argument) as the context's last error.  core NULL

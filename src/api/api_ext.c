@@ -29,6 +29,7 @@ static void withdraw(gw_request_t *r, const char *how)
 
 gw_status_t gw_request_cancel(gw_request_t *req)
 {
+    GW_API_LOCK(req ? GW_CTX_OF_CORE(req->core) : NULL);
     if (!req)
         return GW_ERR_INVALID;
     if (req->status != GW_INPROGRESS)
@@ -59,6 +60,7 @@ static gw_core_t *first_core(gw_request_t *const *reqs, size_t n)
 
 gw_status_t gw_request_test_many(gw_request_t *const *reqs, size_t n, size_t *done_idx, size_t *ndone)
 {
+    GW_API_LOCK(GW_CTX_OF_CORE(first_core(reqs, n)));
     if (!reqs || !done_idx || !ndone)
         return gw_api_invalid(first_core(reqs, n), "gw_request_test_many", "%s is NULL",
                               !reqs ? "reqs" : !done_idx ? "done_idx" : "ndone");
@@ -108,6 +110,7 @@ gw_status_t gw_request_wait_any(gw_request_t *const *reqs, size_t n, int timeout
     }
     if (!core)
         return GW_ERR_INVALID;
+    GW_API_LOCK(GW_CTX_OF_CORE(core));
     /* seen != n_completed forces the first scan */
     any_state_t a = {.reqs = reqs, .n = n, .core = core, .seen = core->n_completed - 1, .found = 0};
     gw_context_t *ctx = gw_container_of(core, gw_context_t, core);
@@ -122,6 +125,7 @@ gw_status_t gw_request_wait_any(gw_request_t *const *reqs, size_t n, int timeout
 /* ---- probe ------------------------------------------------------------------------- */
 gw_status_t gw_probe(gw_ep_t *ep, uint64_t tag, uint64_t mask, gw_probe_info_t *info)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(ep ? &ep->ctx->core : NULL, "gw_probe", "info", info ? &info->size : NULL);
     gw_progress(ep->ctx);
@@ -141,6 +145,7 @@ gw_status_t gw_probe(gw_ep_t *ep, uint64_t tag, uint64_t mask, gw_probe_info_t *
 /* ---- listener statistics ----------------------------------------------------------- */
 gw_status_t gw_listener_query(const gw_listener_t *l, gw_listener_info_t *info)
 {
+    GW_API_LOCK(l ? l->ctx : NULL);
     if (!l || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(l ? &l->ctx->core : NULL, "gw_listener_query", "info", info ? &info->size : NULL);
     gw_listener_info_t o;

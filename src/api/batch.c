@@ -25,6 +25,7 @@
 
 #include "api/api.h"
 #include "cuda/cuda_wrap.h"
+#include "proto/proto.h"
 #include "transport/base/batch.h"
 
 typedef struct dl_ent {
@@ -179,6 +180,7 @@ static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev, uint64_t *dtab)
 
 gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n, gw_dlist_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out || (n && !d))
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_dlist_local", "%s is NULL", out ? "d" : "out");
     *out = NULL;
@@ -235,6 +237,7 @@ gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, size_t n
 
 gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, unsigned access, gw_dlist_t **out)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !out)
         return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_dlist_remote", "out is NULL");
     gw_core_t *core = &ep->ctx->core;
@@ -324,6 +327,7 @@ size_t gw_dlist_count(const gw_dlist_t *l)
 
 gw_status_t gw_dlist_destroy(gw_dlist_t *l)
 {
+    GW_API_LOCK(l ? l->ctx : NULL);
     if (!l)
         return GW_OK;
     if (l->busy)
@@ -429,7 +433,8 @@ static gw_status_t xfer_begin(gw_ep_t *ep, const char *fn, int op, const gw_xfer
     return st != GW_OK ? st : check_opts(&ep->ctx->core, fn, op, opts, notify, value);
 }
 
-/* Fills what both forms share and hands the batch to the transport. */
+/* Fills what both forms share and hands the batch to the transport, or to
+ * the protocol layer to expand (proto/proto.h decides). */
 static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t count, int op, int notify,
                         uint64_t value, gw_request_t **req)
 {
@@ -439,12 +444,9 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     m->b.value = value;
     gw_tl_caps_t caps;
     ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
-    const char *lack = !(caps.batch & GW_TL_BATCH_NATIVE)                          ? "batched transfers"
-                       : (m->b.lgpu || m->b.rgpu) && !(caps.batch & GW_TL_BATCH_GPU) ? "batches of GPU memory"
-                       : m->b.notify == GW_NOTIFY_COUNTED && !(caps.batch & GW_TL_BATCH_COUNTED)
-                           ? "counted notifications"
-                           : NULL;
-    if (lack) {
+    gw_proto_route_t route;
+    const char *lack;
+    if (gw_proto_batch_route(&caps, &m->b, ep->ctx->batch_expand, ep->base.notify_out != NULL, &route, &lack) != GW_OK) {
         free(m);
         return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "gw_xfer_batch: the %s transport to %s has no %s",
                       ep->ops->name, ep->base.peer, lack);
@@ -462,7 +464,7 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     for (int i = 0; i < 2; i++)
         if (m->b.busy[i])
             (*m->b.busy[i])++;
-    gw_status_t st = gw_api_submit(ep, r, req, ep->ops->submit);
+    gw_status_t st = gw_api_submit(ep, r, req, route == GW_PROTO_NATIVE ? ep->ops->submit : gw_proto_batch_submit);
     if (st != GW_OK && r->fini) { /* refused at posting: the request was dropped as it was */
         void (*fini)(gw_request_t *) = r->fini;
         r->fini = NULL;
@@ -647,6 +649,7 @@ static void pair_keep(gw_dlist_t *local, const gw_dlist_t *remote, size_t count,
 gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
                           const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     int notify;
     uint64_t value;
     gw_status_t st = xfer_begin(ep, "gw_xfer_batch", op, opts, req, &notify, &value);
@@ -739,6 +742,7 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
                           uint64_t raddr, const uint32_t *rpages, size_t count, size_t page_size,
                           const gw_xfer_opts_t *opts, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     int notify;
     uint64_t value;
     gw_status_t st = xfer_begin(ep, "gw_xfer_pages", op, opts, req, &notify, &value);
@@ -843,6 +847,7 @@ static int count_ready(void *arg)
 
 gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !count)
         return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_notify_count", "count is NULL");
     *count = gw_ep_ncount_get(&ep->base, id);
@@ -851,6 +856,7 @@ gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count)
 
 gw_status_t gw_notify_count_wait(gw_ep_t *ep, uint64_t id, uint64_t count, int timeout_ms)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_ERR_INVALID;
     cwait_t w = {ep, id, count};

@@ -188,6 +188,7 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
         goto err_core;
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
         goto err_core;
+    ctx->batch_expand = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_BATCH_PATH), "expand");
 
     for (int i = 0; i < GW_TL_COUNT; i++) {
         const gw_tl_ops_t *ops = gw_tl_table[i];
@@ -220,12 +221,40 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
             gw_log(GW_LOG_WARN, "transport %s is broken: %s (%s)", gw_tl_names[i], ctx->tl_why[i],
                    gw_status_name(st));
     }
-    if ((st = gw_names_setup(ctx)) != GW_OK) {
+    if ((st = gw_ctx_ext_setup(ctx)) != GW_OK) {
         snprintf(err, sizeof(err), "%.500s", ctx->core.errbuf);
         goto err_ifaces;
     }
+    /* the progress thread: the config's choice, else GPUWIRE_PROGRESS_THREAD
+     * (the context's value of the setting says which was taken) */
+    int pt = csize >= offsetof(gw_config_t, progress_thread) + sizeof(int) ? config->progress_thread : 0;
+    if (pt != GW_PROGRESS_THREAD_DEFAULT && pt != GW_PROGRESS_THREAD_ON && pt != GW_PROGRESS_THREAD_OFF) {
+        snprintf(err, sizeof(err), "config->progress_thread=%d: expected GW_PROGRESS_THREAD_ON (1), _OFF (-1) "
+                 "or _DEFAULT (0)", pt);
+        st = GW_ERR_INVALID;
+        goto err_names;
+    }
+    if (pt != GW_PROGRESS_THREAD_DEFAULT) {
+        char *v = strdup(pt == GW_PROGRESS_THREAD_ON ? "on" : "off");
+        if (!v) {
+            st = GW_ERR_NOMEM;
+            goto err_names;
+        }
+        free(ctx->core.settings.value[GW_SET_PROGRESS_THREAD]);
+        ctx->core.settings.value[GW_SET_PROGRESS_THREAD] = v;
+    }
+    if (!strcmp(gw_settings_str(&ctx->core.settings, GW_SET_PROGRESS_THREAD), "on") &&
+        (st = gw_ctx_mt_start(ctx, err, sizeof(err))) != GW_OK)
+        goto err_names;
     *out = ctx;
     return GW_OK;
+
+err_names:
+    if (ctx->ext_ops && ctx->ext_ops->fini) { /* the extension setup made (nothing else holds it yet) */
+        ctx->ext_ops->fini(ctx->ext);
+        ctx->ext_ops = NULL;
+        ctx->ext = NULL;
+    }
 
 err_ifaces:
     for (int i = 0; i < GW_TL_COUNT; i++)
@@ -246,14 +275,22 @@ gw_status_t gw_context_destroy(gw_context_t *ctx)
 {
     if (!ctx)
         return GW_OK;
-    gw_status_t nst = gw_names_fini(ctx); /* its own endpoints and thread; BUSY while its keys live */
-    if (nst != GW_OK)
-        return nst;
-    if (ctx->n_eps || ctx->n_listeners || ctx->n_mems)
-        return gw_err(&ctx->core, GW_ERR_BUSY,
-                      "gw_context_destroy: %zu endpoint(s), %zu listener(s) and %zu memory region(s) are still alive; "
-                      "close, destroy and deregister them first",
-                      ctx->n_eps, ctx->n_listeners, ctx->n_mems);
+    {
+        GW_API_LOCK(ctx);
+        if (ctx->ext_ops && ctx->ext_ops->fini) { /* its own endpoints and thread; BUSY while its keys live */
+            gw_status_t nst = ctx->ext_ops->fini(ctx->ext);
+            if (nst != GW_OK)
+                return nst;
+            ctx->ext_ops = NULL;
+            ctx->ext = NULL;
+        }
+        if (ctx->n_eps || ctx->n_listeners || ctx->n_mems)
+            return gw_err(&ctx->core, GW_ERR_BUSY,
+                          "gw_context_destroy: %zu endpoint(s), %zu listener(s) and %zu memory region(s) are still "
+                          "alive; close, destroy and deregister them first",
+                          ctx->n_eps, ctx->n_listeners, ctx->n_mems);
+    }
+    gw_ctx_mt_stop(ctx); /* nothing is left for it to serve */
     for (int i = 0; i < GW_TL_COUNT; i++)
         if (ctx->tl[i])
             ctx->tl[i]->ops->iface_close(ctx->tl[i]);
@@ -264,8 +301,16 @@ gw_status_t gw_context_destroy(gw_context_t *ctx)
     return GW_OK;
 }
 
+void gw_ctx_ext_attach(gw_context_t *ctx, const gw_ctx_ext_ops_t *ops, void *ext)
+{
+    ctx->ext_ops = ops;
+    ctx->ext = ext;
+}
+
 const char *gw_last_error(const gw_context_t *ctx)
 {
+    if (ctx && ctx->mt)
+        return gw_ctx_mt_last_error(ctx);
     return ctx ? ctx->core.errbuf : "no context";
 }
 
@@ -273,6 +318,20 @@ int gw_progress(gw_context_t *ctx)
 {
     if (!ctx)
         return GW_ERR_INVALID;
+    GW_API_LOCK(ctx);
+    if (ctx->mt)
+        gw_ctx_mt_clear(ctx);
+    return gw_progress_pass(ctx);
+}
+
+int gw_progress_pass(gw_context_t *ctx)
+{
+    ctx->app_passes++;
+    if (GW_UNLIKELY(ctx->deferred != NULL) && !gw_ctx_on_progress_thread(ctx)) {
+        void (*fn)(void *, uint32_t) = ctx->deferred;
+        ctx->deferred = NULL;
+        fn(ctx->deferred_arg, 0);
+    }
     int n = gw_core_dispatch(&ctx->core, 0);
     ctx->quick_waits = GW_QUICK_WAITS; /* every poller, fd and timer had its turn */
     if (!gw_list_empty(&ctx->ctl_gone))
@@ -284,7 +343,7 @@ gw_status_t gw_context_fd(gw_context_t *ctx, int *fd)
 {
     if (!ctx || !fd)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_context_fd", "fd is NULL");
-    *fd = ctx->core.epfd;
+    *fd = ctx->mt ? gw_ctx_mt_user_fd(ctx) : ctx->core.epfd;
     return GW_OK;
 }
 
@@ -292,18 +351,8 @@ gw_status_t gw_context_wait(gw_context_t *ctx, int timeout_ms)
 {
     if (!ctx)
         return GW_ERR_INVALID;
-    struct pollfd p = {.fd = ctx->core.epfd, .events = POLLIN};
-    if (timeout_ms != 0)
-        gw_core_sleeping(&ctx->core, 1);
-    int r = poll(&p, 1, timeout_ms);
-    if (timeout_ms != 0) {
-        int e = errno;
-        gw_core_sleeping(&ctx->core, 0);
-        errno = e;
-    }
-    if (r < 0 && errno != EINTR)
-        return gw_err(&ctx->core, GW_ERR_SYSTEM, "poll(context fd) failed: %s", strerror(errno));
-    return r > 0 ? GW_OK : GW_ERR_TIMEOUT;
+    GW_API_LOCK(ctx); /* (let go of while it sleeps) */
+    return gw_ctx_sleep(ctx, timeout_ms);
 }
 
 /* Progress until *done says so or the deadline passes.  Spins for a short
@@ -322,20 +371,20 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
      * the receive queue) ends here, without reading the clock */
     if (done(arg))
         return GW_OK;
-    int event = gw_progress(ctx) > 0;
+    int event = gw_progress_pass(ctx) > 0;
     if (done(arg))
         return GW_OK;
     /* and a few more before it where the caller spins (GPUWIRE_SPIN_US > 0)
      * and can wait (timeout not 0): a put's completion comes a round trip
      * after the post, and in an emulated guest the clock read is a system
      * call longer than a pass, which would sit between the completion and
-     * its notice (8-byte latency, bench/verbs_small.sh).  Within one tick of
+     * its notice (8-byte latency, bench/compare/verbs_small.sh).  Within one tick of
      * the coarse clock (a vDSO read, no system call) only: a pass can be
      * long (a large copy), and the deadline is late by one tick at most */
     uint64_t tick = gw_now_coarse_ns();
     for (unsigned i = ctx->spin_us && timeout_ms != 0 ? GW_WAIT_QUICK_PASSES : 0;
          i > 0 && gw_now_coarse_ns() == tick; i--) {
-        if (gw_progress(ctx) > 0)
+        if (gw_progress_pass(ctx) > 0)
             event = 1;
         if (done(arg))
             return GW_OK;
@@ -347,10 +396,12 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
     for (;;) {
         if (done(arg))
             return GW_OK;
-        if (gw_progress(ctx) > 0)
+        if (gw_progress_pass(ctx) > 0)
             event = 1;
         if (done(arg))
             return GW_OK;
+        if (ctx->mt) /* another thread asked for the lock: it has it for a while */
+            gw_ctx_yield(ctx);
         if (--left)
             continue;
         now = gw_now_ns();
@@ -367,7 +418,7 @@ gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *
             uint64_t left_ms = deadline == UINT64_MAX ? 10 : (deadline - now) / 1000000ull + 1;
             /* woken by an event: spin briefly (more may follow); woken by
              * the timeout: one pass for the timers, then sleep again */
-            if (gw_context_wait(ctx, (int)GW_MIN(left_ms, 10)) == GW_OK) {
+            if (gw_ctx_sleep(ctx, (int)GW_MIN(left_ms, 10)) == GW_OK) {
                 last_event = gw_now_ns() - spin_ns / 2;
                 ctx->core.cold_pass = GW_CORE_COLD_EVERY - 1; /* the next pass reads the set that woke us */
             }
@@ -403,6 +454,7 @@ int gw_setting_from_env(const gw_context_t *ctx, const char *name)
 
 gw_status_t gw_transport_at(const gw_context_t *ctx, size_t i, gw_transport_info_t *info)
 {
+    GW_API_LOCK((gw_context_t *)ctx);
     if (!ctx || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(ctx ? (gw_core_t *)&ctx->core : NULL, "gw_transport_at", "info",
                                  info ? &info->size : NULL);

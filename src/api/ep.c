@@ -44,15 +44,23 @@ void gw_api_ep_free(gw_ep_t *ep)
     if (ep->ctl_fd >= 0) {
         gw_io_del(&ep->ctx->core, &ep->ctl_io);
         close(ep->ctl_fd);
+        ep->base.fail_fd = -1;
     }
     if (ep->token) {
         gw_context_t *ctx = ep->ctx;
         gw_hmap_del(&ctx->tokens, ep->token);
         ctx->closed_tokens[ctx->closed_next++ % GW_ARRAY_SIZE(ctx->closed_tokens)] = ep->token;
     }
-    free(ep->peer_table);
+    gw_ctx_notify(ep->ctx, GW_OBJ_EP_GONE, ep); /* the extension's state of it goes too */
     gw_ep_base_fini(&ep->base);
     free(ep);
+}
+
+void gw_ep_void_keys(gw_ep_t *ep, const char *why)
+{
+    ep->keys_void = 1;
+    if (ep->base.error == GW_OK) /* its peer is gone for good: so is the endpoint */
+        gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "%s", why);
 }
 
 static void ctl_event(void *arg, uint32_t events)
@@ -66,6 +74,7 @@ static void ctl_event(void *arg, uint32_t events)
     gw_io_del(&ep->ctx->core, &ep->ctl_io);
     close(ep->ctl_fd);
     ep->ctl_fd = -1;
+    ep->base.fail_fd = -1;
     /* The peer may have closed right after its last message completed: that
      * message's completion can sit in our CQ while this event runs first (fd
      * callbacks run before the pollers).  Failing now would flush the receive
@@ -85,7 +94,8 @@ void gw_api_ep_ctl_reap(gw_context_t *ctx)
         gw_list_del(l);
         gw_ep_t *ep = gw_container_of(l, gw_ep_t, gone_link);
         if (ep->state == GW_EP_READY)
-            gw_ep_fail(&ep->base, GW_ERR_CONN_RESET, "control connection to %s closed (peer exited?)",
+            gw_ep_fail(&ep->base, GW_ERR_CONN_RESET,
+                       "control connection to %s closed (the peer exited, or failed or closed its endpoint)",
                        ep->base.peer);
     }
 }
@@ -93,6 +103,7 @@ void gw_api_ep_ctl_reap(gw_context_t *ctx)
 void gw_api_ep_keep_ctl(gw_ep_t *ep, int fd)
 {
     ep->ctl_fd = fd;
+    ep->base.fail_fd = fd;
     gw_sock_nonblock(fd, 1);
     gw_io_add_cold(&ep->ctx->core, &ep->ctl_io, fd, EPOLLIN, ctl_event, ep);
 }
@@ -100,6 +111,7 @@ void gw_api_ep_keep_ctl(gw_ep_t *ep, int fd)
 /* ---- connect ------------------------------------------------------------------------ */
 gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out || !addr)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_connect", "%s is NULL", !out ? "out" : "addr");
     *out = NULL;
@@ -161,6 +173,7 @@ static int idle(void *arg)
 
 gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_OK;
     gw_context_t *ctx = ep->ctx;
@@ -169,8 +182,6 @@ gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
                       "descriptor list(s) prepared for it are alive; destroy them first", ep->base.peer, ep->n_rkeys);
     if (ep->state == GW_EP_READY && !idle(ep))
         gw_ctx_progress_until(ctx, idle, ep, timeout_ms);
-    if (ep->names_owned)
-        gw_names_ep_gone(ep);
     if (ep->tl && ep->base.error == GW_OK)
         ep->ops->ep_close(ep->tl);
     ep->state = GW_EP_CLOSING;
@@ -182,6 +193,7 @@ gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
 
 gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(ep ? &ep->ctx->core : NULL, "gw_ep_query", "info", info ? &info->size : NULL);
     gw_ep_info_t o;

@@ -60,9 +60,9 @@ struct gw_hs {
     uint8_t peer_blob[BLOB_MAX];
     size_t peer_blob_len;
     int chosen;
-    int table_only;      /* server: a HELLO that asked for the names table only */
-    uint64_t peer_uuid;  /* server, table only (no endpoint holds it) */
-    long table_off;      /* server, table only: the piece asked for, -1 the whole table */
+    int ext_only;        /* server: a HELLO that asked for the context extension's payload only */
+    uint64_t peer_uuid;  /* server, extension only (no endpoint holds it) */
+    long ext_req;        /* server, extension only: the argument asked with it, -1 none */
     gw_status_t result;
     char peer[64];
     struct sockaddr_storage ss; /* client: where further streams connect */
@@ -326,18 +326,26 @@ static gw_status_t hs_send_accept(gw_hs_t *hs, gw_hs_msg_t *a, uint64_t peer_uui
     return hs_send(hs, a);
 }
 
-/* A HELLO that wants the names table only: prove ourselves as usual, make
- * no endpoint; the table goes out after the client's proof (CONFIRM). */
-static void server_table_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
+/* A HELLO that wants the context extension's payload only (names: the
+ * agent's table, or a piece of it): prove ourselves as usual, make no
+ * endpoint; the payload goes out after the client's proof (CONFIRM). */
+static void server_ext_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
+    const gw_ctx_ext_ops_t *x = hs->ctx->ext_ops;
+    if (!m->has_ext_req || !x || m->ext_req_type != x->hs_type || m->ext_req_version != x->hs_version) {
+        hs_fail(hs, GW_ERR_UNSUPPORTED, 1, "extension-only handshake for extension %u version %u: this server %s%s",
+                m->has_ext_req ? (unsigned)m->ext_req_type : 0u, m->has_ext_req ? (unsigned)m->ext_req_version : 0u,
+                x ? "carries " : "carries no extension", x ? x->name : "");
+        return;
+    }
     memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
     hs->peer_uuid = m->uuid;
-    hs->table_only = 1;
-    hs->table_off = m->has_table_off ? (long)m->table_off : -1;
+    hs->ext_only = 1;
+    hs->ext_req = (long)m->ext_req_arg;
     gw_hs_msg_t a;
     memset(&a, 0, sizeof(a));
     a.chosen = GW_HS_NO_TL;
-    a.flags = GW_HS_FLAG_TABLE;
+    a.flags = GW_HS_FLAG_EXT_ONLY;
     gw_status_t st = hs_send_accept(hs, &a, m->uuid);
     if (st != GW_OK) {
         hs_fail(hs, st, st == GW_ERR_AUTH, "%s", hs->ctx->core.errbuf);
@@ -361,8 +369,8 @@ static void server_on_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
                 "(set GPUWIRE_AUTH_SECRET or GPUWIRE_AUTH_SECRET_FILE on both sides)");
         return;
     }
-    if (m->flags & GW_HS_FLAG_TABLE) {
-        server_table_hello(hs, m);
+    if (m->flags & GW_HS_FLAG_EXT_ONLY) {
+        server_ext_hello(hs, m);
         return;
     }
     memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
@@ -474,8 +482,10 @@ static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
     gw_context_t *ctx = hs->ctx;
     gw_ep_t *ep = hs->ep;
-    uint64_t peer_uuid = hs->table_only ? hs->peer_uuid : ep->peer_uuid;
-    uint8_t table[GW_HS_MAX_BODY];
+    uint64_t peer_uuid = hs->ext_only ? hs->peer_uuid : ep->peer_uuid;
+    uint8_t ext[GW_HS_MAX_BODY];
+    gw_hs_bind_t bind = {.nonce_c = hs->nonce_peer, .nonce_s = hs->nonce_local, .uuid_c = peer_uuid,
+                         .uuid_s = ctx->core.uuid};
     if (ctx->auth_enabled) {
         uint8_t want[GW_AUTH_MAC_LEN];
         if (!m->has_mac ||
@@ -486,15 +496,16 @@ static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
             return;
         }
     }
-    if (hs->table_only) { /* the client proved itself: hand it the table, make nothing */
+    if (hs->ext_only) { /* the client proved itself: hand it the payload, make nothing */
         gw_hs_msg_t r;
         memset(&r, 0, sizeof(r));
         r.type = GW_HS_READY;
-        r.token = GW_HS_TABLE_TOKEN;
-        gw_names_fill_ready(ctx, &r, table, sizeof(table), hs->table_off, hs->nonce_peer, hs->nonce_local, peer_uuid);
+        r.token = GW_HS_EXT_TOKEN;
+        if (ctx->ext_ops && ctx->ext_ops->hs_fill)
+            ctx->ext_ops->hs_fill(ctx->ext, &r, ext, sizeof(ext), hs->ext_req, &bind);
         hs_io_off(hs);
         if (hs_send(hs, &r) != GW_OK)
-            gw_log(GW_LOG_DEBUG, "names table to %s not sent: %s", hs->peer, ctx->core.errbuf);
+            gw_log(GW_LOG_DEBUG, "extension payload to %s not sent: %s", hs->peer, ctx->core.errbuf);
         hs_free(hs);
         return;
     }
@@ -511,7 +522,8 @@ static void server_on_confirm(gw_hs_t *hs, const gw_hs_msg_t *m)
     memset(&r, 0, sizeof(r));
     r.type = GW_HS_READY;
     r.token = ep->token;
-    gw_names_fill_ready(ctx, &r, table, sizeof(table), -1, hs->nonce_peer, hs->nonce_local, peer_uuid);
+    if (ctx->ext_ops && ctx->ext_ops->hs_fill)
+        ctx->ext_ops->hs_fill(ctx->ext, &r, ext, sizeof(ext), -1, &bind);
     gw_status_t st = hs_send(hs, &r);
     gw_tl_peer_t peer = {.uuid = ep->peer_uuid, .host_id = hs->peer_host, .is_server = 1, .bootstrap_fd = hs->fd,
                          .peer_addr = hs->peer, .ep_token = ep->token};
@@ -597,7 +609,12 @@ static void client_on_ready(gw_hs_t *hs, const gw_hs_msg_t *m)
 {
     gw_ep_t *ep = hs->ep;
     char why[256];
-    gw_status_t tst = gw_names_take_table(hs->ctx, ep, m, hs->nonce_local, hs->nonce_peer, why, sizeof(why));
+    gw_context_t *ctx = hs->ctx;
+    gw_hs_bind_t bind = {.nonce_c = hs->nonce_local, .nonce_s = hs->nonce_peer, .uuid_c = ctx->core.uuid,
+                         .uuid_s = ep->peer_uuid};
+    gw_status_t tst = ctx->ext_ops && ctx->ext_ops->hs_take ? ctx->ext_ops->hs_take(ctx->ext, ep, m, &bind, why,
+                                                                                     sizeof(why))
+                                                            : GW_OK;
     if (tst != GW_OK) { /* the server sent READY and moved on: closing tells it */
         hs_fail(hs, tst, 0, "%s", why);
         return;
@@ -819,6 +836,12 @@ gw_status_t gw_hs_connect(gw_ep_t *ep, int fd, const struct sockaddr_storage *ss
         if (st != GW_OK) {
             gw_log(GW_LOG_WARN, "transport %s could not prepare an endpoint: %s", gw_tl_names[id], core->errbuf);
             hs->tl_eps[id] = NULL;
+            /* kept for the refusal below when no transport is left */
+            rl += (size_t)snprintf(reasons + rl, rl < sizeof(reasons) ? sizeof(reasons) - rl : 0,
+                                   "%s%s: could not prepare an endpoint: %s (%s)", rl ? "; " : "", gw_tl_names[id],
+                                   core->errbuf, gw_status_name(st));
+            if (rl >= sizeof(reasons))
+                rl = sizeof(reasons) - 1;
             continue;
         }
         h.blob[h.nblob++] = (gw_hs_blob_t){.tl = (uint8_t)id, .len = (uint16_t)blen, .data = blobs[id]};

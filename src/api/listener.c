@@ -45,6 +45,7 @@ static void listener_event(void *arg, uint32_t events)
 
 gw_status_t gw_listen(gw_context_t *ctx, const char *addr, gw_listener_t **out)
 {
+    GW_API_LOCK(ctx);
     if (!ctx || !out)
         return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_listen", "out is NULL");
     *out = NULL;
@@ -109,6 +110,7 @@ err_close:
 
 gw_status_t gw_listener_addr(const gw_listener_t *l, char *buf, size_t len)
 {
+    GW_API_LOCK(l ? l->ctx : NULL);
     if (!l || !buf || !len)
         return gw_api_invalid(l ? &l->ctx->core : NULL, "gw_listener_addr", "%s", !buf ? "buf is NULL" : "len is 0");
     if ((size_t)snprintf(buf, len, "%s", l->addr) >= len)
@@ -124,6 +126,7 @@ static int ready_nonempty(void *arg)
 
 gw_status_t gw_accept(gw_listener_t *l, int timeout_ms, gw_ep_t **out)
 {
+    GW_API_LOCK(l ? l->ctx : NULL);
     if (!l || !out)
         return gw_api_invalid(l ? &l->ctx->core : NULL, "gw_accept", "out is NULL");
     *out = NULL;
@@ -151,11 +154,11 @@ gw_status_t gw_accept(gw_listener_t *l, int timeout_ms, gw_ep_t **out)
 
 void gw_listener_destroy(gw_listener_t *l)
 {
+    GW_API_LOCK(l ? l->ctx : NULL);
     if (!l)
         return;
     gw_context_t *ctx = l->ctx;
-    if (ctx->names)
-        gw_names_listener_gone(l); /* an agent's listener: the agent ends */
+    gw_ctx_notify(ctx, GW_OBJ_LISTENER_GONE, l); /* e.g. an agent's listener: the agent ends */
     gw_hs_drop_pending(l);
     gw_list_t *p, *t;
     gw_list_t *queues[] = {&l->ready, &l->joining};

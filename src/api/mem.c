@@ -8,6 +8,7 @@
 
 gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigned access, gw_mem_t **out)
 {
+    GW_API_LOCK(ctx);
     return gw_mem_reg_shm(ctx, addr, len, access, -1, out);
 }
 
@@ -84,6 +85,7 @@ static gw_context_t *ctx_of(const gw_mem_t *m)
 
 gw_status_t gw_mem_dereg(gw_mem_t *m)
 {
+    GW_API_LOCK(m ? GW_CTX_OF_CORE(m->core) : NULL);
     if (!m)
         return GW_OK;
     gw_context_t *ctx = ctx_of(m);
@@ -95,8 +97,7 @@ gw_status_t gw_mem_dereg(gw_mem_t *m)
         return gw_err(&ctx->core, GW_ERR_BUSY,
                       "gw_mem_dereg(addr=%p, len=%zu): %u local descriptor list(s) name the region; "
                       "gw_dlist_destroy() them first", m->addr, m->len, m->lists);
-    if (ctx->names)
-        gw_names_mem_gone(m); /* withdraw its published names */
+    gw_ctx_notify(ctx, GW_OBJ_MEM_GONE, m); /* e.g. its published names are withdrawn */
     gw_hmap_del(&ctx->core.regions, m->id); /* revoke: no new remote access finds it */
     for (int i = 0; i < GW_TL_COUNT; i++)
         if (ctx->tl[i])
@@ -111,6 +112,7 @@ gw_status_t gw_mem_dereg(gw_mem_t *m)
 
 gw_status_t gw_mem_query(const gw_mem_t *m, gw_mem_info_t *info)
 {
+    GW_API_LOCK(m ? GW_CTX_OF_CORE(m->core) : NULL);
     if (!m || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(m ? m->core : NULL, "gw_mem_query", "info", info ? &info->size : NULL);
     gw_mem_info_t o;
@@ -129,6 +131,7 @@ gw_status_t gw_mem_query(const gw_mem_t *m, gw_mem_info_t *info)
 
 gw_status_t gw_mem_pack_rkey(const gw_mem_t *m, void *buf, size_t *len)
 {
+    GW_API_LOCK(m ? GW_CTX_OF_CORE(m->core) : NULL);
     if (!m || !len)
         return gw_api_invalid(m ? m->core : NULL, "gw_mem_pack_rkey", "len is NULL");
     gw_context_t *ctx = ctx_of(m);
@@ -172,6 +175,7 @@ gw_status_t gw_mem_pack_rkey(const gw_mem_t *m, void *buf, size_t *len)
 
 gw_status_t gw_rkey_unpack(gw_ep_t *ep, const void *buf, size_t len, gw_rkey_t **out)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !out)
         return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_rkey_unpack", "out is NULL");
     *out = NULL;
@@ -217,6 +221,7 @@ gw_status_t gw_rkey_unpack(gw_ep_t *ep, const void *buf, size_t len, gw_rkey_t *
 
 void gw_rkey_destroy(gw_rkey_t *rk)
 {
+    GW_API_LOCK(rk ? GW_CTX_OF_EP(rk->ep) : NULL);
     if (!rk)
         return;
     gw_ep_t *ep = rk->ep;

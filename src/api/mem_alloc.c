@@ -6,6 +6,7 @@
 
 gw_status_t gw_mem_alloc(gw_context_t *ctx, size_t len, unsigned access, void **addr, gw_mem_t **out)
 {
+    GW_API_LOCK(ctx);
     if (out)
         *out = NULL;
     if (addr)

@@ -13,8 +13,31 @@ static const char *op_name(int op)
     return op >= 0 && op <= GW_OP_BATCH ? n[op] : "?";
 }
 
-static gw_status_t ep_usable(gw_ep_t *ep, int op)
+/* The extension's sentence on why a key cannot serve ep ("" when it has
+ * none): asked only on a refusal, never on a usable endpoint. */
+static const char *explain_key(gw_ep_t *ep, const gw_rkey_t *rkey, char *buf, size_t cap)
 {
+    gw_context_t *ctx = ep->ctx;
+    buf[0] = '\0';
+    if (ctx->ext_ops && ctx->ext_ops->explain_key && ctx->ext_ops->explain_key(ctx->ext, ep, rkey, buf, cap))
+        return buf;
+    return "";
+}
+
+static int is_remote_op(int op)
+{
+    return op == GW_OP_PUT || op == GW_OP_GET || op == GW_OP_PUT_NOTIFY || op == GW_OP_BATCH;
+}
+
+/* An endpoint that is not both healthy and ready: out of line, so that a
+ * usable endpoint costs two tests and no call. */
+__attribute__((noinline)) static gw_status_t ep_unusable(gw_ep_t *ep, int op)
+{
+    if (ep->keys_void && is_remote_op(op)) { /* its peer is gone for good: its keys with it */
+        char why[320];
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID_KEY, "%s: %s", op_name(op),
+                      explain_key(ep, NULL, why, sizeof(why))[0] ? why : "the keys of this endpoint's peer are void");
+    }
     if (ep->base.error != GW_OK)
         return gw_err(&ep->ctx->core, GW_ERR_ENDPOINT_FAILED, "%s: endpoint to %s failed earlier: %s (%s)",
                       op_name(op), ep->base.peer, ep->base.error_detail, gw_status_name(ep->base.error));
@@ -22,6 +45,13 @@ static gw_status_t ep_usable(gw_ep_t *ep, int op)
         return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: endpoint to %s is %s", op_name(op), ep->base.peer,
                       ep->state == GW_EP_CLOSING ? "closing" : "not connected");
     return GW_OK;
+}
+
+static inline gw_status_t ep_usable(gw_ep_t *ep, int op)
+{
+    if (GW_LIKELY(ep->base.error == GW_OK && ep->state == GW_EP_READY))
+        return GW_OK;
+    return ep_unusable(ep, op);
 }
 
 /* The local and remote checks: their common answers (a host buffer
@@ -63,9 +93,13 @@ __attribute__((noinline)) static gw_status_t check_remote_slow(gw_ep_t *ep, int 
     gw_core_t *core = &ep->ctx->core;
     if (!rkey)
         return gw_err(core, GW_ERR_INVALID, "%s: NULL remote key", op_name(op));
-    if (rkey->ep != ep)
+    if (rkey->ep != ep) {
+        char why[320];
+        if (explain_key(ep, rkey, why, sizeof(why))[0]) /* e.g. a key of an agent's earlier life */
+            return gw_err(core, GW_ERR_INVALID_KEY, "%s: %s", op_name(op), why);
         return gw_err(core, GW_ERR_INVALID_KEY, "%s: the remote key was unpacked on another endpoint (%s), not %s",
                       op_name(op), rkey->ep->base.peer, ep->base.peer);
+    }
     if (!gw_range_inside(rkey->addr, rkey->len, raddr, len))
         return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
                       "%s: remote range [0x%llx, +%zu) is outside the region [0x%llx, +%llu) the key covers",
@@ -194,7 +228,7 @@ __attribute__((always_inline)) static inline gw_status_t rma(gw_ep_t *ep, int op
         *req = NULL;
     gw_status_t st;
     unsigned need = op == GW_OP_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
-    if ((st = gw_names_key_check(ep, rkey, op_name(op))) || (st = ep_usable(ep, op)) ||
+    if ((st = ep_usable(ep, op)) ||
         (st = check_local(ep, op, buf, len, lmem)) || (st = check_remote(ep, op, len, raddr, rkey, need)))
         return st;
     /* a small put the transport posts before our request exists (tl.h
@@ -236,23 +270,27 @@ __attribute__((always_inline)) static inline gw_status_t rma(gw_ep_t *ep, int op
 gw_status_t gw_put(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr, gw_rkey_t *rkey,
                    gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     return rma(ep, GW_OP_PUT, (void *)buf, len, lmem, raddr, rkey, 0, req);
 }
 
 gw_status_t gw_get(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr, gw_rkey_t *rkey,
                    gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     return rma(ep, GW_OP_GET, buf, len, lmem, raddr, rkey, 0, req);
 }
 
 gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t raddr,
                           gw_rkey_t *rkey, uint64_t value, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     return rma(ep, GW_OP_PUT_NOTIFY, (void *)buf, len, lmem, raddr, rkey, value, req);
 }
 
 gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, uint64_t tag, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_ERR_INVALID;
     if (req)
@@ -287,6 +325,7 @@ static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
 gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t tag, uint64_t mask,
                     gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_ERR_INVALID;
     if (req)
@@ -314,6 +353,7 @@ gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t
 
 gw_status_t gw_flush(gw_ep_t *ep, gw_request_t **req)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep)
         return GW_ERR_INVALID;
     if (req)
@@ -344,6 +384,7 @@ static int notify_ready(void *arg)
 
 gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value)
 {
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !value)
         return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_notify_wait", "value is NULL");
     if (gw_ep_notify_pop(&ep->base, value) == 0)

@@ -6,6 +6,7 @@
 
 gw_status_t gw_request_test(const gw_request_t *req)
 {
+    GW_API_LOCK(req ? GW_CTX_OF_CORE(req->core) : NULL);
     return req ? req->status : GW_ERR_INVALID;
 }
 
@@ -16,6 +17,7 @@ static int req_done(void *arg)
 
 gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
 {
+    GW_API_LOCK(req ? GW_CTX_OF_CORE(req->core) : NULL);
     if (!req)
         return GW_ERR_INVALID;
     if (req->status != GW_INPROGRESS)
@@ -45,6 +47,7 @@ gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
             if (req->status != GW_INPROGRESS)
                 return req->status;
         }
+        ctx->app_passes++; /* (a progress thread stands aside meanwhile) */
         for (unsigned i = 0; i < GW_WAIT_EP_SPINS; i++) {
             ep->ops->ep_progress(ep->tl);
             if (req->status != GW_INPROGRESS)
@@ -60,6 +63,7 @@ gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
 
 gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info)
 {
+    GW_API_LOCK(req ? GW_CTX_OF_CORE(req->core) : NULL);
     if (!req || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(req ? req->core : NULL, "gw_request_info", "info", info ? &info->size : NULL);
     gw_request_info_t o = {.size = info->size, .status = req->status, .length = req->length, .tag = req->rtag};
@@ -71,6 +75,7 @@ gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info)
 
 void gw_request_free(gw_request_t *req)
 {
+    GW_API_LOCK(req ? GW_CTX_OF_CORE(req->core) : NULL);
     gw_api_withdraw_freed(req);
     gw_req_release(req);
 }

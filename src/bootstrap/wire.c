@@ -10,7 +10,7 @@
 enum {
     T_UUID = 1, T_HOST = 2, T_TOKEN = 3, T_FLAGS = 4, T_NONCE = 5, T_MAC = 6,
     T_PREF = 7, T_BLOB = 8, T_STATUS = 9, T_TEXT = 10, T_CHOSEN = 11, T_STREAM = 12,
-    T_TABLE = 13, T_TABLE_MAC = 14, T_TABLE_OFF = 15, T_PID = 16
+    /* 13..15 retired */ T_PID = 16, T_EXT = 17, T_EXT_MAC = 18, T_EXT_REQ = 19
 };
 
 gw_status_t gw_hs_decode_header(const uint8_t *hdr, size_t len, uint16_t *version, uint16_t *type,
@@ -117,9 +117,38 @@ gw_status_t gw_hs_decode(const uint8_t *buf, size_t len, gw_hs_msg_t *out, char 
         }
         case T_CHOSEN: NEED(1); out->chosen = p[0]; out->has_chosen = 1; break;
         case T_STREAM: NEED(2); out->stream = gw_get_u16(p); break;
-        case T_TABLE: out->table = p; out->table_len = (uint16_t)tlen; break; /* names_wire.c checks it */
-        case T_TABLE_MAC: NEED(GW_HS_MAC_LEN); memcpy(out->table_mac, p, tlen); out->has_table_mac = 1; break;
-        case T_TABLE_OFF: NEED(4); out->table_off = gw_get_u32(p); out->has_table_off = 1; break;
+        case T_EXT: { /* the payload is the extension's to check */
+            if (tlen < 4 || out->next == GW_HS_MAX_EXT || gw_hs_ext_find(out, gw_get_u16(p))) {
+                snprintf(why, whylen, "bad extension field (len %u, %d before it, type %u)", tlen, out->next,
+                         tlen >= 2 ? (unsigned)gw_get_u16(p) : 0u);
+                return GW_ERR_PROTOCOL;
+            }
+            gw_hs_ext_t *x = &out->ext[out->next++];
+            x->type = gw_get_u16(p);
+            x->version = gw_get_u16(p + 2);
+            x->data = p + 4;
+            x->len = (uint16_t)(tlen - 4);
+            break;
+        }
+        case T_EXT_MAC: {
+            NEED(2 + GW_HS_MAC_LEN);
+            gw_hs_ext_t *x = (gw_hs_ext_t *)gw_hs_ext_find(out, gw_get_u16(p));
+            if (!x || x->has_mac) {
+                snprintf(why, whylen, "extension HMAC for type %u %s", (unsigned)gw_get_u16(p),
+                         x ? "twice" : "before (or without) its extension");
+                return GW_ERR_PROTOCOL;
+            }
+            memcpy(x->mac, p + 2, GW_HS_MAC_LEN);
+            x->has_mac = 1;
+            break;
+        }
+        case T_EXT_REQ:
+            NEED(8);
+            out->ext_req_type = gw_get_u16(p);
+            out->ext_req_version = gw_get_u16(p + 2);
+            out->ext_req_arg = gw_get_u32(p + 4);
+            out->has_ext_req = 1;
+            break;
         case T_PID: NEED(12); out->pid = gw_get_u32(p); out->pid_ns = gw_get_u64(p + 4); break;
         default: break; /* newer field: skip */
         }
@@ -190,9 +219,25 @@ size_t gw_hs_encode(const gw_hs_msg_t *m, uint8_t *buf, size_t cap)
     if (m->text[0]) put_tlv(&e, T_TEXT, m->text, strnlen(m->text, sizeof(m->text)));
     if (m->has_chosen) put_tlv(&e, T_CHOSEN, &m->chosen, 1);
     if (m->type == GW_HS_JOIN) { gw_put_u16(tmp, m->stream); put_tlv(&e, T_STREAM, tmp, 2); }
-    if (m->table_len) put_tlv(&e, T_TABLE, m->table, m->table_len);
-    if (m->has_table_mac) put_tlv(&e, T_TABLE_MAC, m->table_mac, GW_HS_MAC_LEN);
-    if (m->has_table_off) { gw_put_u32(tmp, m->table_off); put_tlv(&e, T_TABLE_OFF, tmp, 4); }
+    for (int i = 0; i < m->next && i < GW_HS_MAX_EXT; i++) {
+        const gw_hs_ext_t *x = &m->ext[i];
+        gw_put_u16(tmp, x->type);
+        gw_put_u16(tmp + 2, x->version);
+        if (x->len)
+            memcpy(tmp + 4, x->data, x->len);
+        put_tlv(&e, T_EXT, tmp, 4u + x->len);
+        if (x->has_mac) {
+            gw_put_u16(tmp, x->type);
+            memcpy(tmp + 2, x->mac, GW_HS_MAC_LEN);
+            put_tlv(&e, T_EXT_MAC, tmp, 2 + GW_HS_MAC_LEN);
+        }
+    }
+    if (m->has_ext_req) {
+        gw_put_u16(tmp, m->ext_req_type);
+        gw_put_u16(tmp + 2, m->ext_req_version);
+        gw_put_u32(tmp + 4, m->ext_req_arg);
+        put_tlv(&e, T_EXT_REQ, tmp, 8);
+    }
     if (m->pid) { gw_put_u32(tmp, m->pid); gw_put_u64(tmp + 4, m->pid_ns); put_tlv(&e, T_PID, tmp, 12); }
     if (e.overflow || e.len - GW_HS_HDR_LEN > GW_HS_MAX_BODY)
         return 0;
@@ -283,4 +328,25 @@ size_t gw_rkey_encode(const gw_rkey_wire_t *rk, uint8_t *buf, size_t cap)
         off += 2u + rk->blob[i].len;
     }
     return total;
+}
+
+const gw_hs_ext_t *gw_hs_ext_find(const gw_hs_msg_t *m, uint16_t type)
+{
+    for (int i = 0; i < m->next && i < GW_HS_MAX_EXT; i++)
+        if (m->ext[i].type == type)
+            return &m->ext[i];
+    return NULL;
+}
+
+int gw_hs_ext_add(gw_hs_msg_t *m, uint16_t type, uint16_t version, const uint8_t *data, uint16_t len)
+{
+    if (m->next >= GW_HS_MAX_EXT || gw_hs_ext_find(m, type))
+        return -1;
+    gw_hs_ext_t *x = &m->ext[m->next++];
+    memset(x, 0, sizeof(*x));
+    x->type = type;
+    x->version = version;
+    x->data = data;
+    x->len = len;
+    return 0;
 }

@@ -9,9 +9,15 @@
  *  12  body: TLVs { u16 tag, u16 len, len bytes }; unknown tags are skipped.
  * Exchange: client HELLO -> server ACCEPT -> client CONFIRM -> server READY;
  * either side may answer ERROR instead, then closes.  JOIN opens a further
- * connection of an established endpoint (tcp stripes).  READY may carry
- * the server's names table (TLV 13) and its HMAC (TLV 14); a table-only
- * HELLO may ask for the piece of the table from an offset (TLV 15).
+ * connection of an established endpoint (tcp stripes).
+ * Extensions: READY may carry typed, versioned payloads of a layer above
+ * the api (TLV 17: u16 type, u16 version, payload; type GW_HS_EXT_NAMES is
+ * the names layer's agent table), each with an HMAC (TLV 18: u16 type, 32
+ * bytes) when authentication is on.  An extension-only HELLO (flag
+ * GW_HS_FLAG_EXT_ONLY) names the extension it wants and an argument (TLV
+ * 19: u16 type, u16 version, u32 argument); no endpoint is made.  Tags 13
+ * to 15 (the names table before it became an extension) are retired: a
+ * decoder skips them like any unknown tag.
  * HELLO and ACCEPT carry the sender's pid and pid namespace (TLV 16): a
  * peer on the same host in the same namespace judges its liveness by its
  * process state (transport/base/liveness.h).
@@ -53,13 +59,25 @@ typedef enum gw_hs_type {
 
 enum {
     GW_HS_FLAG_AUTH = 1u << 0,
-    GW_HS_FLAG_TABLE = 1u << 1 /* HELLO: only the peer's names table is wanted (no endpoint) */
+    GW_HS_FLAG_EXT_ONLY = 1u << 1 /* HELLO: only the extension of TLV 19 is wanted (no endpoint) */
 };
-/* A table-only exchange (api/names.c) runs HELLO/ACCEPT/CONFIRM as usual,
- * ACCEPT naming transport GW_HS_NO_TL, and READY (token GW_HS_TABLE_TOKEN)
- * carries the table; the server then closes. */
+/* An extension-only exchange runs HELLO/ACCEPT/CONFIRM as usual, ACCEPT
+ * naming transport GW_HS_NO_TL, and READY (token GW_HS_EXT_TOKEN) carries
+ * the extension; the server then closes. */
 #define GW_HS_NO_TL 0xffu
-#define GW_HS_TABLE_TOKEN UINT64_MAX
+#define GW_HS_EXT_TOKEN UINT64_MAX
+
+/* Extension types: stable numbers, never reused. */
+enum { GW_HS_EXT_NAMES = 1 };
+#define GW_HS_MAX_EXT 4
+
+typedef struct gw_hs_ext {
+    uint16_t type, version;
+    const uint8_t *data; /* points into the decoded buffer */
+    uint16_t len;
+    int has_mac;
+    uint8_t mac[GW_HS_MAC_LEN];
+} gw_hs_ext_t;
 
 typedef struct gw_hs_blob {
     uint8_t tl;
@@ -84,16 +102,14 @@ typedef struct gw_hs_msg {
     int32_t status;   /* ERROR */
     char text[512];   /* ERROR reason / ACCEPT downgrades */
     uint16_t stream;  /* JOIN */
-    /* READY: the agent's names table (bootstrap/names_wire.h) and, with
-     * authentication, its HMAC; table points into the decoded buffer */
-    const uint8_t *table;
-    uint16_t table_len;
-    int has_table_mac;
-    uint8_t table_mac[GW_HS_MAC_LEN];
-    /* HELLO (table only): the piece of the table wanted, from this offset
-     * (the READY then carries a names_wire.h piece, not a table) */
-    int has_table_off;
-    uint32_t table_off;
+    /* READY: extensions (at most one of each type) */
+    gw_hs_ext_t ext[GW_HS_MAX_EXT];
+    int next;
+    /* HELLO (extension only): the extension wanted, its version, an
+     * argument the extension defines (names: the table offset wanted) */
+    int has_ext_req;
+    uint16_t ext_req_type, ext_req_version;
+    uint32_t ext_req_arg;
     /* HELLO, ACCEPT: the sender's pid and pid namespace (0: not sent) */
     uint32_t pid;
     uint64_t pid_ns;
@@ -105,6 +121,11 @@ gw_status_t gw_hs_decode_header(const uint8_t *hdr, size_t len, uint16_t *versio
                                 uint32_t *body_len, char *why, size_t whylen);
 /* Decodes a whole frame (header + body).  Blob pointers point into buf. */
 gw_status_t gw_hs_decode(const uint8_t *buf, size_t len, gw_hs_msg_t *out, char *why, size_t whylen);
+/* The extension of type `type` a decoded message carries, or NULL. */
+const gw_hs_ext_t *gw_hs_ext_find(const gw_hs_msg_t *m, uint16_t type);
+/* Adds an extension to a message to encode (data must outlive the encode);
+ * 0, or -1 when the message holds GW_HS_MAX_EXT already. */
+int gw_hs_ext_add(gw_hs_msg_t *m, uint16_t type, uint16_t version, const uint8_t *data, uint16_t len);
 /* Encodes msg into buf (cap bytes); returns the length, 0 if it does not fit. */
 size_t gw_hs_encode(const gw_hs_msg_t *msg, uint8_t *buf, size_t cap);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* core.c - event loop, detail message, request pool. */
 #include "core/core.h"
+#include "core/fault.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -26,6 +27,8 @@ gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen)
     if (st != GW_OK)
         return st;
     if ((st = gw_settings_check(&c->settings, err, errlen)) != GW_OK)
+        goto err_settings;
+    if ((st = gw_fault_configure(gw_settings_str(&c->settings, GW_SET_FAULT), err, errlen)) != GW_OK)
         goto err_settings;
     int lvl = gw_log_parse_level(gw_settings_str(&c->settings, GW_SET_LOG_LEVEL));
     if (lvl < 0) {

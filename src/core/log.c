@@ -16,9 +16,9 @@ int gw_log_threshold = GW_LOG_WARN;
 static const char *const g_names[] = {"error", "warn", "info", "debug", "trace"};
 /* the subsystems a build names (GW_LOG_SUBSYS; CMakeLists.txt derives them
  * from the source paths) */
-static const char *const g_subsystems[] = {"core", "cuda", "bootstrap", "directory", "mem",
+static const char *const g_subsystems[] = {"core", "cuda", "bootstrap", "mem",
                                            "topo", "transport", "tcp", "verbs", "intra",
-                                           "api", "diag", "gpuwire"};
+                                           "ofi", "proto", "api", "names", "diag", "gpuwire"};
 #define NSUB (sizeof(g_subsystems) / sizeof(g_subsystems[0]))
 
 static pthread_mutex_t g_cfg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,8 +79,8 @@ int gw_log_configure(const char *file, const char *subsystems, char *err, size_t
             if (i < 0) {
                 snprintf(err, errlen,
                          "GPUWIRE_LOG_SUBSYS=\"%s\": unknown subsystem \"%.*s\" (known: core, "
-                         "cuda, bootstrap, directory, mem, topo, transport, tcp, verbs, intra, "
-                         "api, diag)",
+                         "cuda, bootstrap, mem, topo, transport, tcp, verbs, intra, ofi, "
+                         "proto, api, names, diag)",
                          subsystems, (int)n, p);
                 return -1;
             }

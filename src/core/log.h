@@ -5,7 +5,8 @@
  *     gpuwire[4242] tcp warn: connect(10.0.0.2:7000) failed: ...
  * The subsystem is the source directory of the code that logged (the build
  * defines GW_LOG_SUBSYS per file from its path: core, cuda, bootstrap,
- * directory, mem, topo, transport (base), tcp, verbs, intra, api, diag).
+ * directory, mem, topo, transport (base), tcp, verbs, intra, proto, api,
+ * diag).
  * Settings (read at context creation, process-wide like the level):
  * GPUWIRE_LOG_LEVEL, GPUWIRE_LOG_FILE (a path, "%p" becomes the pid;
  * appended to), GPUWIRE_LOG_SUBSYS (a comma-separated list: messages above

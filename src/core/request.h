@@ -14,54 +14,13 @@ struct gw_ep;
 struct gw_mem;
 struct gw_rkey;
 struct gw_batch;
-struct gw_intra_slot;
-struct intrab_op;
-struct tcpb_op;
-struct gw_verbs_rc_entry;
-struct gw_verbs_sreq;
 
-/* Transport-private scratch of a request, typed per transport (the union
- * below).  Each member is the transport's alone while it holds the request;
- * a request starts zeroed. */
-struct gw_req_tcp {
-    uint64_t sender;        /* rendezvous receive: the sender's slot id (for MSG_ACK) */
-    uint64_t accept;        /* rendezvous receive: bytes accepted (CTS), checked against RDATA */
-    struct tcpb_op *bop;    /* batched get: its state until it completes (tcp_batch.c) */
-};
-struct gw_req_intra {
-    struct gw_intra_slot *slot; /* the peer table slot entered (its inflight counted) */
-    uint64_t opid;          /* send/rendezvous: the operation id FIN answers */
-    uint64_t src;           /* put/get: RK_VALID | table slot; rendezvous receive: slot + 1 << 32 */
-    uint64_t src2;          /* put/get: the region id; rendezvous receive: message length */
-    struct intrab_op *batch; /* batched transfer: its state (intra_batch.c) */
-};
-
-struct gw_req_verbs {
-    struct gw_verbs_rc_entry *rc; /* registration-cache entry held for the local buffer */
-    struct gw_verbs_sreq *stg;    /* staged (TLF_STAGED): its state (verbs_stage.c) */
-    uint32_t slot;                /* bounce slot + 1 held by the request, 0 none */
-    uint32_t stripe;              /* next QP of a striped transfer; a receive by WRITE_WITH_IMM:
-                                   * the ends seen */
-    union {
-        struct {                  /* rendezvous: a receive's sender, a send's CTS from its receiver */
-            uint64_t raddr;       /* the peer's buffer */
-            uint32_t rkey;        /* ... its rkey */
-            uint32_t opid;        /* the peer's rendezvous id (RTS_STAGED: the sender is staged) */
-            uint64_t mlen;        /* message length */
-        } rdv;
-        struct {                  /* batched transfer (verbs_batch.c) */
-            uint64_t ent;         /* next entry */
-            uint64_t off;         /* bytes of it posted */
-        } batch;
-    };
-};
-
-/* The transport scratch is one union of these; none may grow the request
- * past the 48 bytes it has. */
+/* Transport-private scratch of a request: GW_REQ_TL_BYTES bytes, 8-aligned,
+ * that the transport holding the request reads as a struct of its own,
+ * declared in its private header with GW_REQ_TL_SCRATCH (core names no
+ * transport's struct).  It is the transport's alone while it holds the
+ * request; a request starts zeroed. */
 #define GW_REQ_TL_BYTES 48
-_Static_assert(sizeof(struct gw_req_tcp) <= GW_REQ_TL_BYTES, "tcp request scratch over budget");
-_Static_assert(sizeof(struct gw_req_intra) <= GW_REQ_TL_BYTES, "intra request scratch over budget");
-_Static_assert(sizeof(struct gw_req_verbs) <= GW_REQ_TL_BYTES, "verbs request scratch over budget");
 
 typedef enum gw_op_type {
     GW_OP_PUT = 1,
@@ -103,17 +62,17 @@ struct gw_request {
     struct gw_rkey *rkey;
     uint64_t raddr;
     uint64_t value; /* notification value / tag */
-    uint64_t mask;
+    union {
+        uint64_t mask;  /* GW_OP_RECV: the tag mask */
+        void *owner;    /* a put, get or batch the protocol layer split into requests
+                         * (proto/proto.h): its state, in the batch and in each piece */
+    };
     /* transport progress */
     size_t posted;      /* bytes handed to the wire */
     size_t done;        /* bytes confirmed */
     uint32_t pending;   /* frames/work requests in flight */
     gw_status_t first_err;
-    union {                     /* transport scratch, typed per transport (GW_REQ_TL_BYTES) */
-        struct gw_req_tcp tcp;
-        struct gw_req_intra intra;
-        struct gw_req_verbs verbs;
-    };
+    _Alignas(8) unsigned char tl_scratch[GW_REQ_TL_BYTES]; /* transport scratch (GW_REQ_TL_SCRATCH) */
     /* batched transfers (transport/base/batch.h): the entries, and the hook
      * that releases them, run once when the request completes */
     struct gw_batch *batch;
@@ -123,6 +82,22 @@ struct gw_request {
     char *detail;
     uint64_t err_mark;  /* core->err_count when posted */
 };
+
+/* Declares fn, the typed view of a request's transport scratch as struct
+ * type T (a transport's private header does this once), and holds T to the
+ * scratch's size and alignment at compile time:
+ *     struct gw_req_tcp { ... };
+ *     GW_REQ_TL_SCRATCH(tcp_rq, struct gw_req_tcp)
+ *     tcp_rq(req)->sender = id;
+ * (A request is malloc'd and its scratch is only ever read and written as
+ * the one transport's T while it holds it, besides the zeroing memset.) */
+#define GW_REQ_TL_SCRATCH(fn, T)                                                                 \
+    _Static_assert(sizeof(T) <= GW_REQ_TL_BYTES, #T " is larger than a request's transport scratch"); \
+    _Static_assert(_Alignof(T) <= 8, #T " needs more alignment than a request's transport scratch"); \
+    static inline T *fn(const struct gw_request *r)                                              \
+    {                                                                                            \
+        return (T *)(void *)(uintptr_t)r->tl_scratch;                                            \
+    }
 
 /* Takes a request from the core's pool (zeroed, status GW_INPROGRESS). */
 struct gw_request *gw_req_alloc(gw_core_t *c);

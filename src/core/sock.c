@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "core/util.h"
 
 gw_status_t gw_sock_resolve(const char *addr, int passive, struct sockaddr_storage *ss,
@@ -200,4 +201,133 @@ int gw_sock_write_full(int fd, const void *buf, size_t len, int timeout_ms)
 int gw_sock_read_full(int fd, void *buf, size_t len, int timeout_ms)
 {
     return full_io(fd, buf, len, timeout_ms, 0);
+}
+
+/* ---- the data-path calls and their faults ---- */
+
+/* Aborts the connection as a peer's crash or a middlebox would: a TCP reset
+ * (connect() to AF_UNSPEC disconnects with RST), leaving the fd open and
+ * unusable, as after a real reset. */
+static void abort_conn(int fd)
+{
+    struct sockaddr sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_family = AF_UNSPEC;
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    if (connect(fd, &sa, sizeof(sa)) != 0)
+        shutdown(fd, SHUT_RDWR);
+}
+
+static size_t iov_total(const struct msghdr *mh)
+{
+    size_t t = 0;
+    for (size_t i = 0; i < (size_t)mh->msg_iovlen; i++)
+        t += mh->msg_iov[i].iov_len;
+    return t;
+}
+
+/* One call with at most max bytes of mh's iovecs (the caller's iovec array
+ * is trimmed for the call and put back). */
+static ssize_t msg_capped(int fd, struct msghdr *mh, int flags, size_t max, int wr)
+{
+    size_t keep_n = (size_t)mh->msg_iovlen, k = 0, acc = 0;
+    while (k < keep_n && acc + mh->msg_iov[k].iov_len < max)
+        acc += mh->msg_iov[k++].iov_len;
+    if (k == keep_n) /* the whole message fits */
+        return wr ? sendmsg(fd, mh, flags) : recvmsg(fd, mh, flags);
+    size_t keep_len = mh->msg_iov[k].iov_len;
+    mh->msg_iov[k].iov_len = max - acc;
+    mh->msg_iovlen = k + 1;
+    ssize_t r = wr ? sendmsg(fd, mh, flags) : recvmsg(fd, mh, flags);
+    int e = errno;
+    mh->msg_iov[k].iov_len = keep_len;
+    mh->msg_iovlen = keep_n;
+    errno = e;
+    return r;
+}
+
+/* A fired rule on one call of len bytes: <0 with errno when the call fails,
+ * else the most bytes the call may move. */
+static ssize_t fault_cap(const gw_fault_t *f, int fd, size_t len, int *reset_after)
+{
+    *reset_after = 0;
+    switch (f->act) {
+    case GW_FAULT_EAGAIN:
+        errno = EAGAIN;
+        return -1;
+    case GW_FAULT_FAIL:
+        errno = f->has_arg ? (int)f->arg : EIO;
+        return -1;
+    case GW_FAULT_SHORT:
+        return (ssize_t)GW_MIN(len, f->has_arg && f->arg > 0 ? (size_t)f->arg : 1);
+    case GW_FAULT_RESET: {
+        size_t b = f->has_arg ? (size_t)f->arg : len / 2;
+        b = GW_MIN(b, len);
+        *reset_after = 1;
+        if (b == 0) {
+            abort_conn(fd);
+            errno = ECONNRESET;
+            return -1;
+        }
+        return (ssize_t)b;
+    }
+    default:
+        return (ssize_t)len;
+    }
+}
+
+static ssize_t faulted(int fd, void *buf, struct msghdr *mh, size_t len, int flags, int wr, const gw_fault_t *f)
+{
+    int reset;
+    if (mh)
+        len = iov_total(mh);
+    ssize_t cap = fault_cap(f, fd, len, &reset);
+    if (cap < 0)
+        return -1;
+    ssize_t r;
+    if (mh)
+        r = msg_capped(fd, mh, flags, (size_t)cap, wr);
+    else
+        r = wr ? send(fd, buf, (size_t)cap, flags) : recv(fd, buf, (size_t)cap, flags);
+    if (reset) {
+        /* the bytes moved, then the connection went: the caller sees the
+         * reset now (as a later call would), the peer mid-frame */
+        abort_conn(fd);
+        errno = ECONNRESET;
+        return -1;
+    }
+    return r;
+}
+
+ssize_t gw_sock_send(int fd, const void *buf, size_t len, int flags)
+{
+    gw_fault_t f;
+    if (gw_fault_at("sock.send", &f))
+        return faulted(fd, (void *)buf, NULL, len, flags, 1, &f);
+    return send(fd, buf, len, flags);
+}
+
+ssize_t gw_sock_recv(int fd, void *buf, size_t len, int flags)
+{
+    gw_fault_t f;
+    if (gw_fault_at("sock.recv", &f))
+        return faulted(fd, buf, NULL, len, flags, 0, &f);
+    return recv(fd, buf, len, flags);
+}
+
+ssize_t gw_sock_sendmsg(int fd, struct msghdr *mh, int flags)
+{
+    gw_fault_t f;
+    if (gw_fault_at("sock.send", &f))
+        return faulted(fd, NULL, mh, 0, flags, 1, &f);
+    return sendmsg(fd, mh, flags);
+}
+
+ssize_t gw_sock_recvmsg(int fd, struct msghdr *mh, int flags)
+{
+    gw_fault_t f;
+    if (gw_fault_at("sock.recv", &f))
+        return faulted(fd, NULL, mh, 0, flags, 0, &f);
+    return recvmsg(fd, mh, flags);
 }

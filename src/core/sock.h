@@ -26,4 +26,13 @@ int gw_sock_connect(const struct sockaddr_storage *ss, socklen_t sslen, int bufs
 int gw_sock_write_full(int fd, const void *buf, size_t len, int timeout_ms);
 int gw_sock_read_full(int fd, void *buf, size_t len, int timeout_ms);
 
+/* The tcp transport's data-path calls: send/recv/sendmsg/recvmsg, where
+ * GPUWIRE_FAULT's sock.send and sock.recv rules act (core/fault.h: short
+ * transfers, EAGAIN storms, a reset mid-frame, a failing call).  With no
+ * rule armed each is the system call. */
+ssize_t gw_sock_send(int fd, const void *buf, size_t len, int flags);
+ssize_t gw_sock_recv(int fd, void *buf, size_t len, int flags);
+ssize_t gw_sock_sendmsg(int fd, struct msghdr *mh, int flags);
+ssize_t gw_sock_recvmsg(int fd, struct msghdr *mh, int flags);
+
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "core/log.h"
 #include "core/settings.h"
 #include "core/util.h"
@@ -62,6 +63,58 @@ static int resolve(void *getproc, int v2, const char *sym, int ver, void **pfn)
         return -1;
     }
     return 0;
+}
+
+/* ---- faults (GPUWIRE_FAULT's cuda.<function> rules, core/fault.h) ----
+ * The copies, synchronisations and registrations below go through a
+ * wrapper that asks the fault layer first: a fired rule returns its
+ * CUresult (default CUDA_ERROR_LAUNCH_FAILED) instead of calling the
+ * driver.  With no rule armed the wrapper costs one load and a branch. */
+static gw_cuda_t g_real;
+
+#define GW_CUDA_FAULT_WRAPS(W)                                                                     \
+    W(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n))                       \
+    W(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))   \
+    W(cuMemcpyHtoD, (CUdeviceptr dst, const void *src, size_t n), (dst, src, n))                   \
+    W(cuMemcpyDtoH, (void *dst, CUdeviceptr src, size_t n), (dst, src, n))                         \
+    W(cuMemcpyHtoDAsync, (CUdeviceptr dst, const void *src, size_t n, CUstream s), (dst, src, n, s)) \
+    W(cuMemcpyDtoHAsync, (void *dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))     \
+    W(cuMemcpyPeerAsync, (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, \
+                          CUstream s), (dst, dctx, src, sctx, n, s))                               \
+    W(cuLaunchKernel, (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
+                       unsigned bz, unsigned shmem, CUstream s, void **params, void **extra),      \
+      (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra))                                        \
+    W(cuStreamSynchronize, (CUstream s), (s))                                                      \
+    W(cuStreamQuery, (CUstream s), (s))                                                            \
+    W(cuEventQuery, (CUevent e), (e))                                                              \
+    W(cuEventSynchronize, (CUevent e), (e))                                                        \
+    W(cuMemAlloc, (CUdeviceptr * p, size_t n), (p, n))                                             \
+    W(cuMemHostAlloc, (void **p, size_t n, unsigned flags), (p, n, flags))                         \
+    W(cuMemHostRegister, (void *p, size_t n, unsigned flags), (p, n, flags))                       \
+    W(cuPointerGetAttributes, (unsigned n, int *attrs, void **data, CUdeviceptr p), (n, attrs, data, p)) \
+    W(cuMemGetAddressRange, (CUdeviceptr * base, size_t *size, CUdeviceptr p), (base, size, p))    \
+    W(cuIpcGetMemHandle, (CUipcMemHandle * h, CUdeviceptr p), (h, p))                              \
+    W(cuIpcOpenMemHandle, (CUdeviceptr * p, CUipcMemHandle h, unsigned flags), (p, h, flags))
+
+#define GW_CUDA_FAULT_FN_(name, params, args)                                                      \
+    static CUresult fault_##name params                                                            \
+    {                                                                                              \
+        gw_fault_t f_;                                                                             \
+        if (gw_fault_at("cuda." #name, &f_))                                                       \
+            return f_.has_arg ? (CUresult)f_.arg : CUDA_ERROR_LAUNCH_FAILED;                       \
+        return g_real.name args;                                                                   \
+    }
+GW_CUDA_FAULT_WRAPS(GW_CUDA_FAULT_FN_)
+#undef GW_CUDA_FAULT_FN_
+
+static void install_fault_wraps(void)
+{
+    g_real = g_cuda;
+#define GW_CUDA_FAULT_SET_(name, params, args)                                                     \
+    if (g_cuda.name)                                                                               \
+        g_cuda.name = fault_##name;
+    GW_CUDA_FAULT_WRAPS(GW_CUDA_FAULT_SET_)
+#undef GW_CUDA_FAULT_SET_
 }
 
 static void load_once(void)
@@ -147,6 +200,7 @@ static void load_once(void)
         goto fail_dl;
     }
     g_cuda.device_count = n;
+    install_fault_wraps();
     g_cuda_ok = &g_cuda;
     gw_log(GW_LOG_DEBUG, "CUDA driver %d.%d loaded from %s: %d device(s)", ver / 1000,
            (ver % 1000) / 10, lib, n);

@@ -43,7 +43,16 @@ gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
         int managed = 0;
         void *data[3] = {&memtype, &ordinal, &managed};
         CUresult r = cu->cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)p);
-        if (r != CUDA_SUCCESS || memtype != CU_MEMORYTYPE_DEVICE || managed) {
+        /* the driver answers a pointer it does not know with success and
+         * memory type 0; an error is the driver failing, and taking the
+         * range for host memory then would let a transport read device
+         * memory as if it were host memory */
+        if (r != CUDA_SUCCESS)
+            return gw_err(c, GW_ERR_CUDA,
+                          "gw_mem_reg(addr=%p, len=%zu) failed: cannot tell what memory it is: "
+                          "cuPointerGetAttributes(0x%" PRIx64 ") failed: %s",
+                          m->addr, m->len, p, gw_cuda_strerror(r, eb, sizeof(eb)));
+        if (memtype != CU_MEMORYTYPE_DEVICE || managed) {
             if (pieces == 0)
                 return GW_OK; /* unknown to CUDA, pinned host or managed: host */
             return gw_err(c, GW_ERR_INVALID,
@@ -51,9 +60,7 @@ gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
                           "memory of device %d but byte offset %" PRIu64
                           " is not device memory (%s)",
                           m->addr, m->len, dev0, p - (uint64_t)(uintptr_t)m->addr,
-                          r != CUDA_SUCCESS ? gw_cuda_strerror(r, eb, sizeof(eb))
-                          : managed         ? "managed memory"
-                                            : "host or unmapped memory");
+                          managed ? "managed memory" : "host or unmapped memory");
         }
         if (pieces == 0) {
             dev0 = ordinal;

@@ -128,7 +128,7 @@ static CUresult cuCtxSynchronize(void) { LEGACY("cuCtxSynchronize", NULL); retur
 static CUresult cuGetErrorName(CUresult e, const char **s)
 {
     *s = e == OK ? "CUDA_SUCCESS" : e == EINVAL_ ? "CUDA_ERROR_INVALID_VALUE" : e == ENOTREADY ? "CUDA_ERROR_NOT_READY"
-       : e == ENOTSUP ? "CUDA_ERROR_NOT_SUPPORTED" : e == ELEGACY ? "CUDA_ERROR_LAUNCH_TIMEOUT" : e == ENOMEM_ ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_UNKNOWN";
+       : e == ENOTSUP ? "CUDA_ERROR_NOT_SUPPORTED" : e == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : e == 719 ? "CUDA_ERROR_LAUNCH_FAILED" : e == ELEGACY ? "CUDA_ERROR_LAUNCH_TIMEOUT" : e == ENOMEM_ ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_UNKNOWN";
     return OK;
 }
 static CUresult cuGetErrorString(CUresult e, const char **s) { *s = e == OK ? "no error" : "fake driver error"; return OK; }

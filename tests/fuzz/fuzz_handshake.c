@@ -5,7 +5,7 @@
  * header (magic, version, a type and a body length that matches) so the
  * fuzzer spends its time inside the TLV body.  A frame that decodes must
  * re-encode and decode to the same message (the decoder accepts nothing the
- * encoder cannot say). */
+ * encoder cannot say), typed extensions and their HMACs included. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +34,17 @@ static void same_msg(const gw_hs_msg_t *a, const gw_hs_msg_t *b)
         must(a->blob[i].tl == b->blob[i].tl && a->blob[i].len == b->blob[i].len &&
                  (a->blob[i].len == 0 || memcmp(a->blob[i].data, b->blob[i].data, a->blob[i].len) == 0),
              "blob changed in a round trip");
+    must(a->next == b->next && a->has_ext_req == b->has_ext_req, "extension count/request changed in a round trip");
+    for (int i = 0; i < a->next; i++) {
+        const gw_hs_ext_t *x = &a->ext[i], *y = gw_hs_ext_find(b, x->type);
+        must(y && y->version == x->version && y->len == x->len && y->has_mac == x->has_mac &&
+                 (!x->len || memcmp(x->data, y->data, x->len) == 0) &&
+                 (!x->has_mac || memcmp(x->mac, y->mac, GW_HS_MAC_LEN) == 0),
+             "extension changed in a round trip");
+    }
+    if (a->has_ext_req)
+        must(a->ext_req_type == b->ext_req_type && a->ext_req_version == b->ext_req_version &&
+                 a->ext_req_arg == b->ext_req_arg, "extension request changed in a round trip");
 }
 
 static void decode_one(const uint8_t *buf, size_t len)
@@ -63,6 +74,10 @@ static void decode_one(const uint8_t *buf, size_t len)
         must(m.blob[i].len == 0 ||
                  (m.blob[i].data >= buf && m.blob[i].data + m.blob[i].len <= buf + len),
              "blob points outside the input");
+    must(m.next >= 0 && m.next <= GW_HS_MAX_EXT, "extension count out of range");
+    for (int i = 0; i < m.next; i++)
+        must(m.ext[i].len == 0 || (m.ext[i].data >= buf && m.ext[i].data + m.ext[i].len <= buf + len),
+             "extension payload points outside the input");
     must(memchr(m.text, '\0', sizeof(m.text)) != NULL, "text not terminated");
     static uint8_t out[GW_HS_HDR_LEN + GW_HS_MAX_BODY + 64];
     size_t n = gw_hs_encode(&m, out, sizeof(out));

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_names_table.c - libFuzzer target for the names table decoder and
- * the decoder of its pieces (bootstrap/names_wire.c): what an agent's
+ * the decoder of its pieces (names/table_wire.c): what an agent's
  * handshake hands its peers.
  *
  * Half the inputs get a valid magic, version and lengths (of the bytes and,
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/names_wire.h"
+#include "names/table_wire.h"
 #include "bootstrap/wire.h"
 #include "core/util.h"
 

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # run_fuzz.sh SRC BUILD CLANG SECONDS TARGET... - builds the libFuzzer targets
 # with clang + ASan/UBSan in BUILD (a separate CMake tree) and runs each for
-# SECONDS.  Exit 77 (skipped) when clang cannot link libFuzzer here.
+# SECONDS each (GW_FUZZ_SECONDS in the environment overrides it).  The
+# corpus stays in BUILD/corpus, so short runs add up.  Exit 77 (skipped)
+# when clang cannot link libFuzzer here.
 set -u
-src=$1 bld=$2 cc=$3 secs=$4
+src=$1 bld=$2 cc=$3 secs=${GW_FUZZ_SECONDS:-$4}
 shift 4
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

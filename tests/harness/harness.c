@@ -23,6 +23,69 @@ int gwt_done(const char *name)
     return 0;
 }
 
+static const gwt_case_t *find_case(const gwt_case_t *cases, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(cases[i].name, name))
+            return &cases[i];
+    return NULL;
+}
+
+static int run_case(void *arg)
+{
+    const gwt_case_t *c = arg;
+    gwt_failures = 0;
+    c->fn();
+    return gwt_done(c->name);
+}
+
+static int run_all(const char *prog, const gwt_case_t *cases, size_t n)
+{
+    const char *v = getenv("GWT_CASE_TIMEOUT");
+    int timeout_s = v && atoi(v) > 0 ? atoi(v) : 120;
+    size_t failed = 0, skipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        fprintf(stderr, "== %s %s\n", prog, cases[i].name);
+        int pid = gwt_spawn(run_case, (void *)&cases[i]);
+        int rc = pid > 0 ? gwt_wait(pid, timeout_s) : -1;
+        const char *what = rc == 0 ? "PASS" : rc == GW_TEST_SKIP ? "SKIP" : "FAIL";
+        if (rc == GW_TEST_SKIP)
+            skipped++;
+        else if (rc != 0)
+            failed++;
+        fprintf(stderr, "%s %s (exit %d)\n", what, cases[i].name, rc);
+    }
+    fprintf(stderr, "%s: %zu case(s): %zu passed, %zu failed, %zu skipped\n", prog, n, n - failed - skipped,
+            failed, skipped);
+    if (failed)
+        return 1;
+    return skipped == n ? GW_TEST_SKIP : 0;
+}
+
+int gwt_main(int argc, char **argv, const gwt_case_t *cases, size_t n)
+{
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (argc < 2)
+        return run_all(prog, cases, n);
+    if (!strcmp(argv[1], "--list")) {
+        for (size_t i = 0; i < n; i++)
+            printf("%s\n", cases[i].name);
+        return 0;
+    }
+    const gwt_case_t *c = find_case(cases, n, argv[1]);
+    if (!c) {
+        fprintf(stderr, "%s: no case named '%s'; the cases are:", prog, argv[1]);
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, " %s", cases[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    fprintf(stderr, "case %s over %s\n", c->name,
+            getenv("GPUWIRE_TRANSPORTS") ? getenv("GPUWIRE_TRANSPORTS") : "the default transports");
+    c->fn();
+    return gwt_done(c->name);
+}
+
 int gwt_spawn(int (*fn)(void *), void *arg)
 {
     fflush(stdout);

@@ -63,6 +63,30 @@ extern int gwt_failures;
 /* Ends a test: prints a summary and returns the exit code. */
 int gwt_done(const char *name);
 
+/* Named cases.  A program of several cases lists them in a table and lets
+ * gwt_main dispatch:
+ *
+ *     static void case_killed(void) { ... CHECK(...); }
+ *     static const gwt_case_t cases[] = {GWT_CASE(killed), GWT_CASE(notify_order)};
+ *     int main(int argc, char **argv) { return GWT_MAIN(argc, argv, cases); }
+ *
+ *   prog NAME    runs that case in this process (what ctest runs: one test
+ *                per case, tests/README.md); exit 0, 1 (a check failed) or 77
+ *                (the case called SKIP)
+ *   prog --list  prints the names, one a line
+ *   prog         runs every case, each in its own child process with a
+ *                deadline of GWT_CASE_TIMEOUT seconds (default 120), and
+ *                prints one PASS/FAIL/SKIP line per case; exit 1 if any
+ *                failed, 77 if every case skipped
+ * An unknown name is refused (exit 2) with the list of names. */
+typedef struct gwt_case {
+    const char *name;
+    void (*fn)(void);
+} gwt_case_t;
+#define GWT_CASE(n) {#n, case_##n}
+#define GWT_MAIN(argc, argv, cases) gwt_main((argc), (argv), (cases), sizeof(cases) / sizeof((cases)[0]))
+int gwt_main(int argc, char **argv, const gwt_case_t *cases, size_t n);
+
 /* Runs fn(arg) in a child process; returns its pid. */
 int gwt_spawn(int (*fn)(void *), void *arg);
 /* Waits for pid up to timeout_s, killing it past that; returns its exit code

@@ -2,6 +2,8 @@
 /* it.c - see it.h. */
 #include "it.h"
 
+#include "core/fault.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -188,6 +190,11 @@ static it_reply_t tgt_handle(tgt_t *t, const it_cmd_t *c)
         break;
     case IT_CMD_NCOUNT:
         rep.a = gw_notify_count_wait(ep, c->tag, c->count, (int)c->off);
+        break;
+    case IT_CMD_FAULT:
+        rep.a = (int64_t)gw_fault_fired((int)c->region);
+        rep.b = (int64_t)gw_fault_calls((int)c->region);
+        rep.c = gw_fault_rules();
         break;
     case IT_CMD_NOTIFY_ANY: {
         uint64_t v = 0;

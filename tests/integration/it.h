@@ -65,7 +65,9 @@ typedef enum it_cmd_type {
     IT_CMD_CLOSE_EP,    /* ep -> status */
     IT_CMD_HASH,        /* region, off, len -> a = FNV-1a 64 of the bytes (it_hash) */
     IT_CMD_NCOUNT,      /* ep, tag = id, count, off = timeout ms -> a = gw_notify_count_wait's status */
-    IT_CMD_NOTIFY_ANY   /* ep, off = timeout ms -> a = status, b = value of the next ordered notification */
+    IT_CMD_NOTIFY_ANY,  /* ep, off = timeout ms -> a = status, b = value of the next ordered notification */
+    IT_CMD_FAULT        /* region = rule -> a = injections it fired, b = calls it saw, c = rules armed
+                           (GPUWIRE_FAULT in the target, core/fault.h) */
 } it_cmd_type_t;
 
 typedef struct it_cmd {

@@ -27,7 +27,7 @@
 
 #define SEED 0x5151
 
-static int g_verbs; /* the endpoints are verbs ones */
+static int g_verbs; /* the endpoints are verbs or ofi ones (a refused key fails the endpoint) */
 static int g_tep;   /* the target's endpoint for target_send */
 
 static gw_status_t wait_probe(gw_context_t *ctx, gw_ep_t *ep, uint64_t tag, gw_probe_info_t *pi, int ms)
@@ -262,7 +262,7 @@ static void case_listener(void)
 int main(void)
 {
     const char *tls = getenv("GPUWIRE_TRANSPORTS");
-    g_verbs = tls && !strcmp(tls, "verbs");
+    g_verbs = tls && (!strcmp(tls, "verbs") || !strcmp(tls, "ofi"));
     it_target_cfg_t cfg = {.n_eps = g_verbs ? 2 : 1, .n_regions = 1,
                            .region = {{1u << 20, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 0}}};
     it_target_t T;
@@ -273,7 +273,7 @@ int main(void)
     gw_ep_t *spare = g_verbs ? it_connect(ctx, addr) : NULL;
     gw_ep_info_t ei = {.size = sizeof(ei)};
     IT_OK(ctx, gw_ep_query(ep, &ei));
-    REQUIRE(g_verbs == !strcmp(ei.transport, "verbs"));
+    REQUIRE(g_verbs == (!strcmp(ei.transport, "verbs") || !strcmp(ei.transport, "ofi")));
     gw_rkey_t *rk[1];
     uint64_t ra[1];
     rk[0] = it_single_key(&T, ctx, ep, &ra[0], NULL);

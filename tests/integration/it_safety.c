@@ -13,7 +13,10 @@
  * a NIC refused goes to the error state (docs/VERBS.md): a forged or revoked
  * key fails the operation with GW_ERR_INVALID_KEY and the endpoint with it,
  * its detail naming the key.  There the test asserts exactly that and goes
- * on with a spare endpoint (the target accepts IT_MAX_EPS); the region ids
+ * on with a spare endpoint (the target accepts IT_MAX_EPS).  Over ofi the
+ * provider checks the key the same way (the tcp provider drops its
+ * connection on a refusal), and the transport fails the endpoint alike, so
+ * the test takes the same branch there.  The region ids
  * of the key's envelope are checked by nobody over verbs (the verbs part's
  * MR rkey is what grants access), asserted in place. */
 #include <stdlib.h>
@@ -30,7 +33,8 @@ static const uint64_t g_seed[4] = {0xA0, 0xA1, 0xA2, 0xA3};
 static it_target_t T;
 static gw_context_t *ctx;
 static gw_ep_t *ep;
-static int g_verbs;              /* the endpoints are verbs ones */
+static int g_verbs;              /* the endpoints are verbs or ofi ones: the target's NIC (the
+                                  * provider) has the last word, and its refusal fails the endpoint */
 static gw_ep_t *g_eps[IT_MAX_EPS]; /* over verbs: spares, one per refused access */
 static int g_cur;
 static gw_rkey_t *g_rk[4];
@@ -150,7 +154,7 @@ static void bad_tl_part(const uint8_t *key, size_t klen, const uint8_t *part, si
 {
     gw_ep_info_t ei = {.size = sizeof(ei)};
     IT_OK(ctx, gw_ep_query(ep, &ei));
-    int tl = !strcmp(ei.transport, "verbs") ? 0 : !strcmp(ei.transport, "intra") ? 1 : 2; /* wire ids */
+    int tl = !strcmp(ei.transport, "verbs") ? 0 : !strcmp(ei.transport, "intra") ? 1 : !strcmp(ei.transport, "ofi") ? 3 : 2; /* wire ids */
     uint8_t k[IT_KEY_MAX];
     size_t n = with_tl_part(key, klen, tl, part, plen, k, sizeof(k));
     REQUIRE(n > 0);
@@ -171,7 +175,7 @@ int main(void)
     /* (the transport is known before connecting: over verbs the target
      * accepts spare endpoints, see verbs_refused) */
     const char *tls = getenv("GPUWIRE_TRANSPORTS");
-    g_verbs = tls && !strcmp(tls, "verbs");
+    g_verbs = tls && (!strcmp(tls, "verbs") || !strcmp(tls, "ofi"));
     it_target_cfg_t cfg = {.n_eps = g_verbs ? IT_MAX_EPS : 1, .n_regions = 4,
                            .region = {{RLEN, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, 0xA0},
                                       {RLEN, GW_ACCESS_REMOTE_READ, 0xA1},
@@ -185,7 +189,7 @@ int main(void)
     ep = g_eps[0];
     gw_ep_info_t ei0 = {.size = sizeof(ei0)};
     IT_OK(ctx, gw_ep_query(ep, &ei0));
-    REQUIRE(g_verbs == !strcmp(ei0.transport, "verbs"));
+    REQUIRE(g_verbs == (!strcmp(ei0.transport, "verbs") || !strcmp(ei0.transport, "ofi")));
     REQUIRE(it_target_keys(&T, g_keys, g_klen) == 0);
     unpack_keys();
     uint8_t *buf = it_alloc(2 * RLEN);

@@ -322,23 +322,22 @@ static void case_raw_streams(int join)
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
 }
 
+static void case_stream_broken(void)
+{
+    case_raw_streams(1);
+}
+
+static void case_join_missing(void)
+{
+    case_raw_streams(0);
+}
+
+static const gwt_case_t cases[] = {GWT_CASE(listener_gone), GWT_CASE(last_message), GWT_CASE(stream_broken),
+                                   GWT_CASE(join_missing)};
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
-    const char *c = argc > 1 ? argv[1] : "";
-    fprintf(stderr, "case %s, GPUWIRE_TCP_STREAMS=%s\n", c,
-            getenv("GPUWIRE_TCP_STREAMS") ? getenv("GPUWIRE_TCP_STREAMS") : "auto");
-    if (!strcmp(c, "listener_gone"))
-        case_listener_gone();
-    else if (!strcmp(c, "last_message"))
-        case_last_message();
-    else if (!strcmp(c, "stream_broken"))
-        case_raw_streams(1);
-    else if (!strcmp(c, "join_missing"))
-        case_raw_streams(0);
-    else {
-        fprintf(stderr, "unknown case '%s'\n", c);
-        return 2;
-    }
-    return gwt_done(c);
+    fprintf(stderr, "GPUWIRE_TCP_STREAMS=%s\n", getenv("GPUWIRE_TCP_STREAMS") ? getenv("GPUWIRE_TCP_STREAMS") : "auto");
+    return GWT_MAIN(argc, argv, cases);
 }

@@ -2,7 +2,7 @@
 /* it_tcp_wire.c - tcp cases that need exact control of when each byte
  * arrives: a raw socket in a child process completes the handshake itself
  * (one stream) and writes frames (transport/tcp/tcp.h) in pieces, while the
- * parent receives through the public API.  Run by name (argv[1]):
+ * parent receives through the public API.  Run by name (argv[1], gwt_main):
  *   eager_split  an eager message (tag 5, 8192 bytes) arrives half; a
  *                receive for tag 5 is posted; the rest arrives, then a
  *                16-byte message of the same tag.  The first receive must
@@ -108,12 +108,10 @@ static void progress_for(gw_context_t *ctx, double s)
             gw_context_wait(ctx, 1);
 }
 
-int main(int argc, char **argv)
+/* the three cases differ only in what happens after the half message
+ * (g_cut, g_cancel) */
+static void run_eager(void)
 {
-    const char *which = argc > 1 ? argv[1] : "eager_split";
-    g_cut = !strcmp(which, "eager_cut");
-    g_cancel = !strcmp(which, "eager_cancel");
-    REQUIRE(g_cut || g_cancel || !strcmp(which, "eager_split"));
     REQUIRE(gwt_chan_pair(&g_pc, &g_cc) == 0);
     int pid = gwt_spawn(raw_peer, NULL);
     gw_context_t *ctx = it_ctx();
@@ -173,5 +171,28 @@ int main(int argc, char **argv)
     gw_ep_close(ep, 1000);
     gw_listener_destroy(l);
     gw_context_destroy(ctx);
-    return gwt_done(which);
+}
+
+static void case_eager_split(void)
+{
+    run_eager();
+}
+
+static void case_eager_cancel(void)
+{
+    g_cancel = 1;
+    run_eager();
+}
+
+static void case_eager_cut(void)
+{
+    g_cut = 1;
+    run_eager();
+}
+
+static const gwt_case_t cases[] = {GWT_CASE(eager_split), GWT_CASE(eager_cancel), GWT_CASE(eager_cut)};
+
+int main(int argc, char **argv)
+{
+    return GWT_MAIN(argc, argv, cases);
 }

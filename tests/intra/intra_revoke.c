@@ -20,12 +20,7 @@ static int server(void *arg)
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_listener_t *l;
-    REQUIRE_OK(gw_listen(ctx, "127.0.0.1:0", &l));
-    char addr[80];
-    REQUIRE_OK(gw_listener_addr(l, addr, sizeof(addr)));
-    gwt_chan_send(&cch, addr, (uint32_t)strlen(addr) + 1);
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_accept(l, 20000, &ep));
+    gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
     uint8_t *region = malloc(REGION);
     memset(region, 0xee, REGION);
     gw_mem_t *mem;
@@ -105,15 +100,7 @@ int main(void)
 
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
-    char addr[80];
-    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 20000) > 0);
-    REQUIRE_OK(gw_context_create(NULL, &ctx));
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_connect(ctx, addr, &ep));
-    gw_ep_info_t info = {.size = sizeof(info)};
-    REQUIRE_OK(gw_ep_query(ep, &info));
-    fprintf(stderr, "endpoint: %s; %s; downgrades: %s\n", info.transport, info.path, info.downgrades);
-    CHECK(!strcmp(info.transport, "intra")); /* chosen automatically on one host */
+    gw_ep_t *ep = gwt_connect_chan(&pch, "intra", &ctx); /* intra: chosen automatically on one host */
     uint8_t key[512];
     int klen = gwt_chan_recv(&pch, key, sizeof(key), 20000);
     REQUIRE(klen > 0);

@@ -31,8 +31,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "bootstrap/names_wire.h"
-#include "directory/http.h"
+#include "names/names_int.h"
 #include "harness.h"
 #include "names_util.h"
 
@@ -205,10 +204,10 @@ static void exercise(gw_context_t *ctx, const char *name, const char *dir, uint6
     long pad = getenv("GWT_PAD") ? atol(getenv("GWT_PAD")) : 0;
     gw_ep_t *tep;
     REQUIRE_OK(gw_peer_ep(ctx, name, &tep));
-    fprintf(stderr, "client: the agent's table: %zu bytes%s\n", tep->peer_table_len,
-            tep->peer_table_len > GW_NT_INLINE_MAX ? " (past one handshake message: fetched in pieces)" : "");
+    fprintf(stderr, "client: the agent's table: %zu bytes%s\n", gw_names_ep(tep)->table_len,
+            gw_names_ep(tep)->table_len > GW_NT_INLINE_MAX ? " (past one handshake message: fetched in pieces)" : "");
     if (pad >= 1000)
-        CHECK(tep->peer_table_len > GW_NT_INLINE_MAX);
+        CHECK(gw_names_ep(tep)->table_len > GW_NT_INLINE_MAX);
     gw_ep_t *ep, *ep2;
     REQUIRE_OK(gw_peer_ep(ctx, name, &ep));
     REQUIRE_OK(gw_peer_ep(ctx, name, &ep2));
@@ -360,15 +359,21 @@ static int client(const char *name, const char *mode, const char *dir)
 static int wait_etcd(const char *hostport, int secs)
 {
     double end = gwt_now_s() + secs;
-    char why[256] = "";
+    char why[400] = "no client in this build";
     while (gwt_now_s() < end) {
-        int status = 0;
-        gw_buf_t out = {0};
-        gw_status_t st = gw_http_post(hostport, "/v3/kv/range", "{\"key\":\"AA==\"}", 1000, &status, &out, why,
-                                      sizeof(why));
-        gw_buf_free(&out);
-        if (st == GW_OK && status == 200)
+#if GW_HAVE_ETCD
+        gwt_etcd_t e;
+        memset(&e, 0, sizeof(e));
+        snprintf(e.url, sizeof(e.url), "etcd://%s", hostport);
+        gw_etcd_t c;
+        int64_t rev = 0;
+        gw_status_t st = gwt_etcd_client(&c, &e, NULL, NULL, why, sizeof(why));
+        if (st == GW_OK)
+            st = gw_etcd_range(&c, "/gwt-ready", 0, NULL, NULL, &rev, why, sizeof(why));
+        gw_etcd_fini(&c);
+        if (st == GW_OK)
             return 0;
+#endif
         usleep(100000);
     }
     fprintf(stderr, "etcd at %s did not answer within %d s: %s\n", hostport, secs, why);

@@ -18,7 +18,6 @@
 
 #include "api/api.h"
 #include "bootstrap/wire.h"
-#include "directory/etcd.h"
 #include "harness.h"
 #include "names_util.h"
 
@@ -162,7 +161,7 @@ int main(void)
      * entry that points at an impostor (another secret) */
     gw_etcd_t e;
     char why[256];
-    REQUIRE_OK(gw_etcd_init(&e, etcd.url, 2000, why, sizeof(why)));
+    REQUIRE_OK(gwt_etcd_client(&e, &etcd, NULL, NULL, why, sizeof(why)));
     uint8_t forged[GW_RKEY_MAX_LEN];
     gw_rkey_wire_t w = {.owner_uuid = ep->peer_uuid, .id = 0x1234, .addr = raddr, .len = 1ull << 40,
                         .access = 3, .mem_type = 0};

@@ -138,7 +138,7 @@ int main(void)
             CHECK_ST(st, GW_OK);
     } else {
         CHECK_ST(st, GW_OK);
-        gwt_agent_cmd(&s, 1); /* a refresh is a table-only handshake: authenticated too */
+        gwt_agent_cmd(&s, 1); /* a refresh is an extension-only handshake: authenticated too */
         const char *sl[] = {"late"};
         gw_rkey_t *lk2;
         CHECK_ST(gw_peer_regions(good, "s", sl, 1, &lk2), GW_OK);

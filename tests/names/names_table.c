@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "api/api.h"
-#include "bootstrap/names_wire.h"
+#include "names/names_int.h"
 #include "harness.h"
 #include "names_util.h"
 
@@ -33,10 +33,10 @@ int main(void)
     REQUIRE_OK(gw_peer_add(a, "big", b.addr));
     gw_ep_t *ep;
     REQUIRE_OK(gw_peer_ep(a, "big", &ep));
-    CHECK(ep->peer_table && ep->peer_table_len < GW_NT_INLINE_MAX); /* the handshake brought a stub */
+    CHECK(gw_names_ep(ep)->table && gw_names_ep(ep)->table_len < GW_NT_INLINE_MAX); /* the handshake brought a stub */
     gw_nt_header_t h;
     char why[256];
-    CHECK_ST(gw_nt_decode(ep->peer_table, ep->peer_table_len, &h, why, sizeof(why)), GW_OK);
+    CHECK_ST(gw_nt_decode(gw_names_ep(ep)->table, gw_names_ep(ep)->table_len, &h, why, sizeof(why)), GW_OK);
     CHECK(h.stub && h.count == b.published + 1 && h.full_len > 64 * GW_NT_INLINE_MAX);
 
     char n0[32], n1[32], n2[32];
@@ -52,7 +52,7 @@ int main(void)
     size_t pieces = (h.full_len + GW_NP_MAX_DATA - 1) / GW_NP_MAX_DATA;
     fprintf(stderr, "whole table: %u bytes, %u entries, fetched in %zu pieces in %.1f ms (%.2f ms a piece)\n",
             h.full_len, h.count, pieces, dt * 1e3, dt * 1e3 / (double)pieces);
-    CHECK(ep->peer_table_len == h.full_len);
+    CHECK(gw_names_ep(ep)->table_len == h.full_len);
     for (int i = 0; i < 3; i++) {
         uint64_t raddr;
         size_t rlen;

@@ -22,7 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "directory/etcd.h"
 #include "harness.h"
 #include "names_util.h"
 
@@ -152,7 +151,7 @@ int main(void)
     gw_etcd_t e;
     char why[256];
     int64_t l1, l2;
-    REQUIRE_OK(gw_etcd_init(&e, etcd.url, 2000, why, sizeof(why)));
+    REQUIRE_OK(gwt_etcd_client(&e, &etcd, NULL, NULL, why, sizeof(why)));
     REQUIRE_OK(gw_etcd_grant(&e, 30, &l1, why, sizeof(why)));
     REQUIRE_OK(gw_etcd_grant(&e, 30, &l2, why, sizeof(why)));
     const char *rkey = "/gwtakeover/regions/x/r";

@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "directory/http.h"
 #include "harness.h"
 
 static uint64_t now_ms(void)
@@ -197,7 +196,73 @@ static int free_port(void)
     return ntohs(sa.sin_port);
 }
 
-int gwt_etcd_start(gwt_etcd_t *e)
+/* Runs a shell command; exits the test when it fails. */
+static void sh(const char *cmd)
+{
+    int rc = system(cmd);
+    if (rc != 0) {
+        fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
+        exit(1);
+    }
+}
+
+/* Certificates for a TLS etcd on 127.0.0.1, made with openssl: a CA, a
+ * server certificate (SAN IP:127.0.0.1), a client certificate, and a
+ * second CA that signed neither.  The client certificate has no CommonName:
+ * etcd's JSON gateway refuses a client certificate with one while
+ * authentication is on (a CommonName would name the etcd user). */
+static void make_certs(gwt_etcd_t *e)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && "
+             "printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > san.ext && "
+             "printf 'extendedKeyUsage=clientAuth\\n' > cli.ext && "
+             "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=gwt-ca -keyout ca.key -out ca.pem && "
+             "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=gwt-other-ca -keyout other.key "
+             "-out other-ca.pem && "
+             "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key -out server.csr && "
+             "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext "
+             "-out server.pem && "
+             "openssl req -newkey rsa:2048 -nodes -subj /O=gwt-client -keyout client.key -out client.csr && "
+             "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile cli.ext "
+             "-out client.pem) >'%s/openssl.log' 2>&1",
+             e->dir, e->dir);
+    memmove(cmd + 1, cmd, strlen(cmd) + 1); /* run it in a subshell: the redirection covers all of it */
+    cmd[0] = '(';
+    sh(cmd);
+    snprintf(e->ca, sizeof(e->ca), "%s/ca.pem", e->dir);
+    snprintf(e->cert, sizeof(e->cert), "%s/client.pem", e->dir);
+    snprintf(e->key, sizeof(e->key), "%s/client.key", e->dir);
+    snprintf(e->other_ca, sizeof(e->other_ca), "%s/other-ca.pem", e->dir);
+}
+
+/* Is etcd answering?  0 yes. */
+static int etcd_ready(const gwt_etcd_t *e, char *why, size_t whylen)
+{
+#if GW_HAVE_ETCD
+    gw_etcd_t c;
+    gw_status_t st = gwt_etcd_client(&c, e, NULL, NULL, why, whylen);
+    if (st == GW_OK) {
+        int64_t rev = 0;
+        st = gw_etcd_range(&c, "/gwt-ready", 0, NULL, NULL, &rev, why, whylen);
+    }
+    gw_etcd_fini(&c);
+    return st == GW_OK ? 0 : -1;
+#else
+    /* no client in this build: a TCP connect says enough */
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_port = htons((uint16_t)atoi(strrchr(e->hostport, ':') + 1));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), r = fd >= 0 ? connect(fd, (struct sockaddr *)&sa, sizeof(sa)) : -1;
+    snprintf(why, whylen, "connect: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return r;
+#endif
+}
+
+static int etcd_start(gwt_etcd_t *e, int tls)
 {
     static const char *const bins[] = {"/usr/bin/etcd", "/usr/local/bin/etcd", "/usr/sbin/etcd"};
     const char *bin = getenv("GWT_ETCD");
@@ -207,18 +272,24 @@ int gwt_etcd_start(gwt_etcd_t *e)
     if (!bin)
         return -1;
     memset(e, 0, sizeof(*e));
+    e->tls = tls;
     snprintf(e->dir, sizeof(e->dir), "/tmp/gwt-etcd-XXXXXX");
     REQUIRE(mkdtemp(e->dir));
+    if (tls)
+        make_certs(e);
     int cport = free_port(), pport = free_port();
     REQUIRE(cport > 0 && pport > 0 && cport != pport);
     snprintf(e->hostport, sizeof(e->hostport), "127.0.0.1:%d", cport);
-    snprintf(e->url, sizeof(e->url), "etcd://127.0.0.1:%d", cport);
-    char curl[64], purl[64], cluster[96], data[160], log[160];
-    snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", cport);
+    snprintf(e->url, sizeof(e->url), "%s://127.0.0.1:%d", tls ? "etcds" : "etcd", cport);
+    char curl[64], purl[64], cluster[96], data[160], log[160], scert[192], skey[192], ca[192];
+    snprintf(curl, sizeof(curl), "%s://127.0.0.1:%d", tls ? "https" : "http", cport);
     snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", pport);
     snprintf(cluster, sizeof(cluster), "default=%s", purl);
     snprintf(data, sizeof(data), "%s/data", e->dir);
     snprintf(log, sizeof(log), "%s/etcd.log", e->dir);
+    snprintf(scert, sizeof(scert), "%s/server.pem", e->dir);
+    snprintf(skey, sizeof(skey), "%s/server.key", e->dir);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", e->dir);
     e->pid = fork();
     REQUIRE(e->pid >= 0);
     if (e->pid == 0) {
@@ -228,20 +299,22 @@ int gwt_etcd_start(gwt_etcd_t *e)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execl(bin, bin, "--data-dir", data, "--listen-client-urls", curl, "--advertise-client-urls", curl,
-              "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
-              (char *)NULL);
+        if (tls)
+            execl(bin, bin, "--data-dir", data, "--listen-client-urls", curl, "--advertise-client-urls", curl,
+                  "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
+                  "--cert-file", scert, "--key-file", skey, "--client-cert-auth", "--trusted-ca-file", ca,
+                  "--auth-token", "simple", "--auth-token-ttl", "2", (char *)NULL);
+        else
+            execl(bin, bin, "--data-dir", data, "--listen-client-urls", curl, "--advertise-client-urls", curl,
+                  "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
+                  (char *)NULL);
         _exit(127);
     }
     uint64_t end = now_ms() + 30000;
     for (;;) {
         int status = 0;
-        gw_buf_t out = {0};
-        char why[256];
-        gw_status_t st = gw_http_post(e->hostport, "/v3/kv/range", "{\"key\":\"AA==\"}", 1000, &status, &out, why,
-                                      sizeof(why));
-        gw_buf_free(&out);
-        if (st == GW_OK && status == 200)
+        char why[400];
+        if (etcd_ready(e, why, sizeof(why)) == 0)
             return 0;
         if (waitpid(e->pid, &status, WNOHANG) == e->pid) {
             fprintf(stderr, "etcd exited early (see %s)\n", log);
@@ -255,6 +328,49 @@ int gwt_etcd_start(gwt_etcd_t *e)
         usleep(50000);
     }
 }
+
+int gwt_etcd_start(gwt_etcd_t *e)
+{
+    return etcd_start(e, 0);
+}
+
+int gwt_etcd_start_tls(gwt_etcd_t *e)
+{
+    if (system("openssl version >/dev/null 2>&1") != 0)
+        return -1;
+    return etcd_start(e, 1);
+}
+
+#if GW_HAVE_ETCD
+gw_status_t gwt_etcd_client(gw_etcd_t *c, const gwt_etcd_t *e, const char *user, const char *password, char *why,
+                            size_t whylen)
+{
+    gw_etcd_cfg_t cfg = {.url = e->url, .timeout_ms = 2000, .user = user, .password = password};
+    if (e->tls) {
+        cfg.ca = e->ca;
+        cfg.cert = e->cert;
+        cfg.key = e->key;
+    }
+    return gw_etcd_init(c, &cfg, why, whylen);
+}
+
+void gwt_etcd_enable_auth(const gwt_etcd_t *e, const char *user, const char *password, const char *prefix)
+{
+    char cmd[2048], tls[640] = "";
+    if (e->tls)
+        snprintf(tls, sizeof(tls), "--cacert %s --cert %s --key %s", e->ca, e->cert, e->key); /* (mkdtemp paths: no spaces) */
+    char pend[128];
+    snprintf(pend, sizeof(pend), "%s", prefix);
+    pend[strlen(pend) - 1]++; /* the prefix's range end */
+    snprintf(cmd, sizeof(cmd),
+             "(set -e; export ETCDCTL_API=3; C=\"etcdctl --endpoints %s://%s %s\"; "
+             "$C user add root:rootpw; $C role add root; $C user grant-role root root; "
+             "$C user add '%s:%s'; $C role add gwt; $C role grant-permission gwt readwrite '%s' '%s'; "
+             "$C user grant-role '%s' gwt; $C auth enable) >'%s/etcdctl.log' 2>&1",
+             e->tls ? "https" : "http", e->hostport, tls, user, password, prefix, pend, user, e->dir);
+    sh(cmd);
+}
+#endif
 
 void gwt_etcd_stop(gwt_etcd_t *e)
 {

@@ -45,15 +45,34 @@ void gwt_agent_stop(gwt_agent_t *a);
 int gwt_child_agent(const char *name);
 
 /* A real etcd on loopback (Debian's etcd-server).  0: started, url set;
- * -1: no etcd binary here (the caller skips). */
+ * -1: no etcd binary here (the caller skips).  With tls (gwt_etcd_start_tls)
+ * it serves https only, with certificates the test made (a CA, a server
+ * certificate for 127.0.0.1, a client certificate: files in dir), and
+ * checks client certificates; url is then etcds://. */
 typedef struct gwt_etcd {
     int pid;
+    int tls;
     char url[64];
     char hostport[64];
     char dir[128];
+    char ca[192], cert[192], key[192];           /* the client's files (tls) */
+    char other_ca[192];                           /* a CA that signed nothing etcd has (tls) */
 } gwt_etcd_t;
 int gwt_etcd_start(gwt_etcd_t *e);
+int gwt_etcd_start_tls(gwt_etcd_t *e);
 void gwt_etcd_stop(gwt_etcd_t *e);
+
+#if GW_HAVE_ETCD
+#include "names/etcd.h"
+/* A client of etcd e (its TLS files when it has TLS; user/password may be
+ * NULL). */
+gw_status_t gwt_etcd_client(gw_etcd_t *c, const gwt_etcd_t *e, const char *user, const char *password, char *why,
+                            size_t whylen);
+/* Turns authentication on: user root (password rootpw, role root) and user
+ * `user` (password `password`) with a role that may read and write keys
+ * under `prefix`. */
+void gwt_etcd_enable_auth(const gwt_etcd_t *e, const char *user, const char *password, const char *prefix);
+#endif
 
 /* Monotonic seconds. */
 double gwt_now_s(void);

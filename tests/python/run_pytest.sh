@@ -9,8 +9,12 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 pick=""
 for py in $want /usr/bin/python3 python3; do
   command -v "$py" >/dev/null 2>&1 || continue
-  if "$py" -c "import pytest, numpy, torch" >/dev/null 2>&1; then pick=$py; break; fi
-  [ -z "$pick" ] && "$py" -c "import pytest" >/dev/null 2>&1 && pick=$py
+  # find_spec locates a module without importing it (importing torch takes
+  # seconds, and each Python test would pay it once more here)
+  if "$py" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('pytest', 'numpy', 'torch')))" \
+      >/dev/null 2>&1; then pick=$py; break; fi
+  [ -z "$pick" ] && "$py" -c "import importlib.util as u, sys; sys.exit(u.find_spec('pytest') is None)" >/dev/null 2>&1 &&
+    pick=$py
 done
 if [ -z "$pick" ]; then
   echo "SKIP: no Python with pytest found (tried: $want /usr/bin/python3 python3); apt-get install python3-pytest python3-numpy python3-torch"

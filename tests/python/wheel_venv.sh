@@ -4,8 +4,9 @@
 # wheel from a copy of the checkout (pip wheel --no-build-isolation, no
 # package index), installs it into a fresh venv (--system-site-packages:
 # pytest and numpy come from the system), then, from a directory outside the
-# checkout and with no PYTHONPATH or LD_LIBRARY_PATH, checks that the package,
-# its library and the accelerator are the installed ones, that the `gpuwire`
+# checkout and with no PYTHONPATH or LD_LIBRARY_PATH, checks that the package
+# (every module and py.typed), its library and the accelerator are the
+# installed ones, that the `gpuwire`
 # console script and the NCCL plugin path work, and runs the Python suite
 # against it.  Exit 77 (skipped) when Debian's Python lacks what the build or
 # the suite needs, naming the packages.
@@ -54,6 +55,10 @@ ok, why = gpuwire.accelerated()
 if not ok: bad.append("accelerator not in use: %s" % why)
 if not inside(_lib.path): bad.append("libgpuwire loaded from %s" % _lib.path)
 if ok and not inside(_lib.fast.__file__): bad.append("accelerator from %s" % _lib.fast.__file__)
+pkg = os.path.dirname(gpuwire.__file__)
+if not os.path.exists(os.path.join(pkg, "py.typed")): bad.append("no py.typed in %s (PEP 561)" % pkg)
+for m in ("context", "memory", "endpoint", "batch", "names", "request", "core"):
+    if not os.path.exists(os.path.join(pkg, m + ".py")): bad.append("module gpuwire.%s not installed" % m)
 plugin = gpuwire.nccl_plugin_path()
 if not inside(plugin) or not os.path.exists(plugin): bad.append("plugin path %s" % plugin)
 out = subprocess.run([sys.executable, "-m", "gpuwire.nccl_plugin"], capture_output=True, text=True)

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_names_wire.c - the names table format and the etcd client's parsers
- * on known inputs (the fuzzers cover the unknown ones). */
+/* test_names_wire.c - the names table format, the handshake's extension
+ * slot, and the etcd client's configuration checks, library loading and
+ * parsers (through cJSON) on known inputs (the fuzzers cover the unknown
+ * ones). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/names_wire.h"
+#include "names/table_wire.h"
 #include "bootstrap/wire.h"
 #include "core/util.h"
-#include "directory/etcd.h"
-#include "directory/http.h"
-#include "directory/json.h"
+#if GW_HAVE_ETCD
+#include "names/etcd.h"
+#endif
 #include "harness.h"
 
 static size_t key_for(uint64_t owner, uint64_t id, uint8_t *out)
@@ -156,78 +159,120 @@ static void test_pieces(void)
     CHECK_ST(gw_np_decode(piece, pl, &ph, why, sizeof(why)), GW_ERR_PROTOCOL);
 }
 
-static void test_json(void)
+/* The extension slot of the handshake: typed, versioned, one of each
+ * type, its HMAC after it; retired tags skipped. */
+static void test_hs_ext(void)
 {
-    const char *s = " {\"a\":\"x\\\"y\",\"n\":\"-12\",\"m\":34,\"arr\":[1,{\"k\":true},\"s\"],\"t\":true} tail";
-    gw_json_t v, m;
-    size_t used;
-    CHECK(gw_json_value(s, strlen(s), &v, &used) == 1 && !strncmp(s + used, "tail", 4));
-    char buf[32];
-    int64_t x;
-    CHECK(gw_json_get(v, "a", &m) && gw_json_string(m, buf, sizeof(buf)) == 0 && !strcmp(buf, "x\"y"));
-    CHECK(gw_json_get(v, "n", &m) && gw_json_i64(m, &x) == 0 && x == -12);
-    CHECK(gw_json_get(v, "m", &m) && gw_json_i64(m, &x) == 0 && x == 34);
-    CHECK(gw_json_get(v, "t", &m) && gw_json_true(m));
-    CHECK(!gw_json_get(v, "zz", &m));
-    CHECK(gw_json_get(v, "arr", &m));
-    size_t it = 0;
-    gw_json_t el;
-    int k = 0;
-    while (gw_json_next(m, &it, &el))
-        k++;
-    CHECK(k == 3);
-    CHECK(gw_json_value("{\"a\":", 5, &v, &used) == 0);  /* incomplete */
-    CHECK(gw_json_value("{\"a\" 1}", 7, &v, &used) == -1); /* malformed */
-    CHECK(gw_json_value("[1,]", 4, &v, &used) == -1);
-    char deep[80];
-    memset(deep, '[', sizeof(deep));
-    CHECK(gw_json_value(deep, sizeof(deep), &v, &used) == -1); /* past the depth limit */
-    size_t ol = 0;
-    char out[32];
-    CHECK(gw_json_put_str(out, sizeof(out), &ol, "a\"b\n") == 0 && !strcmp(out, "\"a\\\"b\\u000a\""));
-    CHECK(gw_json_i64((gw_json_t){"\"99999999999999999999\"", 22}, &x) == -1); /* overflow */
+    gw_hs_msg_t m, d;
+    memset(&m, 0, sizeof(m));
+    m.type = GW_HS_READY;
+    m.token = 7;
+    const uint8_t pay[] = "table bytes";
+    CHECK(gw_hs_ext_add(&m, GW_HS_EXT_NAMES, 1, pay, sizeof(pay)) == 0);
+    CHECK(gw_hs_ext_add(&m, GW_HS_EXT_NAMES, 1, pay, sizeof(pay)) == -1); /* one of each type */
+    CHECK(gw_hs_ext_add(&m, 9, 3, NULL, 0) == 0);
+    m.ext[0].has_mac = 1;
+    memset(m.ext[0].mac, 0xab, GW_HS_MAC_LEN);
+    uint8_t buf[512];
+    size_t n = gw_hs_encode(&m, buf, sizeof(buf));
+    REQUIRE(n > 0);
+    char why[256];
+    REQUIRE_OK(gw_hs_decode(buf, n, &d, why, sizeof(why)));
+    const gw_hs_ext_t *x = gw_hs_ext_find(&d, GW_HS_EXT_NAMES);
+    CHECK(d.next == 2 && x && x->version == 1 && x->len == sizeof(pay) && !memcmp(x->data, pay, sizeof(pay)) &&
+          x->has_mac && x->mac[31] == 0xab);
+    CHECK(gw_hs_ext_find(&d, 9) && gw_hs_ext_find(&d, 9)->version == 3 && !gw_hs_ext_find(&d, 9)->has_mac);
+    CHECK(gw_hs_ext_find(&d, 2) == NULL);
+    /* an extension request of an extension-only HELLO */
+    memset(&m, 0, sizeof(m));
+    m.type = GW_HS_HELLO;
+    m.uuid = 1;
+    m.has_nonce = 1;
+    m.npref = 1;
+    m.flags = GW_HS_FLAG_EXT_ONLY;
+    m.has_ext_req = 1;
+    m.ext_req_type = GW_HS_EXT_NAMES;
+    m.ext_req_version = 1;
+    m.ext_req_arg = 12288;
+    n = gw_hs_encode(&m, buf, sizeof(buf));
+    REQUIRE_OK(gw_hs_decode(buf, n, &d, why, sizeof(why)));
+    CHECK(d.has_ext_req && d.ext_req_type == GW_HS_EXT_NAMES && d.ext_req_version == 1 && d.ext_req_arg == 12288);
+    /* a MAC for an extension that is not there; the same type twice; a
+     * retired tag (13, the table before it became an extension) skipped */
+    uint8_t raw[128];
+    size_t k = GW_HS_HDR_LEN;
+    uint8_t tok[8] = {1};
+    gw_put_u16(raw + k, 3), gw_put_u16(raw + k + 2, 8), memcpy(raw + k + 4, tok, 8), k += 12;
+    gw_put_u16(raw + k, 13), gw_put_u16(raw + k + 2, 2), raw[k + 4] = 'x', raw[k + 5] = 'y', k += 6;
+    size_t keep = k;
+    gw_put_u16(raw + k, 18), gw_put_u16(raw + k + 2, 34), memset(raw + k + 4, 0, 34), k += 38;
+    gw_put_u32(raw, GW_HS_MAGIC), gw_put_u16(raw + 4, GW_HS_VERSION), gw_put_u16(raw + 6, GW_HS_READY);
+    gw_put_u32(raw + 8, (uint32_t)(k - GW_HS_HDR_LEN));
+    CHECK_ST(gw_hs_decode(raw, k, &d, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "HMAC") != NULL);
+    k = keep;
+    for (int t = 0; t < 2; t++)
+        gw_put_u16(raw + k, 17), gw_put_u16(raw + k + 2, 4), gw_put_u16(raw + k + 4, 1), gw_put_u16(raw + k + 6, 1),
+            k += 8;
+    gw_put_u32(raw + 8, (uint32_t)(k - GW_HS_HDR_LEN));
+    CHECK_ST(gw_hs_decode(raw, k, &d, why, sizeof(why)), GW_ERR_PROTOCOL);
+    gw_put_u32(raw + 8, (uint32_t)(keep - GW_HS_HDR_LEN));
+    CHECK_ST(gw_hs_decode(raw, keep, &d, why, sizeof(why)), GW_OK);
+    CHECK(d.next == 0);
 }
 
-static void test_b64(void)
+#if GW_HAVE_ETCD
+/* Settings that do not fit fail at once, naming what is wrong; a missing
+ * library is named with its package; a library without the functions
+ * needed is called broken. */
+static void test_etcd_config(void)
 {
-    char enc[16];
-    uint8_t dec[16];
-    CHECK(gw_b64_encode("ab", 2, enc, sizeof(enc)) == 4 && !strcmp(enc, "YWI="));
-    CHECK(gw_b64_decode("YWI=", 4, dec, sizeof(dec)) == 2 && !memcmp(dec, "ab", 2));
-    CHECK(gw_b64_decode("YWJ=", 4, dec, sizeof(dec)) == -1); /* non-zero bits past the data */
-    CHECK(gw_b64_decode("Y=I=", 4, dec, sizeof(dec)) == -1);
-    CHECK(gw_b64_decode("YWI", 3, dec, sizeof(dec)) == -1);
-}
-
-static void test_http(void)
-{
-    const char *head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
-    gw_http_head_t h;
-    char why[128];
-    CHECK(gw_http_parse_head(head, strlen(head), &h, why, sizeof(why)) == 0 && h.status == 200 && h.chunked);
-    CHECK(gw_http_parse_head("HTTP/1.1 404 NF\r\nContent-Length: 7\r\n\r\n", 37, &h, why, sizeof(why)) == 0 &&
-          h.status == 404 && h.content_length == 7 && !h.chunked);
-    CHECK(gw_http_parse_head("SSH-2.0-x\r\n\r\n", 13, &h, why, sizeof(why)) == -1);
-    gw_http_head_t ch = {.status = 200, .chunked = 1};
-    gw_http_body_t b;
-    gw_buf_t out = {0};
-    size_t used;
-    gw_http_body_init(&b, &ch);
-    const char *body = "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n";
-    CHECK(gw_http_body_feed(&b, body, 9, &used, &out) == 0); /* in two pieces */
-    CHECK(gw_http_body_feed(&b, body + 9, strlen(body) - 9, &used, &out) == 1);
-    CHECK(out.len == 11 && !memcmp(out.p, "hello world", 11));
-    gw_buf_free(&out);
-    gw_http_body_init(&b, &ch);
-    CHECK(gw_http_body_feed(&b, "zz\r\n", 4, &used, &out) == -1);
-    gw_buf_free(&out);
-    char hp[64];
-    CHECK(gw_http_hostport("etcd://127.0.0.1:2379", hp, sizeof(hp), why, sizeof(why)) == GW_OK &&
-          !strcmp(hp, "127.0.0.1:2379"));
-    CHECK(gw_http_hostport("https://x:1", hp, sizeof(hp), why, sizeof(why)) == GW_ERR_CONFIG);
+    gw_etcd_t e;
+    char why[512];
+    gw_etcd_cfg_t c = {.url = "etcd://127.0.0.1:2379"};
+    /* (first: a library once loaded stays loaded) */
+    /* absent: named, with the package */
+    setenv("GPUWIRE_CURL_LIB", "libgwt-no-such-curl.so.4", 1);
+    CHECK_ST(gw_etcd_init(&e, &c, why, sizeof(why)), GW_ERR_UNAVAILABLE);
+    CHECK(strstr(why, "libgwt-no-such-curl.so.4") && strstr(why, "GPUWIRE_CURL_LIB"));
+    gw_etcd_fini(&e);
+    unsetenv("GPUWIRE_CURL_LIB");
+    /* broken: a library that is not cJSON */
+    setenv("GPUWIRE_CJSON_LIB", "libc.so.6", 1);
+    CHECK_ST(gw_etcd_init(&e, &c, why, sizeof(why)), GW_ERR_UNAVAILABLE);
+    CHECK(strstr(why, "libc.so.6") && strstr(why, "broken"));
+    gw_etcd_fini(&e);
+    unsetenv("GPUWIRE_CJSON_LIB");
+    c = (gw_etcd_cfg_t){.url = "etcd://127.0.0.1:2379", .ca = "/x/ca.pem"};
+    CHECK_ST(gw_etcd_init(&e, &c, why, sizeof(why)), GW_ERR_CONFIG);
+    CHECK(strstr(why, "GPUWIRE_DIRECTORY_CA") && strstr(why, "etcds://"));
+    gw_etcd_fini(&e);
+    c = (gw_etcd_cfg_t){.url = "etcds://127.0.0.1:2379", .cert = "/x/c.pem"};
+    CHECK_ST(gw_etcd_init(&e, &c, why, sizeof(why)), GW_ERR_CONFIG);
+    CHECK(strstr(why, "GPUWIRE_DIRECTORY_KEY") != NULL);
+    gw_etcd_fini(&e);
+    c = (gw_etcd_cfg_t){.url = "etcd://127.0.0.1:2379", .user = "u"};
+    CHECK_ST(gw_etcd_init(&e, &c, why, sizeof(why)), GW_ERR_CONFIG);
+    CHECK(strstr(why, "password") != NULL);
+    gw_etcd_fini(&e);
+    c = (gw_etcd_cfg_t){.url = "ftp://127.0.0.1:2379"};
+    CHECK_ST(gw_etcd_init(&e, &c, why, sizeof(why)), GW_ERR_CONFIG);
+    gw_etcd_fini(&e);
+    c = (gw_etcd_cfg_t){.url = "https://127.0.0.1:2379"};
+    REQUIRE_OK(gw_etcd_init(&e, &c, why, sizeof(why)));
+    CHECK(e.tls && !strcmp(e.base, "https://127.0.0.1:2379"));
+    gw_etcd_fini(&e);
+    fprintf(stderr, "etcd config refusals checked (last: %s)\n", why);
 }
 
 static int events, deletes;
+static int count_kv(void *arg, const gw_etcd_kv_t *kv)
+{
+    (void)arg;
+    (void)kv;
+    events++;
+    return 0;
+}
 static void on_event(void *arg, int is_delete, const gw_etcd_kv_t *kv)
 {
     (void)arg;
@@ -238,11 +283,32 @@ static void on_event(void *arg, int is_delete, const gw_etcd_kv_t *kv)
 
 static void test_etcd_msgs(void)
 {
+    gw_etcd_t e;
+    char why[256];
+    gw_etcd_cfg_t c = {.url = "etcd://127.0.0.1:1"};
+    REQUIRE_OK(gw_etcd_init(&e, &c, why, sizeof(why)));
     /* as etcd 3.4's gateway writes them */
     const char *kvj = "{\"key\":\"YQ==\",\"create_revision\":\"2\",\"mod_revision\":\"5\",\"version\":\"1\",\"value\":\"Yg==\"}";
+    cJSON *o = e.js->parse_len(kvj, strlen(kvj));
     gw_etcd_kv_t kv;
-    CHECK(gw_etcd_parse_kv(kvj, strlen(kvj), &kv) == 0 && !strcmp(kv.key, "a") && kv.value_len == 1 &&
-          kv.value[0] == 'b' && kv.create_rev == 2 && kv.mod_rev == 5);
+    CHECK(gw_etcd_kv_from(&e, o, &kv) == 0 && !strcmp(kv.key, "a") && kv.value_len == 1 && kv.value[0] == 'b' &&
+          kv.create_rev == 2 && kv.mod_rev == 5);
+    e.js->del(o);
+    const char *bad[] = {"{\"key\":\"YQ\"}", "{\"key\":\"\"}", "{\"key\":\"YQ==\",\"mod_revision\":\"x5\"}",
+                         "{\"key\":\"AA==\"}", "[1]"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        o = e.js->parse_len(bad[i], strlen(bad[i]));
+        CHECK(gw_etcd_kv_from(&e, o, &kv) == -1);
+        if (o)
+            e.js->del(o);
+    }
+    const char *range = "{\"header\":{\"revision\":\"9\"},\"kvs\":[" "{\"key\":\"YQ==\",\"value\":\"Yg==\"}," 
+                        "{\"key\":\"Yg==\",\"value\":\"Yw==\"}],\"count\":\"2\"}";
+    int64_t rev = 0;
+    events = 0;
+    CHECK_ST(gw_etcd_range_parse(&e, range, strlen(range), count_kv, NULL, &rev, why, sizeof(why)), GW_OK);
+    CHECK(rev == 9 && events == 2);
+    CHECK_ST(gw_etcd_range_parse(&e, "{\"kvs\":7}", 9, count_kv, NULL, &rev, why, sizeof(why)), GW_ERR_PROTOCOL);
     const char *stream =
         "{\"result\":{\"header\":{\"revision\":\"2\"},\"created\":true}}\n"
         "{\"result\":{\"header\":{\"revision\":\"2\"},\"events\":[{\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"2\",\"value\":\"Yg==\"}}]}}\n"
@@ -250,27 +316,33 @@ static void test_etcd_msgs(void)
         "{\"result\":{\"header\"";
     gw_etcd_watch_t w;
     memset(&w, 0, sizeof(w));
-    w.fd = -1;
-    CHECK(gw_buf_add(&w.buf, stream, strlen(stream)) == 0);
-    char why[128];
-    CHECK_ST(gw_etcd_watch_dispatch(&w, on_event, NULL, why, sizeof(why)), GW_OK);
+    w.e = &e;
+    events = deletes = 0;
+    CHECK_ST(gw_etcd_watch_feed(&w, stream, strlen(stream), on_event, NULL, why, sizeof(why)), GW_OK);
     CHECK(w.created && w.rev == 3 && events == 2 && deletes == 1);
-    CHECK(w.buf.len == strlen("{\"result\":{\"header\"")); /* the partial message waits */
-    gw_buf_consume(&w.buf, w.buf.len);
-    const char *cancel = "{\"result\":{\"canceled\":true,\"cancel_reason\":\"compacted\"}}";
-    gw_buf_add(&w.buf, cancel, strlen(cancel));
-    CHECK_ST(gw_etcd_watch_dispatch(&w, on_event, NULL, why, sizeof(why)), GW_ERR_CANCELED);
+    CHECK(w.len == strlen("{\"result\":{\"header\"")); /* the partial message waits */
+    w.len = 0;
+    const char *cancel = "{\"result\":{\"canceled\":true,\"cancel_reason\":\"compacted\"}}\n";
+    CHECK_ST(gw_etcd_watch_feed(&w, cancel, strlen(cancel), on_event, NULL, why, sizeof(why)), GW_ERR_CANCELED);
     CHECK(strstr(why, "compacted") != NULL);
+    w.len = 0;
+    const char *denied = "{\"error\":{\"grpc_code\":7,\"http_code\":403,\"message\":\"etcdserver: permission denied\"}}\n";
+    CHECK_ST(gw_etcd_watch_feed(&w, denied, strlen(denied), on_event, NULL, why, sizeof(why)), GW_ERR_AUTH);
+    w.len = 0;
+    CHECK_ST(gw_etcd_watch_feed(&w, "{\"result\":\n", 11, on_event, NULL, why, sizeof(why)), GW_ERR_PROTOCOL);
     gw_etcd_watch_close(&w);
+    gw_etcd_fini(&e);
 }
+#endif
 
 int main(void)
 {
     test_table();
     test_pieces();
-    test_json();
-    test_b64();
-    test_http();
+    test_hs_ext();
+#if GW_HAVE_ETCD
+    test_etcd_config();
     test_etcd_msgs();
+#endif
     return gwt_done("unit_names_wire");
 }

@@ -16,6 +16,7 @@
 _Static_assert(GW_TL_VERBS == 0, "wire id of verbs");
 _Static_assert(GW_TL_INTRA == 1, "wire id of intra");
 _Static_assert(GW_TL_TCP == 2, "wire id of tcp");
+_Static_assert(GW_TL_OFI == 3, "wire id of ofi");
 
 static void check_refused(const gw_tl_ops_t *ops, int id, const char *want)
 {
@@ -61,11 +62,12 @@ int main(void)
 {
     test_intra_rkey();
     /* the numbers at run time too (a renumbered .def with the asserts edited alike still fails here) */
-    CHECK(GW_TL_VERBS == 0 && GW_TL_INTRA == 1 && GW_TL_TCP == 2);
-    CHECK(GW_TL_COUNT == 3);
+    CHECK(GW_TL_VERBS == 0 && GW_TL_INTRA == 1 && GW_TL_TCP == 2 && GW_TL_OFI == 3);
+    CHECK(GW_TL_COUNT == 4);
     CHECK(!strcmp(gw_tl_names[GW_TL_VERBS], "verbs"));
     CHECK(!strcmp(gw_tl_names[GW_TL_INTRA], "intra"));
     CHECK(!strcmp(gw_tl_names[GW_TL_TCP], "tcp"));
+    CHECK(!strcmp(gw_tl_names[GW_TL_OFI], "ofi"));
 
     /* dense, named, distinct; each table built in passes the load check */
     for (int i = 0; i < GW_TL_COUNT; i++) {
@@ -86,6 +88,7 @@ int main(void)
     CHECK(gw_tl_table[GW_TL_TCP] != NULL);
     CHECK(gw_tl_table[GW_TL_INTRA] != NULL);
     CHECK((gw_tl_table[GW_TL_VERBS] != NULL) == (GW_HAVE_VERBS != 0));
+    CHECK((gw_tl_table[GW_TL_OFI] != NULL) == (GW_HAVE_OFI != 0));
 
     /* the default GPUWIRE_TRANSPORTS lists each transport exactly once */
     const gw_setting_desc_t *d = gw_setting_at(GW_SET_TRANSPORTS);

@@ -1,14 +1,16 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# guest_suite.sh BUILD_DIR [it] - runs every verbs test inside the Soft-RoCE
+# guest_suite.sh BUILD_DIR [it|fault] - runs every verbs test inside the Soft-RoCE
 # guest (tests/rxe/run-in-rxe-vm.sh with RXEVM_PAIR=1): each test on one rxe
 # device (loopback, rxe0) and across the veth pair (rxea <-> rxeb).  One boot
 # for all.  With "it": the integration suite (tests/integration, the programs
 # ctest runs over tcp and intra, same assertions) over verbs instead, on rxe0
 # and across the pair (the target on rxea, the initiator on rxeb): the
-# verbs_rxe_it test (a boot of its own: the guest is slow).
+# verbs_rxe_it test (a boot of its own: the guest is slow).  With "fault":
+# the verbs cases of tests/fault (faults injected below the library), the
+# fault_verbs_rxe test, on rxe0.
 set -u
-B=${1:?usage: guest_suite.sh BUILD_DIR [it]}
+B=${1:?usage: guest_suite.sh BUILD_DIR [it|fault]}
 T=$B/tests/verbs
 I=$B/tests/integration
 fails=0; passes=0; skips=0
@@ -24,6 +26,19 @@ run() {  # name, command...
   return 0
 }
 echo "guest: kernel $(uname -r); rxe0 gid $RXE_GID_INDEX; pair ${RXE_PAIR:-none}"
+if [ "${2:-}" = fault ]; then
+  # faults injected below the verbs transport (GPUWIRE_FAULT ibv.*,
+  # docs/FAULTS.md): a completion given an error status, the queue pair
+  # moved to the error state mid-stream, ibv_post_send refusing a chain, a
+  # completion lost, ibv_create_qp failing under gw_connect
+  for c in verbs_retry_exc verbs_rem_access verbs_qp_err verbs_post_fail verbs_drop verbs_create_qp; do
+    IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+      run fault_${c}_rxe0 "$B/tests/fault/fault_xfer" $c
+  done
+  echo "verbs guest fault suite: $passes passed, $skips skipped, $fails failed"
+  [ $fails = 0 ]
+  exit
+fi
 if [ "${2:-}" = it ]; then
   # (the timeout of 16, 268 ms: emulated RDMA READ pipelines outlast shorter ones)
   # The same programs and assertions as over tcp and intra; where verbs truly
@@ -44,6 +59,22 @@ if [ "${2:-}" = it ]; then
       GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxeb IT_TARGET_IB_DEVICE=rxea GPUWIRE_IB_TIMEOUT=16 \
         run ${t}_rxea_rxeb "$I/$t"
     done
+  fi
+  # the batch suite with every batch expanded by the protocol layer into
+  # single operations (verbs sets no notify_out: an ORDERED notification
+  # rides on the last entry as a put_notify)
+  GPUWIRE_BATCH_PATH=expand GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+    run batch_expand_rxe0 "$I/it_batch"
+  # a target busy elsewhere (no gpuwire call for 2.5 peer timeouts) served
+  # by its progress thread: host memory, and GPU memory on the staging rung
+  # (the fake driver), whose chunks the target's CPU copies in
+  for c in busy threads; do
+    IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+      run progress_${c}_rxe0 "$I/it_progress" $c
+  done
+  if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
+    IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 IT_PROGRESS_GPU=1 \
+      GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run progress_busy_gpu_rxe0 "$I/it_progress" busy
   fi
   # the peer's last message completes at its side and the peer dies before
   # we progress: the receive must still get it (a CQE behind a closed socket)

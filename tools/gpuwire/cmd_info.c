@@ -112,6 +112,15 @@ static void print_unknown_vars(void)
     }
 }
 
+/* A secret's value (GPUWIRE_AUTH_SECRET, GPUWIRE_DIRECTORY_PASSWORD) is
+ * never printed: only whether it is set. */
+static const char *shown(const char *name, const char *val)
+{
+    size_t n = strlen(name);
+    int secret = (n > 7 && !strcmp(name + n - 7, "_SECRET")) || (n > 9 && !strcmp(name + n - 9, "_PASSWORD"));
+    return secret && val && *val ? "(set, not shown)" : val;
+}
+
 static void print_settings(gw_context_t *ctx)
 {
     printf("settings (environment variables, read at gw_context_create()):\n");
@@ -123,6 +132,7 @@ static void print_settings(gw_context_t *ctx)
         int env = gw_setting_from_env(ctx, d->name) == 1;
         if (!val)
             val = d->default_value;
+        val = shown(d->name, val);
         const char *src = env ? "env" : "default";
         printf("  %s=%s%s%s  [%s", d->name, *val ? "\"" : "", *val ? val : "(unset)",
                *val ? "\"" : "", src);
@@ -150,7 +160,7 @@ static void print_settings_summary(gw_context_t *ctx)
         if (gw_setting_from_env(ctx, d->name) != 1)
             continue;
         const char *val = gw_setting_value(ctx, d->name);
-        printf("  %s=\"%s\"  [env; default \"%s\"]\n", d->name, val ? val : "", d->default_value);
+        printf("  %s=\"%s\"  [env; default \"%s\"]\n", d->name, val ? shown(d->name, val) : "", d->default_value);
     }
     print_unknown_vars();
 }
@@ -215,7 +225,7 @@ static void json_settings(gw_context_t *ctx)
         printf("%s{\"name\":", i ? "," : "");
         json_str(d->name);
         printf(",\"value\":");
-        json_str(val);
+        json_str(shown(d->name, val));
         printf(",\"source\":\"%s\",\"default\":", env ? "env" : "default");
         json_str(d->default_value);
         printf(",\"help\":");

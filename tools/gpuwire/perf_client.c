@@ -514,7 +514,7 @@ static void print_header(cli_t *c)
         printf("# note: both processes use GPU %s.  The GPU runs one process's CUDA context at a\n"
                "# time, and each turn of the other process costs a context switch: on an H100 a small\n"
                "# copy took about 145 us when two processes took turns and 5-11 us in one process\n"
-               "# (plain CUDA, no gpuwire: bench/gpu_ipc_pingpong.c).  Latency near that figure here is\n"
+               "# (plain CUDA, no gpuwire: bench/device/gpu_ipc_pingpong.c).  Latency near that figure here is\n"
                "# the GPU's, not the transport's; two GPUs, or two threads of one process, avoid it.\n"
                "# See docs/GPU.md, \"Two processes on one GPU\".\n",
                mi.pci_bus_id);

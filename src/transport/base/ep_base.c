@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core)
 {
@@ -12,6 +13,7 @@ void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core)
     b->core = core;
     b->error = GW_OK;
     b->implicit_err = GW_OK;
+    b->fail_fd = -1;
     gw_list_init(&b->outstanding);
     gw_list_init(&b->flushes);
     gw_list_init(&b->posted);
@@ -180,6 +182,8 @@ void gw_ep_fail(gw_ep_base_t *b, gw_status_t status, const char *fmt, ...)
         va_end(ap);
         if (b->on_fail) /* the transport's own requests and streams first */
             b->on_fail(b->on_fail_arg, status);
+        if (b->fail_fd >= 0) /* the peer's endpoint fails too, now, not at our close */
+            shutdown(b->fail_fd, SHUT_RDWR);
         gw_log(GW_LOG_INFO, "endpoint to %s failed: %s (%s)", b->peer, b->error_detail,
                gw_status_str(status));
         /* the context's last error says why, also when only a request's status shows it */

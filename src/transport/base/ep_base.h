@@ -61,6 +61,10 @@ typedef struct gw_ep_base {
      * cleared at ep_destroy. */
     void (*on_fail)(void *arg, gw_status_t status);
     void *on_fail_arg;
+    /* a socket to the peer that gw_ep_fail() shuts down, so that the peer
+     * learns at once that this side failed the endpoint (the api layer's
+     * control connection); -1: none */
+    int fail_fd;
     /* deferred notifications (gw_ep_notify_defer): how many are not sent yet,
      * and the transport's sender, set at ep_connect like on_fail */
     uint32_t ndeferred;

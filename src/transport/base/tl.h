@@ -9,6 +9,22 @@
  * against another version of this interface) or that has a NULL slot
  * (gw_tl_check_ops).
  *
+ * What a transport writes (docs/DESIGN.md, "Adding a transport"); the base
+ * (ep_base.h) and the protocol layer (proto/proto.h) do the rest:
+ *   1. connection set-up: iface_*, ep_prepare/reachable/connect/close/
+ *      destroy/describe, with on_fail (and notify_out, where a notification
+ *      could overtake data) set on the base at ep_connect;
+ *   2. registration: mem_reg/mem_dereg, rkey_pack/unpack/release;
+ *   3. the data primitives: submit() of GW_OP_PUT, GW_OP_GET and
+ *      GW_OP_PUT_NOTIFY (batches arrive as these, expanded by proto/, unless
+ *      caps() says GW_TL_BATCH_NATIVE);
+ *   4. the small-message send: submit() of GW_OP_SEND, recv_matched for a
+ *      rendezvous, and notify_out;
+ *   5. its completion poller, completing requests with gw_ep_op_done().
+ * Everything else is optional and declared in caps(): GPU reach (mem_kinds,
+ * gpu_paths), native batches, and the fast lanes rma_now, put_direct and
+ * ep_progress, slots any transport may fill.
+ *
  * Life of an endpoint:
  *   1. ep_prepare(): make local resources, return the local address blob the
  *      handshake carries to the peer.
@@ -28,13 +44,15 @@
  * and its operations read that, never the raw blob again.  rkey_release()
  * runs at gw_rkey_destroy().
  *
- * Request scratch: a transport keeps its per-request state in its own
- * member of the request's union (core/request.h: req->tcp, req->intra,
- * req->verbs), a typed struct, never untyped words with aliased indices;
- * each is held to GW_REQ_TL_BYTES by a static assert there, so adding a
- * transport's struct cannot grow every request.  A request reaches submit()
- * and recv_matched() with the transport's member to fill (zeroed at
- * allocation; a transport that reuses a request clears its own member).
+ * Request scratch: a transport keeps its per-request state in the
+ * request's transport scratch (core/request.h, GW_REQ_TL_BYTES bytes), read
+ * as a typed struct of its own that its private header declares with
+ * GW_REQ_TL_SCRATCH(accessor, struct) (tcp_rq, intra_rq, verbs_rq), never as
+ * untyped words with aliased indices; the macro holds the struct to the
+ * scratch's size at compile time, so no transport can grow every request,
+ * and core names no transport's struct.  A request reaches submit() and
+ * recv_matched() with the scratch zeroed (a transport that reuses a request
+ * clears it itself).
  *
  * The GW_TL_* ids below are written into packed rkeys and into the handshake
  * (the transport list and each blob's owner): they are a wire format.  Never
@@ -106,6 +124,8 @@ enum {
     GW_TL_GPU_STAGED = 1u << 1,     /* through pinned host bounce buffers (D2H/H2D) */
     GW_TL_GPU_IPC = 1u << 2,        /* a local peer maps the GPU memory (CUDA IPC) */
 };
+/* Without GW_TL_BATCH_NATIVE (or without the GPU/COUNTED flag a batch
+ * needs) the protocol layer expands batches into single operations. */
 enum {
     GW_TL_BATCH_NATIVE = 1u << 0,   /* submit() takes GW_OP_BATCH requests (batch.h) */
     GW_TL_BATCH_GPU = 1u << 1,      /* ... whose regions may be GPU memory */

@@ -47,7 +47,7 @@
 /* A batched get reads through remote holes up to this size between two
  * entries of one region (intrab_cma_build).  A pin round costs about 90 ns
  * on the 2-core VM, about what copying 1.5-2 KiB costs: with 1 KiB entries
- * bench/cma_holes.c measured holes up to 1 KiB read through 1.1-2.3x faster
+ * bench/floor/cma_holes.c measured holes up to 1 KiB read through 1.1-2.3x faster
  * than one iovec per entry in every run, 1.5-2 KiB 0.8-1.7x (either side
  * of 1 by run), 4 KiB 0.6x. */
 #define INTRAB_HOLE 1024
@@ -114,8 +114,8 @@ static void intrab_unpin(intrab_op_t *op)
 
 static void intrab_fini(gw_request_t *r)
 {
-    intrab_op_t *op = r->intra.batch;
-    r->intra.batch = NULL;
+    intrab_op_t *op = intra_rq(r)->batch;
+    intra_rq(r)->batch = NULL;
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         intrab_leave(op);
@@ -430,7 +430,7 @@ static size_t intrab_cma(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, si
  * endpoint moves at most INTRA_CMA_BUDGET bytes per progress call). */
 size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin)
 {
-    intrab_op_t *op = req->intra.batch;
+    intrab_op_t *op = intra_rq(req)->batch;
     return intrab_cma(e, req->batch, op, budget, st, fin);
 }
 
@@ -438,7 +438,7 @@ size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_statu
  * was the last, with *st the first error. */
 int intrab_part_done(gw_request_t *req, gw_status_t *st)
 {
-    intrab_op_t *op = req->intra.batch;
+    intrab_op_t *op = intra_rq(req)->batch;
     if (!op)
         return 1;
     if (*st != GW_OK && op->err == GW_OK)
@@ -764,7 +764,7 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_batch_t *b = req->batch;
-    intrab_op_t *op = req->intra.batch;
+    intrab_op_t *op = intra_rq(req)->batch;
     gw_status_t st = intrab_enter(e, b, op);
     if (st != GW_OK) {
         intra_rma_done(e, req, st);
@@ -905,7 +905,7 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
             op->used[b->ent[i].rreg] = 1;
     op->fini = req->fini;
     req->fini = intrab_fini;
-    req->intra.batch = op;
+    intra_rq(req)->batch = op;
     if (gw_batch_unexpanded(b)) { /* the caller's index arrays are ours only during this call: into pinned memory */
         gw_batch_t *pb = req->batch;
         const uint32_t **la = b->npages ? &pb->lpage : &pb->lidx, **ra = b->npages ? &pb->rpage : &pb->ridx;
@@ -928,7 +928,7 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
             }
         }
     }
-    req->intra.slot = NULL;
+    intra_rq(req)->slot = NULL;
     if (!e->ready) {
         gw_list_push_back(&e->waiting, &req->tl_link);
         return GW_OK;

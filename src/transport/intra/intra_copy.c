@@ -366,12 +366,12 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
                 return st;
             e->n_shm++;
             if (len > INTRA_SHM_SYNC_MAX) { /* large: piecewise from progress, as CMA */
-                intra_cp_t cp = {.ev = NULL, .req = req, .slot = req->intra.slot,
+                intra_cp_t cp = {.ev = NULL, .req = req, .slot = intra_rq(req)->slot,
                                  .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr,
                                  .rptr = p, .len = len};
                 if ((st = intra_cp_push(e, &cp)) != GW_OK)
                     return st;
-                req->intra.slot = NULL;
+                intra_rq(req)->slot = NULL;
                 gw_core_signal(c);
                 return GW_INPROGRESS;
             }
@@ -387,12 +387,12 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
                 return intra_cma_copy(c, e->peer_pid, to_remote, lbuf, r->addr, len);
             /* large: piecewise from the progress engine, so posting never
              * blocks for long and other endpoints keep moving */
-            intra_cp_t cp = {.ev = NULL, .req = req, .slot = req->intra.slot,
+            intra_cp_t cp = {.ev = NULL, .req = req, .slot = intra_rq(req)->slot,
                              .op = req->op, .to_remote = to_remote, .lbuf = lbuf, .raddr = r->addr, .len = len};
             gw_status_t st = intra_cp_push(e, &cp);
             if (st != GW_OK)
                 return st;
-            req->intra.slot = NULL;
+            intra_rq(req)->slot = NULL;
             gw_core_signal(c);
             return GW_INPROGRESS;
         }
@@ -453,13 +453,13 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
         cu->cuStreamSynchronize(stream);
         return intra_cu_err(c, "cuEventCreate/cuEventRecord", cr);
     }
-    intra_cp_t rec = {.ev = ev, .req = req, .slot = req->intra.slot, .op = req->op};
+    intra_cp_t rec = {.ev = ev, .req = req, .slot = intra_rq(req)->slot, .op = req->op};
     if (intra_cp_push(e, &rec) != GW_OK) {
         cu->cuEventSynchronize(ev);
         cu->cuEventDestroy(ev);
         return GW_ERR_NOMEM;
     }
-    req->intra.slot = NULL; /* the record owns the slot count now */
+    intra_rq(req)->slot = NULL; /* the record owns the slot count now */
     e->n_cuda++;
     return GW_INPROGRESS;
 }
@@ -479,9 +479,9 @@ gw_status_t intra_rkey_capture(intra_ep_t *e, gw_request_t *req)
         return gw_err(c, GW_ERR_UNSUPPORTED,
                       "intra: the remote region 0x%" PRIx64 " (+%" PRIu64 ") is not reachable through the intra-host "
                       "transport (its owner could not export it: see gw_mem_query's path there)", rk->addr, rk->len);
-    req->intra.src = RK_VALID | ik->slot;
-    req->intra.src2 = ik->id;
-    req->intra.opid = rk->id;
+    intra_rq(req)->src = RK_VALID | ik->slot;
+    intra_rq(req)->src2 = ik->id;
+    intra_rq(req)->opid = rk->id;
     return GW_OK;
 }
 
@@ -489,11 +489,11 @@ gw_status_t intra_rkey_capture(intra_ep_t *e, gw_request_t *req)
 gw_status_t intra_slot_enter(intra_ep_t *e, const gw_request_t *req, rdesc_t *r)
 {
     gw_core_t *c = e->super.iface->core;
-    if (!(req->intra.src & RK_VALID))
+    if (!(intra_rq(req)->src & RK_VALID))
         return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (bad intra part)");
-    uint32_t si = (uint32_t)(req->intra.src & 0xffffffffu);
-    uint64_t id = req->intra.src2;
-    if (si >= GW_INTRA_SLOTS || id != req->intra.opid)
+    uint32_t si = (uint32_t)(intra_rq(req)->src & 0xffffffffu);
+    uint64_t id = intra_rq(req)->src2;
+    if (si >= GW_INTRA_SLOTS || id != intra_rq(req)->opid)
         return gw_err(c, GW_ERR_INVALID_KEY, "intra: malformed remote key (slot %u)", si);
     gw_intra_slot_t *s = &e->peer_table[si];
     if (!gw_intra_slot_hold(s, id))
@@ -524,11 +524,11 @@ revoked:
 
 void intra_slot_leave(intra_ep_t *e, gw_request_t *req)
 {
-    gw_intra_slot_t *s = req->intra.slot;
+    gw_intra_slot_t *s = intra_rq(req)->slot;
     (void)e;
     if (s) {
         atomic_fetch_sub(&s->inflight, 1);
-        req->intra.slot = NULL;
+        intra_rq(req)->slot = NULL;
     }
 }
 
@@ -577,10 +577,10 @@ static int shm_copy_now(intra_ep_t *e, int get, void *buf, size_t len, uint64_t 
 /* shm_copy_now for a posted request, which it completes.  1: done. */
 int intra_shm_fast(intra_ep_t *e, gw_request_t *req)
 {
-    if (local_dev(req) >= 0 || !shm_copy_now(e, req->op == GW_OP_GET, req->buf, req->len, req->intra.src,
-                                             req->intra.src2, req->intra.opid, req->raddr))
+    if (local_dev(req) >= 0 || !shm_copy_now(e, req->op == GW_OP_GET, req->buf, req->len, intra_rq(req)->src,
+                                             intra_rq(req)->src2, intra_rq(req)->opid, req->raddr))
         return 0;
-    req->intra.slot = NULL;
+    intra_rq(req)->slot = NULL;
     intra_rma_done(e, req, GW_OK);
     return 1;
 }
@@ -618,7 +618,7 @@ void intra_cma_flush(intra_ep_t *e)
         rdesc_t r;
         gw_status_t st = intra_slot_enter(e, req, &r);
         if (st == GW_OK && r.s->kind != GW_INTRA_SLOT_HOST) { /* the slot was reused meanwhile */
-            req->intra.slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
+            intra_rq(req)->slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
             intra_slot_leave(e, req);
             st = gw_err(c, GW_ERR_INVALID_KEY, "intra: the remote region holding 0x%" PRIx64 " was deregistered by "
                         "its owner", req->raddr);
@@ -629,7 +629,7 @@ void intra_cma_flush(intra_ep_t *e)
                 return;
             continue;
         }
-        req->intra.slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
+        intra_rq(req)->slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
         q[k] = req;
         loc[k] = (struct iovec){req->buf, req->len};
         rem[k] = (struct iovec){(void *)(uintptr_t)req->raddr, req->len};
@@ -659,9 +659,9 @@ void intra_cma_flush(intra_ep_t *e)
  * queued. */
 int intra_cma_queue(intra_ep_t *e, gw_request_t *req)
 {
-    if (req->len > INTRA_CMA_BATCH_MAX || local_dev(req) >= 0 || !(req->intra.src & RK_VALID))
+    if (req->len > INTRA_CMA_BATCH_MAX || local_dev(req) >= 0 || !(intra_rq(req)->src & RK_VALID))
         return 0;
-    uint32_t si = (uint32_t)(req->intra.src & 0xffffffffu);
+    uint32_t si = (uint32_t)(intra_rq(req)->src & 0xffffffffu);
     if (si >= GW_INTRA_SLOTS || e->peer_table[si].kind != GW_INTRA_SLOT_HOST)
         return 0; /* GPU, shared memory: their own paths */
     int get = req->op == GW_OP_GET;

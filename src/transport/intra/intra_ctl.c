@@ -272,7 +272,7 @@ static void on_fin(intra_ep_t *e, const gw_intra_hdr_t *h)
     gw_list_t *t_;
     gw_list_for_each_safe(p, t_, &e->sends) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
-        if (req->intra.opid == h->a) {
+        if (intra_rq(req)->opid == h->a) {
             gw_list_del(p);
             gw_status_t st = (gw_status_t)(int64_t)h->b;
             req->length = st == GW_OK ? req->len : 0;

@@ -131,8 +131,8 @@ static void pull_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
         intra_ep_fail(e, st, "intra: %s", why);
         return;
     }
-    intra_ep_send_fin(e, req->intra.opid, st);
-    gw_ep_recv_done(e->super.base, req, (size_t)req->intra.src2, req->rtag, st);
+    intra_ep_send_fin(e, intra_rq(req)->opid, st);
+    gw_ep_recv_done(e->super.base, req, (size_t)intra_rq(req)->src2, req->rtag, st);
 }
 
 static void op_finished(intra_ep_t *e, gw_request_t *req, gw_status_t st)
@@ -220,7 +220,7 @@ static void rma_issue(intra_ep_t *e, gw_request_t *req)
         intra_rma_done(e, req, st);
         return;
     }
-    req->intra.slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
+    intra_rq(req)->slot = (gw_intra_slot_t *)r.s; /* its inflight is ours to drop */
     int again = 0;
     st = intra_copy_start(e, req, req->op != GW_OP_GET, req->buf, &r, req->len, &again);
     if (st == GW_INPROGRESS) {
@@ -233,13 +233,13 @@ static void rma_issue(intra_ep_t *e, gw_request_t *req)
     intra_rma_done(e, req, st);
 }
 
-/* Pulls a rendezvous message (described in req->intra.src, .src2) into a recv. */
+/* Pulls a rendezvous message (described in intra_rq(req)->src, .src2) into a recv. */
 static void pull_issue(intra_ep_t *e, gw_request_t *req)
 {
     gw_core_t *c = e->super.iface->core;
-    uint64_t slot1 = req->intra.src >> 32;
+    uint64_t slot1 = intra_rq(req)->src >> 32;
     rdesc_t r = {0};
-    size_t msg_len = (size_t)req->intra.src2;
+    size_t msg_len = (size_t)intra_rq(req)->src2;
     size_t n = GW_MIN(msg_len, req->len);
     r.addr = req->raddr; /* the sender's buffer address */
     if (slot1) {
@@ -251,7 +251,7 @@ static void pull_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
         atomic_fetch_add(&s->inflight, 1);
-        req->intra.slot = s;
+        intra_rq(req)->slot = s;
         r.gpu = s->kind != GW_INTRA_SLOT_HOST && s->kind != GW_INTRA_SLOT_SHM;
         r.slot = si;
         r.s = s;
@@ -331,9 +331,9 @@ gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
     int gpu = req->lmem && req->lmem->type == GW_MEM_CUDA;
     if (!gpu && req->len <= GW_INTRA_EAGER_MAX) {
         /* completes on the receiver's FIN: "the peer has the message" */
-        req->intra.opid = ++e->next_op;
+        intra_rq(req)->opid = ++e->next_op;
         gw_intra_hdr_t h = {.type = GW_INTRA_M_EAGER, .len = (uint32_t)req->len, .a = req->value,
-                            .b = req->intra.opid};
+                            .b = intra_rq(req)->opid};
         gw_status_t st = intra_out_msg(e, &h, req->buf);
         if (st != GW_OK)
             return st;
@@ -349,9 +349,9 @@ gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
                           req->lmem->path);
         slot1 = si; /* stored as slot+1 */
     }
-    req->intra.opid = ++e->next_op;
+    intra_rq(req)->opid = ++e->next_op;
     gw_intra_hdr_t h = {.type = GW_INTRA_M_RTS, .a = req->value, .b = req->len,
-                        .c = (uint64_t)(uintptr_t)req->buf, .d = req->intra.opid, .e = slot1};
+                        .c = (uint64_t)(uintptr_t)req->buf, .d = intra_rq(req)->opid, .e = slot1};
     gw_status_t st = intra_out_msg(e, &h, NULL);
     if (st != GW_OK)
         return st;
@@ -365,10 +365,10 @@ void intra_recv_pull(intra_ep_t *e, gw_request_t *req, uint64_t tag, uint64_t le
 {
     req->rtag = tag;
     req->raddr = addr;
-    req->intra.opid = op;
-    req->intra.src = slot1 << 32;
-    req->intra.src2 = len;
-    req->intra.slot = NULL;
+    intra_rq(req)->opid = op;
+    intra_rq(req)->src = slot1 << 32;
+    intra_rq(req)->src2 = len;
+    intra_rq(req)->slot = NULL;
     pull_issue(e, req);
 }
 

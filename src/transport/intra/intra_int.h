@@ -32,6 +32,19 @@
 #include "transport/base/region.h"
 #include "transport/intra/intra.h"
 
+/* A request's intra scratch (core/request.h GW_REQ_TL_SCRATCH): intra_rq(req). */
+struct gw_intra_slot;
+struct intrab_op;
+struct gw_req_intra {
+    struct gw_intra_slot *slot; /* the peer table slot entered (its inflight counted) */
+    uint64_t opid;          /* send/rendezvous: the operation id FIN answers */
+    uint64_t src;           /* put/get: RK_VALID | table slot; rendezvous receive: slot + 1 << 32 */
+    uint64_t src2;          /* put/get: the region id; rendezvous receive: message length */
+    struct intrab_op *batch; /* batched transfer: its state (intra_batch.c) */
+};
+GW_REQ_TL_SCRATCH(intra_rq, struct gw_req_intra)
+
+
 #define INTRA_HDR 48
 #define INTRA_MAX_DEV 16
 #define INTRA_MAX_RXFD 64

@@ -98,7 +98,7 @@ typedef struct tcpb_piece {
     int ldev; /* CUDA ordinal of the local bytes, -1 for host memory */
 } tcpb_piece_t;
 
-/* A get's state, kept until it completes (req->tcp.bop); a put keeps none. */
+/* A get's state, kept until it completes (tcp_rq(req)->bop); a put keeps none. */
 typedef struct tcpb_op {
     void (*fini)(gw_request_t *r); /* the api layer's hook, run after ours */
     uint32_t nruns;
@@ -221,8 +221,8 @@ static int send_run(conn_t *c, const gw_tcp_hdr_t *h, void *owned, const struct 
 
 static void tcpb_op_fini(gw_request_t *r)
 {
-    tcpb_op_t *op = r->tcp.bop;
-    r->tcp.bop = NULL;
+    tcpb_op_t *op = tcp_rq(r)->bop;
+    tcp_rq(r)->bop = NULL;
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         free(op->first);
@@ -447,7 +447,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         op->bytes = bytes;
         op->fini = req->fini;
         req->fini = tcpb_op_fini;
-        req->tcp.bop = op;
+        tcp_rq(req)->bop = op;
     }
     /* a put's GPU entries, all of one device, where its kernel loads: gathered by launches */
     tcpb_gather_t g = {0};
@@ -892,7 +892,7 @@ ssize_t tcpb_scat_recv(conn_t *c, size_t want)
         }
     }
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t r = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+    ssize_t r = gw_sock_recvmsg(c->fd, &mh, MSG_DONTWAIT);
     if (r > 0)
         scat_advance(s, (size_t)r);
     return r;
@@ -948,7 +948,7 @@ int tcpb_rx_header(conn_t *c, const gw_tcp_hdr_t *h)
     tcp_ep_t *ep = c->ep;
     if (h->type == GW_TCP_BGET_RESP) {
         gw_request_t *r = tcp_slot_get(ep, h->id, 1u << GW_OP_BATCH);
-        tcpb_op_t *op = r ? r->tcp.bop : NULL;
+        tcpb_op_t *op = r ? tcp_rq(r)->bop : NULL;
         if (!op)
             return tcp_protocol_error(c, "batch get response for unknown operation 0x%llx", (unsigned long long)h->id);
         if (h->val >= op->nruns)

@@ -122,6 +122,9 @@ void tcp_lost_check(tcp_ep_t *ep, uint64_t now)
         tcp_lost_fail(ep, now);
 }
 
+/* what a stream closed by the peer without a goodbye can mean */
+#define PEER_WENT "it exited, crashed, or failed the endpoint on its side"
+
 /* End of stream on c (seen by the progress thread or a helper thread): an
  * orderly close when the peer said BYE or we are closing, a peer timeout when
  * the kernel gave up on our data, a further stream that waits for stream 0
@@ -135,10 +138,9 @@ void tcp_stream_ended(conn_t *c, const char *how)
     }
     if (timed_out_quietly(ep))
         tcp_sock_fail(ep, ETIMEDOUT, "recv", c->idx);
-    else if (!tcp_stream_lost(c, GW_ERR_CONN_RESET, "peer %s closed tcp stream %d %s (process exited or crashed?)",
-                              B(ep)->peer, c->idx, how))
-        tcp_fail(ep, GW_ERR_CONN_RESET, "peer %s closed tcp stream %d %s (process exited or crashed?)", B(ep)->peer,
-                 c->idx, how);
+    else if (!tcp_stream_lost(c, GW_ERR_CONN_RESET, "peer %s closed tcp stream %d %s (" PEER_WENT ")", B(ep)->peer,
+                              c->idx, how))
+        tcp_fail(ep, GW_ERR_CONN_RESET, "peer %s closed tcp stream %d %s (" PEER_WENT ")", B(ep)->peer, c->idx, how);
 }
 
 /* A receive on c failed with errno e: as tcp_sock_fail, except that a

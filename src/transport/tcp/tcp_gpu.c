@@ -117,7 +117,7 @@ int tcp_flush_gpu_head(conn_t *c)
             src = (const uint8_t *)sl->host + t->sl_used;
             left = t->sl_len[t->sl_head] - t->sl_used;
         }
-        ssize_t w = send(c->fd, src, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = gw_sock_send(c->fd, src, left, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR)
                 continue;

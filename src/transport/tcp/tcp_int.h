@@ -28,6 +28,15 @@
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_pool.h"
 
+/* A request's tcp scratch (core/request.h GW_REQ_TL_SCRATCH): tcp_rq(req). */
+struct tcpb_op;
+struct gw_req_tcp {
+    uint64_t sender;        /* rendezvous receive: the sender's slot id (for MSG_ACK) */
+    uint64_t accept;        /* rendezvous receive: bytes accepted (CTS), checked against RDATA */
+    struct tcpb_op *bop;    /* batched get: its state until it completes (tcp_batch.c) */
+};
+GW_REQ_TL_SCRATCH(tcp_rq, struct gw_req_tcp)
+
 #define RBUF_CAP (256 * 1024)
 #define DIRECT_MIN (32 * 1024) /* payload left at least this: recv() straight into place */
 #define MAX_EAGER_RECV (64ull << 20) /* largest eager message we accept from a peer */

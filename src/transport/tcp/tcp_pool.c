@@ -2,6 +2,8 @@
 /* tcp_pool.c - helper threads moving large tcp payloads (see tcp_pool.h). */
 #include "transport/tcp/tcp_pool.h"
 
+#include "core/sock.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -250,7 +252,7 @@ static int tx_step_gpu(gw_tcp_worker_t *w, gw_tcp_job_t *job)
             src = (const uint8_t *)sl->host + job->sl_used;
             left = job->sl_len[job->sl_head] - job->sl_used;
         }
-        ssize_t n = send(job->fd, src, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = gw_sock_send(job->fd, src, left, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
             int f = io_fail(job, moved);
             if (f < 0)
@@ -293,7 +295,7 @@ static int tx_frame_host(gw_tcp_job_t *job)
             iov[n++].iov_len = job->len - job->off;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t r = sendmsg(job->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t r = gw_sock_sendmsg(job->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r < 0) {
             int f = io_fail(job, moved);
             if (f < 0)
@@ -390,7 +392,7 @@ static int rx_step(gw_tcp_worker_t *w, gw_tcp_job_t *job)
             d = w->scratch;
             want = GW_MIN(job->len - job->off, (size_t)SCRATCH_CAP);
         }
-        ssize_t n = recv(job->fd, d, want, MSG_DONTWAIT);
+        ssize_t n = gw_sock_recv(job->fd, d, want, MSG_DONTWAIT);
         if (n == 0) {
             job->eof = 1;
             return STEP_DONE;

@@ -59,8 +59,8 @@ static void start_rndv_recv(tcp_ep_t *ep, gw_request_t *r, uint64_t sender_id, u
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory for a receive slot");
         return;
     }
-    r->tcp.sender = sender_id;
-    r->tcp.accept = accept;
+    tcp_rq(r)->sender = sender_id;
+    tcp_rq(r)->accept = accept;
     r->done = 0;
     tcp_send_ctl(ep, &ep->conns[0], GW_TCP_CTS, 0, sender_id, id, 0, accept, 0);
 }
@@ -196,10 +196,10 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
         r = tcp_slot_get(ep, h->key, 1u << GW_OP_RECV);
         if (!r)
             return tcp_protocol_error(c, "message data for unknown receive 0x%llx", (unsigned long long)h->key);
-        if (h->addr > r->tcp.accept || h->len > r->tcp.accept - h->addr)
+        if (h->addr > tcp_rq(r)->accept || h->len > tcp_rq(r)->accept - h->addr)
             return tcp_protocol_error(c, "message data [%llu, +%llu) outside the %llu accepted bytes",
                                   (unsigned long long)h->addr, (unsigned long long)h->len,
-                                  (unsigned long long)r->tcp.accept);
+                                  (unsigned long long)tcp_rq(r)->accept);
         c->rx_req = r;
         tcp_begin_payload_dev(c, (uint8_t *)r->buf + h->addr, h->len, h->len, mem_dev(r->lmem));
         break;
@@ -269,8 +269,8 @@ static int finish_payload(conn_t *c)
         return 0;
     case GW_TCP_RDATA:
         r->done += h->len;
-        if (r->done == r->tcp.accept) {
-            uint64_t sender = r->tcp.sender;
+        if (r->done == tcp_rq(r)->accept) {
+            uint64_t sender = tcp_rq(r)->sender;
             gw_op_table_free(&ep->optab, r);
             gw_ep_recv_done(B(ep), r, r->length, r->rtag, GW_OK);
             gw_core_signal(CORE(ep));
@@ -389,7 +389,7 @@ static void conn_readable(conn_t *c)
                 dst = ep->tif->scratch;
                 want = GW_MIN(c->remaining, (size_t)RBUF_CAP);
             }
-            n = dst ? recv(c->fd, dst, want, MSG_DONTWAIT) : tcpb_scat_recv(c, want);
+            n = dst ? gw_sock_recv(c->fd, dst, want, MSG_DONTWAIT) : tcpb_scat_recv(c, want);
             if (n > 0) {
                 B(ep)->last_rx_ns = gw_now_ns();
                 c->consumed += (size_t)n;
@@ -434,7 +434,7 @@ static void conn_readable(conn_t *c)
                 c->hdr_only = 0;
                 room = RBUF_CAP - c->rlen;
             }
-            n = recv(c->fd, c->rbuf + c->rlen, room, MSG_DONTWAIT);
+            n = gw_sock_recv(c->fd, c->rbuf + c->rlen, room, MSG_DONTWAIT);
             if (n > 0) {
                 B(ep)->last_rx_ns = gw_now_ns();
                 c->rlen += (size_t)n;

@@ -12,7 +12,8 @@
  * blob), verbs_mr.c (registration, cache, dma-buf), verbs_iface.c (context
  * level, polling, ops table), verbs_ep.c (endpoint life: queue pairs,
  * failure), verbs_post.c (operations, posting), verbs_cq.c (completions,
- * receive side, progress), verbs_stage.c (staged GPU memory), verbs_batch.c
+ * receive side, progress), verbs_stage.c and verbs_stage_own.c (staged GPU
+ * memory: initiator and owner halves), verbs_batch.c
  * (batched transfers), verbs_rkey.c (the verbs part of a remote key).
  */
 #ifndef GW_VERBS_VERBS_H
@@ -508,7 +509,28 @@ enum { CT_CTS = 7, CT_WFIN };
 #define DRAIN_WRID (1ull << 61) /* the drain markers of a dead endpoint (send and receive) */
 #define NO_SLOT 0xffff
 
-/* A request's verbs scratch: req->verbs (struct gw_req_verbs, core/request.h). */
+/* A request's verbs scratch (core/request.h GW_REQ_TL_SCRATCH): verbs_rq(req). */
+struct gw_verbs_sreq;
+struct gw_req_verbs {
+    struct gw_verbs_rc_entry *rc; /* registration-cache entry held for the local buffer */
+    struct gw_verbs_sreq *stg;    /* staged (TLF_STAGED): its state (verbs_stage.c) */
+    uint32_t slot;                /* bounce slot + 1 held by the request, 0 none */
+    uint32_t stripe;              /* next QP of a striped transfer; a receive by WRITE_WITH_IMM:
+                                   * the ends seen */
+    union {
+        struct {                  /* rendezvous: a receive's sender, a send's CTS from its receiver */
+            uint64_t raddr;       /* the peer's buffer */
+            uint32_t rkey;        /* ... its rkey */
+            uint32_t opid;        /* the peer's rendezvous id (RTS_STAGED: the sender is staged) */
+            uint64_t mlen;        /* message length */
+        } rdv;
+        struct {                  /* batched transfer (verbs_batch.c) */
+            uint64_t ent;         /* next entry */
+            uint64_t off;         /* bytes of it posted */
+        } batch;
+    };
+};
+GW_REQ_TL_SCRATCH(verbs_rq, struct gw_req_verbs)
 
 /* staged GPU memory (verbs_stage.c) */
 enum { WR_SPUT = 16, WR_SGET, WR_SREAD, WR_SWRITE }; /* chunk WRs (initiator: S*, owner: SREAD/SWRITE) */

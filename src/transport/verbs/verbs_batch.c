@@ -111,16 +111,16 @@ int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     }
     int kind = bt->get ? WR_GET : WR_PUT;
     uint64_t maxmsg = ep->peer.max_msg ? GW_MIN(ep->peer.max_msg, ep->local.max_msg) : UINT64_MAX;
-    while (!(req->tl_flags & TLF_DATA) && req->verbs.batch.ent < bt->n) {
-        const gw_batch_ent_t *e = &bt->ent[req->verbs.batch.ent];
-        uint64_t off = req->verbs.batch.off;
+    while (!(req->tl_flags & TLF_DATA) && verbs_rq(req)->batch.ent < bt->n) {
+        const gw_batch_ent_t *e = &bt->ent[verbs_rq(req)->batch.ent];
+        uint64_t off = verbs_rq(req)->batch.off;
         int nq = e->len >= ep->vif->split_min ? ep->nqps : 1;
         uint64_t stripe = e->len;
         if (nq > 1) {
             stripe = (e->len + (uint64_t)nq - 1) / (uint64_t)nq;
             stripe = (stripe + 4095) & ~(uint64_t)4095;
         }
-        int qi = (int)(req->verbs.stripe % (uint64_t)ep->nqps);
+        int qi = (int)(verbs_rq(req)->stripe % (uint64_t)ep->nqps);
         if (!qp_room(ep, b, qi))
             return 0;
         uint32_t rkey = 0, lkey = 0;
@@ -146,12 +146,12 @@ int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         w->sg_list->length = (uint32_t)piece;
         w->sg_list->lkey = lkey;
         req->posted += (size_t)piece;
-        req->verbs.stripe++;
+        verbs_rq(req)->stripe++;
         if (off + piece < e->len) {
-            req->verbs.batch.off = off + piece;
+            verbs_rq(req)->batch.off = off + piece;
         } else {
-            req->verbs.batch.off = 0;
-            req->verbs.batch.ent++;
+            verbs_rq(req)->batch.off = 0;
+            verbs_rq(req)->batch.ent++;
         }
     }
     req->tl_flags |= TLF_DATA;

@@ -31,8 +31,8 @@ void gw_verbs_req_maybe_done_slow(gw_verbs_ep_t *ep, gw_request_t *req)
     gw_ep_base_t *base = ep->super.base;
     if (req->op == GW_OP_RECV) {
         /* rendezvous data is in place: release the sender, finish the receive */
-        uint64_t opid = req->verbs.rdv.opid;
-        size_t mlen = (size_t)req->verbs.rdv.mlen;
+        uint64_t opid = verbs_rq(req)->rdv.opid;
+        size_t mlen = (size_t)verbs_rq(req)->rdv.mlen;
         gw_verbs_req_release(ep, req);
         gw_verbs_rdv_recv_forget(ep, req);
         gw_verbs_ctrl_queue(ep, CT_FIN, 0, opid, 0);
@@ -44,8 +44,8 @@ void gw_verbs_req_maybe_done_slow(gw_verbs_ep_t *ep, gw_request_t *req)
     if (req->op == GW_OP_SEND && (req->tl_flags & TLF_WAIT_FIN))
         return; /* completes when the receiver's FIN arrives */
     gw_status_t st = GW_OK;
-    if (req->op == GW_OP_GET && req->verbs.slot) /* (GPU memory: one synchronous copy, gw_staging_copy_sync) */
-        st = gw_mem_copy_to(req->core, req->lmem, req->buf, slot_ptr(ep, (int)req->verbs.slot - 1), req->len);
+    if (req->op == GW_OP_GET && verbs_rq(req)->slot) /* (GPU memory: one synchronous copy, gw_staging_copy_sync) */
+        st = gw_mem_copy_to(req->core, req->lmem, req->buf, slot_ptr(ep, (int)verbs_rq(req)->slot - 1), req->len);
     req->length = req->len;
     gw_verbs_req_release(ep, req);
     gw_ep_op_done(base, req, st);
@@ -121,16 +121,16 @@ static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, u
                            uint64_t addr, uint32_t rkey, uint64_t opid)
 {
     req->rtag = tag;
-    req->verbs.rdv.raddr = addr;
-    req->verbs.rdv.rkey = rkey;
-    req->verbs.rdv.opid = (uint32_t)opid;
-    req->verbs.rdv.mlen = len;
+    verbs_rq(req)->rdv.raddr = addr;
+    verbs_rq(req)->rdv.rkey = rkey;
+    verbs_rq(req)->rdv.opid = (uint32_t)opid;
+    verbs_rq(req)->rdv.mlen = len;
     req->posted = 0;
     req->pending = 0;
     req->tl_flags = TLF_RDV;
-    req->verbs.rc = NULL;
-    req->verbs.stg = NULL;
-    req->verbs.slot = req->verbs.stripe = 0;
+    verbs_rq(req)->rc = NULL;
+    verbs_rq(req)->stg = NULL;
+    verbs_rq(req)->slot = verbs_rq(req)->stripe = 0;
     gw_list_push_back(&ep->rdv_recvs, &req->tl_link);
 }
 
@@ -138,7 +138,7 @@ static void start_rdv_recv(gw_verbs_ep_t *ep, gw_request_t *req, uint64_t tag, u
 static void rdv_written(gw_verbs_ep_t *ep, gw_request_t *r)
 {
     gw_op_table_free(&ep->rdv, r);
-    size_t mlen = (size_t)r->verbs.rdv.mlen;
+    size_t mlen = (size_t)verbs_rq(r)->rdv.mlen;
     gw_verbs_req_release(ep, r);
     gw_verbs_rdv_recv_forget(ep, r);
     if (r->lmem && r->lmem->type != GW_MEM_HOST)
@@ -153,12 +153,12 @@ static void rdv_imm(gw_verbs_ep_t *ep, uint32_t imm, int qi)
     unsigned nq = (imm >> 24) & 0x7f;
     gw_request_t *r = gw_verbs_rdv_lookup(ep, imm & 0xffffffu);
     if (!r || r->op != GW_OP_RECV || (r->tl_flags & (TLF_WFIN | TLF_WIMM)) != (TLF_WFIN | TLF_WIMM) ||
-        nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || r->verbs.stripe >= nq) {
+        nq == 0 || (int)nq > ep->nqps || qi >= (int)nq || verbs_rq(r)->stripe >= nq) {
         gw_verbs_ep_die(ep, GW_ERR_PROTOCOL, "verbs: end of rendezvous write 0x%08x from %s on QP %d matches no "
                "receive of ours waiting for one", imm, ep->peer.dev, qi);
         return;
     }
-    if (++r->verbs.stripe == nq)
+    if (++verbs_rq(r)->stripe == nq)
         rdv_written(ep, r);
 }
 
@@ -288,11 +288,11 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         r->tl_flags = (uint16_t)((r->tl_flags & ~(TLF_WAIT_FIN | TLF_ALLPOSTED)) | TLF_CTS |
                                  ((cst & CTS_WIMM) ? TLF_WIMM : 0));
         r->posted = 0;
-        r->verbs.stripe = 0;
-        r->verbs.rdv.raddr = addr;
-        r->verbs.rdv.rkey = rkey;
-        r->verbs.rdv.opid = (uint32_t)tag;
-        r->verbs.rdv.mlen = len;
+        verbs_rq(r)->stripe = 0;
+        verbs_rq(r)->rdv.raddr = addr;
+        verbs_rq(r)->rdv.rkey = rkey;
+        verbs_rq(r)->rdv.opid = (uint32_t)tag;
+        verbs_rq(r)->rdv.mlen = len;
         gw_list_push_back(&ep->pending, &r->tl_link);
         break;
     }

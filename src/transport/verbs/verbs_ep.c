@@ -491,7 +491,7 @@ void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, gw_status_t st)
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
         gw_verbs_req_release(ep, req);
         gw_verbs_rdv_recv_forget(ep, req);
-        gw_ep_recv_done(ep->super.base, req, (size_t)req->verbs.rdv.mlen, req->rtag, st);
+        gw_ep_recv_done(ep->super.base, req, (size_t)verbs_rq(req)->rdv.mlen, req->rtag, st);
     }
     gw_op_table_clear(&ep->rdv);
 }

@@ -77,8 +77,8 @@ const char *gw_verbs_op_name(int kind)
  * (those are given back at completion) and is not a staged one. */
 static int wr_lazy(const gw_request_t *req, int kind, int slot)
 {
-    return req && kind == WR_PUT && slot < 0 && req->op == GW_OP_PUT && req->err_sink && !req->verbs.slot &&
-           !req->verbs.rc && !(req->tl_flags & TLF_STAGED);
+    return req && kind == WR_PUT && slot < 0 && req->op == GW_OP_PUT && req->err_sink && !verbs_rq(req)->slot &&
+           !verbs_rq(req)->rc && !(req->tl_flags & TLF_STAGED);
 }
 
 /* Claims the next ring record of QP qi for a WR of req; returns the WR's id. */
@@ -190,16 +190,16 @@ static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
 /* ---- request completion ------------------------------------------------------------- */
 void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req)
 {
-    if (req->verbs.rc) {
-        gw_verbs_rcache_put(ep->vif, req->verbs.rc);
-        req->verbs.rc = NULL;
+    if (verbs_rq(req)->rc) {
+        gw_verbs_rcache_put(ep->vif, verbs_rq(req)->rc);
+        verbs_rq(req)->rc = NULL;
     }
-    if (req->verbs.slot) {
-        slot_put(ep, (int)req->verbs.slot - 1);
-        req->verbs.slot = 0;
+    if (verbs_rq(req)->slot) {
+        slot_put(ep, (int)verbs_rq(req)->slot - 1);
+        verbs_rq(req)->slot = 0;
     }
-    if ((req->tl_flags & TLF_STAGED) && req->verbs.stg)
-        gw_verbs_stg_free(ep, req->verbs.stg, 1);
+    if ((req->tl_flags & TLF_STAGED) && verbs_rq(req)->stg)
+        gw_verbs_stg_free(ep, verbs_rq(req)->stg, 1);
 }
 
 void gw_verbs_ctrl_queue(gw_verbs_ep_t *ep, uint8_t type, uint32_t status, uint64_t a, uint64_t b)
@@ -237,7 +237,7 @@ static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, si
         int s = slot_get(ep);
         if (s < 0)
             return 0;
-        req->verbs.slot = (uint32_t)s + 1;
+        verbs_rq(req)->slot = (uint32_t)s + 1;
         gw_status_t cst =
             is_read_target ? GW_OK : gw_mem_copy_from(req->core, req->lmem, slot_ptr(ep, s), req->buf, len);
         if (cst != GW_OK) {
@@ -253,13 +253,13 @@ static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, si
     if (st != GW_OK) {
         if (req->op == GW_OP_RECV) {
             gw_verbs_rdv_recv_forget(ep, req);
-            gw_ep_recv_done(ep->super.base, req, (size_t)req->verbs.rdv.mlen, req->rtag, st);
+            gw_ep_recv_done(ep->super.base, req, (size_t)verbs_rq(req)->rdv.mlen, req->rtag, st);
         } else {
             gw_ep_op_done(ep->super.base, req, st);
         }
         return -1;
     }
-    req->verbs.rc = e;
+    verbs_rq(req)->rc = e;
     req->tl_flags |= TLF_PREP;
     return 1;
 }
@@ -268,15 +268,15 @@ static int req_prep(gw_verbs_ep_t *ep, gw_request_t *req, int is_read_target, si
 static void local_piece(gw_verbs_ep_t *ep, gw_request_t *req, size_t off, uint64_t *addr,
                         uint32_t *lkey, uint64_t *left)
 {
-    if (req->verbs.slot) {
-        *addr = (uint64_t)(uintptr_t)slot_ptr(ep, (int)req->verbs.slot - 1) + off;
+    if (verbs_rq(req)->slot) {
+        *addr = (uint64_t)(uintptr_t)slot_ptr(ep, (int)verbs_rq(req)->slot - 1) + off;
         *lkey = ep->smr->lkey;
         *left = UINT64_MAX;
         return;
     }
     *addr = (uint64_t)(uintptr_t)req->buf + off;
-    const gw_verbs_reg_t *reg = req->verbs.rc
-                                    ? req->verbs.rc->reg
+    const gw_verbs_reg_t *reg = verbs_rq(req)->rc
+                                    ? verbs_rq(req)->rc->reg
                                     : req->lmem->tl_reg[GW_TL_VERBS];
     if (gw_verbs_reg_piece(reg, *addr, lkey, NULL, left) != 0) {
         *lkey = 0;
@@ -288,7 +288,7 @@ static void local_piece(gw_verbs_ep_t *ep, gw_request_t *req, size_t off, uint64
 int gw_verbs_remote_piece(gw_request_t *req, uint64_t raddr, uint32_t *rkey, uint64_t *left)
 {
     if (req->op == GW_OP_RECV || (req->tl_flags & TLF_CTS)) {
-        *rkey = req->verbs.rdv.rkey;
+        *rkey = verbs_rq(req)->rdv.rkey;
         *left = UINT64_MAX;
         return 0;
     }
@@ -320,7 +320,7 @@ static int post_rdma(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int kind,
     int first = 1;
     while (req->posted < total || (total == 0 && first)) {
         first = 0;
-        int qi = nq > 1 ? (int)(req->verbs.stripe % (uint64_t)nq) : 0;
+        int qi = nq > 1 ? (int)(verbs_rq(req)->stripe % (uint64_t)nq) : 0;
         if (!qp_room(ep, b, qi))
             return 0;
         size_t off = req->posted;
@@ -360,7 +360,7 @@ static int post_rdma(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, int kind,
                 w->send_flags |= IBV_SEND_INLINE;
         }
         req->posted += (size_t)piece;
-        req->verbs.stripe++;
+        verbs_rq(req)->stripe++;
     }
     return 1;
 }
@@ -461,7 +461,7 @@ static int rdv_cts(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req, size_t n)
     if (rdv_alloc(ep, req) < 0)
         return 0;
     int s = slot_get(ep);
-    uint64_t sender = req->verbs.rdv.opid;
+    uint64_t sender = verbs_rq(req)->rdv.opid;
     uint64_t myid = rdv_opid(ep, req);
     gw_verbs_hdr_fill(slot_ptr(ep, s), CT_CTS, imm ? CTS_WIMM : 0, myid, n, (uint64_t)(uintptr_t)req->buf, rkey,
              sender);
@@ -576,24 +576,24 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
     }
     case GW_OP_SEND: {
         if (req->tl_flags & TLF_CTS) { /* the data by RDMA WRITE, then the end marks */
-            size_t total = (size_t)req->verbs.rdv.mlen;
-            r = post_rdma(ep, b, req, WR_PUT, total, req->verbs.rdv.raddr);
+            size_t total = (size_t)verbs_rq(req)->rdv.mlen;
+            r = post_rdma(ep, b, req, WR_PUT, total, verbs_rq(req)->rdv.raddr);
             if (r <= 0)
                 return r < 0 ? 1 : 0;
             if (req->tl_flags & TLF_WIMM) {
                 /* one zero-length WRITE_WITH_IMM on each queue pair used (pieces
                  * go round-robin from QP 0), all in one batch or none */
-                int used = (int)GW_MIN(req->verbs.stripe, (uint64_t)stripe_qps(ep, req, total));
+                int used = (int)GW_MIN(verbs_rq(req)->stripe, (uint64_t)stripe_qps(ep, req, total));
                 for (int qi = 0; qi < used; qi++)
                     if (!qp_room(ep, b, qi))
                         return 0;
-                uint32_t rid = req->verbs.rdv.opid;
+                uint32_t rid = verbs_rq(req)->rdv.opid;
                 for (int qi = 0; qi < used; qi++) {
                     struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, qi, req, WR_RDV_IMM, -1, 0);
                     w->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
                     w->imm_data = htonl(RDV_IMM(used, rid));
-                    w->wr.rdma.remote_addr = req->verbs.rdv.raddr;
-                    w->wr.rdma.rkey = req->verbs.rdv.rkey;
+                    w->wr.rdma.remote_addr = verbs_rq(req)->rdv.raddr;
+                    w->wr.rdma.rkey = verbs_rq(req)->rdv.rkey;
                 }
                 req->tl_flags |= TLF_ALLPOSTED; /* done when every WR has completed */
                 return 1;
@@ -601,7 +601,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             int s = msg_slot(ep, b);
             if (s < 0)
                 return 0;
-            gw_verbs_hdr_fill(slot_ptr(ep, s), CT_WFIN, 0, 0, 0, 0, 0, req->verbs.rdv.opid);
+            gw_verbs_hdr_fill(slot_ptr(ep, s), CT_WFIN, 0, 0, 0, 0, 0, verbs_rq(req)->rdv.opid);
             gw_verbs_post_sendmsg(ep, b, req, s, GW_VERBS_HDR);
             req->tl_flags |= TLF_ALLPOSTED; /* done when the WFIN's SEND completes */
             return 1;
@@ -675,7 +675,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
                 gw_ep_op_done(ep->super.base, req, st);
                 return 1;
             }
-            req->verbs.rc = e;
+            verbs_rq(req)->rc = e;
             reg = e->reg;
         }
         gw_verbs_reg_piece(reg, (uint64_t)(uintptr_t)req->buf, NULL, &rkey, &left);
@@ -700,7 +700,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         return 1;
     }
     case GW_OP_RECV: { /* rendezvous read into the receive buffer */
-        size_t n = GW_MIN(req->len, (size_t)req->verbs.rdv.mlen);
+        size_t n = GW_MIN(req->len, (size_t)verbs_rq(req)->rdv.mlen);
         if ((r = rdv_cts(ep, b, req, n)) != 0)
             return r > 0;
         if ((r = req_prep(ep, req, 1, n)) <= 0)
@@ -710,7 +710,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
             gw_verbs_req_maybe_done(ep, req);
             return 1;
         }
-        r = post_rdma(ep, b, req, WR_RDV_READ, n, req->verbs.rdv.raddr);
+        r = post_rdma(ep, b, req, WR_RDV_READ, n, verbs_rq(req)->rdv.raddr);
         if (r == 0)
             return 0;
         req->tl_flags |= TLF_ALLPOSTED;
@@ -964,7 +964,7 @@ gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
     req->posted = 0;
     req->pending = 0;
     req->tl_flags = 0;
-    memset(&req->verbs, 0, sizeof(req->verbs));
+    memset(verbs_rq(req), 0, sizeof(struct gw_req_verbs));
     /* posted by the next progress call, batched with whatever else is queued
      * by then (callers progress before they sleep, so no wake-up is needed);
      * on an idle endpoint (nothing queued: no request, control message,

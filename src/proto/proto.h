@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* proto.h - the protocol layer: what every transport would otherwise write
+ * again, built once over the transport interface (transport/base/tl.h).
+ *
+ * It sits between the api layer and the transports, as UCX's protocols sit
+ * on its transport layer: the api layer asks it how an operation moves, and
+ * it either hands the operation to the transport as it is (the transport
+ * said in caps() that it moves it natively) or carries it out itself
+ * through the primitives every transport has (submit() of single puts and
+ * gets, the base's deferred-notification sender).
+ *
+ * Batches (proto_batch.c): a transport that says GW_TL_BATCH_NATIVE moves
+ * gw_xfer_batch / gw_xfer_pages itself; for any other, and for every
+ * transport when GPUWIRE_BATCH_PATH=expand (save batches that only the
+ * transport can carry: a counted notification where it has no
+ * notify_out), the batch is expanded here into
+ * one put or get per merged entry, all posted at once, and its
+ * notification follows the data:
+ *   ORDERED  through the base's deferred notification (notify_out), after
+ *            the last entry's data and every earlier operation; where the
+ *            transport has no notify_out (its queue order keeps puts in
+ *            order, as verbs' QP does), the last entry is posted as a
+ *            put_notify, whose contract gives the same order;
+ *   COUNTED  through notify_out only (the counted form has no put_notify
+ *            twin); a transport without it refuses with GW_ERR_UNSUPPORTED.
+ * Entries in GPU memory go as the transport's single puts and gets of GPU
+ * memory go (its caps().mem_kinds must include GW_TL_MEM_CUDA). */
+#ifndef GW_PROTO_PROTO_H
+#define GW_PROTO_PROTO_H
+
+#include "core/core.h"
+#include "core/request.h"
+#include "transport/base/batch.h"
+#include "transport/base/tl.h"
+
+/* How a batch moves. */
+typedef enum gw_proto_route {
+    GW_PROTO_NATIVE = 0, /* the transport's submit() takes the GW_OP_BATCH request */
+    GW_PROTO_EXPAND = 1  /* gw_proto_batch_submit() expands it into puts and gets */
+} gw_proto_route_t;
+
+/* Chooses the route of batch b over a transport with caps (expand: the
+ * GPUWIRE_BATCH_PATH=expand setting; notify_out: the endpoint's base has a
+ * deferred-notification sender).  GW_OK with *route set, or
+ * GW_ERR_UNSUPPORTED with *lack naming what the transport lacks ("counted
+ * notifications", "GPU memory"), for the caller's message. */
+gw_status_t gw_proto_batch_route(const gw_tl_caps_t *caps, const gw_batch_t *b, int expand, int notify_out,
+                                 gw_proto_route_t *route, const char **lack);
+
+/* submit() of the expanded route (the signature of gw_tl_ops_t.submit, so
+ * that the api layer posts both routes alike): req is a GW_OP_BATCH request
+ * the api layer queued as outstanding.  Expands an unexpanded batch, posts
+ * one request per entry through the transport's submit(), and completes
+ * req once every one has completed: with GW_OK and the batch's bytes, or
+ * with the first error, whose message names the entry (its index among the
+ * merged entries, addresses and length).  An error returned here: nothing
+ * was posted. */
+gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req);
+
+#endif

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* proto_batch.c - batches expanded into the transport's single puts and
+ * gets (protocol layer; proto.h says when).
+ *
+ * One state record per expanded batch ("bop") counts the entry requests
+ * still moving.  The batch request itself stays outstanding on the endpoint
+ * (so flushes and later notifications wait for it) and completes when the
+ * last entry request has: each entry request's completion hook (its fini)
+ * counts down.  A failed endpoint fails the batch request and its entries
+ * in posting order; the batch's memory (its entries, key copies and list
+ * counts) is then released only once the last entry request let go of it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "proto/proto.h"
+
+typedef struct proto_bop {
+    gw_request_t *parent;          /* the batch request; NULL once it completed */
+    gw_ep_base_t *base;
+    gw_core_t *core;
+    gw_batch_t *batch;             /* kept until the last entry request completes */
+    void (*fini)(gw_request_t *r); /* the api layer's hook of the batch request, run last */
+    uint32_t live;                 /* entry requests posted and not yet completed */
+    uint8_t posting;               /* gw_proto_batch_submit is still posting */
+    uint8_t deferred;              /* the notification goes through the base's notify_out */
+    gw_status_t err;               /* first error of an entry */
+    uint64_t err_laddr, err_raddr, err_len;
+    char why[256];
+} proto_bop_t;
+
+gw_status_t gw_proto_batch_route(const gw_tl_caps_t *caps, const gw_batch_t *b, int expand, int notify_out,
+                                 gw_proto_route_t *route, const char **lack)
+{
+    int gpu = b->lgpu || b->rgpu;
+    int native = (caps->batch & GW_TL_BATCH_NATIVE) && (!gpu || (caps->batch & GW_TL_BATCH_GPU)) &&
+                 (b->notify != GW_NOTIFY_COUNTED || (caps->batch & GW_TL_BATCH_COUNTED));
+    *lack = NULL;
+    if (native && !expand) {
+        *route = GW_PROTO_NATIVE;
+        return GW_OK;
+    }
+    /* expanded: the transport's single operations must take every entry */
+    if (gpu && !(caps->mem_kinds & GW_TL_MEM_CUDA))
+        *lack = "GPU memory";
+    else if (b->notify == GW_NOTIFY_COUNTED && !notify_out)
+        *lack = "counted notifications";
+    else if (b->notify == GW_NOTIFY_ORDERED && !notify_out && !gw_batch_unexpanded(b) && b->n == 0)
+        *lack = "notifications without data";
+    if (*lack && native) { /* asked to expand what only the transport can carry: it does */
+        *lack = NULL;
+        *route = GW_PROTO_NATIVE;
+        return GW_OK;
+    }
+    if (*lack)
+        return GW_ERR_UNSUPPORTED;
+    *route = GW_PROTO_EXPAND;
+    return GW_OK;
+}
+
+/* The batch request's memory goes back to the api layer (its hook reads
+ * only r->batch). */
+static void bop_release_batch(proto_bop_t *bop)
+{
+    if (bop->fini) {
+        gw_request_t tmp;
+        memset(&tmp, 0, sizeof(tmp));
+        tmp.batch = bop->batch;
+        bop->fini(&tmp);
+        bop->fini = NULL;
+    }
+}
+
+/* Every entry request completed (and posting ended): complete the batch
+ * request, or, when it completed already, let go of the batch. */
+static void bop_finish(proto_bop_t *bop)
+{
+    gw_request_t *req = bop->parent;
+    if (!req) {
+        bop_release_batch(bop);
+        free(bop);
+        return;
+    }
+    gw_status_t st = bop->err;
+    if (st == GW_OK && gw_ep_failed(bop->base))
+        st = bop->base->error;
+    if (bop->err != GW_OK)
+        gw_err(bop->core, st, "batch %s (%u entries, %llu bytes): the entry at local 0x%llx, remote 0x%llx, "
+               "%llu bytes failed: %s", bop->batch->get ? "get" : "put", bop->batch->n,
+               (unsigned long long)bop->batch->total, (unsigned long long)bop->err_laddr,
+               (unsigned long long)bop->err_raddr, (unsigned long long)bop->err_len, bop->why);
+    req->length = st == GW_OK ? (size_t)bop->batch->total : 0;
+    /* (a deferred one that succeeded is held by the base until its turn,
+     * then its notification goes out; its hook, below, frees bop) */
+    gw_ep_op_done(bop->base, req, st);
+}
+
+/* The batch request's hook: it completed (normally, or failed by the
+ * endpoint while entries still move). */
+static void bop_parent_fini(gw_request_t *r)
+{
+    proto_bop_t *bop = r->owner;
+    r->owner = NULL;
+    r->batch = NULL;
+    bop->parent = NULL;
+    if (!bop->live && !bop->posting) {
+        bop_release_batch(bop);
+        free(bop);
+    }
+}
+
+/* An entry request's hook. */
+static void bop_child_fini(gw_request_t *r)
+{
+    proto_bop_t *bop = r->owner;
+    r->owner = NULL;
+    if (r->status != GW_OK && bop->err == GW_OK) {
+        bop->err = r->status;
+        bop->err_laddr = (uint64_t)(uintptr_t)r->buf;
+        bop->err_raddr = r->raddr;
+        bop->err_len = r->len;
+        int fresh = bop->core->err_status == r->status && bop->core->errbuf[0];
+        snprintf(bop->why, sizeof(bop->why), "%.*s", (int)sizeof(bop->why) - 1,
+                 fresh ? bop->core->errbuf : gw_status_str(r->status));
+    }
+    if (--bop->live == 0 && !bop->posting)
+        bop_finish(bop);
+}
+
+/* Posts one entry request; GW_OK or the transport's refusal (nothing posted). */
+static gw_status_t post_entry(gw_tl_ep_t *tl, proto_bop_t *bop, const gw_batch_t *b, const gw_batch_ent_t *e,
+                              int op, uint64_t value)
+{
+    gw_request_t *r = gw_req_alloc(bop->core);
+    if (!r)
+        return gw_err(bop->core, GW_ERR_NOMEM, "batch: out of memory for the request of an entry");
+    r->op = (uint8_t)op;
+    r->ep = bop->parent->ep;
+    r->buf = (void *)(uintptr_t)e->laddr;
+    r->len = (size_t)e->len;
+    r->lmem = b->lmem[e->lreg]; /* (held by the batch: no use count of its own) */
+    r->rkey = (gw_rkey_t *)&b->rkey[e->rreg];
+    r->raddr = e->raddr;
+    r->value = value;
+    r->owner = bop;
+    r->fini = bop_child_fini;
+    r->flags |= GW_REQF_USER; /* held while posting: a completion inside submit() must not recycle it */
+    gw_ep_op_start(bop->base, r);
+    bop->live++;
+    gw_status_t st = tl->iface->ops->submit(tl, r);
+    if (st != GW_OK) {
+        bop->live--;
+        gw_ep_op_unstart(bop->base, r);
+        r->fini = NULL;
+        r->owner = NULL;
+        r->status = st;
+        r->flags = 0;
+        gw_req_release(r);
+        return st;
+    }
+    r->flags &= (uint8_t)~GW_REQF_USER;
+    if (r->status != GW_INPROGRESS)
+        gw_req_release(r); /* it completed inside submit() */
+    return GW_OK;
+}
+
+gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req)
+{
+    gw_ep_base_t *base = tl->base;
+    gw_core_t *core = tl->iface->core;
+    gw_batch_t *b = req->batch;
+    gw_batch_expand(b);
+    gw_log(GW_LOG_TRACE, "batch %s of %u entries (%llu bytes) expanded into single operations", b->get ? "get" : "put",
+           b->n, (unsigned long long)b->total);
+    proto_bop_t *bop = calloc(1, sizeof(*bop));
+    if (!bop)
+        return gw_err(core, GW_ERR_NOMEM, "batch: out of memory for its state");
+    bop->parent = req;
+    bop->base = base;
+    bop->core = core;
+    bop->batch = b;
+    bop->posting = 1;
+    int last_notifies = 0;
+    if (b->notify != GW_NOTIFY_NONE) {
+        if (base->notify_out) {
+            gw_status_t st = gw_ep_notify_defer(base, req);
+            if (st != GW_OK) {
+                free(bop);
+                return st;
+            }
+            bop->deferred = 1;
+        } else {
+            last_notifies = 1; /* ORDERED (route checked): the last entry as a put_notify */
+        }
+    }
+    int op = b->get ? GW_OP_GET : GW_OP_PUT;
+    uint32_t posted = 0;
+    gw_status_t st = GW_OK;
+    for (; posted < b->n && st == GW_OK && !gw_ep_failed(base); posted++) {
+        int last = posted + 1 == b->n;
+        st = post_entry(tl, bop, b, &b->ent[posted], last && last_notifies ? GW_OP_PUT_NOTIFY : op,
+                        last && last_notifies ? b->value : 0);
+    }
+    if (st != GW_OK && posted <= 1 && bop->live == 0) {
+        /* nothing left moving: the caller drops the request (and undoes the deferral) */
+        free(bop);
+        return st;
+    }
+    bop->fini = req->fini;
+    req->fini = bop_parent_fini;
+    req->owner = bop;
+    if (st != GW_OK && bop->err == GW_OK) {
+        bop->err = st;
+        const gw_batch_ent_t *e = &b->ent[posted - 1];
+        bop->err_laddr = e->laddr;
+        bop->err_raddr = e->raddr;
+        bop->err_len = e->len;
+        snprintf(bop->why, sizeof(bop->why), "%.*s", (int)sizeof(bop->why) - 1, core->errbuf);
+    }
+    bop->posting = 0;
+    if (!bop->live)
+        bop_finish(bop);
+    return GW_OK;
+}

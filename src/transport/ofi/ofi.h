@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ofi.h - the ofi (libfabric) transport's private objects (transport layer).
+ *
+ *   gw_ofi_iface_t  one per context: the provider chosen by fi_getinfo, its
+ *                   fabric and domain; embeds gw_tl_iface_t first.
+ *   gw_ofi_ep_t     one per endpoint: an RDM endpoint with its own completion
+ *                   queue (wait fd in the context's epoll set) and address
+ *                   vector holding the one peer, registered receive and
+ *                   send slots; embeds gw_tl_ep_t first.
+ *   gw_ofi_reg_t    a region's registration (one fid_mr).
+ *
+ * The data path is the primitives a transport owes the protocol layer:
+ * put/get as fi_writemsg/fi_readmsg (cut at the provider's largest
+ * message), a small message (fi_send of a header and its payload from a
+ * registered slot), a rendezvous for larger messages (the receiver
+ * fi_readmsg's the sender's buffer, then answers FIN), notifications as
+ * messages sent once the data before them is delivered (the base's
+ * deferral, ep_base.h), completions read from the endpoint's queue by the
+ * context's poller.  Writes ask for FI_DELIVERY_COMPLETE where the provider
+ * offers it, so a completed put has landed, as a flush promises.
+ *
+ * Files: ofi_loader.c (dlopen), ofi_wire.c (wire formats), ofi_iface.c
+ * (provider choice, regions, keys, ops table), ofi_ep.c (endpoint life,
+ * failure), ofi_post.c (operations and completions).
+ */
+#ifndef GW_OFI_OFI_H
+#define GW_OFI_OFI_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/base/liveness.h"
+#include "transport/base/op_table.h"
+#include "transport/base/tl.h"
+#include "transport/ofi/ofi_syms.h"
+#include "transport/ofi/ofi_wire.h"
+
+/* A request's ofi scratch (core/request.h GW_REQ_TL_SCRATCH): ofi_rq(req). */
+struct gw_req_ofi {
+    struct fid_mr *mr;            /* registration of the local buffer made for this request alone */
+    uint64_t opid;                /* rendezvous send: its op-table id; receive: the sender's */
+    uint64_t off;                 /* batch: bytes of entry `ent` posted; rendezvous receive: message length */
+    uint64_t raddr;               /* rendezvous receive: the sender's buffer as the provider addresses it */
+    uint64_t rkey;                /* ... and its key */
+    uint32_t ent;                 /* batch: next entry to post */
+    uint16_t bounce;              /* tx slot + 1 used as a bounce buffer, 0 none */
+};
+GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
+
+#define GW_OFI_SLOT 16384                               /* a receive or send slot */
+#define GW_OFI_EAGER_MAX (GW_OFI_SLOT - GW_OFI_HDR_LEN) /* largest message sent in one piece */
+#define GW_OFI_NRX 64                                   /* receive slots posted per endpoint */
+#define GW_OFI_NTX 64                                   /* send slots per endpoint */
+#define GW_OFI_MAX_RMA 256                              /* RMA pieces in flight per endpoint */
+
+typedef struct gw_ofi_iface {
+    gw_tl_iface_t super;
+    const gw_fi_t *fi;
+    struct fi_info *info; /* the chosen provider and domain */
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    gw_list_t eps;
+    uint64_t wflags;      /* flags of every write: FI_COMPLETION | FI_DELIVERY_COMPLETE where offered */
+    int delivery;         /* FI_DELIVERY_COMPLETE is offered */
+    int mr_local;         /* FI_MR_LOCAL: every local buffer needs a descriptor */
+    int virt_addr;        /* FI_MR_VIRT_ADDR: RMA addresses are virtual, else offsets */
+    int prov_key;         /* FI_MR_PROV_KEY: the provider picks keys, else we do */
+    int hmem;             /* FI_HMEM: CUDA memory registers with FI_HMEM_CUDA */
+    int wait_fd;          /* completion queues give a wait fd (else the context never sleeps on them) */
+    int no_wakeup;        /* a peer's message wakes no fd here (shm: the peer writes shared memory and
+                           * signals nothing): the context fd is kept readable while endpoints exist */
+    uint64_t next_key;    /* requested keys, when the provider does not pick them */
+    uint64_t max_piece;   /* largest single RMA (the endpoint's max_msg_size, capped) */
+    uint64_t gpu_regs;
+    gw_liveness_t live;
+    char prov[GW_OFI_PROV_MAX];
+    char dom[GW_OFI_DOM_MAX];
+    char how[480];        /* the choice, and why others were passed over */
+} gw_ofi_iface_t;
+
+typedef struct gw_ofi_reg {
+    struct fid_mr *mr;
+    void *desc;
+    uint64_t key;
+} gw_ofi_reg_t;
+
+enum { GW_OFI_CTX_RX = 1, GW_OFI_CTX_TX, GW_OFI_CTX_RMA };
+
+/* One operation posted to the provider: its context (fi_context2 first,
+ * which FI_CONTEXT/FI_CONTEXT2 providers use as their scratch). */
+typedef struct gw_ofi_ctx {
+    struct fi_context2 fc;
+    struct gw_ofi_ep *ep;
+    gw_request_t *req; /* the request it serves (NULL: none, or forgotten at failure) */
+    gw_list_t link;    /* RMA: free or in flight */
+    uint32_t len;
+    uint16_t slot;     /* receive or send slot index */
+    uint8_t kind;      /* GW_OFI_CTX_* */
+} gw_ofi_ctx_t;
+
+/* A rendezvous message that arrived before its receive: the sender's buffer. */
+typedef struct gw_ofi_rts {
+    gw_list_t link;
+    uint64_t raddr, key;
+} gw_ofi_rts_t;
+
+/* A control message waiting for a send slot or for the provider's room. */
+typedef struct gw_ofi_ctl {
+    gw_list_t link;
+    gw_ofi_hdr_t h;
+} gw_ofi_ctl_t;
+
+typedef struct gw_ofi_ep {
+    gw_tl_ep_t super;
+    gw_ofi_iface_t *oif;
+    gw_list_t link; /* in oif->eps */
+    struct fid_ep *ep;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    gw_io_t cq_io;
+    fi_addr_t peer;
+    int connected;
+    int closing;
+    uint8_t *rxbuf, *txbuf;
+    struct fid_mr *rxmr, *txmr;
+    void *rxdesc, *txdesc;
+    gw_ofi_ctx_t rxctx[GW_OFI_NRX];
+    gw_ofi_ctx_t txctx[GW_OFI_NTX];
+    uint16_t txfree[GW_OFI_NTX];
+    unsigned ntxfree;
+    gw_ofi_ctx_t *rma;      /* GW_OFI_MAX_RMA contexts */
+    gw_list_t rma_free, rma_busy;
+    gw_list_t pending;      /* requests not fully posted yet, in posting order (tl_link) */
+    gw_list_t ctlq;         /* control messages not sent yet (gw_ofi_ctl_t) */
+    gw_list_t rdv_recvs;    /* receives reading a rendezvous message (tl_link) */
+    gw_list_t rts;          /* unexpected rendezvous records (gw_ofi_rts_t) */
+    gw_op_table_t sends;    /* rendezvous sends waiting for their FIN */
+    gw_ofi_addr_t local, remote;
+    uint64_t last_ping_ns;
+    /* counters for ep_describe */
+    uint64_t n_rma, n_eager, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe;
+} gw_ofi_ep_t;
+
+static inline gw_ofi_ep_t *to_oep(gw_tl_ep_t *e) { return (gw_ofi_ep_t *)e; }
+static inline gw_core_t *oep_core(gw_ofi_ep_t *ep) { return ep->oif->super.core; }
+
+/* ofi_iface.c */
+extern const gw_tl_ops_t gw_tl_ofi_ops;
+const char *gw_ofi_strerror(const gw_ofi_iface_t *oif, int err);
+/* Registers [buf, +len) for this request alone (FI_MR_LOCAL providers;
+ * access FI_* flags); NULL with the detail set on failure. */
+struct fid_mr *gw_ofi_reg_local(gw_ofi_iface_t *oif, const void *buf, size_t len, uint64_t access,
+                                gw_status_t *st);
+void gw_ofi_close_mr(gw_ofi_iface_t *oif, struct fid_mr *mr);
+
+/* ofi_ep.c */
+gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out, uint8_t *addr,
+                              size_t *addrlen);
+gw_status_t gw_ofi_ep_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer, const uint8_t *peer_addr,
+                                size_t len, char *why, size_t whylen);
+gw_status_t gw_ofi_ep_connect(gw_tl_ep_t *ep, gw_tl_peer_t *peer, const uint8_t *peer_addr, size_t len);
+gw_status_t gw_ofi_ep_close(gw_tl_ep_t *ep);
+void gw_ofi_ep_destroy(gw_tl_ep_t *ep);
+gw_status_t gw_ofi_ep_describe(gw_tl_ep_t *ep, char *buf, size_t len);
+/* Fails the endpoint (first error wins) with a message. */
+void gw_ofi_ep_die(gw_ofi_ep_t *ep, gw_status_t st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* What a libfabric error number means for gpuwire. */
+gw_status_t gw_ofi_status_of(int fi_err);
+
+/* ofi_post.c */
+gw_status_t gw_ofi_submit(gw_tl_ep_t *ep, gw_request_t *req);
+gw_status_t gw_ofi_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
+int gw_ofi_ep_progress(gw_ofi_ep_t *ep);
+/* Posts the receive slot i (again). */
+int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i);
+/* Sends a control message (queued when no slot or room is free now). */
+gw_status_t gw_ofi_send_ctl(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h);
+/* The base's sender of deferred notifications (ep_base.h notify_out). */
+gw_status_t gw_ofi_notify_out(void *arg, gw_request_t *req);
+/* Drops every reference to requests (failure): run from on_fail. */
+void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st);
+
+#endif

@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ofi_iface.c - the ofi transport at context level: the provider and domain
+ * fi_getinfo offers (and why others were passed over), the completion
+ * poller and the sleeper that lets the context block on the queues' wait
+ * fds, region registration (FI_HMEM_CUDA for GPU memory where offered), the
+ * key part, and the ops table. */
+#include "transport/ofi/ofi.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda/cuda_wrap.h"
+#include "topo/topo.h"
+
+const char *gw_ofi_strerror(const gw_ofi_iface_t *oif, int err)
+{
+    return oif->fi->strerror(err < 0 ? -err : err);
+}
+
+/* Providers gpuwire serves better itself, passed over unless named. */
+static int served_elsewhere(const char *prov, const char **by)
+{
+    static const struct { const char *name, *by; } list[] = {
+        {"tcp", "gpuwire's tcp transport"}, {"sockets", "gpuwire's tcp transport"},
+        {"udp", "gpuwire's tcp transport"}, {"net", "gpuwire's tcp transport"},
+        {"shm", "gpuwire's intra transport"}, {"sm2", "gpuwire's intra transport"},
+        {"verbs", "gpuwire's verbs transport"},
+    };
+    size_t n = strcspn(prov, ";");
+    for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
+        if (strlen(list[i].name) == n && !strncmp(prov, list[i].name, n)) {
+            *by = list[i].by;
+            return 1;
+        }
+    return 0;
+}
+
+static uint32_t api_version(const gw_fi_t *fi)
+{
+    uint32_t have = fi->version(), built = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+    return have < built ? have : built;
+}
+
+/* fi_getinfo with what the transport needs; NULL when nothing matches (the
+ * reason in why). */
+static struct fi_info *getinfo(const gw_fi_t *fi, const char *prov, const char *dom, int hmem, int delivery,
+                               char *why, size_t whylen)
+{
+    struct fi_info *hints = fi->dupinfo(NULL), *out = NULL;
+    if (!hints) {
+        snprintf(why, whylen, "fi_allocinfo() failed: out of memory");
+        return NULL;
+    }
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | (hmem ? FI_HMEM : 0);
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->domain_attr->mr_mode =
+        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | (hmem ? FI_MR_HMEM : 0);
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    if (delivery)
+        hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    if (prov && *prov)
+        hints->fabric_attr->prov_name = strdup(prov);
+    if (dom && *dom)
+        hints->domain_attr->name = strdup(dom);
+    int rc = fi->getinfo(api_version(fi), NULL, NULL, 0, hints, &out);
+    fi->freeinfo(hints);
+    if (rc) {
+        snprintf(why, whylen, "fi_getinfo(RDM, msg+rma%s%s%s%s%s%s) found nothing: %s", hmem ? "+hmem" : "",
+                 delivery ? ", delivery complete" : "", prov && *prov ? ", provider " : "", prov ? prov : "",
+                 dom && *dom ? ", domain " : "", dom ? dom : "", fi->strerror(-rc));
+        return NULL;
+    }
+    return out;
+}
+
+static void append(char *buf, size_t len, const char *s)
+{
+    size_t u = strlen(buf);
+    if (u < len)
+        snprintf(buf + u, len - u, "%s", s);
+}
+
+/* Picks one entry of the list: the named provider's, else the first not
+ * served better elsewhere (those are listed in passed); for efa without a
+ * named domain, the domain of the NIC nearest this process's GPU first. */
+static struct fi_info *pick(struct fi_info *list, const char *want, const char *nic, char *passed, size_t plen)
+{
+    struct fi_info *first = NULL;
+    for (struct fi_info *i = list; i; i = i->next) {
+        const char *p = i->fabric_attr->prov_name, *by;
+        if (!(want && *want) && served_elsewhere(p, &by)) {
+            if (!strstr(passed, p)) {
+                append(passed, plen, *passed ? ", " : "");
+                append(passed, plen, p);
+            }
+            continue;
+        }
+        if (!first)
+            first = i;
+        if (nic && *nic && i->domain_attr->name && !strncmp(i->domain_attr->name, nic, strlen(nic)))
+            return i;
+    }
+    return first;
+}
+
+/* Is there a device a hardware provider could drive?  Looked up before
+ * libfabric is loaded at all when no provider is named: its first
+ * fi_getinfo costs about half a second (measured on Debian 12's 1.17,
+ * whatever the providers), which every process would otherwise pay where
+ * only the providers gpuwire passes over exist.  efa and psm3 devices are
+ * RDMA devices (class infiniband), cxi has its own class, opx and psm2
+ * open /dev/hfi1_*. */
+static int hw_present(const char *sysfs, char *seen, size_t len)
+{
+    static const char *const dirs[] = {"class/infiniband", "class/cxi"};
+    seen[0] = '\0';
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", sysfs && *sysfs ? sysfs : "/sys", dirs[i]);
+        DIR *d = opendir(path);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.') {
+                snprintf(seen, len, "%.300s/%.200s", path, e->d_name);
+                closedir(d);
+                return 1;
+            }
+        closedir(d);
+    }
+    if (access("/dev/hfi1_0", F_OK) == 0) {
+        snprintf(seen, len, "/dev/hfi1_0");
+        return 1;
+    }
+    return 0;
+}
+
+static int ofi_poll(void *arg)
+{
+    gw_ofi_iface_t *oif = arg;
+    int n = 0;
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &oif->eps) {
+        gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
+        if (ep->connected)
+            n += gw_ofi_ep_progress(ep);
+    }
+    if ((oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps))
+        gw_core_signal(oif->super.core); /* nothing would wake a sleeper: keep the context fd readable */
+    uint64_t now = gw_now_ns();
+    if (!gw_liveness_due(&oif->live, now))
+        return n;
+    gw_list_for_each_safe(p, t, &oif->eps) {
+        gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
+        gw_ep_base_t *b = ep->super.base;
+        if (!ep->connected || gw_ep_failed(b))
+            continue;
+        uint64_t idle;
+        int busy = gw_ep_has_work(b) || !gw_list_empty(&ep->rdv_recvs);
+        switch (gw_liveness_judge(b, busy, now, &ep->last_ping_ns, &idle)) {
+        case GW_LIVE_DEAD:
+            gw_ofi_ep_die(ep, GW_ERR_PEER_TIMEOUT,
+                          "ofi %s: nothing from peer %s for %llu ms with work outstanding "
+                          "(GPUWIRE_PEER_TIMEOUT_MS=%ld)", oif->prov, b->peer,
+                          (unsigned long long)(idle / 1000000), oif->super.core->peer_timeout_ms);
+            break;
+        case GW_LIVE_PING: {
+            gw_ofi_hdr_t h = {.type = GW_OFI_PING};
+            gw_ofi_send_ctl(ep, &h);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return n;
+}
+
+static int ofi_ep_progress_op(gw_tl_ep_t *e)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    return ep->connected ? gw_ofi_ep_progress(ep) : 0;
+}
+
+/* Before the context blocks: fi_trywait on every queue; where completions
+ * wait already (or a queue has no wait fd and work is outstanding), the
+ * context fd is made readable so it does not sleep past them. */
+static void ofi_sleep(void *arg, int asleep)
+{
+    gw_ofi_iface_t *oif = arg;
+    if (!asleep)
+        return;
+    gw_list_t *p;
+    for (p = oif->eps.next; p != &oif->eps; p = p->next) {
+        gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
+        if (!ep->cq)
+            continue;
+        int again;
+        if (oif->no_wakeup) {
+            again = 1;
+        } else if (oif->wait_fd) {
+            struct fid *f = &ep->cq->fid;
+            again = fi_trywait(oif->fabric, &f, 1) != FI_SUCCESS;
+        } else {
+            again = ep->connected && (gw_ep_has_work(ep->super.base) || !gw_list_empty(&ep->pending));
+        }
+        if (again || !gw_list_empty(&ep->pending) || !gw_list_empty(&ep->ctlq)) {
+            gw_core_signal(oif->super.core);
+            return;
+        }
+    }
+}
+
+static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *why, size_t whylen)
+{
+    char lwhy[512];
+    int broken = 0;
+    const char *named = gw_settings_str(&core->settings, GW_SET_OFI_PROVIDER);
+    if (!*named && !hw_present(gw_settings_sysfs_root(&core->settings), lwhy, sizeof(lwhy))) {
+        snprintf(why, whylen, "no device a hardware libfabric provider drives (nothing in class/infiniband or "
+                 "class/cxi, no /dev/hfi1_0); name a provider in GPUWIRE_OFI_PROVIDER to use another");
+        return GW_ERR_UNAVAILABLE;
+    }
+    const gw_fi_t *fi = gw_fi_get(lwhy, sizeof(lwhy), &broken);
+    if (!fi) {
+        snprintf(why, whylen, "%s", lwhy);
+        return broken ? GW_ERR_SYSTEM : GW_ERR_UNAVAILABLE;
+    }
+    const gw_settings_t *s = &core->settings;
+    const char *want = gw_settings_str(s, GW_SET_OFI_PROVIDER), *dom = gw_settings_str(s, GW_SET_OFI_DOMAIN);
+    const char *hm = gw_settings_str(s, GW_SET_OFI_HMEM);
+    /* FI_HMEM only where a CUDA driver loads: a host-only machine asks for no
+     * GPU support the provider might set up */
+    char cwhy[256] = "";
+    int try_hmem = strcmp(hm, "off") != 0 && gw_cuda_get(cwhy, sizeof(cwhy)) != NULL;
+    char nic[64] = "", nic_why[256] = "";
+    if (!*dom && gw_topo_process_nic(s, nic, sizeof(nic), nic_why, sizeof(nic_why)) != GW_OK)
+        nic[0] = '\0';
+
+    struct fi_info *list = NULL, *info = NULL;
+    char passed[400] = "", gwhy[400] = "";
+    int hmem = 0, delivery = 0;
+    for (int h = try_hmem; h >= 0 && !info; h--)
+        for (int d = 1; d >= 0 && !info; d--) {
+            list = getinfo(fi, want, dom, h, d, gwhy, sizeof(gwhy));
+            if (!list)
+                continue;
+            passed[0] = '\0';
+            info = pick(list, want, nic, passed, sizeof(passed));
+            if (!info) {
+                fi->freeinfo(list);
+                list = NULL;
+            } else {
+                hmem = h;
+                delivery = d;
+            }
+        }
+    if (!info) {
+        if (*passed)
+            snprintf(why, whylen, "only providers gpuwire's own transports serve better: %s (name one in "
+                     "GPUWIRE_OFI_PROVIDER to use it)", passed);
+        else
+            snprintf(why, whylen, "%s", gwhy);
+        return GW_ERR_UNAVAILABLE;
+    }
+    gw_ofi_iface_t *oif = calloc(1, sizeof(*oif));
+    if (!oif) {
+        fi->freeinfo(list);
+        snprintf(why, whylen, "ofi: out of memory");
+        return GW_ERR_NOMEM;
+    }
+    oif->super.ops = &gw_tl_ofi_ops;
+    oif->super.core = core;
+    oif->super.id = GW_TL_OFI;
+    oif->fi = fi;
+    oif->info = fi->dupinfo(info);
+    fi->freeinfo(list);
+    gw_list_init(&oif->eps);
+    if (!oif->info) {
+        free(oif);
+        snprintf(why, whylen, "fi_dupinfo() failed: out of memory");
+        return GW_ERR_NOMEM;
+    }
+    info = oif->info;
+    snprintf(oif->prov, sizeof(oif->prov), "%s", info->fabric_attr->prov_name);
+    snprintf(oif->dom, sizeof(oif->dom), "%s", info->domain_attr->name ? info->domain_attr->name : "");
+    uint64_t mm = (uint64_t)info->domain_attr->mr_mode;
+    oif->mr_local = !!(mm & FI_MR_LOCAL);
+    /* test hook (not a setting): describe every local buffer as an
+     * FI_MR_LOCAL provider (efa) needs, so the bounce slots and per-operation
+     * registrations run over the providers of a machine without one */
+    const char *th = gw_settings_test_hook("GW_TEST_OFI_MR_LOCAL");
+    if (th && *th == '1')
+        oif->mr_local = 1;
+    oif->virt_addr = !!(mm & FI_MR_VIRT_ADDR);
+    oif->prov_key = !!(mm & FI_MR_PROV_KEY);
+    oif->hmem = hmem;
+    oif->delivery = delivery;
+    oif->wflags = FI_COMPLETION | (delivery ? FI_DELIVERY_COMPLETE : 0);
+    oif->max_piece = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : (1ull << 30);
+    if (oif->max_piece > (1ull << 30))
+        oif->max_piece = 1ull << 30;
+    gw_random_bytes(&oif->next_key, sizeof(oif->next_key));
+    oif->next_key = (oif->next_key & 0xffffffffull) << 16;
+
+    int rc = fi->fabric(info->fabric_attr, &oif->fabric, NULL);
+    if (rc) {
+        snprintf(why, whylen, "fi_fabric(%s, %s) failed: %s", oif->prov, info->fabric_attr->name,
+                 fi->strerror(-rc));
+        goto err;
+    }
+    rc = fi_domain(oif->fabric, info, &oif->domain, NULL);
+    if (rc) {
+        snprintf(why, whylen, "fi_domain(%s, %s) failed: %s", oif->prov, oif->dom, fi->strerror(-rc));
+        goto err;
+    }
+    oif->wait_fd = 1; /* until an endpoint's queue says otherwise (ofi_ep.c) */
+    {
+        size_t cl = strcspn(oif->prov, ";");
+        oif->no_wakeup = (cl == 3 && !strncmp(oif->prov, "shm", 3)) || (cl == 3 && !strncmp(oif->prov, "sm2", 3));
+    }
+    gw_status_t st;
+    if ((st = gw_core_add_poller(core, ofi_poll, oif)) != GW_OK) {
+        snprintf(why, whylen, "%s", core->errbuf);
+        goto err;
+    }
+    if ((st = gw_core_add_sleeper(core, ofi_sleep, oif)) != GW_OK) {
+        gw_core_del_poller(core, ofi_poll, oif);
+        snprintf(why, whylen, "%s", core->errbuf);
+        goto err;
+    }
+    snprintf(oif->how, sizeof(oif->how), "provider %s, domain %s%s%s%s; %s; %s%s%s", oif->prov, oif->dom,
+             nic[0] && !strncmp(oif->dom, nic, strlen(nic)) ? " (" : "",
+             nic[0] && !strncmp(oif->dom, nic, strlen(nic)) ? nic_why : "",
+             nic[0] && !strncmp(oif->dom, nic, strlen(nic)) ? ")" : "",
+             hmem ? "GPU memory by FI_HMEM_CUDA"
+                  : (!strcmp(hm, "off") ? "host memory only (GPUWIRE_OFI_HMEM=off)"
+                                        : (try_hmem ? "host memory only (the provider has no FI_HMEM)"
+                                                    : "host memory only (no CUDA driver)")),
+             delivery ? "writes complete on delivery" : "writes complete on transmit (no FI_DELIVERY_COMPLETE)",
+             *passed ? "; passed over (served better by gpuwire's own transports) " : "", passed);
+    gw_log(GW_LOG_INFO, "ofi: using %s", oif->how);
+    *out = &oif->super;
+    return GW_OK;
+err:
+    if (oif->domain)
+        fi_close(&oif->domain->fid);
+    if (oif->fabric)
+        fi_close(&oif->fabric->fid);
+    fi->freeinfo(oif->info);
+    free(oif);
+    return GW_ERR_UNAVAILABLE;
+}
+
+static void ofi_iface_close(gw_tl_iface_t *iface)
+{
+    if (!iface)
+        return;
+    gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
+    gw_core_t *core = iface->core;
+    if (!gw_list_empty(&oif->eps))
+        gw_log(GW_LOG_WARN, "ofi %s: closing with %zu endpoints alive", oif->prov, gw_list_len(&oif->eps));
+    gw_core_del_sleeper(core, ofi_sleep, oif);
+    gw_core_del_poller(core, ofi_poll, oif);
+    int rc;
+    if ((rc = fi_close(&oif->domain->fid)) != 0)
+        gw_log(GW_LOG_WARN, "fi_close(domain %s) failed: %s (regions still registered?)", oif->dom,
+               gw_ofi_strerror(oif, rc));
+    if ((rc = fi_close(&oif->fabric->fid)) != 0)
+        gw_log(GW_LOG_WARN, "fi_close(fabric of %s) failed: %s", oif->prov, gw_ofi_strerror(oif, rc));
+    oif->fi->freeinfo(oif->info);
+    free(oif);
+}
+
+static gw_status_t ofi_iface_describe(gw_tl_iface_t *iface, char *buf, size_t len)
+{
+    gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
+    snprintf(buf, len, "%s; largest RMA %llu bytes, inject %zu bytes, mr_mode%s%s%s", oif->how,
+             (unsigned long long)oif->max_piece, oif->info->tx_attr->inject_size,
+             oif->mr_local ? " local" : "", oif->virt_addr ? " virt_addr" : " offsets",
+             oif->prov_key ? " prov_key" : " app_key");
+    return GW_OK;
+}
+
+/* ---- regions ------------------------------------------------------------------- */
+static gw_status_t reg(gw_ofi_iface_t *oif, const void *buf, size_t len, uint64_t access, int cuda_dev,
+                       struct fid_mr **out)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct fi_mr_attr a;
+    memset(&a, 0, sizeof(a));
+    a.mr_iov = &iov;
+    a.iov_count = 1;
+    a.access = access;
+    a.requested_key = oif->prov_key ? 0 : ++oif->next_key;
+    a.iface = cuda_dev >= 0 ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
+    if (cuda_dev >= 0)
+        a.device.cuda = cuda_dev;
+    int rc = fi_mr_regattr(oif->domain, &a, 0, out);
+    if (rc) {
+        *out = NULL;
+        return gw_err(oif->super.core, rc == -FI_ENOMEM ? GW_ERR_MEMLOCK : GW_ERR_SYSTEM,
+                      "fi_mr_regattr(%s/%s, %p, %zu bytes, %s, access 0x%llx) failed: %s%s", oif->prov, oif->dom,
+                      buf, len, cuda_dev >= 0 ? "FI_HMEM_CUDA" : "host", (unsigned long long)access,
+                      gw_ofi_strerror(oif, rc), rc == -FI_ENOMEM ? " (locked-memory limit: ulimit -l)" : "");
+    }
+    return GW_OK;
+}
+
+struct fid_mr *gw_ofi_reg_local(gw_ofi_iface_t *oif, const void *buf, size_t len, uint64_t access, gw_status_t *st)
+{
+    struct fid_mr *mr;
+    *st = reg(oif, buf, len ? len : 1, access, -1, &mr);
+    return mr;
+}
+
+void gw_ofi_close_mr(gw_ofi_iface_t *oif, struct fid_mr *mr)
+{
+    int rc = mr ? fi_close(&mr->fid) : 0;
+    if (rc)
+        gw_log(GW_LOG_WARN, "fi_close(mr of %s) failed: %s", oif->prov, gw_ofi_strerror(oif, rc));
+}
+
+static gw_status_t ofi_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
+{
+    gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
+    size_t u = strlen(mem->path);
+    int gpu = mem->type != GW_MEM_HOST;
+    if (gpu && !oif->hmem) {
+        snprintf(mem->path + u, sizeof(mem->path) - u, "%sofi: not reachable (%s has no FI_HMEM here)",
+                 u ? "; " : "", oif->prov);
+        mem->tl_reg[GW_TL_OFI] = NULL;
+        return GW_OK;
+    }
+    uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    if (mem->access & GW_ACCESS_REMOTE_READ)
+        access |= FI_REMOTE_READ;
+    if (mem->access & GW_ACCESS_REMOTE_WRITE)
+        access |= FI_REMOTE_WRITE;
+    gw_ofi_reg_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return gw_err(iface->core, GW_ERR_NOMEM, "ofi registration: out of memory");
+    gw_status_t st = reg(oif, mem->addr, mem->len ? mem->len : 1, access, gpu ? mem->cuda_device : -1, &r->mr);
+    if (st != GW_OK) {
+        free(r);
+        return st;
+    }
+    r->desc = fi_mr_desc(r->mr);
+    r->key = fi_mr_key(r->mr);
+    mem->tl_reg[GW_TL_OFI] = r;
+    if (gpu)
+        oif->gpu_regs++;
+    snprintf(mem->path + u, sizeof(mem->path) - u, "%sofi: %s registered on %s/%s%s", u ? "; " : "",
+             gpu ? "GPU memory (FI_HMEM_CUDA)" : "host memory", oif->prov, oif->dom,
+             gpu ? ", moved by the provider" : "");
+    return GW_OK;
+}
+
+static gw_status_t ofi_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
+{
+    gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
+    gw_ofi_reg_t *r = mem->tl_reg[GW_TL_OFI];
+    if (!r)
+        return GW_OK;
+    /* closing the MR revokes its key: later remote access through it fails
+     * at the initiator */
+    gw_ofi_close_mr(oif, r->mr);
+    free(r);
+    mem->tl_reg[GW_TL_OFI] = NULL;
+    if (mem->type != GW_MEM_HOST)
+        oif->gpu_regs--;
+    return GW_OK;
+}
+
+static gw_status_t ofi_rkey_pack(gw_tl_iface_t *iface, const gw_mem_t *mem, uint8_t *buf, size_t *len)
+{
+    gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
+    const gw_ofi_reg_t *r = mem->tl_reg[GW_TL_OFI];
+    if (!r) {
+        *len = 0;
+        return GW_ERR_UNSUPPORTED;
+    }
+    if (!buf || *len < GW_OFI_RKEY_LEN) {
+        *len = GW_OFI_RKEY_LEN;
+        return buf ? GW_ERR_INVALID : GW_OK;
+    }
+    gw_ofi_rkey_t k = {.key = r->key, .base = (uint64_t)(uintptr_t)mem->addr, .virt = (uint8_t)oif->virt_addr};
+    *len = gw_ofi_rkey_pack(&k, buf, *len);
+    return GW_OK;
+}
+
+static gw_status_t ofi_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
+                                   char *why, size_t whylen)
+{
+    gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
+    _Static_assert(sizeof(gw_ofi_rkey_t) <= GW_RKEY_TL_KEY_MAX, "ofi key over the parsed-key room");
+    if (len == 0) {
+        snprintf(why, whylen, "ofi key part: none (its owner did not register the region with ofi: GPU memory "
+                 "without FI_HMEM)");
+        return GW_ERR_INVALID_KEY;
+    }
+    gw_ofi_rkey_t k;
+    gw_status_t st = gw_ofi_rkey_parse(&k, blob, len, why, whylen);
+    if (st != GW_OK)
+        return st;
+    if (k.virt != oif->virt_addr) {
+        snprintf(why, whylen, "ofi key part: the owner's provider addresses by %s, ours by %s",
+                 k.virt ? "virtual address" : "offset", oif->virt_addr ? "virtual address" : "offset");
+        return GW_ERR_INVALID_KEY;
+    }
+    memcpy(rk->tl_key, &k, sizeof(k));
+    return GW_OK;
+}
+
+static void ofi_caps(gw_tl_iface_t *iface, gw_tl_caps_t *out)
+{
+    gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
+    out->eager_max = GW_OFI_EAGER_MAX;
+    out->max_msg = UINT64_MAX; /* cut into pieces of the provider's largest message */
+    out->mem_kinds = GW_TL_MEM_HOST | (oif->hmem ? GW_TL_MEM_CUDA : 0);
+    out->gpu_paths = oif->hmem ? GW_TL_GPU_DIRECT : 0;
+    /* a batch is the entries' puts or gets posted in a row, its notification after them */
+    out->batch = GW_TL_BATCH_NATIVE | GW_TL_BATCH_COUNTED | (oif->hmem ? GW_TL_BATCH_GPU : 0);
+}
+
+const gw_tl_ops_t gw_tl_ofi_ops = {
+    .size = sizeof(gw_tl_ops_t),
+    .name = "ofi",
+    .iface_open = ofi_iface_open,
+    .iface_close = ofi_iface_close,
+    .iface_describe = ofi_iface_describe,
+    .mem_reg = ofi_mem_reg,
+    .mem_dereg = ofi_mem_dereg,
+    .rkey_pack = ofi_rkey_pack,
+    .rkey_unpack = ofi_rkey_unpack,
+    .rkey_release = gw_tl_noop_rkey_release,
+    .caps = ofi_caps,
+    .ep_prepare = gw_ofi_ep_prepare,
+    .ep_reachable = gw_ofi_ep_reachable,
+    .ep_connect = gw_ofi_ep_connect,
+    .ep_join = gw_tl_unsupported_ep_join,
+    .ep_close = gw_ofi_ep_close,
+    .ep_destroy = gw_ofi_ep_destroy,
+    .ep_describe = gw_ofi_ep_describe,
+    .submit = gw_ofi_submit,
+    .rma_now = gw_tl_unsupported_rma_now,
+    .put_direct = gw_tl_unsupported_put_direct,
+    .ep_progress = ofi_ep_progress_op,
+    .recv_matched = gw_ofi_recv_matched,
+};

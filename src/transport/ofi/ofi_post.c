@@ -1,0 +1,747 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ofi_post.c - ofi operations and completions.
+ *
+ * Puts and gets are fi_writemsg/fi_readmsg, cut at the provider's largest
+ * message, one context per piece; a request completes when its last piece
+ * does.  Its local buffer is described by its region's registration, else
+ * (FI_MR_LOCAL providers) copied through a registered send slot when it
+ * fits one, else registered for the operation alone.  A batch is the same
+ * over its entries.  Messages up to GW_OFI_EAGER_MAX go whole from a send
+ * slot; larger ones send an RTS naming the (registered) buffer, the
+ * receiver reads it and answers FIN.  Whatever the provider has no room
+ * for now (-FI_EAGAIN) waits on the endpoint's pending list, in posting
+ * order, and is posted again from the poller.
+ */
+#include "transport/base/batch.h"
+#include "transport/ofi/ofi.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TLF_POSTED = 1u << 0, TLF_PENDING = 1u << 1, TLF_RDV = 1u << 2 };
+
+static inline gw_ep_base_t *B(gw_ofi_ep_t *ep) { return ep->super.base; }
+static inline uint8_t *rx_at(gw_ofi_ep_t *ep, unsigned i) { return ep->rxbuf + (size_t)i * GW_OFI_SLOT; }
+static inline uint8_t *tx_at(gw_ofi_ep_t *ep, unsigned i) { return ep->txbuf + (size_t)i * GW_OFI_SLOT; }
+
+int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i)
+{
+    ssize_t rc;
+    do
+        rc = fi_recv(ep->ep, rx_at(ep, i), GW_OFI_SLOT, ep->rxdesc, FI_ADDR_UNSPEC, &ep->rxctx[i].fc);
+    while (rc == -FI_EAGAIN && (fi_cq_read(ep->cq, NULL, 0), 1) && !ep->closing);
+    return (int)rc;
+}
+
+/* A message from send slot s: transmit complete (the slot is free once it
+ * left), whatever the provider's default op_flags say. */
+static ssize_t send_slot(gw_ofi_ep_t *ep, unsigned s, size_t len)
+{
+    struct iovec iov = {.iov_base = ep->txbuf + (size_t)s * GW_OFI_SLOT, .iov_len = len};
+    void *desc = ep->txdesc;
+    struct fi_msg m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = ep->peer, .context = &ep->txctx[s].fc};
+    return fi_sendmsg(ep->ep, &m, FI_COMPLETION | FI_TRANSMIT_COMPLETE);
+}
+
+static int tx_get(gw_ofi_ep_t *ep)
+{
+    return ep->ntxfree ? ep->txfree[--ep->ntxfree] : -1;
+}
+
+static void tx_put(gw_ofi_ep_t *ep, unsigned slot)
+{
+    ep->txctx[slot].req = NULL;
+    ep->txfree[ep->ntxfree++] = (uint16_t)slot;
+}
+
+/* ---- control messages ---------------------------------------------------------- */
+/* 0 sent, 1 no room now, < 0 the provider's error */
+static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
+{
+    int s = tx_get(ep);
+    if (s < 0)
+        return 1;
+    gw_ofi_hdr_write(h, tx_at(ep, (unsigned)s));
+    ssize_t rc = send_slot(ep, (unsigned)s, GW_OFI_HDR_LEN);
+    if (rc) {
+        tx_put(ep, (unsigned)s);
+        if (rc == -FI_EAGAIN)
+            ep->n_eagain++;
+        return rc == -FI_EAGAIN ? 1 : (int)rc;
+    }
+    return 0;
+}
+
+static const char *type_name(unsigned t)
+{
+    static const char *const n[] = {"?", "EAGER", "RTS", "FIN", "NOTIFY", "PING", "PONG"};
+    return t <= GW_OFI_TYPE_MAX ? n[t] : "?";
+}
+
+gw_status_t gw_ofi_send_ctl(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
+{
+    if (gw_ep_failed(B(ep)))
+        return B(ep)->error;
+    int rc = gw_list_empty(&ep->ctlq) ? ctl_now(ep, h) : 1;
+    if (rc == 0)
+        return GW_OK;
+    if (rc < 0) {
+        gw_ofi_ep_die(ep, gw_ofi_status_of(rc), "ofi %s: sending a %s message to %s failed: %s", ep->oif->prov,
+                      type_name(h->type), B(ep)->peer, gw_ofi_strerror(ep->oif, rc));
+        return B(ep)->error;
+    }
+    gw_ofi_ctl_t *q = malloc(sizeof(*q));
+    if (!q) {
+        gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory queueing a %s message", type_name(h->type));
+        return GW_ERR_NOMEM;
+    }
+    q->h = *h;
+    gw_list_push_back(&ep->ctlq, &q->link);
+    return GW_OK;
+}
+
+static void ctl_drain(gw_ofi_ep_t *ep)
+{
+    while (!gw_list_empty(&ep->ctlq) && !gw_ep_failed(B(ep))) {
+        gw_ofi_ctl_t *q = gw_container_of(ep->ctlq.next, gw_ofi_ctl_t, link);
+        int rc = ctl_now(ep, &q->h);
+        if (rc == 1)
+            return;
+        if (rc < 0) {
+            gw_ofi_ep_die(ep, gw_ofi_status_of(rc), "ofi %s: sending a %s message to %s failed: %s", ep->oif->prov,
+                          type_name(q->h.type), B(ep)->peer, gw_ofi_strerror(ep->oif, rc));
+            return;
+        }
+        gw_list_del(&q->link);
+        free(q);
+    }
+}
+
+gw_status_t gw_ofi_notify_out(void *arg, gw_request_t *req)
+{
+    gw_ofi_ep_t *ep = arg;
+    gw_ofi_hdr_t h = {.type = GW_OFI_NOTIFY, .flags = gw_req_notify_counted(req) ? GW_OFI_F_COUNTED : 0};
+    h.f[0] = req->op == GW_OP_BATCH ? req->batch->value : req->value;
+    return gw_ofi_send_ctl(ep, &h);
+}
+
+/* ---- local buffers -------------------------------------------------------------- */
+static void req_release(gw_ofi_ep_t *ep, gw_request_t *req, int slot_free)
+{
+    if (ofi_rq(req)->mr) {
+        gw_ofi_close_mr(ep->oif, ofi_rq(req)->mr);
+        ofi_rq(req)->mr = NULL;
+    }
+    if (ofi_rq(req)->bounce) {
+        if (slot_free) /* (else the provider may still use it: it stays out until the endpoint goes) */
+            tx_put(ep, ofi_rq(req)->bounce - 1u);
+        ofi_rq(req)->bounce = 0;
+    }
+}
+
+/* The local side of a put, get, rendezvous send or receive: the region's
+ * registration, else a send slot (puts and gets that fit one), else a
+ * registration for this request.  Nothing on providers without FI_MR_LOCAL. */
+static gw_status_t local_prep(gw_ofi_ep_t *ep, gw_request_t *req, size_t len, uint64_t access, int may_bounce)
+{
+    const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
+    if (r || (!ep->oif->mr_local && !(access & FI_REMOTE_READ)))
+        return GW_OK;
+    if (may_bounce && len <= GW_OFI_SLOT && ep->ntxfree > GW_OFI_NTX / 4) {
+        int s = tx_get(ep);
+        ofi_rq(req)->bounce = (uint16_t)(s + 1);
+        if (req->op != GW_OP_GET)
+            memcpy(tx_at(ep, (unsigned)s), req->buf, len);
+        ep->n_bounce++;
+        return GW_OK;
+    }
+    gw_status_t st;
+    ofi_rq(req)->mr = gw_ofi_reg_local(ep->oif, req->buf, len, access, &st);
+    if (!ofi_rq(req)->mr)
+        return st;
+    ep->n_onfly++;
+    return GW_OK;
+}
+
+static void local_of(gw_ofi_ep_t *ep, gw_request_t *req, uint8_t **buf, void **desc)
+{
+    const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
+    if (ofi_rq(req)->bounce) {
+        *buf = tx_at(ep, ofi_rq(req)->bounce - 1u);
+        *desc = ep->txdesc;
+        return;
+    }
+    *buf = req->buf;
+    *desc = ofi_rq(req)->mr ? fi_mr_desc(ofi_rq(req)->mr) : r ? r->desc : NULL;
+}
+
+/* ---- RMA --------------------------------------------------------------------- */
+static gw_ofi_ctx_t *rma_get(gw_ofi_ep_t *ep)
+{
+    if (gw_list_empty(&ep->rma_free))
+        return NULL;
+    gw_list_t *l = ep->rma_free.next;
+    gw_list_del(l);
+    gw_list_push_back(&ep->rma_busy, l);
+    return gw_container_of(l, gw_ofi_ctx_t, link);
+}
+
+static void rma_put(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x)
+{
+    x->req = NULL;
+    gw_list_del(&x->link);
+    gw_list_push_back(&ep->rma_free, &x->link);
+}
+
+/* One piece; 0 posted, 1 no room now, -1 the endpoint failed. */
+static int post_piece(gw_ofi_ep_t *ep, gw_request_t *req, int get, void *lbuf, void *desc, uint64_t raddr,
+                      uint64_t key, size_t n)
+{
+    gw_ofi_ctx_t *x = rma_get(ep);
+    if (!x)
+        return 1;
+    struct iovec iov = {.iov_base = lbuf, .iov_len = n};
+    struct fi_rma_iov riov = {.addr = raddr, .len = n, .key = key};
+    struct fi_msg_rma m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = ep->peer, .rma_iov = &riov,
+                           .rma_iov_count = 1, .context = &x->fc};
+    ssize_t rc = get ? fi_readmsg(ep->ep, &m, FI_COMPLETION) : fi_writemsg(ep->ep, &m, ep->oif->wflags);
+    if (rc) {
+        rma_put(ep, x);
+        if (rc == -FI_EAGAIN) {
+            ep->n_eagain++;
+            return 1;
+        }
+        gw_ofi_ep_die(ep, gw_ofi_status_of((int)rc), "ofi %s: %s of %zu bytes at 0x%llx (key 0x%llx) on %s failed "
+                      "to post: %s", ep->oif->prov, get ? "fi_readmsg" : "fi_writemsg", n, (unsigned long long)raddr,
+                      (unsigned long long)key, B(ep)->peer, gw_ofi_strerror(ep->oif, (int)rc));
+        return -1;
+    }
+    x->req = req;
+    x->len = (uint32_t)n;
+    req->pending++;
+    ep->n_rma++;
+    return 0;
+}
+
+/* A put, get or rendezvous read from req->posted on. */
+static int post_rma(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    int get = req->op == GW_OP_GET || req->op == GW_OP_RECV;
+    uint64_t raddr, key;
+    size_t total;
+    if (req->op == GW_OP_RECV) {
+        raddr = ofi_rq(req)->raddr;
+        key = ofi_rq(req)->rkey;
+        total = GW_MIN(req->len, (size_t)ofi_rq(req)->off);
+    } else {
+        const gw_ofi_rkey_t *k = (const gw_ofi_rkey_t *)req->rkey->tl_key;
+        raddr = k->virt ? req->raddr : req->raddr - k->base;
+        key = k->key;
+        total = req->len;
+    }
+    uint8_t *lbuf;
+    void *desc;
+    local_of(ep, req, &lbuf, &desc);
+    while (req->posted < total) {
+        size_t n = GW_MIN(total - req->posted, (size_t)ep->oif->max_piece);
+        int r = post_piece(ep, req, get, lbuf + req->posted, desc, raddr + req->posted, key, n);
+        if (r)
+            return r;
+        req->posted += n;
+    }
+    return 0;
+}
+
+static int post_batch(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    const gw_batch_t *b = req->batch;
+    while (ofi_rq(req)->ent < b->n) {
+        const gw_batch_ent_t *e = &b->ent[ofi_rq(req)->ent];
+        const gw_mem_t *lm = b->lmem[e->lreg];
+        const gw_ofi_reg_t *r = lm ? lm->tl_reg[GW_TL_OFI] : NULL;
+        const gw_ofi_rkey_t *k = (const gw_ofi_rkey_t *)b->rkey[e->rreg].tl_key;
+        uint64_t rbase = k->virt ? e->raddr : e->raddr - k->base;
+        while (ofi_rq(req)->off < e->len) {
+            size_t n = (size_t)GW_MIN(e->len - ofi_rq(req)->off, ep->oif->max_piece);
+            int rc = post_piece(ep, req, b->get, (uint8_t *)(uintptr_t)e->laddr + ofi_rq(req)->off, r ? r->desc : NULL,
+                                rbase + ofi_rq(req)->off, k->key, n);
+            if (rc)
+                return rc;
+            ofi_rq(req)->off += n;
+        }
+        ofi_rq(req)->ent++;
+        ofi_rq(req)->off = 0;
+    }
+    return 0;
+}
+
+/* ---- messages ------------------------------------------------------------------ */
+static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    int host = !req->lmem || req->lmem->type == GW_MEM_HOST;
+    if (req->len <= GW_OFI_EAGER_MAX && host) {
+        int s = tx_get(ep);
+        if (s < 0)
+            return 1;
+        uint8_t *p = tx_at(ep, (unsigned)s);
+        gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .f = {req->value, req->len}};
+        gw_ofi_hdr_write(&h, p);
+        if (req->len)
+            memcpy(p + GW_OFI_HDR_LEN, req->buf, req->len);
+        ssize_t rc = send_slot(ep, (unsigned)s, GW_OFI_HDR_LEN + req->len);
+        if (rc) {
+            tx_put(ep, (unsigned)s);
+            if (rc == -FI_EAGAIN) {
+                ep->n_eagain++;
+                return 1;
+            }
+            gw_ofi_ep_die(ep, gw_ofi_status_of((int)rc), "ofi %s: fi_send of a %zu-byte message to %s failed: %s",
+                          ep->oif->prov, req->len, B(ep)->peer, gw_ofi_strerror(ep->oif, (int)rc));
+            return -1;
+        }
+        ep->txctx[s].req = req;
+        ep->n_eager++;
+        return 0;
+    }
+    /* rendezvous: the receiver reads the buffer, then answers FIN */
+    if (!(req->tl_flags & TLF_RDV)) {
+        uint64_t id;
+        if (gw_op_table_alloc(&ep->sends, req, &id) != 0) {
+            gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory for a rendezvous id");
+            return -1;
+        }
+        ofi_rq(req)->opid = id;
+        req->tl_flags |= TLF_RDV;
+    }
+    const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
+    uint64_t key = ofi_rq(req)->mr ? fi_mr_key(ofi_rq(req)->mr) : r ? r->key : 0;
+    uint64_t addr = (uint64_t)(uintptr_t)req->buf;
+    if (!ep->oif->virt_addr)
+        addr = ofi_rq(req)->mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
+    gw_ofi_hdr_t h = {.type = GW_OFI_RTS, .f = {req->value, req->len, ofi_rq(req)->opid, addr, key}};
+    int rc = ctl_now(ep, &h);
+    if (rc < 0) {
+        gw_ofi_ep_die(ep, gw_ofi_status_of(rc), "ofi %s: sending the RTS of a %zu-byte message to %s failed: %s",
+                      ep->oif->prov, req->len, B(ep)->peer, gw_ofi_strerror(ep->oif, rc));
+        return -1;
+    }
+    if (rc == 0)
+        ep->n_rdv++;
+    return rc;
+}
+
+static void finish(gw_ofi_ep_t *ep, gw_request_t *req);
+
+/* Posts what req still has to post: 0 all of it, 1 no room now, -1 the endpoint failed. */
+static int post_req(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    int r;
+    switch (req->op) {
+    case GW_OP_SEND:
+        return post_send(ep, req);
+    case GW_OP_BATCH:
+        r = post_batch(ep, req);
+        break;
+    default:
+        r = post_rma(ep, req);
+        break;
+    }
+    if (r == 0) {
+        req->tl_flags |= TLF_POSTED;
+        if (req->pending == 0)
+            finish(ep, req); /* (nothing to move) */
+    }
+    return r;
+}
+
+static void pending_drain(gw_ofi_ep_t *ep)
+{
+    while (!gw_list_empty(&ep->pending) && !gw_ep_failed(B(ep))) {
+        gw_request_t *req = gw_container_of(ep->pending.next, gw_request_t, tl_link);
+        gw_list_del(&req->tl_link);
+        req->tl_flags &= (uint16_t)~TLF_PENDING;
+        int r = post_req(ep, req);
+        if (r == 1) {
+            gw_list_push_front(&ep->pending, &req->tl_link);
+            req->tl_flags |= TLF_PENDING;
+            return;
+        }
+        if (r < 0)
+            return;
+    }
+}
+
+/* Into the pending list (behind what waits there already), or posted now. */
+static void post_or_queue(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    if (gw_list_empty(&ep->pending) && post_req(ep, req) != 1)
+        return;
+    if (gw_ep_failed(B(ep)))
+        return;
+    req->tl_flags |= TLF_PENDING;
+    gw_list_push_back(&ep->pending, &req->tl_link);
+}
+
+/* A rendezvous receive: read the sender's buffer (what fits), then FIN. */
+static void rdv_start(gw_ofi_ep_t *ep, gw_request_t *req, uint64_t opid, uint64_t raddr, uint64_t key, uint64_t mlen,
+                      uint64_t tag)
+{
+    ofi_rq(req)->opid = opid;
+    ofi_rq(req)->raddr = raddr;
+    ofi_rq(req)->rkey = key;
+    ofi_rq(req)->off = mlen;
+    req->rtag = tag;
+    req->posted = 0;
+    req->pending = 0;
+    req->first_err = GW_OK;
+    gw_list_push_back(&ep->rdv_recvs, &req->tl_link);
+    size_t n = GW_MIN(req->len, (size_t)mlen);
+    gw_status_t st = n ? local_prep(ep, req, n, FI_READ | FI_RECV, 0) : GW_OK;
+    if (st != GW_OK) {
+        req->first_err = st;
+        finish(ep, req);
+        return;
+    }
+    ep->n_rdv++;
+    int r = post_rma(ep, req);
+    if (r == 0) {
+        req->tl_flags |= TLF_POSTED;
+        if (!req->pending)
+            finish(ep, req);
+    } else if (r == 1) {
+        gw_list_del(&req->tl_link); /* it waits on pending instead, then returns here */
+        req->tl_flags |= TLF_PENDING;
+        gw_list_push_back(&ep->pending, &req->tl_link);
+    }
+}
+
+gw_status_t gw_ofi_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *msg)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    gw_ofi_rts_t *r = (gw_ofi_rts_t *)(uintptr_t)msg->handle2;
+    uint64_t raddr = r->raddr, key = r->key;
+    gw_list_del(&r->link);
+    free(r);
+    if (gw_ep_failed(B(ep)))
+        return B(ep)->error;
+    rdv_start(ep, req, msg->handle, raddr, key, msg->len, msg->tag);
+    return GW_OK;
+}
+
+/* Every piece of req is done (or none was needed). */
+static void finish(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    gw_status_t st = req->first_err;
+    if (req->op == GW_OP_RECV) { /* rendezvous read */
+        gw_list_del(&req->tl_link);
+        req_release(ep, req, 1);
+        gw_ofi_hdr_t h = {.type = GW_OFI_FIN, .f = {(uint64_t)(int64_t)st, 0, ofi_rq(req)->opid}};
+        gw_ofi_send_ctl(ep, &h);
+        gw_ep_recv_done(B(ep), req, (size_t)ofi_rq(req)->off, req->rtag, st);
+        return;
+    }
+    if (ofi_rq(req)->bounce && req->op == GW_OP_GET && st == GW_OK)
+        memcpy(req->buf, tx_at(ep, ofi_rq(req)->bounce - 1u), req->len);
+    req_release(ep, req, 1);
+    if (st == GW_OK)
+        req->length = req->op == GW_OP_BATCH ? (size_t)req->batch->total : req->len;
+    gw_ep_op_done(B(ep), req, st);
+}
+
+gw_status_t gw_ofi_submit(gw_tl_ep_t *e, gw_request_t *req)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    gw_core_t *c = oep_core(ep);
+    gw_status_t st;
+    if (gw_ep_failed(B(ep)))
+        return gw_err(c, GW_ERR_ENDPOINT_FAILED, "ofi endpoint to %s failed earlier: %s", B(ep)->peer,
+                      B(ep)->error_detail);
+    switch (req->op) {
+    case GW_OP_PUT:
+    case GW_OP_GET:
+    case GW_OP_PUT_NOTIFY:
+        if (req->len && (st = local_prep(ep, req, req->len, req->op == GW_OP_GET ? FI_READ : FI_WRITE, 1)) != GW_OK)
+            return st;
+        if (req->op == GW_OP_PUT_NOTIFY && (st = gw_ep_notify_defer(B(ep), req)) != GW_OK) {
+            req_release(ep, req, 1);
+            return st;
+        }
+        break;
+    case GW_OP_BATCH:
+        gw_batch_expand(req->batch);
+        if (req->batch->notify != GW_NOTIFY_NONE && (st = gw_ep_notify_defer(B(ep), req)) != GW_OK)
+            return st;
+        break;
+    case GW_OP_SEND:
+        if (req->len > GW_OFI_EAGER_MAX || (req->lmem && req->lmem->type != GW_MEM_HOST)) {
+            if ((st = local_prep(ep, req, req->len, FI_SEND | FI_REMOTE_READ | FI_READ, 0)) != GW_OK)
+                return st;
+            if (!ep->oif->virt_addr && !ofi_rq(req)->mr && !req->lmem) /* (offsets need a registration to count from) */
+                return gw_err(c, GW_ERR_UNSUPPORTED, "ofi %s: a %zu-byte message from unregistered memory",
+                              ep->oif->prov, req->len);
+        }
+        break;
+    default:
+        return gw_err(c, GW_ERR_UNSUPPORTED, "ofi: operation %d", req->op);
+    }
+    post_or_queue(ep, req);
+    return GW_OK;
+}
+
+/* ---- completions --------------------------------------------------------------- */
+static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
+{
+    gw_ep_base_t *b = B(ep);
+    const uint8_t *p = rx_at(ep, slot);
+    gw_ofi_hdr_t h;
+    char why[200];
+    if (gw_ofi_hdr_parse(&h, p, len, GW_OFI_EAGER_MAX, why, sizeof(why)) != GW_OK) {
+        gw_ofi_ep_die(ep, GW_ERR_PROTOCOL, "ofi %s: from %s: %s", ep->oif->prov, b->peer, why);
+        return;
+    }
+    gw_request_t *req;
+    switch (h.type) {
+    case GW_OFI_EAGER:
+        req = gw_ep_match_posted(b, h.f[0]);
+        if (req) {
+            gw_ep_recv_eager(b, req, p + GW_OFI_HDR_LEN, (size_t)h.f[1], h.f[0]);
+        } else {
+            gw_unexp_t *u = gw_ep_unexp_eager(b, h.f[0], (size_t)h.f[1]);
+            if (!u) {
+                gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory keeping an unexpected %llu-byte message",
+                              (unsigned long long)h.f[1]);
+                return;
+            }
+            if (h.f[1])
+                memcpy(u->data, p + GW_OFI_HDR_LEN, (size_t)h.f[1]);
+            gw_ep_unexp_filled(b, u);
+        }
+        gw_core_signal(oep_core(ep));
+        break;
+    case GW_OFI_RTS:
+        req = gw_ep_match_posted(b, h.f[0]);
+        if (req) {
+            rdv_start(ep, req, h.f[2], h.f[3], h.f[4], h.f[1], h.f[0]);
+        } else {
+            gw_ofi_rts_t *r = malloc(sizeof(*r));
+            if (!r || gw_ep_unexp_rndv(b, h.f[0], (size_t)h.f[1], h.f[2], (uint64_t)(uintptr_t)r) != GW_OK) {
+                free(r);
+                gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory keeping an unexpected message");
+                return;
+            }
+            r->raddr = h.f[3];
+            r->key = h.f[4];
+            gw_list_push_back(&ep->rts, &r->link);
+        }
+        break;
+    case GW_OFI_FIN:
+        req = gw_op_table_get(&ep->sends, h.f[2]);
+        if (!req || req->op != GW_OP_SEND) {
+            gw_ofi_ep_die(ep, GW_ERR_PROTOCOL, "ofi %s: FIN from %s for unknown message 0x%llx", ep->oif->prov,
+                          b->peer, (unsigned long long)h.f[2]);
+            return;
+        }
+        gw_op_table_free(&ep->sends, req);
+        req_release(ep, req, 1);
+        req->length = req->len;
+        gw_ep_op_done(b, req, (gw_status_t)(int64_t)h.f[0]);
+        break;
+    case GW_OFI_NOTIFY:
+        if ((h.flags & GW_OFI_F_COUNTED) ? gw_ep_ncount_add(b, h.f[0]) != 0 : gw_ep_notify_push(b, h.f[0]) != 0) {
+            gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory queueing a notification");
+            return;
+        }
+        gw_core_signal(oep_core(ep));
+        break;
+    case GW_OFI_PING: {
+        gw_ofi_hdr_t pong = {.type = GW_OFI_PONG};
+        gw_ofi_send_ctl(ep, &pong);
+        break;
+    }
+    default: /* PONG: its arrival was the point */
+        break;
+    }
+}
+
+static void rma_done(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x, gw_status_t st)
+{
+    gw_request_t *req = x->req;
+    rma_put(ep, x);
+    if (!req)
+        return; /* forgotten at failure */
+    if (st != GW_OK && req->first_err == GW_OK)
+        req->first_err = st;
+    if (--req->pending == 0 && (req->tl_flags & TLF_POSTED))
+        finish(ep, req);
+}
+
+/* What a failed completion means.  We cancel nothing while the endpoint is
+ * open, so FI_ECANCELED then is the provider giving up the operation: the
+ * tcp provider does that when the target refused the key (provider errno
+ * ENOENT, EINVAL, EACCES or EPERM: no such key, or one that does not cover
+ * the range or grant the access) and when the connection went (ENOTCONN,
+ * ECONNRESET, EPIPE). */
+static gw_status_t cqe_status(const struct fi_cq_err_entry *ee, int closing)
+{
+    if (ee->err == FI_ECANCELED && !closing) {
+        switch (ee->prov_errno < 0 ? -ee->prov_errno : ee->prov_errno) {
+        case ENOENT:
+        case EINVAL:
+        case EACCES:
+        case EPERM:
+            return GW_ERR_INVALID_KEY;
+        default:
+            return GW_ERR_CONN_RESET;
+        }
+    }
+    return gw_ofi_status_of(ee->err);
+}
+
+static void cq_error(gw_ofi_ep_t *ep)
+{
+    gw_ofi_iface_t *oif = ep->oif;
+    struct fi_cq_err_entry ee;
+    memset(&ee, 0, sizeof(ee));
+    ssize_t r = fi_cq_readerr(ep->cq, &ee, 0);
+    if (r < 0)
+        return;
+    char pbuf[256];
+    const char *ps = fi_cq_strerror(ep->cq, ee.prov_errno, ee.err_data, pbuf, sizeof(pbuf));
+    gw_ofi_ctx_t *x = ee.op_context;
+    gw_status_t st = cqe_status(&ee, ep->closing);
+    if (!x) {
+        gw_ofi_ep_die(ep, st, "ofi %s: a completion error without a context: %s (%s)", oif->prov,
+                      gw_ofi_strerror(oif, ee.err), ps ? ps : "");
+        return;
+    }
+    switch (x->kind) {
+    case GW_OFI_CTX_RX:
+        if (!ep->closing && !gw_ep_failed(B(ep)))
+            gw_ofi_ep_die(ep, st, "ofi %s: a receive from %s failed: %s (provider: %s)", oif->prov, B(ep)->peer,
+                          gw_ofi_strerror(oif, ee.err), ps ? ps : "");
+        break;
+    case GW_OFI_CTX_TX:
+        tx_put(ep, x->slot);
+        gw_ofi_ep_die(ep, st, "ofi %s: a message to %s failed: %s (provider: %s)", oif->prov, B(ep)->peer,
+                      gw_ofi_strerror(oif, ee.err), ps ? ps : "");
+        break;
+    default: {
+        gw_request_t *req = x->req;
+        const char *what = req && (req->op == GW_OP_GET || req->op == GW_OP_RECV || (req->op == GW_OP_BATCH &&
+                           req->batch->get)) ? "read" : "write";
+        if (st == GW_ERR_INVALID_KEY) {
+            /* the tcp provider drops its connection on a refused key: the
+             * endpoint fails, as over verbs, whatever the provider */
+            rma_put(ep, x);
+            gw_ofi_ep_die(ep, st, "ofi %s: an RMA %s of %u bytes on %s failed: the target refused the access: "
+                          "%s (provider: %s); the key was revoked, does not cover the range or lacks the access, "
+                          "and the target memory was not touched", oif->prov, what, x->len, B(ep)->peer,
+                          gw_ofi_strerror(oif, ee.err), ps ? ps : "");
+            return;
+        }
+        rma_put(ep, x);
+        gw_ofi_ep_die(ep, st, "ofi %s: an RMA %s of %u bytes on %s failed: %s (provider: %s)", oif->prov, what,
+                      x->len, B(ep)->peer, gw_ofi_strerror(oif, ee.err), ps ? ps : "");
+        break;
+    }
+    }
+}
+
+int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
+{
+    struct fi_cq_msg_entry ce[16];
+    int n = 0;
+    for (int round = 0; round < 8; round++) {
+        ssize_t r = fi_cq_read(ep->cq, ce, 16);
+        if (r == -FI_EAGAIN)
+            break;
+        if (r == -FI_EAVAIL) {
+            cq_error(ep);
+            n++;
+            continue;
+        }
+        if (r < 0) {
+            gw_ofi_ep_die(ep, GW_ERR_SYSTEM, "ofi %s: fi_cq_read failed: %s", ep->oif->prov,
+                          gw_ofi_strerror(ep->oif, (int)r));
+            break;
+        }
+        ep->n_cqe += (uint64_t)r;
+        gw_ep_base_t *b = B(ep);
+        for (ssize_t i = 0; i < r; i++) {
+            gw_ofi_ctx_t *x = ce[i].op_context;
+            if (x->kind != GW_OFI_CTX_TX && !b->unjudged) /* the peer sent, or acknowledged our RMA */
+                b->last_rx_ns = gw_now_coarse_ns();
+            switch (x->kind) {
+            case GW_OFI_CTX_RX:
+                if (!gw_ep_failed(b))
+                    rx_message(ep, x->slot, ce[i].len);
+                if (!ep->closing) {
+                    int rc = gw_ofi_post_rx(ep, x->slot);
+                    if (rc)
+                        gw_ofi_ep_die(ep, GW_ERR_SYSTEM, "ofi %s: reposting receive slot %u failed: %s",
+                                      ep->oif->prov, x->slot, gw_ofi_strerror(ep->oif, rc));
+                }
+                break;
+            case GW_OFI_CTX_TX: {
+                gw_request_t *req = x->req;
+                tx_put(ep, x->slot);
+                if (req) { /* an eager message went */
+                    req->length = req->len;
+                    gw_ep_op_done(b, req, GW_OK);
+                }
+                break;
+            }
+            default:
+                rma_done(ep, x, GW_OK);
+                break;
+            }
+        }
+        n += (int)r;
+        if (r < 16)
+            break;
+    }
+    if (!gw_ep_failed(B(ep))) {
+        ctl_drain(ep);
+        pending_drain(ep);
+    }
+    return n;
+}
+
+/* ---- failure ------------------------------------------------------------------- */
+void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
+{
+    gw_list_t *p, *t;
+    /* pieces in flight: their completions (if any come) find no request; a
+     * bounce slot stays out, the provider may still use it */
+    for (p = ep->rma_busy.next; p != &ep->rma_busy; p = p->next) {
+        gw_ofi_ctx_t *x = gw_container_of(p, gw_ofi_ctx_t, link);
+        if (x->req)
+            req_release(ep, x->req, 0);
+        x->req = NULL;
+    }
+    for (unsigned i = 0; i < GW_OFI_NTX; i++)
+        ep->txctx[i].req = NULL;
+    gw_list_for_each_safe(p, t, &ep->pending) {
+        gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
+        gw_list_del(p);
+        req_release(ep, req, 0);
+        if (req->op == GW_OP_RECV) /* a rendezvous receive belongs to nobody else */
+            gw_ep_recv_done(B(ep), req, (size_t)ofi_rq(req)->off, req->rtag, st);
+    }
+    for (uint32_t i = 0; i < ep->sends.n; i++)
+        if (ep->sends.reqs[i])
+            req_release(ep, ep->sends.reqs[i], 0);
+    gw_op_table_clear(&ep->sends);
+    gw_list_for_each_safe(p, t, &ep->rdv_recvs) {
+        gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
+        gw_list_del(p);
+        req_release(ep, req, 0);
+        gw_ep_recv_done(B(ep), req, (size_t)ofi_rq(req)->off, req->rtag, st);
+    }
+    gw_list_for_each_safe(p, t, &ep->ctlq) {
+        gw_list_del(p);
+        free(gw_container_of(p, gw_ofi_ctl_t, link));
+    }
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ofi_wire.h - the ofi transport's wire formats (transport layer, ofi):
+ * the address blob the handshake carries, the transport part of a remote
+ * key, and the header of every message the transport sends over the
+ * provider.  Plain C, no libfabric type: the fuzzers link these alone.
+ *
+ * Address blob (the handshake's transport blob), little-endian:
+ *   u32 magic "GWOF" | u8 version 1 | u8 flags | u16 name length
+ *   u8 provider length | u8 domain length | provider | domain | name
+ * The name is the endpoint's fi_getname() address, opaque to gpuwire (a
+ * sockaddr for tcp, a path for shm, a GID and QPN for efa).
+ *
+ * Remote-key part (20 bytes): u8 version 1 | u8 flags (bit 0: the provider
+ * addresses RMA by virtual address; otherwise by offset from base) | u16 0
+ * | u64 key (fi_mr_key) | u64 base (the region's address at its owner).
+ *
+ * Message header (48 bytes, before an eager payload): u16 magic 0x4f46 |
+ * u8 version 1 | u8 type | u32 flags | u64 f[5], whose meaning per type is
+ * in the enum below.
+ */
+#ifndef GW_OFI_WIRE_H
+#define GW_OFI_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+#define GW_OFI_ADDR_MAGIC 0x464f5747u /* "GWOF" little-endian */
+#define GW_OFI_ADDR_VERSION 1
+#define GW_OFI_NAME_MAX 256
+#define GW_OFI_PROV_MAX 64
+#define GW_OFI_DOM_MAX 64
+enum { GW_OFI_AF_HMEM = 1u << 0 }; /* the sender registers GPU memory with FI_HMEM */
+
+typedef struct gw_ofi_addr {
+    uint8_t version;
+    uint8_t flags;
+    char prov[GW_OFI_PROV_MAX]; /* provider name, e.g. "tcp;ofi_rxm", NUL-terminated */
+    char domain[GW_OFI_DOM_MAX];
+    uint16_t namelen;
+    uint8_t name[GW_OFI_NAME_MAX];
+} gw_ofi_addr_t;
+
+/* Bytes written (0: cap too small or a field too long). */
+size_t gw_ofi_addr_pack(const gw_ofi_addr_t *a, uint8_t *buf, size_t cap);
+/* GW_OK, or GW_ERR_PROTOCOL (malformed) / GW_ERR_VERSION with why. */
+gw_status_t gw_ofi_addr_unpack(gw_ofi_addr_t *a, const uint8_t *buf, size_t len, char *why, size_t whylen);
+
+#define GW_OFI_RKEY_VERSION 1
+#define GW_OFI_RKEY_LEN 20
+enum { GW_OFI_RK_VIRT = 1u << 0 };
+typedef struct gw_ofi_rkey {
+    uint64_t key;
+    uint64_t base;
+    uint8_t virt; /* address by virtual address (else offset from base) */
+} gw_ofi_rkey_t;
+size_t gw_ofi_rkey_pack(const gw_ofi_rkey_t *k, uint8_t *buf, size_t cap);
+gw_status_t gw_ofi_rkey_parse(gw_ofi_rkey_t *k, const uint8_t *buf, size_t len, char *why, size_t whylen);
+
+#define GW_OFI_HDR_MAGIC 0x4f46u
+#define GW_OFI_HDR_VERSION 1
+#define GW_OFI_HDR_LEN 48
+typedef enum gw_ofi_msg_type {
+    GW_OFI_EAGER = 1,  /* f0 tag, f1 payload length; the payload follows */
+    GW_OFI_RTS = 2,    /* f0 tag, f1 message length, f2 sender's op id, f3 address, f4 key of the
+                        * sender's buffer (read by the receiver) */
+    GW_OFI_FIN = 3,    /* f0 status (signed), f2 the op id of the RTS it answers */
+    GW_OFI_NOTIFY = 4, /* f0 value (flags COUNTED: the counted notification's id) */
+    GW_OFI_PING = 5,   /* liveness: answer with PONG */
+    GW_OFI_PONG = 6,
+    GW_OFI_TYPE_MAX = 6
+} gw_ofi_msg_type_t;
+enum { GW_OFI_F_COUNTED = 1u << 0 };
+
+typedef struct gw_ofi_hdr {
+    uint8_t type;
+    uint32_t flags;
+    uint64_t f[5];
+} gw_ofi_hdr_t;
+
+void gw_ofi_hdr_write(const gw_ofi_hdr_t *h, uint8_t *buf);
+/* Checks a received message of len bytes (header and payload): magic,
+ * version, type, that an eager payload is exactly what the header says and
+ * at most eager_max, that other types carry none, a FIN's status in range.
+ * GW_OK or GW_ERR_PROTOCOL with why. */
+gw_status_t gw_ofi_hdr_parse(gw_ofi_hdr_t *h, const uint8_t *buf, size_t len, size_t eager_max, char *why,
+                             size_t whylen);
+
+#endif

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_ofi_wire.c - the ofi transport's wire formats: the address blob, the
+ * key part and the message header round-trip, and each kind of damage a
+ * peer could send is refused with the status and a reason that names it. */
+#include <string.h>
+
+#include "harness.h"
+#include "transport/ofi/ofi_wire.h"
+
+static void addr_cases(void)
+{
+    gw_ofi_addr_t a = {.version = GW_OFI_ADDR_VERSION, .flags = GW_OFI_AF_HMEM, .namelen = 16};
+    strcpy(a.prov, "tcp;ofi_rxm");
+    strcpy(a.domain, "lo");
+    for (int i = 0; i < 16; i++)
+        a.name[i] = (uint8_t)(0xa0 + i);
+    uint8_t buf[512], small[20];
+    size_t n = gw_ofi_addr_pack(&a, buf, sizeof(buf));
+    CHECK(n == 10 + 11 + 2 + 16);
+    CHECK(gw_ofi_addr_pack(&a, small, sizeof(small)) == 0); /* no room: nothing written */
+    gw_ofi_addr_t b;
+    char why[256];
+    CHECK_ST(gw_ofi_addr_unpack(&b, buf, n, why, sizeof(why)), GW_OK);
+    CHECK(!strcmp(b.prov, "tcp;ofi_rxm") && !strcmp(b.domain, "lo") && b.namelen == 16 && b.flags == GW_OFI_AF_HMEM);
+    CHECK(!memcmp(b.name, a.name, 16));
+    /* damage */
+    uint8_t d[512];
+    memcpy(d, buf, n);
+    d[0] ^= 1;
+    CHECK_ST(gw_ofi_addr_unpack(&b, d, n, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "magic") != NULL);
+    memcpy(d, buf, n);
+    d[4] = 2;
+    CHECK_ST(gw_ofi_addr_unpack(&b, d, n, why, sizeof(why)), GW_ERR_VERSION);
+    CHECK(strstr(why, "version 2") != NULL);
+    CHECK_ST(gw_ofi_addr_unpack(&b, buf, n - 1, why, sizeof(why)), GW_ERR_PROTOCOL); /* cut short */
+    CHECK(strstr(why, "fields say") != NULL);
+    memcpy(d, buf, n);
+    d[6] = 0; /* name length 0 */
+    d[7] = 0;
+    CHECK_ST(gw_ofi_addr_unpack(&b, d, n, why, sizeof(why)), GW_ERR_PROTOCOL);
+    memcpy(d, buf, n);
+    d[10] = 0x01; /* a control byte in the provider name */
+    CHECK_ST(gw_ofi_addr_unpack(&b, d, n, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "0x01") != NULL);
+    CHECK_ST(gw_ofi_addr_unpack(&b, buf, 3, why, sizeof(why)), GW_ERR_PROTOCOL);
+}
+
+static void rkey_cases(void)
+{
+    gw_ofi_rkey_t k = {.key = 0x1122334455667788ull, .base = 0x7f0000001000ull, .virt = 1}, k2;
+    uint8_t buf[64];
+    char why[256];
+    CHECK(gw_ofi_rkey_pack(&k, buf, 19) == 0);
+    size_t n = gw_ofi_rkey_pack(&k, buf, sizeof(buf));
+    CHECK(n == GW_OFI_RKEY_LEN);
+    CHECK_ST(gw_ofi_rkey_parse(&k2, buf, n, why, sizeof(why)), GW_OK);
+    CHECK(k2.key == k.key && k2.base == k.base && k2.virt == 1);
+    CHECK_ST(gw_ofi_rkey_parse(&k2, buf, n - 1, why, sizeof(why)), GW_ERR_INVALID_KEY);
+    CHECK(strstr(why, "ofi key part") != NULL && strstr(why, "19 bytes") != NULL);
+    buf[0] = 9;
+    CHECK_ST(gw_ofi_rkey_parse(&k2, buf, n, why, sizeof(why)), GW_ERR_INVALID_KEY);
+    CHECK(strstr(why, "version 9") != NULL);
+    buf[0] = GW_OFI_RKEY_VERSION;
+    buf[1] = 0x80; /* an unknown flag */
+    CHECK_ST(gw_ofi_rkey_parse(&k2, buf, n, why, sizeof(why)), GW_ERR_INVALID_KEY);
+}
+
+static void hdr_cases(void)
+{
+    enum { EMAX = 100 };
+    uint8_t m[GW_OFI_HDR_LEN + EMAX + 1];
+    char why[256];
+    gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .f = {77, 10}}, g;
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 10, EMAX, why, sizeof(why)), GW_OK);
+    CHECK(g.type == GW_OFI_EAGER && g.f[0] == 77 && g.f[1] == 10);
+    /* the payload is what the header says, no more and no less */
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 9, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "says 10 payload bytes, carries 9") != NULL);
+    h.f[1] = EMAX + 1; /* over the eager limit */
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + EMAX + 1, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    /* control messages carry nothing after the header */
+    h = (gw_ofi_hdr_t){.type = GW_OFI_NOTIFY, .flags = GW_OFI_F_COUNTED, .f = {5}};
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_OK);
+    CHECK(g.flags == GW_OFI_F_COUNTED && g.f[0] == 5);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 1, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    /* the counted flag belongs to NOTIFY alone */
+    h.type = GW_OFI_PING;
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    /* unknown type, bad magic, bad version, short */
+    h = (gw_ofi_hdr_t){.type = 42};
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "unknown type 42") != NULL);
+    h.type = GW_OFI_PONG;
+    gw_ofi_hdr_write(&h, m);
+    m[0] ^= 0xff;
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    m[0] ^= 0xff;
+    m[2] = 7;
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, 10, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    /* a FIN's status is GW_OK or an error, never positive */
+    h = (gw_ofi_hdr_t){.type = GW_OFI_FIN, .f = {(uint64_t)(int64_t)GW_ERR_INVALID_KEY, 0, 3}};
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_OK);
+    CHECK((gw_status_t)(int64_t)g.f[0] == GW_ERR_INVALID_KEY);
+    h.f[0] = 5;
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+}
+
+int main(void)
+{
+    addr_cases();
+    rkey_cases();
+    hdr_cases();
+    return gwt_done("unit_ofi_wire");
+}
