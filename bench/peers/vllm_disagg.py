@@ -42,7 +42,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 XFER_RE = re.compile(r"gpuwire NIXL backend: agent '([^']*)': (READ|WRITE) (?:from|to) '([^']*)' done: "
-                     r"(\d+) descriptors, (\d+) bytes over (\S+)")
+                     r"(\d+) descriptors, (\d+) bytes over (\w+)(?:, ([\d.]+) us)?")
 
 MODEL = {
     "architectures": ["LlamaForCausalLM"],
@@ -291,7 +291,8 @@ def xfers(path):
             m = XFER_RE.search(line)
             if m:
                 rows.append({"agent": m.group(1), "op": m.group(2), "peer": m.group(3),
-                             "descs": int(m.group(4)), "bytes": int(m.group(5)), "transport": m.group(6)})
+                             "descs": int(m.group(4)), "bytes": int(m.group(5)), "transport": m.group(6),
+                             "us": float(m.group(7)) if m.group(7) else None})
     return rows
 
 
@@ -417,7 +418,8 @@ def main():
               else len(p["remote_block_ids"]) for p in pr["kv_transfer_params"]]
     want = sum(blocks) * per_block
     log(f"  GPUWIRE READs completed in the decode engine: {len(reads)}, {sum(r['descs'] for r in reads)} "
-        f"descriptors, {moved} bytes over {sorted(set(r['transport'] for r in reads))}")
+        f"descriptors, {moved} bytes over {sorted(set(r['transport'] for r in reads))}; "
+        f"post to completion {[r['us'] for r in reads]} us")
     log(f"  the prompts' KV blocks on the prefill side: {sum(blocks)} blocks of {bs} tokens, "
         f"{per_block} bytes each (K and V, {MODEL['num_hidden_layers']} layers): {want} bytes")
     if not reads or moved != want:

@@ -94,6 +94,7 @@ struct gwnx_xfer {
     size_t notif_len;
     int posted;
     int counted;            /* this post's completion is in the stats */
+    uint64_t posted_ns;     /* when it was posted */
     uint64_t bytes;         /* sum of the descriptors' lengths */
 };
 
@@ -848,6 +849,7 @@ int gwnx_xfer_post(gwnx_xfer_t *x, int has_notif, const void *msg, size_t msg_le
     }
     x->posted = 1;
     x->counted = 0;
+    x->posted_ns = now_ns();
     gw_progress(c->ctx);
 out:
     pthread_mutex_unlock(&c->lock);
@@ -873,10 +875,11 @@ static void count_done(gwnx_core_t *c, gwnx_xfer_t *x)
     if (!x->agent->ep || gw_ep_query(x->agent->ep, &ei) != GW_OK)
         snprintf(ei.transport, sizeof(ei.transport), "?");
     fprintf(stderr,
-            "gpuwire NIXL backend: agent '%s': %s %s '%s' done: %zu descriptors, %llu bytes over %s "
-            "(totals: %llu READs, %llu bytes; %llu WRITEs, %llu bytes)\n",
+            "gpuwire NIXL backend: agent '%s': %s %s '%s' done: %zu descriptors, %llu bytes over %s, "
+            "%.1f us from post to seen complete (totals: %llu READs, %llu bytes; %llu WRITEs, %llu bytes)\n",
             c->agent, w ? "WRITE" : "READ", w ? "to" : "from", x->agent->name, x->n,
-            (unsigned long long)x->bytes, ei.transport, (unsigned long long)c->stats.reads,
+            (unsigned long long)x->bytes, ei.transport, (double)(now_ns() - x->posted_ns) / 1e3,
+            (unsigned long long)c->stats.reads,
             (unsigned long long)c->stats.read_bytes, (unsigned long long)c->stats.writes,
             (unsigned long long)c->stats.write_bytes);
 }
