@@ -264,28 +264,36 @@ typedef struct sink {
     int overflow;
 } sink_t;
 
+/* Appends n bytes of a response to a growing buffer (first size `first`,
+ * doubled as needed; a NUL kept after the data); more than max in all sets
+ * *overflow.  Returns n, or 0 to make libcurl abort the transfer. */
+static size_t append_grow(char **buf, size_t *len, size_t *cap, size_t max, size_t first, int *overflow,
+                          const char *data, size_t n)
+{
+    if (*len + n + 1 > max) {
+        *overflow = 1;
+        return 0;
+    }
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : first;
+        while (c < *len + n + 1)
+            c *= 2;
+        char *p = realloc(*buf, c);
+        if (!p)
+            return 0;
+        *buf = p;
+        *cap = c;
+    }
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return n;
+}
+
 static size_t sink_write(char *data, size_t sz, size_t nm, void *arg)
 {
     sink_t *s = arg;
-    size_t n = sz * nm;
-    if (s->len + n + 1 > s->max) {
-        s->overflow = 1;
-        return 0; /* aborts the transfer */
-    }
-    if (s->len + n + 1 > s->cap) {
-        size_t c = s->cap ? s->cap : 4096;
-        while (c < s->len + n + 1)
-            c *= 2;
-        char *p = realloc(s->p, c);
-        if (!p)
-            return 0;
-        s->p = p;
-        s->cap = c;
-    }
-    memcpy(s->p + s->len, data, n);
-    s->len += n;
-    s->p[s->len] = '\0';
-    return n;
+    return append_grow(&s->p, &s->len, &s->cap, s->max, 4096, &s->overflow, data, sz * nm);
 }
 
 /* A handle set up for one POST of path (TLS, timeouts, the token). */
@@ -756,24 +764,7 @@ gw_status_t gw_etcd_range(gw_etcd_t *e, const char *key, int prefix, gw_etcd_kv_
 static size_t watch_write(char *data, size_t sz, size_t nm, void *arg)
 {
     gw_etcd_watch_t *w = arg;
-    size_t n = sz * nm;
-    if (w->len + n + 1 > WATCH_MAX) {
-        w->overflow = 1;
-        return 0;
-    }
-    if (w->len + n + 1 > w->cap) {
-        size_t c = w->cap ? w->cap : 8192;
-        while (c < w->len + n + 1)
-            c *= 2;
-        char *p = realloc(w->buf, c);
-        if (!p)
-            return 0;
-        w->buf = p;
-        w->cap = c;
-    }
-    memcpy(w->buf + w->len, data, n);
-    w->len += n;
-    return n;
+    return append_grow(&w->buf, &w->len, &w->cap, WATCH_MAX, 8192, &w->overflow, data, sz * nm);
 }
 
 gw_status_t gw_etcd_watch_open(gw_etcd_t *e, const char *prefix, int64_t start_rev, gw_etcd_watch_t *w,
