@@ -761,8 +761,13 @@ int main(void)
         gw_rkey_destroy(rk[i]);
     CHECK_ST(gw_ep_close(ep, 5000), GW_OK);
     CHECK(it_target_stop(&T, ctx) == 0);
-    case_killed(0);
-    case_killed(1);
+    const char *hangs = getenv("IT_PEER_DEATH_HANGS");
+    if (hangs && *hangs) { /* (a provider whose calls can spin forever on a lock a killed peer held: ofi over shm) */
+        fprintf(stderr, "H. target killed in mid-batch: skipped, IT_PEER_DEATH_HANGS=%s\n", hangs);
+    } else {
+        case_killed(0);
+        case_killed(1);
+    }
     CHECK_ST(gw_mem_dereg(msrc), GW_OK);
     CHECK_ST(gw_mem_dereg(mdst), GW_OK);
     IT_OK(ctx, gw_context_destroy(ctx));
