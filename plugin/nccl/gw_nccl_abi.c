@@ -70,7 +70,6 @@ static ncclResult_t v11_props(int dev, ncclNetProperties_v11_t *props)
         props_v11(&p, props);
     return rc;
 }
- /* what v11's ctx points at: the plugin's state is process-wide */
 
 static ncclResult_t v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config, ncclDebugLogger_t logfn,
                              ncclProfilerCallback_t prof)
