@@ -43,6 +43,11 @@ struct gw_context {
     uint64_t closed_tokens[64];
     unsigned closed_next;
     int batch_expand; /* GPUWIRE_BATCH_PATH=expand: every batch through proto/proto_batch.c */
+    /* per transport: 1 where a put's or get's local GPU buffer is staged by
+     * the protocol layer (proto/proto_stage.c: the transport moves no GPU
+     * memory itself, or GPUWIRE_GPU_STAGE=proto), set at iface open */
+    uint8_t gpu_staged[GW_TL_COUNT];
+    struct gw_proto_stage *pstage; /* its state, made on the first staged operation */
     /* the context extension (the names layer, src/names/): its hooks and
      * state; NULL until it attaches (gw_ctx_ext_attach) */
     const struct gw_ctx_ext_ops *ext_ops;
