@@ -47,6 +47,7 @@ struct gw_context {
      * the protocol layer (proto/proto_stage.c: the transport moves no GPU
      * memory itself, or GPUWIRE_GPU_STAGE=proto), set at iface open */
     uint8_t gpu_staged[GW_TL_COUNT];
+    int gpu_stage_force; /* GPUWIRE_GPU_STAGE=proto */
     struct gw_proto_stage *pstage; /* its state, made on the first staged operation */
     /* the context extension (the names layer, src/names/): its hooks and
      * state; NULL until it attaches (gw_ctx_ext_attach) */

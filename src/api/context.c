@@ -190,7 +190,7 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
         goto err_core;
     ctx->batch_expand = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_BATCH_PATH), "expand");
-    int stage_proto = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_GPU_STAGE), "proto");
+    int stage_proto = ctx->gpu_stage_force = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_GPU_STAGE), "proto");
 
     for (int i = 0; i < GW_TL_COUNT; i++) {
         const gw_tl_ops_t *ops = gw_tl_table[i];

@@ -93,6 +93,19 @@ static inline int gw_proto_stage_wanted(const gw_tl_caps_t *caps, const gw_mem_t
  * api layer validated and queued as outstanding.  GW_OK: proto owns it
  * until it completes it; an error: nothing was posted. */
 gw_status_t gw_proto_stage_submit(gw_proto_stage_t **pst, gw_tl_ep_t *tl, gw_request_t *req);
+/* Batches: a batch whose local regions are all GPU memory of one device
+ * goes the same way where the transport moves no GPU memory (or
+ * force), each slot carrying several entries (up to 64, an entry longer
+ * than the slot's rest split), moved between GPU memory and the slot by one
+ * gather or scatter of the copy kernel (cuda/copy_kernel.c; per-block
+ * copy-engine copies where no kernel loads) and between the slot and the
+ * peer by one host put or get per entry piece; the notification as for a
+ * put_notify (a counted one needs notify_out).  *staged 1: take this route
+ * (gw_proto_stage_batch_submit); 0: route as before (gw_proto_batch_route);
+ * GW_ERR_UNSUPPORTED with *lack: the transport cannot carry it even so. */
+gw_status_t gw_proto_batch_stage_route(const gw_tl_caps_t *caps, const gw_batch_t *b, int force, int notify_out,
+                                       int *staged, const char **lack);
+gw_status_t gw_proto_stage_batch_submit(gw_proto_stage_t **pst, gw_tl_ep_t *tl, gw_request_t *req);
 /* At context destroy: waits for copies in flight, frees the engines and
  * what is left.  NULL is a no-op. */
 void gw_proto_stage_destroy(gw_proto_stage_t *pst);

@@ -21,6 +21,24 @@
 
 static gwt_chan_t pch, cch;
 
+/* the batch: NB entries, NB - 2 small ones spread over the local and the
+ * remote side (never adjacent: no merging) and 2 longer than a 64 KiB slot */
+#define NB 202
+#define BATCH_SPAN (2u << 20)
+#define RBATCH (12u << 20) /* remote offset of the batch's entries */
+static void batch_layout(uint32_t i, size_t *loff, size_t *roff, size_t *len)
+{
+    if (i < NB - 2) {
+        *loff = (size_t)i * 4096;
+        *roff = (size_t)i * 3500;
+        *len = 3000;
+    } else {
+        *loff = (1u << 20) + (i - (NB - 2)) * 200000u;
+        *roff = (1u << 20) + (i - (NB - 2)) * 300000u;
+        *len = 150000;
+    }
+}
+
 static const gw_cuda_t *cuda(void)
 {
     char why[256];
@@ -95,6 +113,21 @@ static int server(void *arg)
     CHECK(gwt_verify(region + (10u << 20), 300000, 22) == -1);
     CHECK(gwt_verify(region + (11u << 20), 4097, 23) == -1);
 
+    REQUIRE_OK(gw_notify_wait(ep, 20000, &v)); /* after the staged batch put */
+    CHECK(v == 3);
+    uint8_t *exp = malloc(BATCH_SPAN);
+    gwt_fill(exp, BATCH_SPAN, 26);
+    for (uint32_t i = 0; i < NB; i++) {
+        size_t lo, ro, n;
+        batch_layout(i, &lo, &ro, &n);
+        if (memcmp(region + RBATCH + ro, exp + lo, n) != 0) {
+            fprintf(stderr, "batch entry %u: bytes differ\n", i);
+            CHECK(0);
+            break;
+        }
+    }
+    free(exp);
+
     recv_tag(ep, 5); /* the client asks for region B to go */
     CHECK_ST(gw_mem_dereg(mb), GW_OK);
     send_tag(ep, 6);
@@ -117,8 +150,24 @@ static int server(void *arg)
     return gwt_done("fakecuda_stage_gpu server");
 }
 
+/* Launches of the copy kernel the fake driver logged (FAKECUDA_LAUNCHES). */
+static int kernel_launches(const char *log)
+{
+    FILE *f = fopen(log, "r");
+    char line[128];
+    int n = 0;
+    while (f && fgets(line, sizeof(line), f))
+        n += strncmp(line, "gw_batch_copy", 13) == 0;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 int main(void)
 {
+    const char *launch_log = getenv("FAKECUDA_LAUNCHES");
+    if (launch_log)
+        unlink(launch_log); /* (appended to by every run) */
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
     const gw_cuda_t *cu = cuda();
@@ -178,6 +227,60 @@ int main(void)
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_free(r);
     CHECK_ST(gwt_outcome(gw_flush(ep, &r), &r, 20000), GW_OK);
+
+    /* a staged batch put with an ORDERED notification, then a batch get of
+     * the same remote entries into other local places: entries gathered
+     * into slots and scattered out of them */
+    {
+        gw_local_desc_t *ld = calloc(NB, sizeof(*ld)), *ld2 = calloc(NB, sizeof(*ld2));
+        gw_remote_desc_t *rd = calloc(NB, sizeof(*rd));
+        for (uint32_t i = 0; i < NB; i++) {
+            size_t lo, ro, n;
+            batch_layout(i, &lo, &ro, &n);
+            ld[i] = (gw_local_desc_t){smem, lo, n};
+            ld2[i] = (gw_local_desc_t){smem, (8u << 20) + lo, n};
+            rd[i] = (gw_remote_desc_t){rk, RBATCH + ro, n};
+        }
+        gw_dlist_t *ll, *ll2, *rl;
+        REQUIRE_OK(gw_dlist_local(ctx, ld, NB, &ll));
+        REQUIRE_OK(gw_dlist_local(ctx, ld2, NB, &ll2));
+        REQUIRE_OK(gw_dlist_remote(ep, rd, NB, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &rl));
+        dev_fill(cu, src, BATCH_SPAN, 26);
+        before = gw_proto_stage_chunks(ctx->pstage);
+        gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_ORDERED, .value = 3};
+        CHECK_ST(gwt_outcome(gw_xfer_batch(ep, GW_XFER_PUT, ll, NULL, rl, NULL, NB, &o, &r), &r, 20000), GW_OK);
+        uint64_t bchunks = gw_proto_stage_chunks(ctx->pstage) - before;
+        fprintf(stderr, "batch put of %u entries: %llu chunks\n", NB, (unsigned long long)bchunks);
+        CHECK(bchunks >= 6 && bchunks < NB); /* 0.9 MiB in 64 KiB slots, many entries a slot */
+        if (launch_log) { /* the slots were gathered by the copy kernel */
+            int k = kernel_launches(launch_log);
+            fprintf(stderr, "copy kernel launches after the batch put: %d\n", k);
+            CHECK(k >= 6);
+        }
+        dev_fill(cu, (uint8_t *)src + (8u << 20), BATCH_SPAN, 98);
+        CHECK_ST(gwt_outcome(gw_xfer_batch(ep, GW_XFER_GET, ll2, NULL, rl, NULL, NB, NULL, &r), &r, 20000), GW_OK);
+        uint8_t *exp = malloc(BATCH_SPAN), *got = malloc(BATCH_SPAN);
+        gwt_fill(exp, BATCH_SPAN, 26);
+        REQUIRE(cu->cuMemcpyDtoH(got, (CUdeviceptr)(uintptr_t)src + (8u << 20), BATCH_SPAN) == CUDA_SUCCESS);
+        for (uint32_t i = 0; i < NB; i++) {
+            size_t lo, ro, n;
+            batch_layout(i, &lo, &ro, &n);
+            if (memcmp(got + lo, exp + lo, n) != 0) {
+                fprintf(stderr, "batch get entry %u: bytes differ\n", i);
+                CHECK(0);
+                break;
+            }
+        }
+        CHECK(got[3000] != exp[3000] || exp[3000] == 0); /* (a gap between entries: not written) */
+        free(exp);
+        free(got);
+        CHECK_ST(gw_dlist_destroy(ll), GW_OK);
+        CHECK_ST(gw_dlist_destroy(ll2), GW_OK);
+        CHECK_ST(gw_dlist_destroy(rl), GW_OK);
+        free(ld);
+        free(ld2);
+        free(rd);
+    }
 
     /* a zero-length staged put: nothing to stage, done */
     CHECK_ST(gwt_outcome(gw_put(ep, src, 0, smem, base, rk, &r), &r, 20000), GW_OK);
