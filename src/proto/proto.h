@@ -24,7 +24,9 @@
  *   COUNTED  through notify_out only (the counted form has no put_notify
  *            twin); a transport without it refuses with GW_ERR_UNSUPPORTED.
  * Entries in GPU memory go as the transport's single puts and gets of GPU
- * memory go (its caps().mem_kinds must include GW_TL_MEM_CUDA). */
+ * memory go (its caps().mem_kinds must include GW_TL_MEM_CUDA); a batch
+ * whose local side is GPU memory over a transport without it is staged
+ * instead (gw_proto_batch_stage_route, below). */
 #ifndef GW_PROTO_PROTO_H
 #define GW_PROTO_PROTO_H
 
