@@ -251,11 +251,16 @@ int main(void)
         CHECK_ST(gwt_outcome(gw_xfer_batch(ep, GW_XFER_PUT, ll, NULL, rl, NULL, NB, &o, &r), &r, 20000), GW_OK);
         uint64_t bchunks = gw_proto_stage_chunks(ctx->pstage) - before;
         fprintf(stderr, "batch put of %u entries: %llu chunks\n", NB, (unsigned long long)bchunks);
-        CHECK(bchunks >= 6 && bchunks < NB); /* 0.9 MiB in 64 KiB slots, many entries a slot */
+        /* every slot full but the last, an entry split at a slot's end at
+         * most once per entry; many small entries share a slot */
+        uint64_t bbytes = (NB - 2) * 3000ull + 2 * 150000ull, least = (bbytes + chunk - 1) / chunk;
+        CHECK(bchunks >= least && bchunks <= least + NB);
+        if (chunk >= 65536)
+            CHECK(bchunks < NB);
         if (launch_log) { /* the slots were gathered by the copy kernel */
             int k = kernel_launches(launch_log);
             fprintf(stderr, "copy kernel launches after the batch put: %d\n", k);
-            CHECK(k >= 6);
+            CHECK(k >= 1);
         }
         dev_fill(cu, (uint8_t *)src + (8u << 20), BATCH_SPAN, 98);
         CHECK_ST(gwt_outcome(gw_xfer_batch(ep, GW_XFER_GET, ll2, NULL, rl, NULL, NB, NULL, &r), &r, 20000), GW_OK);
