@@ -166,8 +166,9 @@ static void op_free(stg_op_t *op)
         tmp.batch = op->batch;
         op->bfini(&tmp);
     }
-    free(op->pieces);
-    free(op);
+    gw_core_t *core = op->pst->core;
+    gw_op_state_put(core, op->pieces);
+    gw_op_state_put(core, op);
 }
 
 void gw_proto_stage_destroy(gw_proto_stage_t *pst)
@@ -514,11 +515,11 @@ static stg_op_t *op_new(gw_proto_stage_t **pp, gw_tl_ep_t *tl, gw_request_t *req
                tl->iface->ops->name, core->errbuf);
         return NULL;
     }
-    stg_op_t *op = calloc(1, sizeof(*op));
+    stg_op_t *op = gw_op_state_get(core, sizeof(*op));
     unsigned cap = GW_MIN(gw_staging_nbufs(pst->eng[dev]), (unsigned)STG_MAX_CHUNKS);
-    stg_piece_t *pieces = op ? calloc((size_t)cap * pmax, sizeof(*pieces)) : NULL;
+    stg_piece_t *pieces = op ? gw_op_state_get(core, (size_t)cap * pmax * sizeof(*pieces)) : NULL;
     if (!pieces) {
-        free(op);
+        gw_op_state_put(core, op);
         gw_err(core, GW_ERR_NOMEM, "%s: out of memory for its staging state", what);
         return NULL;
     }
@@ -537,8 +538,8 @@ static stg_op_t *op_new(gw_proto_stage_t **pp, gw_tl_ep_t *tl, gw_request_t *req
     if (notifies) {
         if (base->notify_out) {
             if (gw_ep_notify_defer(base, req) != GW_OK) {
-                free(pieces);
-                free(op);
+                gw_op_state_put(core, pieces);
+                gw_op_state_put(core, op);
                 return NULL;
             }
         } else {
