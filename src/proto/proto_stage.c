@@ -81,6 +81,8 @@ typedef struct stg_op {
     unsigned head, n, cap;    /* ring of chunks in posting order: first, count, most */
     unsigned pmax;            /* pieces per chunk */
     uint8_t op, get, last_notifies, finished, driving, again;
+    uint8_t dead;             /* let go of while pinned: freed at the unpin */
+    unsigned pins;            /* the poller's walk holds it */
     gw_status_t err;
     uint64_t err_off, err_len, err_raddr;
     char why[256];
@@ -106,6 +108,7 @@ uint64_t gw_proto_stage_chunks(const gw_proto_stage_t *pst)
 }
 
 static void op_drive(stg_op_t *op);
+static void op_free(stg_op_t *op);
 
 /* The core's poller: moves every op whose copies run (or that waits for a
  * slot) on, and keeps a waiter from sleeping while one does (a copy's end
@@ -119,9 +122,15 @@ static int pst_poll(void *arg)
     int busy = 0;
     gw_list_t *l = pst->ops.next;
     while (l != &pst->ops) {
+        /* (a drive may complete requests whose hooks let go of this op or
+         * of others, a held notification's among them: the op walked is
+         * pinned, so its link stays valid until the walk moves on) */
         stg_op_t *op = gw_container_of(l, stg_op_t, link);
-        l = l->next; /* (op may be freed by its drive) */
+        op->pins++;
         op_drive(op);
+        l = l->next;
+        if (--op->pins == 0 && op->dead)
+            op_free(op);
     }
     for (l = pst->ops.next; l != &pst->ops && !busy; l = l->next) {
         stg_op_t *op = gw_container_of(l, stg_op_t, link);
@@ -159,6 +168,10 @@ static gw_status_t pst_get(gw_proto_stage_t **pp, gw_core_t *core, gw_proto_stag
  * reads only r->batch). */
 static void op_free(stg_op_t *op)
 {
+    if (op->pins) { /* the poller's walk stands on it: freed when it moves on */
+        op->dead = 1;
+        return;
+    }
     gw_list_del(&op->link);
     if (op->bfini) {
         gw_request_t tmp;
@@ -423,6 +436,8 @@ static void ring_trim(stg_op_t *op)
  * round again. */
 static void op_drive(stg_op_t *op)
 {
+    if (op->finished) /* (its parent may still be held for its notification's turn) */
+        return;
     if (op->driving) {
         op->again = 1;
         return;

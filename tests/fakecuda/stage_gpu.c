@@ -25,7 +25,8 @@ static gwt_chan_t pch, cch;
  * remote side (never adjacent: no merging) and 2 longer than a 64 KiB slot */
 #define NB 202
 #define BATCH_SPAN (2u << 20)
-#define RBATCH (12u << 20) /* remote offset of the batch's entries */
+#define RBATCH (12u << 20) /* remote offset of the batch's entries (to 13.5 MiB) */
+#define BIG_GET REGION_B /* a host get of region B */
 static void batch_layout(uint32_t i, size_t *loff, size_t *roff, size_t *len)
 {
     if (i < NB - 2) {
@@ -98,6 +99,7 @@ static int server(void *arg)
     gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
     uint8_t *region = malloc(REGION), *rb = malloc(REGION_B);
     gwt_fill(region, REGION, 11);
+    gwt_fill(rb, REGION_B, 29);
     gw_mem_t *mem, *mb;
     REQUIRE_OK(gw_mem_reg(ctx, region, REGION, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &mem));
     REQUIRE_OK(gw_mem_reg(ctx, rb, REGION_B, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &mb));
@@ -127,6 +129,10 @@ static int server(void *arg)
         }
     }
     free(exp);
+
+    REQUIRE_OK(gw_notify_wait(ep, 20000, &v)); /* after a host get of 4 MiB and a staged put_notify */
+    CHECK(v == 4);
+    CHECK(gwt_verify(region + (15u << 20), 5000, 28) == -1);
 
     recv_tag(ep, 5); /* the client asks for region B to go */
     CHECK_ST(gw_mem_dereg(mb), GW_OK);
@@ -285,6 +291,23 @@ int main(void)
         free(ld);
         free(ld2);
         free(rd);
+    }
+
+    /* a staged put_notify behind a large host get: its chunk is done
+     * first and its notification held until the get has ended (the poller
+     * keeps walking past the finished operation meanwhile) */
+    {
+        uint8_t *big = malloc(BIG_GET);
+        gw_request_t *rg;
+        dev_fill(cu, src2, 5000, 28);
+        REQUIRE_OK(gw_get(ep, big, BIG_GET, NULL, bb, rkb, &rg));
+        REQUIRE_OK(gw_put_notify(ep, src2, 5000, smem, base + (15u << 20), rk, 4, &r));
+        CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+        gw_request_free(r);
+        CHECK_ST(gw_request_wait(rg, 20000), GW_OK);
+        gw_request_free(rg);
+        CHECK(gwt_verify(big, BIG_GET, 29) == -1);
+        free(big);
     }
 
     /* a zero-length staged put: nothing to stage, done */
