@@ -413,6 +413,20 @@ static void parent_fini(gw_request_t *r)
     r->owner = NULL;
     r->batch = NULL; /* (kept by op until its last child let go) */
     op->parent = NULL;
+    if (!op->finished) {
+        /* failed by the endpoint while chunks move: the caller may free its
+         * GPU buffer once the request completes, so no copy of it may still
+         * run (each is a slot's worth at most); the chunks' slots go back
+         * later, as their requests end */
+        uint64_t deadline = gw_now_ns() + 10000000000ull;
+        for (unsigned k = 0; k < op->n; k++) {
+            stg_chunk_t *ch = &op->ch[(op->head + k) % op->cap];
+            if (ch->state != CH_D2H && ch->state != CH_H2D)
+                continue;
+            while (gw_staging_test(op->eng, ch->slot) == 0 && gw_now_ns() < deadline)
+                ;
+        }
+    }
     if (op->finished && !op->driving)
         op_free(op);
 }
