@@ -121,6 +121,7 @@ extern "C" {
     X(GW_ERR_CUDA, -14, "CUDA driver call failed")                                       \
     X(GW_ERR_VERBS, -15, "verbs call failed")                                            \
     X(GW_ERR_CONFIG, -16, "invalid setting")                                             \
+    X(GW_ERR_INTEGRITY, -17, "data integrity check failed (checksum mismatch)")          \
     /* -20 .. -39: remote access errors (the target refused; memory untouched) */        \
     X(GW_ERR_OUT_OF_BOUNDS, -20, "remote access outside the registered region")          \
     X(GW_ERR_ACCESS, -21, "remote access not permitted by the region's access flags")    \
@@ -193,8 +194,15 @@ typedef struct gw_config {
      * GPUWIRE_PROGRESS_THREAD decides (default off). */
     int progress_thread;
     /* version 3 ends here */
+    /* GW_INTEGRITY_ON: the endpoints of this context check every notifying
+     * put end to end (CRC32C; see "End-to-end integrity" below);
+     * GW_INTEGRITY_OFF: this side does not ask for it (the peer still may);
+     * GW_INTEGRITY_DEFAULT (0): GPUWIRE_INTEGRITY decides (default off). */
+    int integrity;
+    /* version 4 ends here */
 } gw_config_t;
 enum { GW_PROGRESS_THREAD_DEFAULT = 0, GW_PROGRESS_THREAD_ON = 1, GW_PROGRESS_THREAD_OFF = -1 };
+enum { GW_INTEGRITY_DEFAULT = 0, GW_INTEGRITY_ON = 1, GW_INTEGRITY_OFF = -1 };
 
 /* Creates a context: reads settings (GPUWIRE_PEERS and GPUWIRE_DIRECTORY
  * included), opens the transports usable here (an absent optional
@@ -494,6 +502,13 @@ typedef struct gw_xfer_opts {
     int notify;         /* GW_NOTIFY_*; puts only */
     uint64_t value;     /* ORDERED: the value queued; COUNTED: the id counted */
     /* version 1 ends here */
+    /* The end-to-end integrity check of a put with a notification (see
+     * "End-to-end integrity" below): GW_INTEGRITY_DEFAULT (0): checked when
+     * the endpoint checks; GW_INTEGRITY_OFF: not checked (its notification
+     * is delivered as it comes); GW_INTEGRITY_ON: checked, and refused with
+     * GW_ERR_UNSUPPORTED on an endpoint that does not check. */
+    int integrity;
+    /* version 2 ends here */
 } gw_xfer_opts_t;
 
 /* Moves count entry pairs as one request: op GW_XFER_PUT writes local entry
