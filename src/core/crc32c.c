@@ -10,8 +10,8 @@
  * rate.  Three chains run over three adjacent blocks of equal length n;
  * their registers are then joined: a register r that has still n bytes to
  * go ends as r * x^(8n) mod P (the bytes' own part being the next chain's
- * register, which started at 0), a carry-less product computed here bit by
- * bit with a constant per block length, made once. */
+ * register, which started at 0), a carry-less product that is linear in r:
+ * four tables per block length, made once, turn it into four lookups. */
 #include <pthread.h>
 #include <string.h>
 
@@ -25,7 +25,9 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 /* block lengths of the three-chain loops, and their joining constants */
 #define LONG_BLOCK 8192u
 #define SHORT_BLOCK 256u
-static uint32_t g_k_long, g_k_short;
+/* r * x^(8n) mod P is linear in r: four tables per block length n, one per
+ * byte of r, make it four lookups */
+static uint32_t g_shift_long[4][256], g_shift_short[4][256];
 static int g_hw;
 
 /* a * b mod P, both in the reflected form (bit 31 is x^0) */
@@ -60,8 +62,12 @@ static void init_once(void)
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             g_tab[t][i] = (g_tab[t - 1][i] >> 8) ^ g_tab[0][g_tab[t - 1][i] & 0xff];
-    g_k_long = xpow8n(LONG_BLOCK);
-    g_k_short = xpow8n(SHORT_BLOCK);
+    uint32_t kl = xpow8n(LONG_BLOCK), ks = xpow8n(SHORT_BLOCK);
+    for (int j = 0; j < 4; j++)
+        for (uint32_t b = 0; b < 256; b++) {
+            g_shift_long[j][b] = mulmod(kl, b << (8 * j));
+            g_shift_short[j][b] = mulmod(ks, b << (8 * j));
+        }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     g_hw = __builtin_cpu_supports("sse4.2") != 0;
@@ -98,8 +104,13 @@ uint32_t gw_crc32c_table(uint32_t crc, const void *buf, size_t len)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HW_ATTR __attribute__((target("sse4.2")))
 
+static inline uint32_t shift_by(const uint32_t t[4][256], uint32_t r)
+{
+    return t[0][r & 0xff] ^ t[1][(r >> 8) & 0xff] ^ t[2][(r >> 16) & 0xff] ^ t[3][r >> 24];
+}
+
 /* three chains over [p, +3n): the register after them, started at c */
-HW_ATTR static inline uint32_t three_chains(uint32_t c, const unsigned char *p, size_t n, uint32_t k)
+HW_ATTR static inline uint32_t three_chains(uint32_t c, const unsigned char *p, size_t n, const uint32_t k[4][256])
 {
     uint64_t c0 = c, c1 = 0, c2 = 0;
     const unsigned char *p1 = p + n, *p2 = p + 2 * n;
@@ -108,8 +119,8 @@ HW_ATTR static inline uint32_t three_chains(uint32_t c, const unsigned char *p, 
         c1 = __builtin_ia32_crc32di(c1, load64(p1 + i));
         c2 = __builtin_ia32_crc32di(c2, load64(p2 + i));
     }
-    uint32_t r = mulmod(k, (uint32_t)c0) ^ (uint32_t)c1;
-    return mulmod(k, r) ^ (uint32_t)c2;
+    uint32_t r = shift_by(k, (uint32_t)c0) ^ (uint32_t)c1;
+    return shift_by(k, r) ^ (uint32_t)c2;
 }
 
 HW_ATTR uint32_t gw_crc32c_hw(uint32_t crc, const void *buf, size_t len)
@@ -120,9 +131,9 @@ HW_ATTR uint32_t gw_crc32c_hw(uint32_t crc, const void *buf, size_t len)
     for (; len && ((uintptr_t)p & 7); len--, p++) /* to an 8-byte boundary */
         c = __builtin_ia32_crc32qi(c, *p);
     for (; len >= 3 * LONG_BLOCK; len -= 3 * LONG_BLOCK, p += 3 * LONG_BLOCK)
-        c = three_chains(c, p, LONG_BLOCK, g_k_long);
+        c = three_chains(c, p, LONG_BLOCK, g_shift_long);
     for (; len >= 3 * SHORT_BLOCK; len -= 3 * SHORT_BLOCK, p += 3 * SHORT_BLOCK)
-        c = three_chains(c, p, SHORT_BLOCK, g_k_short);
+        c = three_chains(c, p, SHORT_BLOCK, g_shift_short);
     uint64_t c64 = c;
     for (; len >= 8; len -= 8, p += 8)
         c64 = __builtin_ia32_crc32di(c64, load64(p));
