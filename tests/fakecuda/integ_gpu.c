@@ -3,7 +3,9 @@
  * with GPU memory, two processes, against the fake CUDA driver, over the
  * transport GPUWIRE_TRANSPORTS names: the CRCs of GPU entries are taken by
  * the CRC32C kernel (src/cuda/crc_kernel.cu), which the fake driver runs
- * where the GPU would read (FAKECUDA_LAUNCHES must log its launches).
+ * where the GPU would read (FAKECUDA_LAUNCHES, when set, must log its
+ * launches); against a real driver (no GPUWIRE_CUDA_LIB) the same program
+ * runs the kernel on the GPU.
  *   1. a put_notify GPU -> GPU (the kernel at the source and at the target)
  *   2. an ordered paged put GPU -> GPU of 16 pages
  *   3. an ordered paged put host -> GPU of 8 pages, page 3 flipped at the
@@ -109,8 +111,6 @@ static gw_status_t outcome(gw_context_t *ctx, gw_request_t *r, char *detail, siz
 
 int main(void)
 {
-    if (!getenv("FAKECUDA_LAUNCHES"))
-        SKIP("FAKECUDA_LAUNCHES names no log: the kernel's launches could not be counted");
     REQUIRE(gwt_chan_pair(&pch, &cch) == 0);
     int pid = gwt_spawn(server, NULL);
     const gw_cuda_t *cu = cuda();
@@ -149,9 +149,11 @@ int main(void)
     CHECK(gw_fault_rules() == 1 && gw_fault_fired(0) == 1);
     gwt_chan_expect(&pch, ctx, "v");
     /* the source's two GPU transfers took the kernel once each; the target's three too */
-    unsigned n = crc_launches() - before;
-    fprintf(stderr, "  CRC32C kernel launches: %u\n", n);
-    CHECK(n >= 5);
+    if (getenv("FAKECUDA_LAUNCHES")) { /* (a real driver keeps no log: scripts/gpu-device-run.sh runs it so) */
+        unsigned n = crc_launches() - before;
+        fprintf(stderr, "  CRC32C kernel launches: %u\n", n);
+        CHECK(n >= 5);
+    }
     gw_fault_configure("", NULL, 0);
     gwt_chan_send(&pch, "q", 1);
     gw_rkey_destroy(rk);
