@@ -42,6 +42,13 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -76,9 +83,12 @@ static void parse_sizes(void)
 /* ---- 1. the checksum alone ---- */
 typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
 
-static double crc_gbs(crc_fn f, const uint8_t *buf, size_t total, size_t sz)
+/* GB/s of wall-clock time; *per_cpu: GB per second of this thread's CPU
+ * time (what a loaded machine's scheduler does not take away) */
+static double crc_gbs(crc_fn f, const uint8_t *buf, size_t total, size_t sz, double *per_cpu)
 {
     volatile uint32_t sink = 0;
+    double c0 = cpu_s();
     double t0 = now_s(), t;
     uint64_t bytes = 0;
     size_t off = 0;
@@ -91,6 +101,7 @@ static double crc_gbs(crc_fn f, const uint8_t *buf, size_t total, size_t sz)
         t = now_s();
     } while (t - t0 < g_ms / 1000);
     (void)sink;
+    *per_cpu = bytes / (cpu_s() - c0) / 1e9;
     return bytes / (t - t0) / 1e9;
 }
 
@@ -102,8 +113,9 @@ static void crc_alone(int gpu)
         return;
     for (size_t i = 0; i < total; i++)
         buf[i] = (uint8_t)(i * 131 + (i >> 9));
-    printf("CRC32C of host memory, one core (GB/s, median of %d): gw_crc32c runs %s\n", g_reps, gw_crc32c_impl());
-    printf("%10s %12s %12s", "size", "instruction", "table");
+    printf("CRC32C of host memory, one core (GB/s of wall time, and per CPU second; median of %d): gw_crc32c runs "
+           "%s\n", g_reps, gw_crc32c_impl());
+    printf("%10s %12s %12s %12s %12s", "size", "instruction", "(per cpu s)", "table", "(per cpu s)");
     char why[256];
     const gw_cuda_t *cu = gpu ? gw_cuda_get(why, sizeof(why)) : NULL;
     CUdeviceptr dbuf = 0;
@@ -119,10 +131,12 @@ static void crc_alone(int gpu)
     printf("\n");
     for (int k = 0; k < g_nsizes; k++) {
         size_t sz = g_sizes[k];
-        double hw[32], tb[32], gk[32];
+        double hw[32], tb[32], gk[32], hwc[32], tbc[32];
         for (int r = 0; r < g_reps && r < 32; r++) {
-            hw[r] = gw_crc32c_hw_available() ? crc_gbs(gw_crc32c_hw, buf, total, sz) : 0;
-            tb[r] = crc_gbs(gw_crc32c_table, buf, total, sz);
+            hw[r] = hwc[r] = 0;
+            if (gw_crc32c_hw_available())
+                hw[r] = crc_gbs(gw_crc32c_hw, buf, total, sz, &hwc[r]);
+            tb[r] = crc_gbs(gw_crc32c_table, buf, total, sz, &tbc[r]);
             gk[r] = 0;
             if (cu) { /* 64 MiB cut into entries of sz, one launch */
                 uint32_t n = (uint32_t)(MAXSZ / sz);
@@ -153,7 +167,7 @@ static void crc_alone(int gpu)
             }
         }
         int n = g_reps < 32 ? g_reps : 32;
-        printf("%10zu %12.2f %12.2f", sz, median(hw, n), median(tb, n));
+        printf("%10zu %12.2f %12.2f %12.2f %12.2f", sz, median(hw, n), median(hwc, n), median(tb, n), median(tbc, n));
         if (cu)
             printf(" %12.2f", median(gk, n));
         printf("\n");

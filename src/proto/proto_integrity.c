@@ -266,11 +266,13 @@ static gw_status_t integ_send(gw_integ_t *g, uint8_t *msg, size_t len)
     gw_status_t st = g->tl->iface->ops->submit(g->tl, r);
     if (st != GW_OK) {
         gw_ep_op_unstart(g->base, r);
+        if (r->status == GW_INPROGRESS) { /* (one the endpoint's failure completed freed msg already) */
+            r->fini = NULL;
+            r->buf = NULL;
+            r->status = st;
+            free(msg);
+        }
         r->flags = 0;
-        r->status = st;
-        free(msg);
-        r->buf = NULL;
-        r->fini = NULL;
         gw_req_release(r);
         return st;
     }
@@ -545,6 +547,7 @@ static void op_finish(gw_integ_t *g, integ_op_t *o, gw_status_t st, const char *
 {
     gw_request_t *p = o->parent, *c = o->child;
     gw_list_del(&o->link);
+    g->base->integ_waiting--;
     p->length = st == GW_OK ? c->length : 0;
     if (st != GW_OK) {
         free(p->detail);
@@ -684,13 +687,18 @@ gw_status_t gw_proto_integ_submit(gw_tl_ep_t *tl, gw_request_t *req)
     gw_proto_integ_set_free(s);
     if (st != GW_OK) {
         gw_ep_op_unstart(b, c);
-        if (c->batch)
-            c->batch->value = value;
+        if (c->status == GW_INPROGRESS) { /* refused as it came: the batch goes back to the caller's request */
+            if (c->batch)
+                c->batch->value = value;
+            c->status = st;
+        } else { /* completed (failed) on the way: its hook let go of the batch already */
+            req->batch = NULL;
+            req->fini = NULL;
+        }
         gw_ep_op_start(b, req); /* (the caller takes it back off as it refuses it) */
         c->batch = NULL;
         c->fini = NULL;
         c->flags = 0;
-        c->status = st;
         gw_req_release(c);
         free(msg);
         free(o);
@@ -702,6 +710,7 @@ gw_status_t gw_proto_integ_submit(gw_tl_ep_t *tl, gw_request_t *req)
     o->child = c;
     o->token = token;
     gw_list_push_back(&g->ops, &o->link);
+    b->integ_waiting++; /* (the peer's silence counts while a verdict is due: liveness.h) */
     /* 4. the manifest: its loss fails the endpoint (the target would hold the
      * notification for ever) */
     st = integ_send(g, msg, mlen);

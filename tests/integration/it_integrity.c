@@ -4,10 +4,11 @@
  * GPUWIRE_TRANSPORTS names.  The parent is the initiator and asks for the
  * check; the child is the target, which does not (either side asking is
  * enough).  Cases:
- *   match       put_notify, an ordered paged put, a counted paged put and an
- *               ordered list batch with intact data: every request and every
- *               notification succeeds, the data is in place, the endpoint
- *               says it checks
+ *   match       put_notify, an ordered paged put, a counted paged put, an
+ *               ordered list batch and a paged put of 3000 small pages (a
+ *               manifest past the eager size) with intact data: every
+ *               request and every notification succeeds, the data is in
+ *               place, the endpoint says it checks
  *   mismatch    the fault point integ.source flips a byte of a source page
  *               after its CRC was taken (an application writing into a
  *               buffer in flight): the initiator's request fails with
@@ -21,10 +22,14 @@
  *               named, on both sides
  *   off         opts.integrity GW_INTEGRITY_OFF with a flipped byte: the
  *               batch passes unchecked; GW_INTEGRITY_ON without a
- *               notification is refused */
+ *               notification is refused
+ *   peer_gone   the target exits after the put was posted, before any
+ *               verdict: the request ends with the endpoint's error within
+ *               a bound */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fault.h"
 #include "harness.h"
@@ -46,6 +51,7 @@ typedef struct tcase {
     int nsteps;
     step_t steps[8];
     int late_write;   /* flip a byte of the first put's data once it landed, before its notification */
+    int vanish;       /* exit without a word once the initiator posted (its verdict never comes) */
 } tcase_t;
 
 static const tcase_t *g_case;
@@ -62,6 +68,12 @@ static int target_main(void *arg)
     gw_listener_t *l;
     gw_ep_t *ep = gwt_listen_accept(ctx, &g_cc, &l);
     gwt_send_rkey(ep, mem, 1);
+    if (g_case->vanish || g_case->late_write) /* no progress from here: the initiator may post now */
+        gwt_chan_send(&g_cc, "r", 1);
+    if (g_case->vanish) {
+        gwt_chan_expect(&g_cc, NULL, "p");
+        _exit(0); /* no verdict, no close: the process is gone */
+    }
     if (g_case->late_write) {
         /* no progress from here until the data is there: over intra the
          * initiator's copies land it without this process */
@@ -209,7 +221,7 @@ static gw_status_t put_notify(ini_t *I, uint64_t off, size_t len, uint64_t value
     return wait_req(r, detail, cap);
 }
 
-static const tcase_t c_match = {"match", 4, {{0, 0}, {0, 0}, {1, 9}, {0, 0}}, 0};
+static const tcase_t c_match = {"match", 5, {{0, 0}, {0, 0}, {1, 9}, {0, 0}, {0, 0}}, 0, 0};
 
 static void case_match(void)
 {
@@ -230,12 +242,19 @@ static void case_match(void)
     gw_request_t *r;
     IT_OK(I.ctx, gw_xfer_batch(I.ep, GW_XFER_PUT, L, NULL, R, NULL, 4, &o, &r));
     CHECK_ST(wait_req(r, d, sizeof(d)), GW_OK);
+    /* 3000 pages of 64 bytes: a manifest of 96 KiB, past tcp's eager size
+     * (the target fetches it by a rendezvous receive of its own) */
+    gw_xfer_opts_t o2 = {.size = sizeof(o2), .notify = GW_NOTIFY_ORDERED, .value = 12};
+    IT_OK(I.ctx, gw_xfer_pages(I.ep, GW_XFER_PUT, I.lmem, I.src + 786432, NULL, I.rk, I.rbase + 786432, NULL, 3000, 64,
+                               &o2, &r));
+    CHECK_ST(wait_req(r, d, sizeof(d)), GW_OK);
     ini_finish(&I);
     CHECK(strcmp(rep_line(0), "0 7 -") == 0);
     CHECK(strcmp(rep_line(1), "0 8 -") == 0);
     CHECK(strcmp(rep_line(2), "0 9 -") == 0);
     CHECK(strcmp(rep_line(3), "0 10 -") == 0);
-    /* the target's region: what the four transfers wrote, zeros elsewhere */
+    CHECK(strcmp(rep_line(4), "0 12 -") == 0);
+    /* the target's region: what the five transfers wrote, zeros elsewhere */
     uint8_t *want = calloc(1, REGION);
     REQUIRE(want);
     memcpy(want, I.src, 65536 + 64 * PS);
@@ -243,16 +262,17 @@ static void case_match(void)
     memcpy(want + 524288, I.src + 524288, 100);
     memcpy(want + 600000, I.src + 600000, 70000);
     memcpy(want + 700000, I.src + 700000, 8);
+    memcpy(want + 786432, I.src + 786432, 3000 * 64);
     char h[64];
     snprintf(h, sizeof(h), "hash %llx", (unsigned long long)it_hash(want, REGION));
-    CHECK(strcmp(rep_line(4), h) == 0);
+    CHECK(strcmp(rep_line(5), h) == 0);
     free(want);
     CHECK_ST(gw_dlist_destroy(L), GW_OK);
     CHECK_ST(gw_dlist_destroy(R), GW_OK);
     ini_stop(&I);
 }
 
-static const tcase_t c_mismatch = {"mismatch", 4, {{0, 0}, {0, 0}, {1, 3}, {0, 0}}, 0};
+static const tcase_t c_mismatch = {"mismatch", 4, {{0, 0}, {0, 0}, {1, 3}, {0, 0}}, 0, 0};
 
 static void case_mismatch(void)
 {
@@ -286,7 +306,7 @@ static void case_mismatch(void)
     ini_stop(&I);
 }
 
-static const tcase_t c_late = {"late_write", 1, {{0, 0}}, 1};
+static const tcase_t c_late = {"late_write", 1, {{0, 0}}, 1, 0};
 
 static void case_late_write(void)
 {
@@ -298,6 +318,7 @@ static void case_late_write(void)
     ini_start(&I, &c_late, NULL);
     char d[512];
     gwt_fill(I.src, 65536, 5);
+    gwt_chan_expect(&g_pc, I.ctx, "r"); /* the target makes no more progress */
     gw_request_t *r;
     IT_OK(I.ctx, gw_put_notify(I.ep, I.src, 65536, I.lmem, I.rbase, I.rk, 5, &r));
     gwt_chan_send(&g_pc, "p", 1);
@@ -309,7 +330,34 @@ static void case_late_write(void)
     ini_stop(&I);
 }
 
-static const tcase_t c_off = {"off", 1, {{0, 0}}, 0};
+static const tcase_t c_gone = {"peer_gone", 0, {{0, 0}}, 0, 1};
+
+/* The target exits after the put was posted and before it answered: the
+ * request ends with the endpoint's error, within a bound, not never. */
+static void case_peer_gone(void)
+{
+    ini_t I;
+    ini_start(&I, &c_gone, NULL);
+    char d[512];
+    gwt_fill(I.src, 65536, 8);
+    gwt_chan_expect(&g_pc, I.ctx, "r"); /* the target makes no more progress */
+    gw_request_t *r;
+    IT_OK(I.ctx, gw_put_notify(I.ep, I.src, 65536, I.lmem, I.rbase, I.rk, 5, &r));
+    gwt_chan_send(&g_pc, "p", 1);
+    double t0 = it_now();
+    gw_status_t st = wait_req(r, d, sizeof(d));
+    double dt = it_now() - t0;
+    fprintf(stderr, "  initiator after %.2f s: %s: %s\n", dt, gw_status_name(st), d);
+    CHECK(GW_IS_ENDPOINT_ERROR(st) || st == GW_ERR_ENDPOINT_FAILED);
+    CHECK(dt < 15 * it_time_scale());
+    CHECK(gwt_wait(I.pid, 30) == 0);
+    gw_rkey_destroy(I.rk);
+    CHECK_ST(gw_ep_close(I.ep, 2000), GW_OK);
+    CHECK_ST(gw_mem_dereg(I.lmem), GW_OK);
+    CHECK_ST(gw_context_destroy(I.ctx), GW_OK);
+}
+
+static const tcase_t c_off = {"off", 1, {{0, 0}}, 0, 0};
 
 static void case_off(void)
 {
@@ -328,7 +376,8 @@ static void case_off(void)
     ini_stop(&I);
 }
 
-static const gwt_case_t cases[] = {GWT_CASE(match), GWT_CASE(mismatch), GWT_CASE(late_write), GWT_CASE(off)};
+static const gwt_case_t cases[] = {GWT_CASE(match), GWT_CASE(mismatch), GWT_CASE(late_write), GWT_CASE(off),
+                                   GWT_CASE(peer_gone)};
 
 int main(int argc, char **argv)
 {

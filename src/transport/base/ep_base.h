@@ -80,6 +80,7 @@ typedef struct gw_ep_base {
     int (*notify_gate)(void *arg, uint64_t value, int counted);
     void *notify_gate_arg;
     struct gw_integ *integ;   /* the check's state of this endpoint (NULL: no check) */
+    uint32_t integ_waiting;   /* operations whose verdict the peer still owes (work that waits on it) */
     /* notifications that failed the check, oldest first: an ordered one
      * at its place in the queue (pos: its number among all pushed), a
      * counted one under its id */
@@ -143,7 +144,8 @@ void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
  * without any, silence is no sign of death. */
 static inline int gw_ep_has_work(const gw_ep_base_t *b)
 {
-    return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted);
+    return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted) ||
+           b->integ_waiting;
 }
 /* Work is about to be queued on b (an operation, a flush, a posted
  * receive): if it had none, the peer's silence is counted from now, not
