@@ -60,7 +60,13 @@ static const tcase_t *g_case;
 static int target_main(void *arg)
 {
     (void)arg;
-    gw_context_t *ctx = it_ctx();
+    /* the cases that need this side silent keep it without a progress
+     * thread, whatever GPUWIRE_PROGRESS_THREAD says */
+    gw_config_t cfg = {.size = sizeof(cfg), .log_level = -1,
+                       .progress_thread = g_case->vanish || g_case->late_write ? GW_PROGRESS_THREAD_OFF
+                                                                                : GW_PROGRESS_THREAD_DEFAULT};
+    gw_context_t *ctx = NULL;
+    REQUIRE_OK(gw_context_create(&cfg, &ctx));
     uint8_t *buf = it_alloc(REGION);
     memset(buf, 0, REGION);
     gw_mem_t *mem;
