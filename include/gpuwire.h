@@ -478,6 +478,52 @@ GW_API gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, s
  * GW_ERR_ACCESS (with the entry's index), GW_ERR_NOMEM. */
 GW_API gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, unsigned access,
                                    gw_dlist_t **out);
+/* Tables: the same lists given as columns, for serving-scale tables (a KV
+ * cache of 1,000,000 blocks) that are built once from arrays, with no
+ * descriptor struct per entry and no search for an entry's region.  Entry i
+ * lies in region region[i] of the regions (keys) passed, offset[i] bytes from
+ * its start, len[i] bytes long.  Any column may be NULL:
+ *   region NULL: every entry is in the first region (or see per_region);
+ *   offset NULL: entry i starts at i * len_all;
+ *   len NULL:    every entry is len_all bytes;
+ *   region and offset both NULL with per_region > 0: entry i is block
+ *   i % per_region of region i / per_region (block b at b * len_all) - the
+ *   layout "entry = layer region x blocks per region + block" of a paged KV
+ *   cache needs no array at all.
+ * Checks and errors are those of gw_dlist_local / gw_dlist_remote (the
+ * message names the entry's index, its region index and the region), plus
+ * GW_ERR_INVALID for a region index past nmems / nkeys.  Every region (key)
+ * passed belongs to the list, used by an entry or not.
+ *
+ * Memory: a list holds 24 bytes per entry (address, length, region index)
+ * plus, per region, a pointer (local) or a copy of the key (remote, 208
+ * bytes); a transfer builds 32 bytes per selected entry (after merging
+ * entries that continue each other; the array is reused by the next
+ * transfer of the context); the unexpanded GPU form (BATCH.md) adds 16 bytes
+ * per entry in pinned host memory and 16 in GPU memory.  A table of
+ * 1,000,000 entries builds in about 5 ms on one core (`gpuwire perf
+ * --table`, docs/PERFORMANCE.md), and a transfer selecting entries by index
+ * arrays costs the posting thread tens of nanoseconds per selected entry
+ * (`gpuwire perf --table` prints entries/s): a 327,680-entry transfer posts
+ * in a few milliseconds. */
+typedef struct gw_dlist_table {
+    size_t size;             /* sizeof(gw_dlist_table_t) as the caller compiled it */
+    size_t n;                /* entries (at most 2^32 - 1) */
+    const uint32_t *region;  /* n region indices, or NULL */
+    const uint64_t *offset;  /* n offsets from the region's start, or NULL */
+    const uint64_t *len;     /* n lengths, or NULL */
+    uint64_t len_all;        /* the length of every entry when len is NULL */
+    uint64_t per_region;     /* blocks per region when region and offset are NULL (0: all in region 0) */
+    /* version 1 ends here */
+} gw_dlist_table_t;
+
+/* A local list from a table over nmems registered regions of ctx. */
+GW_API gw_status_t gw_dlist_local_table(gw_context_t *ctx, gw_mem_t *const *mems, size_t nmems,
+                                        const gw_dlist_table_t *table, gw_dlist_t **out);
+/* A remote list from a table over nkeys keys unpacked on ep (copied; access
+ * as gw_dlist_remote). */
+GW_API gw_status_t gw_dlist_remote_table(gw_ep_t *ep, gw_rkey_t *const *rkeys, size_t nkeys,
+                                         const gw_dlist_table_t *table, unsigned access, gw_dlist_t **out);
 /* Number of entries. */
 GW_API size_t gw_dlist_count(const gw_dlist_t *l);
 /* GW_ERR_BUSY (nothing done) while a transfer using the list is in progress.
