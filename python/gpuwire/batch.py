@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import sys
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, NoReturn, Optional, Set, Tuple, Type,
                     TypeVar, Union, cast)
@@ -104,11 +105,11 @@ def _column(x: Any, name: str, wide: bool, keep: List[Any]) -> Tuple[int, int]:
     if type(x) is list or type(x) is tuple:
         import array
         try:
-            a = array.array(code, x)
+            arr = array.array(code, x)
         except (OverflowError, TypeError) as e:
             raise _bad("%s: %s (items are ints from 0 to %s)" % (name, e, "2**64-1" if wide else "2**32-1"))
-        keep.append(a)
-        return a.buffer_info()[0], len(a)
+        keep.append(arr)
+        return arr.buffer_info()[0], len(arr)
     try:
         mv = memoryview(x)
     except TypeError:
@@ -119,8 +120,8 @@ def _column(x: Any, name: str, wide: bool, keep: List[Any]) -> Tuple[int, int]:
     if mv.ndim != 1:
         raise _bad("%s: %d-dimensional: give a 1-D array" % (name, mv.ndim))
     if fmt in _IDX_FORMATS and mv.itemsize == size and mv.c_contiguous and mv.format[:1] not in (">", "!"):
-        np = sys.modules.get("numpy")
-        if np is not None and isinstance(x, np.ndarray):
+        npm: Any = sys.modules.get("numpy")
+        if npm is not None and isinstance(x, npm.ndarray):
             keep.append(x)
             return x.ctypes.data, len(x)
         c = ctypes.c_char.from_buffer(mv) if not mv.readonly else None
@@ -128,11 +129,11 @@ def _column(x: Any, name: str, wide: bool, keep: List[Any]) -> Tuple[int, int]:
             keep.append((mv, c))
             return ctypes.addressof(c), mv.shape[0] if mv.shape else 0
     try:
-        import numpy as np
+        np: Any = importlib.import_module("numpy")
     except ImportError:
         raise _bad("%s: format '%s' (%d bytes per item): without NumPy give %s items"
                    % (name, mv.format, mv.itemsize, "uint64" if wide else "uint32")) from None
-    a = np.asarray(x)
+    a: Any = np.asarray(x)
     if a.dtype.kind not in "iu":
         raise _bad("%s: dtype %s: give integers" % (name, a.dtype))
     if a.size and (a.min() < 0 or (not wide and a.max() > 0xFFFFFFFF)):
@@ -302,7 +303,7 @@ class DescList:
             raise _bad("length %d / per_region %d is negative" % (length, per_region))
         keep: List[Any] = []
         n = -1
-        ptrs = []
+        ptrs: List[Optional[int]] = []
         for name, col, wide in (("offsets", offsets, True), ("lengths", lengths, True),
                                 ("region_index", region_index, False)):
             if col is None:
@@ -329,7 +330,7 @@ class DescList:
                            "both" % access)
             st = _opt("gw_dlist_remote_table")(owner._handle(), hs, len(objs), _byref(t), access, _byref(h))
             if st != 0:
-                owner.ctx._check(st, "dlist_remote_table")
+                cast("Endpoint", owner).ctx._check(st, "dlist_remote_table")
             return cls(owner, h.value, True, [], n)
         st = _opt("gw_dlist_local_table")(owner._handle(), hs, len(objs), _byref(t), _byref(h))
         if st != 0:

@@ -43,6 +43,11 @@ struct gw_context {
     uint64_t closed_tokens[64];
     unsigned closed_next;
     int batch_expand; /* GPUWIRE_BATCH_PATH=expand: every batch through proto/proto_batch.c */
+    /* the registration cache (api/mem.c): live registrations sorted by
+     * address, searched by gw_mem_reg for one a new range lies in */
+    int reg_cache;    /* GPUWIRE_REG_CACHE=on */
+    gw_mem_t **regs;
+    size_t nregs, capregs;
     /* the context extension (the names layer, src/names/): its hooks and
      * state; NULL until it attaches (gw_ctx_ext_attach) */
     const struct gw_ctx_ext_ops *ext_ops;
