@@ -419,6 +419,8 @@ int perf_reg(const perf_opts_t *o)
     perf_format_size(len, sz, sizeof(sz));
     printf("# gpuwire perf --reg: gw_mem_reg / gw_mem_dereg of %s regions (remote read+write) with the transports "
            "open here (%s); median of the repetitions; GPU kinds on device %d\n", sz, tls, dev);
+    printf("# re-reg sub: gw_mem_reg of the region's middle half while the region is registered (a tensor in a\n"
+           "# registered allocator segment), found in the registration cache unless GPUWIRE_REG_CACHE=off\n");
     printf("%-15s %6s %11s %11s %11s %13s %s\n", "kind", "reps", "reg ms", "ms/GiB", "dereg ms", "re-reg sub us",
            "path");
     int rc = 0;
