@@ -248,7 +248,28 @@ typedef enum gw_mem_type {
 } gw_mem_type_t;
 
 /* Registers [addr, addr+len) for use by operations and, with remote access
- * flags, for peers through a packed remote key.  The memory type is detected
+ * flags, for peers through a packed remote key.
+ *
+ * Registration cache (GPUWIRE_REG_CACHE, default on): a range that lies
+ * inside a live registration of the context - the same kind of memory,
+ * granting at least the access asked for, for GPU memory in the same
+ * allocations (the driver's buffer ids tell an allocation freed and made
+ * again at the same address from the one registered) - shares what the
+ * transports made for that registration (verbs memory regions, intra's CUDA
+ * IPC export) instead of registering again: registering a tensor inside a
+ * registered PyTorch allocator segment costs a lookup (a few microseconds:
+ * the pointer's attributes, a binary search).  gw_mem_query's path then
+ * starts "registration cache: inside the registration [addr, +len)".  The
+ * new registration is still one of its own: its own id, bounds, access and
+ * keys; either may be deregistered first, and over tcp and intra its keys
+ * are revoked with it.  Over verbs the shared memory regions stay until
+ * the last registration sharing them goes, so a key of one stays usable
+ * until then (one-sided access does not ask the target).  Host memory is
+ * the caller's to keep mapped while registered: memory unmapped and mapped
+ * again under a live registration is not told apart (tcp and intra address
+ * it when they copy, so they reach the new pages; a verbs MR keeps the old
+ * ones).  `gpuwire perf --reg` prints the cost of registering by memory
+ * kind, and of such a lookup.  The memory type is detected
  * from the pointer (CUDA device memory when libcuda is present and the pointer
  * is a device pointer, host otherwise).  len may be 0.  The caller keeps
  * ownership of the memory and must not free it before gw_mem_dereg().
@@ -495,17 +516,25 @@ GW_API gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_
  * GW_ERR_INVALID for a region index past nmems / nkeys.  Every region (key)
  * passed belongs to the list, used by an entry or not.
  *
- * Memory: a list holds 24 bytes per entry (address, length, region index)
- * plus, per region, a pointer (local) or a copy of the key (remote, 208
- * bytes); a transfer builds 32 bytes per selected entry (after merging
- * entries that continue each other; the array is reused by the next
- * transfer of the context); the unexpanded GPU form (BATCH.md) adds 16 bytes
- * per entry in pinned host memory and 16 in GPU memory.  A table of
- * 1,000,000 entries builds in about 5 ms on one core (`gpuwire perf
- * --table`, docs/PERFORMANCE.md), and a transfer selecting entries by index
- * arrays costs the posting thread tens of nanoseconds per selected entry
- * (`gpuwire perf --table` prints entries/s): a 327,680-entry transfer posts
- * in a few milliseconds. */
+ * Memory: a computed table (no columns) holds no memory per entry: 8 bytes
+ * per region; a table with columns (and a list from gw_dlist_local /
+ * gw_dlist_remote) 24 bytes per entry (address, length, region index).
+ * Per region a list also keeps a pointer (local) or a copy of the key
+ * (remote, 200 bytes).  A transfer builds 32 bytes per selected entry
+ * (fewer where entries continue each other and merge; the array is reused
+ * by the context's next transfer); the unexpanded GPU form (docs/BATCH.md)
+ * adds 16 bytes per entry of the list in pinned host memory and 16 in GPU
+ * memory, made on its first use.
+ *
+ * Cost (docs/PERFORMANCE.md, section 10; `gpuwire perf --table N` measures
+ * it on any machine): a computed table of 1,000,000 entries builds in
+ * microseconds, one from an offset column in about 30 ms on the 2-core
+ * development VM (30 ns per entry).  The part of a transfer's post that
+ * depends on the entries selected (index checks, the entry array) costs
+ * 6-10 ns per entry with computed tables and about 60 ns per entry with
+ * column tables selected at random (a cache miss per entry): 2-3 ms and
+ * about 20 ms for 327,680 entries.  What the transport does at posting
+ * comes on top (tcp sends its first frames, intra copies host memory). */
 typedef struct gw_dlist_table {
     size_t size;             /* sizeof(gw_dlist_table_t) as the caller compiled it */
     size_t n;                /* entries (at most 2^32 - 1) */
