@@ -531,9 +531,9 @@ GW_API gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_
  * microseconds, one from an offset column in about 30 ms on the 2-core
  * development VM (30 ns per entry).  The part of a transfer's post that
  * depends on the entries selected (index checks, the entry array) costs
- * 6-10 ns per entry with computed tables and about 60 ns per entry with
- * column tables selected at random (a cache miss per entry): 2-3 ms and
- * about 20 ms for 327,680 entries.  What the transport does at posting
+ * 6-12 ns per entry with computed tables and 60-120 ns per entry with
+ * column tables selected at random (a cache miss per entry): 2-4 ms and
+ * 20-40 ms for 327,680 entries.  What the transport does at posting
  * comes on top (tcp sends its first frames, intra copies host memory). */
 typedef struct gw_dlist_table {
     size_t size;             /* sizeof(gw_dlist_table_t) as the caller compiled it */
