@@ -105,7 +105,7 @@ gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned a
         goto err_free;
     if (ctx->reg_cache && shm_fd < 0 && (m->within = regs_find(ctx, m)) != NULL) {
         m->cached = 1;
-        snprintf(m->path, sizeof(m->path), "registration cache: inside the registration [%p, +%zu); ",
+        snprintf(m->path, sizeof(m->path), "registration cache: inside the registration [%p, +%zu)",
                  m->within->addr, m->within->len);
     }
     do {
