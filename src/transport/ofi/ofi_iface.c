@@ -148,8 +148,11 @@ static int ofi_poll(void *arg)
         if (ep->connected)
             n += gw_ofi_ep_progress(ep);
     }
-    if ((oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps))
-        gw_core_signal(oif->super.core); /* nothing would wake a sleeper: keep the context fd readable */
+    /* nothing would wake a sleeper: the context fd stays readable while
+     * endpoints exist (armed once, not drained and re-armed every pass) */
+    int keep = (oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps);
+    if (keep != oif->super.core->keep_ready)
+        gw_core_keep_ready(oif->super.core, keep);
     uint64_t now = gw_now_ns();
     if (!gw_liveness_due(&oif->live, now))
         return n;
@@ -382,6 +385,8 @@ static void ofi_iface_close(gw_tl_iface_t *iface)
         gw_log(GW_LOG_WARN, "ofi %s: closing with %zu endpoints alive", oif->prov, gw_list_len(&oif->eps));
     gw_core_del_sleeper(core, ofi_sleep, oif);
     gw_core_del_poller(core, ofi_poll, oif);
+    if (core->keep_ready)
+        gw_core_keep_ready(core, 0);
     int rc;
     if ((rc = fi_close(&oif->domain->fid)) != 0)
         gw_log(GW_LOG_WARN, "fi_close(domain %s) failed: %s (regions still registered?)", oif->dom,
