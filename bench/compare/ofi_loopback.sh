@@ -19,6 +19,11 @@
 #        PORT=12360, FI_RMA_BW=fi_rma_bw (fabtests is not packaged in Debian 12:
 #        build it from libfabric's source at the installed version and name the
 #        binary here).  A tool that is absent leaves its columns "-".
+#        RT=1: every program (gpuwire and the tools alike) runs under
+#        `chrt -f 10` (SCHED_FIFO, needs root): on a machine whose CPUs other
+#        work keeps busy, spinning programs are otherwise descheduled for
+#        whole time slices and a latency figure measures the load.  Each run
+#        then holds the CPUs it spins on for its few seconds.
 set -u
 bld=${1:-build}
 tool=$bld/gpuwire
@@ -29,6 +34,8 @@ ppit=${PP_ITERS:-20000}
 bwit=${BW_ITERS:-500}
 port=${PORT:-12360}
 rmabw=${FI_RMA_BW:-fi_rma_bw}
+rt=
+[ "${RT:-0}" = 1 ] && rt="chrt -f 10"
 [ -x "$tool" ] || { echo "ofi_loopback: $tool not built (make build)" >&2; exit 1; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -48,11 +55,12 @@ echo "# libfabric: $(fi_info --version 2>/dev/null | tr '\n' ' ')"
 echo "# gpuwire: $("$tool" --version); fi_pingpong: $([ $have_pp = 1 ] && command -v fi_pingpong || echo absent);" \
      "fi_rma_bw: $([ $have_bw = 1 ] && command -v "$rmabw" || echo absent)"
 echo "# each figure: median of $rep runs; window $win; fi_pingpong $ppit round trips, fi_rma_bw $bwit writes"
+echo "# scheduling: ${rt:-normal (RT=1: chrt -f 10)}"
 
 gw() { # out-name, transports, provider, perf args...
   out=$1 tls=$2 prov=$3
   shift 3
-  GPUWIRE_TRANSPORTS=$tls GPUWIRE_OFI_PROVIDER=$prov timeout 120 "$tool" perf --loopback --duration "$dur" --json "$@" \
+  GPUWIRE_TRANSPORTS=$tls GPUWIRE_OFI_PROVIDER=$prov timeout 120 $rt "$tool" perf --loopback --duration "$dur" --json "$@" \
     >>"$tmp/$out" 2>>"$tmp/err" || echo "gpuwire perf ($tls $prov $*) failed: $(tail -1 "$tmp/err")" >&2
 }
 # Server and client of one libfabric tool on a port of their own (a server
@@ -62,18 +70,18 @@ pair() { # out, program, args... -> "MB/sec usec/xfer" lines into out
   out=$1
   shift
   port=$((port + 1))
-  timeout 120 "$@" -s 127.0.0.1 -B "$port" >/dev/null 2>&1 &
+  timeout 120 $rt "$@" -s 127.0.0.1 -B "$port" >/dev/null 2>&1 &
   srv=$!
   sleep 0.5
-  timeout 120 "$@" -P "$port" 127.0.0.1 2>>"$tmp/err" | awk '$1 ~ /^[0-9]/ {print $5, $6}' >>"$out"
+  timeout 120 $rt "$@" -P "$port" 127.0.0.1 2>>"$tmp/err" | awk '$1 ~ /^[0-9]/ {print $5, $6}' >>"$out"
   wait "$srv"
 }
 pp() { # out, provider -> usec/xfer of 8 B into out
   port=$((port + 1))
-  timeout 120 fi_pingpong -p "$2" -e rdm -S 8 -I "$ppit" -B "$port" >/dev/null 2>&1 &
+  timeout 120 $rt fi_pingpong -p "$2" -e rdm -S 8 -I "$ppit" -B "$port" >/dev/null 2>&1 &
   srv=$!
   sleep 0.5
-  timeout 120 fi_pingpong -p "$2" -e rdm -S 8 -I "$ppit" -P "$port" 127.0.0.1 2>>"$tmp/err" |
+  timeout 120 $rt fi_pingpong -p "$2" -e rdm -S 8 -I "$ppit" -P "$port" 127.0.0.1 2>>"$tmp/err" |
     awk '$1 ~ /^[0-9]/ {print $7}' >>"$1"
   wait "$srv"
 }
