@@ -186,8 +186,10 @@ typedef struct gw_config {
                               * with a level sets it for all. */
     /* version 1 ends here */
     /* RDMA device and port this context's verbs transport uses, e.g.
-     * "mlx5_0:1"; NULL: GPUWIRE_IB_DEVICE or the nearest active port.  Lets
-     * one process hold a context per NIC (the NCCL plugin does). */
+     * "mlx5_0:1"; NULL: GPUWIRE_IB_DEVICE or the nearest active port.  The
+     * ofi transport takes the libfabric domain named after the device (EFA:
+     * "rdmap16s27:1" -> domain rdmap16s27-rdm).  Lets one process hold a
+     * context per NIC (the NCCL plugin does). */
     const char *ib_device;
     /* version 2 ends here */
     /* GW_PROGRESS_THREAD_ON: this context runs its own progress thread (see

@@ -3,10 +3,14 @@
  * (ncclNetPlugin_v8 .. _v12) over gpuwire's public API.
  *
  * Mapping (docs/NCCL.md has the user's view):
- *   NCCL device   one per active RDMA port gpuwire's topology finds when the
- *                 verbs transport is usable here, else one "tcp" device.
- *                 Each device has its own gw context (gw_config_t.ib_device
- *                 names the port), created on first use.
+ *   NCCL device   one per active port of a verbs NIC gpuwire's topology
+ *                 finds when the verbs transport is usable here; else one
+ *                 per active libfabric NIC (EFA, CXI: topology fabric other
+ *                 than verbs) when the ofi transport is usable; else one
+ *                 "tcp" device.  Each device has its own gw context
+ *                 (gw_config_t.ib_device names the NIC and port, which the
+ *                 verbs transport opens and the ofi transport takes the
+ *                 domain of), created on first use.
  *   listen        gw_listen on the device's address; the handle carries
  *                 magic, version, a random id and "ip:port".
  *   connect       gw_connect (the gpuwire handshake picks the transport,
@@ -69,7 +73,8 @@ _Static_assert(sizeof(gwn_handle_t) <= NCCL_NET_HANDLE_MAXSIZE, "handle exceeds 
 
 typedef struct gwn_dev {
     char name[64];       /* "mlx5_0:1", "tcp(eth0)" */
-    char ib_device[48];  /* "mlx5_0:1" for a verbs device, "" for the tcp one */
+    char ib_device[48];  /* "mlx5_0:1" for a verbs device, "rdmap16s27:1" for an ofi one, "" for the tcp one */
+    int ofi;             /* a libfabric NIC: its context runs without the verbs transport */
     char ifname[IFNAMSIZ];
     char *pci_path;      /* realpath under /sys, NULL for a virtual device */
     int speed;           /* Mb/s */
@@ -126,6 +131,8 @@ static struct {
     gwn_dev_t dev[GWN_MAX_DEVS];
     char cuda_why[256]; /* why CUDA pointers are not supported, "" when they are */
     char gdr_level_note[160]; /* what init did about NCCL_NET_GDR_LEVEL, for the log */
+    int ofi_hmem;       /* the ofi transport moves GPU memory (its provider has FI_HMEM) */
+    char transports_no_verbs[128]; /* GPUWIRE_TRANSPORTS less verbs: the list of an ofi device's context */
     int ticker_started;
     int ticker_stop;    /* asks the ticker to return (finalize, unload) */
     pthread_t ticker_thread;
@@ -324,20 +331,24 @@ static void netdev_props(gwn_dev_t *d, const char *root)
     d->speed = s > 0 ? (int)s : 10000; /* unknown (virtual NICs report -1): assume 10 Gb/s */
 }
 
-/* Verbs devices: every ACTIVE port of every RDMA NIC in the topology.
- * Returns how many were added. */
-static int add_verbs_devices(void)
+/* NIC devices: every ACTIVE port of every NIC in the topology that the
+ * verbs transport drives (ofi 0) or that libfabric's provider of its fabric
+ * drives through the ofi transport (ofi 1: EFA, CXI).  Returns how many
+ * were added. */
+static int add_nic_devices(int ofi)
 {
     gw_topo_opts_t o;
     gw_topo_t *t = NULL;
     char err[256] = "";
     gw_topo_opts_default(&o);
     if (gw_topo_create(NULL, &o, &t, err, sizeof(err)) != GW_OK) {
-        INFO(NCCL_INIT | NCCL_NET, "topology not readable (%s): no verbs devices", err);
+        INFO(NCCL_INIT | NCCL_NET, "topology not readable (%s): no %s devices", err, ofi ? "libfabric" : "verbs");
         return 0;
     }
     for (int n = 0; n < t->nnic && G.ndev < GWN_MAX_DEVS; n++) {
         gw_topo_dev_t *nic = gw_topo_nic(t, n);
+        if ((strcmp(nic->fabric, "verbs") != 0) != ofi)
+            continue;
         for (int p = 0; p < nic->nports && G.ndev < GWN_MAX_DEVS; p++) {
             gw_topo_port_t *pt = &nic->ports[p];
             if (pt->state != 4)
@@ -354,6 +365,7 @@ static int add_verbs_devices(void)
             double gbps = strtod(pt->rate, NULL);
             d->speed = gbps > 0 ? (int)(gbps * 1000) : 10000;
             d->port = pt->num;
+            d->ofi = ofi;
         }
     }
     gw_topo_destroy(t);
@@ -443,6 +455,16 @@ static void gpu_policy(gwn_dev_t *d, const char *mode, const char *transports, c
     if (mode && strcasecmp(mode, "on") == 0) {
         d->gpu_buffers = 1;
         snprintf(d->gpu_why, sizeof(d->gpu_why), "GPU buffers: GPUWIRE_NCCL_GPU_BUFFERS=on");
+    } else if (d->ofi) {
+        char why[224];
+        if (!G.ofi_hmem) {
+            snprintf(d->gpu_why, sizeof(d->gpu_why), "host buffers (ofi): the libfabric provider has no FI_HMEM, "
+                     "gpuwire would stage GPU buffers through host memory, one copy more than NCCL's host buffers");
+        } else {
+            d->gpu_buffers = gpudirect_possible(root, why, sizeof(why));
+            snprintf(d->gpu_why, sizeof(d->gpu_why), "%s (ofi, FI_HMEM): %s",
+                     d->gpu_buffers ? "GPU buffers" : "host buffers", why);
+        }
     } else if (d->ib_device[0]) {
         char why[224];
         d->gpu_buffers = gpudirect_possible(root, why, sizeof(why));
@@ -500,7 +522,8 @@ static gw_status_t dev_ctx(gwn_dev_t *d)
 {
     if (d->ctx)
         return GW_OK;
-    gw_config_t cfg = {.size = sizeof(cfg), .transports = NULL, .log_level = -1,
+    /* an ofi device's NIC is no verbs NIC: its context leaves verbs out */
+    gw_config_t cfg = {.size = sizeof(cfg), .transports = d->ofi ? G.transports_no_verbs : NULL, .log_level = -1,
                        .ib_device = d->ib_device[0] ? d->ib_device : NULL};
     gw_status_t st = gw_context_create(&cfg, &d->ctx);
     if (st != GW_OK)
@@ -519,16 +542,20 @@ static ncclResult_t discover(void)
              gw_status_name(st));
         return map_status(st);
     }
-    char verbs_why[256] = "not compiled into this build";
-    int verbs = 0;
+    char verbs_why[256] = "not compiled into this build", ofi_why[256] = "not compiled into this build";
+    int verbs = 0, ofi = 0;
     gw_transport_info_t ti = {.size = sizeof(ti)};
     for (size_t i = 0; gw_transport_at(probe, i, &ti) == GW_OK; i++) {
         if (strcmp(ti.name, "verbs") == 0) {
             verbs = ti.usable;
             snprintf(verbs_why, sizeof(verbs_why), "%s", ti.detail);
+        } else if (strcmp(ti.name, "ofi") == 0) {
+            ofi = ti.usable;
+            snprintf(ofi_why, sizeof(ofi_why), "%s", ti.detail);
         }
         ti.size = sizeof(ti);
     }
+    G.ofi_hmem = ofi && strstr(ofi_why, "FI_HMEM") != NULL && strstr(ofi_why, "host memory only") == NULL;
     char why[256];
     G.cuda_why[0] = '\0';
     if (!gw_cuda_get(why, sizeof(why)))
@@ -538,11 +565,25 @@ static ncclResult_t discover(void)
     const char *tlist = gw_setting_value(probe, "GPUWIRE_TRANSPORTS");
     char mode[16], transports[128], root[PATH_MAX];
     snprintf(mode, sizeof(mode), "%s", gmode && gmode[0] ? gmode : "auto");
-    snprintf(transports, sizeof(transports), "%s", tlist && tlist[0] ? tlist : "verbs,intra,tcp");
+    snprintf(transports, sizeof(transports), "%s", tlist && tlist[0] ? tlist : "verbs,intra,ofi,tcp");
     snprintf(root, sizeof(root), "%s", sysfs_root(probe));
+    G.transports_no_verbs[0] = '\0';
+    for (const char *p = transports; *p;) { /* the list less verbs */
+        size_t n = strcspn(p, ",");
+        if (!(n == 5 && !strncmp(p, "verbs", 5)) && n) {
+            size_t u = strlen(G.transports_no_verbs);
+            snprintf(G.transports_no_verbs + u, sizeof(G.transports_no_verbs) - u, "%s%.*s", u ? "," : "", (int)n, p);
+        }
+        p += n;
+        p += *p == ',';
+    }
     int own_probe = 0;
-    if (verbs && add_verbs_devices() > 0) {
+    if (verbs && add_nic_devices(0) > 0) {
         own_probe = 1;
+    } else if (ofi && add_nic_devices(1) > 0) {
+        own_probe = 1;
+        INFO(NCCL_INIT | NCCL_NET, "no verbs device (%s); %d libfabric device(s): ofi %s", verbs ? "no ACTIVE port "
+             "of a verbs NIC in the topology" : verbs_why, G.ndev, ofi_why);
     } else {
         gwn_dev_t *d = &G.dev[G.ndev++];
         memset(d, 0, sizeof(*d));
@@ -558,9 +599,10 @@ static ncclResult_t discover(void)
         netdev_props(d, sysfs_root(probe));
         d->port = 1;
         d->ctx = probe; /* default config: the probe is this device's context */
-        INFO(NCCL_INIT | NCCL_NET, "no verbs device: %s%s; one device %s (verbs, intra and tcp are still "
-             "negotiated per connection)", verbs ? "no ACTIVE RDMA port in the topology" : "verbs: ",
-             verbs ? "" : verbs_why, d->name);
+        INFO(NCCL_INIT | NCCL_NET, "no verbs or libfabric NIC device: %s%s; ofi: %s; one device %s (the "
+             "transports are still negotiated per connection)", verbs ? "no ACTIVE RDMA port in the topology"
+             : "verbs: ", verbs ? "" : verbs_why, ofi ? "usable, but no ACTIVE EFA or CXI NIC in the topology"
+             : ofi_why, d->name);
     }
     for (int i = 0; i < G.ndev; i++) {
         gwn_dev_t *d = &G.dev[i];

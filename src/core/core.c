@@ -280,6 +280,13 @@ void gw_core_signal(gw_core_t *c)
     c->ev_armed = 1;
 }
 
+void gw_core_keep_ready(gw_core_t *c, int on)
+{
+    c->keep_ready = on;
+    if (on)
+        gw_core_signal(c);
+}
+
 void gw_core_wake(gw_core_t *c)
 {
     uint64_t one = 1;
@@ -332,6 +339,8 @@ int gw_core_dispatch(gw_core_t *c, int timeout_ms)
     for (int i = 0; i < n; i++) {
         gw_io_t *io = evs[i].data.ptr;
         if (!io) { /* the eventfd */
+            if (c->keep_ready && c->ev_armed)
+                continue; /* stays readable: no read now, no write at the next signal */
             uint64_t v;
             ssize_t r = read(c->evfd, &v, sizeof(v));
             (void)r;

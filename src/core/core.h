@@ -42,6 +42,9 @@ struct gw_core {
     int epfd;       /* the fd gw_context_fd() hands out */
     int evfd;       /* eventfd: "software work pending" */
     int ev_armed;
+    int keep_ready; /* leave the eventfd armed (the context fd readable) across passes: a transport
+                     * whose completions wake no fd keeps callers polling without a write and a read
+                     * of the eventfd per pass (gw_core_keep_ready) */
     gw_list_t req_free;
     gw_list_t req_slabs;
     gw_hmap_t regions; /* region id -> gw_mem_t * (for targets of remote access) */
@@ -116,6 +119,9 @@ void gw_core_sleeping(gw_core_t *c, int asleep);
 /* Makes the context fd readable until the next progress call (software
  * events such as completions that need no fd). */
 void gw_core_signal(gw_core_t *c);
+/* on: the context fd stays readable until called with 0 (armed once, not
+ * drained by gw_core_dispatch meanwhile). */
+void gw_core_keep_ready(gw_core_t *c, int on);
 /* The same from another thread (a transport's helper threads): only writes
  * the eventfd, never touches state the progress thread owns. */
 void gw_core_wake(gw_core_t *c);

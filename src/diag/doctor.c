@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,13 @@ static void fmt_size(uint64_t b, char *out, size_t len)
 static void gpu_obj(const gw_topo_dev_t *d, char *out, size_t len)
 {
     snprintf(out, len, "%s %s", d->name, d->bdf);
+}
+
+/* The verbs transport drives the NIC (else libfabric's provider of its
+ * fabric, through the ofi transport: EFA, CXI). */
+static int is_verbs(const gw_topo_dev_t *d)
+{
+    return !d->fabric[0] || !strcmp(d->fabric, "verbs");
 }
 
 /* ---- host facts -------------------------------------------------------- */
@@ -197,8 +205,9 @@ static void check_presence(dctx_t *x)
     for (int k = 0; k < t->nnic; k++) {
         size_t l = strlen(list);
         const gw_topo_dev_t *d = gw_topo_nic(t, k);
-        snprintf(list + l, sizeof(list) - l, "%s%s %s", k ? ", " : "", d->name,
-                 d->bdf[0] ? d->bdf : "(no PCI device)");
+        snprintf(list + l, sizeof(list) - l, "%s%s %s%s%s", k ? ", " : "", d->name,
+                 d->bdf[0] ? d->bdf : "(no PCI device)", is_verbs(d) ? "" : " via libfabric ",
+                 is_verbs(d) ? "" : d->fabric);
     }
     if (t->nnic)
         add(x, "nic.present", "", GW_VERDICT_PASS, "", "%d RDMA device(s): %s", t->nnic, list);
@@ -207,7 +216,7 @@ static void check_presence(dctx_t *x)
     else
         add(x, "nic.present", "", GW_VERDICT_FAIL,
             "load the NIC's RDMA driver (e.g. modprobe mlx5_ib); to test without one: rdma link add rxe0 type rxe netdev eth0",
-            "no RDMA device in %s/class/infiniband", x->sys);
+            "no RDMA device in %s/class/infiniband, no CXI NIC in %s/class/cxi", x->sys, x->sys);
 }
 
 static const gw_doctor_gpu_t *cuda_gpu(const dctx_t *x, const char *bdf)
@@ -319,8 +328,14 @@ static void check_kernel_dmabuf(dctx_t *x)
 static void check_rdma_core(dctx_t *x)
 {
     const gw_doctor_env_t *e = x->env;
+    int ibdev = 0; /* NICs libibverbs registers for: verbs ones, and EFA under libfabric's efa provider */
+    for (int k = 0; k < x->topo->nnic; k++)
+        ibdev += strcmp(gw_topo_nic(x->topo, k)->fabric, "cxi") != 0;
     if (!x->topo->nnic) {
         add(x, "rdma_core.dmabuf", "", GW_VERDICT_SKIP, "", "no RDMA device");
+    } else if (!ibdev) {
+        add(x, "rdma_core.dmabuf", "", GW_VERDICT_SKIP, "", "no RDMA device: CXI NICs register through "
+            "libfabric's cxi provider, not libibverbs");
     } else if (x->verbs_state < 0) {
         add(x, "rdma_core.dmabuf", "", GW_VERDICT_SKIP, "", "%s",
             e->verbs_absent_why ? e->verbs_absent_why : "built without the verbs loader");
@@ -705,6 +720,16 @@ static void check_ports(dctx_t *x)
                 add(x, "nic.gid", obj, GW_VERDICT_SKIP, "", "port not active");
                 continue;
             }
+            if (!is_verbs(d)) {
+                /* EFA's SRD and Slingshot carry their own transport: no RoCE
+                 * GID, and the path MTU is the provider's, not a setting */
+                add(x, "nic.mtu", obj, GW_VERDICT_SKIP, "", "%s NIC: reached through libfabric's %s provider, "
+                    "which sizes its own packets%s", d->fabric, d->fabric,
+                    pt->netdev_mtu > 0 ? " (the netdev's MTU is the host stack's)" : "");
+                add(x, "nic.gid", obj, GW_VERDICT_SKIP, "", "%s NIC: addressed through libfabric's address "
+                    "vector, no RoCE GID needed", d->fabric);
+                continue;
+            }
             /* MTU */
             int amtu = verbs_mtu(x, d->name, pt->num);
             if (amtu > 0) {
@@ -751,6 +776,48 @@ static void check_ports(dctx_t *x)
     }
 }
 
+/* A NIC the verbs transport cannot drive needs libfabric's provider for it,
+ * with FI_HMEM for GPU memory (GPUDirect through the provider). */
+static void check_ofi(dctx_t *x)
+{
+    gw_topo_t *t = x->topo;
+    const gw_doctor_env_t *e = x->env;
+    int has_hook = e->size >= offsetof(gw_doctor_env_t, ofi_absent_why) + sizeof(char *) && e->ofi_query;
+    for (int k = 0; k < t->nnic; k++) {
+        const gw_topo_dev_t *d = gw_topo_nic(t, k);
+        if (is_verbs(d))
+            continue;
+        if (!has_hook) {
+            add(x, "ofi.provider", d->name, GW_VERDICT_SKIP, "", "%s",
+                e->size >= offsetof(gw_doctor_env_t, ofi_absent_why) + sizeof(char *) && e->ofi_absent_why
+                    ? e->ofi_absent_why : "built without the ofi transport");
+            continue;
+        }
+        char dom[128] = "", why[512] = "";
+        int hmem = 0;
+        int r = e->ofi_query(e->arg, d->fabric, d->name, dom, sizeof(dom), &hmem, why, sizeof(why));
+        if (r < 0) {
+            add(x, "ofi.provider", d->name, GW_VERDICT_FAIL,
+                "install libfabric with its provider for this NIC (AWS: the EFA installer; HPE: the Slingshot "
+                "host software), or name it in GPUWIRE_OFI_LIB",
+                "%s NIC without libfabric: %s", d->fabric, why);
+        } else if (r == 0) {
+            add(x, "ofi.provider", d->name, GW_VERDICT_FAIL,
+                "install a libfabric built with the provider (fi_info -p <provider> lists its domains)",
+                "libfabric's %s provider offers no RDM endpoint with messages and RMA on %s: %s", d->fabric,
+                d->name, why);
+        } else if (!hmem && t->ngpu) {
+            add(x, "ofi.provider", d->name, GW_VERDICT_WARN,
+                "use a libfabric built with CUDA support (the EFA installer's is): without FI_HMEM GPU memory "
+                "does not go over this NIC",
+                "libfabric's %s provider answers on domain %s, but without FI_HMEM", d->fabric, dom);
+        } else {
+            add(x, "ofi.provider", d->name, GW_VERDICT_PASS, "", "libfabric's %s provider answers on domain %s%s",
+                d->fabric, dom, hmem ? ", with FI_HMEM (GPU memory through the provider)" : "");
+        }
+    }
+}
+
 static void check_live(dctx_t *x)
 {
     gw_topo_t *t = x->topo;
@@ -769,6 +836,12 @@ static void check_live(dctx_t *x)
         }
         if (port < 0) {
             add(x, "live.gdr", obj, GW_VERDICT_SKIP, "", "no active port");
+            continue;
+        }
+        if (!is_verbs(nic)) {
+            add(x, "live.gdr", obj, GW_VERDICT_SKIP, "", "the live test registers through libibverbs; this NIC (%s) "
+                "moves GPU memory through libfabric: `GPUWIRE_TRANSPORTS=ofi gpuwire perf --mem cuda` between "
+                "two hosts tests that path", nic->fabric);
             continue;
         }
         if (!e->live_test) {
@@ -828,6 +901,7 @@ gw_status_t gw_doctor_run(const gw_doctor_env_t *env, gw_doctor_report_t *rep)
     check_bar1(x);
     check_memlock(x);
     check_ports(x);
+    check_ofi(x);
     check_live(x);
 out:;
     gw_status_t st = x->nomem ? GW_ERR_NOMEM : GW_OK;

@@ -7,7 +7,8 @@
  * the evidence it saw and a one-line fix.  Checks read sysfs/procfs (roots
  * configurable, so recorded trees can be checked) and, for what only a
  * driver can say, call hooks in gw_doctor_env_t: the CUDA driver, libibverbs,
- * and a live registration test.  A NULL hook means "this build cannot ask":
+ * libfabric (for EFA and CXI NICs, which gpuwire reaches through the ofi
+ * transport) and a live registration test.  A NULL hook means "this build cannot ask":
  * the checks that need it report SKIP with the reason.  No check reports
  * PASS for something it did not verify: what it could not read is UNKNOWN,
  * with the reason.
@@ -99,6 +100,15 @@ typedef struct gw_doctor_env {
     const char *cuda_absent_why;
     const char *verbs_absent_why;
     const char *live_absent_why;
+    /* libfabric, for a NIC the verbs transport cannot drive (topology fabric
+     * "efa" or "cxi"): asks for provider prov's RDM endpoints with messages
+     * and RMA, as the ofi transport does.  Returns 1 when a domain of NIC nic
+     * answers (its name into domain, *hmem 1 when it also answers with
+     * FI_HMEM), 0 when none does (why says what did), -1 when libfabric is
+     * absent or broken (why).  NULL: built without the ofi transport. */
+    int (*ofi_query)(void *arg, const char *prov, const char *nic, char *domain, size_t domlen, int *hmem,
+                     char *why, size_t whylen);
+    const char *ofi_absent_why;
 } gw_doctor_env_t;
 
 /* Fills e with this build's real hooks (CUDA driver, libibverbs) and NVLink

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* hooks.c - the doctor's real CUDA and verbs hooks, wired to the run-time
- * loaders of libcuda.so.1 (src/cuda) and libibverbs.so.1
- * (src/transport/verbs) when this build has them, plus the topology's NVLink
+/* hooks.c - the doctor's real CUDA, verbs and libfabric hooks, wired to the
+ * run-time loaders of libcuda.so.1 (src/cuda), libibverbs.so.1
+ * (src/transport/verbs) and libfabric.so.1 (src/transport/ofi) when this
+ * build has them, plus the topology's NVLink
  * hook (topo/topo_cuda.c).  Without a loader the hook stays NULL and the
  * reason is what the doctor prints for the checks that needed it. */
 #include <stdio.h>
@@ -11,6 +12,9 @@
 #include "diag/doctor.h"
 #if GW_HAVE_VERBS
 #include "transport/verbs/ibv_syms.h"
+#endif
+#if GW_HAVE_OFI
+#include "transport/ofi/ofi.h"
 #endif
 
 static int cuda_query(void *arg, gw_doctor_cuda_t *out, char *why, size_t whylen)
@@ -82,6 +86,47 @@ static int verbs_query(void *arg, gw_doctor_verbs_t *out, char *why, size_t whyl
 }
 #endif
 
+#if GW_HAVE_OFI
+/* The ofi transport's fi_getinfo, for provider prov, with FI_HMEM first;
+ * a domain named after the NIC (efa: "<device>-rdm") answers for it. */
+static int ofi_query(void *arg, const char *prov, const char *nic, char *domain, size_t domlen, int *hmem,
+                     char *why, size_t whylen)
+{
+    (void)arg;
+    int broken = 0;
+    const gw_fi_t *fi = gw_fi_get(why, whylen, &broken);
+    if (!fi)
+        return -1;
+    char seen[256] = "";
+    *hmem = 0;
+    for (int h = 1; h >= 0; h--) {
+        char w[400] = "";
+        struct fi_info *list = gw_ofi_getinfo(fi, prov, NULL, h, 0, w, sizeof(w));
+        if (!list) {
+            if (!seen[0])
+                snprintf(why, whylen, "%s", w);
+            continue;
+        }
+        for (struct fi_info *i = list; i; i = i->next) {
+            const char *dn = i->domain_attr && i->domain_attr->name ? i->domain_attr->name : "";
+            if (!strncmp(dn, nic, strlen(nic))) {
+                snprintf(domain, domlen, "%s", dn);
+                *hmem = h;
+                fi->freeinfo(list);
+                return 1;
+            }
+            if (!strstr(seen, dn)) {
+                size_t u = strlen(seen);
+                snprintf(seen + u, sizeof(seen) - u, "%s%s", u ? ", " : "", dn);
+            }
+        }
+        fi->freeinfo(list);
+        snprintf(why, whylen, "its domains are %s, none named after %s", seen, nic);
+    }
+    return 0;
+}
+#endif
+
 void gw_doctor_env_default(gw_doctor_env_t *e)
 {
     memset(e, 0, sizeof(*e));
@@ -92,6 +137,11 @@ void gw_doctor_env_default(gw_doctor_env_t *e)
     e->verbs_query = verbs_query;
 #else
     e->verbs_absent_why = "built without the verbs transport (infiniband/verbs.h was missing at build time)";
+#endif
+#if GW_HAVE_OFI
+    e->ofi_query = ofi_query;
+#else
+    e->ofi_absent_why = "built without the ofi transport (rdma/fi_rma.h was missing at build time)";
 #endif
     e->live_absent_why = "no live test in this caller (`gpuwire doctor` has one)";
 }

@@ -85,7 +85,7 @@ void gw_topo_print(const gw_topo_t *t, FILE *f)
             fprintf(f, "\nNIC Legend:\n");
             for (int k = 0; k < t->nnic; k++) {
                 const gw_topo_dev_t *d = &t->dev[t->ngpu + k];
-                fprintf(f, "  NIC%d: %s", k, d->name);
+                fprintf(f, "  NIC%d: %s [%s]", k, d->name, d->fabric[0] ? d->fabric : "?");
                 for (int x = 0; x < d->nnetdevs; x++)
                     fprintf(f, "%s%s", x ? "," : " (", d->netdevs[x]);
                 if (d->nnetdevs)
@@ -155,6 +155,8 @@ static void json_dev(const gw_topo_t *t, const gw_topo_dev_t *d, FILE *f)
     if (d->kind == GW_TOPO_GPU) {
         fprintf(f, ",\"bar1_bytes\":%llu", (unsigned long long)d->bar1_size);
     } else {
+        fprintf(f, ",\"fabric\":");
+        gw_json_str(f, d->fabric);
         fprintf(f, ",\"netdevs\":[");
         for (int x = 0; x < d->nnetdevs; x++) {
             fprintf(f, "%s", x ? "," : "");

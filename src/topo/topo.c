@@ -361,6 +361,65 @@ static void fill_nic(gw_topo_t *t, gw_topo_dev_t *d)
     names_free(&pn);
 }
 
+/* EFA: Amazon's PCI vendor with an EFA device id, or the efa driver. */
+static int is_efa(const gw_topo_dev_t *d)
+{
+    return !strcmp(d->driver, "efa") || (d->vendor == 0x1d0f && (d->device & 0xfff0) == 0xefa0);
+}
+
+/* A CXI NIC (class/cxi/<name>): its PCI function, netdevs, and one port
+ * standing for its first netdev's link (CXI has no RDMA ports in sysfs). */
+static void fill_cxi(gw_topo_t *t, gw_topo_dev_t *d)
+{
+    char rel[600], why[512], buf[64];
+    snprintf(d->fabric, sizeof(d->fabric), "cxi");
+    snprintf(rel, sizeof(rel), "class/cxi/%s/device", d->name);
+    if (gw_sysfs_resolve(t->root, rel, d->sysdir, sizeof(d->sysdir), why, sizeof(why)) != 0) {
+        note_add(d->note, "no PCI device: %s", why);
+        return;
+    }
+    const char *base = strrchr(d->sysdir, '/');
+    base = base ? base + 1 : d->sysdir;
+    if (!gw_is_bdf(base)) {
+        note_add(d->note, "device %s is not a PCI function", d->sysdir);
+        return;
+    }
+    snprintf(d->bdf, sizeof(d->bdf), "%s", base);
+    fill_pci(t, d);
+    names_t nd;
+    snprintf(rel, sizeof(rel), "%s/net", d->sysdir);
+    if (list_dir(t->root, rel, &nd, why, sizeof(why)) == 0) {
+        for (int i = 0; i < nd.n && d->nnetdevs < GW_TOPO_MAX_NETDEV; i++)
+            snprintf(d->netdevs[d->nnetdevs++], 32, "%s", nd.v[i]);
+        names_free(&nd);
+    }
+    gw_topo_port_t *p = &d->ports[d->nports++];
+    p->num = 1;
+    p->state = p->phys_state = -1;
+    p->netdev_mtu = p->n_gids = -1;
+    snprintf(p->link_layer, sizeof(p->link_layer), "Ethernet");
+    if (!d->nnetdevs) {
+        note_add(p->note, "link state unknown: no netdev under %s", d->sysdir);
+        return;
+    }
+    memcpy(p->netdev, d->netdevs[0], sizeof(p->netdev)); /* (both 32 bytes, NUL-terminated) */
+    snprintf(rel, sizeof(rel), "class/net/%s/operstate", p->netdev);
+    if (gw_sysfs_read(t->root, rel, buf, sizeof(buf), why, sizeof(why)) > 0) {
+        int up = !strcmp(buf, "up");
+        p->state = up ? 4 : 1;
+        snprintf(p->state_str, sizeof(p->state_str), "%s", up ? "ACTIVE" : "DOWN");
+    } else {
+        note_add(p->note, "link state of %s unknown: %s", p->netdev, why);
+    }
+    long v;
+    snprintf(rel, sizeof(rel), "class/net/%s/speed", p->netdev);
+    if (gw_sysfs_read_long(t->root, rel, &v, why, sizeof(why)) == 0 && v > 0)
+        snprintf(p->rate, sizeof(p->rate), "%ld Gb/sec", v / 1000);
+    snprintf(rel, sizeof(rel), "class/net/%s/mtu", p->netdev);
+    if (gw_sysfs_read_long(t->root, rel, &v, why, sizeof(why)) == 0)
+        p->netdev_mtu = (int)v;
+}
+
 /* ---- classification ---------------------------------------------------- */
 
 static gw_topo_link_t classify(const gw_topo_t *t, int i, int j)
@@ -625,9 +684,32 @@ gw_status_t gw_topo_create(const char *root, const gw_topo_opts_t *opts, gw_topo
                 d->numa = -1;
                 snprintf(d->name, sizeof(d->name), "%s", ib.v[i]);
                 fill_nic(t, d);
+                snprintf(d->fabric, sizeof(d->fabric), "%s", is_efa(d) ? "efa" : "verbs");
                 t->nnic++;
             }
             names_free(&ib);
+        }
+    }
+    /* NICs: Slingshot CXI (libfabric's cxi provider) */
+    names_t cxi = {0};
+    snprintf(rel, sizeof(rel), "%s/class/cxi", root);
+    if (access(rel, F_OK) == 0) {
+        if (list_dir(root, "class/cxi", &cxi, why, sizeof(why)) < 0) {
+            note_add(t->note, "CXI devices unknown: %s", why);
+        } else {
+            for (int i = 0; i < cxi.n; i++) {
+                if (t->nnic == GW_TOPO_MAX_NIC) {
+                    note_add(t->note, "more than %d NICs; the rest are ignored", GW_TOPO_MAX_NIC);
+                    break;
+                }
+                gw_topo_dev_t *d = &t->dev[t->ngpu + t->nnic];
+                d->kind = GW_TOPO_NIC;
+                d->numa = -1;
+                snprintf(d->name, sizeof(d->name), "%s", cxi.v[i]);
+                fill_cxi(t, d);
+                t->nnic++;
+            }
+            names_free(&cxi);
         }
     }
     compute(t, opts);

@@ -2,8 +2,10 @@
 /* topo.h - PCIe/NUMA topology of GPUs and RDMA NICs, read from sysfs (topo layer).
  *
  * gw_topo_create() walks a sysfs tree (GPUWIRE_SYSFS_ROOT, default /sys, or
- * any recorded tree), finds the NVIDIA GPUs and the RDMA devices with their
- * netdevs and ports, the PCIe bridges between them and their NUMA nodes, and
+ * any recorded tree), finds the NVIDIA GPUs and the NICs that move GPU memory
+ * - the RDMA devices (class/infiniband; AWS EFA among them) and HPE Slingshot
+ * CXI NICs (class/cxi), each marked with what reaches it (fabric) - with
+ * their netdevs and ports, the PCIe bridges between them and their NUMA nodes, and
  * classifies every pair the way `nvidia-smi topo -m` does:
  *
  *   NV#   NVLink (# links), as reported by the nvlink hook (CUDA or a file)
@@ -103,6 +105,9 @@ typedef struct gw_topo_dev {
     /* GPU */
     uint64_t bar1_size;   /* 0 unknown */
     /* NIC */
+    char fabric[8];       /* what reaches it: "verbs" (the verbs transport), "efa" or "cxi" (libfabric's
+                           * provider of that name, through the ofi transport: an EFA device is an RDMA
+                           * device without reliable connected queue pairs, a CXI NIC no RDMA device) */
     char netdevs[GW_TOPO_MAX_NETDEV][32];
     int nnetdevs;
     gw_topo_port_t ports[GW_TOPO_MAX_PORTS];

@@ -4,7 +4,7 @@
  *
  *   nccl_props PLUGIN.so [--fixture virtio|virtual] [--expect-pci BDF|none]
  *              [--expect-ptr host|cuda] [--expect-gdr-level LEVEL|unset]
- *              [--preset-gdr-level LEVEL]
+ *              [--preset-gdr-level LEVEL] [--expect-ndev N] [--expect-name NAME]
  *
  * --fixture builds a small sysfs tree in a temporary directory and points
  * GPUWIRE_SYSFS_ROOT at it, with GPUWIRE_NCCL_IFNAME=lo (an interface every
@@ -18,6 +18,9 @@
  * Then init through v12, and getProperties through v12, v11, v10, v9 and v8
  * must all report the same name, PCI path, pointer types and speed; v12's
  * railId/planeId are "not known" and its device list names the device.
+ * Without --fixture the tree is GPUWIRE_SYSFS_ROOT's (ctest points it at a
+ * machine of tests/topo/mkfixture.sh, e.g. an EFA instance).
+ * --expect-ndev, --expect-name: how many devices, and device 0's name.
  * --expect-ptr: NCCL_PTR_CUDA advertised or not (the GPU-buffer choice);
  * --expect-gdr-level: NCCL_NET_GDR_LEVEL in the environment after init
  * (set by the plugin, kept from --preset-gdr-level, or left unset).
@@ -93,6 +96,8 @@ static void build_fixture(const char *kind)
 int main(int argc, char **argv)
 {
     const char *fixture = NULL, *want_pci = NULL, *want_ptr = NULL, *want_level = NULL, *preset = NULL;
+    const char *want_name = NULL;
+    int want_ndev = -1;
     if (argc < 2) {
         fprintf(stderr, "usage: %s PLUGIN.so [--fixture virtio|virtual] [--expect-pci BDF|none] "
                 "[--expect-ptr host|cuda] [--expect-gdr-level LEVEL|unset] [--preset-gdr-level LEVEL]\n", argv[0]);
@@ -109,6 +114,10 @@ int main(int argc, char **argv)
             want_level = argv[i + 1];
         else if (!strcmp(argv[i], "--preset-gdr-level"))
             preset = argv[i + 1];
+        else if (!strcmp(argv[i], "--expect-ndev"))
+            want_ndev = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--expect-name"))
+            want_name = argv[i + 1];
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -116,6 +125,8 @@ int main(int argc, char **argv)
     }
     if (fixture)
         build_fixture(fixture);
+    else if (getenv("GPUWIRE_SYSFS_ROOT"))
+        snprintf(g_root, sizeof(g_root), "%s", getenv("GPUWIRE_SYSFS_ROOT"));
     if (preset)
         setenv("NCCL_NET_GDR_LEVEL", preset, 1);
     else
@@ -159,6 +170,10 @@ int main(int argc, char **argv)
             p12.name, p12.pciPath ? p12.pciPath : "(null)", p12.ptrSupport, p12.speed, p12.railId, p12.planeId,
             p12.vProps.ndevs, p12.vProps.devs[0]);
 
+    if (want_ndev >= 0)
+        CHECK(ndev == want_ndev);
+    if (want_name)
+        CHECK(p12.name && strcmp(p12.name, want_name) == 0);
     /* v12's own fields */
     CHECK(p12.railId == NCCL_NET_ID_UNDEF && p12.planeId == NCCL_NET_ID_UNDEF);
     CHECK(p12.vProps.ndevs == 1 && p12.vProps.devs[0] == 0);

@@ -3,7 +3,7 @@
 # mkfixture.sh NAME OUTDIR - builds a recorded-style sysfs/procfs tree of a
 # machine for the topology and doctor tests:
 #   OUTDIR/sys    sysfs subset: devices/pci*, bus/pci/devices links,
-#                 class/infiniband, class/net, class/iommu, module, kernel/iommu_groups
+#                 class/infiniband, class/cxi, class/net, class/iommu, module, kernel/iommu_groups
 #   OUTDIR/proc   cmdline, modules, sys/kernel/osrelease
 #   OUTDIR/boot   config-<release>
 #   OUTDIR/sys/gpuwire-nvlink.txt  "BDF BDF LINKS" (what CUDA/NVML would report), when the
@@ -13,7 +13,7 @@
 # symlinks.  Config space is a binary file with the PCIe capability at 0x40
 # and, for bridges that have one, the ACS extended capability.
 #
-# Machines: cloudvm dgx8 acs numa broken fakegpu (see each function below).
+# Machines: cloudvm dgx8 acs numa broken fakegpu efa cxi (see each function below).
 set -eu
 NAME=$1
 OUT=$2
@@ -83,6 +83,7 @@ pcidev() {
     [ $((cls >> 8)) = $((0x0604)) ] && hdr=1
     config "$d/config" "$ven" "$dev" "$cls" "$typ" "$hdr" "$acs" "$size"
     ln -sfn "../../../devices/$path" "$S/bus/pci/devices/$bdf"
+    ln -sfn "$(updots "devices/$path")bus/pci" "$d/subsystem"
     if [ "$IOMMU" != off ]; then
         NGROUP=$((NGROUP + 1))
         mkdir -p "$S/kernel/iommu_groups/$NGROUP"
@@ -154,6 +155,41 @@ nic() {
     mkdir -p "$d/net/$nd"
     echo "$mtu" >"$d/net/$nd/mtu"
     if [ "$state" = 4 ]; then echo up; else echo down; fi >"$d/net/$nd/operstate"
+    ln -sfn "../../../$bdf" "$d/net/$nd/device"
+    ln -sfn "../../devices/$path/net/$nd" "$S/class/net/$nd"
+}
+
+# efanic PATH IBDEV NUMA - an AWS EFA device: Amazon's vendor id and an EFA
+# device id, the efa driver, an RDMA device whose one port is ACTIVE with
+# link layer "Unspecified" and one GID of no RoCE type, and no netdev.
+efanic() {
+    local path=$1 ib=$2 numa=$3
+    local d=$S/devices/$path bdf=${path##*/}
+    pcidev "$path" 0x1d0f 0xefa1 0x020000 0 "$numa"
+    driver "$path" efa
+    local p=$d/infiniband/$ib/ports/1
+    mkdir -p "$p/gids" "$p/gid_attrs/types" "$p/gid_attrs/ndevs"
+    ln -sfn "../../../$bdf" "$d/infiniband/$ib/device"
+    ln -sfn "../../devices/$path/infiniband/$ib" "$S/class/infiniband/$ib"
+    echo "4: ACTIVE" >"$p/state"; echo "5: LinkUp" >"$p/phys_state"
+    echo "100 Gb/sec (4X EDR)" >"$p/rate"
+    echo Unspecified >"$p/link_layer"
+    echo "fe80:0000:0000:0000:0400:00ff:fe${bdf:5:2}:0001" >"$p/gids/0"
+}
+
+# cxinic PATH NAME NETDEV NUMA - an HPE Slingshot NIC: class/cxi/NAME, the
+# cxi_core driver, its netdev NETDEV up at 200 Gb/s.
+cxinic() {
+    local path=$1 name=$2 nd=$3 numa=$4
+    local d=$S/devices/$path bdf=${path##*/}
+    pcidev "$path" 0x17db 0x0501 0x020000 0 "$numa"
+    driver "$path" cxi_core
+    mkdir -p "$d/cxi/$name" "$S/class/cxi" "$d/net/$nd"
+    ln -sfn "../../../$bdf" "$d/cxi/$name/device"
+    ln -sfn "../../devices/$path/cxi/$name" "$S/class/cxi/$name"
+    echo 9000 >"$d/net/$nd/mtu"
+    echo up >"$d/net/$nd/operstate"
+    echo 200000 >"$d/net/$nd/speed"
     ln -sfn "../../../$bdf" "$d/net/$nd/device"
     ln -sfn "../../devices/$path/net/$nd" "$S/class/net/$nd"
 }
@@ -298,10 +334,46 @@ fakegpu() {
     nic "$up/0000:82:02.0/0000:92:00.0" mlx5_0 ens92np0 0 eth 4 9000
 }
 
+# An EFA instance (p4d-like, halved): two sockets, a PCIe switch per socket
+# holding two GPUs and one EFA device; no verbs NIC.
+efa() {
+    nodes 2
+    host 6.1.0-18-cloud-amd64 0 ""
+    local rcs=(10 90) numa=(0 1) k=0
+    for rc in "${rcs[@]}"; do
+        local b=$((16#$rc)) n=${numa[$k]}
+        local rp="pci0000:$rc/0000:$rc:01.0"
+        local up="$rp/0000:$(printf %02x $((b + 1))):00.0"
+        rootport "$rp" "$n"
+        upstream "$up" "$n"
+        for dn in 0 1 2; do downstream "$up/0000:$(printf %02x $((b + 2))):0$dn.0" "$n" 0x0000; done
+        gpu "$up/0000:$(printf %02x $((b + 2))):00.0/0000:$(printf %02x $((b + 3))):00.0" "$n"
+        gpu "$up/0000:$(printf %02x $((b + 2))):01.0/0000:$(printf %02x $((b + 4))):00.0" "$n"
+        efanic "$up/0000:$(printf %02x $((b + 2))):02.0/0000:$(printf %02x $((b + 5))):00.0" \
+            "rdmap$((b + 5))s0" "$n"
+        k=$((k + 1))
+    done
+}
+
+# A Slingshot node: one socket, a switch with a GPU and a CXI NIC, a second
+# GPU on another root port.
+cxi() {
+    nodes 1
+    host 6.4.0-150600-default 1 ""
+    local up=pci0000:00/0000:00:01.0/0000:01:00.0
+    rootport pci0000:00/0000:00:01.0 0
+    upstream "$up" 0
+    for dn in 0 1; do downstream "$up/0000:02:0$dn.0" 0 0x0000; done
+    gpu "$up/0000:02:00.0/0000:03:00.0" 0
+    cxinic "$up/0000:02:01.0/0000:04:00.0" cxi0 hsn0 0
+    rootport pci0000:00/0000:00:02.0 0
+    gpu pci0000:00/0000:00:02.0/0000:05:00.0 0
+}
+
 case "$NAME" in
-cloudvm | dgx8 | acs | numa | broken | fakegpu) "$NAME" ;;
+cloudvm | dgx8 | acs | numa | broken | fakegpu | efa | cxi) "$NAME" ;;
 *)
-    echo "mkfixture.sh: unknown machine '$NAME' (cloudvm dgx8 acs numa broken fakegpu)" >&2
+    echo "mkfixture.sh: unknown machine '$NAME' (cloudvm dgx8 acs numa broken fakegpu efa cxi)" >&2
     exit 2
     ;;
 esac

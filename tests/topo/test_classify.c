@@ -210,7 +210,7 @@ static void test_dgx8(void)
     CHECK(t->note[0] == '\0');
     char *txt = print_to_string(t, 0);
     CHECK(strstr(txt, "GPU0    X      NV12   NV12"));
-    CHECK(strstr(txt, "NIC0: mlx5_0 (ibp5s0)"));
+    CHECK(strstr(txt, "NIC0: mlx5_0 [verbs] (ibp5s0)"));
     free(txt);
     gw_topo_destroy(t);
 
@@ -316,6 +316,54 @@ static void test_broken(void)
     CHECK_ST(gw_topo_create("/", &bad, &none, err, sizeof(err)), GW_ERR_INVALID);
 }
 
+/* NICs that libfabric reaches: EFA devices (RDMA devices of Amazon's
+ * vendor id, driver efa) and CXI NICs (class/cxi) take their place in the
+ * matrix and as a GPU's nearest NIC, marked with their fabric. */
+static void test_ofi_nics(void)
+{
+    fx_t f;
+    fx_build(&f, "efa");
+    gw_topo_t *t = load(&f, NULL);
+    CHECK(t->ngpu == 4 && t->nnic == 2);
+    int k = gw_topo_find(t, "rdmap21s0");
+    REQUIRE(k >= t->ngpu);
+    CHECK(strcmp(t->dev[k].fabric, "efa") == 0 && strcmp(t->dev[k].driver, "efa") == 0);
+    CHECK(strcmp(t->dev[k].bdf, "0000:15:00.0") == 0 && t->dev[k].nports == 1 && t->dev[k].ports[0].state == 4);
+    CHECK_CELL(t, "GPU0", "rdmap21s0", "PIX");
+    CHECK_CELL(t, "GPU0", "rdmap149s0", "SYS");
+    CHECK(t->nnearest[0] == 1 && t->nearest[0][0] == k);
+    char nic[64], why[256];
+    CHECK(gw_topo_default_nic(f.sys, "0000:93:00.0", nic, sizeof(nic), why, sizeof(why)) == GW_OK &&
+          strcmp(nic, "rdmap149s0") == 0);
+    char *txt = print_to_string(t, 0);
+    CHECK(strstr(txt, "rdmap21s0 [efa]"));
+    free(txt);
+    txt = print_to_string(t, 1);
+    CHECK(strstr(txt, "\"fabric\":\"efa\""));
+    free(txt);
+    gw_topo_destroy(t);
+    fx_remove(&f);
+
+    fx_build(&f, "cxi");
+    t = load(&f, NULL);
+    CHECK(t->ngpu == 2 && t->nnic == 1);
+    k = gw_topo_find(t, "cxi0");
+    REQUIRE(k >= t->ngpu);
+    const gw_topo_dev_t *d = &t->dev[k];
+    CHECK(strcmp(d->fabric, "cxi") == 0 && strcmp(d->bdf, "0000:04:00.0") == 0 && d->nnetdevs == 1 &&
+          strcmp(d->netdevs[0], "hsn0") == 0);
+    CHECK(d->nports == 1 && d->ports[0].state == 4 && strcmp(d->ports[0].netdev, "hsn0") == 0 &&
+          d->ports[0].netdev_mtu == 9000 && strstr(d->ports[0].rate, "200"));
+    CHECK_CELL(t, "GPU0", "cxi0", "PIX");
+    CHECK_CELL(t, "GPU1", "cxi0", "PHB");
+    CHECK(t->nnearest[0] == 1 && t->nearest[0][0] == k && t->nnearest[1] == 1);
+    txt = print_to_string(t, 0);
+    CHECK(strstr(txt, "cxi0 [cxi] (hsn0)"));
+    free(txt);
+    gw_topo_destroy(t);
+    fx_remove(&f);
+}
+
 int main(void)
 {
     test_cloudvm();
@@ -323,5 +371,6 @@ int main(void)
     test_acs_tree();
     test_numa();
     test_broken();
+    test_ofi_nics();
     return gwt_done("topo_classify");
 }

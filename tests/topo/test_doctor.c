@@ -19,6 +19,10 @@ typedef struct fake {
     int live_calls;
     char live_pairs[256];
     uint64_t memlock;
+    int ofi;             /* fake libfabric: 1 the provider answers for the NIC, 0 not, -1 absent */
+    int ofi_hmem;        /* ... with FI_HMEM */
+    int ofi_calls;
+    char ofi_asked[128]; /* "prov/nic " per call */
 } fake_t;
 
 static const fx_t *cur_fx;
@@ -85,6 +89,27 @@ static gw_verdict_t fake_live(void *arg, const gw_topo_dev_t *gpu, const gw_topo
     return f->live;
 }
 
+/* libfabric as it would answer: a domain named like efa's, "<nic>-rdm" */
+static int fake_ofi(void *arg, const char *prov, const char *nic, char *dom, size_t domlen, int *hmem, char *why,
+                    size_t whylen)
+{
+    fake_t *f = arg;
+    f->ofi_calls++;
+    size_t n = strlen(f->ofi_asked);
+    snprintf(f->ofi_asked + n, sizeof(f->ofi_asked) - n, "%s/%s ", prov, nic);
+    if (f->ofi < 0) {
+        snprintf(why, whylen, "dlopen(libfabric.so.1) failed: not found");
+        return -1;
+    }
+    if (!f->ofi) {
+        snprintf(why, whylen, "its domains are other0-rdm, none named after %s", nic);
+        return 0;
+    }
+    snprintf(dom, domlen, "%s-rdm", nic);
+    *hmem = f->ofi_hmem;
+    return 1;
+}
+
 static int fake_memlock(void *arg, uint64_t *bytes, char *why, size_t whylen)
 {
     (void)why;
@@ -109,6 +134,7 @@ static gw_doctor_env_t env_for(const fx_t *fx, fake_t *f, int hooks)
         e.cuda_query = fake_cuda;
         e.verbs_query = fake_verbs;
         e.live_test = fake_live;
+        e.ofi_query = fake_ofi;
     }
     cur_fx = fx;
     return e;
@@ -394,6 +420,93 @@ static void test_broken(void)
     fx_remove(&fx);
 }
 
+/* EFA NICs: found like verbs NICs (presence, PCIe path to the nearest GPU,
+ * dma-buf by driver), their RoCE-only checks skipped, and libfabric asked
+ * for the efa provider on each; the verbs live test does not run on them. */
+static void test_efa(void)
+{
+    fx_t fx;
+    fx_build(&fx, "efa");
+    fake_t f = good();
+    f.ofi = 1;
+    f.ofi_hmem = 1;
+    gw_doctor_env_t e = env_for(&fx, &f, 1);
+    gw_doctor_report_t r;
+    run(&e, &r);
+    CHECK_V(&r, "nic.present", NULL, GW_VERDICT_PASS);
+    const gw_check_t *c = gw_doctor_find(&r, "nic.present", NULL);
+    CHECK(c && strstr(c->evidence, "rdmap21s0 0000:15:00.0 via libfabric efa"));
+    c = gw_doctor_find(&r, "pcie.path", "GPU0");
+    CHECK(c && c->verdict == GW_VERDICT_PASS && strstr(c->evidence, "nearest NIC rdmap21s0") &&
+          strstr(c->evidence, "PIX"));
+    c = gw_doctor_find(&r, "pcie.path", "GPU2");
+    CHECK(c && strstr(c->evidence, "nearest NIC rdmap149s0"));
+    CHECK_V(&r, "nic.dmabuf", "rdmap21s0", GW_VERDICT_PASS);
+    CHECK_V(&r, "nic.port", "rdmap21s0:1", GW_VERDICT_PASS);
+    count_verdicts(&r, "nic.gid", GW_VERDICT_SKIP, 2);
+    count_verdicts(&r, "nic.mtu", GW_VERDICT_SKIP, 2);
+    count_verdicts(&r, "ofi.provider", GW_VERDICT_PASS, 2);
+    c = gw_doctor_find(&r, "ofi.provider", "rdmap21s0");
+    CHECK(c && strstr(c->evidence, "domain rdmap21s0-rdm") && strstr(c->evidence, "FI_HMEM"));
+    CHECK(f.ofi_calls == 2 && strstr(f.ofi_asked, "efa/rdmap21s0") && strstr(f.ofi_asked, "efa/rdmap149s0"));
+    count_verdicts(&r, "live.gdr", GW_VERDICT_SKIP, 2);
+    CHECK(f.live_calls == 0);
+    gw_doctor_report_free(&r);
+
+    /* without FI_HMEM: GPU memory would not go over the NIC */
+    f = good();
+    f.ofi = 1;
+    e = env_for(&fx, &f, 1);
+    run(&e, &r);
+    count_verdicts(&r, "ofi.provider", GW_VERDICT_WARN, 2);
+    gw_doctor_report_free(&r);
+    /* the provider does not answer for the NIC; libfabric absent */
+    f.ofi = 0;
+    run(&e, &r);
+    count_verdicts(&r, "ofi.provider", GW_VERDICT_FAIL, 2);
+    c = gw_doctor_find(&r, "ofi.provider", "rdmap21s0");
+    CHECK(c && strstr(c->evidence, "none named after rdmap21s0"));
+    gw_doctor_report_free(&r);
+    f.ofi = -1;
+    run(&e, &r);
+    c = gw_doctor_find(&r, "ofi.provider", "rdmap21s0");
+    CHECK(c && c->verdict == GW_VERDICT_FAIL && strstr(c->evidence, "without libfabric") &&
+          strstr(c->fix, "EFA installer"));
+    gw_doctor_report_free(&r);
+    /* no hook: skipped with the reason */
+    e = env_for(&fx, &f, 0);
+    e.ofi_absent_why = "built without the ofi transport";
+    run(&e, &r);
+    count_verdicts(&r, "ofi.provider", GW_VERDICT_SKIP, 2);
+    gw_doctor_report_free(&r);
+    fx_remove(&fx);
+}
+
+/* A CXI NIC: listed, nearest to the GPU under its switch, no libibverbs
+ * needed (rdma_core skipped), the cxi provider asked. */
+static void test_cxi(void)
+{
+    fx_t fx;
+    fx_build(&fx, "cxi");
+    fake_t f = good();
+    f.ofi = 1;
+    f.ofi_hmem = 1;
+    gw_doctor_env_t e = env_for(&fx, &f, 1);
+    gw_doctor_report_t r;
+    run(&e, &r);
+    const gw_check_t *c = gw_doctor_find(&r, "nic.present", NULL);
+    CHECK(c && c->verdict == GW_VERDICT_PASS && strstr(c->evidence, "cxi0 0000:04:00.0 via libfabric cxi"));
+    c = gw_doctor_find(&r, "pcie.path", "GPU0");
+    CHECK(c && c->verdict == GW_VERDICT_PASS && strstr(c->evidence, "nearest NIC cxi0"));
+    CHECK_V(&r, "rdma_core.dmabuf", NULL, GW_VERDICT_SKIP);
+    CHECK_V(&r, "nic.port", "cxi0:1", GW_VERDICT_PASS);
+    CHECK_V(&r, "nic.gid", "cxi0:1", GW_VERDICT_SKIP);
+    CHECK_V(&r, "ofi.provider", "cxi0", GW_VERDICT_PASS);
+    CHECK(strstr(f.ofi_asked, "cxi/cxi0") != NULL);
+    gw_doctor_report_free(&r);
+    fx_remove(&fx);
+}
+
 int main(void)
 {
     test_cloudvm();
@@ -401,5 +514,7 @@ int main(void)
     test_acs();
     test_numa();
     test_broken();
+    test_efa();
+    test_cxi();
     return gwt_done("topo_doctor");
 }

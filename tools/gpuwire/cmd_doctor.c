@@ -297,12 +297,14 @@ int cmd_doctor(int argc, char **argv)
     /* a recorded tree describes another machine: this one's drivers cannot speak for it */
     const char *root = env.sysfs_root ? env.sysfs_root : gw_settings_sysfs_root(NULL);
     if (strcmp(root, "/sys") != 0) {
-        static const char *rec = "a recorded sysfs tree is checked: the CUDA, verbs and live checks need the live machine";
+        static const char *rec = "a recorded sysfs tree is checked: the CUDA, verbs, libfabric and live checks need "
+                                 "the live machine";
         env.cuda_query = NULL;
         env.verbs_query = NULL;
+        env.ofi_query = NULL;
         env.live_test = NULL;
         env.topo_opts.nvlink = NULL;
-        env.cuda_absent_why = env.verbs_absent_why = env.live_absent_why = rec;
+        env.cuda_absent_why = env.verbs_absent_why = env.live_absent_why = env.ofi_absent_why = rec;
     }
     gw_doctor_report_t rep = {0};
     gw_status_t st = gw_doctor_run(&env, &rep);

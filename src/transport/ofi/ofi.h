@@ -59,6 +59,7 @@ GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
 #define GW_OFI_NRX 64                                   /* receive slots posted per endpoint */
 #define GW_OFI_NTX 64                                   /* send slots per endpoint */
 #define GW_OFI_MAX_RMA 256                              /* RMA pieces in flight per endpoint */
+#define GW_OFI_INJECT_MAX 256                           /* largest message sent by fi_inject (header included) */
 
 typedef struct gw_ofi_iface {
     gw_tl_iface_t super;
@@ -79,6 +80,8 @@ typedef struct gw_ofi_iface {
     int shm_names;        /* shm: endpoints get gpuwire's own region names (ofi_shm.c) */
     uint64_t next_key;    /* requested keys, when the provider does not pick them */
     uint64_t max_piece;   /* largest single RMA (the endpoint's max_msg_size, capped) */
+    size_t inject;        /* messages up to this size (header included) go by fi_inject: no send
+                           * completion to read; 0 none (the provider's inject_size, capped) */
     uint64_t gpu_regs;
     gw_liveness_t live;
     char prov[GW_OFI_PROV_MAX];
@@ -147,7 +150,7 @@ typedef struct gw_ofi_ep {
     gw_ofi_addr_t local, remote;
     uint64_t last_ping_ns;
     /* counters for ep_describe */
-    uint64_t n_rma, n_eager, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe;
+    uint64_t n_rma, n_eager, n_inject, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe;
 } gw_ofi_ep_t;
 
 static inline gw_ofi_ep_t *to_oep(gw_tl_ep_t *e) { return (gw_ofi_ep_t *)e; }
@@ -155,6 +158,12 @@ static inline gw_core_t *oep_core(gw_ofi_ep_t *ep) { return ep->oif->super.core;
 
 /* ofi_iface.c */
 extern const gw_tl_ops_t gw_tl_ofi_ops;
+/* fi_getinfo for what the transport needs (RDM, messages and RMA; FI_HMEM
+ * when hmem; FI_DELIVERY_COMPLETE when delivery), of provider prov and
+ * domain dom when given; NULL when nothing matches (the reason in why).
+ * Also the doctor's question for a NIC (diag/hooks.c). */
+struct fi_info *gw_ofi_getinfo(const gw_fi_t *fi, const char *prov, const char *dom, int hmem, int delivery,
+                               char *why, size_t whylen);
 const char *gw_ofi_strerror(const gw_ofi_iface_t *oif, int err);
 /* Registers [buf, +len) for this request alone (FI_MR_LOCAL providers;
  * access FI_* flags); NULL with the detail set on failure. */

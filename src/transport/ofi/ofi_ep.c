@@ -342,12 +342,13 @@ gw_status_t gw_ofi_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
 {
     gw_ofi_ep_t *ep = to_oep(e);
     gw_ofi_iface_t *oif = ep->oif;
-    snprintf(buf, len, "ofi %s/%s -> %s/%s, %s, %s; %llu RMA pieces, %llu eager and %llu rendezvous messages, "
-             "%llu bounced, %llu registered per operation, %llu waits for room",
+    snprintf(buf, len, "ofi %s/%s -> %s/%s, %s, %s; %llu RMA pieces, %llu eager (%llu injected) and %llu "
+             "rendezvous messages, %llu bounced, %llu registered per operation, %llu waits for room",
              oif->prov, oif->dom, ep->remote.prov, ep->remote.domain,
              oif->hmem ? "GPU memory by FI_HMEM" : "host memory only",
              oif->delivery ? "delivery complete" : "transmit complete", (unsigned long long)ep->n_rma,
-             (unsigned long long)ep->n_eager, (unsigned long long)ep->n_rdv, (unsigned long long)ep->n_bounce,
+             (unsigned long long)ep->n_eager, (unsigned long long)ep->n_inject, (unsigned long long)ep->n_rdv,
+             (unsigned long long)ep->n_bounce,
              (unsigned long long)ep->n_onfly, (unsigned long long)ep->n_eagain);
     return GW_OK;
 }

@@ -44,9 +44,7 @@ static uint32_t api_version(const gw_fi_t *fi)
     return have < built ? have : built;
 }
 
-/* fi_getinfo with what the transport needs; NULL when nothing matches (the
- * reason in why). */
-static struct fi_info *getinfo(const gw_fi_t *fi, const char *prov, const char *dom, int hmem, int delivery,
+struct fi_info *gw_ofi_getinfo(const gw_fi_t *fi, const char *prov, const char *dom, int hmem, int delivery,
                                char *why, size_t whylen)
 {
     struct fi_info *hints = fi->dupinfo(NULL), *out = NULL;
@@ -150,9 +148,15 @@ static int ofi_poll(void *arg)
         if (ep->connected)
             n += gw_ofi_ep_progress(ep);
     }
-    if ((oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps))
-        gw_core_signal(oif->super.core); /* nothing would wake a sleeper: keep the context fd readable */
-    uint64_t now = gw_now_ns();
+    /* nothing would wake a sleeper: the context fd stays readable while
+     * endpoints exist (armed once, not drained and re-armed every pass) */
+    int keep = (oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps);
+    if (keep != oif->super.core->keep_ready)
+        gw_core_keep_ready(oif->super.core, keep);
+    /* (the coarse clock: the liveness tick is 20 ms, and this runs on every
+     * pass of a spinning caller, where a full clock read was a fifth of the
+     * cycles of an 8-byte ping-pong over shm) */
+    uint64_t now = gw_now_coarse_ns();
     if (!gw_liveness_due(&oif->live, now))
         return n;
     gw_list_for_each_safe(p, t, &oif->eps) {
@@ -238,16 +242,24 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
      * GPU support the provider might set up */
     char cwhy[256] = "";
     int try_hmem = strcmp(hm, "off") != 0 && gw_cuda_get(cwhy, sizeof(cwhy)) != NULL;
+    /* the NIC: the one this context names (GPUWIRE_IB_DEVICE or
+     * gw_config_t.ib_device, "NIC[:port]": the NCCL plugin's context per
+     * NIC), else the one nearest this process's GPU */
     char nic[64] = "", nic_why[256] = "";
-    if (!*dom && gw_topo_process_nic(s, nic, sizeof(nic), nic_why, sizeof(nic_why)) != GW_OK)
+    const char *named_nic = gw_settings_str(s, GW_SET_IB_DEVICE);
+    if (!*dom && *named_nic) {
+        snprintf(nic, sizeof(nic), "%.*s", (int)strcspn(named_nic, ":"), named_nic);
+        snprintf(nic_why, sizeof(nic_why), "the context's NIC, %s", named_nic);
+    } else if (!*dom && gw_topo_process_nic(s, nic, sizeof(nic), nic_why, sizeof(nic_why)) != GW_OK) {
         nic[0] = '\0';
+    }
 
     struct fi_info *list = NULL, *info = NULL;
     char passed[400] = "", gwhy[400] = "";
     int hmem = 0, delivery = 0;
     for (int h = try_hmem; h >= 0 && !info; h--)
         for (int d = 1; d >= 0 && !info; d--) {
-            list = getinfo(fi, want, dom, h, d, gwhy, sizeof(gwhy));
+            list = gw_ofi_getinfo(fi, want, dom, h, d, gwhy, sizeof(gwhy));
             if (!list)
                 continue;
             passed[0] = '\0';
@@ -305,6 +317,12 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     oif->max_piece = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : (1ull << 30);
     if (oif->max_piece > (1ull << 30))
         oif->max_piece = 1ull << 30;
+    oif->inject = GW_MIN(info->tx_attr->inject_size, (size_t)GW_OFI_INJECT_MAX);
+    /* test hook (not a setting): every message from a send slot, as on a
+     * provider without inject room, so both paths run over one provider */
+    th = gw_settings_test_hook("GW_TEST_OFI_NO_INJECT");
+    if (oif->inject < GW_OFI_HDR_LEN || (th && *th == '1'))
+        oif->inject = 0;
     gw_random_bytes(&oif->next_key, sizeof(oif->next_key));
     oif->next_key = (oif->next_key & 0xffffffffull) << 16;
 
@@ -319,7 +337,10 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         snprintf(why, whylen, "fi_domain(%s, %s) failed: %s", oif->prov, oif->dom, fi->strerror(-rc));
         goto err;
     }
-    oif->wait_fd = 1; /* until an endpoint's queue says otherwise (ofi_ep.c) */
+    /* wait fds until an endpoint's queue says otherwise (ofi_ep.c), or
+     * none at all when GPUWIRE_OFI_WAIT=poll: then the context is kept
+     * polling while endpoints exist (ofi_poll), as when none is offered */
+    oif->wait_fd = strcmp(gw_settings_str(&core->settings, GW_SET_OFI_WAIT), "poll") != 0;
     {
         size_t cl = strcspn(oif->prov, ";");
         oif->no_wakeup = (cl == 3 && !strncmp(oif->prov, "shm", 3)) || (cl == 3 && !strncmp(oif->prov, "sm2", 3));
@@ -370,6 +391,8 @@ static void ofi_iface_close(gw_tl_iface_t *iface)
         gw_log(GW_LOG_WARN, "ofi %s: closing with %zu endpoints alive", oif->prov, gw_list_len(&oif->eps));
     gw_core_del_sleeper(core, ofi_sleep, oif);
     gw_core_del_poller(core, ofi_poll, oif);
+    if (core->keep_ready)
+        gw_core_keep_ready(core, 0);
     int rc;
     if ((rc = fi_close(&oif->domain->fid)) != 0)
         gw_log(GW_LOG_WARN, "fi_close(domain %s) failed: %s (regions still registered?)", oif->dom,
@@ -383,7 +406,9 @@ static void ofi_iface_close(gw_tl_iface_t *iface)
 static gw_status_t ofi_iface_describe(gw_tl_iface_t *iface, char *buf, size_t len)
 {
     gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
-    snprintf(buf, len, "%s; largest RMA %llu bytes, inject %zu bytes, mr_mode%s%s%s", oif->how,
+    snprintf(buf, len, "%s; completions %s; largest RMA %llu bytes, inject %zu bytes, mr_mode%s%s%s", oif->how,
+             oif->no_wakeup || !oif->wait_fd ? "polled (the context fd stays readable while endpoints exist)"
+                                             : "wake the context through the queues' wait fds",
              (unsigned long long)oif->max_piece, oif->info->tx_attr->inject_size,
              oif->mr_local ? " local" : "", oif->virt_addr ? " virt_addr" : " offsets",
              oif->prov_key ? " prov_key" : " app_key");

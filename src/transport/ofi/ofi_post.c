@@ -67,10 +67,37 @@ static void tx_put(gw_ofi_ep_t *ep, unsigned slot)
     ep->txfree[ep->ntxfree++] = (uint16_t)slot;
 }
 
+/* A message of n bytes (header included) by fi_inject: the provider copies
+ * it before returning and reports no completion, so a small message costs
+ * no send slot and no completion to read.  Only once the provider's
+ * connection to the peer is up (a send completed): connect waits for its
+ * first message's completion.  0 sent, 1 not taken (too large, or no room
+ * now: -FI_EAGAIN), < 0 the provider's error. */
+static int inject_msg(gw_ofi_ep_t *ep, const void *msg, size_t n)
+{
+    if (n > ep->oif->inject || !ep->tx_seen)
+        return 1;
+    ssize_t rc = fi_inject(ep->ep, msg, n, ep->peer);
+    if (rc == -FI_EAGAIN) {
+        ep->n_eagain++;
+        return 1;
+    }
+    if (rc == 0)
+        ep->n_inject++;
+    return (int)rc;
+}
+
 /* ---- control messages ---------------------------------------------------------- */
 /* 0 sent, 1 no room now, < 0 the provider's error */
 static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
 {
+    if (GW_OFI_HDR_LEN <= ep->oif->inject && ep->tx_seen) {
+        uint8_t m[GW_OFI_HDR_LEN];
+        gw_ofi_hdr_write(h, m);
+        int r = inject_msg(ep, m, GW_OFI_HDR_LEN);
+        if (r != 1)
+            return r;
+    }
     int s = tx_get(ep);
     if (s < 0)
         return 1;
@@ -269,6 +296,26 @@ static int post_rma(gw_ofi_ep_t *ep, gw_request_t *req)
 static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
 {
     int host = !req->lmem || req->lmem->type == GW_MEM_HOST;
+    if (host && GW_OFI_HDR_LEN + req->len <= ep->oif->inject && ep->tx_seen) {
+        uint8_t m[GW_OFI_INJECT_MAX];
+        gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .f = {req->value, req->len}};
+        gw_ofi_hdr_write(&h, m);
+        if (req->len)
+            memcpy(m + GW_OFI_HDR_LEN, req->buf, req->len);
+        int r = inject_msg(ep, m, GW_OFI_HDR_LEN + req->len);
+        if (r < 0) {
+            gw_ofi_ep_die(ep, gw_ofi_status_of(r), "ofi %s: fi_inject of a %zu-byte message to %s failed: %s",
+                          ep->oif->prov, req->len, B(ep)->peer, gw_ofi_strerror(ep->oif, r));
+            return -1;
+        }
+        if (r == 0) { /* the provider holds a copy: the send is complete */
+            ep->n_eager++;
+            req->length = req->len;
+            gw_ep_op_done(B(ep), req, GW_OK);
+            return 0;
+        }
+        /* no room now: from a slot, whose completion frees it */
+    }
     if (req->len <= GW_OFI_EAGER_MAX && host) {
         int s = tx_get(ep);
         if (s < 0)
