@@ -520,4 +520,5 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .put_direct = gw_verbs_put_direct,
     .ep_progress = verbs_ep_progress,
     .recv_matched = gw_verbs_recv_matched,
+    .cancel = gw_tl_no_cancel,
 };
