@@ -525,7 +525,7 @@ static void case_dereg_race(void)
             CHECK(end_of(r[k], it_now(), NULL) != GW_OK);
     usleep(300000);
     uint64_t h2 = target_hash(&T, ctx, 1, LEN);
-    fprintf(stderr, "  %lu puts posted while the region was deregistered: %lu ok, %lu failed, %lu refused at posting\n",
+    fprintf(stderr, "  %lu puts posted around the deregistration: %lu ok, %lu failed, %lu refused at posting\n",
             posted, ok, failed, refused);
     if (h1 != h2) {
         fprintf(stderr, "  bytes landed in the region after gw_mem_dereg returned\n");
