@@ -508,12 +508,12 @@ void tcp_tx_job_done(conn_t *c, gw_tcp_job_t *j)
 }
 
 /* ---- cancel ------------------------------------------------------------------------ */
-/* Is t a frame of req that no byte of has been written, nor handed to a
- * helper thread or a staging copy? */
+/* Is t a host frame of req that no byte of has been written, nor handed to
+ * a helper thread? */
 static int tx_withdrawable(tcp_ep_t *ep, const conn_t *c, const tx_item_t *t, const gw_request_t *req)
 {
-    if (t->off || t->iov || t->gb || t->staged || t->sl_n || (t == c->txh && c->tx_busy))
-        return 0;
+    if (t->off || t->iov || t->gb || t->gpu_dev >= 0 || t->owned || (t == c->txh && c->tx_busy))
+        return 0; /* (GPU-sourced frames are left to their staging: a stream may wait on its head) */
     if (t->req) /* an eager send's frame carries its request */
         return t->req == req;
     gw_tcp_hdr_t h;
