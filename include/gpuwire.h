@@ -259,7 +259,12 @@ GW_API gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigne
                               gw_mem_t **out);
 
 /* Deregisters and revokes every remote key of the region.  GW_ERR_BUSY while
- * a local operation still uses it (nothing changes then). */
+ * a local operation still uses it (nothing changes then).  On GW_OK nothing
+ * lands in the region any more, over every transport save ofi's shm provider
+ * (it checks no key: docs/OFI.md): a peer's put through
+ * a revoked key that arrives later is refused (GW_ERR_INVALID_KEY at the
+ * peer; over verbs and ofi over tcp its endpoint fails), and one being
+ * copied in is waited for.  The memory is the caller's to reuse or free. */
 GW_API gw_status_t gw_mem_dereg(gw_mem_t *mem);
 
 /* Allocates len bytes of zeroed host memory and registers them as by

@@ -28,6 +28,12 @@ static void withdraw(gw_request_t *r, const char *how)
     gw_req_complete(r, GW_ERR_CANCELED);
 }
 
+/* The bytes an operation moves, for the messages below. */
+static size_t op_bytes(const gw_request_t *r)
+{
+    return r->op == GW_OP_BATCH && r->batch ? (size_t)r->batch->total : r->len;
+}
+
 /* The request is past withdrawal: it is watched from now on (the cancel
  * watch below) and must end within GPUWIRE_OP_TIMEOUT_MS. */
 static void watch(gw_request_t *r)
@@ -64,7 +70,7 @@ gw_status_t gw_request_cancel(gw_request_t *req)
                 snprintf(d, sizeof(d), "%s(len=%zu): canceled by gw_request_cancel() before any of it reached the wire",
                          req->op == GW_OP_PUT ? "gw_put" : req->op == GW_OP_GET ? "gw_get"
                          : req->op == GW_OP_PUT_NOTIFY ? "gw_put_notify" : req->op == GW_OP_SEND ? "gw_send"
-                         : "gw_xfer_batch", req->len);
+                         : "gw_xfer_batch", op_bytes(req));
                 req->detail = strdup(d);
             }
             req->length = 0;
@@ -99,7 +105,7 @@ void gw_api_cancel_watch(gw_context_t *ctx)
                        r->op == GW_OP_PUT ? "a put" : r->op == GW_OP_GET ? "a get"
                        : r->op == GW_OP_PUT_NOTIFY ? "a put_notify" : r->op == GW_OP_SEND ? "a send"
                        : r->op == GW_OP_BATCH ? "a batch" : "an operation",
-                       r->len, ms, ms);
+                       op_bytes(r), ms, ms);
             break;
         }
     }
