@@ -76,6 +76,7 @@ typedef struct gw_ofi_iface {
     int wait_fd;          /* completion queues give a wait fd (else the context never sleeps on them) */
     int no_wakeup;        /* a peer's message wakes no fd here (shm: the peer writes shared memory and
                            * signals nothing): the context fd is kept readable while endpoints exist */
+    int shm_names;        /* shm: endpoints get gpuwire's own region names (ofi_shm.c) */
     uint64_t next_key;    /* requested keys, when the provider does not pick them */
     uint64_t max_piece;   /* largest single RMA (the endpoint's max_msg_size, capped) */
     uint64_t gpu_regs;
@@ -188,5 +189,11 @@ gw_status_t gw_ofi_send_ctl(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h);
 gw_status_t gw_ofi_notify_out(void *arg, gw_request_t *req);
 /* Drops every reference to requests (failure): run from on_fail. */
 void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st);
+
+/* shm region names (ofi_shm.c): a name no other process, live or dead,
+ * has used (0, or -1 when len is too small), and a once-per-process
+ * removal of the region files of dead processes. */
+int gw_ofi_shm_name(char *buf, size_t len);
+void gw_ofi_shm_sweep(void);
 
 #endif

@@ -150,8 +150,28 @@ gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep
         st = gw_err(c, GW_ERR_SYSTEM, "fi_av_open(%s/%s) failed: %s", pv, oif->dom, gw_ofi_strerror(oif, rc));
         goto err;
     }
-    if ((rc = fi_endpoint(oif->domain, oif->info, &ep->ep, NULL)) != 0) {
-        st = gw_err(c, GW_ERR_SYSTEM, "fi_endpoint(%s/%s, RDM) failed: %s", pv, oif->dom, gw_ofi_strerror(oif, rc));
+    struct fi_info *einfo = oif->info;
+    char shm_name[128];
+    if (oif->shm_names) { /* a name of our own: the provider's may be a dead process's (ofi_shm.c) */
+        if (gw_ofi_shm_name(shm_name, sizeof(shm_name)) != 0 || !(einfo = oif->fi->dupinfo(oif->info))) {
+            st = gw_err(c, GW_ERR_NOMEM, "ofi %s endpoint: no name for its shared memory region", pv);
+            goto err;
+        }
+        free(einfo->src_addr);
+        einfo->src_addr = strdup(shm_name);
+        einfo->src_addrlen = strlen(shm_name) + 1;
+        if (!einfo->src_addr) {
+            oif->fi->freeinfo(einfo);
+            st = gw_err(c, GW_ERR_NOMEM, "ofi %s endpoint: out of memory", pv);
+            goto err;
+        }
+    }
+    rc = fi_endpoint(oif->domain, einfo, &ep->ep, NULL);
+    if (einfo != oif->info)
+        oif->fi->freeinfo(einfo);
+    if (rc != 0) {
+        st = gw_err(c, GW_ERR_SYSTEM, "fi_endpoint(%s/%s, RDM%s%s) failed: %s", pv, oif->dom,
+                    oif->shm_names ? ", region " : "", oif->shm_names ? shm_name : "", gw_ofi_strerror(oif, rc));
         goto err;
     }
     if ((rc = fi_ep_bind(ep->ep, &ep->av->fid, 0)) != 0 ||

@@ -327,7 +327,10 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     {
         size_t cl = strcspn(oif->prov, ";");
         oif->no_wakeup = (cl == 3 && !strncmp(oif->prov, "shm", 3)) || (cl == 3 && !strncmp(oif->prov, "sm2", 3));
+        oif->shm_names = !strcmp(oif->prov, "shm") && info->addr_format == FI_ADDR_STR;
     }
+    if (oif->shm_names)
+        gw_ofi_shm_sweep();
     gw_status_t st;
     if ((st = gw_core_add_poller(core, ofi_poll, oif)) != GW_OK) {
         snprintf(why, whylen, "%s", core->errbuf);
