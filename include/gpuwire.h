@@ -69,6 +69,8 @@
  *   GPUWIRE_TCP_STREAMS       tcp connections per endpoint that stripe large transfers
  *   GPUWIRE_PEER_TIMEOUT_MS   how long a silent peer may stay silent before its endpoint fails
  *   GPUWIRE_PROGRESS_THREAD   on: a progress thread per context (see Threading above)
+ *   GPUWIRE_INTEGRITY         on: notifying puts carry a CRC32C checked at the target
+ *                             ("End-to-end integrity" below)
  *   GPUWIRE_CONNECT_TIMEOUT_MS  connect + handshake limit
  *   GPUWIRE_AUTH_SECRET / GPUWIRE_AUTH_SECRET_FILE   shared secret for HMAC peer authentication
  *   GPUWIRE_LOG_LEVEL         error, warn, info, debug, trace
@@ -121,6 +123,7 @@ extern "C" {
     X(GW_ERR_CUDA, -14, "CUDA driver call failed")                                       \
     X(GW_ERR_VERBS, -15, "verbs call failed")                                            \
     X(GW_ERR_CONFIG, -16, "invalid setting")                                             \
+    X(GW_ERR_INTEGRITY, -17, "data integrity check failed (checksum mismatch)")          \
     /* -20 .. -39: remote access errors (the target refused; memory untouched) */        \
     X(GW_ERR_OUT_OF_BOUNDS, -20, "remote access outside the registered region")          \
     X(GW_ERR_ACCESS, -21, "remote access not permitted by the region's access flags")    \
@@ -193,8 +196,15 @@ typedef struct gw_config {
      * GPUWIRE_PROGRESS_THREAD decides (default off). */
     int progress_thread;
     /* version 3 ends here */
+    /* GW_INTEGRITY_ON: the endpoints of this context check every notifying
+     * put end to end (CRC32C; see "End-to-end integrity" below);
+     * GW_INTEGRITY_OFF: this side does not ask for it (the peer still may);
+     * GW_INTEGRITY_DEFAULT (0): GPUWIRE_INTEGRITY decides (default off). */
+    int integrity;
+    /* version 4 ends here */
 } gw_config_t;
 enum { GW_PROGRESS_THREAD_DEFAULT = 0, GW_PROGRESS_THREAD_ON = 1, GW_PROGRESS_THREAD_OFF = -1 };
+enum { GW_INTEGRITY_DEFAULT = 0, GW_INTEGRITY_ON = 1, GW_INTEGRITY_OFF = -1 };
 
 /* Creates a context: reads settings (GPUWIRE_PEERS and GPUWIRE_DIRECTORY
  * included), opens the transports usable here (an absent optional
@@ -399,10 +409,15 @@ GW_API gw_status_t gw_put_notify(gw_ep_t *ep, const void *buf, size_t len, gw_me
                                  uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
                                  gw_request_t **req);
 /* Takes the oldest notification received on ep.  timeout_ms as gw_accept().
- * Returns GW_INPROGRESS / GW_ERR_TIMEOUT when none came. */
+ * Returns GW_INPROGRESS / GW_ERR_TIMEOUT when none came.  On an endpoint
+ * that checks integrity (below), a notification whose data failed the
+ * check is taken and reported as GW_ERR_INTEGRITY instead (*value is its
+ * value; gw_last_error() names the entry). */
 GW_API gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value);
 
-/* Tagged messages of any size.  A receive matches the oldest message on ep
+/* Tagged messages of any size.  On an endpoint that checks integrity the
+ * tag 0x6777696e74656772 is the check's own (gw_send refuses it, receives
+ * never match it).  A receive matches the oldest message on ep
  * with (msg_tag & mask) == (tag & mask), oldest in the order the peer sent
  * them: one whose bytes are still arriving is not passed over (the receive
  * waits for it).  Messages that arrive before their receive are kept.  When
@@ -499,6 +514,13 @@ typedef struct gw_xfer_opts {
     int notify;         /* GW_NOTIFY_*; puts only */
     uint64_t value;     /* ORDERED: the value queued; COUNTED: the id counted */
     /* version 1 ends here */
+    /* The end-to-end integrity check of a put with a notification (see
+     * "End-to-end integrity" below): GW_INTEGRITY_DEFAULT (0): checked when
+     * the endpoint checks; GW_INTEGRITY_OFF: not checked (its notification
+     * is delivered as it comes); GW_INTEGRITY_ON: checked, and refused with
+     * GW_ERR_UNSUPPORTED on an endpoint that does not check. */
+    int integrity;
+    /* version 2 ends here */
 } gw_xfer_opts_t;
 
 /* Moves count entry pairs as one request: op GW_XFER_PUT writes local entry
@@ -531,10 +553,40 @@ GW_API gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbas
  * ep (in any order, from batches finishing in any order) and takes count of
  * them.  count 0 returns GW_OK at once.  timeout_ms as gw_accept(): 0 polls
  * (GW_INPROGRESS when fewer arrived), GW_ERR_TIMEOUT when it expires; on
- * either nothing is taken. */
+ * either nothing is taken.  A counted notification of id whose data failed
+ * the integrity check (below) is taken by the next call for id, which
+ * returns GW_ERR_INTEGRITY naming the entry (the good ones stay counted). */
 GW_API gw_status_t gw_notify_count_wait(gw_ep_t *ep, uint64_t id, uint64_t count, int timeout_ms);
 /* How many counted notifications of id have arrived and not been taken. */
 GW_API gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count);
+
+/* ------------------------------------------------------------------------ */
+/* End-to-end integrity (opt-in; docs/INTEGRITY.md).                        */
+/*                                                                          */
+/* With GPUWIRE_INTEGRITY=on or gw_config_t.integrity on either side, an     */
+/* endpoint checks every put that delivers a notification (gw_put_notify,   */
+/* gw_xfer_batch and gw_xfer_pages with one, ordered or counted): the       */
+/* initiator takes a CRC32C of each entry at the source when it posts (host  */
+/* memory: the CPU's crc32 instruction where there is one; GPU memory: a    */
+/* kernel), the target takes it again where the entry landed before it     */
+/* delivers the notification.  Both sides must run a version that knows the */
+/* check (the handshake says; a side that asks for it refuses notifying     */
+/* puts to a peer without it rather than sending them unchecked).           */
+/* gw_ep_query's path ends with "; integrity: crc32c (...)" when it checks. */
+/*  - a match: as without the check, except that the request completes only */
+/*    once the target's verdict is back (one message each way more);       */
+/*  - a mismatch: the request fails with GW_ERR_INTEGRITY, and the target's  */
+/*    gw_notify_wait / gw_notify_count_wait report GW_ERR_INTEGRITY in place */
+/*    of that notification; both details name the first entry that differs */
+/*    (page i of gw_xfer_pages, entry i of gw_xfer_batch, put 0 of          */
+/*    gw_put_notify), its remote address and offset in its region, the CRC  */
+/*    taken at the source and the one found.  The endpoint stays usable.    */
+/* The data is read again at the target when the notification arrives: a    */
+/* later put into the same bytes posted before this request completed can  */
+/* make it fail.  Puts without a notification and gets are not checked.     */
+/* gw_xfer_opts_t.integrity turns the check off (or insists on it) per      */
+/* batch.                                                                   */
+/* ------------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------------ */
 /* Requests                                                                 */

@@ -27,7 +27,7 @@ from .names import PeerEvent
 from .request import Request, test_many, wait_any
 from . import core, store  # noqa: F401  (gpuwire.core: the classes under their earlier module)
 from ._nccl import nccl_plugin_path
-from .errors import EndpointError, GwError, InvalidArgument, InvalidKey, Timeout
+from .errors import EndpointError, GwError, IntegrityError, InvalidArgument, InvalidKey, Timeout
 
 __version__ = "0.1.0"
 
@@ -40,7 +40,7 @@ def load_library(path: Optional[str] = None) -> Any:
 __all__ = ["ACCESS_LOCAL", "ACCESS_REMOTE", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "Context",
            "DescList", "Endpoint", "Listener", "Memory", "PeerEvent", "RemoteKey", "Request", "test_many",
            "wait_any", "GwError", "InvalidArgument",
-           "InvalidKey", "Timeout", "EndpointError", "build_features", "settings", "status_name",
+           "InvalidKey", "IntegrityError", "Timeout", "EndpointError", "build_features", "settings", "status_name",
            "version", "load_library", "store", "nccl_plugin_path", "accelerated"]
 
 

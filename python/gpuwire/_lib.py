@@ -39,7 +39,7 @@ POINTER = ctypes.POINTER
 
 class Config(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("transports", c_char_p), ("log_level", c_int), ("ib_device", c_char_p),
-                ("progress_thread", c_int)]
+                ("progress_thread", c_int), ("integrity", c_int)]
 
 
 class MemInfo(ctypes.Structure):

@@ -66,7 +66,7 @@ class Context(_NamesOps):
     """A gpuwire context: with Context() as ctx: ... (closes everything it made)."""
 
     def __init__(self, transports: Optional[str] = None, log_level: Optional[int] = None,
-                 progress_thread: Optional[bool] = None) -> None:
+                 progress_thread: Optional[bool] = None, integrity: Optional[bool] = None) -> None:
         L = _lib.load()
         self._L = L
         # progress_thread: None turns the context's progress thread on
@@ -77,9 +77,15 @@ class Context(_NamesOps):
             pt = 0 if os.environ.get("GPUWIRE_PROGRESS_THREAD") else 1
         else:
             pt = 1 if progress_thread else -1
+        # integrity: True checks every notifying put of this context's
+        # endpoints end to end (CRC32C at the source, checked at the target
+        # before the notification is delivered: IntegrityError on a
+        # mismatch, on both sides); False: this side does not ask (the peer
+        # still may); None: GPUWIRE_INTEGRITY decides (default off)
+        ig = 0 if integrity is None else (1 if integrity else -1)
         cfg = _lib.Config(ctypes.sizeof(_lib.Config),
                           transports.encode() if transports else None,
-                          -1 if log_level is None else int(log_level), None, pt)
+                          -1 if log_level is None else int(log_level), None, pt, ig)
         h = _c_void_p()
         st = L.gw_context_create(_byref(cfg), _byref(h))
         if st != 0:

@@ -34,11 +34,18 @@ class InvalidKey(GwError):
     """GW_ERR_INVALID_KEY: a remote key unknown, malformed or revoked."""
 
 
+class IntegrityError(GwError):
+    """GW_ERR_INTEGRITY: the end-to-end check found data that differs from
+    what the source sent (the detail names the entry, its offset and both
+    CRC32Cs); raised by the initiator's request and by the target's
+    wait_notify / wait_count in place of that notification."""
+
+
 class EndpointError(GwError, ConnectionError):
     """Statuses -40 .. -59: the endpoint is unusable."""
 
 
-_BY_STATUS = {-1: InvalidArgument, -7: Timeout, -22: InvalidKey}
+_BY_STATUS = {-1: InvalidArgument, -7: Timeout, -17: IntegrityError, -22: InvalidKey}
 
 
 def error_class(status: int) -> "type[GwError]":

@@ -44,6 +44,8 @@ struct gw_context {
     uint64_t closed_tokens[64];
     unsigned closed_next;
     int batch_expand; /* GPUWIRE_BATCH_PATH=expand: every batch through proto/proto_batch.c */
+    int integrity;    /* GPUWIRE_INTEGRITY / gw_config_t.integrity: this side asks for the CRC32C check */
+    gw_list_t integ_eps; /* endpoints that check (proto/proto_integrity.c): a poller of the context polls them */
     /* the context extension (the names layer, src/names/): its hooks and
      * state; NULL until it attaches (gw_ctx_ext_attach) */
     const struct gw_ctx_ext_ops *ext_ops;
@@ -136,6 +138,11 @@ void gw_api_cancel_watch(gw_context_t *ctx);
 /* ep.c: fail the endpoints whose control connection closed, after polling the
  * transports until they have nothing more to complete (bounded). */
 void gw_api_ep_ctl_reap(gw_context_t *ctx);
+/* ep.c: ep checks integrity from now on (after gw_proto_integ_attach): the
+ * context polls it every pass. */
+gw_status_t gw_api_ep_integ_on(gw_ep_t *ep);
+/* The transport's line for gw_ep_query's path, and whether ep checks. */
+void gw_api_ep_describe(const gw_ep_t *ep, char *path, size_t cap);
 /* One progress pass (gw_progress without the lock: the caller holds it). */
 int gw_progress_pass(gw_context_t *ctx);
 gw_status_t gw_ctx_progress_until(gw_context_t *ctx, int (*done)(void *), void *arg, int timeout_ms);
@@ -180,6 +187,11 @@ struct gw_ep {
      * extension.  Such an endpoint has failed, so this is read only on the
      * refusal path, never for a usable endpoint. */
     int keys_void;
+    /* this side asked for the integrity check and the peer's version has
+     * none: notifying puts are refused (GW_ERR_UNSUPPORTED) rather than sent
+     * unchecked */
+    int integ_refused;
+    gw_list_t integ_link; /* on ctx->integ_eps while it checks */
 };
 
 struct gw_listener {

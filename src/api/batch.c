@@ -26,6 +26,7 @@
 #include "api/api.h"
 #include "cuda/cuda_wrap.h"
 #include "proto/proto.h"
+#include "proto/proto_integrity.h"
 #include "transport/base/batch.h"
 
 typedef struct dl_ent {
@@ -401,10 +402,11 @@ static void batch_fini(gw_request_t *r)
 }
 
 static gw_status_t check_opts(gw_core_t *core, const char *fn, int op, const gw_xfer_opts_t *o, int *notify,
-                              uint64_t *value)
+                              uint64_t *value, int *integ)
 {
     *notify = GW_NOTIFY_NONE;
     *value = 0;
+    *integ = GW_INTEGRITY_DEFAULT;
     if (op != GW_XFER_PUT && op != GW_XFER_GET)
         return gw_err(core, GW_ERR_INVALID, "%s: op %d (GW_XFER_PUT or GW_XFER_GET)", fn, op);
     if (!o)
@@ -418,25 +420,62 @@ static gw_status_t check_opts(gw_core_t *core, const char *fn, int op, const gw_
         return gw_err(core, GW_ERR_INVALID, "%s: a notification goes with a put batch, not a get", fn);
     *notify = o->notify;
     *value = o->value;
+    if (o->size >= offsetof(gw_xfer_opts_t, integrity) + sizeof(o->integrity)) {
+        *integ = o->integrity;
+        if (*integ != GW_INTEGRITY_DEFAULT && *integ != GW_INTEGRITY_ON && *integ != GW_INTEGRITY_OFF)
+            return gw_err(core, GW_ERR_INVALID, "%s: opts->integrity %d is not a GW_INTEGRITY_* value", fn, *integ);
+        if (*integ == GW_INTEGRITY_ON && o->notify == GW_NOTIFY_NONE)
+            return gw_err(core, GW_ERR_INVALID,
+                          "%s: opts->integrity GW_INTEGRITY_ON without a notification (the target checks a put "
+                          "before it delivers its notification)", fn);
+    }
     return GW_OK;
 }
 
 /* What both forms check first: the endpoint is usable, the options valid. */
 static gw_status_t xfer_begin(gw_ep_t *ep, const char *fn, int op, const gw_xfer_opts_t *opts, gw_request_t **req,
-                              int *notify, uint64_t *value)
+                              int *notify, uint64_t *value, int *integ)
 {
     if (!ep)
         return GW_ERR_INVALID;
     if (req)
         *req = NULL;
     gw_status_t st = gw_api_ep_usable(ep, GW_OP_BATCH);
-    return st != GW_OK ? st : check_opts(&ep->ctx->core, fn, op, opts, notify, value);
+    if (st == GW_OK)
+        st = check_opts(&ep->ctx->core, fn, op, opts, notify, value, integ);
+    if (st != GW_OK || *notify == GW_NOTIFY_NONE)
+        return st;
+    /* the integrity check (proto/proto_integrity.h) */
+    if (*integ == GW_INTEGRITY_ON && !ep->base.integ)
+        return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED,
+                      "%s: opts->integrity GW_INTEGRITY_ON, but the endpoint to %s does not check (set "
+                      "GPUWIRE_INTEGRITY=on or gw_config_t.integrity on either side%s)", fn, ep->base.peer,
+                      ep->integ_refused ? "; the peer's version has no check" : "");
+    if (ep->integ_refused && *integ != GW_INTEGRITY_OFF)
+        return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED,
+                      "%s: this side asks for the integrity check (GPUWIRE_INTEGRITY=on) and the peer %s runs a "
+                      "version of gpuwire without it; refused rather than sent unchecked (opts->integrity "
+                      "GW_INTEGRITY_OFF sends it unchecked)", fn, ep->base.peer);
+    return GW_OK;
+}
+
+/* The integrity check's entries of a notifying put on a checking endpoint
+ * (NULL when there is none to make; *st GW_ERR_NOMEM when out of memory). */
+static gw_integ_set_t *integ_set(gw_ep_t *ep, int op, int notify, int integ, size_t count, int kind, gw_status_t *st)
+{
+    *st = GW_OK;
+    if (!ep->base.integ || notify == GW_NOTIFY_NONE || op != GW_XFER_PUT)
+        return NULL;
+    gw_integ_set_t *s = gw_proto_integ_set_new((uint32_t)count, kind, integ != GW_INTEGRITY_OFF);
+    if (!s)
+        *st = gw_err(&ep->ctx->core, GW_ERR_NOMEM, "integrity: out of memory for the entries of %zu", count);
+    return s;
 }
 
 /* Fills what both forms share and hands the batch to the transport, or to
  * the protocol layer to expand (proto/proto.h decides). */
 static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t count, int op, int notify,
-                        uint64_t value, gw_request_t **req)
+                        uint64_t value, gw_integ_set_t *is, gw_request_t **req)
 {
     m->b.n_user = (uint32_t)count;
     m->b.get = op == GW_XFER_GET;
@@ -448,12 +487,14 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     const char *lack;
     if (gw_proto_batch_route(&caps, &m->b, ep->ctx->batch_expand, ep->base.notify_out != NULL, &route, &lack) != GW_OK) {
         free(m);
+        gw_proto_integ_set_free(is);
         return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "gw_xfer_batch: the %s transport to %s has no %s",
                       ep->ops->name, ep->base.peer, lack);
     }
     gw_request_t *r = gw_api_new_req(ep, GW_OP_BATCH, req);
     if (!r) {
         batch_release(m);
+        gw_proto_integ_set_free(is);
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for a request");
     }
     r->batch = &m->b;
@@ -464,7 +505,13 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     for (int i = 0; i < 2; i++)
         if (m->b.busy[i])
             (*m->b.busy[i])++;
-    gw_status_t st = gw_api_submit(ep, r, req, route == GW_PROTO_NATIVE ? ep->ops->submit : gw_proto_batch_submit);
+    gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *) = route == GW_PROTO_NATIVE ? ep->ops->submit : gw_proto_batch_submit;
+    if (is) { /* checked: the check posts it through fn (proto/proto_integrity.h) */
+        gw_proto_integ_set_route(is, fn);
+        r->owner = is;
+        fn = gw_proto_integ_submit;
+    }
+    gw_status_t st = gw_api_submit(ep, r, req, fn);
     if (st != GW_OK && r->fini) { /* refused at posting: the request was dropped as it was */
         void (*fini)(gw_request_t *) = r->fini;
         r->fini = NULL;
@@ -646,13 +693,25 @@ static void pair_keep(gw_dlist_t *local, const gw_dlist_t *remote, size_t count,
     local->pent_rhi = b->rhi;
 }
 
+/* The check's entries of a list transfer whose pairs were checked: pair i
+ * named by i. */
+static void integ_add_pairs(gw_integ_set_t *is, const gw_dlist_t *local, const uint32_t *lidx,
+                            const gw_dlist_t *remote, const uint32_t *ridx, size_t count)
+{
+    for (size_t i = 0; is && i < count; i++) {
+        const dl_ent_t *le = &local->e[lidx ? lidx[i] : i], *re = &remote->e[ridx ? ridx[i] : i];
+        gw_proto_integ_set_add(is, (uint32_t)i, (const void *)(uintptr_t)le->addr, local->mems[le->reg],
+                               remote->rkeys[re->reg].id, re->addr, le->len);
+    }
+}
+
 gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
                           const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
 {
     GW_API_LOCK(GW_CTX_OF_EP(ep));
-    int notify;
+    int notify, integ;
     uint64_t value;
-    gw_status_t st = xfer_begin(ep, "gw_xfer_batch", op, opts, req, &notify, &value);
+    gw_status_t st = xfer_begin(ep, "gw_xfer_batch", op, opts, req, &notify, &value, &integ);
     if (st != GW_OK)
         return st;
     gw_core_t *core = &ep->ctx->core;
@@ -676,9 +735,14 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     if (count > UINT32_MAX)
         return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries (at most %u)", count, UINT32_MAX);
     int kept = pair_entries(local, remote, lidx, ridx, count);
+    gw_integ_set_t *is = integ_set(ep, op, notify, integ, count, GW_INTEG_KIND_ENTRY, &st);
+    if (st != GW_OK)
+        return st;
     batch_mem_t *m = batch_alloc(ep->ctx, count); /* (the list form may expand into it; the spare's room) */
-    if (!m)
+    if (!m) {
+        gw_proto_integ_set_free(is);
         return gw_err(core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for %zu entries", count);
+    }
     gw_batch_t *b = &m->b;
     if (list_form(ep, local, lidx, remote, ridx, count, b)) {
         b->lgpu = b->rgpu = 1;
@@ -688,7 +752,8 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
         b->nrkey = 1;
         b->busy[0] = &local->busy; /* the tables too stay until the request completes */
         b->busy[1] = &remote->busy;
-        return post(ep, m, NULL, count, op, notify, value, req);
+        integ_add_pairs(is, local, lidx, remote, ridx, count);
+        return post(ep, m, NULL, count, op, notify, value, is, req);
     }
     if (kept)
         pair_use(local, b);
@@ -697,6 +762,7 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
             size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
             if (li >= local->n || ri >= remote->n) {
                 batch_release(m);
+                gw_proto_integ_set_free(is);
                 return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %zu is outside the list (%zu entries)",
                               i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
                               li >= local->n ? local->n : remote->n);
@@ -704,6 +770,7 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
             const dl_ent_t *le = &local->e[li], *re = &remote->e[ri];
             if (le->len != re->len) {
                 batch_release(m);
+                gw_proto_integ_set_free(is);
                 return gw_err(core, GW_ERR_INVALID,
                               "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
                               (unsigned long long)le->len, ri, (unsigned long long)re->len);
@@ -720,7 +787,8 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     b->busy[1] = &remote->busy;
     if (!lidx && !ridx && !kept)
         pair_keep(local, remote, count, b);
-    return post(ep, m, NULL, count, op, notify, value, req);
+    integ_add_pairs(is, local, lidx, remote, ridx, count);
+    return post(ep, m, NULL, count, op, notify, value, is, req);
 }
 
 /* Pages lo .. hi of ps bytes from base lie in [rb, +rl): 1, with the span
@@ -743,9 +811,9 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
                           const gw_xfer_opts_t *opts, gw_request_t **req)
 {
     GW_API_LOCK(GW_CTX_OF_EP(ep));
-    int notify;
+    int notify, integ;
     uint64_t value;
-    gw_status_t st = xfer_begin(ep, "gw_xfer_pages", op, opts, req, &notify, &value);
+    gw_status_t st = xfer_begin(ep, "gw_xfer_pages", op, opts, req, &notify, &value, &integ);
     if (st != GW_OK)
         return st;
     gw_core_t *core = &ep->ctx->core;
@@ -830,7 +898,15 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
     b->nlmem = 1;
     b->rkey = &m->rk1;
     b->nrkey = 1;
-    return post(ep, m, lmem, count, op, notify, value, req);
+    gw_integ_set_t *is = integ_set(ep, op, notify, integ, count, GW_INTEG_KIND_PAGE, &st);
+    if (st != GW_OK) {
+        batch_release(m);
+        return st;
+    }
+    for (size_t i = 0; is && i < count; i++)
+        gw_proto_integ_set_add(is, (uint32_t)i, (const void *)(uintptr_t)(la + (uint64_t)(lpages ? lpages[i] : i) * ps),
+                               lmem, rkey->id, raddr + (uint64_t)(rpages ? rpages[i] : i) * ps, ps);
+    return post(ep, m, lmem, count, op, notify, value, is, req);
 }
 
 /* ---- counted notifications --------------------------------------------------------------- */
@@ -842,7 +918,22 @@ typedef struct cwait {
 static int count_ready(void *arg)
 {
     cwait_t *w = arg;
-    return gw_ep_ncount_get(&w->ep->base, w->id) >= w->count || w->ep->base.error != GW_OK;
+    return gw_ep_ncount_get(&w->ep->base, w->id) >= w->count || gw_ep_ncount_bad(&w->ep->base, w->id) ||
+           w->ep->base.error != GW_OK;
+}
+
+/* A counted notification of id that failed the integrity check: taken,
+ * and reported in its place. */
+static gw_status_t count_bad(gw_ep_t *ep, uint64_t id)
+{
+    char *detail = NULL;
+    if (gw_ep_ncount_take_bad(&ep->base, id, &detail) != 0)
+        return GW_OK;
+    gw_status_t st = gw_err(&ep->ctx->core, GW_ERR_INTEGRITY,
+                            "gw_notify_count_wait: a counted notification of id %llu from %s: %s",
+                            (unsigned long long)id, ep->base.peer, detail ? detail : "failed the integrity check");
+    free(detail);
+    return st;
 }
 
 gw_status_t gw_notify_count(gw_ep_t *ep, uint64_t id, uint64_t *count)
@@ -860,6 +951,9 @@ gw_status_t gw_notify_count_wait(gw_ep_t *ep, uint64_t id, uint64_t count, int t
     if (!ep)
         return GW_ERR_INVALID;
     cwait_t w = {ep, id, count};
+    gw_status_t st;
+    if (GW_UNLIKELY(ep->base.nbad != NULL) && (st = count_bad(ep, id)) != GW_OK)
+        return st;
     if (count_ready(&w) && gw_ep_ncount_take(&ep->base, id, count) == 0)
         return GW_OK;
     if (ep->base.error != GW_OK)
@@ -868,6 +962,8 @@ gw_status_t gw_notify_count_wait(gw_ep_t *ep, uint64_t id, uint64_t count, int t
         gw_progress(ep->ctx);
     else
         gw_ctx_progress_until(ep->ctx, count_ready, &w, timeout_ms);
+    if (GW_UNLIKELY(ep->base.nbad != NULL) && (st = count_bad(ep, id)) != GW_OK)
+        return st;
     if (gw_ep_ncount_take(&ep->base, id, count) == 0)
         return GW_OK;
     if (ep->base.error != GW_OK)

@@ -160,6 +160,7 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
         goto err_free;
     gw_list_init(&ctx->eps);
     gw_list_init(&ctx->ctl_gone);
+    gw_list_init(&ctx->integ_eps);
     gw_list_init(&ctx->listeners);
     gw_list_init(&ctx->mems);
     gw_hmap_init(&ctx->tokens);
@@ -225,6 +226,17 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
         snprintf(err, sizeof(err), "%.500s", ctx->core.errbuf);
         goto err_ifaces;
     }
+    /* end-to-end integrity: the config's choice, else GPUWIRE_INTEGRITY */
+    int ig = csize >= offsetof(gw_config_t, integrity) + sizeof(int) ? config->integrity : 0;
+    if (ig != GW_INTEGRITY_DEFAULT && ig != GW_INTEGRITY_ON && ig != GW_INTEGRITY_OFF) {
+        snprintf(err, sizeof(err), "config->integrity=%d: expected GW_INTEGRITY_ON (1), _OFF (-1) or _DEFAULT (0)",
+                 ig);
+        st = GW_ERR_INVALID;
+        goto err_names;
+    }
+    ctx->integrity = ig != GW_INTEGRITY_DEFAULT
+                         ? ig == GW_INTEGRITY_ON
+                         : !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_INTEGRITY), "on");
     /* the progress thread: the config's choice, else GPUWIRE_PROGRESS_THREAD
      * (the context's value of the setting says which was taken) */
     int pt = csize >= offsetof(gw_config_t, progress_thread) + sizeof(int) ? config->progress_thread : 0;

@@ -17,6 +17,7 @@
 #include "api/api.h"
 #include "api/handshake.h"
 #include "core/sock.h"
+#include "proto/proto_integrity.h"
 
 /* ---- make, free ------------------------------------------------------------------- */
 gw_ep_t *gw_api_ep_new(gw_context_t *ctx, const char *peer)
@@ -31,7 +32,40 @@ gw_ep_t *gw_api_ep_new(gw_context_t *ctx, const char *peer)
     ep->ctl_fd = -1;
     gw_list_init(&ep->link);
     gw_list_init(&ep->gone_link);
+    gw_list_init(&ep->integ_link);
     return ep;
+}
+
+/* The context's poller of the endpoints that check integrity. */
+static int integ_poll(void *arg)
+{
+    gw_context_t *ctx = arg;
+    int ev = 0;
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &ctx->integ_eps)
+        ev += gw_proto_integ_poll(&gw_container_of(p, gw_ep_t, integ_link)->base);
+    return ev;
+}
+
+void gw_api_ep_describe(const gw_ep_t *ep, char *path, size_t cap)
+{
+    ep->ops->ep_describe(ep->tl, path, cap);
+    if (ep->base.integ) {
+        size_t pl = strlen(path);
+        snprintf(path + pl, cap - pl, "; integrity: crc32c (%s)", gw_crc32c_impl());
+    }
+}
+
+gw_status_t gw_api_ep_integ_on(gw_ep_t *ep)
+{
+    gw_context_t *ctx = ep->ctx;
+    if (gw_list_empty(&ctx->integ_eps)) {
+        gw_status_t st = gw_core_add_poller(&ctx->core, integ_poll, ctx);
+        if (st != GW_OK)
+            return st;
+    }
+    gw_list_push_back(&ctx->integ_eps, &ep->integ_link);
+    return GW_OK;
 }
 
 void gw_api_ep_free(gw_ep_t *ep)
@@ -41,6 +75,12 @@ void gw_api_ep_free(gw_ep_t *ep)
     ep->tl = NULL;
     gw_ep_fail(&ep->base, GW_ERR_CANCELED, "endpoint closed");
     gw_list_del(&ep->gone_link);
+    if (ep->base.integ) {
+        gw_proto_integ_detach(&ep->base);
+        gw_list_del(&ep->integ_link);
+        if (gw_list_empty(&ep->ctx->integ_eps))
+            gw_core_del_poller(&ep->ctx->core, integ_poll, ep->ctx);
+    }
     if (ep->ctl_fd >= 0) {
         gw_io_del(&ep->ctx->core, &ep->ctl_io);
         close(ep->ctl_fd);
@@ -168,7 +208,7 @@ gw_status_t gw_connect(gw_context_t *ctx, const char *addr, gw_ep_t **out)
 static int idle(void *arg)
 {
     gw_ep_t *ep = arg;
-    return gw_list_empty(&ep->base.outstanding) || ep->base.error != GW_OK;
+    return (gw_list_empty(&ep->base.outstanding) && !gw_proto_integ_busy(&ep->base)) || ep->base.error != GW_OK;
 }
 
 gw_status_t gw_ep_close(gw_ep_t *ep, int timeout_ms)
@@ -202,7 +242,7 @@ gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info)
     snprintf(o.transport, sizeof(o.transport), "%s", ep->tl_id >= 0 ? gw_tl_names[ep->tl_id] : "none");
     snprintf(o.peer, sizeof(o.peer), "%s", ep->base.peer);
     if (ep->tl)
-        ep->ops->ep_describe(ep->tl, o.path, sizeof(o.path));
+        gw_api_ep_describe(ep, o.path, sizeof(o.path));
     else
         snprintf(o.path, sizeof(o.path), "%s", ep->path);
     snprintf(o.downgrades, sizeof(o.downgrades), "%s", ep->downgrades);

@@ -31,6 +31,7 @@
 #include "api/auth.h"
 #include "bootstrap/wire.h"
 #include "core/sock.h"
+#include "proto/proto_integrity.h"
 #include "transport/base/liveness.h"
 
 
@@ -55,6 +56,7 @@ struct gw_hs {
     uint8_t nonce_local[GW_HS_NONCE_LEN], nonce_peer[GW_HS_NONCE_LEN];
     uint64_t peer_host;
     uint32_t peer_pid;   /* the peer's pid when it is on this host in our pid namespace, else 0 */
+    uint32_t peer_flags; /* the flags of the peer's HELLO (server) or ACCEPT (client) */
     uint64_t deadline_ns;
     gw_tl_ep_t *tl_eps[GW_TL_COUNT];
     uint8_t peer_blob[BLOB_MAX];
@@ -233,7 +235,7 @@ static void server_ep_ready(gw_ep_t *ep)
     gw_listener_t *l = ep->listener;
     gw_list_del(&ep->link);
     ep->joins_left = 0;
-    ep->ops->ep_describe(ep->tl, ep->path, sizeof(ep->path));
+    gw_api_ep_describe(ep, ep->path, sizeof(ep->path));
     gw_list_push_back(&l->ready, &ep->link);
     gw_log(GW_LOG_INFO, "endpoint from %s accepted on %s: %s", ep->base.peer, l->addr, ep->path);
     gw_core_signal(&ep->ctx->core);
@@ -316,6 +318,7 @@ static gw_status_t hs_send_accept(gw_hs_t *hs, gw_hs_msg_t *a, uint64_t peer_uui
     memcpy(a->nonce, hs->nonce_local, GW_HS_NONCE_LEN);
     a->has_nonce = 1;
     a->has_chosen = 1;
+    a->flags |= GW_HS_FLAG_INTEG_CAP | (ctx->integrity ? GW_HS_FLAG_INTEG_ON : 0);
     if (ctx->auth_enabled) {
         a->flags |= GW_HS_FLAG_AUTH;
         if (gw_auth_mac(ctx->auth_secret, ctx->auth_secret_len, "gpuwire-server", hs->nonce_peer, hs->nonce_local,
@@ -375,6 +378,7 @@ static void server_on_hello(gw_hs_t *hs, const gw_hs_msg_t *m)
     }
     memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
     hs->peer_host = m->host_id;
+    hs->peer_flags = m->flags;
     note_peer_pid(hs, m);
     /* choose: the client's order, among what both can use */
     char reasons[512] = "";
@@ -475,6 +479,15 @@ static gw_status_t finish_ep(gw_hs_t *hs, gw_tl_peer_t *peer)
     if (!ep->base.peer_pid && hs->peer_pid)
         gw_liveness_set_peer_pid(&ep->base, (int)hs->peer_pid);
     ep->ops->ep_describe(ep->tl, ep->path, sizeof(ep->path));
+    /* end-to-end integrity: both sides know the check, and either asks for it */
+    if ((hs->peer_flags & GW_HS_FLAG_INTEG_CAP) &&
+        (hs->ctx->integrity || (hs->peer_flags & GW_HS_FLAG_INTEG_ON))) {
+        if ((st = gw_proto_integ_attach(&ep->base, ep->tl)) != GW_OK || (st = gw_api_ep_integ_on(ep)) != GW_OK)
+            return st;
+        gw_api_ep_describe(ep, ep->path, sizeof(ep->path));
+    } else if (hs->ctx->integrity) {
+        ep->integ_refused = 1; /* the peer's version has no check: notifying puts are refused */
+    }
     return GW_OK;
 }
 
@@ -570,6 +583,7 @@ static void client_on_accept(gw_hs_t *hs, const gw_hs_msg_t *m)
     memcpy(hs->nonce_peer, m->nonce, GW_HS_NONCE_LEN);
     ep->peer_uuid = m->uuid;
     hs->peer_host = m->host_id;
+    hs->peer_flags = m->flags;
     note_peer_pid(hs, m);
     gw_hs_msg_t c;
     memset(&c, 0, sizeof(c));
@@ -814,7 +828,8 @@ gw_status_t gw_hs_connect(gw_ep_t *ep, int fd, const struct sockaddr_storage *ss
     h.uuid = core->uuid;
     h.host_id = core->host_id;
     put_pid(&h);
-    h.flags = ctx->auth_enabled ? GW_HS_FLAG_AUTH : 0;
+    h.flags = (ctx->auth_enabled ? GW_HS_FLAG_AUTH : 0) | GW_HS_FLAG_INTEG_CAP |
+              (ctx->integrity ? GW_HS_FLAG_INTEG_ON : 0);
     gw_random_bytes(hs->nonce_local, GW_HS_NONCE_LEN);
     memcpy(h.nonce, hs->nonce_local, GW_HS_NONCE_LEN);
     h.has_nonce = 1;

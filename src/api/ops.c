@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "api/api.h"
+#include "proto/proto_integrity.h"
 
 static const char *op_name(int op)
 {
@@ -213,6 +214,36 @@ static gw_request_t *rma_make(void *arg)
     return r;
 }
 
+/* A put_notify on an endpoint that checks integrity (proto/proto_integrity.h):
+ * its one entry's CRC goes with it. */
+__attribute__((noinline)) static gw_status_t put_notify_checked(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem,
+                                                                uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
+                                                                gw_request_t **req, gw_request_t *r)
+{
+    if (ep->integ_refused) {
+        if (r)
+            gw_req_release(r);
+        return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED,
+                      "gw_put_notify: this side asks for the integrity check (GPUWIRE_INTEGRITY=on) and the peer %s "
+                      "runs a version of gpuwire without it; refused rather than sent unchecked", ep->base.peer);
+    }
+    gw_integ_set_t *s = gw_proto_integ_set_new(1, GW_INTEG_KIND_PUT, 1);
+    if (!r)
+        r = new_req(ep, GW_OP_PUT_NOTIFY, req);
+    if (!s || !r) {
+        gw_proto_integ_set_free(s);
+        if (r)
+            gw_req_release(r);
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_put_notify: out of memory for a request");
+    }
+    gw_proto_integ_set_add(s, 0, buf, lmem, rkey->id, raddr, len);
+    gw_proto_integ_set_route(s, ep->ops->submit);
+    rma_args(r, buf, len, lmem, raddr, rkey, value);
+    r->owner = s;
+    gw_status_t st = submit(ep, r, req, gw_proto_integ_submit, 1);
+    return st;
+}
+
 /* Inlined into each of gw_put, gw_get and gw_put_notify: each is then one
  * straight line for its own op (a small tracked put: the checks, then the
  * transport's put_direct, with no call of nine arguments and no tests of
@@ -261,6 +292,8 @@ __attribute__((always_inline)) static inline gw_status_t rma(gw_ep_t *ep, int op
         }
         return GW_OK;
     }
+    if (op == GW_OP_PUT_NOTIFY && GW_UNLIKELY(ep->base.integ != NULL || ep->integ_refused))
+        return put_notify_checked(ep, buf, len, lmem, raddr, rkey, value, req, r);
     if (!r && !(r = new_req(ep, op, req)))
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
     rma_args(r, buf, len, lmem, raddr, rkey, value);
@@ -298,6 +331,10 @@ gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, ui
     gw_status_t st;
     if ((st = ep_usable(ep, GW_OP_SEND)) || (st = check_local(ep, GW_OP_SEND, buf, len, lmem)))
         return st;
+    if (GW_UNLIKELY(tag == GW_INTEG_TAG) && ep->base.integ)
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID,
+                      "gw_send: tag 0x%llx is reserved for the integrity check's messages on this endpoint",
+                      (unsigned long long)tag);
     gw_request_t *r = new_req(ep, GW_OP_SEND, req);
     if (!r)
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_send: out of memory for a request");
@@ -382,22 +419,40 @@ static int notify_ready(void *arg)
     return ep->base.notify_count > 0 || ep->base.error != GW_OK;
 }
 
+/* Takes the oldest notification: GW_OK, GW_ERR_INTEGRITY (it failed the
+ * check: *value is its value, the detail the context's last error), or
+ * GW_INPROGRESS when none is queued. */
+static gw_status_t notify_take(gw_ep_t *ep, uint64_t *value)
+{
+    char *detail = NULL;
+    int r = gw_ep_notify_pop(&ep->base, value, &detail);
+    if (r < 0)
+        return GW_INPROGRESS;
+    if (r == 0)
+        return GW_OK;
+    gw_status_t st = gw_err(&ep->ctx->core, GW_ERR_INTEGRITY, "gw_notify_wait: the notification %llu from %s: %s",
+                            (unsigned long long)*value, ep->base.peer, detail ? detail : "failed the integrity check");
+    free(detail);
+    return st;
+}
+
 gw_status_t gw_notify_wait(gw_ep_t *ep, int timeout_ms, uint64_t *value)
 {
     GW_API_LOCK(GW_CTX_OF_EP(ep));
     if (!ep || !value)
         return gw_api_invalid(ep ? &ep->ctx->core : NULL, "gw_notify_wait", "value is NULL");
-    if (gw_ep_notify_pop(&ep->base, value) == 0)
-        return GW_OK;
+    gw_status_t st = notify_take(ep, value);
+    if (st != GW_INPROGRESS)
+        return st;
     if (ep->base.error != GW_OK)
         return ep_usable(ep, GW_OP_PUT_NOTIFY);
     if (timeout_ms == 0) {
         gw_progress(ep->ctx);
-        return gw_ep_notify_pop(&ep->base, value) == 0 ? GW_OK : GW_INPROGRESS;
+        return notify_take(ep, value);
     }
     gw_ctx_progress_until(ep->ctx, notify_ready, ep, timeout_ms);
-    if (gw_ep_notify_pop(&ep->base, value) == 0)
-        return GW_OK;
+    if ((st = notify_take(ep, value)) != GW_INPROGRESS)
+        return st;
     if (ep->base.error != GW_OK)
         return ep_usable(ep, GW_OP_PUT_NOTIFY);
     return gw_err(&ep->ctx->core, GW_ERR_TIMEOUT, "gw_notify_wait: no notification from %s within %d ms",

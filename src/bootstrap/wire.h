@@ -59,7 +59,12 @@ typedef enum gw_hs_type {
 
 enum {
     GW_HS_FLAG_AUTH = 1u << 0,
-    GW_HS_FLAG_EXT_ONLY = 1u << 1 /* HELLO: only the extension of TLV 19 is wanted (no endpoint) */
+    GW_HS_FLAG_EXT_ONLY = 1u << 1, /* HELLO: only the extension of TLV 19 is wanted (no endpoint) */
+    /* HELLO, ACCEPT: the sender knows the end-to-end integrity check
+     * (proto/proto_integrity.h), and asks for it on this endpoint; the
+     * endpoint checks when both know it and either asks */
+    GW_HS_FLAG_INTEG_CAP = 1u << 2,
+    GW_HS_FLAG_INTEG_ON = 1u << 3
 };
 /* An extension-only exchange runs HELLO/ACCEPT/CONFIRM as usual, ACCEPT
  * naming transport GW_HS_NO_TL, and READY (token GW_HS_EXT_TOKEN) carries

@@ -90,7 +90,7 @@ static const char *const g_points[] = {
     "cuda.cuIpcOpenMemHandle",
     "ibv.open_device", "ibv.query_device", "ibv.alloc_pd", "ibv.reg_mr", "ibv.reg_dmabuf_mr",
     "ibv.create_comp_channel", "ibv.create_cq", "ibv.create_qp", "ibv.modify_qp", "ibv.post_send", "ibv.post_recv",
-    "ibv.poll_cq", NULL};
+    "ibv.poll_cq", "integ.source", NULL};
 
 static int known_point(const char *point, size_t plen)
 {
@@ -105,7 +105,7 @@ static const struct {
     gw_fault_act_t act;
 } g_acts[] = {{"fail", GW_FAULT_FAIL},     {"short", GW_FAULT_SHORT}, {"eagain", GW_FAULT_EAGAIN},
               {"reset", GW_FAULT_RESET},   {"status", GW_FAULT_STATUS}, {"drop", GW_FAULT_DROP},
-              {"qp_err", GW_FAULT_QP_ERR}, {NULL, GW_FAULT_NONE}};
+              {"qp_err", GW_FAULT_QP_ERR}, {"flip", GW_FAULT_FLIP},    {NULL, GW_FAULT_NONE}};
 
 /* Which actions a point takes, and how its ARG reads. */
 static int parse_rule(const char *text, rule_t *r, char *err, size_t errlen)
@@ -124,11 +124,12 @@ static int parse_rule(const char *text, rule_t *r, char *err, size_t errlen)
     const char *fam = strncmp(r->point, "sock.", 5) == 0   ? "sock"
                       : strncmp(r->point, "cuda.", 5) == 0 ? "cuda"
                       : strncmp(r->point, "ibv.", 4) == 0  ? "ibv"
+                      : strncmp(r->point, "integ.", 6) == 0 ? "integ"
                                                            : NULL;
     if (!fam || !known_point(r->point, r->plen)) {
         snprintf(err, errlen,
                  "GPUWIRE_FAULT rule \"%s\": unknown point \"%s\" (sock.send, sock.recv, "
-                 "cuda.<driver function> or ibv.<verb> of those docs/FAULTS.md lists)",
+                 "cuda.<driver function>, ibv.<verb> of those docs/FAULTS.md lists, or integ.source)",
                  text, r->point);
         return -1;
     }
@@ -185,7 +186,8 @@ static int parse_rule(const char *text, rule_t *r, char *err, size_t errlen)
             r->act = g_acts[i].act;
     int ok;
     switch (r->act) {
-    case GW_FAULT_FAIL: ok = 1; break;
+    case GW_FAULT_FAIL: ok = strcmp(fam, "integ") != 0; break;
+    case GW_FAULT_FLIP: ok = strcmp(fam, "integ") == 0; break;
     case GW_FAULT_SHORT:
     case GW_FAULT_EAGAIN:
     case GW_FAULT_RESET: ok = strcmp(fam, "sock") == 0; break;
@@ -195,7 +197,7 @@ static int parse_rule(const char *text, rule_t *r, char *err, size_t errlen)
     default:
         snprintf(err, errlen,
                  "GPUWIRE_FAULT rule \"%s\": unknown action \"%s\" (fail, short, eagain, reset, status, "
-                 "drop, qp_err)",
+                 "drop, qp_err, flip)",
                  text, act);
         return -1;
     }

@@ -5,7 +5,8 @@
  *     POINT:ACTION[=ARG][@N][*K]
  * POINT names one call gpuwire makes into the system or a loaded library:
  * sock.send and sock.recv (the tcp transport's data sockets, core/sock.c),
- * cuda.<driver function> (cuda/cuda_wrap.c), ibv.<verb> (the verbs loader).
+ * cuda.<driver function> (cuda/cuda_wrap.c), ibv.<verb> (the verbs loader),
+ * integ.source (the integrity check's source entries).
  * A POINT ending in '*' matches every point it is a prefix of.  The rule
  * counts the calls made at its point; it fires on the Nth (default 1) and on
  * the K-1 calls after it (default K 1; "*all": every call from the Nth on).
@@ -21,6 +22,10 @@
  *   drop          ibv.poll_cq: the completion is never delivered
  *   qp_err        ibv.post_send: the queue pair is moved to the error state
  *                 before the post
+ *   flip[=B]      integ.source (the integrity check, proto/proto_integrity.c):
+ *                 after the CRC32C of an entry in host memory is taken at the
+ *                 source, bit 0 of its byte B (default 0) is flipped, as an
+ *                 application writing into a buffer in flight would
  * The spec is parsed at every gw_context_create() (a spec that does not
  * parse refuses the context with GW_ERR_CONFIG); a spec that differs from
  * the armed one replaces it and zeroes the counters.  Each rule counts the
@@ -42,7 +47,8 @@ typedef enum gw_fault_act {
     GW_FAULT_RESET,
     GW_FAULT_STATUS,
     GW_FAULT_DROP,
-    GW_FAULT_QP_ERR
+    GW_FAULT_QP_ERR,
+    GW_FAULT_FLIP
 } gw_fault_act_t;
 
 typedef struct gw_fault {

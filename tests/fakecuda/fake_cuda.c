@@ -317,15 +317,65 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 #define FN_BATCH ((void *)(uintptr_t)0x46554e)
 #define FN_PAGE ((void *)(uintptr_t)0x504147)
 #define FN_LIST ((void *)(uintptr_t)0x4c4953)
+/* The CRC32C kernel (src/cuda/crc_kernel.cu), a module of its own: a launch
+ * takes the CRC32C of each (address, length) descriptor where the GPU would
+ * read it, with a table of this file (not the library's), and writes the
+ * results where the kernel would. */
+#define FN_CRC ((void *)(uintptr_t)0x435243)
+#define MOD_CRC ((void *)(uintptr_t)0x4d4f45)
+static uint32_t fake_crc32c(const uint8_t *p, size_t n)
+{
+    static uint32_t t[256];
+    if (!t[1])
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+            t[i] = c;
+        }
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++)
+        c = (c >> 8) ^ t[(c ^ p[i]) & 0xff];
+    return ~c;
+}
+static CUresult crc_entries(void **params, unsigned *n_out)
+{
+    unsigned n = *(const unsigned *)params[2];
+    const uint64_t *d = (const uint64_t *)hv(*(const uintptr_t *)params[0], (size_t)n * 16);
+    uint32_t *out = (uint32_t *)hv(*(const uintptr_t *)params[1], (size_t)n * 4);
+    if (!d || !out)
+        return EINVAL_;
+    for (unsigned i = 0; i < n; i++) {
+        const uint8_t *p = hv((uintptr_t)d[2 * i], (size_t)d[2 * i + 1]);
+        if (!p)
+            return EINVAL_;
+        out[i] = fake_crc32c(p, (size_t)d[2 * i + 1]);
+    }
+    *n_out = n;
+    return OK;
+}
+
 static CUresult cuModuleLoadData(void **m, const void *image)
 {
-    if (getenv("FAKECUDA_NO_MODULE") || !strstr((const char *)image, "gw_batch_copy"))
+    if (getenv("FAKECUDA_NO_MODULE"))
+        return EINVAL_;
+    if (strstr((const char *)image, "gw_crc32c_entries")) {
+        *m = MOD_CRC;
+        return OK;
+    }
+    if (!strstr((const char *)image, "gw_batch_copy"))
         return EINVAL_;
     *m = (void *)(uintptr_t)0x4d4f44;
     return OK;
 }
 static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
 {
+    if (m == MOD_CRC) {
+        if (strcmp(name, "gw_crc32c_entries"))
+            return ENOTFOUND;
+        *f = FN_CRC;
+        return OK;
+    }
     if (m != (void *)(uintptr_t)0x4d4f44)
         return EINVAL_;
     if (!strcmp(name, "gw_batch_copy"))
@@ -414,7 +464,7 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
                                unsigned bz, unsigned sh, void *st, void **params, void **extra)
 {
     (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
-    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST) || !params)
+    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_CRC) || !params)
         return EINVAL_;
     /* FAKECUDA_KERNEL_NOCOPY: the launch moves nothing, for profiling the
      * host side of a batch without the fake's memcpy in the samples */
@@ -422,7 +472,11 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     if (nocopy < 0)
         nocopy = getenv("FAKECUDA_KERNEL_NOCOPY") != NULL;
     unsigned n = 0;
-    if (f == FN_PAGE || f == FN_LIST) {
+    if (f == FN_CRC) {
+        CUresult r = crc_entries(params, &n);
+        if (r != OK)
+            return r;
+    } else if (f == FN_PAGE || f == FN_LIST) {
         CUresult r = f == FN_PAGE ? page_copy(params, bx, nocopy, &n) : list_copy(params, bx, nocopy, &n);
         if (r != OK)
             return r;
@@ -441,7 +495,7 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
-        fprintf(lf, "%s %u\n", f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : "gw_batch_copy", n);
+        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : "gw_batch_copy", n);
         fclose(lf);
     }
     __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);

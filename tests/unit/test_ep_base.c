@@ -136,18 +136,18 @@ static void test_notify(gw_core_t *c)
     gw_ep_base_t b;
     gw_ep_base_init(&b, c);
     uint64_t v;
-    CHECK(gw_ep_notify_pop(&b, &v) == -1);
+    CHECK(gw_ep_notify_pop(&b, &v, NULL) == -1);
     /* interleave so the ring wraps before it grows */
     uint64_t next_in = 0, next_out = 0;
     for (int i = 0; i < 40; i++)
         CHECK(gw_ep_notify_push(&b, next_in++) == 0);
     for (int i = 0; i < 30; i++) {
-        CHECK(gw_ep_notify_pop(&b, &v) == 0);
+        CHECK(gw_ep_notify_pop(&b, &v, NULL) == 0);
         CHECK(v == next_out++);
     }
     for (int i = 0; i < 1000; i++)
         CHECK(gw_ep_notify_push(&b, next_in++) == 0);
-    while (gw_ep_notify_pop(&b, &v) == 0) {
+    while (gw_ep_notify_pop(&b, &v, NULL) == 0) {
         if (v != next_out) {
             fprintf(stderr, "notification %llu out of order (expected %llu)\n",
                     (unsigned long long)v, (unsigned long long)next_out);

@@ -55,7 +55,7 @@ if [ "${2:-}" = it ]; then
   #    outstanding took over its 1 s bound in the emulated guest):
   #    IT_TIME_SCALE (tests/integration/it.h) widens its time bounds.
   # it_batch runs on rxe0 in the main guest suite (batch_rxe0).
-  for t in it_rma it_msg it_many it_handshake it_auth it_safety it_api_ext it_lifetime; do
+  for t in it_rma it_msg it_many it_handshake it_auth it_safety it_api_ext it_lifetime it_integrity; do
     IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run ${t}_rxe0 "$I/$t"
   done
   if [ -n "${RXE_PAIR:-}" ]; then

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 void gw_ep_base_init(gw_ep_base_t *b, gw_core_t *core)
@@ -35,6 +36,11 @@ void gw_ep_base_fini(gw_ep_base_t *b)
     b->notify_q = NULL;
     free(b->ncount);
     b->ncount = NULL;
+    while (b->nbad) {
+        gw_nbad_t *n = b->nbad;
+        b->nbad = n->next;
+        free(n);
+    }
     b->n_ncount = b->cap_ncount = 0;
 }
 
@@ -204,7 +210,54 @@ void gw_ep_fail(gw_ep_base_t *b, gw_status_t status, const char *fmt, ...)
     gw_core_signal(b->core);
 }
 
+static int nbad_add(gw_ep_base_t *b, int counted, uint64_t pos, uint64_t id, const char *detail)
+{
+    size_t dl = strlen(detail);
+    gw_nbad_t *n = malloc(sizeof(*n) + dl + 1);
+    if (!n)
+        return -1;
+    n->next = NULL;
+    n->pos = pos;
+    n->id = id;
+    n->counted = counted;
+    memcpy(n->detail, detail, dl + 1);
+    gw_nbad_t **t = &b->nbad;
+    while (*t)
+        t = &(*t)->next;
+    *t = n;
+    return 0;
+}
+
+/* The oldest record of a failed ordered notification at pos, or of id. */
+static gw_nbad_t *nbad_take(gw_ep_base_t *b, int counted, uint64_t key)
+{
+    for (gw_nbad_t **t = &b->nbad; *t; t = &(*t)->next)
+        if ((*t)->counted == counted && (counted ? (*t)->id : (*t)->pos) == key) {
+            gw_nbad_t *n = *t;
+            *t = n->next;
+            return n;
+        }
+    return NULL;
+}
+
+static int notify_queue(gw_ep_base_t *b, uint64_t value);
+static int ncount_add(gw_ep_base_t *b, uint64_t id, int bad);
+
 int gw_ep_notify_push(gw_ep_base_t *b, uint64_t value)
+{
+    if (b->notify_gate)
+        return b->notify_gate(b->notify_gate_arg, value, 0);
+    return notify_queue(b, value);
+}
+
+int gw_ep_notify_deliver(gw_ep_base_t *b, uint64_t value, int counted, const char *bad)
+{
+    if (bad && nbad_add(b, counted, b->notify_pushed, value, bad) != 0)
+        return -1;
+    return counted ? ncount_add(b, value, bad != NULL) : notify_queue(b, value);
+}
+
+static int notify_queue(gw_ep_base_t *b, uint64_t value)
 {
     if (b->notify_count == b->notify_cap) {
         size_t ncap = b->notify_cap ? b->notify_cap * 2 : 64;
@@ -220,6 +273,7 @@ int gw_ep_notify_push(gw_ep_base_t *b, uint64_t value)
     }
     b->notify_q[(b->notify_head + b->notify_count) % b->notify_cap] = value;
     b->notify_count++;
+    b->notify_pushed++;
     return 0;
 }
 
@@ -235,6 +289,13 @@ static struct gw_ncount *ncount_find(const gw_ep_base_t *b, uint64_t id)
 
 int gw_ep_ncount_add(gw_ep_base_t *b, uint64_t id)
 {
+    if (b->notify_gate)
+        return b->notify_gate(b->notify_gate_arg, id, 1);
+    return ncount_add(b, id, 0);
+}
+
+static int ncount_add(gw_ep_base_t *b, uint64_t id, int bad)
+{
     struct gw_ncount *n = ncount_find(b, id);
     if (!n) {
         if (b->n_ncount == b->cap_ncount) {
@@ -248,8 +309,12 @@ int gw_ep_ncount_add(gw_ep_base_t *b, uint64_t id)
         n = &b->ncount[b->n_ncount++];
         n->id = id;
         n->count = 0;
+        n->bad = 0;
     }
-    n->count++;
+    if (bad)
+        n->bad++;
+    else
+        n->count++;
     return 0;
 }
 
@@ -267,23 +332,53 @@ int gw_ep_ncount_take(gw_ep_base_t *b, uint64_t id, uint64_t count)
     if (!n || n->count < count)
         return -1;
     n->count -= count;
-    if (!n->count)
+    if (!n->count && !n->bad)
         *n = b->ncount[--b->n_ncount];
     return 0;
 }
 
-int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value)
+uint64_t gw_ep_ncount_bad(const gw_ep_base_t *b, uint64_t id)
+{
+    const struct gw_ncount *n = ncount_find(b, id);
+    return n ? n->bad : 0;
+}
+
+int gw_ep_ncount_take_bad(gw_ep_base_t *b, uint64_t id, char **detail)
+{
+    struct gw_ncount *n = ncount_find(b, id);
+    if (!n || !n->bad)
+        return -1;
+    n->bad--;
+    if (!n->count && !n->bad)
+        *n = b->ncount[--b->n_ncount];
+    gw_nbad_t *r = nbad_take(b, 1, id);
+    *detail = r ? strdup(r->detail) : NULL;
+    free(r);
+    return 0;
+}
+
+int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value, char **detail)
 {
     if (!b->notify_count)
         return -1;
     *value = b->notify_q[b->notify_head];
     b->notify_head = (b->notify_head + 1) % b->notify_cap;
     b->notify_count--;
+    uint64_t pos = b->notify_popped++;
+    gw_nbad_t *r = b->nbad ? nbad_take(b, 0, pos) : NULL;
+    if (r) {
+        if (detail)
+            *detail = r ? strdup(r->detail) : NULL;
+        free(r);
+        return 1;
+    }
     return 0;
 }
 
 gw_request_t *gw_ep_match_posted(gw_ep_base_t *b, uint64_t tag)
 {
+    if (GW_UNLIKELY(tag == GW_INTEG_TAG) && b->integ)
+        return NULL; /* the integrity check's own message: never the application's receive */
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &b->posted) {
         gw_request_t *r = gw_container_of(p, gw_request_t, link);
@@ -300,6 +395,8 @@ gw_unexp_t *gw_ep_peek_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
 {
     for (gw_list_t *p = b->unexpected.next; p != &b->unexpected; p = p->next) {
         gw_unexp_t *u = gw_container_of(p, gw_unexp_t, link);
+        if (GW_UNLIKELY(u->tag == GW_INTEG_TAG) && b->integ)
+            continue; /* the integrity check's own message (proto/proto_integrity.c takes it) */
         if ((u->tag & mask) == (tag & mask))
             return u->filling ? NULL : u; /* never a younger one past it */
     }

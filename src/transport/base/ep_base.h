@@ -52,8 +52,9 @@ typedef struct gw_ep_base {
      * by its process state, not by its silence alone (liveness.h) */
     int32_t peer_pid;
     uint64_t peer_start;      /* its start time (/proc/PID/stat field 22): a reused pid is not it */
-    /* counted notifications: arrived and not yet taken, per id */
-    struct gw_ncount { uint64_t id, count; } *ncount;
+    /* counted notifications: arrived and not yet taken, per id (bad: ones
+     * that failed the integrity check, each with a record in nbad) */
+    struct gw_ncount { uint64_t id, count, bad; } *ncount;
     size_t n_ncount, cap_ncount;
     /* the connected transport's teardown: run once, by the gw_ep_fail() that
      * latches the error (whoever calls it: the transport, or the api layer),
@@ -71,7 +72,34 @@ typedef struct gw_ep_base {
     uint8_t in_notes;         /* gw_ep_notes_check is running (no nesting) */
     gw_status_t (*notify_out)(void *arg, gw_request_t *req);
     void *notify_arg;
+    /* the notification gate (the protocol layer's integrity check,
+     * proto/proto_integrity.h): when set, a notification the transport
+     * hands over (gw_ep_notify_push, gw_ep_ncount_add) goes to it instead
+     * of the queues; it delivers it later with gw_ep_notify_deliver.
+     * Returns 0, or -1 when out of memory (as the push would). */
+    int (*notify_gate)(void *arg, uint64_t value, int counted);
+    void *notify_gate_arg;
+    struct gw_integ *integ;   /* the check's state of this endpoint (NULL: no check) */
+    uint32_t integ_waiting;   /* operations whose verdict the peer still owes (work that waits on it) */
+    /* notifications that failed the check, oldest first: an ordered one
+     * at its place in the queue (pos: its number among all pushed), a
+     * counted one under its id */
+    struct gw_nbad *nbad;
+    uint64_t notify_pushed, notify_popped;
 } gw_ep_base_t;
+
+/* The tag of the integrity check's own messages (proto/proto_integrity.h):
+ * reserved on an endpoint that checks (b->integ set), where the
+ * application's receives never match it and gw_send refuses it. */
+#define GW_INTEG_TAG 0x6777696e74656772ull /* "gwintegr" */
+
+typedef struct gw_nbad {
+    struct gw_nbad *next;
+    uint64_t pos;   /* ordered: its number among the pushed notifications */
+    uint64_t id;    /* counted: its id */
+    int counted;
+    char detail[];  /* why it failed the check */
+} gw_nbad_t;
 
 /* Has the endpoint failed?  The one truth; transports keep no flag of their own. */
 static inline int gw_ep_failed(const gw_ep_base_t *b)
@@ -116,7 +144,8 @@ void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
  * without any, silence is no sign of death. */
 static inline int gw_ep_has_work(const gw_ep_base_t *b)
 {
-    return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted);
+    return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted) ||
+           b->integ_waiting;
 }
 /* Work is about to be queued on b (an operation, a flush, a posted
  * receive): if it had none, the peer's silence is counted from now, not
@@ -201,13 +230,26 @@ __attribute__((format(printf, 3, 4)))
 #endif
 void gw_ep_fail(gw_ep_base_t *b, gw_status_t status, const char *fmt, ...);
 
+/* A notification arrived (the transports): through the gate when one is
+ * set, else into the queue.  0, or -1 when out of memory. */
 int gw_ep_notify_push(gw_ep_base_t *b, uint64_t value);
+/* Past the gate: queues an ordered (counted 0) or counted notification;
+ * bad non-NULL: it failed the integrity check, which bad says (copied):
+ * the waiter gets GW_ERR_INTEGRITY and bad instead of it.  0 or -1. */
+int gw_ep_notify_deliver(gw_ep_base_t *b, uint64_t value, int counted, const char *bad);
+/* The counted twin of a failure: how many of id failed the check and are
+ * not taken; takes the oldest (its detail, malloc'd, to *detail; 0) or -1. */
+uint64_t gw_ep_ncount_bad(const gw_ep_base_t *b, uint64_t id);
+int gw_ep_ncount_take_bad(gw_ep_base_t *b, uint64_t id, char **detail);
 /* Counted notifications: one more of id arrived (-1: out of memory); how
  * many of id are waiting; take count of them (-1 when fewer are there). */
 int gw_ep_ncount_add(gw_ep_base_t *b, uint64_t id);
 uint64_t gw_ep_ncount_get(const gw_ep_base_t *b, uint64_t id);
 int gw_ep_ncount_take(gw_ep_base_t *b, uint64_t id, uint64_t count);
-int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value);
+/* Takes the oldest ordered notification: 0, -1 when none, 1 when it failed
+ * the integrity check (*value is its value; *detail, malloc'd, says why,
+ * when detail is not NULL). */
+int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value, char **detail);
 
 /* Tag matching.  match_posted removes and returns the oldest posted receive
  * that matches tag; match_unexp the oldest unexpected message for a receive,
