@@ -44,6 +44,12 @@ struct gw_context {
     uint64_t closed_tokens[64];
     unsigned closed_next;
     int batch_expand; /* GPUWIRE_BATCH_PATH=expand: every batch through proto/proto_batch.c */
+    /* per transport: 1 where a put's or get's local GPU buffer is staged by
+     * the protocol layer (proto/proto_stage.c: the transport moves no GPU
+     * memory itself, or GPUWIRE_GPU_STAGE=proto), set at iface open */
+    uint8_t gpu_staged[GW_TL_COUNT];
+    int gpu_stage_force; /* GPUWIRE_GPU_STAGE=proto */
+    struct gw_proto_stage *pstage; /* its state, made on the first staged operation */
     int integrity;    /* GPUWIRE_INTEGRITY / gw_config_t.integrity: this side asks for the CRC32C check */
     gw_list_t integ_eps; /* endpoints that check (proto/proto_integrity.c): a poller of the context polls them */
     /* the context extension (the names layer, src/names/): its hooks and

@@ -57,13 +57,15 @@ gw_status_t gw_request_cancel(gw_request_t *req)
         return GW_OK;
     }
     gw_ep_t *ep = req->ep;
+    /* (a put or get the protocol layer staged, req->owner set, is its own:
+     * the transport never saw it, and its chunks are let finish) */
+    int expanded = gw_proto_batch_expanded(req);
     if (ep && ep->tl && ep->ops && !gw_ep_failed(&ep->base) && (req->flags & GW_REQF_QUEUED) &&
-        req->op != GW_OP_RECV && req->op != GW_OP_FLUSH) {
+        req->op != GW_OP_RECV && req->op != GW_OP_FLUSH && (expanded || !req->owner)) {
         /* an operation on the outstanding list: the transport (or, for a
          * batch it expanded, the protocol layer) withdraws what is not on
          * the wire yet */
-        gw_status_t st = gw_proto_batch_expanded(req) ? gw_proto_batch_cancel(ep->tl, req)
-                                                      : ep->ops->cancel(ep->tl, req);
+        gw_status_t st = expanded ? gw_proto_batch_cancel(ep->tl, req) : ep->ops->cancel(ep->tl, req);
         if (st == GW_OK && req->status == GW_INPROGRESS) { /* withdrawn whole */
             if (!req->detail) {
                 char d[200];

@@ -472,6 +472,12 @@ static gw_integ_set_t *integ_set(gw_ep_t *ep, int op, int notify, int integ, siz
     return s;
 }
 
+/* submit() of the staged route: the context's staging state goes along. */
+static gw_status_t stage_batch_submit(gw_tl_ep_t *tl, gw_request_t *r)
+{
+    return gw_proto_stage_batch_submit(&r->ep->ctx->pstage, tl, r);
+}
+
 /* Fills what both forms share and hands the batch to the transport, or to
  * the protocol layer to expand (proto/proto.h decides). */
 static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t count, int op, int notify,
@@ -483,9 +489,13 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     m->b.value = value;
     gw_tl_caps_t caps;
     ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
-    gw_proto_route_t route;
+    gw_proto_route_t route = GW_PROTO_NATIVE;
     const char *lack;
-    if (gw_proto_batch_route(&caps, &m->b, ep->ctx->batch_expand, ep->base.notify_out != NULL, &route, &lack) != GW_OK) {
+    int staged = 0;
+    if ((m->b.lgpu && gw_proto_batch_stage_route(&caps, &m->b, ep->ctx->gpu_stage_force, ep->base.notify_out != NULL,
+                                                 &staged, &lack) != GW_OK) ||
+        (!staged &&
+         gw_proto_batch_route(&caps, &m->b, ep->ctx->batch_expand, ep->base.notify_out != NULL, &route, &lack) != GW_OK)) {
         free(m);
         gw_proto_integ_set_free(is);
         return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "gw_xfer_batch: the %s transport to %s has no %s",
@@ -505,7 +515,9 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     for (int i = 0; i < 2; i++)
         if (m->b.busy[i])
             (*m->b.busy[i])++;
-    gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *) = route == GW_PROTO_NATIVE ? ep->ops->submit : gw_proto_batch_submit;
+    gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *) = staged                    ? stage_batch_submit
+                                                      : route == GW_PROTO_NATIVE ? ep->ops->submit
+                                                                                 : gw_proto_batch_submit;
     if (is) { /* checked: the check posts it through fn (proto/proto_integrity.h) */
         gw_proto_integ_set_route(is, fn);
         r->owner = is;

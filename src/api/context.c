@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "proto/proto.h"
 
 /* "verbs, intra, tcp": every transport known (core/transports.def) */
 static void known_transports(char *buf, size_t len)
@@ -190,6 +191,7 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
         goto err_core;
     ctx->batch_expand = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_BATCH_PATH), "expand");
+    int stage_proto = ctx->gpu_stage_force = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_GPU_STAGE), "proto");
 
     for (int i = 0; i < GW_TL_COUNT; i++) {
         const gw_tl_ops_t *ops = gw_tl_table[i];
@@ -208,8 +210,12 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
             continue;
         }
         st = ops->iface_open(&ctx->core, &ctx->tl[i], why, sizeof(why));
-        if (st == GW_OK)
+        if (st == GW_OK) {
+            gw_tl_caps_t caps;
+            ops->caps(ctx->tl[i], &caps);
+            ctx->gpu_staged[i] = (uint8_t)(stage_proto || !(caps.mem_kinds & GW_TL_MEM_CUDA));
             continue;
+        }
         ctx->tl[i] = NULL;
         if (st == GW_ERR_CONFIG) {
             snprintf(err, sizeof(err), "%s", why);
@@ -303,6 +309,7 @@ gw_status_t gw_context_destroy(gw_context_t *ctx)
                           ctx->n_eps, ctx->n_listeners, ctx->n_mems);
     }
     gw_ctx_mt_stop(ctx); /* nothing is left for it to serve */
+    gw_proto_stage_destroy(ctx->pstage); /* (no endpoint is left: only copies may still run) */
     for (int i = 0; i < GW_TL_COUNT; i++)
         if (ctx->tl[i])
             ctx->tl[i]->ops->iface_close(ctx->tl[i]);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "api/api.h"
+#include "proto/proto.h"
 #include "proto/proto_integrity.h"
 
 static const char *op_name(int op)
@@ -71,11 +72,15 @@ __attribute__((noinline)) static gw_status_t check_local_slow(gw_ep_t *ep, int o
                       buf, len, lmem->addr, lmem->len);
     if (lmem && lmem->core != &ep->ctx->core)
         return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: local region belongs to another context", op_name(op));
-    if (lmem && lmem->type == GW_MEM_CUDA && ep->ops && ep->tl_id >= 0) { /* (asked here only: host memory is the hot path) */
+    /* GPU memory the transport does not move itself: a put's or get's is
+     * staged by the protocol layer (proto_stage.c), a message's is refused
+     * (asked here only: host memory is the hot path) */
+    if (lmem && lmem->type == GW_MEM_CUDA && ep->ops && ep->tl_id >= 0 && !is_remote_op(op)) {
         gw_tl_caps_t caps;
         ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
         if (!(caps.mem_kinds & GW_TL_MEM_CUDA))
-            return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "%s: the %s transport to %s does not move GPU memory",
+            return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "%s: the %s transport to %s does not move GPU memory "
+                          "(puts and gets of it are staged through host memory; messages are not)",
                           op_name(op), ep->ops->name, ep->base.peer);
     }
     return GW_OK;
@@ -214,11 +219,38 @@ static gw_request_t *rma_make(void *arg)
     return r;
 }
 
+__attribute__((noinline)) static gw_status_t put_notify_checked(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem,
+                                                                uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
+                                                                gw_request_t **req, gw_request_t *r,
+                                                                gw_status_t (*route)(gw_tl_ep_t *, gw_request_t *));
+
+/* submit() of the staged route: the context's staging state goes along. */
+static gw_status_t stage_submit(gw_tl_ep_t *tl, gw_request_t *r)
+{
+    return gw_proto_stage_submit(&r->ep->ctx->pstage, tl, r);
+}
+
+/* A put, get or put_notify of a local GPU buffer that the protocol layer
+ * stages through pinned host memory over the transport's host operations. */
+__attribute__((noinline)) static gw_status_t rma_staged(gw_ep_t *ep, int op, void *buf, size_t len, gw_mem_t *lmem,
+                                                        uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
+                                                        gw_request_t **req)
+{
+    if (op == GW_OP_PUT_NOTIFY && (ep->base.integ != NULL || ep->integ_refused)) /* checked, then staged */
+        return put_notify_checked(ep, buf, len, lmem, raddr, rkey, value, req, NULL, stage_submit);
+    gw_request_t *r = new_req(ep, op, req);
+    if (!r)
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
+    rma_args(r, buf, len, lmem, raddr, rkey, value);
+    return submit(ep, r, req, stage_submit, 1);
+}
+
 /* A put_notify on an endpoint that checks integrity (proto/proto_integrity.h):
  * its one entry's CRC goes with it. */
 __attribute__((noinline)) static gw_status_t put_notify_checked(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem,
                                                                 uint64_t raddr, gw_rkey_t *rkey, uint64_t value,
-                                                                gw_request_t **req, gw_request_t *r)
+                                                                gw_request_t **req, gw_request_t *r,
+                                                                gw_status_t (*route)(gw_tl_ep_t *, gw_request_t *))
 {
     if (ep->integ_refused) {
         if (r)
@@ -237,7 +269,7 @@ __attribute__((noinline)) static gw_status_t put_notify_checked(gw_ep_t *ep, voi
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_put_notify: out of memory for a request");
     }
     gw_proto_integ_set_add(s, 0, buf, lmem, rkey->id, raddr, len);
-    gw_proto_integ_set_route(s, ep->ops->submit);
+    gw_proto_integ_set_route(s, route);
     rma_args(r, buf, len, lmem, raddr, rkey, value);
     r->owner = s;
     gw_status_t st = submit(ep, r, req, gw_proto_integ_submit, 1);
@@ -262,6 +294,9 @@ __attribute__((always_inline)) static inline gw_status_t rma(gw_ep_t *ep, int op
     if ((st = ep_usable(ep, op)) ||
         (st = check_local(ep, op, buf, len, lmem)) || (st = check_remote(ep, op, len, raddr, rkey, need)))
         return st;
+    /* a local GPU buffer the protocol layer stages (proto.h) */
+    if (GW_UNLIKELY(lmem != NULL) && lmem->type == GW_MEM_CUDA && ep->ctx->gpu_staged[ep->tl_id])
+        return rma_staged(ep, op, buf, len, lmem, raddr, rkey, value, req);
     /* a small put the transport posts before our request exists (tl.h
      * put_direct): the doorbell first, the bookkeeping after it */
     if (op == GW_OP_PUT && ep->ops->put_direct != gw_tl_unsupported_put_direct) {
@@ -293,7 +328,7 @@ __attribute__((always_inline)) static inline gw_status_t rma(gw_ep_t *ep, int op
         return GW_OK;
     }
     if (op == GW_OP_PUT_NOTIFY && GW_UNLIKELY(ep->base.integ != NULL || ep->integ_refused))
-        return put_notify_checked(ep, buf, len, lmem, raddr, rkey, value, req, r);
+        return put_notify_checked(ep, buf, len, lmem, raddr, rkey, value, req, r, ep->ops->submit);
     if (!r && !(r = new_req(ep, op, req)))
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", op_name(op));
     rma_args(r, buf, len, lmem, raddr, rkey, value);

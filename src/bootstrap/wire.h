@@ -41,7 +41,16 @@
 #include "gpuwire.h"
 
 #define GW_HS_MAGIC 0x53485747u /* "GWHS" */
-#define GW_HS_VERSION 1
+/* Version 2: the names table travels as the READY extension (TLVs 17, 18)
+ * and a HELLO may ask for that extension alone (TLV 19, GW_HS_FLAG_EXT_ONLY:
+ * no endpoint is made); version 1 carried the table in tags 13-15.  A
+ * version-1 peer would skip the new TLVs (tables silently missing on both
+ * sides) and answer an extension-only HELLO by making an endpoint, so the
+ * two do not talk: each refuses the other's first frame with
+ * GW_ERR_VERSION, "peer speaks handshake version N, this build speaks M"
+ * (the server's ERROR answer is a frame of its own version, which the
+ * client refuses with the same message). */
+#define GW_HS_VERSION 2
 #define GW_HS_HDR_LEN 12
 #define GW_HS_MAX_BODY 16384
 #define GW_HS_MAX_TL 8

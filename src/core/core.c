@@ -83,12 +83,74 @@ err_settings:
     return st;
 }
 
+/* ---- per-operation state ------------------------------------------------------- */
+/* A block is a header then the state; a free block's first word links the
+ * class's free list. */
+typedef struct op_hdr {
+    uint32_t cls; /* size class, GW_OP_STATE_CLASSES for a malloc'd one */
+    uint32_t magic;
+    uint64_t size; /* bytes after the header */
+} op_hdr_t;
+#define OP_MAGIC 0x4f505354u /* "OPST" */
+static const size_t op_class_size[GW_OP_STATE_CLASSES] = {256, 2048, 16384};
+
+void *gw_op_state_get(gw_core_t *c, size_t size)
+{
+    unsigned cls = 0;
+    while (cls < GW_OP_STATE_CLASSES && size > op_class_size[cls])
+        cls++;
+    op_hdr_t *h;
+    if (cls < GW_OP_STATE_CLASSES && c->op_free[cls]) {
+        h = c->op_free[cls];
+        c->op_free[cls] = *(void **)(h + 1);
+        c->op_nfree[cls]--;
+        memset(h + 1, 0, op_class_size[cls]);
+        return h + 1;
+    }
+    size_t n = cls < GW_OP_STATE_CLASSES ? op_class_size[cls] : size;
+    h = calloc(1, sizeof(*h) + n);
+    if (!h)
+        return NULL;
+    h->cls = cls;
+    h->magic = OP_MAGIC;
+    h->size = n;
+    return h + 1;
+}
+
+void gw_op_state_put(gw_core_t *c, void *p)
+{
+    if (!p)
+        return;
+    op_hdr_t *h = (op_hdr_t *)p - 1;
+    if (h->magic != OP_MAGIC) { /* (a block of another allocator: a bug, never freed blindly) */
+        gw_log(GW_LOG_ERROR, "gw_op_state_put(%p): not a block of the per-operation state pool", p);
+        return;
+    }
+    unsigned cls = h->cls;
+    if (cls >= GW_OP_STATE_CLASSES || c->op_nfree[cls] >= GW_OP_STATE_KEEP) {
+        h->magic = 0;
+        free(h);
+        return;
+    }
+    *(void **)p = c->op_free[cls];
+    c->op_free[cls] = h;
+    c->op_nfree[cls]++;
+}
+
 void gw_core_fini(gw_core_t *c)
 {
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &c->req_slabs) {
         gw_list_del(p);
         free(p);
+    }
+    for (unsigned k = 0; k < GW_OP_STATE_CLASSES; k++) {
+        while (c->op_free[k]) {
+            op_hdr_t *h = c->op_free[k];
+            c->op_free[k] = *(void **)(h + 1);
+            free(h);
+        }
+        c->op_nfree[k] = 0;
     }
     gw_hmap_fini(&c->regions);
     if (c->evfd >= 0)

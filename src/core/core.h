@@ -30,6 +30,9 @@ typedef struct gw_io {
 typedef int (*gw_poll_cb_t)(void *arg);
 typedef void (*gw_sleep_cb_t)(void *arg, int asleep);
 
+/* Size classes of the per-operation state pool (gw_op_state_get). */
+#define GW_OP_STATE_CLASSES 3
+
 struct gw_core {
     gw_settings_t settings;
     char errbuf[1024];
@@ -56,10 +59,26 @@ struct gw_core {
     uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
     long peer_timeout_ms;
     long op_timeout_ms; /* GPUWIRE_OP_TIMEOUT_MS */
+    /* per-operation state (gw_op_state_get): free blocks by size class */
+    void *op_free[GW_OP_STATE_CLASSES];
+    unsigned op_nfree[GW_OP_STATE_CLASSES];
 };
 
 gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen);
 void gw_core_fini(gw_core_t *c);
+
+/* Per-operation state that a layer keeps beside a request (the protocol
+ * layer's batch and staging records; a transport's per-operation records),
+ * from one pool of the core for every layer rather than a malloc per
+ * operation or a free list per transport: blocks of up to 256 B, 2 KiB and
+ * 16 KiB are kept on the core's lists when put back (at most
+ * GW_OP_STATE_KEEP of each) and handed out again; larger ones come from
+ * malloc and go back to free.  Zeroed; NULL when out of memory.  Not
+ * thread-safe (the context's thread, as for requests). */
+#define GW_OP_STATE_KEEP 256
+void *gw_op_state_get(gw_core_t *c, size_t size);
+/* Puts back what gw_op_state_get gave (NULL: no-op). */
+void gw_op_state_put(gw_core_t *c, void *p);
 
 /* Records the detail of a failure (what, on which object, why, input) in the
  * context's message, logs it at debug level, and returns st. */

@@ -24,7 +24,9 @@
  *   COUNTED  through notify_out only (the counted form has no put_notify
  *            twin); a transport without it refuses with GW_ERR_UNSUPPORTED.
  * Entries in GPU memory go as the transport's single puts and gets of GPU
- * memory go (its caps().mem_kinds must include GW_TL_MEM_CUDA). */
+ * memory go (its caps().mem_kinds must include GW_TL_MEM_CUDA); a batch
+ * whose local side is GPU memory over a transport without it is staged
+ * instead (gw_proto_batch_stage_route, below). */
 #ifndef GW_PROTO_PROTO_H
 #define GW_PROTO_PROTO_H
 
@@ -69,5 +71,61 @@ int gw_proto_batch_expanded(const gw_request_t *req);
  * GW_INPROGRESS: entries are still on the wire (the batch completes when
  * the last of them does). */
 gw_status_t gw_proto_batch_cancel(gw_tl_ep_t *tl, gw_request_t *req);
+
+/* ---- GPU staging (proto_stage.c) ----------------------------------------
+ * A put, get or put_notify whose local buffer is GPU memory, over a
+ * transport that does not move GPU memory itself (caps().mem_kinds lacks
+ * GW_TL_MEM_CUDA: ofi without FI_HMEM), or over any transport when
+ * GPUWIRE_GPU_STAGE=proto, is moved here through the transport's host
+ * primitives: the buffer is cut into chunks of one pinned slot of the
+ * context's staging engine for its device (mem/staging.h,
+ * GPUWIRE_STAGING_CHUNK bytes, GPUWIRE_STAGING_BUFFERS slots), and
+ *   put   each chunk is copied device-to-host into its slot on the engine's
+ *         D2H stream, then sent by a host put of the transport from the
+ *         slot; chunks are posted in order, several in flight, so the next
+ *         copy overlaps the wire;
+ *   get   each chunk is read by a host get of the transport into its slot,
+ *         then copied host-to-device on the H2D stream.
+ * A put_notify's notification follows its last byte: through the base's
+ * deferred notification (notify_out) where the transport has one, else as
+ * the last chunk's put_notify (its queue order keeps it behind the earlier
+ * chunks).  The remote side is the transport's: a remote region in GPU
+ * memory must be one the transport reaches.  The request completes once
+ * every chunk has (a get: its bytes are in GPU memory), with the first error
+ * naming the chunk (offset, length) and why. */
+typedef struct gw_proto_stage gw_proto_stage_t;
+
+/* Does a put/get/put_notify with local region lmem go through the protocol
+ * layer's staging over a transport with caps (force: GPUWIRE_GPU_STAGE=proto)? */
+static inline int gw_proto_stage_wanted(const gw_tl_caps_t *caps, const gw_mem_t *lmem, int force)
+{
+    return lmem && lmem->type == GW_MEM_CUDA && (force || !(caps->mem_kinds & GW_TL_MEM_CUDA));
+}
+
+/* submit() of the staged route (the signature of gw_tl_ops_t.submit but
+ * for the context's staging state *pst, made on first use): req is a
+ * GW_OP_PUT, GW_OP_GET or GW_OP_PUT_NOTIFY request with a GPU lmem that the
+ * api layer validated and queued as outstanding.  GW_OK: proto owns it
+ * until it completes it; an error: nothing was posted. */
+gw_status_t gw_proto_stage_submit(gw_proto_stage_t **pst, gw_tl_ep_t *tl, gw_request_t *req);
+/* Batches: a batch whose local regions are all GPU memory of one device
+ * goes the same way where the transport moves no GPU memory (or
+ * force), each slot carrying several entries (up to 64, an entry longer
+ * than the slot's rest split), moved between GPU memory and the slot by one
+ * gather or scatter of the copy kernel (cuda/copy_kernel.c; per-block
+ * copy-engine copies where no kernel loads) and between the slot and the
+ * peer by one host put or get per entry piece; the notification as for a
+ * put_notify (a counted one needs notify_out).  *staged 1: take this route
+ * (gw_proto_stage_batch_submit); 0: route as before (gw_proto_batch_route);
+ * GW_ERR_UNSUPPORTED with *lack: the transport cannot carry it even so. */
+gw_status_t gw_proto_batch_stage_route(const gw_tl_caps_t *caps, const gw_batch_t *b, int force, int notify_out,
+                                       int *staged, const char **lack);
+gw_status_t gw_proto_stage_batch_submit(gw_proto_stage_t **pst, gw_tl_ep_t *tl, gw_request_t *req);
+/* At context destroy: waits for copies in flight, frees the engines and
+ * what is left.  NULL is a no-op. */
+void gw_proto_stage_destroy(gw_proto_stage_t *pst);
+/* Chunks moved through the staging pipeline since the state was made (for
+ * tests and `gpuwire perf`'s path line); 0 for NULL. */
+uint64_t gw_proto_stage_chunks(const gw_proto_stage_t *pst);
 
 #endif

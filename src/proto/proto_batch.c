@@ -79,7 +79,7 @@ static void bop_finish(proto_bop_t *bop)
     gw_request_t *req = bop->parent;
     if (!req) {
         bop_release_batch(bop);
-        free(bop);
+        gw_op_state_put(bop->core, bop);
         return;
     }
     gw_status_t st = bop->err;
@@ -106,7 +106,7 @@ static void bop_parent_fini(gw_request_t *r)
     bop->parent = NULL;
     if (!bop->live && !bop->posting) {
         bop_release_batch(bop);
-        free(bop);
+        gw_op_state_put(bop->core, bop);
     }
 }
 
@@ -173,7 +173,7 @@ gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req)
     gw_batch_expand(b);
     gw_log(GW_LOG_TRACE, "batch %s of %u entries (%llu bytes) expanded into single operations", b->get ? "get" : "put",
            b->n, (unsigned long long)b->total);
-    proto_bop_t *bop = calloc(1, sizeof(*bop));
+    proto_bop_t *bop = gw_op_state_get(core, sizeof(*bop));
     if (!bop)
         return gw_err(core, GW_ERR_NOMEM, "batch: out of memory for its state");
     bop->parent = req;
@@ -186,7 +186,7 @@ gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req)
         if (base->notify_out) {
             gw_status_t st = gw_ep_notify_defer(base, req);
             if (st != GW_OK) {
-                free(bop);
+                gw_op_state_put(bop->core, bop);
                 return st;
             }
             bop->deferred = 1;
@@ -204,7 +204,7 @@ gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req)
     }
     if (st != GW_OK && posted <= 1 && bop->live == 0) {
         /* nothing left moving: the caller drops the request (and undoes the deferral) */
-        free(bop);
+        gw_op_state_put(bop->core, bop);
         return st;
     }
     bop->fini = req->fini;

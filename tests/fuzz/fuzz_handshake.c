@@ -101,6 +101,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         gw_put_u32(buf + 8, (uint32_t)body);
         memcpy(buf + GW_HS_HDR_LEN, data + 1, body);
         decode_one(buf, GW_HS_HDR_LEN + body);
+        /* the same frame from a peer of another version (the previous one
+         * among them): refused with GW_ERR_VERSION, whatever follows */
+        uint16_t other = (data[0] & 2) ? (uint16_t)(GW_HS_VERSION - 1) : (uint16_t)(data[0] >> 2);
+        if (other != GW_HS_VERSION) {
+            static gw_hs_msg_t mv;
+            char why[256];
+            gw_put_u16(buf + 4, other);
+            must(gw_hs_decode(buf, GW_HS_HDR_LEN + body, &mv, why, sizeof(why)) == GW_ERR_VERSION,
+                 "a frame of another version was not refused as such");
+            must(strstr(why, "version") != NULL, "a version refusal does not say so");
+        }
     }
     return 0;
 }

@@ -351,12 +351,75 @@ static void test_pages_expanded(gw_core_t *c)
     gw_ep_base_fini(&base);
 }
 
+/* The staged route (proto_stage.c): taken for a batch whose local regions
+ * are all GPU memory of one device where the transport moves no GPU memory
+ * (or when forced), refused where even staging cannot carry it. */
+static void test_stage_route(void)
+{
+    gw_mem_t g0, g0b, g1, h;
+    memset(&g0, 0, sizeof(g0));
+    g0.type = GW_MEM_CUDA;
+    g0b = g0;
+    g1 = g0;
+    g1.cuda_device = 1;
+    memset(&h, 0, sizeof(h));
+    h.type = GW_MEM_HOST;
+    gw_mem_t *lms[2] = {&g0, &g0b};
+    gw_batch_t b;
+    memset(&b, 0, sizeof(b));
+    b.lmem = lms;
+    b.nlmem = 2;
+    b.lgpu = 1;
+    b.n = 3;
+    gw_tl_caps_t caps = {.mem_kinds = GW_TL_MEM_HOST, .batch = 0};
+    int staged = -1;
+    const char *lack;
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 0, &staged, &lack), GW_OK);
+    CHECK(staged == 1);
+    /* a transport with GPU memory of its own: only when forced */
+    caps.mem_kinds |= GW_TL_MEM_CUDA;
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 0, &staged, &lack), GW_OK);
+    CHECK(staged == 0);
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 1, 0, &staged, &lack), GW_OK);
+    CHECK(staged == 1);
+    caps.mem_kinds = GW_TL_MEM_HOST;
+    /* a local side over two GPUs, or with host memory: not this route */
+    lms[1] = &g1;
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 0, &staged, &lack), GW_OK);
+    CHECK(staged == 0);
+    lms[1] = &h;
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 0, &staged, &lack), GW_OK);
+    CHECK(staged == 0);
+    lms[1] = &g0b;
+    /* what staging cannot give: remote GPU memory, counted notifications
+     * without a sender, an ordered one without data or sender */
+    b.rgpu = 1;
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 1, &staged, &lack), GW_ERR_UNSUPPORTED);
+    CHECK(lack && strstr(lack, "GPU memory") != NULL);
+    b.rgpu = 0;
+    b.notify = GW_NOTIFY_COUNTED;
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 0, &staged, &lack), GW_ERR_UNSUPPORTED);
+    CHECK(lack && strcmp(lack, "counted notifications") == 0);
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 1, &staged, &lack), GW_OK);
+    CHECK(staged == 1);
+    b.notify = GW_NOTIFY_ORDERED;
+    b.n = 0;
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 0, &staged, &lack), GW_ERR_UNSUPPORTED);
+    CHECK(lack && strcmp(lack, "notifications without data") == 0);
+    /* host batches never */
+    b.lgpu = 0;
+    b.notify = 0;
+    CHECK_ST(gw_proto_batch_stage_route(&caps, &b, 0, 0, &staged, &lack), GW_OK);
+    CHECK(staged == 0);
+}
+
 int main(void)
 {
     gw_core_t c;
     char err[256];
     REQUIRE_OK(gw_core_init(&c, err, sizeof(err)));
     test_route();
+    test_stage_route();
     test_expand_put(&c);
     test_get_and_notify(&c);
     test_refusals_and_failure(&c);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_reqpool.c - the core's request pool: slabs, recycling of untracked
  * requests at completion, caller-held requests stay readable until released,
- * release while in progress defers the recycle, region use counts. */
+ * release while in progress defers the recycle, region use counts; the
+ * per-operation state pool beside it. */
 #include "core/core.h"
 #include "core/request.h"
 #include "harness.h"
@@ -73,6 +74,37 @@ int main(void)
 
     for (int i = 4; i < MANY; i++)
         gw_req_complete(r[i], GW_OK);
+    /* per-operation state: zeroed blocks by size class, reused once put
+     * back (dirtied first: the next get must zero it), at most
+     * GW_OP_STATE_KEEP kept per class; larger blocks malloc'd and freed */
+    size_t sizes[] = {1, 256, 257, 2048, 2049, 16384, 100000};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        unsigned char *a = gw_op_state_get(&c, sizes[i]);
+        REQUIRE(a != NULL);
+        int zero = 1;
+        for (size_t k = 0; k < sizes[i]; k++)
+            zero &= a[k] == 0;
+        CHECK(zero);
+        memset(a, 0xab, sizes[i]);
+        gw_op_state_put(&c, a);
+        unsigned char *b = gw_op_state_get(&c, sizes[i]);
+        REQUIRE(b != NULL);
+        if (sizes[i] <= 16384)
+            CHECK(b == a); /* the class's block again */
+        zero = 1;
+        for (size_t k = 0; k < sizes[i]; k++)
+            zero &= b[k] == 0;
+        CHECK(zero);
+        gw_op_state_put(&c, b);
+    }
+    static void *blk[GW_OP_STATE_KEEP + 10];
+    for (int i = 0; i < GW_OP_STATE_KEEP + 10; i++)
+        REQUIRE((blk[i] = gw_op_state_get(&c, 100)) != NULL);
+    for (int i = 0; i < GW_OP_STATE_KEEP + 10; i++)
+        gw_op_state_put(&c, blk[i]);
+    CHECK(c.op_nfree[0] == GW_OP_STATE_KEEP);
+    gw_op_state_put(&c, NULL);
+
     gw_core_fini(&c); /* frees the slabs (ASan/valgrind see leaks otherwise) */
     return gwt_done("unit_reqpool");
 }

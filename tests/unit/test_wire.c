@@ -78,6 +78,12 @@ static void test_hs(void)
     gw_put_u16(bad + 4, GW_HS_VERSION + 1);
     CHECK_ST(gw_hs_decode(bad, n, &d, why, sizeof(why)), GW_ERR_VERSION);
     CHECK(strstr(why, "version") != NULL);
+    /* a version-1 peer (names table in tags 13-15, no extension-only
+     * HELLO): refused, the message naming both versions */
+    CHECK(GW_HS_VERSION == 2);
+    gw_put_u16(bad + 4, 1);
+    CHECK_ST(gw_hs_decode(bad, n, &d, why, sizeof(why)), GW_ERR_VERSION);
+    CHECK(strstr(why, "peer speaks handshake version 1, this build speaks 2") != NULL);
     uint16_t ver, type;
     uint32_t body;
     memcpy(bad, buf, GW_HS_HDR_LEN);

@@ -22,8 +22,11 @@
  *      rendezvous, and notify_out;
  *   5. its completion poller, completing requests with gw_ep_op_done().
  * Everything else is optional and declared in caps(): GPU reach (mem_kinds,
- * gpu_paths), native batches, and the fast lanes rma_now, put_direct and
- * ep_progress, slots any transport may fill.
+ * gpu_paths; a transport without GW_TL_MEM_CUDA gets a put's, get's and
+ * batch's local GPU buffer staged by the protocol layer through pinned host
+ * slots over its host operations, proto/proto.h), native batches, and the
+ * fast lanes rma_now, put_direct and ep_progress, slots any transport may
+ * fill.
  *
  * Life of an endpoint:
  *   1. ep_prepare(): make local resources, return the local address blob the
