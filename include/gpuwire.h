@@ -258,7 +258,28 @@ typedef enum gw_mem_type {
 } gw_mem_type_t;
 
 /* Registers [addr, addr+len) for use by operations and, with remote access
- * flags, for peers through a packed remote key.  The memory type is detected
+ * flags, for peers through a packed remote key.
+ *
+ * Registration cache (GPUWIRE_REG_CACHE, default on): a range that lies
+ * inside a live registration of the context - the same kind of memory,
+ * granting at least the access asked for, for GPU memory in the same
+ * allocations (the driver's buffer ids tell an allocation freed and made
+ * again at the same address from the one registered) - shares what the
+ * transports made for that registration (verbs memory regions, intra's CUDA
+ * IPC export) instead of registering again: registering a tensor inside a
+ * registered PyTorch allocator segment costs a lookup (a few microseconds:
+ * the pointer's attributes, a binary search).  gw_mem_query's path then
+ * starts "registration cache: inside the registration [addr, +len)".  The
+ * new registration is still one of its own: its own id, bounds, access and
+ * keys; either may be deregistered first, and over tcp and intra its keys
+ * are revoked with it.  Over verbs the shared memory regions stay until
+ * the last registration sharing them goes, so a key of one stays usable
+ * until then (one-sided access does not ask the target).  Host memory is
+ * the caller's to keep mapped while registered: memory unmapped and mapped
+ * again under a live registration is not told apart (tcp and intra address
+ * it when they copy, so they reach the new pages; a verbs MR keeps the old
+ * ones).  `gpuwire perf --reg` prints the cost of registering by memory
+ * kind, and of such a lookup.  The memory type is detected
  * from the pointer (CUDA device memory when libcuda is present and the pointer
  * is a device pointer, host otherwise).  len may be 0.  The caller keeps
  * ownership of the memory and must not free it before gw_mem_dereg().
@@ -498,6 +519,60 @@ GW_API gw_status_t gw_dlist_local(gw_context_t *ctx, const gw_local_desc_t *d, s
  * GW_ERR_ACCESS (with the entry's index), GW_ERR_NOMEM. */
 GW_API gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, unsigned access,
                                    gw_dlist_t **out);
+/* Tables: the same lists given as columns, for serving-scale tables (a KV
+ * cache of 1,000,000 blocks) that are built once from arrays, with no
+ * descriptor struct per entry and no search for an entry's region.  Entry i
+ * lies in region region[i] of the regions (keys) passed, offset[i] bytes from
+ * its start, len[i] bytes long.  Any column may be NULL:
+ *   region NULL: every entry is in the first region (or see per_region);
+ *   offset NULL: entry i starts at i * len_all;
+ *   len NULL:    every entry is len_all bytes;
+ *   region and offset both NULL with per_region > 0: entry i is block
+ *   i % per_region of region i / per_region (block b at b * len_all) - the
+ *   layout "entry = layer region x blocks per region + block" of a paged KV
+ *   cache needs no array at all.
+ * Checks and errors are those of gw_dlist_local / gw_dlist_remote (the
+ * message names the entry's index, its region index and the region), plus
+ * GW_ERR_INVALID for a region index past nmems / nkeys.  Every region (key)
+ * passed belongs to the list, used by an entry or not.
+ *
+ * Memory: a computed table (no columns) holds no memory per entry: 8 bytes
+ * per region; a table with columns (and a list from gw_dlist_local /
+ * gw_dlist_remote) 24 bytes per entry (address, length, region index).
+ * Per region a list also keeps a pointer (local) or a copy of the key
+ * (remote, 200 bytes).  A transfer builds 32 bytes per selected entry
+ * (fewer where entries continue each other and merge; the array is reused
+ * by the context's next transfer); the unexpanded GPU form (docs/BATCH.md)
+ * adds 16 bytes per entry of the list in pinned host memory and 16 in GPU
+ * memory, made on its first use.
+ *
+ * Cost (docs/PERFORMANCE.md, section 11; `gpuwire perf --table N` measures
+ * it on any machine): a computed table of 1,000,000 entries builds in
+ * microseconds, one from an offset column in about 30 ms on the 2-core
+ * development VM (30 ns per entry).  The part of a transfer's post that
+ * depends on the entries selected (index checks, the entry array) costs
+ * 6-12 ns per entry with computed tables and 60-120 ns per entry with
+ * column tables selected at random (a cache miss per entry): 2-4 ms and
+ * 20-40 ms for 327,680 entries.  What the transport does at posting
+ * comes on top (tcp sends its first frames, intra copies host memory). */
+typedef struct gw_dlist_table {
+    size_t size;             /* sizeof(gw_dlist_table_t) as the caller compiled it */
+    size_t n;                /* entries (at most 2^32 - 1) */
+    const uint32_t *region;  /* n region indices, or NULL */
+    const uint64_t *offset;  /* n offsets from the region's start, or NULL */
+    const uint64_t *len;     /* n lengths, or NULL */
+    uint64_t len_all;        /* the length of every entry when len is NULL */
+    uint64_t per_region;     /* blocks per region when region and offset are NULL (0: all in region 0) */
+    /* version 1 ends here */
+} gw_dlist_table_t;
+
+/* A local list from a table over nmems registered regions of ctx. */
+GW_API gw_status_t gw_dlist_local_table(gw_context_t *ctx, gw_mem_t *const *mems, size_t nmems,
+                                        const gw_dlist_table_t *table, gw_dlist_t **out);
+/* A remote list from a table over nkeys keys unpacked on ep (copied; access
+ * as gw_dlist_remote). */
+GW_API gw_status_t gw_dlist_remote_table(gw_ep_t *ep, gw_rkey_t *const *rkeys, size_t nkeys,
+                                         const gw_dlist_table_t *table, unsigned access, gw_dlist_t **out);
 /* Number of entries. */
 GW_API size_t gw_dlist_count(const gw_dlist_t *l);
 /* GW_ERR_BUSY (nothing done) while a transfer using the list is in progress.

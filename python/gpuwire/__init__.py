@@ -25,6 +25,7 @@ from .endpoint import Endpoint, Listener
 from .memory import Memory, RemoteKey
 from .names import PeerEvent
 from .request import Request, test_many, wait_any
+from .segments import Segments
 from . import core, store  # noqa: F401  (gpuwire.core: the classes under their earlier module)
 from ._nccl import nccl_plugin_path
 from .errors import EndpointError, GwError, IntegrityError, InvalidArgument, InvalidKey, Timeout
@@ -38,7 +39,7 @@ def load_library(path: Optional[str] = None) -> Any:
 
 
 __all__ = ["ACCESS_LOCAL", "ACCESS_REMOTE", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "Context",
-           "DescList", "Endpoint", "Listener", "Memory", "PeerEvent", "RemoteKey", "Request", "test_many",
+           "DescList", "Endpoint", "Listener", "Memory", "PeerEvent", "RemoteKey", "Request", "Segments", "test_many",
            "wait_any", "GwError", "InvalidArgument",
            "InvalidKey", "IntegrityError", "Timeout", "EndpointError", "build_features", "settings", "status_name",
            "version", "load_library", "store", "nccl_plugin_path", "accelerated"]

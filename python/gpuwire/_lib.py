@@ -67,6 +67,11 @@ class RemoteDesc(ctypes.Structure):
     _fields_ = [("rkey", c_void_p), ("offset", c_uint64), ("len", c_size_t)]
 
 
+class DlistTable(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("n", c_size_t), ("region", c_void_p), ("offset", c_void_p),
+                ("len", c_void_p), ("len_all", c_uint64), ("per_region", c_uint64)]
+
+
 class XferOpts(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("notify", c_int), ("value", c_uint64)]
 
@@ -160,6 +165,9 @@ _OPTIONAL = {
     "gw_mem_alloc": (c_int, [c_void_p, c_size_t, c_uint, PP, PP]),
     "gw_dlist_local": (c_int, [c_void_p, POINTER(LocalDesc), c_size_t, PP]),
     "gw_dlist_remote": (c_int, [c_void_p, POINTER(RemoteDesc), c_size_t, c_uint, PP]),
+    "gw_dlist_local_table": (c_int, [c_void_p, POINTER(c_void_p), c_size_t, POINTER(DlistTable), PP]),
+    "gw_dlist_remote_table": (c_int, [c_void_p, POINTER(c_void_p), c_size_t, POINTER(DlistTable), c_uint,
+                                      PP]),
     "gw_dlist_count": (c_size_t, [c_void_p]),
     "gw_dlist_destroy": (c_int, [c_void_p]),
     "gw_xfer_batch": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import sys
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, NoReturn, Optional, Set, Tuple, Type,
                     TypeVar, Union, cast)
@@ -90,6 +91,58 @@ def _index_array(x: Optional[IndexArray], name: str) -> Tuple[Any, int]:
             if v > _U32:
                 raise _bad("%s: item %d is %d: an index is at most 4294967295" % (name, i, v))
     return (ctypes.c_uint32 * len(vals))(*vals), len(vals)
+
+
+def _column(x: Any, name: str, wide: bool, keep: List[Any]) -> Tuple[int, int]:
+    """(address, length) of a table column: 64-bit unsigned (wide) or 32-bit
+    unsigned items.  A contiguous 1-D NumPy array or CPU tensor of that size
+    (signed or not: a negative value reads as a huge one, which the table's
+    bounds check refuses naming the entry) is read in place; other integer
+    arrays are converted once by NumPy (checked for negative and, for
+    32-bit columns, too large values first); lists through array.array."""
+    x = _index_source(x, name)
+    code = "Q" if wide else "I"
+    if type(x) is list or type(x) is tuple:
+        import array
+        try:
+            arr = array.array(code, x)
+        except (OverflowError, TypeError) as e:
+            raise _bad("%s: %s (items are ints from 0 to %s)" % (name, e, "2**64-1" if wide else "2**32-1"))
+        keep.append(arr)
+        return arr.buffer_info()[0], len(arr)
+    try:
+        mv = memoryview(x)
+    except TypeError:
+        raise _bad("%s: a %s is not a column: give a 1-D NumPy array, CPU tensor or list of ints"
+                   % (name, type(x).__name__)) from None
+    fmt = mv.format.lstrip("@=<>!")
+    size = 8 if wide else 4
+    if mv.ndim != 1:
+        raise _bad("%s: %d-dimensional: give a 1-D array" % (name, mv.ndim))
+    if fmt in _IDX_FORMATS and mv.itemsize == size and mv.c_contiguous and mv.format[:1] not in (">", "!"):
+        npm: Any = sys.modules.get("numpy")
+        if npm is not None and isinstance(x, npm.ndarray):
+            keep.append(x)
+            return x.ctypes.data, len(x)
+        c = ctypes.c_char.from_buffer(mv) if not mv.readonly else None
+        if c is not None:
+            keep.append((mv, c))
+            return ctypes.addressof(c), mv.shape[0] if mv.shape else 0
+    try:
+        np: Any = importlib.import_module("numpy")
+    except ImportError:
+        raise _bad("%s: format '%s' (%d bytes per item): without NumPy give %s items"
+                   % (name, mv.format, mv.itemsize, "uint64" if wide else "uint32")) from None
+    a: Any = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise _bad("%s: dtype %s: give integers" % (name, a.dtype))
+    if a.size and (a.min() < 0 or (not wide and a.max() > 0xFFFFFFFF)):
+        bad = int(np.flatnonzero((a < 0) | (a > (2**64 - 1 if wide else 0xFFFFFFFF)))[0])
+        raise _bad("%s: item %d is %d: items are 0 .. %s" % (name, bad, int(a[bad]),
+                                                            "2**64-1" if wide else "2**32-1"))
+    a = np.ascontiguousarray(a, dtype=np.uint64 if wide else np.uint32)
+    keep.append(a)
+    return a.ctypes.data, len(a)
 
 
 def _index_count(l: Tuple[Any, int], r: Tuple[Any, int], ln: str, rn: str,
@@ -226,6 +279,64 @@ class DescList:
             ep.ctx._check(st, "dlist_remote")
         return cls(ep, h.value, True, [], len(entries))
 
+    @classmethod
+    def _table(cls: Type[_D], owner: Union[Context, Endpoint], remote: bool, objs: Any, count: Optional[int],
+               length: int, offsets: Any, lengths: Any, region_index: Any, per_region: int,
+               access: int) -> _D:
+        """gw_dlist_local_table / gw_dlist_remote_table: the columns are read
+        where they lie (NumPy arrays and CPU tensors of the right dtype) or
+        converted once, as whole arrays; no Python loop per entry."""
+        want = RemoteKey if remote else Memory
+        if isinstance(objs, want):
+            objs = [objs]
+        objs = list(objs)
+        if not objs:
+            raise _bad("give at least one %s" % want.__name__)
+        hs = (ctypes.c_void_p * len(objs))()
+        for i, o in enumerate(objs):
+            h = getattr(o, "_h", None)
+            if type(o) is not want or h is None:
+                raise _bad("%s %d: %s, not an open %s" % ("keys" if remote else "regions", i, _what(o),
+                                                          want.__name__))
+            hs[i] = h
+        if length < 0 or per_region < 0:
+            raise _bad("length %d / per_region %d is negative" % (length, per_region))
+        keep: List[Any] = []
+        n = -1
+        ptrs: List[Optional[int]] = []
+        for name, col, wide in (("offsets", offsets, True), ("lengths", lengths, True),
+                                ("region_index", region_index, False)):
+            if col is None:
+                ptrs.append(None)
+                continue
+            p, m = _column(col, name, wide, keep)
+            if n >= 0 and m != n:
+                raise _bad("%s has %d entries, the columns before it %d" % (name, m, n))
+            n = m
+            ptrs.append(p)
+        if n < 0:
+            if count is None:
+                raise _bad("count: give it when no column (offsets, lengths, region_index) is given")
+            n = count
+        elif count is not None and count != n:
+            raise _bad("count %d differs from the columns' %d entries" % (count, n))
+        if lengths is None and not length:
+            raise _bad("length: the length of every entry (or a lengths column)")
+        t = _lib.DlistTable(ctypes.sizeof(_lib.DlistTable), n, ptrs[2], ptrs[0], ptrs[1], length, per_region)
+        h = _c_void_p()
+        if remote:
+            if access & ~ACCESS_REMOTE or not access:
+                raise _bad("access 0x%x: ACCESS_REMOTE_WRITE (puts), ACCESS_REMOTE_READ (gets) or "
+                           "both" % access)
+            st = _opt("gw_dlist_remote_table")(owner._handle(), hs, len(objs), _byref(t), access, _byref(h))
+            if st != 0:
+                cast("Endpoint", owner).ctx._check(st, "dlist_remote_table")
+            return cls(owner, h.value, True, [], n)
+        st = _opt("gw_dlist_local_table")(owner._handle(), hs, len(objs), _byref(t), _byref(h))
+        if st != 0:
+            owner._check(st, "dlist_local_table")  # type: ignore[union-attr]
+        return cls(owner, h.value, False, objs, n)
+
     def __len__(self) -> int:
         return self.n
 
@@ -272,6 +383,20 @@ class _BatchOps:
         offset, length) entries on this endpoint; access: what the transfers
         will do (ACCESS_REMOTE_WRITE for puts, ACCESS_REMOTE_READ for gets)."""
         return DescList._remote(cast("Endpoint", self), entries, access)
+
+    def dlist_remote_table(self, keys: Any, count: Optional[int] = None, length: int = 0,
+                           offsets: Any = None, lengths: Any = None, region_index: Any = None,
+                           per_region: int = 0, access: int = ACCESS_REMOTE_WRITE) -> DescList:
+        """A prepared remote list from columns (gw_dlist_remote_table): entry i
+        lies in keys[region_index[i]] at offsets[i], lengths[i] bytes long.
+        Columns: 1-D NumPy arrays, CPU tensors or lists (read without a Python
+        loop per entry); any may be None (region_index: all in keys[0];
+        offsets: i * length; lengths: every entry `length` bytes).  With no
+        columns at all the list is computed: entry i is block i % per_region
+        of keys[i // per_region] (per_region 0: all in keys[0]), count
+        entries, no memory per entry."""
+        return DescList._table(cast("Endpoint", self), True, keys, count, length, offsets, lengths,
+                               region_index, per_region, access)
 
     def _batch(self, op: int, local: DescList, remote: DescList, lidx: Optional[IndexArray],
                ridx: Optional[IndexArray], count: Optional[int], notify: Optional[int],

@@ -229,6 +229,18 @@ class Context(_NamesOps):
         length) entries, for Endpoint.put_batch / get_batch."""
         return DescList._local(self, entries)
 
+    def dlist_local_table(self, regions: Any, count: Optional[int] = None, length: int = 0,
+                          offsets: Any = None, lengths: Any = None, region_index: Any = None,
+                          per_region: int = 0) -> DescList:
+        """A prepared local list from columns (gw_dlist_local_table): entry i
+        lies in regions[region_index[i]] at offsets[i], lengths[i] bytes long;
+        see Endpoint.dlist_remote_table for the columns and the computed form
+        (no columns: block i % per_region of regions[i // per_region]).  A
+        table of 1,000,000 entries from NumPy columns builds in tens of
+        milliseconds; a computed one at once."""
+        return DescList._table(self, False, regions, count, length, offsets, lengths, region_index,
+                               per_region, 0)
+
     # -- endpoints --------------------------------------------------------------------------
     def listen(self, addr: str = "127.0.0.1:0") -> Listener:
         return Listener(self, addr)

@@ -50,6 +50,11 @@ struct gw_context {
     uint8_t gpu_staged[GW_TL_COUNT];
     int gpu_stage_force; /* GPUWIRE_GPU_STAGE=proto */
     struct gw_proto_stage *pstage; /* its state, made on the first staged operation */
+    /* the registration cache (api/mem.c): live registrations sorted by
+     * address, searched by gw_mem_reg for one a new range lies in */
+    int reg_cache;    /* GPUWIRE_REG_CACHE=on */
+    gw_mem_t **regs;
+    size_t nregs, capregs;
     int integrity;    /* GPUWIRE_INTEGRITY / gw_config_t.integrity: this side asks for the CRC32C check */
     gw_list_t integ_eps; /* endpoints that check (proto/proto_integrity.c): a poller of the context polls them */
     /* the context extension (the names layer, src/names/): its hooks and

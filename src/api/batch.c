@@ -18,6 +18,7 @@
  * for lists of mixed lengths, one pass over the pairs; selecting all
  * entries of two lists already checked against each other costs nothing
  * per entry. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -41,7 +42,13 @@ struct gw_dlist {
     gw_ep_t *ep;          /* remote lists */
     unsigned access;      /* remote lists: what they were prepared for */
     size_t n;
-    dl_ent_t *e;
+    dl_ent_t *e;          /* the entries; NULL for a computed list */
+    /* a computed list (a table of uniform blocks, gw_dlist_table_t with no
+     * columns): entry i is block i % cper of region i / cper, cbase[region]
+     * + block * clen; no memory per entry */
+    uint64_t *cbase;
+    uint32_t cper;        /* blocks per region (the list's n when all are in region 0); 0: not computed */
+    uint64_t clen;
     gw_mem_t **mems;      /* local lists: the distinct regions */
     gw_rkey_t *rkeys;     /* remote lists: copies of the distinct keys */
     uint32_t nreg;
@@ -79,7 +86,28 @@ static const char *access_str(unsigned a)
                                                                  : "no remote access";
 }
 
-static gw_dlist_t *dl_new(gw_context_t *ctx, size_t n)
+/* Entry i of list l: its address, length and region index. */
+static inline void dl_at(const gw_dlist_t *l, size_t i, uint64_t *addr, uint64_t *len, uint32_t *reg)
+{
+    if (__builtin_expect(l->cper != 0, 0)) {
+        uint32_t r = (uint32_t)i / l->cper, b = (uint32_t)i - r * l->cper;
+        *addr = l->cbase[r] + (uint64_t)b * l->clen;
+        *len = l->clen;
+        *reg = r;
+        return;
+    }
+    *addr = l->e[i].addr;
+    *len = l->e[i].len;
+    *reg = l->e[i].reg;
+}
+
+static inline uint64_t dl_len(const gw_dlist_t *l, size_t i)
+{
+    return l->cper ? l->clen : l->e[i].len;
+}
+
+/* A list of n entries; computed (no entry array) when `computed`. */
+static gw_dlist_t *dl_new2(gw_context_t *ctx, size_t n, int computed)
 {
     static _Atomic uint64_t serial;
     gw_dlist_t *l = calloc(1, sizeof(*l));
@@ -89,12 +117,19 @@ static gw_dlist_t *dl_new(gw_context_t *ctx, size_t n)
     l->n = n;
     l->serial = atomic_fetch_add(&serial, 1) + 1;
     l->tab_dev = -1;
+    if (computed)
+        return l;
     l->e = malloc((n ? n : 1) * sizeof(*l->e));
     if (!l->e) {
         free(l);
         return NULL;
     }
     return l;
+}
+
+static gw_dlist_t *dl_new(gw_context_t *ctx, size_t n)
+{
+    return dl_new2(ctx, n, 0);
 }
 
 static void dl_free(gw_dlist_t *l)
@@ -110,6 +145,7 @@ static void dl_free(gw_dlist_t *l)
         }
     }
     free(l->e);
+    free(l->cbase);
     free(l->pent);
     free(l->mems);
     free(l->rkeys);
@@ -120,9 +156,22 @@ static void dl_free(gw_dlist_t *l)
  * length, the longest entry and the span of the addresses. */
 static void dl_summary(gw_dlist_t *l)
 {
-    l->ulen = l->n ? l->e[0].len : 0;
     l->lo = UINT64_MAX;
     l->hi = 0;
+    if (l->cper) { /* per region: its first block and its last */
+        l->ulen = l->maxlen = l->clen;
+        for (size_t first = 0; first < l->n && l->clen; first += l->cper) {
+            size_t last = first + l->cper - 1 < l->n - 1 ? first + l->cper - 1 : l->n - 1;
+            uint64_t a, z, ln;
+            uint32_t r;
+            dl_at(l, first, &a, &ln, &r);
+            dl_at(l, last, &z, &ln, &r);
+            l->lo = a < l->lo ? a : l->lo;
+            l->hi = z + ln > l->hi ? z + ln : l->hi;
+        }
+        return;
+    }
+    l->ulen = l->n ? l->e[0].len : 0;
     for (size_t i = 0; i < l->n; i++) {
         const dl_ent_t *e = &l->e[i];
         if (e->len != l->ulen)
@@ -156,8 +205,12 @@ static const gw_batch_lent_t *dl_table(gw_dlist_t *l, int dev, uint64_t *dtab)
         return NULL;
     }
     t = p;
-    for (size_t i = 0; i < l->n; i++)
-        t[i] = (gw_batch_lent_t){l->e[i].addr, l->e[i].len};
+    for (size_t i = 0; i < l->n; i++) {
+        uint64_t a, ln;
+        uint32_t r;
+        dl_at(l, i, &a, &ln, &r);
+        t[i] = (gw_batch_lent_t){a, ln};
+    }
     size_t sz = (l->n ? l->n : 1) * sizeof(*t);
     CUdeviceptr d = 0;
     if (cu->cuMemAlloc(&d, sz) != CUDA_SUCCESS)
@@ -316,6 +369,213 @@ gw_status_t gw_dlist_remote(gw_ep_t *ep, const gw_remote_desc_t *d, size_t n, un
         return st;
     }
     ep->n_rkeys++; /* the endpoint outlives the list (gw_ep_close: BUSY) */
+    dl_summary(l);
+    *out = l;
+    return GW_OK;
+}
+
+/* ---- tables: entries given as columns (gw_dlist_table_t) ---------------------------------- */
+/* Entry i of table t: its region index, offset and length.  With neither a
+ * region nor an offset column and per_region > 0, entry i is block
+ * i % per_region of region i / per_region (the counters *r and *b walk that
+ * without a division per entry). */
+static inline void tab_entry(const gw_dlist_table_t *t, size_t i, uint64_t *r, uint64_t *b, uint32_t *reg, uint64_t *off,
+                             uint64_t *len)
+{
+    *len = t->len ? t->len[i] : t->len_all;
+    if (t->region || t->offset || !t->per_region) {
+        *reg = t->region ? t->region[i] : 0;
+        *off = t->offset ? t->offset[i] : (uint64_t)i * t->len_all;
+        return;
+    }
+    *reg = (uint32_t)*r;
+    *off = *b * t->len_all;
+    if (++*b == t->per_region) {
+        *b = 0;
+        ++*r;
+    }
+}
+
+/* The table's own checks (size, NULL columns, counts); GW_OK or the error. */
+static gw_status_t tab_check(gw_core_t *core, const char *fn, const void *regs, size_t nreg, const gw_dlist_table_t *t,
+                             const void *out)
+{
+    if (!out)
+        return gw_err(core, GW_ERR_INVALID, "%s: out is NULL", fn);
+    if (!t)
+        return gw_err(core, GW_ERR_INVALID, "%s: the table is NULL", fn);
+    if (t->size < offsetof(gw_dlist_table_t, per_region) + sizeof(t->per_region))
+        return gw_err(core, GW_ERR_INVALID, "%s: table->size %zu is smaller than version 1 (%zu)", fn, t->size,
+                      offsetof(gw_dlist_table_t, per_region) + sizeof(t->per_region));
+    if (!regs || !nreg)
+        return gw_err(core, GW_ERR_INVALID, "%s: no %s given (%zu)", fn,
+                      strstr(fn, "remote") ? "remote keys" : "regions", nreg);
+    if (nreg > UINT32_MAX || t->n > UINT32_MAX)
+        return gw_err(core, GW_ERR_INVALID, "%s: %zu entries in %zu %s (at most %u of each)", fn, t->n, nreg,
+                      strstr(fn, "remote") ? "keys" : "regions", UINT32_MAX);
+    if (!t->offset && !t->region && t->per_region && t->n > (uint64_t)nreg * t->per_region)
+        return gw_err(core, GW_ERR_INVALID, "%s: %zu entries of %llu per region need %llu regions, %zu given", fn, t->n,
+                      (unsigned long long)t->per_region,
+                      (unsigned long long)((t->n + t->per_region - 1) / t->per_region), nreg);
+    return GW_OK;
+}
+
+/* A table with no columns is computed: no entry array; each region is
+ * checked once (its last block inside it).  1 when t is of that form. */
+static int tab_computed(const gw_dlist_table_t *t)
+{
+    return !t->region && !t->offset && !t->len && t->n;
+}
+
+static gw_status_t tab_compute(gw_core_t *core, const char *fn, gw_dlist_t *l, const gw_dlist_table_t *t,
+                               const uint64_t *base, const uint64_t *rlen, uint32_t nreg, gw_status_t oob)
+{
+    l->cper = (uint32_t)(t->per_region ? t->per_region : t->n);
+    if (!l->cper || t->per_region > UINT32_MAX) /* (n is at most UINT32_MAX: tab_check) */
+        return gw_err(core, GW_ERR_INVALID, "%s: %llu blocks per region (at most %u)", fn,
+                      (unsigned long long)t->per_region, UINT32_MAX);
+    l->clen = t->len_all;
+    if (!(l->cbase = malloc(nreg * sizeof(*l->cbase))))
+        return gw_err(core, GW_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(l->cbase, base, nreg * sizeof(*base));
+    for (size_t first = 0; first < t->n; first += l->cper) {
+        uint32_t r = (uint32_t)(first / l->cper);
+        uint64_t blocks = t->n - first < l->cper ? t->n - first : l->cper, need;
+        if (r >= nreg) /* (tab_check refuses it first) */
+            return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: region index %u, but %u given", fn, first, r, nreg);
+        if (__builtin_mul_overflow(blocks, t->len_all, &need) || need > rlen[r]) {
+            size_t bad = first + (size_t)(rlen[r] / (t->len_all ? t->len_all : 1)); /* the first block outside */
+            return gw_err(core, oob, "%s: entry %zu: [offset %llu, +%llu) is outside %s %u [0x%llx, +%llu)", fn, bad,
+                          (unsigned long long)((bad - first) * t->len_all), (unsigned long long)t->len_all,
+                          l->remote ? "key" : "region", r, (unsigned long long)base[r], (unsigned long long)rlen[r]);
+        }
+    }
+    return GW_OK;
+}
+
+/* Fills l->e[] from t over regions whose bases and lengths are base[],
+ * rlen[]; a bad entry is refused naming its index (oob: the status for an
+ * entry outside its region). */
+static gw_status_t tab_fill(gw_core_t *core, const char *fn, gw_dlist_t *l, const gw_dlist_table_t *t,
+                            const uint64_t *base, const uint64_t *rlen, uint32_t nreg, gw_status_t oob)
+{
+    uint64_t r = 0, b = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        uint32_t reg;
+        uint64_t off, len;
+        tab_entry(t, i, &r, &b, &reg, &off, &len);
+        if (__builtin_expect(reg >= nreg, 0))
+            return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: region index %u, but %u %s given", fn, i, reg, nreg,
+                          l->remote ? "keys were" : "regions were");
+        if (__builtin_expect(off > rlen[reg] || len > rlen[reg] - off, 0))
+            return gw_err(core, oob, "%s: entry %zu: [offset %llu, +%llu) is outside %s %u [0x%llx, +%llu)", fn, i,
+                          (unsigned long long)off, (unsigned long long)len, l->remote ? "key" : "region", reg,
+                          (unsigned long long)base[reg], (unsigned long long)rlen[reg]);
+        l->e[i] = (dl_ent_t){base[reg] + off, len, reg};
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_dlist_local_table(gw_context_t *ctx, gw_mem_t *const *mems, size_t nmems, const gw_dlist_table_t *t,
+                                 gw_dlist_t **out)
+{
+    static const char fn[] = "gw_dlist_local_table";
+    GW_API_LOCK(ctx);
+    if (!ctx)
+        return GW_ERR_INVALID;
+    gw_core_t *core = &ctx->core;
+    if (out)
+        *out = NULL;
+    gw_status_t st = tab_check(core, fn, mems, nmems, t, out);
+    if (st != GW_OK)
+        return st;
+    for (size_t r = 0; r < nmems; r++) {
+        if (!mems[r])
+            return gw_err(core, GW_ERR_INVALID, "%s: region %zu is NULL", fn, r);
+        if (mems[r]->core != core)
+            return gw_err(core, GW_ERR_INVALID, "%s: region %zu belongs to another context", fn, r);
+    }
+    gw_dlist_t *l = dl_new2(ctx, t->n, tab_computed(t));
+    uint64_t *base = malloc(2 * nmems * sizeof(*base));
+    if (!l || !base || !(l->mems = malloc(nmems * sizeof(*l->mems)))) {
+        if (l)
+            dl_free(l);
+        free(base);
+        return gw_err(core, GW_ERR_NOMEM, "%s: out of memory for %zu entries", fn, t->n);
+    }
+    uint64_t *rlen = base + nmems;
+    for (size_t r = 0; r < nmems; r++) {
+        base[r] = (uint64_t)(uintptr_t)mems[r]->addr;
+        rlen[r] = mems[r]->len;
+        l->mems[r] = mems[r];
+        l->lgpu |= mems[r]->type == GW_MEM_CUDA;
+    }
+    l->nreg = (uint32_t)nmems;
+    st = (tab_computed(t) ? tab_compute : tab_fill)(core, fn, l, t, base, rlen, l->nreg, GW_ERR_INVALID);
+    free(base);
+    if (st != GW_OK) {
+        dl_free(l);
+        return st;
+    }
+    for (uint32_t r = 0; r < l->nreg; r++)
+        l->mems[r]->lists++;
+    dl_summary(l);
+    *out = l;
+    return GW_OK;
+}
+
+gw_status_t gw_dlist_remote_table(gw_ep_t *ep, gw_rkey_t *const *rkeys, size_t nkeys, const gw_dlist_table_t *t,
+                                  unsigned access, gw_dlist_t **out)
+{
+    static const char fn[] = "gw_dlist_remote_table";
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
+    if (!ep)
+        return GW_ERR_INVALID;
+    gw_core_t *core = &ep->ctx->core;
+    if (out)
+        *out = NULL;
+    gw_status_t st = tab_check(core, fn, rkeys, nkeys, t, out);
+    if (st != GW_OK)
+        return st;
+    if (!access || (access & ~(unsigned)(GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE)))
+        return gw_err(core, GW_ERR_INVALID, "%s: access 0x%x (GW_ACCESS_REMOTE_READ and/or _WRITE)", fn, access);
+    for (size_t r = 0; r < nkeys; r++) {
+        const gw_rkey_t *k = rkeys[r];
+        if (!k)
+            return gw_err(core, GW_ERR_INVALID, "%s: key %zu is NULL", fn, r);
+        if (k->ep != ep)
+            return gw_err(core, GW_ERR_INVALID_KEY, "%s: key %zu was unpacked on another endpoint (%s), not %s", fn, r,
+                          k->ep->base.peer, ep->base.peer);
+        if ((k->access & access) != access)
+            return gw_err(core, GW_ERR_ACCESS, "%s: key %zu: the region at 0x%llx grants %s, not %s", fn, r,
+                          (unsigned long long)k->addr, access_str(k->access), access_str(access));
+    }
+    gw_dlist_t *l = dl_new2(ep->ctx, t->n, tab_computed(t));
+    uint64_t *base = malloc(2 * nkeys * sizeof(*base));
+    if (!l || !base || !(l->rkeys = malloc(nkeys * sizeof(*l->rkeys)))) {
+        if (l)
+            dl_free(l);
+        free(base);
+        return gw_err(core, GW_ERR_NOMEM, "%s: out of memory for %zu entries", fn, t->n);
+    }
+    uint64_t *rlen = base + nkeys;
+    l->remote = 1;
+    l->ep = ep;
+    l->access = access;
+    for (size_t r = 0; r < nkeys; r++) {
+        base[r] = rkeys[r]->addr;
+        rlen[r] = rkeys[r]->len;
+        l->rkeys[r] = *rkeys[r];
+        l->rgpu |= rkeys[r]->type == GW_MEM_CUDA;
+    }
+    l->nreg = (uint32_t)nkeys;
+    st = (tab_computed(t) ? tab_compute : tab_fill)(core, fn, l, t, base, rlen, l->nreg, GW_ERR_OUT_OF_BOUNDS);
+    free(base);
+    if (st != GW_OK) {
+        dl_free(l);
+        return st;
+    }
+    ep->n_rkeys++;
     dl_summary(l);
     *out = l;
     return GW_OK;
@@ -617,9 +877,9 @@ static int list_pairs_ok(gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *re
     uint64_t sum = 0;
     for (size_t i = 0; i < count; i++) {
         size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
-        if (li >= local->n || ri >= remote->n || local->e[li].len != remote->e[ri].len)
+        if (li >= local->n || ri >= remote->n || dl_len(local, li) != dl_len(remote, ri))
             return 0;
-        sum += local->e[li].len;
+        sum += dl_len(local, li);
     }
     if (!lidx && !ridx) { /* the next transfer of all these entries checks nothing */
         local->pair_serial = remote->serial;
@@ -705,15 +965,20 @@ static void pair_keep(gw_dlist_t *local, const gw_dlist_t *remote, size_t count,
     local->pent_rhi = b->rhi;
 }
 
+/* How many entries ahead gw_xfer_batch's pass fetches the entries it will
+ * read (a memory latency's worth of entries at a few ns each). */
+#define XB_AHEAD 16
 /* The check's entries of a list transfer whose pairs were checked: pair i
  * named by i. */
 static void integ_add_pairs(gw_integ_set_t *is, const gw_dlist_t *local, const uint32_t *lidx,
                             const gw_dlist_t *remote, const uint32_t *ridx, size_t count)
 {
     for (size_t i = 0; is && i < count; i++) {
-        const dl_ent_t *le = &local->e[lidx ? lidx[i] : i], *re = &remote->e[ridx ? ridx[i] : i];
-        gw_proto_integ_set_add(is, (uint32_t)i, (const void *)(uintptr_t)le->addr, local->mems[le->reg],
-                               remote->rkeys[re->reg].id, re->addr, le->len);
+        dl_ent_t le, re;
+        dl_at(local, lidx ? lidx[i] : i, &le.addr, &le.len, &le.reg);
+        dl_at(remote, ridx ? ridx[i] : i, &re.addr, &re.len, &re.reg);
+        gw_proto_integ_set_add(is, (uint32_t)i, (const void *)(uintptr_t)le.addr, local->mems[le.reg],
+                               remote->rkeys[re.reg].id, re.addr, le.len);
     }
 }
 
@@ -772,6 +1037,14 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     else
         for (size_t i = 0; i < count; i++) {
             size_t li = lidx ? lidx[i] : i, ri = ridx ? ridx[i] : i;
+            if (i + XB_AHEAD < count && (local->e || remote->e)) { /* random indices into large lists: a cache miss per entry
+                                          unless the entries are fetched ahead */
+                size_t lf = lidx ? lidx[i + XB_AHEAD] : i + XB_AHEAD, rf = ridx ? ridx[i + XB_AHEAD] : i + XB_AHEAD;
+                if (local->e)
+                    __builtin_prefetch(&local->e[lf < local->n ? lf : 0]);
+                if (remote->e)
+                    __builtin_prefetch(&remote->e[rf < remote->n ? rf : 0]);
+            }
             if (li >= local->n || ri >= remote->n) {
                 batch_release(m);
                 gw_proto_integ_set_free(is);
@@ -779,15 +1052,17 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
                               i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
                               li >= local->n ? local->n : remote->n);
             }
-            const dl_ent_t *le = &local->e[li], *re = &remote->e[ri];
-            if (le->len != re->len) {
+            dl_ent_t le, re;
+            dl_at(local, li, &le.addr, &le.len, &le.reg);
+            dl_at(remote, ri, &re.addr, &re.len, &re.reg);
+            if (le.len != re.len) {
                 batch_release(m);
                 gw_proto_integ_set_free(is);
                 return gw_err(core, GW_ERR_INVALID,
                               "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
-                              (unsigned long long)le->len, ri, (unsigned long long)re->len);
+                              (unsigned long long)le.len, ri, (unsigned long long)re.len);
             }
-            gw_batch_add(b, le->addr, re->addr, le->len, le->reg, re->reg);
+            gw_batch_add(b, le.addr, re.addr, le.len, le.reg, re.reg);
         }
     b->lgpu = (uint8_t)local->lgpu;
     b->rgpu = (uint8_t)remote->rgpu;

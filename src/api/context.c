@@ -192,6 +192,7 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
         goto err_core;
     ctx->batch_expand = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_BATCH_PATH), "expand");
     int stage_proto = ctx->gpu_stage_force = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_GPU_STAGE), "proto");
+    ctx->reg_cache = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_REG_CACHE), "on");
 
     for (int i = 0; i < GW_TL_COUNT; i++) {
         const gw_tl_ops_t *ops = gw_tl_table[i];
@@ -315,6 +316,7 @@ gw_status_t gw_context_destroy(gw_context_t *ctx)
             ctx->tl[i]->ops->iface_close(ctx->tl[i]);
     gw_hmap_fini(&ctx->tokens);
     free(atomic_load(&ctx->batch_spare)); /* the entry array kept for the next batch */
+    free(ctx->regs);
     gw_core_fini(&ctx->core);
     free(ctx);
     return GW_OK;

@@ -2,9 +2,74 @@
 /* mem.c - registration, remote keys. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/api.h"
 #include "bootstrap/wire.h"
+
+/* ---- the registration cache ------------------------------------------------------------
+ * Live registrations of the context sorted by start address (ctx->regs).
+ * A new range is looked for among those starting at or below it, nearest
+ * first, up to REG_LOOK of them: a registration that contains it (and
+ * gw_mem_within agrees) lends the transports what they made for it. */
+#define REG_LOOK 16
+
+/* The index of the first registration starting above a. */
+static size_t regs_upper(const gw_context_t *ctx, uint64_t a)
+{
+    size_t lo = 0, hi = ctx->nregs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((uint64_t)(uintptr_t)ctx->regs[mid]->addr <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static gw_mem_t *regs_find(const gw_context_t *ctx, const gw_mem_t *m)
+{
+    if (!m->len)
+        return NULL;
+    size_t i = regs_upper(ctx, (uint64_t)(uintptr_t)m->addr);
+    for (size_t k = 0; k < REG_LOOK && i > 0; k++) {
+        gw_mem_t *p = ctx->regs[--i];
+        if (gw_mem_within(p, m))
+            return p;
+    }
+    return NULL;
+}
+
+static int regs_add(gw_context_t *ctx, gw_mem_t *m)
+{
+    if (!m->len || m->shm_fd >= 0)
+        return 0; /* (not something a later range can lie in) */
+    if (ctx->nregs == ctx->capregs) {
+        size_t cap = ctx->capregs ? 2 * ctx->capregs : 64;
+        gw_mem_t **a = realloc(ctx->regs, cap * sizeof(*a));
+        if (!a)
+            return -1;
+        ctx->regs = a;
+        ctx->capregs = cap;
+    }
+    size_t i = regs_upper(ctx, (uint64_t)(uintptr_t)m->addr);
+    memmove(ctx->regs + i + 1, ctx->regs + i, (ctx->nregs - i) * sizeof(*ctx->regs));
+    ctx->regs[i] = m;
+    ctx->nregs++;
+    return 0;
+}
+
+static void regs_del(gw_context_t *ctx, gw_mem_t *m)
+{
+    size_t i = regs_upper(ctx, (uint64_t)(uintptr_t)m->addr);
+    while (i > 0 && ctx->regs[i - 1] != m && ctx->regs[i - 1]->addr == m->addr)
+        i--;
+    if (i == 0 || ctx->regs[i - 1] != m)
+        return; /* (not listed: empty, gw_mem_alloc's, or the list could not grow) */
+    memmove(ctx->regs + i - 1, ctx->regs + i, (ctx->nregs - i) * sizeof(*ctx->regs));
+    ctx->nregs--;
+}
 
 gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigned access, gw_mem_t **out)
 {
@@ -38,6 +103,11 @@ gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned a
     gw_status_t st = gw_mem_detect(core, m);
     if (st != GW_OK)
         goto err_free;
+    if (ctx->reg_cache && shm_fd < 0 && (m->within = regs_find(ctx, m)) != NULL) {
+        m->cached = 1;
+        snprintf(m->path, sizeof(m->path), "registration cache: inside the registration [%p, +%zu)",
+                 m->within->addr, m->within->len);
+    }
     do {
         gw_random_bytes(&m->id, sizeof(m->id));
     } while (m->id == 0 || m->id == UINT64_MAX || gw_hmap_get(&core->regions, m->id));
@@ -60,6 +130,9 @@ gw_status_t gw_mem_reg_shm(gw_context_t *ctx, void *addr, size_t len, unsigned a
         i = GW_TL_COUNT;
         goto err_dereg;
     }
+    m->within = NULL;
+    if (regs_add(ctx, m) != 0) /* the cache cannot list it: it is just not found later */
+        gw_log(GW_LOG_DEBUG, "gw_mem_reg(%p, %zu): out of memory for the registration cache's list", addr, len);
     gw_list_push_back(&ctx->mems, &m->link);
     ctx->n_mems++;
     *out = m;
@@ -99,6 +172,7 @@ gw_status_t gw_mem_dereg(gw_mem_t *m)
                       "gw_dlist_destroy() them first", m->addr, m->len, m->lists);
     gw_ctx_notify(ctx, GW_OBJ_MEM_GONE, m); /* e.g. its published names are withdrawn */
     gw_hmap_del(&ctx->core.regions, m->id); /* revoke: no new remote access finds it */
+    regs_del(ctx, m);
     for (int i = 0; i < GW_TL_COUNT; i++)
         if (ctx->tl[i])
             ctx->tl[i]->ops->mem_dereg(ctx->tl[i], m);

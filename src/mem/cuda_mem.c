@@ -16,6 +16,7 @@
 
 static void set_host(gw_mem_t *m)
 {
+    m->nident = 0;
     m->type = GW_MEM_HOST;
     m->cuda_device = -1;
     m->pci_bus_id[0] = '\0';
@@ -36,13 +37,14 @@ gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
     int dev0 = -1;
     int pieces = 0;
     while (p < end) {
-        int attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                        CU_POINTER_ATTRIBUTE_IS_MANAGED};
+        int attrs[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                        CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_BUFFER_ID};
         unsigned memtype = 0;
         int ordinal = -1;
         int managed = 0;
-        void *data[3] = {&memtype, &ordinal, &managed};
-        CUresult r = cu->cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)p);
+        unsigned long long bufid = 0;
+        void *data[4] = {&memtype, &ordinal, &managed, &bufid};
+        CUresult r = cu->cuPointerGetAttributes(4, attrs, data, (CUdeviceptr)p);
         /* the driver answers a pointer it does not know with success and
          * memory type 0; an error is the driver failing, and taking the
          * range for host memory then would let a transport read device
@@ -90,11 +92,37 @@ gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
         /* GPUDirect consumers must see every synchronous copy complete */
         int one = 1;
         cu->cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, base);
+        if (pieces < GW_MEM_IDENT) {
+            m->ident[pieces].base = base;
+            m->ident[pieces].size = size;
+            m->ident[pieces].bufid = bufid;
+        }
         p = base + size;
         pieces++;
     }
+    m->nident = pieces <= GW_MEM_IDENT ? (uint32_t)pieces : 0;
     m->type = GW_MEM_CUDA;
     m->cuda_device = dev0;
     gw_cuda_pci_bus_id(dev0, m->pci_bus_id, sizeof(m->pci_bus_id));
     return GW_OK;
+}
+
+int gw_mem_within(const gw_mem_t *p, const gw_mem_t *m)
+{
+    if (p->shm_fd >= 0 || p->type != m->type || (p->access & m->access) != m->access ||
+        !gw_range_inside((uint64_t)(uintptr_t)p->addr, p->len, (uint64_t)(uintptr_t)m->addr, m->len))
+        return 0;
+    if (m->type == GW_MEM_HOST)
+        return 1;
+    if (!m->nident || !p->nident || p->cuda_device != m->cuda_device)
+        return 0;
+    for (uint32_t i = 0; i < m->nident; i++) {
+        uint32_t j = 0;
+        while (j < p->nident && (p->ident[j].base != m->ident[i].base || p->ident[j].size != m->ident[i].size ||
+                                 p->ident[j].bufid != m->ident[i].bufid))
+            j++;
+        if (j == p->nident)
+            return 0;
+    }
+    return 1;
 }

@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "core/transports.h"
 
+#define GW_MEM_IDENT 8
 struct gw_mem {
     gw_core_t *core;
     void *addr;
@@ -25,6 +26,18 @@ struct gw_mem {
     char path[512];         /* how each transport reaches it, with downgrade reasons */
     gw_list_t link;         /* context's list */
     int shm_fd;             /* gw_mem_alloc: the memfd behind it (shared with local peers), else -1 */
+    /* CUDA memory: the allocations the range lies in, as gw_mem_detect
+     * found them (base, size, the driver's buffer id, which no later
+     * allocation reuses); nident 0 when more than GW_MEM_IDENT or host */
+    struct { uint64_t base, size, bufid; } ident[GW_MEM_IDENT];
+    uint32_t nident;
+    /* set during gw_mem_reg only: the live registration this one lies in
+     * (the registration cache found it); a transport may share what it
+     * made for that one (verbs: its MRs, counted; intra: its GPU export)
+     * instead of registering again.  NULL afterwards: the two are
+     * independent, either may be deregistered first. */
+    struct gw_mem *within;
+    int cached;             /* the registration cache found it inside another */
 };
 typedef struct gw_mem gw_mem_t;
 
@@ -53,6 +66,13 @@ typedef struct gw_rkey gw_rkey_t;
  * (fills cuda_device/pci_bus_id) when the CUDA driver is loaded.  Implemented
  * in mem/cuda_mem.c; host-only builds report GW_MEM_HOST. */
 gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m);
+
+/* 1 when registration m (being made) may share what live registration p
+ * made: p is not a gw_mem_alloc region, covers m's range with at least m's
+ * access, is the same kind of memory, and for CUDA memory every
+ * allocation m lies in is one p recorded (base, size and buffer id: an
+ * allocation freed and made again at the same address has a new id). */
+int gw_mem_within(const gw_mem_t *p, const gw_mem_t *m);
 
 /* Shared host memory (mem/shm.c): len bytes (rounded up to pages) of a
  * memfd mapped MAP_SHARED, zeroed; local peers map the same pages from the

@@ -46,7 +46,9 @@ typedef struct alloc {
     uint8_t *host;   /* RW mapping of the same pages */
     size_t size;
     int fd, device, imported;
+    unsigned long long bufid; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process, never reused */
 } alloc_t;
+static unsigned long long g_bufid;
 static alloc_t g_a[MAXA];
 static int g_inited, g_lag = -1, g_ndev = 1;
 static long g_serial;
@@ -152,7 +154,7 @@ static CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
         close(fd);
         return ENOMEM_;
     }
-    g_a[i] = (alloc_t){(uintptr_t)dev, host, sz, fd, cur_dev, 0};
+    g_a[i] = (alloc_t){(uintptr_t)dev, host, sz, fd, cur_dev, 0, ++g_bufid};
     *p = (CUdeviceptr)(uintptr_t)dev;
     return OK;
 }
@@ -189,7 +191,7 @@ static CUresult get_attr(void *data, int attr, CUdeviceptr p)
     case 8: *(int *)data = 0; return OK;                                  /* managed */
     case 11: if (!a) return EINVAL_; *(CUdeviceptr *)data = a->dev; return OK;
     case 12: if (!a) return EINVAL_; *(size_t *)data = a->size; return OK;
-    case 7: if (!a) return EINVAL_; *(unsigned long long *)data = (unsigned long long)(a - g_a) + 1; return OK;
+    case 7: if (!a) return EINVAL_; *(unsigned long long *)data = a->bufid; return OK;
     default: return a ? OK : EINVAL_;
     }
 }
@@ -286,7 +288,7 @@ static CUresult cuIpcOpenMemHandle(CUdeviceptr *p, ipch_t h, unsigned f)
         close(nfd);
         return ENOMEM_;
     }
-    g_a[i] = (alloc_t){(uintptr_t)dv, host, size, nfd, dev, 1};
+    g_a[i] = (alloc_t){(uintptr_t)dv, host, size, nfd, dev, 1, ++g_bufid};
     *p = (CUdeviceptr)(uintptr_t)dv;
     return OK;
 }

@@ -103,6 +103,9 @@ GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run batch_
 # the GPU registration ladder against the fake CUDA driver (its dma-buf reaches rxe's real refusal)
 if [ -f "$B/tests/fakecuda/libgwfakecuda.so" ]; then
   GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_ladder_rxe0 "$T/verbs_gpu_ladder" rxe0
+  # the registration cache: ranges inside live registrations share their MRs
+  GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 \
+    GPUWIRE_IB_TIMEOUT=16 run reg_cache_rxe0 "$B/tests/fakecuda/fakecuda_reg_cache"
   # every operation with GPU regions on the staging rung (one side and both)
   GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run gpu_staged_rxe0 "$T/verbs_gpu_staged" rxe0 rxe0
   # batches with GPU regions on the staging rung: gathered and scattered by the copy kernel

@@ -72,6 +72,21 @@ static void usage(FILE *f)
         "      --peer AGENT     client: reach agent AGENT by name: its address comes from\n"
         "                       GPUWIRE_PEERS or the directory (GPUWIRE_DIRECTORY)\n"
         "  -l, --loopback       start a server on 127.0.0.1 in a child process and measure\n"
+        "      --table N        descriptor tables at serving scale, in this process (the target\n"
+        "                       a second context with a progress thread): builds a local and a\n"
+        "                       remote table of N entries of --size bytes (default 64) with\n"
+        "                       gw_dlist_*_table, prints the build time, then posts transfers of\n"
+        "                       --select K entries (default min(N, 327680)) picked by random\n"
+        "                       index arrays and prints the post cost (ns/entry, entries/s), the\n"
+        "                       figure for 327,680 entries, and the transfer's GB/s; the first\n"
+        "                       transfer is checked entry by entry\n"
+        "      --reg            registration cost by memory kind, in this process: gw_mem_reg\n"
+        "                       and gw_mem_dereg of a --size region (default 256M) of host memory\n"
+        "                       (touched, untouched), pinned host memory, CUDA memory and VMM\n"
+        "                       memory (the last three where a GPU is present, skipped with the\n"
+        "                       reason otherwise; --mem cuda:N picks the GPU); prints ms, ms per\n"
+        "                       GiB, and the cost of registering a sub-range of the registered\n"
+        "                       region again (a tensor inside an allocator segment)\n"
         "  -h, --help           this text\n"
         "\n"
         "The transport is chosen as by any gpuwire program (GPUWIRE_TRANSPORTS etc.;\n"
@@ -168,7 +183,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_REF = 255, OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE };
+enum { OPT_REF = 255, OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE, OPT_TABLE, OPT_SELECT, OPT_REG };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -198,6 +213,9 @@ int cmd_perf(int argc, char **argv)
         {"name", required_argument, NULL, OPT_NAME},
         {"peer", required_argument, NULL, OPT_PEER},
         {"loopback", no_argument, NULL, 'l'},
+        {"table", required_argument, NULL, OPT_TABLE},
+        {"select", required_argument, NULL, OPT_SELECT},
+        {"reg", no_argument, NULL, OPT_REG},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -211,6 +229,7 @@ int cmd_perf(int argc, char **argv)
     o.port = PERF_DEFAULT_PORT;
     o.addr_fd = -1;
     const char *sizes = "8:1M";
+    int sizes_given = 0;
     int c;
     char *end;
     optind = 1;
@@ -223,7 +242,10 @@ int cmd_perf(int argc, char **argv)
                 return 2;
             }
             break;
-        case 's': sizes = optarg; break;
+        case 's':
+            sizes = optarg;
+            sizes_given = 1;
+            break;
         case 'n':
             errno = 0;
             o.iters = strtol(optarg, &end, 10);
@@ -299,9 +321,44 @@ int cmd_perf(int argc, char **argv)
         case OPT_NAME: o.name = optarg; break;
         case OPT_PEER: o.peer = optarg; break;
         case 'l': o.loopback = 1; break;
+        case OPT_TABLE:
+        case OPT_SELECT: {
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || *end || v < 1 || v > 100000000) {
+                fprintf(stderr, "gpuwire perf: --%s '%s': expected 1..100000000 entries\n",
+                        c == OPT_TABLE ? "table" : "select", optarg);
+                return 2;
+            }
+            *(c == OPT_TABLE ? &o.table : &o.select) = v;
+            break;
+        }
+        case OPT_REG: o.reg = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
+    }
+    if (o.select && !o.table) {
+        fprintf(stderr, "gpuwire perf: --select goes with --table N\n");
+        return 2;
+    }
+    if (o.table || o.reg) { /* measured in this process: no server, no client */
+        if (o.table && o.reg) {
+            fprintf(stderr, "gpuwire perf: --table and --reg are separate measurements: give one\n");
+            return 2;
+        }
+        if (o.server || o.loopback || o.peer || optind < argc || o.batch) {
+            fprintf(stderr, "gpuwire perf: --%s runs in this process: no --server, --loopback, --batch, peer or "
+                            "address\n", o.table ? "table" : "reg");
+            return 2;
+        }
+        if (sizes_given && perf_parse_sizes(sizes, &o.sizes, &o.nsizes) != 0) {
+            fprintf(stderr, "gpuwire perf: --size '%s': expected one size (e.g. 64, 4K, 1G)\n", sizes);
+            return 2;
+        }
+        int r = o.table ? perf_table(&o) : perf_reg(&o);
+        free(o.sizes);
+        return r;
     }
     if ((o.pages || o.indices) && !o.batch) {
         fprintf(stderr, "gpuwire perf: --%s goes with --batch N\n", o.pages ? "pages" : "indices");

@@ -94,6 +94,9 @@ typedef struct perf_opts {
     int huge;        /* --hugepages: host buffers in 2 MiB-aligned transparent huge pages */
     const char *name; /* server: serve as this agent (gw_agent_listen; registered in GPUWIRE_DIRECTORY) */
     const char *peer; /* client: reach this agent by name (gw_peer_ep) instead of HOST:PORT */
+    long table;       /* --table N: descriptor tables of N entries, build and post cost (perf_kv.c) */
+    long select;      /* --select K: entries each --table transfer selects (0: min(N, 327680)) */
+    int reg;          /* --reg: registration time per GiB by memory kind (perf_kv.c) */
 } perf_opts_t;
 
 /* This side's buffer: host memory, or CUDA device memory (through the
@@ -192,6 +195,9 @@ void perf_reqs_free(perf_reqs_t *q);
 int perf_fail(gw_context_t *ctx, const char *what, gw_status_t st);
 
 int perf_server(const perf_opts_t *o);
+/* perf_kv.c: --table and --reg, measured in this process (two contexts). */
+int perf_table(const perf_opts_t *o);
+int perf_reg(const perf_opts_t *o);
 int perf_client(const perf_opts_t *o, const char *addr);
 
 #endif

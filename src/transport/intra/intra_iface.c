@@ -311,7 +311,26 @@ static gw_status_t intra_mem_reg(gw_tl_iface_t *iface, gw_mem_t *m)
     s->access = m->access;
     s->device = m->cuda_device;
     snprintf(s->pci_bus_id, sizeof(s->pci_bus_id), "%s", m->pci_bus_id);
-    if (gpu) {
+    uintptr_t in1 = m->within ? (uintptr_t)m->within->tl_reg[GW_TL_INTRA] : 0;
+    const gw_intra_slot_t *in = in1 ? &ifc->table[in1 - 1] : NULL;
+    if (gpu && in && (in->kind == GW_INTRA_SLOT_IPC || in->kind == GW_INTRA_SLOT_VMM)) {
+        /* inside a registration of this context (the registration cache):
+         * the same allocations, exported already; VMM fds duplicated so that
+         * each slot closes its own */
+        s->kind = in->kind;
+        s->nseg = in->nseg;
+        memcpy(s->seg, in->seg, in->nseg * sizeof(s->seg[0]));
+        for (uint32_t i = 0; i < s->nseg; i++)
+            if (s->kind == GW_INTRA_SLOT_VMM && in->seg[i].fd >= 0 && (s->seg[i].fd = dup(in->seg[i].fd)) < 0) {
+                int e = errno;
+                while (i-- > 0)
+                    close(s->seg[i].fd);
+                path_add(m, "unavailable (dup of the VMM export fd failed: %s)", strerror(e));
+                return GW_ERR_UNSUPPORTED;
+            }
+        path_add(m, "%s", s->kind == GW_INTRA_SLOT_IPC ? "CUDA IPC (legacy handle, the export of the registration it lies in) + copy engine"
+                                                      : "CUDA IPC (VMM fd, the export of the registration it lies in) + copy engine");
+    } else if (gpu) {
         char why[256];
         gw_status_t st = export_gpu(ifc, m, s, why, sizeof(why));
         if (st != GW_OK) {

@@ -112,6 +112,7 @@ typedef struct gw_verbs_reg {
     uint64_t len;
     uint64_t chunk;  /* bytes per MR (the last may be shorter) */
     int nmr;
+    int shares; /* other registrations using these MRs (the registration cache): the last one destroys them */
     struct ibv_mr *mr[GW_VERBS_MAX_MRS];
 } gw_verbs_reg_t;
 

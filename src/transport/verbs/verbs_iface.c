@@ -400,6 +400,17 @@ static gw_status_t verbs_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
 {
     gw_verbs_iface_t *vif = (gw_verbs_iface_t *)iface;
     size_t u = strlen(mem->path);
+    gw_verbs_reg_t *in = mem->within ? mem->within->tl_reg[GW_TL_VERBS] : NULL;
+    if (in) { /* inside a registration of this context (the registration cache): its MRs cover this range
+               * with at least this access */
+        in->shares++;
+        mem->tl_reg[GW_TL_VERBS] = in;
+        if (mem->type != GW_MEM_HOST)
+            vif->gpu_mrs++;
+        snprintf(mem->path + u, sizeof(mem->path) - u, "%sverbs: the %d MR%s of the registration it lies in on %s:%d",
+                 u ? "; " : "", in->nmr, in->nmr > 1 ? "s" : "", vif->port.dev, vif->port.port);
+        return GW_OK;
+    }
     if (mem->type != GW_MEM_HOST) {
         /* GPUDirect RDMA: dma-buf, then peer memory, else staging (mem/gpu_reg.h) */
         gw_gpu_reg_ops_t ops = {.reg_dmabuf = gpu_reg_dmabuf, .reg_peermem = gpu_reg_peermem, .arg = vif};
@@ -443,8 +454,12 @@ static gw_status_t verbs_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
         return GW_OK;
     }
     /* ibv_dereg_mr() invalidates the rkeys: later remote access through them
-     * fails at the initiator with a remote access error */
-    gw_verbs_reg_destroy(vif, reg);
+     * fails at the initiator with a remote access error - once no other
+     * registration shares the MRs */
+    if (reg->shares)
+        reg->shares--;
+    else
+        gw_verbs_reg_destroy(vif, reg);
     mem->tl_reg[GW_TL_VERBS] = NULL;
     if (mem->type != GW_MEM_HOST)
         vif->gpu_mrs--;
