@@ -292,7 +292,12 @@ GW_API gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigne
                               gw_mem_t **out);
 
 /* Deregisters and revokes every remote key of the region.  GW_ERR_BUSY while
- * a local operation still uses it (nothing changes then). */
+ * a local operation still uses it (nothing changes then).  On GW_OK nothing
+ * lands in the region any more, over every transport save ofi's shm provider
+ * (it checks no key: docs/OFI.md): a peer's put through
+ * a revoked key that arrives later is refused (GW_ERR_INVALID_KEY at the
+ * peer; over verbs and ofi over tcp its endpoint fails), and one being
+ * copied in is waited for.  The memory is the caller's to reuse or free. */
 GW_API gw_status_t gw_mem_dereg(gw_mem_t *mem);
 
 /* Allocates len bytes of zeroed host memory and registers them as by
@@ -690,13 +695,30 @@ GW_API gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *i
 GW_API void gw_request_free(gw_request_t *req);
 
 /* ---- cancel, many requests, probe, listener statistics ------------------ */
-/* Withdraws an operation that has not started to move data: a receive that
- * no message matched yet, a flush still waiting.  Returns GW_OK when the
- * request is complete on return: canceled now (its status is then
- * GW_ERR_CANCELED), or complete before (its own status, unchanged);
- * GW_INPROGRESS when it is past the point of withdrawal (a put, get,
- * put_notify or send once posted, a receive already matched): it then
- * completes on its own.  GW_ERR_INVALID for NULL. */
+/* Cancels any request: put, get, put_notify, send, recv, flush, batch or
+ * paged transfer.  What of it has not reached the wire is withdrawn (a
+ * receive no message matched, a waiting flush, a put's or get's pieces
+ * still queued in the transport, the entries of a batch not yet handed
+ * over); what is on the wire is let finish, never cut mid-message.
+ * Returns:
+ *  - GW_OK: the request is complete on return, canceled now (status
+ *    GW_ERR_CANCELED: none of it reached the peer, nothing of it lands at
+ *    the target, its buffer is the caller's again) or complete before (its
+ *    own status, unchanged);
+ *  - GW_INPROGRESS: part of it is on the wire.  It completes on its own,
+ *    once no transport, copy engine or NIC reads or writes its local
+ *    memory any more: GW_OK when every byte moved anyway, GW_ERR_CANCELED
+ *    when the rest was dropped (a put's target range then holds old bytes,
+ *    new bytes or a mix; a get's local buffer likewise), or the endpoint's
+ *    error.  Its completion is the point after which nothing of it lands
+ *    at the target.  It is bounded: a canceled request still on the wire
+ *    GPUWIRE_OP_TIMEOUT_MS (default 10 s) after the cancel fails its
+ *    endpoint with GW_ERR_PEER_TIMEOUT (the peer stopped moving it);
+ *  - GW_ERR_INVALID for NULL.
+ * A canceled put_notify or notifying batch that ends with an error
+ * delivers no notification.  What each transport can withdraw, and what
+ * reaches a target whose endpoint failed: docs/ERRORS.md, "Cancel and
+ * bounds". */
 GW_API gw_status_t gw_request_cancel(gw_request_t *req);
 
 /* Tests n requests without progressing (NULL entries are skipped): writes

@@ -69,11 +69,15 @@ class Request:
         _raise(self.status, d)
 
     def cancel(self) -> bool:
-        """Withdraws the operation if it has not started to move data (a
-        receive nothing matched yet, a waiting flush).  True when the request
-        is complete on return (then .status says GW_ERR_CANCELED, or its own
-        status when it had completed); False when it is past withdrawal and
-        completes on its own."""
+        """Cancels any operation: what of it has not reached the wire is
+        withdrawn (a receive nothing matched yet, a waiting flush, a put's,
+        get's or send's pieces still queued in the transport, a batch's
+        entries not yet handed over).  True when the request is complete on
+        return (then .status says GW_ERR_CANCELED, or its own status when it
+        had completed); False when part of it is on the wire: it completes
+        on its own, once nothing touches its buffer any more (GW_OK, or
+        GW_ERR_CANCELED when the rest was dropped), within
+        GPUWIRE_OP_TIMEOUT_MS (gw_request_cancel in gpuwire.h)."""
         if self._h is None:
             return True
         if self.ctx._h is None:

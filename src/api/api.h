@@ -25,6 +25,7 @@ struct gw_context {
     int tl_order[GW_TL_COUNT];       /* allowed transports, preference order */
     int tl_norder;
     gw_list_t eps, listeners, mems;
+    uint64_t cancel_watch_ns; /* the cancel watch's last look (api_ext.c) */
     /* endpoints whose control connection closed in this progress pass; they
      * fail at the end of the pass, after the transports have drained what the
      * peer delivered before it closed (api/ep.c gw_api_ep_ctl_reap) */
@@ -141,6 +142,10 @@ static inline void gw_api_withdraw_freed(gw_request_t *req)
     if (req && req->status == GW_INPROGRESS)
         gw_api_withdraw_freed_slow(req);
 }
+/* api_ext.c: fails the endpoint of a canceled request still on the wire
+ * GPUWIRE_OP_TIMEOUT_MS after its cancel (run by a progress pass while
+ * core.n_canceling says one is watched). */
+void gw_api_cancel_watch(gw_context_t *ctx);
 /* ep.c: fail the endpoints whose control connection closed, after polling the
  * transports until they have nothing more to complete (bounded). */
 void gw_api_ep_ctl_reap(gw_context_t *ctx);

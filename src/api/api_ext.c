@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "proto/proto.h"
 
 /* ---- cancel ------------------------------------------------------------------------ */
 /* A receive no message matched yet sits on its endpoint's posted list, a
@@ -27,6 +28,23 @@ static void withdraw(gw_request_t *r, const char *how)
     gw_req_complete(r, GW_ERR_CANCELED);
 }
 
+/* The bytes an operation moves, for the messages below. */
+static size_t op_bytes(const gw_request_t *r)
+{
+    return r->op == GW_OP_BATCH && r->batch ? (size_t)r->batch->total : r->len;
+}
+
+/* The request is past withdrawal: it is watched from now on (the cancel
+ * watch below) and must end within GPUWIRE_OP_TIMEOUT_MS. */
+static void watch(gw_request_t *r)
+{
+    if (r->flags & GW_REQF_CANCEL)
+        return;
+    r->flags |= GW_REQF_CANCEL;
+    r->core->n_canceling++;
+    r->cancel_ns = gw_now_ns() + (uint64_t)r->core->op_timeout_ms * 1000000ull;
+}
+
 gw_status_t gw_request_cancel(gw_request_t *req)
 {
     GW_API_LOCK(req ? GW_CTX_OF_CORE(req->core) : NULL);
@@ -34,10 +52,65 @@ gw_status_t gw_request_cancel(gw_request_t *req)
         return GW_ERR_INVALID;
     if (req->status != GW_INPROGRESS)
         return GW_OK;
-    if (!withdrawable(req))
-        return GW_INPROGRESS;
-    withdraw(req, "canceled by gw_request_cancel()");
-    return GW_OK;
+    if (withdrawable(req)) {
+        withdraw(req, "canceled by gw_request_cancel()");
+        return GW_OK;
+    }
+    gw_ep_t *ep = req->ep;
+    /* (a put or get the protocol layer staged, req->owner set, is its own:
+     * the transport never saw it, and its chunks are let finish) */
+    int expanded = gw_proto_batch_expanded(req);
+    if (ep && ep->tl && ep->ops && !gw_ep_failed(&ep->base) && (req->flags & GW_REQF_QUEUED) &&
+        req->op != GW_OP_RECV && req->op != GW_OP_FLUSH && (expanded || !req->owner)) {
+        /* an operation on the outstanding list: the transport (or, for a
+         * batch it expanded, the protocol layer) withdraws what is not on
+         * the wire yet */
+        gw_status_t st = expanded ? gw_proto_batch_cancel(ep->tl, req) : ep->ops->cancel(ep->tl, req);
+        if (st == GW_OK && req->status == GW_INPROGRESS) { /* withdrawn whole */
+            if (!req->detail) {
+                char d[200];
+                snprintf(d, sizeof(d), "%s(len=%zu): canceled by gw_request_cancel() before any of it reached the wire",
+                         req->op == GW_OP_PUT ? "gw_put" : req->op == GW_OP_GET ? "gw_get"
+                         : req->op == GW_OP_PUT_NOTIFY ? "gw_put_notify" : req->op == GW_OP_SEND ? "gw_send"
+                         : "gw_xfer_batch", op_bytes(req));
+                req->detail = strdup(d);
+            }
+            req->length = 0;
+            gw_ep_op_done(&ep->base, req, GW_ERR_CANCELED);
+        }
+        if (req->status != GW_INPROGRESS)
+            return GW_OK;
+    }
+    watch(req);
+    return GW_INPROGRESS;
+}
+
+void gw_api_cancel_watch(gw_context_t *ctx)
+{
+    uint64_t now = gw_now_coarse_ns();
+    if (now - ctx->cancel_watch_ns < 10000000ull) /* every 10 ms at most */
+        return;
+    ctx->cancel_watch_ns = now;
+    gw_list_t *e;
+    for (e = ctx->eps.next; e != &ctx->eps; e = e->next) {
+        gw_ep_t *ep = gw_container_of(e, gw_ep_t, link);
+        if (gw_ep_failed(&ep->base))
+            continue;
+        for (gw_list_t *p = ep->base.outstanding.next; p != &ep->base.outstanding; p = p->next) {
+            gw_request_t *r = gw_container_of(p, gw_request_t, link);
+            if (!(r->flags & GW_REQF_CANCEL) || now < r->cancel_ns)
+                continue;
+            long ms = ctx->core.op_timeout_ms;
+            gw_ep_fail(&ep->base, GW_ERR_PEER_TIMEOUT,
+                       "%s of %zu bytes, canceled, was still on the wire %ld ms later "
+                       "(GPUWIRE_OP_TIMEOUT_MS=%ld): the endpoint fails so that nothing of it moves any more",
+                       r->op == GW_OP_PUT ? "a put" : r->op == GW_OP_GET ? "a get"
+                       : r->op == GW_OP_PUT_NOTIFY ? "a put_notify" : r->op == GW_OP_SEND ? "a send"
+                       : r->op == GW_OP_BATCH ? "a batch" : "an operation",
+                       op_bytes(r), ms, ms);
+            break;
+        }
+    }
 }
 
 /* gw_request_free() of a receive nobody matched: withdraw it, or it would

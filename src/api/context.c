@@ -357,6 +357,8 @@ int gw_progress_pass(gw_context_t *ctx)
     ctx->quick_waits = GW_QUICK_WAITS; /* every poller, fd and timer had its turn */
     if (!gw_list_empty(&ctx->ctl_gone))
         gw_api_ep_ctl_reap(ctx);
+    if (GW_UNLIKELY(ctx->core.n_canceling))
+        gw_api_cancel_watch(ctx);
     return n < 0 ? GW_ERR_SYSTEM : n;
 }
 

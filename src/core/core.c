@@ -46,6 +46,8 @@ gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen)
     }
     st = gw_settings_int(&c->settings, GW_SET_PEER_TIMEOUT_MS, &c->peer_timeout_ms,
                          err, errlen);
+    if (st == GW_OK)
+        st = gw_settings_int(&c->settings, GW_SET_OP_TIMEOUT_MS, &c->op_timeout_ms, err, errlen);
     if (st != GW_OK)
         goto err_settings;
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -450,6 +452,10 @@ __attribute__((noinline)) static void req_complete(gw_request_t *r, gw_status_t 
 {
     r->status = status;
     r->core->n_completed++;
+    if (r->flags & GW_REQF_CANCEL) { /* no longer watched (api_ext.c) */
+        r->flags &= (uint8_t)~GW_REQF_CANCEL;
+        r->core->n_canceling--;
+    }
     if (status < 0 && (r->flags & GW_REQF_USER) && !(r->flags & GW_REQF_FREED) && !r->detail)
         req_detail(r, status);
     if (r->fini) { /* set by the layer that attached something to the request */
@@ -473,7 +479,7 @@ void gw_req_complete(gw_request_t *r, gw_status_t status)
      * success of a request the caller holds, with no hook and no region
      * count (a tracked put's); anything else out of line */
     if (GW_LIKELY(status == GW_OK && !r->fini && !r->use_count &&
-                  (r->flags & (GW_REQF_USER | GW_REQF_FREED)) == GW_REQF_USER)) {
+                  (r->flags & (GW_REQF_USER | GW_REQF_FREED | GW_REQF_CANCEL)) == GW_REQF_USER)) {
         r->status = GW_OK;
         r->core->n_completed++;
         return;

@@ -39,6 +39,7 @@ struct gw_core {
     gw_status_t err_status; /* status of the message in errbuf */
     uint64_t err_count;     /* messages written to errbuf so far */
     uint64_t n_completed;   /* requests completed so far (wait-any rescans only after a change) */
+    uint32_t n_canceling;   /* requests marked GW_REQF_CANCEL and not yet complete */
     int epfd;       /* the fd gw_context_fd() hands out */
     int evfd;       /* eventfd: "software work pending" */
     int ev_armed;
@@ -60,6 +61,7 @@ struct gw_core {
     unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
     uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
     long peer_timeout_ms;
+    long op_timeout_ms; /* GPUWIRE_OP_TIMEOUT_MS */
     /* per-operation state (gw_op_state_get): free blocks by size class */
     void *op_free[GW_OP_STATE_CLASSES];
     unsigned op_nfree[GW_OP_STATE_CLASSES];

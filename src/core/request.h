@@ -37,7 +37,9 @@ enum {
     GW_REQF_FREED = 1u << 1, /* the caller freed it while in progress */
     GW_REQF_QUEUED = 1u << 2, /* on the endpoint's outstanding list */
     GW_REQF_NDEFER = 1u << 3, /* its notification waits its turn (gw_ep_notify_defer) */
-    GW_REQF_NHELD = 1u << 4   /* ... and its own data is in place */
+    GW_REQF_NHELD = 1u << 4,  /* ... and its own data is in place */
+    GW_REQF_CANCEL = 1u << 5  /* gw_request_cancel() asked for it while it moved
+                               * (counted in core->n_canceling until it completes) */
 };
 
 struct gw_request {
@@ -81,6 +83,8 @@ struct gw_request {
      * error, user requests only; freed on recycle) */
     char *detail;
     uint64_t err_mark;  /* core->err_count when posted */
+    uint64_t cancel_ns; /* GW_REQF_CANCEL: when it must have ended (gw_now_ns), else its
+                         * endpoint fails (api/api_ext.c, the cancel watch) */
 };
 
 /* Declares fn, the typed view of a request's transport scratch as struct

@@ -59,6 +59,19 @@ gw_status_t gw_proto_batch_route(const gw_tl_caps_t *caps, const gw_batch_t *b, 
  * was posted. */
 gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req);
 
+/* Is req a batch request that gw_proto_batch_submit() expanded and whose
+ * entries still move? */
+int gw_proto_batch_expanded(const gw_request_t *req);
+
+/* gw_request_cancel() of such a batch, where its cancel is decided once
+ * for every transport: each entry request still moving is offered to the
+ * transport's cancel(); those withdrawn end with GW_ERR_CANCELED (the
+ * batch then ends with it too, naming the first such entry), the others
+ * end on their own.  GW_OK: the batch request is complete on return;
+ * GW_INPROGRESS: entries are still on the wire (the batch completes when
+ * the last of them does). */
+gw_status_t gw_proto_batch_cancel(gw_tl_ep_t *tl, gw_request_t *req);
+
 /* ---- GPU staging (proto_stage.c) ----------------------------------------
  * A put, get or put_notify whose local buffer is GPU memory, over a
  * transport that does not move GPU memory itself (caps().mem_kinds lacks

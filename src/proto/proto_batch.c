@@ -223,3 +223,37 @@ gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req)
         bop_finish(bop);
     return GW_OK;
 }
+
+int gw_proto_batch_expanded(const gw_request_t *req)
+{
+    return req->op == GW_OP_BATCH && req->fini == bop_parent_fini && req->owner;
+}
+
+gw_status_t gw_proto_batch_cancel(gw_tl_ep_t *tl, gw_request_t *req)
+{
+    proto_bop_t *bop = req->owner;
+    gw_ep_base_t *b = bop->base;
+    /* the entry requests are on the endpoint's outstanding list behind the
+     * batch request (posted after it), each with bop as its owner */
+    bop->posting = 1; /* (no finish while the walk below runs) */
+    gw_list_t *p = req->link.next, *t;
+    for (; p != &b->outstanding && req->status == GW_INPROGRESS; p = t) {
+        t = p->next;
+        gw_request_t *r = gw_container_of(p, gw_request_t, link);
+        if (r->fini != bop_child_fini || r->owner != bop || r->status != GW_INPROGRESS)
+            continue;
+        if (tl->iface->ops->cancel(tl, r) != GW_OK)
+            continue;
+        /* (its completion takes it off the list; t was read before) */
+        gw_ep_op_done(b, r, GW_ERR_CANCELED);
+        if (t != &b->outstanding && gw_container_of(t, gw_request_t, link)->status != GW_INPROGRESS)
+            t = req->link.next; /* a completion recycled what followed: walk again (withdrawn ones are gone) */
+    }
+    bop->posting = 0;
+    if (!bop->live) {
+        if (bop->err == GW_ERR_CANCELED)
+            snprintf(bop->why, sizeof(bop->why), "canceled by gw_request_cancel() before it reached the wire");
+        bop_finish(bop);
+    }
+    return req->status == GW_INPROGRESS ? GW_INPROGRESS : GW_OK;
+}

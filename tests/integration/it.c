@@ -115,6 +115,8 @@ static it_reply_t tgt_handle(tgt_t *t, const it_cmd_t *c)
         break;
     case IT_CMD_DEREG:
         rep.a = gw_mem_dereg(t->mem[c->region]);
+        if (rep.a == GW_OK && !t->allocated) /* its bytes as the deregistration left them */
+            rep.b = (int64_t)it_hash(base, t->cfg->region[c->region].len);
         if (rep.a == GW_OK) {
             t->mem[c->region] = NULL;
             if (t->allocated)

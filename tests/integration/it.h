@@ -55,7 +55,7 @@ typedef enum it_cmd_type {
     IT_CMD_QUIT = 1,
     IT_CMD_VERIFY,      /* region, off, len, seed -> first bad offset or -1 */
     IT_CMD_FILL,        /* region, off, len, seed */
-    IT_CMD_DEREG,       /* region -> status */
+    IT_CMD_DEREG,       /* region -> a = status, b = it_hash of the region right after (not IT_ALLOC) */
     IT_CMD_NOTIFY,      /* ep, count, region/off/len/seed-base: wait count notifications;
                            at each, check the put it follows is visible -> bad count */
     IT_CMD_RECV,        /* ep, len, tag, mask -> status, length, tag, verify(seed) */

@@ -35,6 +35,10 @@ if [ "${2:-}" = fault ]; then
     IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
       run fault_${c}_rxe0 "$B/tests/fault/fault_xfer" $c
   done
+  # every completion lost from the 10th on: the completion watchdog fails
+  # the endpoint once none came for GPUWIRE_OP_TIMEOUT_MS
+  IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 GPUWIRE_OP_TIMEOUT_MS=5000 \
+    run fault_verbs_drop_all_rxe0 "$B/tests/fault/fault_xfer" verbs_drop_all
   echo "verbs guest fault suite: $passes passed, $skips skipped, $fails failed"
   [ $fails = 0 ]
   exit
@@ -76,6 +80,13 @@ if [ "${2:-}" = it ]; then
     IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 IT_PROGRESS_GPU=1 \
       GPUWIRE_CUDA_LIB="$B/tests/fakecuda/libgwfakecuda.so" run progress_busy_gpu_rxe0 "$I/it_progress" busy
   fi
+  # bounded operations: cancel of every kind (verbs withdraws nothing once
+  # posted: each completes), a frozen, a killed and a revoking target, a put
+  # stream racing a deregistration
+  for c in ops frozen killed revoked dereg_race; do
+    IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+      run cancel_${c}_rxe0 "$I/it_cancel" $c
+  done
   # the peer's last message completes at its side and the peer dies before
   # we progress: the receive must still get it (a CQE behind a closed socket)
   GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run last_words_rxe0 "$I/it_peer_fail" last_words

@@ -268,6 +268,19 @@ struct gw_tl_ops {
      * transport starts fetching the message (e.g. sends its clear-to-send)
      * and completes req later with gw_ep_recv_done(). */
     gw_status_t (*recv_matched)(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
+    /* gw_request_cancel() of a request submit() took (never a batch the
+     * protocol layer expanded: it asks for each entry's request).  The
+     * transport withdraws what of it has not reached the wire:
+     *  - GW_OK: none of it had; the transport dropped every reference to
+     *    it (its slots, its queued frames or work) and nothing of it will
+     *    ever be read or written; the caller completes it with
+     *    GW_ERR_CANCELED;
+     *  - GW_INPROGRESS: some of it is on the wire (or the transport cannot
+     *    withdraw it at all: gw_tl_no_cancel).  It completes on its own,
+     *    once nothing of it moves any more: GW_OK when all of it moved,
+     *    GW_ERR_CANCELED when the transport dropped the rest.
+     * Never blocks; must not complete req itself. */
+    gw_status_t (*cancel)(gw_tl_ep_t *ep, gw_request_t *req);
 };
 
 
@@ -288,6 +301,8 @@ gw_status_t gw_tl_no_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size
                                  char *why, size_t whylen);
 void gw_tl_noop_rkey_release(gw_tl_iface_t *iface, gw_rkey_t *rk);
 gw_status_t gw_tl_unsupported_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
+/* cancel of a transport that withdraws nothing once submitted: GW_INPROGRESS */
+gw_status_t gw_tl_no_cancel(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_tl_unsupported_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
                                         const uint8_t *peer_addr, size_t len, char *why,
                                         size_t whylen);

@@ -53,6 +53,11 @@ gw_status_t gw_tl_unsupported_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw
     (void)ep; (void)req; (void)msg;
     return GW_ERR_UNSUPPORTED;
 }
+gw_status_t gw_tl_no_cancel(gw_tl_ep_t *ep, gw_request_t *req)
+{
+    (void)ep; (void)req;
+    return GW_INPROGRESS;
+}
 gw_status_t gw_tl_unsupported_reachable(gw_tl_iface_t *iface, const gw_tl_peer_t *peer,
                                         const uint8_t *peer_addr, size_t len, char *why,
                                         size_t whylen)

@@ -318,6 +318,31 @@ gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req)
     return GW_OK;
 }
 
+/* A put or get not yet copied: waiting for the connection (or the peer's
+ * fds), or in the queue of small CMA copies that the next progress pass
+ * writes in one system call.  Either holds nothing of the peer's (no slot
+ * entered), so it leaves without a trace.  A copy already started (CMA
+ * runs inside the call that issues it, a GPU copy on its stream) is let
+ * finish. */
+gw_status_t intra_cancel(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    intra_ep_t *e = to_ep(tep);
+    if (e->failed || (req->op != GW_OP_PUT && req->op != GW_OP_GET && req->op != GW_OP_PUT_NOTIFY))
+        return GW_INPROGRESS;
+    for (unsigned i = 0; i < e->ncmaq; i++)
+        if (e->cmaq[i] == req) {
+            memmove(&e->cmaq[i], &e->cmaq[i + 1], (e->ncmaq - i - 1) * sizeof(e->cmaq[0]));
+            e->ncmaq--;
+            return GW_OK;
+        }
+    for (gw_list_t *p = e->waiting.next; p != &e->waiting; p = p->next)
+        if (p == &req->tl_link && !intra_rq(req)->slot) {
+            gw_list_del(p);
+            return GW_OK;
+        }
+    return GW_INPROGRESS;
+}
+
 void intra_ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st)
 {
     gw_intra_hdr_t h = {.type = GW_INTRA_M_FIN, .a = op, .b = (uint64_t)(int64_t)st};

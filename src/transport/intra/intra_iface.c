@@ -454,4 +454,5 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = gw_tl_unsupported_ep_progress,
     .recv_matched = intra_recv_matched,
+    .cancel = intra_cancel,
 };

@@ -221,6 +221,7 @@ void intra_rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st);
 int intra_poll_inflight(intra_ep_t *e);
 void intra_retry_waiting(intra_ep_t *e);
 gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req);
+gw_status_t intra_cancel(gw_tl_ep_t *tep, gw_request_t *req);
 void intra_ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st);
 gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req);
 void intra_recv_pull(intra_ep_t *e, gw_request_t *req, uint64_t tag, uint64_t len, uint64_t addr, uint64_t op,

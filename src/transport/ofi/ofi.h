@@ -188,6 +188,7 @@ gw_status_t gw_ofi_status_of(int fi_err);
 /* ofi_post.c */
 gw_status_t gw_ofi_submit(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_ofi_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
+gw_status_t gw_ofi_cancel(gw_tl_ep_t *ep, gw_request_t *req);
 int gw_ofi_ep_progress(gw_ofi_ep_t *ep);
 /* Posts the receive slot i (again). */
 int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i);

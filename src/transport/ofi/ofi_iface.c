@@ -145,7 +145,11 @@ static int ofi_poll(void *arg)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &oif->eps) {
         gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
-        if (ep->connected)
+        /* a failed endpoint's queue is read no more: reading it is what
+         * drives the provider, which would go on applying the RMA writes
+         * the peer sent before the failure into our regions after the
+         * failure was reported (its slots stay out until it is destroyed) */
+        if (ep->connected && !gw_ep_failed(ep->super.base))
             n += gw_ofi_ep_progress(ep);
     }
     /* nothing would wake a sleeper: the context fd stays readable while
@@ -188,7 +192,7 @@ static int ofi_poll(void *arg)
 static int ofi_ep_progress_op(gw_tl_ep_t *e)
 {
     gw_ofi_ep_t *ep = to_oep(e);
-    return ep->connected ? gw_ofi_ep_progress(ep) : 0;
+    return ep->connected && !gw_ep_failed(ep->super.base) ? gw_ofi_ep_progress(ep) : 0;
 }
 
 /* Before the context blocks: fi_trywait on every queue; where completions
@@ -581,4 +585,5 @@ const gw_tl_ops_t gw_tl_ofi_ops = {
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = ofi_ep_progress_op,
     .recv_matched = gw_ofi_recv_matched,
+    .cancel = gw_ofi_cancel,
 };

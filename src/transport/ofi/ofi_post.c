@@ -772,3 +772,20 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
         free(gw_container_of(p, gw_ofi_ctl_t, link));
     }
 }
+
+/* ---- cancel -------------------------------------------------------------------- */
+/* What waits on the pending list with no piece posted yet (the provider had
+ * no room) has reached nobody: it leaves the list.  Anything with a piece
+ * posted is the provider's until its completions come (libfabric cancels
+ * no RMA), and a rendezvous send whose RTS went out is the peer's to read. */
+gw_status_t gw_ofi_cancel(gw_tl_ep_t *e, gw_request_t *req)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    if (gw_ep_failed(B(ep)) || !(req->tl_flags & TLF_PENDING) || (req->tl_flags & (TLF_POSTED | TLF_RDV)) ||
+        req->posted || req->pending || req->op == GW_OP_RECV)
+        return GW_INPROGRESS;
+    gw_list_del(&req->tl_link);
+    req->tl_flags &= (uint16_t)~TLF_PENDING;
+    req_release(ep, req, 1); /* (nothing was posted: a bounce slot is free again) */
+    return GW_OK;
+}

@@ -373,4 +373,5 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = gw_tl_unsupported_ep_progress,
     .recv_matched = tcp_recv_matched,
+    .cancel = tcp_cancel,
 };

@@ -262,6 +262,7 @@ gw_status_t tcp_put(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t tcp_get(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t tcp_send(gw_tl_ep_t *tep, gw_request_t *req);
+gw_status_t tcp_cancel(gw_tl_ep_t *tep, gw_request_t *req);
 void tcp_tx_job_done(conn_t *c, gw_tcp_job_t *j);
 
 /* tcp_rx.c */

@@ -506,3 +506,75 @@ void tcp_tx_job_done(conn_t *c, gw_tcp_job_t *j)
     if (!gw_ep_failed(B(ep)) && c->fd >= 0)
         tcp_conn_flush(c);
 }
+
+/* ---- cancel ------------------------------------------------------------------------ */
+/* Is t a host frame of req that no byte of has been written, nor handed to
+ * a helper thread? */
+static int tx_withdrawable(tcp_ep_t *ep, const conn_t *c, const tx_item_t *t, const gw_request_t *req)
+{
+    if (t->off || t->iov || t->gb || t->gpu_dev >= 0 || t->owned || (t == c->txh && c->tx_busy))
+        return 0; /* (GPU-sourced frames are left to their staging: a stream may wait on its head) */
+    if (t->req) /* an eager send's frame carries its request */
+        return t->req == req;
+    gw_tcp_hdr_t h;
+    char why[8];
+    if (gw_tcp_hdr_decode(t->hdr, &h, why, sizeof(why)) != GW_OK)
+        return 0;
+    return (h.type == GW_TCP_PUT || h.type == GW_TCP_GET_REQ) && gw_op_table_get(&ep->optab, h.id) == req;
+}
+
+/* Drops the frames of req still waiting whole in the streams' queues: a
+ * put's or get's pieces, an eager send's frame.  Pieces already written
+ * are acknowledged (puts) or answered (gets) by the peer as usual; the
+ * request ends with the last of those, GW_ERR_CANCELED.  (A stream whose
+ * head a helper thread is writing keeps every frame: the job may span
+ * several.) */
+gw_status_t tcp_cancel(gw_tl_ep_t *tep, gw_request_t *req)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    if (gw_ep_failed(B(ep)) || req->op == GW_OP_RECV || req->op == GW_OP_BATCH)
+        return GW_INPROGRESS;
+    if (req->op == GW_OP_SEND && req->len > ep->tif->eager_max)
+        return GW_INPROGRESS; /* a rendezvous: its RTS is the peer's once queued */
+    uint32_t dropped = 0;
+    for (int i = 0; i < ep->nconns; i++) {
+        conn_t *c = &ep->conns[i];
+        if (c->fd < 0 || c->tx_busy)
+            continue;
+        tx_item_t *prev = NULL, *t = c->txh;
+        while (t) {
+            tx_item_t *next = t->next;
+            if (!tx_withdrawable(ep, c, t, req)) {
+                prev = t;
+                t = next;
+                continue;
+            }
+            if (prev)
+                prev->next = next;
+            else
+                c->txh = next;
+            if (c->txt == t)
+                c->txt = prev;
+            c->tx_bytes -= GW_MIN(c->tx_bytes, GW_TCP_HDR + t->paylen);
+            t->req = NULL;
+            tcp_tx_release(ep, t);
+            dropped++;
+            t = next;
+        }
+    }
+    if (req->op == GW_OP_SEND)
+        return dropped ? GW_OK : GW_INPROGRESS;
+    if (!dropped)
+        return GW_INPROGRESS;
+    req->pending -= GW_MIN(req->pending, dropped);
+    if (req->pending) { /* pieces on the wire: their answers end it */
+        req->first_err = GW_ERR_CANCELED;
+        return GW_INPROGRESS;
+    }
+    gw_op_table_free(&ep->optab, req);
+    if (req->tl_flags & TLF_STRIPED) {
+        req->tl_flags &= (uint16_t)~TLF_STRIPED;
+        ep->striped_puts--;
+    }
+    return GW_OK;
+}

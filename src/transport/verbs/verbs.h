@@ -264,6 +264,7 @@ typedef struct gw_verbs_sjob {
 /* ---- context level (verbs_iface.c) --------------------------------------- */
 struct gw_verbs_iface {
     gw_tl_iface_t super;
+    unsigned wd_passes;      /* idle progress passes (the completion watchdog's clock) */
     const gw_ibv_t *ibv;
     struct ibv_context *ctx;
     struct ibv_pd *pd;
@@ -401,6 +402,10 @@ typedef struct gw_verbs_ep {
     uint64_t wr_untracked;   /* puts posted that way */
     uint64_t wr_direct;      /* tracked puts posted before their request was built (gw_verbs_put_direct) */
     uint64_t cq_polls, cq_wcs; /* ibv_poll_cq calls and the completions they returned */
+    /* the completion watchdog (gw_verbs_watchdog): cq_wcs and wr_posted at
+     * its last look, and since when they stood still with a signalled work
+     * request outstanding */
+    uint64_t wd_wcs, wd_posted, wd_ns;
     uint64_t rdv_by_write, rdv_by_read; /* rendezvous receives of ours, by how the data came */
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
     uint64_t eager_imm;      /* eager sends without a header (GW_VERBS_FEAT_SEND_IMM) */
@@ -665,6 +670,16 @@ static inline void gw_verbs_req_maybe_done(gw_verbs_ep_t *ep, gw_request_t *req)
 }
 
 /* verbs_ep.c */
+/* The completion watchdog, run on idle progress passes (verbs_iface.c):
+ * an endpoint awaiting a completion that the device alone owes (an RDMA
+ * WRITE or READ, gw_verbs_awaits_cqe) that has seen no completion and
+ * posted nothing for GPUWIRE_OP_TIMEOUT_MS fails with GW_ERR_PEER_TIMEOUT.
+ * RC retries end every work request on a dead or cut peer with an error
+ * completion; one that never ends (a device or driver that lost it) would
+ * leave its requests pending for good.  Returns 1 when it failed ep. */
+int gw_verbs_watchdog(gw_verbs_ep_t *ep, uint64_t now);
+/* Is a signalled RDMA WRITE or READ posted and not yet retired on ep? */
+int gw_verbs_awaits_cqe(const gw_verbs_ep_t *ep);
 void gw_verbs_ep_die(gw_verbs_ep_t *ep, gw_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void gw_verbs_ep_drain(gw_verbs_ep_t *ep);

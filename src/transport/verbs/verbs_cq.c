@@ -454,6 +454,54 @@ int gw_verbs_ep_progress(gw_verbs_ep_t *ep)
     return n;
 }
 
+/* A work request the device alone must end: an RDMA WRITE or READ, whose
+ * completion needs nothing of the peer process.  A SEND or a WRITE with
+ * immediate data consumes a receive the peer's progress posts: behind a
+ * peer busy elsewhere it waits (RNR retries, without limit) as long as the
+ * peer does, and the peer's liveness, not this watchdog, judges that. */
+static int device_owed(int kind)
+{
+    return kind == WR_PUT || kind == WR_GET || kind == WR_RDV_READ || kind == WR_COVER || kind == WR_SPUT ||
+           kind == WR_SGET || kind == WR_SREAD || kind == WR_SWRITE;
+}
+
+int gw_verbs_awaits_cqe(const gw_verbs_ep_t *ep)
+{
+    for (int i = 0; i < ep->nqps; i++) {
+        const gw_verbs_qp_t *q = &ep->qps[i];
+        /* the oldest WR not retired, and the last signalled one (whose
+         * completion retires everything up to it), both the device's */
+        if (q->sig_end > q->tail && device_owed(gw_verbs_ring_at(q, q->tail)->kind) &&
+            device_owed(gw_verbs_ring_at(q, q->sig_end - 1)->kind))
+            return 1;
+    }
+    return 0;
+}
+
+int gw_verbs_watchdog(gw_verbs_ep_t *ep, uint64_t now)
+{
+    if (!ep->connected || vep_failed(ep))
+        return 0;
+    if (!gw_verbs_awaits_cqe(ep) || ep->cq_wcs != ep->wd_wcs || ep->wr_posted != ep->wd_posted || !ep->wd_ns) {
+        ep->wd_wcs = ep->cq_wcs;
+        ep->wd_posted = ep->wr_posted;
+        ep->wd_ns = now;
+        return 0;
+    }
+    uint64_t limit = (uint64_t)ep_core(ep)->op_timeout_ms * 1000000ull;
+    if (now - ep->wd_ns < limit)
+        return 0;
+    unsigned used = 0;
+    for (int i = 0; i < ep->nqps; i++)
+        used += ep->qps[i].used;
+    gw_verbs_ep_die(ep, GW_ERR_PEER_TIMEOUT,
+                    "verbs %s: no completion for %llu ms with %u work requests posted on %d queue pairs "
+                    "(GPUWIRE_OP_TIMEOUT_MS=%ld): the device or its driver lost them; the endpoint fails so that "
+                    "they end", ep->vif->port.dev, (unsigned long long)((now - ep->wd_ns) / 1000000), used, ep->nqps,
+                    ep_core(ep)->op_timeout_ms);
+    return 1;
+}
+
 gw_status_t gw_verbs_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *msg)
 {
     /* a rendezvous only (tl.h): the base delivers eager messages (on_recv

@@ -29,6 +29,23 @@ static int verbs_poll(void *arg)
         gw_verbs_ep_t *ep = gw_container_of(p, gw_verbs_ep_t, link);
         n += gw_verbs_ep_progress(ep);
     }
+    /* the completion watchdog: on idle passes only (no clock read on the
+     * busy path), every GW_VERBS_IDLE_CLOCK-th, or every 16th while an
+     * endpoint waits armed for a completion (the caller then mostly
+     * sleeps between passes, so idle passes come slowly) */
+    if (n)
+        return n;
+    unsigned every = GW_VERBS_IDLE_CLOCK;
+    gw_list_for_each_safe(p, t, &vif->eps) {
+        gw_verbs_ep_t *ep = gw_container_of(p, gw_verbs_ep_t, link);
+        if (ep->cq_armed && gw_verbs_awaits_cqe(ep))
+            every = 16;
+    }
+    if (++vif->wd_passes % every)
+        return 0;
+    uint64_t now = gw_now_coarse_ns();
+    gw_list_for_each_safe(p, t, &vif->eps)
+        n += gw_verbs_watchdog(gw_container_of(p, gw_verbs_ep_t, link), now);
     return n;
 }
 
@@ -535,4 +552,5 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .put_direct = gw_verbs_put_direct,
     .ep_progress = verbs_ep_progress,
     .recv_matched = gw_verbs_recv_matched,
+    .cancel = gw_tl_no_cancel,
 };
