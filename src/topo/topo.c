@@ -322,7 +322,7 @@ static void fill_nic(gw_topo_t *t, gw_topo_dev_t *d)
         const char *base = strrchr(d->sysdir, '/');
         base = base ? base + 1 : d->sysdir;
         if (gw_is_bdf(base)) {
-            snprintf(d->bdf, sizeof(d->bdf), "%s", base);
+            snprintf(d->bdf, sizeof(d->bdf), "%.15s", base);
             fill_pci(t, d);
         } else {
             note_add(d->note, "device %s is not a PCI function", d->sysdir);
@@ -384,7 +384,7 @@ static void fill_cxi(gw_topo_t *t, gw_topo_dev_t *d)
         note_add(d->note, "device %s is not a PCI function", d->sysdir);
         return;
     }
-    snprintf(d->bdf, sizeof(d->bdf), "%s", base);
+    snprintf(d->bdf, sizeof(d->bdf), "%.15s", base);
     fill_pci(t, d);
     names_t nd;
     snprintf(rel, sizeof(rel), "%s/net", d->sysdir);
@@ -418,6 +418,42 @@ static void fill_cxi(gw_topo_t *t, gw_topo_dev_t *d)
     snprintf(rel, sizeof(rel), "class/net/%s/mtu", p->netdev);
     if (gw_sysfs_read_long(t->root, rel, &v, why, sizeof(why)) == 0)
         p->netdev_mtu = (int)v;
+}
+
+/* An RDMA (verbs or EFA) device: its PCI place and which stack reaches it. */
+static void fill_ib(gw_topo_t *t, gw_topo_dev_t *d)
+{
+    fill_nic(t, d);
+    snprintf(d->fabric, sizeof(d->fabric), "%s", is_efa(d) ? "efa" : "verbs");
+}
+
+/* The NICs listed under root/cls (one device class of sysfs), each filled by
+ * fill; `what` names them in notes. */
+static void scan_nics(gw_topo_t *t, const char *root, const char *cls, const char *what,
+                      void (*fill)(gw_topo_t *, gw_topo_dev_t *))
+{
+    char rel[600], why[256];
+    names_t names = {0};
+    snprintf(rel, sizeof(rel), "%s/%s", root, cls);
+    if (access(rel, F_OK) != 0)
+        return;
+    if (list_dir(root, cls, &names, why, sizeof(why)) < 0) {
+        note_add(t->note, "%s unknown: %s", what, why);
+        return;
+    }
+    for (int i = 0; i < names.n; i++) {
+        if (t->nnic == GW_TOPO_MAX_NIC) {
+            note_add(t->note, "more than %d NICs; the rest are ignored", GW_TOPO_MAX_NIC);
+            break;
+        }
+        gw_topo_dev_t *d = &t->dev[t->ngpu + t->nnic];
+        d->kind = GW_TOPO_NIC;
+        d->numa = -1;
+        snprintf(d->name, sizeof(d->name), "%s", names.v[i]);
+        fill(t, d);
+        t->nnic++;
+    }
+    names_free(&names);
 }
 
 /* ---- classification ---------------------------------------------------- */
@@ -599,7 +635,7 @@ gw_status_t gw_topo_create(const char *root, const gw_topo_opts_t *opts, gw_topo
     *out = NULL;
     if (!root)
         root = gw_settings_sysfs_root(NULL);
-    names_t pci = {0}, ib = {0}, nodes = {0};
+    names_t pci = {0}, nodes = {0};
     if (opts && opts->size < sizeof(gw_topo_opts_t)) {
         snprintf(err, errlen, "gw_topo_create(root=%s) failed: opts.size %zu < %zu", root,
                  opts->size, sizeof(gw_topo_opts_t));
@@ -668,50 +704,8 @@ gw_status_t gw_topo_create(const char *root, const gw_topo_opts_t *opts, gw_topo
         names_free(&pci);
     }
 
-    /* NICs: RDMA devices */
-    snprintf(rel, sizeof(rel), "%s/class/infiniband", root);
-    if (access(rel, F_OK) == 0) {
-        if (list_dir(root, "class/infiniband", &ib, why, sizeof(why)) < 0) {
-            note_add(t->note, "RDMA devices unknown: %s", why);
-        } else {
-            for (int i = 0; i < ib.n; i++) {
-                if (t->nnic == GW_TOPO_MAX_NIC) {
-                    note_add(t->note, "more than %d RDMA devices; the rest are ignored", GW_TOPO_MAX_NIC);
-                    break;
-                }
-                gw_topo_dev_t *d = &t->dev[t->ngpu + t->nnic];
-                d->kind = GW_TOPO_NIC;
-                d->numa = -1;
-                snprintf(d->name, sizeof(d->name), "%s", ib.v[i]);
-                fill_nic(t, d);
-                snprintf(d->fabric, sizeof(d->fabric), "%s", is_efa(d) ? "efa" : "verbs");
-                t->nnic++;
-            }
-            names_free(&ib);
-        }
-    }
-    /* NICs: Slingshot CXI (libfabric's cxi provider) */
-    names_t cxi = {0};
-    snprintf(rel, sizeof(rel), "%s/class/cxi", root);
-    if (access(rel, F_OK) == 0) {
-        if (list_dir(root, "class/cxi", &cxi, why, sizeof(why)) < 0) {
-            note_add(t->note, "CXI devices unknown: %s", why);
-        } else {
-            for (int i = 0; i < cxi.n; i++) {
-                if (t->nnic == GW_TOPO_MAX_NIC) {
-                    note_add(t->note, "more than %d NICs; the rest are ignored", GW_TOPO_MAX_NIC);
-                    break;
-                }
-                gw_topo_dev_t *d = &t->dev[t->ngpu + t->nnic];
-                d->kind = GW_TOPO_NIC;
-                d->numa = -1;
-                snprintf(d->name, sizeof(d->name), "%s", cxi.v[i]);
-                fill_cxi(t, d);
-                t->nnic++;
-            }
-            names_free(&cxi);
-        }
-    }
+    scan_nics(t, root, "class/infiniband", "RDMA devices", fill_ib);
+    scan_nics(t, root, "class/cxi", "CXI devices", fill_cxi); /* Slingshot (libfabric's cxi provider) */
     compute(t, opts);
     *out = t;
     return GW_OK;
