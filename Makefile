@@ -49,7 +49,7 @@ test: build
 # long run (label quick, tests/README.md)
 quick: DEPS_STEP = test
 quick: build
-	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600 -L quick
+	cd $(BUILD) && ctest --output-on-failure -j 4 --timeout 600 -L quick
 
 # the library, header, tool, NCCL plugin, CMake and pkg-config files, and the
 # Python package with its accelerator (under lib/python3.X/; docs/INSTALL.md)
