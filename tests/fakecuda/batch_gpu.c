@@ -17,6 +17,7 @@
 
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
+#include "fc_dev.h"
 
 #define REGION (12u << 20)
 #define PAGE 4096u
@@ -24,28 +25,6 @@
 #define NSEL 700u
 
 static gwt_chan_t pch, cch;
-
-static const gw_cuda_t *cuda(void)
-{
-    char why[256];
-    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-    if (!cu)
-        SKIP("fake CUDA driver not loaded: %s", why);
-    if (!gw_cuda_ctx_for_device(0, why, sizeof(why))) /* (a real driver needs a current context) */
-        SKIP("no CUDA context for device 0: %s", why);
-    return cu;
-}
-
-static void *dev_alloc(const gw_cuda_t *cu, size_t n, uint64_t seed)
-{
-    CUdeviceptr p;
-    REQUIRE(cu->cuMemAlloc(&p, n) == CUDA_SUCCESS);
-    uint8_t *h = malloc(n);
-    gwt_fill(h, n, seed);
-    REQUIRE(cu->cuMemcpyHtoD(p, h, n) == CUDA_SUCCESS);
-    free(h);
-    return (void *)(uintptr_t)p;
-}
 
 static uint8_t *dev_read(const gw_cuda_t *cu, const void *dev, size_t n)
 {
@@ -131,12 +110,12 @@ static uint8_t *expected(int with_list)
 static int server(void *arg)
 {
     (void)arg;
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(1);
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_listener_t *l;
     gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
-    void *region = dev_alloc(cu, REGION, 11);
+    void *region = fc_dev_alloc_filled(cu, REGION, 11);
     gw_mem_t *mem;
     REQUIRE_OK(gw_mem_reg(ctx, region, REGION, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &mem));
     gwt_send_rkey(ep, mem, 1);
@@ -170,7 +149,7 @@ static uint64_t len9(uint32_t j) { return 500 + (j % 10) * 333; } /* mixed lengt
 static void list_form(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, gw_mem_t *msrc, gw_mem_t *mdst, void *dst,
                       const uint8_t *hs, int logged)
 {
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(1);
     unsigned sum, big, kl = logged ? launches("gw_list_copy", &sum, &big) : 0, ksum = logged ? sum : 0;
     /* 9a. lists of one length: local pages page(j), remote pages 1000 + j,
      * dst pages 1500 + j; a put of 200 random pairs (local indices repeat,
@@ -337,7 +316,7 @@ int main(void)
 {
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL); /* before CUDA is initialised here: a real driver does not survive fork */
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(1);
     char addr[128];
     REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 10000) > 0);
     gw_context_t *ctx;
@@ -350,7 +329,7 @@ int main(void)
     gw_ep_query(ep, &info);
     fprintf(stderr, "connected over %s (%s)\n", info.transport, info.path);
 
-    void *src = dev_alloc(cu, REGION, 31), *dst = dev_alloc(cu, REGION, 0);
+    void *src = fc_dev_alloc_filled(cu, REGION, 31), *dst = fc_dev_alloc_filled(cu, REGION, 0);
     uint8_t *hsrc = malloc(REGION);
     gwt_fill(hsrc, REGION, 41);
     gw_mem_t *msrc, *mdst, *mh;

@@ -18,43 +18,22 @@
 #include "core/fault.h"
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
+#include "fc_dev.h"
 
 #define REGION (1u << 20)
 #define PAGE 4096u
 
 static gwt_chan_t pch, cch;
 
-static const gw_cuda_t *cuda(void)
-{
-    char why[256];
-    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-    if (!cu)
-        SKIP("fake CUDA driver not loaded: %s", why);
-    if (!gw_cuda_ctx_for_device(0, why, sizeof(why)))
-        SKIP("no CUDA context for device 0: %s", why);
-    return cu;
-}
-
-static void *dev_alloc(const gw_cuda_t *cu, size_t n, uint64_t seed)
-{
-    CUdeviceptr p;
-    REQUIRE(cu->cuMemAlloc(&p, n) == CUDA_SUCCESS);
-    uint8_t *h = malloc(n);
-    gwt_fill(h, n, seed);
-    REQUIRE(cu->cuMemcpyHtoD(p, h, n) == CUDA_SUCCESS);
-    free(h);
-    return (void *)(uintptr_t)p;
-}
-
 static int server(void *arg)
 {
     (void)arg;
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(1);
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_listener_t *l;
     gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
-    void *region = dev_alloc(cu, REGION, 11);
+    void *region = fc_dev_alloc_filled(cu, REGION, 11);
     gw_mem_t *mem;
     REQUIRE_OK(gw_mem_reg(ctx, region, REGION, GW_ACCESS_REMOTE_WRITE, &mem));
     gwt_send_rkey(ep, mem, 1);
@@ -113,7 +92,7 @@ int main(void)
 {
     REQUIRE(gwt_chan_pair(&pch, &cch) == 0);
     int pid = gwt_spawn(server, NULL);
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(1);
     setenv("GPUWIRE_FAULT", "integ.source:flip=33@4", 1);
     gw_config_t cfg = {.size = sizeof(cfg), .log_level = -1, .integrity = GW_INTEGRITY_ON};
     char addr[128];
@@ -125,7 +104,7 @@ int main(void)
     REQUIRE_OK(gw_connect(ctx, addr, &ep));
     uint64_t rbase;
     gw_rkey_t *rk = gwt_recv_rkey(ep, 1, &rbase);
-    void *src = dev_alloc(cu, REGION, 21);
+    void *src = fc_dev_alloc_filled(cu, REGION, 21);
     gw_mem_t *ms;
     REQUIRE_OK(gw_mem_reg(ctx, src, REGION, GW_ACCESS_LOCAL, &ms));
     uint8_t *hsrc = malloc(REGION);

@@ -14,6 +14,7 @@
 #include "api/api.h"
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
+#include "fc_dev.h"
 #include "proto/proto.h"
 
 #define REGION (16u << 20)
@@ -38,39 +39,6 @@ static void batch_layout(uint32_t i, size_t *loff, size_t *roff, size_t *len)
         *roff = (1u << 20) + (i - (NB - 2)) * 300000u;
         *len = 150000;
     }
-}
-
-static const gw_cuda_t *cuda(void)
-{
-    char why[256];
-    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-    if (!cu)
-        SKIP("fake CUDA driver not loaded: %s", why);
-    return cu;
-}
-
-static void *dev_alloc(const gw_cuda_t *cu, size_t n)
-{
-    CUdeviceptr p;
-    REQUIRE(cu->cuMemAlloc(&p, n) == CUDA_SUCCESS);
-    return (void *)(uintptr_t)p;
-}
-
-static void dev_fill(const gw_cuda_t *cu, void *dev, size_t n, uint64_t seed)
-{
-    uint8_t *h = malloc(n);
-    gwt_fill(h, n, seed);
-    REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dev, h, n) == CUDA_SUCCESS);
-    free(h);
-}
-
-static long long dev_verify(const gw_cuda_t *cu, const void *dev, size_t n, uint64_t seed)
-{
-    uint8_t *h = malloc(n ? n : 1);
-    REQUIRE(cu->cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)dev, n) == CUDA_SUCCESS);
-    long long r = gwt_verify(h, n, seed);
-    free(h);
-    return r;
 }
 
 static void send_tag(gw_ep_t *ep, uint64_t tag)
@@ -176,7 +144,7 @@ int main(void)
         unlink(launch_log); /* (appended to by every run) */
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(0);
     char addr[80];
     REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 10000) > 0);
     gw_context_t *ctx;
@@ -198,7 +166,7 @@ int main(void)
     gw_rkey_t *rk = gwt_recv_rkey(ep, 1, &base);
     gw_rkey_t *rkb = gwt_recv_rkey(ep, 2, &bb);
 
-    void *src = dev_alloc(cu, REGION);
+    void *src = fc_dev_alloc(cu, REGION);
     gw_mem_t *smem;
     REQUIRE_OK(gw_mem_reg(ctx, src, REGION, GW_ACCESS_LOCAL, &smem));
 
@@ -206,16 +174,16 @@ int main(void)
     size_t gsz[] = {1, 65539, (5u << 20) + 7};
     for (size_t i = 0; i < 3; i++) {
         uint64_t before = gw_proto_stage_chunks(ctx->pstage);
-        dev_fill(cu, src, gsz[i], 99); /* (not the peer's pattern) */
+        fc_dev_fill(cu, src, gsz[i], 99); /* (not the peer's pattern) */
         CHECK_ST(gwt_outcome(gw_get(ep, src, gsz[i], smem, base, rk, &r), &r, 20000), GW_OK);
-        CHECK(dev_verify(cu, src, gsz[i], 11) == -1);
+        CHECK(fc_dev_verify(cu, src, gsz[i], 11) == -1);
         CHECK(gw_proto_stage_chunks(ctx->pstage) - before == (gsz[i] + chunk - 1) / chunk);
     }
 
     /* a staged put_notify of 9 MiB + 3: the notification after its last byte */
     uint64_t before = gw_proto_stage_chunks(ctx->pstage);
     size_t psz = (9u << 20) + 3;
-    dev_fill(cu, src, psz, 21);
+    fc_dev_fill(cu, src, psz, 21);
     REQUIRE_OK(gw_put_notify(ep, src, psz, smem, base, rk, 1, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_info_t ri = {.size = sizeof(ri)};
@@ -226,8 +194,8 @@ int main(void)
 
     /* an untracked staged put, then a put_notify: its notification follows both */
     void *src2 = (uint8_t *)src + (12u << 20);
-    dev_fill(cu, src, 300000, 22);
-    dev_fill(cu, src2, 4097, 23);
+    fc_dev_fill(cu, src, 300000, 22);
+    fc_dev_fill(cu, src2, 4097, 23);
     REQUIRE_OK(gw_put(ep, src, 300000, smem, base + (10u << 20), rk, NULL));
     REQUIRE_OK(gw_put_notify(ep, src2, 4097, smem, base + (11u << 20), rk, 2, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
@@ -251,7 +219,7 @@ int main(void)
         REQUIRE_OK(gw_dlist_local(ctx, ld, NB, &ll));
         REQUIRE_OK(gw_dlist_local(ctx, ld2, NB, &ll2));
         REQUIRE_OK(gw_dlist_remote(ep, rd, NB, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &rl));
-        dev_fill(cu, src, BATCH_SPAN, 26);
+        fc_dev_fill(cu, src, BATCH_SPAN, 26);
         before = gw_proto_stage_chunks(ctx->pstage);
         gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_ORDERED, .value = 3};
         CHECK_ST(gwt_outcome(gw_xfer_batch(ep, GW_XFER_PUT, ll, NULL, rl, NULL, NB, &o, &r), &r, 20000), GW_OK);
@@ -268,7 +236,7 @@ int main(void)
             fprintf(stderr, "copy kernel launches after the batch put: %d\n", k);
             CHECK(k >= 1);
         }
-        dev_fill(cu, (uint8_t *)src + (8u << 20), BATCH_SPAN, 98);
+        fc_dev_fill(cu, (uint8_t *)src + (8u << 20), BATCH_SPAN, 98);
         CHECK_ST(gwt_outcome(gw_xfer_batch(ep, GW_XFER_GET, ll2, NULL, rl, NULL, NB, NULL, &r), &r, 20000), GW_OK);
         uint8_t *exp = malloc(BATCH_SPAN), *got = malloc(BATCH_SPAN);
         gwt_fill(exp, BATCH_SPAN, 26);
@@ -299,7 +267,7 @@ int main(void)
     {
         uint8_t *big = malloc(BIG_GET);
         gw_request_t *rg;
-        dev_fill(cu, src2, 5000, 28);
+        fc_dev_fill(cu, src2, 5000, 28);
         REQUIRE_OK(gw_get(ep, big, BIG_GET, NULL, bb, rkb, &rg));
         REQUIRE_OK(gw_put_notify(ep, src2, 5000, smem, base + (15u << 20), rk, 4, &r));
         CHECK_ST(gw_request_wait(r, 20000), GW_OK);
@@ -333,7 +301,7 @@ int main(void)
     } else {
         send_tag(ep, 5);
         recv_tag(ep, 6);
-        dev_fill(cu, src, 2u << 20, 24);
+        fc_dev_fill(cu, src, 2u << 20, 24);
         gw_status_t st = gwt_outcome(gw_put(ep, src, 2u << 20, smem, bb, rkb, &r), &r, 20000);
         fprintf(stderr, "put into a deregistered region: %s: %s\n", gw_status_name(st), gw_last_error(ctx));
         CHECK(st != GW_OK && st != GW_ERR_TIMEOUT);
@@ -343,10 +311,10 @@ int main(void)
              * message names the chunk, and staged bytes still move */
             CHECK(strstr(gw_last_error(ctx), "staged through pinned host memory") != NULL);
             CHECK(strstr(gw_last_error(ctx), "the chunk at offset 0") != NULL);
-            dev_fill(cu, src, 70000, 25);
+            fc_dev_fill(cu, src, 70000, 25);
             CHECK_ST(gwt_outcome(gw_put(ep, src, 70000, smem, base, rk, &r), &r, 20000), GW_OK);
             CHECK_ST(gwt_outcome(gw_get(ep, src2, 70000, smem, base, rk, &r), &r, 20000), GW_OK);
-            CHECK(dev_verify(cu, src2, 70000, 25) == -1);
+            CHECK(fc_dev_verify(cu, src2, 70000, 25) == -1);
             send_tag(ep, 99);
         } else {
             /* a refusal that failed the endpoint (ofi over tcp: the provider

@@ -7,54 +7,22 @@
 
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
+#include "fc_dev.h"
 
 #define REGION (12u << 20)
 
 static gwt_chan_t pch, cch;
 
-static const gw_cuda_t *cuda(void)
-{
-    char why[256];
-    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-    if (!cu)
-        SKIP("fake CUDA driver not loaded: %s", why);
-    return cu;
-}
-
-static void *dev_alloc(const gw_cuda_t *cu, size_t n)
-{
-    CUdeviceptr p;
-    REQUIRE(cu->cuMemAlloc(&p, n) == CUDA_SUCCESS);
-    return (void *)(uintptr_t)p;
-}
-
-static void dev_fill(const gw_cuda_t *cu, void *dev, size_t n, uint64_t seed)
-{
-    uint8_t *h = malloc(n);
-    gwt_fill(h, n, seed);
-    REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dev, h, n) == CUDA_SUCCESS);
-    free(h);
-}
-
-static long long dev_verify(const gw_cuda_t *cu, const void *dev, size_t n, uint64_t seed)
-{
-    uint8_t *h = malloc(n ? n : 1);
-    REQUIRE(cu->cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)dev, n) == CUDA_SUCCESS);
-    long long r = gwt_verify(h, n, seed);
-    free(h);
-    return r;
-}
-
 static int server(void *arg)
 {
     (void)arg;
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(0);
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
     gw_listener_t *l;
     gw_ep_t *ep = gwt_listen_accept(ctx, &cch, &l);
-    void *region = dev_alloc(cu, REGION);
-    dev_fill(cu, region, REGION, 11);
+    void *region = fc_dev_alloc(cu, REGION);
+    fc_dev_fill(cu, region, REGION, 11);
     gw_mem_t *mem;
     REQUIRE_OK(gw_mem_reg(ctx, region, REGION, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &mem));
     gw_mem_info_t mi = {.size = sizeof(mi)};
@@ -68,13 +36,13 @@ static int server(void *arg)
     uint64_t v;
     REQUIRE_OK(gw_notify_wait(ep, 20000, &v)); /* after the GPU->GPU put of 9 MiB at 0 */
     CHECK(v == 1);
-    CHECK(dev_verify(cu, region, 9u << 20, 21) == -1);
+    CHECK(fc_dev_verify(cu, region, 9u << 20, 21) == -1);
     REQUIRE_OK(gw_notify_wait(ep, 20000, &v)); /* after a host->GPU put of 4097 bytes at 10 MiB */
     CHECK(v == 2);
-    CHECK(dev_verify(cu, (uint8_t *)region + (10u << 20), 4097, 22) == -1);
+    CHECK(fc_dev_verify(cu, (uint8_t *)region + (10u << 20), 4097, 22) == -1);
 
     /* receives into GPU memory: rendezvous (3 MiB) and eager (1000 B, posted late) */
-    void *rbuf = dev_alloc(cu, 4u << 20);
+    void *rbuf = fc_dev_alloc(cu, 4u << 20);
     gw_mem_t *rmem;
     REQUIRE_OK(gw_mem_reg(ctx, rbuf, 4u << 20, GW_ACCESS_LOCAL, &rmem));
     REQUIRE_OK(gw_recv(ep, rbuf, 4u << 20, rmem, 3, ~0ull, &r));
@@ -82,13 +50,13 @@ static int server(void *arg)
     gw_request_info_t ri = {.size = sizeof(ri)};
     gw_request_info(r, &ri);
     CHECK(ri.length == (3u << 20));
-    CHECK(dev_verify(cu, rbuf, 3u << 20, 23) == -1);
+    CHECK(fc_dev_verify(cu, rbuf, 3u << 20, 23) == -1);
     gw_request_free(r);
     usleep(100000); /* let the eager message arrive before its receive */
     gw_progress(ctx);
     REQUIRE_OK(gw_recv(ep, rbuf, 4u << 20, rmem, 4, ~0ull, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
-    CHECK(dev_verify(cu, rbuf, 1000, 24) == -1);
+    CHECK(fc_dev_verify(cu, rbuf, 1000, 24) == -1);
     gw_request_free(r);
 
     char done[8];
@@ -107,7 +75,7 @@ int main(void)
 {
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(0);
     char addr[80];
     REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 10000) > 0);
     gw_context_t *ctx;
@@ -118,7 +86,7 @@ int main(void)
     uint64_t base;
     gw_rkey_t *rk = gwt_recv_rkey(ep, 1, &base);
 
-    void *src = dev_alloc(cu, REGION);
+    void *src = fc_dev_alloc(cu, REGION);
     gw_mem_t *smem;
     REQUIRE_OK(gw_mem_reg(ctx, src, REGION, GW_ACCESS_LOCAL, &smem));
 
@@ -128,7 +96,7 @@ int main(void)
         REQUIRE_OK(gw_get(ep, src, gsz[i], smem, base, rk, &r));
         CHECK_ST(gw_request_wait(r, 20000), GW_OK);
         gw_request_free(r);
-        CHECK(dev_verify(cu, src, gsz[i], 11) == -1);
+        CHECK(fc_dev_verify(cu, src, gsz[i], 11) == -1);
     }
     /* get into host memory */
     uint8_t *host = malloc(REGION);
@@ -138,7 +106,7 @@ int main(void)
     CHECK(gwt_verify(host, 2u << 20, 11) == -1);
 
     /* GPU -> GPU put of 9 MiB, then a notification */
-    dev_fill(cu, src, 9u << 20, 21);
+    fc_dev_fill(cu, src, 9u << 20, 21);
     REQUIRE_OK(gw_put_notify(ep, src, 9u << 20, smem, base, rk, 1, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_free(r);
@@ -149,11 +117,11 @@ int main(void)
     gw_request_free(r);
 
     /* sends from GPU memory */
-    dev_fill(cu, src, 3u << 20, 23);
+    fc_dev_fill(cu, src, 3u << 20, 23);
     REQUIRE_OK(gw_send(ep, src, 3u << 20, smem, 3, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_free(r);
-    dev_fill(cu, src, 1000, 24);
+    fc_dev_fill(cu, src, 1000, 24);
     REQUIRE_OK(gw_send(ep, src, 1000, smem, 4, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
     gw_request_free(r);

@@ -29,6 +29,7 @@
 #include "core/fault.h"
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
+#include "../fakecuda/fc_dev.h"
 
 #define REGION (4u << 20)
 #define NPUT 6 /* at 0, 512 KiB, ... 2.5 MiB: below the paged put */
@@ -68,32 +69,12 @@ static double now_s(void)
 }
 static const xcase_t *g_case;
 
-static const gw_cuda_t *cuda(void)
-{
-    char why[256];
-    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
-    if (!cu)
-        SKIP("fake CUDA driver not loaded: %s", why);
-    return cu;
-}
-
-static void *dev_alloc(const gw_cuda_t *cu, size_t n, uint64_t seed)
-{
-    CUdeviceptr p;
-    REQUIRE(cu->cuMemAlloc(&p, n) == CUDA_SUCCESS);
-    uint8_t *h = malloc(n);
-    gwt_fill(h, n, seed);
-    REQUIRE(cu->cuMemcpyHtoD(p, h, n) == CUDA_SUCCESS);
-    free(h);
-    return (void *)(uintptr_t)p;
-}
-
 static int server(void *arg)
 {
     (void)arg;
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(0);
     /* the region is filled before the rule is armed (at the context) */
-    void *region = dev_alloc(cu, REGION, 1);
+    void *region = fc_dev_alloc_filled(cu, REGION, 1);
     setenv("GPUWIRE_FAULT", g_case->target_side ? g_case->rule : "", 1);
     gw_context_t *ctx;
     REQUIRE_OK(gw_context_create(NULL, &ctx));
@@ -152,12 +133,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fault_cuda CASE (d2h, h2d, kernel, event, pin, reg)\n");
         return 2;
     }
-    const gw_cuda_t *cu = cuda();
+    const gw_cuda_t *cu = fc_cuda(0);
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL);
     uint8_t *srch = malloc(REGION);
     gwt_fill(srch, REGION, 2);
-    void *src = dev_alloc(cu, REGION, 2);
+    void *src = fc_dev_alloc_filled(cu, REGION, 2);
     setenv("GPUWIRE_FAULT", g_case->target_side ? "" : g_case->rule, 1);
     fprintf(stderr, "case %s: GPUWIRE_FAULT=\"%s\" in the %s\n", g_case->name, g_case->rule,
             g_case->target_side ? "target" : "initiator");

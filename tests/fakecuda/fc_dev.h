@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* fc_dev.h - device memory helpers for the tests that run GPU paths against
+ * a CUDA driver (tests/fakecuda's stand-in, or a real one): the loaded
+ * driver (the test skips without one), allocations filled and checked with
+ * the harness's patterns.  Header-only: each test is one program. */
+#ifndef GW_TEST_FC_DEV_H
+#define GW_TEST_FC_DEV_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cuda/cuda_wrap.h"
+#include "harness.h"
+
+/* The driver; with need_ctx, also a current context on device 0 (a real
+ * driver needs one before the test's own calls). */
+static inline const gw_cuda_t *fc_cuda(int need_ctx)
+{
+    char why[256];
+    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+    if (!cu)
+        SKIP("fake CUDA driver not loaded: %s", why);
+    if (need_ctx && !gw_cuda_ctx_for_device(0, why, sizeof(why)))
+        SKIP("no CUDA context for device 0: %s", why);
+    return cu;
+}
+
+static inline void *fc_dev_alloc(const gw_cuda_t *cu, size_t n)
+{
+    CUdeviceptr p;
+    REQUIRE(cu->cuMemAlloc(&p, n) == CUDA_SUCCESS);
+    return (void *)(uintptr_t)p;
+}
+
+static inline void fc_dev_fill(const gw_cuda_t *cu, void *dev, size_t n, uint64_t seed)
+{
+    uint8_t *h = malloc(n ? n : 1);
+    gwt_fill(h, n, seed);
+    REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dev, h, n) == CUDA_SUCCESS);
+    free(h);
+}
+
+/* An allocation of n bytes filled with the pattern of seed. */
+static inline void *fc_dev_alloc_filled(const gw_cuda_t *cu, size_t n, uint64_t seed)
+{
+    void *p = fc_dev_alloc(cu, n);
+    fc_dev_fill(cu, p, n, seed);
+    return p;
+}
+
+/* gwt_verify over the device bytes: the first mismatching offset, or -1. */
+static inline long long fc_dev_verify(const gw_cuda_t *cu, const void *dev, size_t n, uint64_t seed)
+{
+    uint8_t *h = malloc(n ? n : 1);
+    REQUIRE(cu->cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)dev, n) == CUDA_SUCCESS);
+    long long r = gwt_verify(h, n, seed);
+    free(h);
+    return r;
+}
+
+#endif
