@@ -72,15 +72,8 @@ static unsigned long long self_ns(void)
 int gw_ofi_shm_name(char *buf, size_t len)
 {
     static atomic_uint seq;
-    static unsigned long long ns, start;
-    static pid_t pid;
-    pid_t me = getpid();
-    if (pid != me) { /* first call, or a forked child */
-        ns = self_ns();
-        start = proc_start((long)me);
-        pid = me;
-    }
-    int n = snprintf(buf, len, GW_OFI_SHM_PREFIX "%llu_%ld_%llu_%u", ns, (long)me, start,
+    pid_t me = getpid(); /* read each time: a forked child names its own */
+    int n = snprintf(buf, len, GW_OFI_SHM_PREFIX "%llu_%ld_%llu_%u", self_ns(), (long)me, proc_start((long)me),
                      atomic_fetch_add(&seq, 1));
     return n > 0 && (size_t)n < len ? 0 : -1;
 }
