@@ -347,7 +347,7 @@ static int add_nic_devices(int ofi)
     }
     for (int n = 0; n < t->nnic && G.ndev < GWN_MAX_DEVS; n++) {
         gw_topo_dev_t *nic = gw_topo_nic(t, n);
-        if ((strcmp(nic->fabric, "verbs") != 0) != ofi)
+        if (gw_topo_nic_verbs(nic) == ofi) /* the other kind */
             continue;
         for (int p = 0; p < nic->nports && G.ndev < GWN_MAX_DEVS; p++) {
             gw_topo_port_t *pt = &nic->ports[p];

@@ -95,12 +95,6 @@ static void gpu_obj(const gw_topo_dev_t *d, char *out, size_t len)
     snprintf(out, len, "%s %s", d->name, d->bdf);
 }
 
-/* The verbs transport drives the NIC (else libfabric's provider of its
- * fabric, through the ofi transport: EFA, CXI). */
-static int is_verbs(const gw_topo_dev_t *d)
-{
-    return !d->fabric[0] || !strcmp(d->fabric, "verbs");
-}
 
 /* ---- host facts -------------------------------------------------------- */
 
@@ -206,8 +200,8 @@ static void check_presence(dctx_t *x)
         size_t l = strlen(list);
         const gw_topo_dev_t *d = gw_topo_nic(t, k);
         snprintf(list + l, sizeof(list) - l, "%s%s %s%s%s", k ? ", " : "", d->name,
-                 d->bdf[0] ? d->bdf : "(no PCI device)", is_verbs(d) ? "" : " via libfabric ",
-                 is_verbs(d) ? "" : d->fabric);
+                 d->bdf[0] ? d->bdf : "(no PCI device)", gw_topo_nic_verbs(d) ? "" : " via libfabric ",
+                 gw_topo_nic_verbs(d) ? "" : d->fabric);
     }
     if (t->nnic)
         add(x, "nic.present", "", GW_VERDICT_PASS, "", "%d RDMA device(s): %s", t->nnic, list);
@@ -720,7 +714,7 @@ static void check_ports(dctx_t *x)
                 add(x, "nic.gid", obj, GW_VERDICT_SKIP, "", "port not active");
                 continue;
             }
-            if (!is_verbs(d)) {
+            if (!gw_topo_nic_verbs(d)) {
                 /* EFA's SRD and Slingshot carry their own transport: no RoCE
                  * GID, and the path MTU is the provider's, not a setting */
                 add(x, "nic.mtu", obj, GW_VERDICT_SKIP, "", "%s NIC: reached through libfabric's %s provider, "
@@ -785,7 +779,7 @@ static void check_ofi(dctx_t *x)
     int has_hook = e->size >= offsetof(gw_doctor_env_t, ofi_absent_why) + sizeof(char *) && e->ofi_query;
     for (int k = 0; k < t->nnic; k++) {
         const gw_topo_dev_t *d = gw_topo_nic(t, k);
-        if (is_verbs(d))
+        if (gw_topo_nic_verbs(d))
             continue;
         if (!has_hook) {
             add(x, "ofi.provider", d->name, GW_VERDICT_SKIP, "", "%s",
@@ -838,7 +832,7 @@ static void check_live(dctx_t *x)
             add(x, "live.gdr", obj, GW_VERDICT_SKIP, "", "no active port");
             continue;
         }
-        if (!is_verbs(nic)) {
+        if (!gw_topo_nic_verbs(nic)) {
             add(x, "live.gdr", obj, GW_VERDICT_SKIP, "", "the live test registers through libibverbs; this NIC (%s) "
                 "moves GPU memory through libfabric: `GPUWIRE_TRANSPORTS=ofi gpuwire perf --mem cuda` between "
                 "two hosts tests that path", nic->fabric);

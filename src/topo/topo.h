@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <stdio.h>
 
 #include "gpuwire.h"
@@ -155,6 +156,9 @@ void gw_topo_destroy(gw_topo_t *t);
 
 static inline gw_topo_dev_t *gw_topo_gpu(gw_topo_t *t, int g) { return &t->dev[g]; }
 static inline gw_topo_dev_t *gw_topo_nic(gw_topo_t *t, int n) { return &t->dev[t->ngpu + n]; }
+/* The verbs transport drives this NIC (else libfabric's provider of its
+ * fabric does, through the ofi transport: EFA, CXI). */
+static inline int gw_topo_nic_verbs(const gw_topo_dev_t *d) { return !strcmp(d->fabric, "verbs"); }
 
 /* Index into dev[] of a device by name ("GPU3", "mlx5_0") or PCI address
  * ("0000:07:00.0", case-insensitive, domain optional); -1 if none. */
