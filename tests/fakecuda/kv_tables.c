@@ -9,7 +9,12 @@
  * allocations; the initiator's are slices of one allocation, as a serving
  * engine's layers carved out of one tensor.  With FAKECUDA_LAUNCHES set,
  * each batch must have gone to the GPU in exactly one launch of the
- * region-table kernel, no descriptors built on the host.
+ * region-table kernel, no descriptors built on the host (KV_TABLES_EXPECT=
+ * none: no launch at all, where FAKECUDA_NO_MODULE leaves copy-engine
+ * copies).  Then the target deregisters its last region: a batch whose
+ * entries avoid it still completes, one naming it fails with
+ * GW_ERR_INVALID_KEY.  KV_TABLES_PAGE sets the block size (over 64 KiB: the
+ * kernel cuts blocks in pieces).
  *
  * KV_TABLES_BENCH=1 instead times the post of the Llama-3-70B shape of
  * bench/compare/kv_shapes.py (--tokens 8192: 81,920 blocks of 4 KiB out of
@@ -37,6 +42,8 @@ static void shape(void)
     per = bench ? 1024 : 40;
     nsel = bench ? 81920 : 150;
     page = bench ? 4096 : 1536 + 16; /* (the test: 16-byte aligned, not a power of two) */
+    if (getenv("KV_TABLES_PAGE")) /* e.g. an MLA block over 64 KiB: the kernel cuts each in pieces */
+        page = (size_t)strtoull(getenv("KV_TABLES_PAGE"), NULL, 10);
 }
 
 /* n distinct indices below lim, reproducible from seed (a shuffle's head). */
@@ -140,10 +147,18 @@ static int server(void *arg)
         free(ridx);
     }
     REQUIRE(gwt_chan_send(&cch, "v", 1) == 0);
-    wait_chan(&cch, ctx); /* serve the gets until the initiator is done */
+    uint32_t gone = nreg;
+    if (!bench) { /* serve the get; then the last region goes when asked */
+        wait_chan(&cch, ctx);
+        gone = nreg - 1;
+        CHECK_ST(gw_mem_dereg(mem[gone]), GW_OK);
+        REQUIRE(gwt_chan_send(&cch, "y", 1) == 0);
+    }
+    wait_chan(&cch, ctx); /* serve until the initiator is done */
     CHECK_ST(gw_ep_close(ep, 2000), GW_OK);
     for (uint32_t r = 0; r < nreg; r++)
-        CHECK_ST(gw_mem_dereg(mem[r]), GW_OK);
+        if (r != gone)
+            CHECK_ST(gw_mem_dereg(mem[r]), GW_OK);
     gw_listener_destroy(l);
     CHECK_ST(gw_context_destroy(ctx), GW_OK);
     return gwt_done("kv_tables server");
@@ -264,14 +279,35 @@ int main(void)
         free(gl);
         free(gr);
         if (getenv("FAKECUDA_LAUNCHES")) {
-            unsigned items, nt = launches("gw_table_copy", &items), nb = launches("gw_batch_copy", &items);
-            unsigned items_t;
-            launches("gw_table_copy", &items_t);
+            /* KV_TABLES_EXPECT=none: no kernel loads (FAKECUDA_NO_MODULE),
+             * every entry one copy-engine copy; else one table-kernel
+             * launch per batch over every entry, no descriptors */
+            int none = getenv("KV_TABLES_EXPECT") && !strcmp(getenv("KV_TABLES_EXPECT"), "none");
+            unsigned items, items_t, nb = launches("gw_batch_copy", &items), nt = launches("gw_table_copy", &items_t);
             fprintf(stderr, "launches: gw_table_copy %u (%u entries), gw_batch_copy %u\n", nt, items_t, nb);
-            CHECK(nt == 2);
-            CHECK(items_t == 2 * nsel);
+            CHECK(nt == (none ? 0u : 2u));
+            CHECK(items_t == (none ? 0u : 2 * nsel));
             CHECK(nb == 0);
+            gw_ep_query(ep, &info);
+            fprintf(stderr, "path: %s\n", info.path);
+            CHECK(strstr(info.path, none ? "GPU batches: copy engine per entry" : "GPU batches: copy kernel") != NULL);
         }
+        /* 3. the target deregisters its last region: a batch whose
+         * entries avoid it still moves (the other keys only), one that
+         * names it fails as deregistered */
+        REQUIRE(gwt_chan_send(&pch, "x", 1) == 0);
+        wait_chan(&pch, ctx);
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < nsel; i++)
+            if (ridx[i] / per != nreg - 1) { /* (pairs kept in order, the rest dropped) */
+                lidx[m] = lidx[i];
+                ridx[m++] = ridx[i];
+            }
+        REQUIRE(m > 0 && m < nsel);
+        CHECK_ST(gwt_outcome(gw_xfer_batch(ep, GW_XFER_PUT, LS, lidx, R, ridx, m, NULL, &q), &q, 30000), GW_OK);
+        ridx[0] = (nreg - 1) * per + 3;
+        CHECK_ST(gwt_outcome(gw_xfer_batch(ep, GW_XFER_PUT, LS, lidx, R, ridx, m, NULL, &q), &q, 30000),
+                 GW_ERR_INVALID_KEY);
     }
     if (!bench) {
         /* not waited for above in bench mode: the server's verdict came */
