@@ -8,7 +8,7 @@ meta package).  Neither wheel's Python API or core libraries link CUDA, and
 the GPUWIRE backend links nothing of NIXL, so either serves: this takes the
 meta package's choice when it works, else nixl_cu13, else nixl_cu12.
 
-    python nixl_api.py    # prints the module it found, or why none (exit 1)
+    python nixl_api.py    # prints the module it found and its file, or why none (exit 1)
 """
 import importlib
 
@@ -28,7 +28,8 @@ if __name__ == "__main__":
     import sys
 
     try:
-        print(load().__name__)
+        m = load()
+        print("%s (%s)" % (m.__name__, m.__file__))
     except ImportError as e:
         print(e)
         sys.exit(1)
