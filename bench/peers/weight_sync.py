@@ -57,6 +57,7 @@ import platform
 import socket
 import statistics
 import sys
+import threading
 import time
 import traceback
 
@@ -326,7 +327,6 @@ def ce_worker(rank, gpu, uuid, shapes, copy, qin, qout):
     """The inference side of one rank: a model of its own on the rank's GPU,
     loaded by checkpoint_engine.worker.update_weights_from_ipc (the call vLLM's
     VllmColocateWorkerExtension makes), checked and zeroed after each update."""
-    import threading
     import torch
     import zmq
     from checkpoint_engine.worker import update_weights_from_ipc
@@ -414,6 +414,24 @@ def ce_rank(col, rank, world, args, store, ps_port, p2p, bucket_gb):
     qin, qout = sctx.Queue(), sctx.Queue()
     w = sctx.Process(target=ce_worker, args=(rank, gpu, uuid, shapes, rank != 0, qin, qout))
     w.start()
+    stop = threading.Event()
+
+    def monitor():
+        """A worker that dies leaves its ParameterServer waiting on ZMQ for ever:
+        report the worker's own error instead and end this rank."""
+        while not stop.wait(1.0):
+            if not w.is_alive():
+                why = "inference-side worker exited with %s" % w.exitcode
+                try:
+                    m = qout.get(timeout=2)
+                    why += ": %s" % (m.get("error", m) if isinstance(m, dict) else m)
+                except Exception:  # noqa: BLE001 - no message left
+                    pass
+                sys.stderr.write("[%s rank %d] %s\n" % (col, rank, why))
+                report(store, col, rank, error=why)
+                os._exit(1)
+
+    threading.Thread(target=monitor, daemon=True).start()
     try:
         msg = qout.get(timeout=args.timeout)
         if msg != "ready":
@@ -460,6 +478,7 @@ def ce_rank(col, rank, world, args, store, ps_port, p2p, bucket_gb):
             report(store, col, rank, sums=got, transport="checkpoint-engine")
         barrier(store, "%s/done" % col, rank, world)
     finally:
+        stop.set()
         qin.put(None)
         w.join(30)
         if w.is_alive():
@@ -491,22 +510,22 @@ def ce_unavailable(args, p2p):
                 "socket per GPU UUID) and NCCL one rank per GPU: %d receivers need %d GPUs, "
                 "%d here" % (args.receivers, args.receivers + 1, args.ngpu)), ver
     if p2p:
+        why = []
+        try:
+            from checkpoint_engine.device_utils import _get_rdma_devices
+            devs, listed = _get_rdma_devices(), "libibverbs lists none"
+        except Exception as e:  # noqa: BLE001 - no libibverbs, or its list failed
+            devs, listed = [], "%s: %s" % (type(e).__name__, str(e)[:120])
+        if not devs:
+            why.append("no RDMA device (%s): checkpoint-engine's P2P store runs Mooncake with its "
+                       "'rdma' (or 'efa') protocol on CUDA, which needs an RDMA NIC" % listed)
         try:
             import mooncake.engine  # noqa: F401
         except Exception as e:  # noqa: BLE001
-            return ("mooncake-transfer-engine not importable (%s: %s); checkpoint-engine's P2P "
-                    "path moves buckets with Mooncake's TransferEngine" % (
-                        type(e).__name__, str(e)[:160])), ver
-        try:
-            from checkpoint_engine.device_utils import _get_rdma_devices
-            devs = _get_rdma_devices()
-        except Exception as e:  # noqa: BLE001
-            devs, why = [], "%s: %s" % (type(e).__name__, e)
-        else:
-            why = "libibverbs lists none"
-        if not devs:
-            return ("no RDMA device (%s): checkpoint-engine's P2P store runs Mooncake with its "
-                    "'rdma' (or 'efa') protocol on CUDA, which needs an RDMA NIC" % why), ver
+            why.append("mooncake-transfer-engine not importable (%s: %s), which moves its P2P "
+                       "buckets" % (type(e).__name__, str(e)[:120]))
+        if why:
+            return "; ".join(why), ver
     return None, ver
 
 
