@@ -3,8 +3,8 @@
 # weight_sync_run.sh - bench/peers/weight_sync.py on a GPU machine in one
 # device call: installs the carried wheels (.ce/*.whl: checkpoint-engine and
 # what it needs beyond the machine's image) into $SITE, builds libgpuwire
-# and the Python accelerator, then runs gpuwire, torch.distributed broadcast
-# and checkpoint-engine (NCCL broadcast path with its default bucket limit and
+# and the Python accelerator, then runs gpuwire (one put per tensor, and one
+# put_batch), torch.distributed broadcast and checkpoint-engine (NCCL broadcast path with its default bucket limit and
 # with 1 GiB buckets; P2P path where Mooncake and an RDMA device exist) on the
 # same ~4 GB of bf16 tensors from GPU 0 to GPUs 1..N-1, then gpuwire alone to
 # EXTRA_RECEIVERS receiver processes (several per GPU).  Expected wall time
@@ -83,7 +83,8 @@ if [ -n "$machine" ]; then machine="$machine x$(timeout 20 nvidia-smi -L | wc -l
 echo "== weight sync: gpuwire, torch, checkpoint-engine ($machine)"
 set -o pipefail
 timeout -k 10 "$(lim "$LIMIT")" "$py" bench/peers/weight_sync.py --build "$BUILD" --out "$OUT" \
-  --machine "$machine" --ce-bucket-gb "$CE_BUCKETS" --timeout 90 --column-timeout 150 "$@" \
+  --machine "$machine" --ce-bucket-gb "$CE_BUCKETS" --gpuwire-mode puts,batch --timeout 90 \
+  --column-timeout 150 "$@" \
   2>&1 | tee "$OUT/weight_sync.log"
 rc=$?
 [ $rc -eq 0 ] || echo "weight_sync.py exited $rc"

@@ -189,7 +189,7 @@ def rank_main(kind, col, rank, world, args, port, *extra):
 
 # -- gpuwire ----------------------------------------------------------------------------------
 
-def gw_rank(col, rank, world, args, store, transport):
+def gw_rank(col, rank, world, args, store, transport, mode):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import gpuwire
@@ -213,7 +213,7 @@ def gw_rank(col, rank, world, args, store, transport):
                 ep = d.connect("recv%d" % r)
                 keys = [d.remote_key(ep, "recv%d/%d" % (r, i)) for i in range(len(shapes))]
                 L = R = None
-                if args.gpuwire_mode == "batch":
+                if mode == "batch":
                     L = ctx.dlist_local([(m, 0, m.nbytes) for m in mems])
                     R = ep.dlist_remote([(k, 0, m.nbytes) for k, m in zip(keys, mems)],
                                         gpuwire.ACCESS_REMOTE_WRITE)
@@ -619,7 +619,9 @@ def main():
                     help="columns to run, comma-separated")
     ap.add_argument("--transports", help="gpuwire rows, e.g. tcp,intra (default: gpuwire's own "
                     "choice with CUDA; tcp,intra without)")
-    ap.add_argument("--gpuwire-mode", choices=["puts", "batch"], default="puts")
+    ap.add_argument("--gpuwire-mode", default="puts",
+                    help="puts (one put per tensor), batch (one put_batch over descriptor "
+                    "lists), or both comma-separated: a row each")
     ap.add_argument("--ce-bucket-gb", default="0",
                     help="PS_MAX_BUCKET_SIZE_GB for checkpoint-engine, one row per value, "
                     "comma-separated (0: its default, 8 GiB)")
@@ -663,13 +665,18 @@ def main():
     for col in wanted:
         if col == "gpuwire":
             for tr in args.transports.split(","):
-                name = "gpuwire" if tr == "auto" else "gpuwire/%s" % tr
-                env = {} if tr == "auto" else {"GPUWIRE_TRANSPORTS": tr}
-                print("== %s" % name, flush=True)
-                res, err, _ = run_column(name, "gpuwire", world, args, extra=(tr,), env=env)
-                rows.append(evaluate(name, res, err, world, args))
-                show(rows[-1])
-                save(rows, args, head)
+                for mode in args.gpuwire_mode.split(","):
+                    if mode not in ("puts", "batch"):
+                        sys.exit("--gpuwire-mode: %r is neither puts nor batch" % mode)
+                    name = "gpuwire" if tr == "auto" else "gpuwire/%s" % tr
+                    name += "" if mode == "puts" else "[batch]"
+                    env = {} if tr == "auto" else {"GPUWIRE_TRANSPORTS": tr}
+                    print("== %s" % name, flush=True)
+                    res, err, _ = run_column(name, "gpuwire", world, args, extra=(tr, mode),
+                                             env=env)
+                    rows.append(evaluate(name, res, err, world, args))
+                    show(rows[-1])
+                    save(rows, args, head)
         elif col in ("ce-nccl", "ce-p2p"):
             p2p = col == "ce-p2p"
             why, ver = ce_unavailable(args, p2p)
