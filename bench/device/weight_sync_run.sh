@@ -4,12 +4,13 @@
 # device call: installs the carried wheels (.ce/*.whl: checkpoint-engine and
 # what it needs beyond the machine's image) into $SITE, builds libgpuwire
 # and the Python accelerator, then runs gpuwire (one put per tensor, and one
-# put_batch), torch.distributed broadcast and checkpoint-engine (NCCL broadcast path with its default bucket limit and
-# with 1 GiB buckets; P2P path where Mooncake and an RDMA device exist) on the
-# same ~4 GB of bf16 tensors from GPU 0 to GPUs 1..N-1, then gpuwire alone to
-# EXTRA_RECEIVERS receiver processes (several per GPU).  Expected wall time
-# on two H100s: about 2 minutes.  Every step has a timeout; a step that fails
-# says so and the next one still runs.
+# put_batch), torch.distributed broadcast and checkpoint-engine (NCCL
+# broadcast path with its default bucket limit and with 1 GiB buckets; P2P
+# path where Mooncake and an RDMA device exist) on the same ~4 GB of bf16
+# tensors from GPU 0 to GPUs 1..N-1, then gpuwire alone to EXTRA_RECEIVERS
+# receiver processes (several per GPU).  Expected wall time on two GPUs:
+# about 2 minutes.  Every step has a timeout; a step that fails says so and
+# the next one still runs.
 #
 # usage: bench/device/weight_sync_run.sh [extra weight_sync.py arguments]
 # env: OUT (logs; default ./gpu-logs), BUILD=/tmp/gw-build, SITE=/tmp/site,
