@@ -28,6 +28,8 @@ static void *g_dl;
 
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext g_ctx[GW_CUDA_MAX_DEVICES];
+static CUcontext g_own[GW_CUDA_MAX_DEVICES]; /* gpuwire's own context per device, kept for the process */
+static int g_copy_choice = -1;               /* gw_cuda_copy_ctx_choose, -1: the setting decides */
 
 typedef CUresult (*gw_cu_getproc2_t)(const char *sym, void **pfn, int ver, unsigned long long flags,
                                      int *status);
@@ -263,6 +265,94 @@ CUcontext gw_cuda_ctx_for_device(int dev, char *why, size_t whylen)
         }
     }
     return ctx;
+}
+
+int gw_cuda_copy_ctx_mode(void)
+{
+    int c = __atomic_load_n(&g_copy_choice, __ATOMIC_ACQUIRE);
+    if (c >= 0)
+        return c;
+    const char *v = gw_settings_env(GW_SET_CUDA_COPY_CONTEXT);
+    return v && strcmp(v, "own") == 0 ? GW_CUDA_COPY_OWN : GW_CUDA_COPY_PRIMARY;
+}
+
+void gw_cuda_copy_ctx_choose(int mode)
+{
+    __atomic_store_n(&g_copy_choice, mode == GW_CUDA_COPY_OWN ? GW_CUDA_COPY_OWN : GW_CUDA_COPY_PRIMARY,
+                     __ATOMIC_RELEASE);
+}
+
+int gw_cuda_ctx_is_own(CUcontext ctx)
+{
+    if (!ctx)
+        return 0;
+    pthread_mutex_lock(&g_ctx_lock);
+    int own = 0;
+    for (int d = 0; d < GW_CUDA_MAX_DEVICES && !own; d++)
+        own = g_own[d] == ctx;
+    pthread_mutex_unlock(&g_ctx_lock);
+    return own;
+}
+
+CUcontext gw_cuda_own_ctx_enter(int dev, CUcontext *saved, char *why, size_t whylen)
+{
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(why, whylen);
+    *saved = NULL;
+    if (!cu)
+        return NULL;
+    if (dev < 0 || dev >= cu->device_count || dev >= GW_CUDA_MAX_DEVICES) {
+        snprintf(why, whylen, "CUDA device ordinal %d out of range (0..%d)", dev, cu->device_count - 1);
+        return NULL;
+    }
+    if (!cu->cuCtxCreate || !cu->cuCtxPopCurrent) {
+        snprintf(why, whylen, "the CUDA driver lacks cuCtxCreate/cuCtxPopCurrent");
+        return NULL;
+    }
+    CUcontext prev = NULL;
+    cu->cuCtxGetCurrent(&prev);
+    pthread_mutex_lock(&g_ctx_lock);
+    CUcontext ctx = g_own[dev];
+    if (!ctx) {
+        CUdevice d;
+        CUresult r = cu->cuDeviceGet(&d, dev);
+        if (r == CUDA_SUCCESS)
+            r = cu->cuCtxCreate(&ctx, 0, d); /* pushed on this thread's stack: popped below */
+        if (r != CUDA_SUCCESS) {
+            pthread_mutex_unlock(&g_ctx_lock);
+            snprintf(why, whylen, "cuCtxCreate(device=%d) for gpuwire's own copy context failed: %s", dev,
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+            return NULL;
+        }
+        CUcontext popped = NULL;
+        cu->cuCtxPopCurrent(&popped);
+        g_own[dev] = ctx;
+        gw_log(GW_LOG_INFO, "cuda: device %d: gpuwire's own copy context %p created (GPUWIRE_CUDA_COPY_CONTEXT=own)",
+               dev, (void *)ctx);
+    }
+    pthread_mutex_unlock(&g_ctx_lock);
+    if (prev != ctx) {
+        CUresult r = cu->cuCtxSetCurrent(ctx);
+        if (r != CUDA_SUCCESS) {
+            cu->cuCtxSetCurrent(prev);
+            snprintf(why, whylen, "cuCtxSetCurrent(gpuwire's own context of device %d) failed: %s", dev,
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+            return NULL;
+        }
+    }
+    *saved = prev;
+    return ctx;
+}
+
+void gw_cuda_ctx_leave(CUcontext saved)
+{
+    const gw_cuda_t *cu = gw_cuda_get(NULL, 0);
+    CUcontext cur = NULL;
+    if (!cu)
+        return;
+    cu->cuCtxGetCurrent(&cur);
+    if (cur != saved)
+        cu->cuCtxSetCurrent(saved);
 }
 
 void gw_cuda_pci_bus_id(int dev, char *buf, size_t len)

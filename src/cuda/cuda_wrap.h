@@ -177,6 +177,9 @@ enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100, CU_FLUSH_GPU_DIRECT_RDMA_
     REQ(cuIpcGetMemHandle, 4010, (CUipcMemHandle * h, CUdeviceptr p))                              \
     REQ(cuIpcOpenMemHandle, 11000, (CUdeviceptr * p, CUipcMemHandle h, unsigned flags))            \
     REQ(cuIpcCloseMemHandle, 4010, (CUdeviceptr p))                                                \
+    OPT(cuCtxCreate, 3020, (CUcontext * ctx, unsigned flags, CUdevice dev))                        \
+    OPT(cuCtxDestroy, 4000, (CUcontext ctx))                                                       \
+    OPT(cuCtxPopCurrent, 4000, (CUcontext * ctx))                                                  \
     OPT(cuMemCreate, 10020, (CUmemGenericAllocationHandle * h, size_t n,                           \
                              const CUmemAllocationProp *prop, unsigned long long flags))           \
     OPT(cuMemRelease, 10020, (CUmemGenericAllocationHandle h))                                     \
@@ -229,6 +232,26 @@ const char *gw_cuda_strerror(CUresult r, char *buf, size_t len);
  * it once per device per process).  Returns the context, NULL on failure
  * with the reason in why. */
 CUcontext gw_cuda_ctx_for_device(int dev, char *why, size_t whylen);
+
+/* ---- the context of gpuwire's own copies (GPUWIRE_CUDA_COPY_CONTEXT) ----
+ * primary: copies run in the device's primary context (the application's).
+ * own: a context gpuwire creates per device (cuCtxCreate, once, kept for the
+ * process), for copies between VMM mappings: the driver does not hold work
+ * there behind an application thread's blocking copy in the primary
+ * context.  The choice is the setting's, unless a plugin that embeds
+ * gpuwire chose for the process (gw_cuda_copy_ctx_choose). */
+enum { GW_CUDA_COPY_PRIMARY = 0, GW_CUDA_COPY_OWN = 1 };
+int gw_cuda_copy_ctx_mode(void);
+void gw_cuda_copy_ctx_choose(int mode);
+/* Makes gpuwire's own context of dev current on the calling thread (created
+ * on first use), the previous current context in *saved for
+ * gw_cuda_ctx_leave.  Returns it, NULL with why on failure (nothing then
+ * changed). */
+CUcontext gw_cuda_own_ctx_enter(int dev, CUcontext *saved, char *why, size_t whylen);
+/* Makes saved current again (the caller's context before _enter). */
+void gw_cuda_ctx_leave(CUcontext saved);
+/* 1 when ctx is one of gpuwire's own contexts. */
+int gw_cuda_ctx_is_own(CUcontext ctx);
 
 /* PCI bus id "0000:3b:00.0" of a device ordinal; "" on failure. */
 void gw_cuda_pci_bus_id(int dev, char *buf, size_t len);

@@ -17,6 +17,7 @@
 static void set_host(gw_mem_t *m)
 {
     m->nident = 0;
+    m->cuda_vmm = 0;
     m->type = GW_MEM_HOST;
     m->cuda_device = -1;
     m->pci_bus_id[0] = '\0';
@@ -35,7 +36,7 @@ gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
     uint64_t p = (uint64_t)(uintptr_t)m->addr;
     uint64_t end = p + m->len;
     int dev0 = -1;
-    int pieces = 0;
+    int pieces = 0, vmm_all = 1;
     while (p < end) {
         int attrs[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                         CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_BUFFER_ID};
@@ -92,6 +93,12 @@ gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
         /* GPUDirect consumers must see every synchronous copy complete */
         int one = 1;
         cu->cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, base);
+        /* a VMM mapping is the one kind a legacy IPC handle refuses */
+        int legacy = 1;
+        if (cu->cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, (CUdeviceptr)p) !=
+            CUDA_SUCCESS)
+            legacy = 1;
+        vmm_all &= !legacy;
         if (pieces < GW_MEM_IDENT) {
             m->ident[pieces].base = base;
             m->ident[pieces].size = size;
@@ -101,6 +108,7 @@ gw_status_t gw_mem_detect(gw_core_t *c, gw_mem_t *m)
         pieces++;
     }
     m->nident = pieces <= GW_MEM_IDENT ? (uint32_t)pieces : 0;
+    m->cuda_vmm = vmm_all;
     m->type = GW_MEM_CUDA;
     m->cuda_device = dev0;
     gw_cuda_pci_bus_id(dev0, m->pci_bus_id, sizeof(m->pci_bus_id));

@@ -31,6 +31,9 @@ struct gw_mem {
      * allocation reuses); nident 0 when more than GW_MEM_IDENT or host */
     struct { uint64_t base, size, bufid; } ident[GW_MEM_IDENT];
     uint32_t nident;
+    /* CUDA memory: every allocation of the range is a VMM mapping (the
+     * driver calls it not legacy-IPC capable: cuMemCreate + cuMemMap) */
+    int cuda_vmm;
     /* set during gw_mem_reg only: the live registration this one lies in
      * (the registration cache found it); a transport may share what it
      * made for that one (verbs: its MRs, counted; intra: its GPU export)

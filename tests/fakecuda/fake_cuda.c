@@ -21,6 +21,23 @@
  *    CUDA_ERROR_LAUNCH_TIMEOUT and says so on stderr, so a library that
  *    queues work behind the application's kernels fails a test instead of
  *    hanging it.
+ *  - contexts: each device's primary context, and contexts made with
+ *    cuCtxCreate (one stack per thread, as in CUDA).  A stream or an event
+ *    belongs to the context current when it was made; a copy on a stream of
+ *    another context, or an event recorded on a stream of another one,
+ *    fails, as on a GPU.  FAKECUDA_CTXLOG=path appends one line per
+ *    asynchronous copy: "<call> primary|own <bytes>" (the current context).
+ *  - VMM: cuMemCreate makes a memfd, cuMemMap maps it into a range from
+ *    cuMemAddressReserve (device memory as above), POSIX-fd export and
+ *    import pass the memfd; such memory refuses a legacy IPC handle
+ *    (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE is 0).
+ *  - FAKECUDA_HELD=path: while that file exists, an application thread is
+ *    taken to sit in a blocking copy in the primary context: an
+ *    asynchronous copy (or stream creation) in a primary context, or one
+ *    that touches cuMemAlloc memory in any context, is held by the driver's
+ *    lock on a GPU until that copy ends (which waits on the caller): here it
+ *    fails with CUDA_ERROR_LAUNCH_TIMEOUT and says so on stderr.  A copy in
+ *    a context of its own between VMM mappings runs, as measured on H200s.
  * It models one or FAKECUDA_DEVICES devices, no real copy engines, no
  * timing: it says nothing about speed.
  */
@@ -33,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -46,6 +64,7 @@ typedef struct alloc {
     uint8_t *host;   /* RW mapping of the same pages */
     size_t size;
     int fd, device, imported;
+    struct vh *vmm;  /* a VMM mapping: the allocation handle mapped here */
     unsigned long long bufid; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process, never reused */
 } alloc_t;
 static unsigned long long g_bufid;
@@ -122,8 +141,32 @@ static CUresult cuDeviceGetPCIBusId(char *b, int len, int d) { snprintf(b, (size
 static CUresult cuDeviceCanAccessPeer(int *c, int a, int b) { *c = a != b; return OK; }
 static CUresult cuDevicePrimaryCtxRetain(void **ctx, int d) { *ctx = (void *)(uintptr_t)(0x1000 + d); return OK; }
 static CUresult cuDevicePrimaryCtxRelease(int d) { (void)d; return OK; }
-static CUresult cuCtxGetCurrent(void **c) { *c = (void *)(uintptr_t)(0x1000 + cur_dev); return OK; }
-static CUresult cuCtxSetCurrent(void *c) { if (c) cur_dev = (int)((uintptr_t)c - 0x1000); return OK; }
+/* contexts: 0x1000 + device (primary), 0x2000 + device (made by cuCtxCreate) */
+static __thread int cur_own;
+static __thread uintptr_t ctx_stack[8];
+static __thread int ctx_depth;
+static uintptr_t cur_ctx(void) { return (uintptr_t)((cur_own ? 0x2000 : 0x1000) + cur_dev); }
+static void set_ctx(uintptr_t c) { cur_own = c >= 0x2000; cur_dev = (int)(c & 0xff); }
+static CUresult cuCtxGetCurrent(void **c) { *c = (void *)cur_ctx(); return OK; }
+static CUresult cuCtxSetCurrent(void *c) { if (c) set_ctx((uintptr_t)c); return OK; }
+static CUresult cuCtxCreate(void **c, unsigned f, int d)
+{
+    (void)f;
+    if (d < 0 || d >= g_ndev || ctx_depth == 8)
+        return EINVAL_;
+    ctx_stack[ctx_depth++] = cur_ctx();
+    *c = (void *)(uintptr_t)(0x2000 + d);
+    set_ctx(0x2000 + (uintptr_t)d);
+    return OK;
+}
+static CUresult cuCtxPopCurrent(void **c)
+{
+    if (c)
+        *c = (void *)cur_ctx();
+    set_ctx(ctx_depth ? ctx_stack[--ctx_depth] : 0x1000 + (uintptr_t)cur_dev);
+    return OK;
+}
+static CUresult cuCtxDestroy(void *c) { (void)c; return OK; }
 static CUresult cuCtxGetDevice(int *d) { *d = cur_dev; return OK; }
 static CUresult cuCtxEnablePeerAccess(void *p, unsigned f) { (void)p; (void)f; return OK; }
 static CUresult cuCtxSynchronize(void) { LEGACY("cuCtxSynchronize", NULL); return OK; }
@@ -154,7 +197,7 @@ static CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
         close(fd);
         return ENOMEM_;
     }
-    g_a[i] = (alloc_t){(uintptr_t)dev, host, sz, fd, cur_dev, 0, ++g_bufid};
+    g_a[i] = (alloc_t){(uintptr_t)dev, host, sz, fd, cur_dev, 0, NULL, ++g_bufid};
     *p = (CUdeviceptr)(uintptr_t)dev;
     return OK;
 }
@@ -162,7 +205,7 @@ static CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
 static CUresult cuMemFree(CUdeviceptr p)
 {
     alloc_t *a = find((uintptr_t)p);
-    if (!a || a->dev != (uintptr_t)p)
+    if (!a || a->dev != (uintptr_t)p || a->vmm)
         return EINVAL_;
     munmap((void *)a->dev, a->size);
     munmap(a->host, a->size);
@@ -192,6 +235,7 @@ static CUresult get_attr(void *data, int attr, CUdeviceptr p)
     case 11: if (!a) return EINVAL_; *(CUdeviceptr *)data = a->dev; return OK;
     case 12: if (!a) return EINVAL_; *(size_t *)data = a->size; return OK;
     case 7: if (!a) return EINVAL_; *(unsigned long long *)data = a->bufid; return OK;
+    case 10: if (!a) return EINVAL_; *(int *)data = a->vmm == NULL; return OK;
     default: return a ? OK : EINVAL_;
     }
 }
@@ -223,6 +267,49 @@ static CUresult cuMemFreeHost(void *p) { free(p); return OK; }
 static CUresult cuMemHostRegister(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; return OK; }
 static CUresult cuMemHostUnregister(void *p) { (void)p; return OK; }
 
+/* FAKECUDA_HELD: the named file exists (an application thread sits in a
+ * blocking copy in the primary context) */
+static int held_now(void)
+{
+    const char *h = getenv("FAKECUDA_HELD");
+    return h && h[0] && access(h, F_OK) == 0;
+}
+
+/* A stream (or event) is the context it was made in. */
+typedef struct fstream { uintptr_t ctx; } fstream_t;
+
+/* The checks of an asynchronous copy on stream st: the stream is the
+ * current context's; under FAKECUDA_HELD the copy is not one the driver
+ * holds; the FAKECUDA_CTXLOG line. */
+static CUresult ctx_check(const char *fn, void *st, uintptr_t d, uintptr_t s, size_t n)
+{
+    if (st && ((fstream_t *)st)->ctx != cur_ctx()) {
+        fprintf(stderr, "fakecuda: %s on a stream of context 0x%lx while context 0x%lx is current\n", fn,
+                (unsigned long)((fstream_t *)st)->ctx, (unsigned long)cur_ctx());
+        return EINVAL_;
+    }
+    if (held_now()) {
+        alloc_t *ad = find(d), *as = find(s);
+        int legacy_mem = (ad && !ad->vmm) || (as && !as->vmm);
+        if (!cur_own || legacy_mem) {
+            fprintf(stderr, "fakecuda: %s in %s context%s while the application's blocking copy holds the primary "
+                    "context (FAKECUDA_HELD): on a GPU this call waits for it\n", fn, cur_own ? "an own" : "the primary",
+                    legacy_mem ? " on cuMemAlloc memory" : "");
+            return ELEGACY;
+        }
+    }
+    const char *log = getenv("FAKECUDA_CTXLOG");
+    if (log && log[0]) {
+        int fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dprintf(fd, "%s %s %zu\n", fn, cur_own ? "own" : "primary", n);
+            close(fd);
+        }
+    }
+    return OK;
+}
+#define CTXCHK(fn, st, d, s, n) do { CUresult r_ = ctx_check(fn, st, d, s, n); if (r_ != OK) return r_; } while (0)
+
 static CUresult copy(uintptr_t dst, uintptr_t src, size_t n)
 {
     if (!n)
@@ -234,34 +321,161 @@ static CUresult copy(uintptr_t dst, uintptr_t src, size_t n)
     return OK;
 }
 static CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { LEGACY("cuMemcpy", NULL); return copy(d, s, n); }
-static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { LEGACY("cuMemcpyAsync", st); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
+static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { LEGACY("cuMemcpyAsync", st); CTXCHK("cuMemcpyAsync", st, d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
 static CUresult cuMemcpyPeer(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n) { (void)dc; (void)sc; LEGACY("cuMemcpyPeer", NULL); return copy(d, s, n); }
-static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { (void)dc; (void)sc; LEGACY("cuMemcpyPeerAsync", st); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
+static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { (void)dc; (void)sc; LEGACY("cuMemcpyPeerAsync", st); CTXCHK("cuMemcpyPeerAsync", st, d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
 static CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { LEGACY("cuMemcpyHtoD", NULL); return copy(d, (uintptr_t)s, n); }
 static CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { LEGACY("cuMemcpyDtoH", NULL); return copy((uintptr_t)d, s, n); }
-static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { LEGACY("cuMemcpyHtoDAsync", st); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, (uintptr_t)s, n); }
-static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { LEGACY("cuMemcpyDtoHAsync", st); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy((uintptr_t)d, s, n); }
+static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { LEGACY("cuMemcpyHtoDAsync", st); CTXCHK("cuMemcpyHtoDAsync", st, d, (uintptr_t)s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, (uintptr_t)s, n); }
+static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { LEGACY("cuMemcpyDtoHAsync", st); CTXCHK("cuMemcpyDtoHAsync", st, (uintptr_t)d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy((uintptr_t)d, s, n); }
 static CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) { LEGACY("cuMemsetD8", NULL); uint8_t *d = hv(p, n); if (!d) return EINVAL_; memset(d, v, n); return OK; }
 
-typedef struct fev { int queries; } fev_t;
-static CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = malloc(8); return OK; }
+typedef struct fev { int queries; uintptr_t ctx; } fev_t;
+static CUresult cuStreamCreate(void **s, unsigned f)
+{
+    (void)f;
+    if (held_now() && !cur_own) {
+        fprintf(stderr, "fakecuda: cuStreamCreate in the primary context while the application's blocking copy "
+                "holds it (FAKECUDA_HELD): on a GPU this call waits for it\n");
+        return ELEGACY;
+    }
+    fstream_t *fs = malloc(sizeof(*fs));
+    fs->ctx = cur_ctx();
+    *s = fs;
+    return OK;
+}
 static CUresult cuStreamDestroy(void *s) { free(s); return OK; }
 static CUresult cuStreamSynchronize(void *s) { LEGACY("cuStreamSynchronize", s); return OK; }
 static CUresult cuStreamQuery(void *s) { (void)s; return OK; }
 static CUresult cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return OK; }
-static CUresult cuEventCreate(void **e, unsigned f) { (void)f; *e = calloc(1, sizeof(fev_t)); return OK; }
+static CUresult cuEventCreate(void **e, unsigned f) { (void)f; fev_t *v = calloc(1, sizeof(fev_t)); v->ctx = cur_ctx(); *e = v; return OK; }
 static CUresult cuEventDestroy(void *e) { free(e); return OK; }
-static CUresult cuEventRecord(void *e, void *s) { (void)s; ((fev_t *)e)->queries = 0; return OK; }
+static CUresult cuEventRecord(void *e, void *s)
+{
+    if (s && ((fstream_t *)s)->ctx != ((fev_t *)e)->ctx) {
+        fprintf(stderr, "fakecuda: cuEventRecord of an event of context 0x%lx on a stream of context 0x%lx\n",
+                (unsigned long)((fev_t *)e)->ctx, (unsigned long)((fstream_t *)s)->ctx);
+        return EINVAL_;
+    }
+    ((fev_t *)e)->queries = 0;
+    return OK;
+}
 static CUresult cuEventQuery(void *e) { fev_t *f = e; return f->queries++ >= g_lag ? OK : ENOTREADY; }
 static CUresult cuEventSynchronize(void *e) { ((fev_t *)e)->queries = g_lag; return OK; }
 static CUresult cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 0; return OK; }
+
+/* VMM: an allocation handle is a memfd; mapping it at a reserved address
+ * makes device memory as cuMemAlloc's (PROT_NONE there, a second mapping
+ * for the fake's copies). */
+typedef struct vh { int fd; size_t size; int device, refs; } vh_t;
+typedef struct { int type, htypes; struct { int type, id; } loc; } fprop_t;
+static void vh_put(vh_t *h)
+{
+    if (h && --h->refs == 0) {
+        close(h->fd);
+        free(h);
+    }
+}
+static CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int opt) { (void)prop; (void)opt; *g = 65536; return OK; }
+static CUresult cuMemCreate(vh_t **h, size_t n, const fprop_t *prop, unsigned long long f)
+{
+    (void)f;
+    if (!n || (n & 65535) || !prop || prop->loc.id < 0 || prop->loc.id >= g_ndev)
+        return EINVAL_;
+    int fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)n) != 0)
+        return ENOMEM_;
+    vh_t *v = calloc(1, sizeof(*v));
+    *v = (vh_t){fd, n, prop->loc.id, 1};
+    *h = v;
+    return OK;
+}
+static CUresult cuMemRelease(vh_t *h) { if (!h) return EINVAL_; vh_put(h); return OK; }
+static CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t al, CUdeviceptr addr, unsigned long long f)
+{
+    (void)al; (void)addr; (void)f;
+    void *v = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (v == MAP_FAILED)
+        return ENOMEM_;
+    *p = (CUdeviceptr)(uintptr_t)v;
+    return OK;
+}
+static CUresult cuMemAddressFree(CUdeviceptr p, size_t n) { return munmap((void *)(uintptr_t)p, n) ? EINVAL_ : OK; }
+static CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, vh_t *h, unsigned long long f)
+{
+    (void)f;
+    if (!h || off + n > h->size)
+        return EINVAL_;
+    int i;
+    for (i = 0; i < MAXA && g_a[i].size; i++)
+        ;
+    if (i == MAXA)
+        return ENOMEM_;
+    void *dv = mmap((void *)(uintptr_t)p, n, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, (off_t)off);
+    void *host = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, (off_t)off);
+    if (dv == MAP_FAILED || host == MAP_FAILED)
+        return ENOMEM_;
+    h->refs++;
+    g_a[i] = (alloc_t){(uintptr_t)dv, host, n, -1, h->device, 0, h, ++g_bufid};
+    return OK;
+}
+static CUresult cuMemUnmap(CUdeviceptr p, size_t n)
+{
+    uintptr_t end = (uintptr_t)p + n;
+    for (int i = 0; i < MAXA; i++) {
+        alloc_t *a = &g_a[i];
+        if (!a->size || !a->vmm || a->dev < (uintptr_t)p || a->dev >= end)
+            continue;
+        munmap(a->host, a->size);
+        /* the range stays reserved */
+        mmap((void *)a->dev, a->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+        vh_put(a->vmm);
+        memset(a, 0, sizeof(*a));
+    }
+    return OK;
+}
+static CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const void *d, size_t c) { (void)d; (void)c; return find((uintptr_t)p) && find((uintptr_t)p + n - 1) ? OK : EINVAL_; }
+static CUresult cuMemRetainAllocationHandle(vh_t **h, void *addr)
+{
+    alloc_t *a = find((uintptr_t)addr);
+    if (!a || !a->vmm)
+        return EINVAL_;
+    a->vmm->refs++;
+    *h = a->vmm;
+    return OK;
+}
+static CUresult cuMemExportToShareableHandle(void *out, vh_t *h, int type, unsigned long long f)
+{
+    (void)f;
+    if (!h || type != 1)
+        return ENOTSUP;
+    int fd = dup(h->fd);
+    if (fd < 0)
+        return ENOMEM_;
+    *(int *)out = fd;
+    return OK;
+}
+static CUresult cuMemImportFromShareableHandle(vh_t **h, void *os, int type)
+{
+    struct stat sb;
+    int fd = (int)(intptr_t)os;
+    if (type != 1 || fstat(fd, &sb) != 0)
+        return EINVAL_;
+    int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (nfd < 0)
+        return ENOMEM_;
+    vh_t *v = calloc(1, sizeof(*v));
+    *v = (vh_t){nfd, (size_t)sb.st_size, 0, 1};
+    *h = v;
+    return OK;
+}
 
 /* IPC: the handle names the exporter's memfd through /proc */
 typedef struct { char reserved[64]; } ipch_t;
 static CUresult cuIpcGetMemHandle(ipch_t *h, CUdeviceptr p)
 {
     alloc_t *a = find((uintptr_t)p);
-    if (!a || a->dev != (uintptr_t)p)
+    if (!a || a->dev != (uintptr_t)p || a->vmm)
         return EINVAL_;
     memset(h, 0, sizeof(*h));
     snprintf(h->reserved, sizeof(h->reserved), "fakecuda %d %d %zu %d", (int)getpid(), a->fd, a->size, a->device);
@@ -288,7 +502,7 @@ static CUresult cuIpcOpenMemHandle(CUdeviceptr *p, ipch_t h, unsigned f)
         close(nfd);
         return ENOMEM_;
     }
-    g_a[i] = (alloc_t){(uintptr_t)dv, host, size, nfd, dev, 1, ++g_bufid};
+    g_a[i] = (alloc_t){(uintptr_t)dv, host, size, nfd, dev, 1, NULL, ++g_bufid};
     *p = (CUdeviceptr)(uintptr_t)dv;
     return OK;
 }
@@ -592,6 +806,9 @@ static const struct { const char *name; void *fn; } g_tab[] = {
     F(cuEventQuery), F(cuEventSynchronize), F(cuEventElapsedTime), F(cuIpcGetMemHandle),
     F(cuIpcOpenMemHandle), F(cuIpcCloseMemHandle), F(cuMemGetHandleForAddressRange),
     F(cuModuleLoadData), F(cuModuleGetFunction), F(cuLaunchKernel),
+    F(cuCtxCreate), F(cuCtxDestroy), F(cuCtxPopCurrent), F(cuMemCreate), F(cuMemRelease), F(cuMemAddressReserve),
+    F(cuMemAddressFree), F(cuMemMap), F(cuMemUnmap), F(cuMemSetAccess), F(cuMemGetAllocationGranularity),
+    F(cuMemRetainAllocationHandle), F(cuMemExportToShareableHandle), F(cuMemImportFromShareableHandle),
 };
 
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status)

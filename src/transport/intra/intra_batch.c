@@ -764,15 +764,17 @@ static gw_status_t intrab_lists(intra_ep_t *e, const gw_batch_t *b, const intrab
 }
 
 static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
-                              int *queued)
+                              int own, int *queued)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
     *queued = 0;
     char why[200];
     size_t nk = op->nkdesc;
-    int kernel = nk && nk <= UINT32_MAX && gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) == GW_OK;
-    if (nk && !kernel && !e->ifc->bkernel[0]) {
+    /* the kernel's module is loaded in the primary context: a batch in
+     * gpuwire's own one goes by the copy engine */
+    int kernel = !own && nk && nk <= UINT32_MAX && gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) == GW_OK;
+    if (nk && !kernel && !own && !e->ifc->bkernel[0]) {
         snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
         gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
     }
@@ -931,7 +933,7 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
         op->shm = all;
         st = GW_OK;
     }
-    int gpu = 0, dev = -1;
+    int gpu = 0, dev = -1, own = 0;
     for (uint32_t k = 0; k < b->nrkey; k++)
         if (op->used[k] && op->rd[k].gpu && dev < 0) {
             gpu = 1;
@@ -954,7 +956,17 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
                                     e->ifc->cuda_why));
             return;
         }
-        st = intra_ep_stream(e, dev, &stream);
+        /* gpuwire's own context when every GPU entry is local VMM memory
+         * <-> peer VMM memory (GPUWIRE_CUDA_COPY_CONTEXT=own) */
+        const gw_mem_t *lg = NULL; /* a local GPU region, one not VMM-mapped if any is */
+        for (uint32_t k = 0; k < b->nlmem; k++)
+            if (b->lmem[k]->type == GW_MEM_CUDA && (!lg || (lg->cuda_vmm && !b->lmem[k]->cuda_vmm)))
+                lg = b->lmem[k];
+        own = e->own_ctx && !op->nstage && !op->nhgpu && lg;
+        for (uint32_t k = 0; k < b->nrkey && own; k++)
+            if (op->used[k] && op->rd[k].gpu)
+                own = intra_own_copy(e, lg, op->rd[k].s);
+        st = intra_ep_stream(e, dev, own, &stream);
         if (st == GW_OK && op->tabl)
             st = intrab_import_keys(e, b, op, dev);
         else if (st == GW_OK && !intrab_imported(e, b, op, dev))
@@ -989,8 +1001,17 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
     else
         fin = 0;
     int queued = 0;
+    CUcontext saved = NULL;
+    int entered = 0;
+    if (st == GW_OK && gpu && own) {
+        char why[256];
+        if (!gw_cuda_own_ctx_enter(dev, &saved, why, sizeof(why)))
+            st = gw_err(c, GW_ERR_CUDA, "intra: %s", why);
+        else
+            entered = 1;
+    }
     if (st == GW_OK && gpu)
-        st = intrab_gpu(e, b, op, dev, stream, &queued);
+        st = intrab_gpu(e, b, op, dev, stream, own, &queued);
     if (st == GW_OK && !fin) {
         intra_cp_t rec = {.ev = NULL, .req = req, .slot = NULL, .op = GW_OP_BATCH};
         st = intra_cp_push(e, &rec);
@@ -1005,6 +1026,10 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
         CUresult cr = cu->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
         if (cr == CUDA_SUCCESS)
             cr = cu->cuEventRecord(ev, stream);
+        if (entered) {
+            gw_cuda_ctx_leave(saved);
+            e->n_own++;
+        }
         intra_cp_t rec = {.ev = ev, .req = req, .slot = NULL, .op = GW_OP_BATCH};
         if (cr != CUDA_SUCCESS || st != GW_OK || intra_cp_push(e, &rec) != GW_OK) {
             cu->cuStreamSynchronize(stream);
@@ -1019,6 +1044,8 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
         e->n_cuda++;
         return;
     }
+    if (entered)
+        gw_cuda_ctx_leave(saved);
     if (op->parts) { /* the piecewise CMA part finishes it */
         if (st != GW_OK && op->err == GW_OK)
             op->err = st;

@@ -88,12 +88,27 @@ int intra_dev_by_pci(const char *pci)
     return -1;
 }
 
-gw_status_t intra_ep_stream(intra_ep_t *e, int dev, CUstream *out)
+gw_status_t intra_ep_stream(intra_ep_t *e, int dev, int own, CUstream *out)
 {
     gw_core_t *c = e->super.iface->core;
     char why[256];
     if (dev < 0 || dev >= INTRA_MAX_DEV)
         return gw_err(c, GW_ERR_INVALID, "intra: CUDA device %d out of range", dev);
+    if (own) {
+        if (!e->ostream[dev]) {
+            CUcontext saved = NULL;
+            if (!gw_cuda_own_ctx_enter(dev, &saved, why, sizeof(why)))
+                return gw_err(c, GW_ERR_CUDA, "intra: %s", why);
+            CUresult r = e->ifc->cu->cuStreamCreate(&e->ostream[dev], CU_STREAM_NON_BLOCKING);
+            gw_cuda_ctx_leave(saved);
+            if (r != CUDA_SUCCESS) {
+                e->ostream[dev] = NULL;
+                return intra_cu_err(c, "cuStreamCreate(in gpuwire's own context)", r);
+            }
+        }
+        *out = e->ostream[dev];
+        return GW_OK;
+    }
     if (!gw_cuda_ctx_for_device(dev, why, sizeof(why)))
         return gw_err(c, GW_ERR_CUDA, "intra: %s", why);
     if (!e->stream[dev]) {
@@ -103,6 +118,28 @@ gw_status_t intra_ep_stream(intra_ep_t *e, int dev, CUstream *out)
     }
     *out = e->stream[dev];
     return GW_OK;
+}
+
+int intra_own_copy(const intra_ep_t *e, const gw_mem_t *lmem, const gw_intra_slot_t *s)
+{
+    static int noted; /* reasons logged, once per process each */
+    if (!e->own_ctx)
+        return 0;
+    int local_vmm = lmem && lmem->type == GW_MEM_CUDA && lmem->cuda_vmm;
+    int remote_vmm = s && s->kind == GW_INTRA_SLOT_VMM;
+    if (local_vmm && remote_vmm)
+        return 1;
+    int bit = !remote_vmm ? 1 : !lmem || lmem->type != GW_MEM_CUDA ? 2 : 4;
+    if (!(__atomic_fetch_or(&noted, bit, __ATOMIC_RELAXED) & bit))
+        gw_log(GW_LOG_INFO, "intra: GPUWIRE_CUDA_COPY_CONTEXT=own, but GPU copies %s stay in the primary context: "
+               "%s (the driver holds copies of such memory behind an application's blocking copy in any context; "
+               "only VMM mappings, cuMemCreate + cuMemMap, on both sides escape it)",
+               bit == 1 ? "to or from a peer region of cudaMalloc memory"
+               : bit == 2 ? "between local host memory and peer GPU memory" : "from local cudaMalloc memory",
+               bit == 1 ? "the peer's region is not a VMM mapping"
+               : bit == 2 ? "pinned host memory of the primary context is not pinned in another one"
+                          : "the local region is not a VMM mapping");
+    return 0;
 }
 
 void intra_import_close(intra_ep_t *e, intra_import_t *im)
@@ -133,10 +170,33 @@ intra_fdset_t *intra_fdset_find(intra_ep_t *e, uint32_t slot, uint64_t id)
     return NULL;
 }
 
+static gw_status_t import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t *s, uint64_t id, uint32_t sg,
+                              int dev, CUdeviceptr *out);
+
 /* Device pointer of peer slot `si` segment `sg`, opened in device dev's
- * context.  GW_INPROGRESS while the VMM fds are on their way. */
+ * primary context (a VMM mapping is the process's, usable from any context
+ * of the device).  GW_INPROGRESS while the VMM fds are on their way.  The
+ * caller's current context is current again on return. */
 gw_status_t intra_import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t *s, uint64_t id,
                               uint32_t sg, int dev, CUdeviceptr *out)
+{
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &e->imports) {
+        intra_import_t *im = gw_container_of(p, intra_import_t, link);
+        if (im->slot == si && im->seg == sg && im->dev == dev && im->id == id) {
+            *out = im->ptr;
+            return GW_OK;
+        }
+    }
+    CUcontext cur = NULL;
+    e->ifc->cu->cuCtxGetCurrent(&cur);
+    gw_status_t st = import_seg(e, si, s, id, sg, dev, out);
+    gw_cuda_ctx_leave(cur);
+    return st;
+}
+
+static gw_status_t import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t *s, uint64_t id, uint32_t sg,
+                              int dev, CUdeviceptr *out)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
@@ -345,6 +405,9 @@ gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta)
     return st;
 }
 
+static gw_status_t gpu_copy(intra_ep_t *e, gw_request_t *req, int to_remote, void *lbuf, const rdesc_t *r,
+                            size_t len, int dev, CUstream stream, int *again);
+
 /* Starts moving len bytes.  Returns GW_OK when done synchronously,
  * GW_INPROGRESS when a CUDA copy was queued (req goes on e->inflight), an
  * error otherwise.  The caller holds the peer slot's inflight count. */
@@ -409,10 +472,33 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
         dev = 0;
     /* find the segment (allocation) holding the range; ranges crossing
      * allocations are copied piecewise on the same stream */
+    int own = ldev >= 0 && intra_own_copy(e, req->lmem, s);
     CUstream stream = NULL;
-    gw_status_t st = intra_ep_stream(e, dev, &stream);
+    gw_status_t st = intra_ep_stream(e, dev, own, &stream);
     if (st != GW_OK)
         return st;
+    if (!own)
+        return gpu_copy(e, req, to_remote, lbuf, r, len, dev, stream, again);
+    char why[256];
+    CUcontext saved = NULL;
+    if (!gw_cuda_own_ctx_enter(dev, &saved, why, sizeof(why)))
+        return gw_err(c, GW_ERR_CUDA, "intra: %s", why);
+    st = gpu_copy(e, req, to_remote, lbuf, r, len, dev, stream, again);
+    gw_cuda_ctx_leave(saved);
+    if (st == GW_INPROGRESS && !*again)
+        e->n_own++;
+    return st;
+}
+
+/* The copies of intra_copy_start's range to or from peer GPU memory, on
+ * stream (its context current), and the event that tells their end. */
+static gw_status_t gpu_copy(intra_ep_t *e, gw_request_t *req, int to_remote, void *lbuf, const rdesc_t *r,
+                            size_t len, int dev, CUstream stream, int *again)
+{
+    gw_core_t *c = e->super.iface->core;
+    const gw_cuda_t *cu = e->ifc->cu;
+    const gw_intra_slot_t *s = r->s;
+    gw_status_t st;
     uint64_t ra = r->addr;
     size_t left = len;
     char *lp = lbuf;

@@ -419,6 +419,7 @@ gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_
     e->super.iface = iface;
     e->super.base = base;
     e->ifc = ifc;
+    e->own_ctx = ifc->cu && gw_cuda_copy_ctx_mode() == GW_CUDA_COPY_OWN;
     e->fd = e->lfd = e->bootfd = -1;
     gw_list_init(&e->waiting);
     gw_list_init(&e->waiting_recv);
@@ -600,12 +601,18 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
         gw_list_del(p);
         free(f);
     }
-    for (int d = 0; d < INTRA_MAX_DEV; d++)
+    for (int d = 0; d < INTRA_MAX_DEV; d++) {
+        char why[64];
         if (e->stream[d]) {
-            char why[64];
             gw_cuda_ctx_for_device(d, why, sizeof(why));
             cu->cuStreamDestroy(e->stream[d]);
         }
+        CUcontext saved = NULL;
+        if (e->ostream[d] && gw_cuda_own_ctx_enter(d, &saved, why, sizeof(why))) {
+            cu->cuStreamDestroy(e->ostream[d]);
+            gw_cuda_ctx_leave(saved);
+        }
+    }
     for (int i = 0; i < e->nrxfd; i++)
         close(e->rxfd[i]);
     if (e->io_on)
@@ -629,18 +636,20 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
 gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len)
 {
     intra_ep_t *e = to_ep(tep);
-    char holes[48] = "", ring[64] = ""; /* once there are any: gets that read through remote holes (intra_batch.c), ring slots (intra_ring.c) */
+    char holes[48] = "", ring[64] = "", own[48] = ""; /* once there are any: gets that read through remote holes (intra_batch.c), ring slots (intra_ring.c) */
     if (e->n_holes)
         snprintf(holes, sizeof(holes), "; %lu read holes", e->n_holes);
     if (e->n_ring || e->n_ring_served)
         snprintf(ring, sizeof(ring), "; ring slots %lu out (%lu taken back), %lu in", e->n_ring, e->n_ring_back,
                  e->n_ring_served);
+    if (e->own_ctx)
+        snprintf(own, sizeof(own), " (%lu in own ctx)", e->n_own);
     /* kept short: gw_ep_info_t.path has 256 bytes */
     snprintf(buf, len,
-             "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine, "
+             "intra: peer pid %d, Unix socket @%s%s; copies so far: %lu CMA, %lu shared memory, %lu copy engine%s, "
              "%lu staged, %lu kernel; %lu CMA copies batched in %lu calls%s%s; GPU batches: %s",
              (int)e->peer_pid, e->peer_name[0] ? e->peer_name : e->lname, e->ifc->cu ? "" : " (no CUDA here)",
-             e->n_cma, e->n_shm, e->n_cuda, e->n_staged, e->n_kernel, e->n_cma_batched, e->n_cma_calls, holes, ring,
+             e->n_cma, e->n_shm, e->n_cuda, own, e->n_staged, e->n_kernel, e->n_cma_batched, e->n_cma_calls, holes, ring,
              e->ifc->bkernel[0] ? e->ifc->bkernel : "none yet");
     return GW_OK;
 }

@@ -189,7 +189,10 @@ typedef struct intra_ep {
     int cmaq_get;        /* the queue holds gets (process_vm_readv), else puts */
     uint64_t cma_gen;    /* ifc->gen when the last CMA copy went at once */
     uint32_t next_op;
-    CUstream stream[INTRA_MAX_DEV];
+    CUstream stream[INTRA_MAX_DEV];  /* copy streams in the device's primary context */
+    CUstream ostream[INTRA_MAX_DEV]; /* copy streams in gpuwire's own context (GPUWIRE_CUDA_COPY_CONTEXT=own) */
+    int own_ctx;                     /* GPUWIRE_CUDA_COPY_CONTEXT=own when the endpoint was made */
+    unsigned long n_own;             /* GPU copies queued in the own context */
     unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
     unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
     unsigned long n_cma_calls; /* gw_intra_cma_batch calls for the n_cma_batched copies */
@@ -249,7 +252,12 @@ gw_status_t intra_cma_copy(gw_core_t *c, pid_t pid, int to_remote, void *lbuf, u
     size_t len);
 gw_status_t intra_cu_err(gw_core_t *c, const char *what, CUresult r);
 int intra_dev_by_pci(const char *pci);
-gw_status_t intra_ep_stream(intra_ep_t *e, int dev, CUstream *out);
+gw_status_t intra_ep_stream(intra_ep_t *e, int dev, int own, CUstream *out);
+/* 1 when a GPU copy between local memory lmem (NULL: host) and peer slot s
+ * runs in gpuwire's own context: the endpoint has GPUWIRE_CUDA_COPY_CONTEXT=own
+ * and both sides are VMM mappings; otherwise 0 (the log says once why an
+ * own-context endpoint's copy stays in the primary context). */
+int intra_own_copy(const intra_ep_t *e, const gw_mem_t *lmem, const gw_intra_slot_t *s);
 void intra_import_close(intra_ep_t *e, intra_import_t *im);
 intra_fdset_t *intra_fdset_find(intra_ep_t *e, uint32_t slot, uint64_t id);
 gw_status_t intra_import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t *s, uint64_t id,
