@@ -751,6 +751,11 @@ static CUresult table_copy(void **params, unsigned bx, int nocopy, unsigned *nen
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned sh, void *st, void **params, void **extra)
 {
+    if (held_now() && !cur_own) {
+        fprintf(stderr, "fakecuda: cuLaunchKernel in the primary context while the application's blocking copy "
+                "holds it (FAKECUDA_HELD): on a GPU this call waits for it\n");
+        return ELEGACY;
+    }
     (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
     if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_TABLE && f != FN_CRC) || !params)
         return EINVAL_;
