@@ -131,6 +131,7 @@ static struct {
     gwn_dev_t dev[GWN_MAX_DEVS];
     char cuda_why[256]; /* why CUDA pointers are not supported, "" when they are */
     char gdr_level_note[160]; /* what init did about NCCL_NET_GDR_LEVEL, for the log */
+    char copy_ctx_note[320];  /* what init did about GPUWIRE_CUDA_COPY_CONTEXT, for the log */
     int ofi_hmem;       /* the ofi transport moves GPU memory (its provider has FI_HMEM) */
     char transports_no_verbs[128]; /* GPUWIRE_TRANSPORTS less verbs: the list of an ofi device's context */
     int ticker_started;
@@ -518,6 +519,32 @@ static void lead_gdr_level(void)
                  "PCI distance rule");
 }
 
+/* GPU buffers over intra: every NCCL message is a CUDA copy on NCCL's
+ * proxy thread, which the driver holds behind an application thread's
+ * blocking copy in the primary context (PyTorch's .cpu(), .item()) while
+ * that copy waits on the collective: a deadlock.  Copies between VMM
+ * mappings (NCCL's own buffers since 2.19, NCCL_CUMEM_ENABLE) in a context
+ * of gpuwire's own are not held (measured on H200s), so the process takes
+ * GPUWIRE_CUDA_COPY_CONTEXT=own unless the user chose. */
+static void lead_copy_ctx(const char *transports)
+{
+    int lead = 0;
+    for (int i = 0; i < G.ndev; i++)
+        lead |= G.dev[i].gpu_buffers;
+    G.copy_ctx_note[0] = '\0';
+    if (!lead || !transport_listed(transports, "intra"))
+        return;
+    if (gw_settings_is_env(NULL, GW_SET_CUDA_COPY_CONTEXT)) {
+        snprintf(G.copy_ctx_note, sizeof(G.copy_ctx_note), "GPUWIRE_CUDA_COPY_CONTEXT=%s kept (set by the user)",
+                 gw_settings_env(GW_SET_CUDA_COPY_CONTEXT));
+        return;
+    }
+    gw_cuda_copy_ctx_choose(GW_CUDA_COPY_OWN);
+    snprintf(G.copy_ctx_note, sizeof(G.copy_ctx_note),
+             "GPUWIRE_CUDA_COPY_CONTEXT=own chosen: GPU buffers over intra copy between VMM mappings in a CUDA "
+             "context of gpuwire's own, which an application's blocking copy does not hold (docs/NCCL.md)");
+}
+
 static gw_status_t dev_ctx(gwn_dev_t *d)
 {
     if (d->ctx)
@@ -620,6 +647,9 @@ static ncclResult_t discover(void)
     lead_gdr_level();
     if (G.gdr_level_note[0])
         INFO(NCCL_INIT | NCCL_NET, "%s", G.gdr_level_note);
+    lead_copy_ctx(transports);
+    if (G.copy_ctx_note[0])
+        INFO(NCCL_INIT | NCCL_NET, "%s", G.copy_ctx_note);
     INFO(NCCL_INIT | NCCL_NET, "gpuwire %s (%s): %d device(s); NCCL_PTR_DMABUF not advertised: gpuwire cannot "
          "import NCCL's dma-buf fd, its CUDA registration exports its own dma-buf first", gw_version(),
          gw_build_features(), G.ndev);

@@ -24,6 +24,9 @@
  * --expect-ptr: NCCL_PTR_CUDA advertised or not (the GPU-buffer choice);
  * --expect-gdr-level: NCCL_NET_GDR_LEVEL in the environment after init
  * (set by the plugin, kept from --preset-gdr-level, or left unset).
+ * --expect-copy-ctx own|kept|none: the plugin's INFO line about
+ * GPUWIRE_CUDA_COPY_CONTEXT (own chosen for GPU buffers over intra, the
+ * user's value kept, or no line: nothing to choose).
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -38,6 +41,7 @@
 #include "../../plugin/nccl/nccl_net_abi.h"
 
 static char g_root[PATH_MAX];
+static int g_copy_own, g_copy_kept; /* the plugin's GPUWIRE_CUDA_COPY_CONTEXT lines seen */
 
 static void logger(ncclDebugLogLevel lvl, unsigned long flags, const char *file, int line, const char *fmt, ...)
 {
@@ -47,6 +51,8 @@ static void logger(ncclDebugLogLevel lvl, unsigned long flags, const char *file,
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     (void)flags;
+    g_copy_own |= strstr(buf, "GPUWIRE_CUDA_COPY_CONTEXT=own chosen") != NULL;
+    g_copy_kept |= strstr(buf, "GPUWIRE_CUDA_COPY_CONTEXT=") != NULL && strstr(buf, "kept (set by the user)") != NULL;
     fprintf(stderr, "%s %s:%d %s\n", lvl == NCCL_LOG_WARN ? "WARN" : "INFO", file, line, buf);
 }
 
@@ -98,6 +104,7 @@ int main(int argc, char **argv)
     const char *fixture = NULL, *want_pci = NULL, *want_ptr = NULL, *want_level = NULL, *preset = NULL;
     const char *want_name = NULL;
     int want_ndev = -1, want_speed = -1;
+    const char *want_copy = NULL;
     if (argc < 2) {
         fprintf(stderr, "usage: %s PLUGIN.so [--fixture virtio|virtual] [--expect-pci BDF|none] "
                 "[--expect-ptr host|cuda] [--expect-gdr-level LEVEL|unset] [--preset-gdr-level LEVEL] [--expect-speed MBPS]\n", argv[0]);
@@ -118,6 +125,8 @@ int main(int argc, char **argv)
             want_ndev = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect-speed"))
             want_speed = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--expect-copy-ctx"))
+            want_copy = argv[i + 1];
         else if (!strcmp(argv[i], "--expect-name"))
             want_name = argv[i + 1];
         else {
@@ -219,6 +228,12 @@ int main(int argc, char **argv)
             CHECK(lvl == NULL);
         else
             CHECK(lvl && strcmp(lvl, want_level) == 0);
+    }
+    if (want_copy) {
+        fprintf(stderr, "copy context lines: own chosen %d, user's kept %d (want %s)\n", g_copy_own, g_copy_kept,
+                want_copy);
+        CHECK(g_copy_own == !strcmp(want_copy, "own"));
+        CHECK(g_copy_kept == !strcmp(want_copy, "kept"));
     }
     CHECK(n12->finalize(ctx) == ncclSuccess);
     if (fixture) {
