@@ -327,6 +327,35 @@ void gw_staging_release(gw_staging_t *st, gw_stage_slot_t *slot)
  * made on first use (non-blocking: see there). */
 static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUstream sync_stream[GW_STAGING_MAX_DEV];
+static CUstream own_stream[GW_STAGING_MAX_DEV]; /* the same in gpuwire's own context */
+
+gw_status_t gw_staging_copy_sync_own(gw_core_t *c, int device, void *dst, const void *src, size_t len)
+{
+    char why[256];
+    if (len == 0)
+        return GW_OK;
+    if (device < 0 || device >= GW_STAGING_MAX_DEV)
+        return gw_err(c, GW_ERR_INVALID, "staging copy(%zu bytes): CUDA device %d out of range", len, device);
+    const gw_cuda_t *cu = gw_cuda_get(NULL, 0);
+    CUcontext saved = NULL;
+    if (!cu || !gw_cuda_own_ctx_enter(device, &saved, why, sizeof(why)))
+        return gw_err(c, GW_ERR_CUDA, "staging copy(%zu bytes) in gpuwire's own context: %s", len, why);
+    pthread_mutex_lock(&sync_lock);
+    CUresult r = CUDA_SUCCESS;
+    if (!own_stream[device])
+        r = cu->cuStreamCreate(&own_stream[device], CU_STREAM_NON_BLOCKING);
+    CUstream s = own_stream[device];
+    pthread_mutex_unlock(&sync_lock);
+    gw_status_t st = GW_OK;
+    if (r != CUDA_SUCCESS)
+        st = cu_fail(c, "cuStreamCreate(synchronous copies, own context)", device, r);
+    else if ((r = cu->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len, s)) != CUDA_SUCCESS)
+        st = cu_fail(c, "cuMemcpyAsync(own context)", device, r);
+    else if ((r = cu->cuStreamSynchronize(s)) != CUDA_SUCCESS)
+        st = cu_fail(c, "cuStreamSynchronize(synchronous copy, own context)", device, r);
+    gw_cuda_ctx_leave(saved);
+    return st;
+}
 
 gw_status_t gw_staging_copy_sync(gw_core_t *c, int device, void *dst, const void *src, size_t len)
 {

@@ -110,5 +110,9 @@ const char *gw_staging_gather_path(const gw_staging_t *st);
  * copies on the device's own non-blocking stream and waits for that stream
  * alone (safe while the application's kernels wait on the caller). */
 gw_status_t gw_staging_copy_sync(gw_core_t *c, int device, void *dst, const void *src, size_t len);
+/* The same in gpuwire's own context of the device (GPUWIRE_CUDA_COPY_CONTEXT
+ * =own), for device memory that is a VMM mapping: not held behind an
+ * application's blocking copy in the primary context. */
+gw_status_t gw_staging_copy_sync_own(gw_core_t *c, int device, void *dst, const void *src, size_t len);
 
 #endif

@@ -12,7 +12,9 @@
  *   an application's blocking copy is taken to hold the primary context
  *   (FAKECUDA_HELD), the VMM <-> VMM put, get, put_notify and batch still
  *   complete with their bytes, and a put from cudaMalloc memory fails
- *   with GW_ERR_CUDA (on a GPU: waits) instead of being wrongly taken.
+ *   with GW_ERR_CUDA (on a GPU: waits) instead of being wrongly taken; an
+ *   eager message from host memory lands in the server's VMM region (the
+ *   synchronous copy in the own context).
  *   OWN_CTX_EXPECT=primary (the default setting): every copy in the
  *   primary context, and under FAKECUDA_HELD the VMM put fails too - the
  *   deadlock the own context avoids. */
@@ -114,7 +116,17 @@ static int server(void *arg)
         CHECK(fc_dev_verify(cu, (char *)vmm + LEN, 4096, 20 + want) == -1);
         REQUIRE(gwt_chan_send(&cch, "n", 1) == 0);
     }
-    wait_chan(&cch, ctx); /* the client is done */
+    if (wait_chan(&cch, ctx) == 'e') {
+        /* a 16-byte message from host memory, eager, into the VMM region:
+         * the synchronous copy from the message into GPU memory, while the
+         * primary context is held */
+        gw_request_t *r;
+        void *at = (char *)vmm + LEN + (512u << 10);
+        CHECK_ST(gwt_outcome(gw_recv(ep, at, 16, mv, 9, ~0ull, &r), &r, 20000), GW_OK);
+        CHECK(fc_dev_verify(cu, at, 16, 99) == -1);
+        REQUIRE(gwt_chan_send(&cch, "v", 1) == 0);
+        wait_chan(&cch, ctx); /* the client is done */
+    }
     CHECK_ST(gw_ep_close(ep, 2000), GW_OK);
     CHECK_ST(gw_mem_dereg(mv), GW_OK);
     CHECK_ST(gw_mem_dereg(ml), GW_OK);
@@ -232,6 +244,12 @@ int main(void)
         /* cudaMalloc memory is held in any context: refused by the fake
          * driver, as a GPU would hold it */
         CHECK_ST(gwt_outcome(gw_put(ep, lsrc, 65536, ml, vbase, rkv, &r), &r, 20000), GW_ERR_CUDA);
+        /* an eager message from host memory into the server's VMM region */
+        uint8_t msg[16];
+        gwt_fill(msg, sizeof(msg), 99);
+        REQUIRE(gwt_chan_send(&pch, "e", 1) == 0);
+        CHECK_ST(gwt_outcome(gw_send(ep, msg, sizeof(msg), NULL, 9, &r), &r, 20000), GW_OK);
+        CHECK(wait_chan(&pch, ctx) == 'v');
     } else {
         CHECK_ST(st, GW_ERR_CUDA);
     }
