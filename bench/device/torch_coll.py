@@ -17,6 +17,14 @@ all_gather algbw * (N-1)/N; time is the slowest rank's mean.
 Rank 0 prints a table and appends CSV rows
 (label,coll,nranks,bytes,iters,time_us,algbw_GBps,busbw_GBps,wrong).
 Exit status 1 on any wrong element, 2 without CUDA.
+
+--overlap N first runs N rounds of the pattern that deadlocked GPU buffers
+over gpuwire's intra transport (docs/NCCL.md, Known problem): three
+all_reduce calls queued back to back (16 B, 64 KiB, 4 MiB per rank), then
+blocking copies to the host (.item(), .cpu()) on the default stream while
+they are in flight, each result checked.  A deadlock shows as a run that
+never ends: run it under `timeout`.  Rank 0 prints one line per 50 rounds
+and "overlap: N rounds, every result correct" at the end.
 """
 import argparse
 import os
@@ -30,6 +38,25 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 
+def overlap(rounds, rank, n, dev):
+    """all_reduce calls in flight while the main thread sits in blocking copies; returns wrong results."""
+    wrong = 0
+    t0 = time.perf_counter()
+    for i in range(rounds):
+        ts = [torch.full((e,), float(rank + 1 + i % 7), device=dev) for e in (4, 16 << 10, 1 << 20)]
+        for t in ts:
+            dist.all_reduce(t)  # queued on the default stream, in flight while the copies below wait
+        want = float(sum(r + 1 + i % 7 for r in range(n)))
+        got_small = ts[0][0].item()  # blocking copy to pageable host memory on the default stream
+        got_mid = ts[1].cpu()
+        got_big = ts[2][-1].item()
+        wrong += int(got_small != want) + int((got_mid != want).sum()) + int(got_big != want)
+        if rank == 0 and (i + 1) % 50 == 0:
+            print("# overlap: %d rounds, %.1f ms per round" % (i + 1, (time.perf_counter() - t0) * 1e3 / (i + 1)),
+                  flush=True)
+    return wrong
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="torch")
@@ -40,6 +67,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--side-stream", action="store_true",
                     help="issue every collective from a stream of its own instead of the default stream")
+    ap.add_argument("--overlap", type=int, default=0,
+                    help="rounds of all_reduce followed at once by blocking copies to the host (.item(), .cpu())")
     a = ap.parse_args()
 
     if not torch.cuda.is_available():
@@ -71,12 +100,16 @@ def main():
         if fresh:
             out.write("label,coll,nranks,bytes,iters,time_us,algbw_GBps,busbw_GBps,wrong\n")
 
+    total_wrong = overlap(a.overlap, rank, n, dev) if a.overlap else 0
+    if a.overlap and rank == 0:
+        print("# overlap: %d rounds, %s" % (a.overlap, "%d WRONG" % total_wrong if total_wrong else
+                                             "every result correct"), flush=True)
+
     sizes = []
     s = a.min
     while s <= a.max:
         sizes.append((s + 4 * n - 1) // (4 * n) * (4 * n))
         s *= 2
-    total_wrong = 0
     for coll in ("all_reduce", "all_gather"):
         for size in sizes:
             elems = size // 4
