@@ -16,14 +16,10 @@
 #include <x86intrin.h> /* __rdtsc (cold_due) */
 #endif
 
-static int coarse_cheaper(void);
-
 gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen)
 {
     memset(c, 0, sizeof(*c));
     c->epfd = c->evfd = -1;
-    c->cold_coarse = coarse_cheaper();
-    c->cold_gap = c->cold_coarse ? 1u : 1ull << 20; /* (cold_stamp) */
     gw_list_init(&c->req_free);
     gw_list_init(&c->req_slabs);
     gw_hmap_init(&c->regions);
@@ -300,47 +296,26 @@ void gw_core_wake(gw_core_t *c)
     (void)n;
 }
 
-/* The stamp cold_due compares, read on every non-blocking pass with no hot
- * fd: the time-stamp counter or the coarse clock, whichever this machine
- * reads faster (core_init measures both: a VM's rdtsc took 19 ns where its
- * vDSO coarse clock took 5, a fifth of an idle ofi pass over shm, while in
- * the emulated Soft-RoCE guest the coarse clock was the slow one, 13% of an
- * idle verbs pass).  cold_gap: the stamps' difference that counts as "a
- * while" - 2^20 cycles of the counter, at most a millisecond for any
- * counter of 1 GHz or more, or one tick of the coarse clock - so a caller
- * that slept a coarse tick (1-4 ms) is always past it. */
+/* The stamp cold_due compares: the time-stamp counter where there is one
+ * (one instruction; the coarse clock is a vDSO call with a sequence-lock
+ * loop, ~13% of an idle verbs pass in the emulated guest), else the coarse
+ * clock.  GW_CORE_COLD_GAP: the stamps' difference that counts as "a
+ * while" - 2^20 cycles, at most a millisecond for any counter of 1 GHz or
+ * more, so a caller that slept a coarse tick (1-4 ms) is always past it. */
 #if defined(__x86_64__) || defined(__i386__)
-static inline uint64_t cold_stamp(const gw_core_t *c) { return c->cold_coarse ? gw_now_coarse_ns() : __rdtsc(); }
-
-static int coarse_cheaper(void)
-{
-    volatile uint64_t sink = 0;
-    uint64_t best_coarse = UINT64_MAX, best_tsc = UINT64_MAX;
-    for (int round = 0; round < 3; round++) { /* (the best of three: a preemption inflates one) */
-        uint64_t t0 = __rdtsc();
-        for (int i = 0; i < 16; i++)
-            sink += gw_now_coarse_ns();
-        uint64_t t1 = __rdtsc();
-        for (int i = 0; i < 16; i++)
-            sink += __rdtsc();
-        uint64_t t2 = __rdtsc();
-        best_coarse = GW_MIN(best_coarse, t1 - t0);
-        best_tsc = GW_MIN(best_tsc, t2 - t1);
-    }
-    (void)sink;
-    return best_coarse < best_tsc;
-}
+static inline uint64_t cold_stamp(void) { return __rdtsc(); }
+#define GW_CORE_COLD_GAP (1ull << 20)
 #else
-static inline uint64_t cold_stamp(const gw_core_t *c) { (void)c; return gw_now_coarse_ns(); }
-static int coarse_cheaper(void) { return 1; }
+static inline uint64_t cold_stamp(void) { return gw_now_coarse_ns(); }
+#define GW_CORE_COLD_GAP 1ull /* a tick of the coarse clock */
 #endif
 
 /* A non-blocking pass with no hot fd: is the cold set due (core.h)?  (A
  * stamp that went backwards - another CPU's counter - reads as due.) */
 static int cold_due(gw_core_t *c)
 {
-    uint64_t t = cold_stamp(c);
-    if (++c->cold_pass % GW_CORE_COLD_EVERY != 0 && t - c->cold_at < c->cold_gap)
+    uint64_t t = cold_stamp();
+    if (++c->cold_pass % GW_CORE_COLD_EVERY != 0 && t - c->cold_at < GW_CORE_COLD_GAP)
         return 0;
     c->cold_at = t;
     return 1;

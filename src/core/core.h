@@ -60,8 +60,6 @@ struct gw_core {
     int nhot;           /* fds added by gw_io_add (not _cold) and not yet deleted */
     unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
     uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
-    uint64_t cold_gap;  /* stamps this far apart are "a while" (core.c cold_stamp) */
-    int cold_coarse;    /* the stamp is the coarse clock, not the time-stamp counter */
     long peer_timeout_ms;
     long op_timeout_ms; /* GPUWIRE_OP_TIMEOUT_MS */
     /* per-operation state (gw_op_state_get): free blocks by size class */
@@ -97,9 +95,9 @@ gw_status_t gw_err(gw_core_t *c, gw_status_t st, const char *fmt, ...);
  * completion channel, async events, listeners, bootstrap sockets) only
  * matters to sleepers and slow paths: with no hot fd, a non-blocking progress
  * call polls the set on every GW_CORE_COLD_EVERY-th call, and on the first
- * call after a gap of at most a millisecond by the time-stamp counter or one
- * tick of the coarse clock (whichever the machine reads faster: no system
- * call either way), so busy-polling a verbs endpoint makes almost no system call while
+ * call after a gap of at most a millisecond (the time-stamp counter where
+ * there is one, else a tick of the coarse clock: no system call either
+ * way), so busy-polling a verbs endpoint makes almost no system call while
  * a caller progressing now and then (a coarse tick, 1-4 ms, or more apart)
  * still has its cold fds served on every call (a sleeping wait always
  * polls). */
