@@ -268,7 +268,6 @@ def gw_rank(col, rank, world, args, store, transport, mode):
         barrier(store, "%s/done" % col, rank, world)
 
 
-
 # -- torch.distributed broadcast --------------------------------------------------------------
 
 def torch_rank(col, rank, world, args, store):
@@ -318,7 +317,6 @@ def torch_rank(col, rank, world, args, store):
         report(store, col, rank, sums=got, transport=backend)
     all_done()
     dist.destroy_process_group()
-
 
 
 # -- checkpoint-engine ------------------------------------------------------------------------
@@ -483,7 +481,6 @@ def ce_rank(col, rank, world, args, store, ps_port, p2p, bucket_gb):
         w.join(30)
         if w.is_alive():
             w.kill()
-
 
 
 # -- driver -------------------------------------------------------------------------------------

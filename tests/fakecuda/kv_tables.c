@@ -21,7 +21,8 @@
  * 160 regions of 1,024 blocks a side, random distinct indices) over and
  * over and prints the host's time per entry (run it with
  * FAKECUDA_KERNEL_NOCOPY=1 so that the fake driver's CPU copies are not
- * counted); nothing is checked then. */
+ * counted); nothing is checked then.  KV_TABLES_COLUMNS=1 builds the same
+ * tables from columns (region and offset per entry), which go by entries. */
 #include <poll.h>
 #include <time.h>
 #include <unistd.h>
@@ -207,10 +208,28 @@ int main(void)
         REQUIRE_OK(gw_mem_reg(ctx, dst + r * rsz, rsz, GW_ACCESS_LOCAL, &md[r]));
     }
     gw_dlist_table_t t = {.size = sizeof(t), .n = (size_t)nreg * per, .len_all = page, .per_region = per};
+    uint32_t *creg = NULL;
+    uint64_t *coff = NULL;
+    if (getenv("KV_TABLES_COLUMNS")) {
+        /* the same entries from columns (region, offset): no computed form,
+         * so the batch goes by entries and the descriptor kernel */
+        creg = malloc(t.n * sizeof(*creg));
+        coff = malloc(t.n * sizeof(*coff));
+        REQUIRE(creg && coff);
+        for (size_t i = 0; i < t.n; i++) {
+            creg[i] = (uint32_t)(i / per);
+            coff[i] = (uint64_t)(i % per) * page;
+        }
+        t.region = creg;
+        t.offset = coff;
+        t.per_region = 0;
+    }
     gw_dlist_t *LS, *LD, *R;
     REQUIRE_OK(gw_dlist_local_table(ctx, ms, nreg, &t, &LS));
     REQUIRE_OK(gw_dlist_local_table(ctx, md, nreg, &t, &LD));
     REQUIRE_OK(gw_dlist_remote_table(ep, rk, nreg, &t, GW_ACCESS_REMOTE_READ | GW_ACCESS_REMOTE_WRITE, &R));
+    free(creg);
+    free(coff);
     uint32_t *lidx = pick(nsel, nreg * per, 7), *ridx = pick(nsel, nreg * per, 8);
     gw_request_t *q;
     if (bench) {

@@ -89,8 +89,10 @@ static gw_status_t spin_wait(cli_t *c, gw_request_t *r)
         int n = gw_progress(c->ctx);
         if (n < 0)
             break;
-        if (gw_request_test(r) != GW_INPROGRESS)
+        if (gw_request_test(r) != GW_INPROGRESS) {
+            perf_idle(&c->idle, c->ctx, 1); /* its completion is an event: the spin starts over */
             continue;
+        }
         perf_idle(&c->idle, c->ctx, n > 0);
     }
     if (st == GW_INPROGRESS)
@@ -129,8 +131,10 @@ static uint64_t one_lat(cli_t *c, uint64_t size, uint64_t value, gw_status_t *st
             if (n < 0)
                 break;
             st = gw_notify_wait(c->ep, 0, &v);
-            if (st == GW_OK)
+            if (st == GW_OK) {
+                perf_idle(&c->idle, c->ctx, 1);
                 break;
+            }
             if (st != GW_INPROGRESS && st != GW_ERR_TIMEOUT)
                 goto fail;
             perf_idle(&c->idle, c->ctx, n > 0);
