@@ -132,12 +132,12 @@ int intra_own_copy(const intra_ep_t *e, const gw_mem_t *lmem, const gw_intra_slo
     int bit = !remote_vmm ? 1 : !lmem || lmem->type != GW_MEM_CUDA ? 2 : 4;
     if (!(__atomic_fetch_or(&noted, bit, __ATOMIC_RELAXED) & bit))
         gw_log(GW_LOG_INFO, "intra: GPUWIRE_CUDA_COPY_CONTEXT=own, but GPU copies %s stay in the primary context: "
-               "%s (the driver holds copies of such memory behind an application's blocking copy in any context; "
-               "only VMM mappings, cuMemCreate + cuMemMap, on both sides escape it)",
+               "%s (only copies between VMM mappings, cuMemCreate + cuMemMap, were measured to escape an "
+               "application's blocking copy in a context of their own; copies of cudaMalloc memory are held in any)",
                bit == 1 ? "to or from a peer region of cudaMalloc memory"
                : bit == 2 ? "between local host memory and peer GPU memory" : "from local cudaMalloc memory",
                bit == 1 ? "the peer's region is not a VMM mapping"
-               : bit == 2 ? "pinned host memory of the primary context is not pinned in another one"
+               : bit == 2 ? "the local buffer is host memory"
                           : "the local region is not a VMM mapping");
     return 0;
 }
@@ -472,7 +472,7 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
         dev = 0;
     /* find the segment (allocation) holding the range; ranges crossing
      * allocations are copied piecewise on the same stream */
-    int own = ldev >= 0 && intra_own_copy(e, req->lmem, s);
+    int own = intra_own_copy(e, ldev >= 0 ? req->lmem : NULL, s);
     CUstream stream = NULL;
     gw_status_t st = intra_ep_stream(e, dev, own, &stream);
     if (st != GW_OK)
