@@ -434,6 +434,39 @@ size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_statu
     return intrab_cma(e, req->batch, op, budget, st, fin);
 }
 
+/* gw_request_cancel() of a batch past its posting: its ring slots not
+ * claimed and entries not posted (intra_ring_cancel); the host entries its
+ * piecewise copy has not reached (the cursor jumps to the end: the next
+ * step finds nothing and ends the part).  A GPU copy on its stream and a
+ * CMA call in progress are let finish.  1 when anything was withdrawn: the
+ * batch then ends GW_ERR_CANCELED with its last part. */
+int intrab_cancel(intra_ep_t *e, gw_request_t *req)
+{
+    intrab_op_t *op = intra_rq(req)->batch;
+    const gw_batch_t *b = req->batch;
+    int withdrawn = 0;
+    for (size_t i = 0; i < e->ncp; i++) {
+        intra_cp_t *cp = &e->cps[i];
+        if (cp->req != req)
+            continue;
+        if (cp->ring) {
+            withdrawn |= intra_ring_cancel(e, cp);
+        } else if (!cp->ev && cp->op == GW_OP_BATCH && op) {
+            int rest = 0;
+            for (uint32_t j = op->cur; j < b->n && !rest; j++)
+                rest = host_ent(b, op, &b->ent[j]) && (j > op->cur || op->off < b->ent[j].len);
+            op->cur = b->n;
+            op->off = 0;
+            if (rest) {
+                if (op->err == GW_OK)
+                    op->err = GW_ERR_CANCELED;
+                withdrawn = 1;
+            }
+        }
+    }
+    return withdrawn;
+}
+
 /* A part of a batch (its host copies, its GPU copies) finished: 1 when it
  * was the last, with *st the first error. */
 int intrab_part_done(gw_request_t *req, gw_status_t *st)

@@ -477,6 +477,29 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *
     return 1;
 }
 
+int intra_ring_cancel(intra_ep_t *e, intra_cp_t *cp)
+{
+    intra_ring_t *r = e->rout;
+    gw_request_t *req = cp->req;
+    const gw_batch_t *b = req->batch;
+    int withdrawn = cp->rnext < b->n; /* entries never posted (nor moved by CMA) */
+    cp->rnext = b->n;
+    for (uint32_t si = 0; r && si < GW_INTRA_RING_SLOTS && cp->rpend; si++) {
+        if (r->owner[si] != req)
+            continue;
+        gw_intra_ring_slot_t *s = gw_intra_ring_slot(r->base, si);
+        uint32_t exp = GW_INTRA_RS_POSTED;
+        if (!atomic_compare_exchange_strong(&s->state, &exp, GW_INTRA_RS_FREE))
+            continue; /* claimed or done: the target has it (reaped as usual) */
+        r->owner[si] = NULL;
+        cp->rpend--;
+        withdrawn = 1;
+    }
+    if (withdrawn)
+        ring_fail(cp, GW_ERR_CANCELED);
+    return withdrawn;
+}
+
 /* ---- the target ---- */
 
 gw_status_t intra_ring_on_offer(intra_ep_t *e, int fd, uint64_t len)
