@@ -112,7 +112,7 @@ gw_status_t intra_notify_out(void *arg, gw_request_t *req)
 void intra_rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
     intra_slot_leave(e, req);
-    req->length = st == GW_OK ? req->len : 0;
+    req->length = st == GW_OK ? req->len : req->op == GW_OP_BATCH ? intrab_length(req) : 0;
     if (GW_IS_ENDPOINT_ERROR(st) && !e->failed) { /* e.g. the peer process vanished under a copy */
         intra_ep_fail(e, st, "intra: %s", e->super.iface->core->errbuf);
         return;
@@ -356,7 +356,10 @@ gw_status_t intra_cancel(gw_tl_ep_t *tep, gw_request_t *req)
             gw_list_del(p);
             return GW_OK;
         }
-    if (req->op == GW_OP_BATCH && intrab_cancel(e, req))
+    int w = req->op == GW_OP_BATCH ? intrab_cancel(e, req) : 0;
+    if (w == 2)
+        return GW_OK;
+    if (w)
         gw_core_signal(e->super.iface->core); /* the next progress pass ends it */
     return GW_INPROGRESS;
 }

@@ -298,6 +298,10 @@ void intra_ring_sleep(void *arg, int asleep);
 
 /* intra_batch.c */
 int intrab_cancel(intra_ep_t *e, gw_request_t *req);
+/* n more bytes of batch req moved (the ring's slots the target copied). */
+void intrab_moved(gw_request_t *req, uint64_t n);
+/* What a batch that failed or was cut short moved, at most (its GPU part counted whole). */
+size_t intrab_length(const gw_request_t *req);
 gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta);
 size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin);
 int intrab_part_done(gw_request_t *req, gw_status_t *st);
