@@ -82,8 +82,9 @@ if [ "${2:-}" = it ]; then
   fi
   # bounded operations: cancel of every kind (verbs withdraws nothing once
   # posted: each completes), a frozen, a killed and a revoking target, a put
-  # stream racing a deregistration
-  for c in ops frozen killed revoked dereg_race; do
+  # stream racing a deregistration, native batches and a rendezvous send
+  # canceled while they move
+  for c in ops frozen killed revoked dereg_race batch rndv; do
     IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
       run cancel_${c}_rxe0 "$I/it_cancel" $c
   done
