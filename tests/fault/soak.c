@@ -2,7 +2,8 @@
 /* soak.c - a bounded random run: puts, gets, paged batches, ordered and
  * counted notifications, cancels, deregistrations and peer kills, round
  * after round against a fresh target process, over the transport
- * GPUWIRE_TRANSPORTS names (ctest: tcp and intra).
+ * GPUWIRE_TRANSPORTS names (ctest: tcp and intra; verbs in the Soft-RoCE
+ * guest, tests/verbs/guest_suite.sh).
  *   soak [SECONDS]     (default: SOAK_SECONDS, else 20); SOAK_SEED repeats
  *                      a run (the seed is printed)
  * Kinds of round: plain; with a deregistration of the second region

@@ -90,8 +90,8 @@ if [ "${2:-}" = it ]; then
   done
   # the soak (tests/fault/soak.c, docs/FAULTS.md): random puts, gets, paged
   # batches, notifications, cancels, deregistrations and peer kills for
-  # SOAK_SECONDS (90 here); its totals are printed whatever the outcome
-  IT_TIME_SCALE=10 SOAK_SECONDS=${SOAK_SECONDS:-90} GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 \
+  # SOAK_SECONDS (60 here); its totals are printed whatever the outcome
+  IT_TIME_SCALE=10 SOAK_SECONDS=${SOAK_SECONDS:-60} GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 \
     GPUWIRE_IB_TIMEOUT=16 run soak_rxe0 "$B/tests/fault/soak"
   grep -h "^soak\|^by kind" /tmp/gw-soak_rxe0.log
   # the peer's last message completes at its side and the peer dies before
