@@ -628,6 +628,9 @@ static void case_batch(void)
             gw_request_free(r[i]);
     }
     fprintf(stderr, "  batches ended %.0f ms after the cancels\n", (it_now() - t0) * 1000.0);
+    gw_ep_info_t ei = {.size = sizeof(ei)};
+    if (gw_ep_query(ep, &ei) == GW_OK) /* (intra: how many ring slots went, and were taken back) */
+        fprintf(stderr, "  path: %s\n", ei.path);
     tally("batch", st, NB, wd);
     /* the target's bytes after, twice: nothing lands once all ended */
     uint64_t h1 = target_hash(&T, ctx, 0, rlen);
