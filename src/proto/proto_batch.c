@@ -26,6 +26,7 @@ typedef struct proto_bop {
     uint8_t posting;               /* gw_proto_batch_submit is still posting */
     uint8_t deferred;              /* the notification goes through the base's notify_out */
     gw_status_t err;               /* first error of an entry */
+    uint64_t moved;                /* bytes the completed entries moved (a failed one: what it says it moved) */
     uint64_t err_laddr, err_raddr, err_len;
     char why[256];
 } proto_bop_t;
@@ -90,7 +91,7 @@ static void bop_finish(proto_bop_t *bop)
                "%llu bytes failed: %s", bop->batch->get ? "get" : "put", bop->batch->n,
                (unsigned long long)bop->batch->total, (unsigned long long)bop->err_laddr,
                (unsigned long long)bop->err_raddr, (unsigned long long)bop->err_len, bop->why);
-    req->length = st == GW_OK ? (size_t)bop->batch->total : 0;
+    req->length = st == GW_OK ? (size_t)bop->batch->total : (size_t)bop->moved;
     /* (a deferred one that succeeded is held by the base until its turn,
      * then its notification goes out; its hook, below, frees bop) */
     gw_ep_op_done(bop->base, req, st);
@@ -115,6 +116,7 @@ static void bop_child_fini(gw_request_t *r)
 {
     proto_bop_t *bop = r->owner;
     r->owner = NULL;
+    bop->moved += r->status == GW_OK ? r->len : r->length;
     if (r->status != GW_OK && bop->err == GW_OK) {
         bop->err = r->status;
         bop->err_laddr = (uint64_t)(uintptr_t)r->buf;
@@ -245,6 +247,7 @@ gw_status_t gw_proto_batch_cancel(gw_tl_ep_t *tl, gw_request_t *req)
         if (tl->iface->ops->cancel(tl, r) != GW_OK)
             continue;
         /* (its completion takes it off the list; t was read before) */
+        r->length = r->done; /* what of it had moved before the rest was withdrawn */
         gw_ep_op_done(b, r, GW_ERR_CANCELED);
         if (t != &b->outstanding && gw_container_of(t, gw_request_t, link)->status != GW_INPROGRESS)
             t = req->link.next; /* a completion recycled what followed: walk again (withdrawn ones are gone) */
@@ -252,7 +255,7 @@ gw_status_t gw_proto_batch_cancel(gw_tl_ep_t *tl, gw_request_t *req)
     bop->posting = 0;
     if (!bop->live) {
         if (bop->err == GW_ERR_CANCELED)
-            snprintf(bop->why, sizeof(bop->why), "canceled by gw_request_cancel() before it reached the wire");
+            snprintf(bop->why, sizeof(bop->why), "canceled by gw_request_cancel() before it (or its rest) reached the wire");
         bop_finish(bop);
     }
     return req->status == GW_INPROGRESS ? GW_INPROGRESS : GW_OK;

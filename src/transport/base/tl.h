@@ -269,13 +269,15 @@ struct gw_tl_ops {
      * transport starts fetching the message (e.g. sends its clear-to-send)
      * and completes req later with gw_ep_recv_done(). */
     gw_status_t (*recv_matched)(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
-    /* gw_request_cancel() of a request submit() took (never a batch the
-     * protocol layer expanded: it asks for each entry's request).  The
+    /* gw_request_cancel() of a request submit() or batch() took (never a
+     * batch the protocol layer expanded: it asks for each entry's request).  The
      * transport withdraws what of it has not reached the wire:
-     *  - GW_OK: none of it had; the transport dropped every reference to
-     *    it (its slots, its queued frames or work) and nothing of it will
+     *  - GW_OK: nothing of it is on the wire any more (none of it had
+     *    reached it, or what had is acknowledged: req->done counts those
+     *    bytes, 0 when none); the transport dropped every reference to it
+     *    (its slots, its queued frames or work) and nothing of it will
      *    ever be read or written; the caller completes it with
-     *    GW_ERR_CANCELED;
+     *    GW_ERR_CANCELED (and no notification);
      *  - GW_INPROGRESS: some of it is on the wire (or the transport cannot
      *    withdraw it at all: gw_tl_no_cancel).  It completes on its own,
      *    once nothing of it moves any more: GW_OK when all of it moved,

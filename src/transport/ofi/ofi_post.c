@@ -775,18 +775,30 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
 }
 
 /* ---- cancel -------------------------------------------------------------------- */
-/* What waits on the pending list with no piece posted yet (the provider had
- * no room) has reached nobody: it leaves the list.  Anything with a piece
- * posted is the provider's until its completions come (libfabric cancels
- * no RMA), and a rendezvous send whose RTS went out is the peer's to read. */
+/* gw_request_cancel(): what waits on the pending list (the provider had no
+ * room for it) leaves it: a put's or get's pieces not yet posted, a
+ * rendezvous send whose RTS was not sent.  Pieces already posted are the
+ * provider's until their completions (libfabric cancels no RMA): the
+ * request then ends with the last of them, GW_ERR_CANCELED. */
 gw_status_t gw_ofi_cancel(gw_tl_ep_t *e, gw_request_t *req)
 {
     gw_ofi_ep_t *ep = to_oep(e);
-    if (gw_ep_failed(B(ep)) || !(req->tl_flags & TLF_PENDING) || (req->tl_flags & (TLF_POSTED | TLF_RDV)) ||
-        req->posted || req->pending || req->op == GW_OP_RECV)
+    if (gw_ep_failed(B(ep)) || !(req->tl_flags & TLF_PENDING) || (req->tl_flags & TLF_POSTED) ||
+        req->op == GW_OP_RECV)
         return GW_INPROGRESS;
     gw_list_del(&req->tl_link);
     req->tl_flags &= (uint16_t)~TLF_PENDING;
-    req_release(ep, req, 1); /* (nothing was posted: a bounce slot is free again) */
+    if (req->pending) { /* pieces posted: the last completion ends it, cut short */
+        if (req->first_err == GW_OK)
+            req->first_err = GW_ERR_CANCELED;
+        req->tl_flags |= TLF_POSTED;
+        return GW_INPROGRESS;
+    }
+    if (req->tl_flags & TLF_RDV) { /* its RTS never went: the peer knows nothing of it */
+        gw_op_table_free(&ep->sends, req);
+        req->tl_flags &= (uint16_t)~TLF_RDV;
+    }
+    req->done = req->posted; /* pieces posted and completed before (none, mostly) */
+    req_release(ep, req, 1); /* (nothing of it is posted: a bounce slot is free again) */
     return GW_OK;
 }
