@@ -16,8 +16,9 @@
  *      could overtake data) set on the base at ep_connect;
  *   2. registration: mem_reg/mem_dereg, rkey_pack/unpack/release;
  *   3. the data primitives: submit() of GW_OP_PUT, GW_OP_GET and
- *      GW_OP_PUT_NOTIFY (batches arrive as these, expanded by proto/, unless
- *      caps() says GW_TL_BATCH_NATIVE);
+ *      GW_OP_PUT_NOTIFY, and rma_iov(), a put or get over a list of pieces
+ *      (batches arrive as these, split by proto/, unless caps() says
+ *      GW_TL_BATCH_NATIVE; without rma_iov, as one put or get per entry);
  *   4. the small-message send: submit() of GW_OP_SEND, recv_matched for a
  *      rendezvous, and notify_out;
  *   5. its completion poller, completing requests with gw_ep_op_done().
@@ -218,6 +219,25 @@ struct gw_tl_ops {
      * gw_ep_op_done().  An error: nothing of it was sent and the api layer
      * drops it (the transport keeps no reference). */
     gw_status_t (*submit)(gw_tl_ep_t *ep, gw_request_t *req);
+    /* The scatter/gather primitive: one put or get of many pieces.  req->op
+     * is GW_OP_BATCH and req->batch (batch.h) a plain list: n entries, no
+     * page or list form, no notification (GW_NOTIFY_NONE), host memory on
+     * both sides (lgpu and rgpu 0), every local region registered; entry i
+     * moves len bytes between laddr (in lmem[lreg]) and raddr (of
+     * rkey[rreg]), checked by the api layer as for submit.  The list stays
+     * valid until req completes.  The transport moves the pieces in any
+     * order (one system call, frame or work request per piece, or an
+     * iovec or SGE list where its wire takes one) and completes req once,
+     * with gw_ep_op_done(): when the last piece landed (length: the
+     * total), or with the first error.  GW_ERR_UNSUPPORTED: not taken,
+     * nothing happened and no message was set (a local region it cannot
+     * describe, say); the protocol layer then posts one put or get per
+     * entry through submit(), as it does for a transport whose slot is
+     * gw_tl_unsupported_op.  Any other error: nothing was posted, the
+     * detail is set.  Its cancel() may answer GW_INPROGRESS for such a
+     * request.  A transport whose submit() takes batches natively may point
+     * this at its batch engine. */
+    gw_status_t (*rma_iov)(gw_tl_ep_t *ep, gw_request_t *req);
     /* A put or get (op GW_OP_PUT or GW_OP_GET, never one with a
      * notification) the transport can finish inside this call, with no
      * request: e.g. a small host copy into a peer region already mapped

@@ -292,6 +292,35 @@ static int post_rma(gw_ofi_ep_t *ep, gw_request_t *req)
     return 0;
 }
 
+/* A scatter/gather put or get (rma_iov, a list of host entries) from entry
+ * ofi_rq(req)->ent, byte ofi_rq(req)->off on: one piece per entry (cut at
+ * the provider's largest message), each with its region's descriptor and
+ * its key's address. */
+static int post_list(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    const gw_batch_t *b = req->batch;
+    while (ofi_rq(req)->ent < b->n) {
+        const gw_batch_ent_t *e = &b->ent[ofi_rq(req)->ent];
+        const gw_ofi_rkey_t *k = (const gw_ofi_rkey_t *)b->rkey[e->rreg].tl_key;
+        const gw_mem_t *lm = b->lmem[e->lreg];
+        const gw_ofi_reg_t *reg = lm ? lm->tl_reg[GW_TL_OFI] : NULL;
+        uint64_t off = ofi_rq(req)->off;
+        size_t n = (size_t)GW_MIN(e->len - off, ep->oif->max_piece);
+        uint64_t raddr = (k->virt ? e->raddr : e->raddr - k->base) + off;
+        int r = post_piece(ep, req, b->get, (uint8_t *)(uintptr_t)e->laddr + off, reg ? reg->desc : NULL, raddr,
+                           k->key, n);
+        if (r)
+            return r;
+        off += n;
+        if (off == e->len) {
+            ofi_rq(req)->ent++;
+            off = 0;
+        }
+        ofi_rq(req)->off = off;
+    }
+    return 0;
+}
+
 /* ---- messages ------------------------------------------------------------------ */
 static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
 {
@@ -376,6 +405,9 @@ static int post_req(gw_ofi_ep_t *ep, gw_request_t *req)
     switch (req->op) {
     case GW_OP_SEND:
         return post_send(ep, req);
+    case GW_OP_BATCH:
+        r = post_list(ep, req);
+        break;
     default:
         r = post_rma(ep, req);
         break;
@@ -513,6 +545,23 @@ gw_status_t gw_ofi_submit(gw_tl_ep_t *e, gw_request_t *req)
     default:
         return gw_err(c, GW_ERR_UNSUPPORTED, "ofi: operation %d", req->op);
     }
+    post_or_queue(ep, req);
+    return GW_OK;
+}
+
+gw_status_t gw_ofi_rma_iov(gw_tl_ep_t *e, gw_request_t *req)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    const gw_batch_t *b = req->batch;
+    if (gw_ep_failed(B(ep)))
+        return gw_err(oep_core(ep), GW_ERR_ENDPOINT_FAILED, "ofi endpoint to %s failed earlier: %s", B(ep)->peer,
+                      B(ep)->error_detail);
+    if (ep->oif->mr_local) /* every piece needs its region's descriptor: else one put or get per entry */
+        for (uint32_t i = 0; i < b->nlmem; i++)
+            if (!b->lmem[i] || !b->lmem[i]->tl_reg[GW_TL_OFI])
+                return GW_ERR_UNSUPPORTED;
+    ofi_rq(req)->ent = 0;
+    ofi_rq(req)->off = 0;
     post_or_queue(ep, req);
     return GW_OK;
 }
@@ -782,7 +831,8 @@ gw_status_t gw_ofi_cancel(gw_tl_ep_t *e, gw_request_t *req)
 {
     gw_ofi_ep_t *ep = to_oep(e);
     if (gw_ep_failed(B(ep)) || !(req->tl_flags & TLF_PENDING) || (req->tl_flags & (TLF_POSTED | TLF_RDV)) ||
-        req->posted || req->pending || req->op == GW_OP_RECV)
+        req->posted || req->pending || req->op == GW_OP_RECV ||
+        (req->op == GW_OP_BATCH && (ofi_rq(req)->ent || ofi_rq(req)->off)))
         return GW_INPROGRESS;
     gw_list_del(&req->tl_link);
     req->tl_flags &= (uint16_t)~TLF_PENDING;

@@ -369,6 +369,7 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .ep_destroy = tcp_ep_destroy,
     .ep_describe = tcp_ep_describe,
     .submit = tcp_submit,
+    .rma_iov = tcpb_batch, /* (the batch engine: one frame of many iovecs per run) */
     .rma_now = gw_tl_unsupported_rma_now,
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = gw_tl_unsupported_ep_progress,
