@@ -104,7 +104,7 @@ void *gw_op_state_get(gw_core_t *c, size_t size)
         h = c->op_free[cls];
         c->op_free[cls] = *(void **)(h + 1);
         c->op_nfree[cls]--;
-        memset(h + 1, 0, op_class_size[cls]);
+        memset(h + 1, 0, size); /* (what the caller asked for: the rest is never read) */
         return h + 1;
     }
     size_t n = cls < GW_OP_STATE_CLASSES ? op_class_size[cls] : size;

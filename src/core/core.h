@@ -30,6 +30,9 @@ typedef struct gw_io {
 typedef int (*gw_poll_cb_t)(void *arg);
 typedef void (*gw_sleep_cb_t)(void *arg, int asleep);
 
+/* Handler ids of active messages (transport/base/ep_base.h, GW_AM_IDS). */
+#define GW_CORE_AM_IDS 8
+
 /* Size classes of the per-operation state pool (gw_op_state_get). */
 #define GW_OP_STATE_CLASSES 3
 
@@ -62,6 +65,9 @@ struct gw_core {
     uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
     long peer_timeout_ms;
     long op_timeout_ms; /* GPUWIRE_OP_TIMEOUT_MS */
+    /* active-message handlers by id (transport/base/ep_base.h gw_am_set) */
+    void (*am_fn[GW_CORE_AM_IDS])(void);
+    void *am_arg[GW_CORE_AM_IDS];
     /* per-operation state (gw_op_state_get): free blocks by size class */
     void *op_free[GW_OP_STATE_CLASSES];
     unsigned op_nfree[GW_OP_STATE_CLASSES];

@@ -119,6 +119,8 @@ typedef struct gw_ofi_rts {
 typedef struct gw_ofi_ctl {
     gw_list_t link;
     gw_ofi_hdr_t h;
+    uint32_t plen;    /* payload bytes (an active message's) */
+    uint8_t pay[];
 } gw_ofi_ctl_t;
 
 typedef struct gw_ofi_ep {
@@ -196,6 +198,8 @@ int gw_ofi_ep_progress(gw_ofi_ep_t *ep);
 int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i);
 /* Sends a control message (queued when no slot or room is free now). */
 gw_status_t gw_ofi_send_ctl(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h);
+/* The small-message primitive (tl.h am_send): a control message with a payload. */
+gw_status_t gw_ofi_am_send(gw_tl_ep_t *ep, unsigned id, const void *data, size_t len);
 /* The base's sender of deferred notifications (ep_base.h notify_out). */
 gw_status_t gw_ofi_notify_out(void *arg, gw_request_t *req);
 /* Drops every reference to requests (failure): run from on_fail. */

@@ -582,6 +582,7 @@ const gw_tl_ops_t gw_tl_ofi_ops = {
     .ep_describe = gw_ofi_ep_describe,
     .submit = gw_ofi_submit,
     .rma_iov = gw_ofi_rma_iov,
+    .am_send = gw_ofi_am_send,
     .rma_now = gw_tl_unsupported_rma_now,
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = ofi_ep_progress_op,

@@ -549,6 +549,7 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .ep_describe = gw_verbs_ep_describe,
     .submit = gw_verbs_submit,
     .rma_iov = gw_tl_unsupported_op, /* (batches: its own engine, GW_TL_BATCH_NATIVE) */
+    .am_send = gw_tl_unsupported_am_send,
     .rma_now = gw_tl_unsupported_rma_now,
     .put_direct = gw_verbs_put_direct,
     .ep_progress = verbs_ep_progress,
