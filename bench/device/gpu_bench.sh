@@ -12,6 +12,7 @@
 # GWB_TCP_SWEEP="T:S[:C] ...": also runs the tcp put once per entry with
 #   GPUWIRE_TCP_THREADS=T GPUWIRE_TCP_STREAMS=S [GPUWIRE_TCP_CHUNK=C] (sizes up
 #   to GWB_SWEEP_MAX_SIZE, default 64 MiB), e.g. GWB_TCP_SWEEP="0:2 2:2 4:4 4:4:4M 8:8".
+# GWB_ONLY=pages: only the page kernel alone (page_kernel_bench) against one contiguous copy.
 # GWB_ONLY=tcp: only the tcp comparison (NCCL on sockets, gpuwire tcp, sweep).
 set -u
 cd "$(dirname "$0")/../.."
@@ -24,6 +25,7 @@ CFLAGS="-O2 -Wall -Iinclude -Isrc -Itests/harness"
 LIBS="$BUILD/libgpuwire.a -ldl -lpthread -lm"
 [ -f "$BUILD/libgpuwire.a" ] || { echo "gpu_bench: $BUILD/libgpuwire.a missing: build first"; exit 1; }
 $CC $CFLAGS bench/device/gpu_peer_bench.c -o "$B/gpu_peer_bench" $LIBS || exit 1
+$CC $CFLAGS bench/device/page_kernel_bench.c -o "$B/page_kernel_bench" $LIBS || exit 1
 have_put=0
 # the library may need libcrypto (HMAC authentication) when built with it
 if $CC $CFLAGS bench/device/gpu_put_bench.c -o "$B/gpu_put_bench" $LIBS -lcrypto 2>"$B/put_build.log" ||
@@ -59,6 +61,11 @@ fi
 R=$B/results.txt
 : >"$R"
 only=${GWB_ONLY:-}
+if [ -z "$only" ] || [ "$only" = pages ]; then
+  echo "== the page kernel alone against one contiguous copy (CUDA events)"
+  timeout 120 "$B/page_kernel_bench" | tee -a "$R"
+  [ "$only" = pages ] && exit 0
+fi
 if [ "$only" != tcp ]; then
   echo "== cuMemcpyPeer (one process, peer access)"
   timeout 300 "$B/gpu_peer_bench" | tee -a "$R"

@@ -21,6 +21,8 @@
 #   gw-tcp-gpu   the same with GPU buffers (GPUWIRE_NCCL_GPU_BUFFERS=on)
 #   gw-tcp-host  the same with host buffers (GPUWIRE_NCCL_GPU_BUFFERS=off)
 #   gw-tcp1      tcp with one stream (GPUWIRE_TCP_STREAMS=1)
+#   LABEL=BASE,VAR=V,...  configuration BASE with more variables, reported as LABEL
+#                (gw-ch8=gw,NCCL_MIN_NCHANNELS=8: the plugin with eight channels)
 # Every plugin configuration has NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1, so that
 # NCCL sends between the ranks of this host through the net plugin.
 #
@@ -64,6 +66,13 @@ args=(--nranks "$NRANKS" --csv "$CSV" --min "${MIN:-1048576}" --max "${MAX:-2684
 
 # Prints the environment of one configuration, one VAR=value per line.
 config_env() {
+  # LABEL=BASE,VAR=V,VAR=V...: configuration BASE with more variables, named LABEL
+  case $1 in
+    *=*) local label=${1%%=*} rest=${1#*=}; local base=${rest%%,*} extra=
+      [ "$rest" != "$base" ] && extra=${rest#*,}
+      local e; e=$(config_env "$base") || return 1
+      echo "$e ${extra//,/ }"; return 0 ;;
+  esac
   local net="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
   local gw="$net NCCL_NET_PLUGIN=$PLUGIN"
   case $1 in
@@ -82,10 +91,13 @@ config_env() {
   esac
 }
 
+LABELS=
+for cfg in $CONFIGS; do LABELS="$LABELS ${cfg%%=*}"; done
 declare -A STATUS
 fail=0
 for cfg in $CONFIGS; do
   envs=$(config_env "$cfg") || { echo "nccl_coll.sh: unknown configuration $cfg" >&2; STATUS[$cfg]="unknown"; fail=1; continue; }
+  cfg=${cfg%%=*}
   log=$OUT/coll-$cfg.log
   limit=$RUN_TIMEOUT
   if [ -n "${DEADLINE:-}" ]; then
@@ -138,8 +150,8 @@ done
 # side by side: busbw per configuration, and each one's ratio to socket
 {
   echo "== status"
-  for cfg in $CONFIGS; do printf '  %-12s %s\n' "$cfg" "${STATUS[$cfg]:-?}"; done
-  python3 - "$CSV" $CONFIGS <<'EOF'
+  for cfg in $LABELS; do printf '  %-12s %s\n' "$cfg" "${STATUS[$cfg]:-?}"; done
+  python3 - "$CSV" $LABELS <<'EOF'
 import csv, sys
 path, cfgs = sys.argv[1], sys.argv[2:]
 try:

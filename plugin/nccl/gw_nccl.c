@@ -604,8 +604,12 @@ static ncclResult_t discover(void)
              : "verbs: ", verbs ? "" : verbs_why, ofi ? "usable, but no ACTIVE EFA or CXI NIC in the topology"
              : ofi_why, d->name);
     }
+    const char *spd = gw_setting_value(probe, "GPUWIRE_NCCL_SPEED");
+    long speed = spd && spd[0] ? strtol(spd, NULL, 10) : 0;
     for (int i = 0; i < G.ndev; i++) {
         gwn_dev_t *d = &G.dev[i];
+        if (speed > 0)
+            d->speed = (int)speed; /* the user's figure over the NIC's */
         gpu_policy(d, mode, transports, root);
         INFO(NCCL_INIT | NCCL_NET, "dev %d %s: pci %s, %d Mb/s, port %d, pointers HOST%s; %s", i, d->name,
              d->pci_path ? d->pci_path : "none (virtual interface: NCCL attaches the device to the CPU)", d->speed,

@@ -155,6 +155,19 @@ int gw_crc32c_hw_available(void)
     return g_hw;
 }
 
+uint32_t gw_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+    /* crc1 times x^(8 len2) mod P, by the binary digits of len2: x^(8 2^k)
+     * squared from x^8 (64 squarings at most) */
+    uint32_t p = 0x80000000u >> 8; /* x^8 */
+    for (; len2; len2 >>= 1) {
+        if (len2 & 1)
+            crc1 = mulmod(p, crc1);
+        p = mulmod(p, p);
+    }
+    return crc1 ^ crc2;
+}
+
 const char *gw_crc32c_impl(void)
 {
     return gw_crc32c_hw_available() ? "sse4.2 crc32, 3 streams" : "table (slicing-by-8)";

@@ -23,6 +23,9 @@ uint32_t gw_crc32c_table(uint32_t crc, const void *buf, size_t len);
 uint32_t gw_crc32c_hw(uint32_t crc, const void *buf, size_t len);
 /* 1 when this CPU has the instruction (and this build can use it) */
 int gw_crc32c_hw_available(void);
+/* the CRC32C of A followed by B from crc1 = gw_crc32c(0, A, .), crc2 =
+ * gw_crc32c(0, B, .) and B's length (as zlib's crc32_combine) */
+uint32_t gw_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 /* "sse4.2 crc32, 3 streams" or "table (slicing-by-8)": what gw_crc32c runs */
 const char *gw_crc32c_impl(void);
 

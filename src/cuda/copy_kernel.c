@@ -7,8 +7,10 @@
  * their path text. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "cuda/cuda_wrap.h"
 #include "cuda/copy_kernel_ptx.h"
 
@@ -95,8 +97,13 @@ gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_d
  * per block and round; returns the blocks. */
 static unsigned item_grid(unsigned long long nitems, unsigned long long len, unsigned *g_out, unsigned *per_out)
 {
+    static int moves; /* GPUWIRE_COPY_KERNEL_MOVES, read once (checked at context creation) */
+    if (!moves) {
+        long m = strtol(gw_settings_env(GW_SET_COPY_KERNEL_MOVES), NULL, 10);
+        moves = m >= 1 && m <= 64 ? (int)m : 2;
+    }
     unsigned int g = 32;
-    while (g < THREADS && (unsigned long long)g * 2 * 16 * 2 <= len) /* two 16-byte moves per thread or more */
+    while (g < THREADS && (unsigned long long)g * 2 * 16 * (unsigned)moves <= len) /* `moves` 16-byte moves per thread or more */
         g *= 2;
     /* items per block and round: enough that the grid is about one wave of
      * PAGE_WAVE blocks (each round costs one PCIe round trip for its

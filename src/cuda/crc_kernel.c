@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/crc32c.h"
 #include "cuda/crc_kernel.h"
 #include "cuda/crc_kernel_ptx.h"
 #include "cuda/cuda_wrap.h"
@@ -16,6 +17,11 @@
 #define MAX_DEV 64
 #define THREADS 256
 #define MAX_BLOCKS 4096
+/* An entry longer than this is cut into pieces of this size, each a block's
+ * work, and the pieces' CRCs joined on the host (gw_crc32c_combine): one
+ * block per 64 MiB entry ran at 8.7 GB/s on an H200, pieces of 256 KiB
+ * keep every SM busy. */
+#define PIECE (256u << 10)
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -81,8 +87,18 @@ gw_status_t gw_cuda_crc32c(int dev, const uint64_t *addr, const uint64_t *len, u
         st = GW_ERR_CUDA;
         goto out;
     }
-    if (g_k[dev].cap < n) {
-        uint32_t cap = n < 1024 ? 1024 : n;
+    uint64_t m64 = 0; /* pieces */
+    for (uint32_t i = 0; i < n; i++)
+        m64 += len[i] > PIECE ? (len[i] + PIECE - 1) / PIECE : 1;
+    if (m64 > UINT32_MAX / 32) {
+        snprintf(why, whylen, "CRC32C of %u entries: %llu pieces of %u bytes is more than one launch takes", n,
+                 (unsigned long long)m64, PIECE);
+        st = GW_ERR_INVALID;
+        goto out;
+    }
+    uint32_t m = (uint32_t)m64;
+    if (g_k[dev].cap < m) {
+        uint32_t cap = m < 1024 ? 1024 : m;
         void *p = NULL;
         if ((r = cu->cuMemHostAlloc(&p, (size_t)cap * 20, 0)) != CUDA_SUCCESS) {
             snprintf(why, whylen, "cuMemHostAlloc(%zu bytes) for the CRC32C kernel's descriptors failed: %s",
@@ -96,14 +112,20 @@ gw_status_t gw_cuda_crc32c(int dev, const uint64_t *addr, const uint64_t *len, u
         g_k[dev].cap = cap;
     }
     uint64_t *d = g_k[dev].pinned;
-    uint32_t *res = (uint32_t *)(d + 2 * (size_t)n);
-    for (uint32_t i = 0; i < n; i++) {
-        d[2 * i] = addr[i];
-        d[2 * i + 1] = len[i];
+    uint32_t *res = (uint32_t *)(d + 2 * (size_t)m);
+    for (uint32_t i = 0, k = 0; i < n; i++) {
+        uint64_t off = 0;
+        do {
+            uint64_t l = len[i] - off > PIECE ? PIECE : len[i] - off;
+            d[2 * k] = addr[i] + off;
+            d[2 * k + 1] = l;
+            k++;
+            off += l;
+        } while (off < len[i]);
     }
-    unsigned int cnt = n;
+    unsigned int cnt = m;
     void *params[3] = {&d, &res, &cnt};
-    unsigned blocks = n < MAX_BLOCKS ? n : MAX_BLOCKS;
+    unsigned blocks = m < MAX_BLOCKS ? m : MAX_BLOCKS;
     if ((r = cu->cuLaunchKernel(g_k[dev].fn, blocks, 1, 1, THREADS, 1, 1, 0, g_k[dev].stream, params, NULL)) !=
         CUDA_SUCCESS) {
         snprintf(why, whylen, "cuLaunchKernel(gw_crc32c_entries, %u entries) failed: %s", n,
@@ -117,7 +139,12 @@ gw_status_t gw_cuda_crc32c(int dev, const uint64_t *addr, const uint64_t *len, u
         st = GW_ERR_CUDA;
         goto out;
     }
-    memcpy(crc, res, (size_t)n * sizeof(uint32_t));
+    for (uint32_t i = 0, k = 0; i < n; i++) {
+        uint32_t c = res[k++];
+        for (uint64_t off = PIECE; off < len[i]; off += PIECE)
+            c = gw_crc32c_combine(c, res[k++], len[i] - off > PIECE ? PIECE : len[i] - off);
+        crc[i] = c;
+    }
 out:
     pthread_mutex_unlock(&g_mu);
     return st;

@@ -22,6 +22,10 @@
 
 #define REGION (1u << 20)
 #define PAGE 4096u
+/* a transfer longer than the kernel's 256 KiB piece: its CRC is joined from
+ * three pieces' on each side */
+#define BIG_AT 393216u
+#define BIG 589824u
 
 static gwt_chan_t pch, cch;
 
@@ -41,6 +45,8 @@ static int server(void *arg)
     CHECK_ST(gw_notify_wait(ep, 20000, &v), GW_OK);
     CHECK(v == 1);
     CHECK_ST(gw_notify_wait(ep, 20000, &v), GW_OK);
+    CHECK(v == 10);
+    CHECK_ST(gw_notify_wait(ep, 20000, &v), GW_OK);
     CHECK(v == 2);
     CHECK_ST(gw_notify_wait(ep, 20000, &v), GW_ERR_INTEGRITY);
     CHECK(v == 3);
@@ -52,6 +58,7 @@ static int server(void *arg)
     REQUIRE(cu->cuMemcpyDtoH(got, (CUdeviceptr)(uintptr_t)region, REGION) == CUDA_SUCCESS);
     gwt_fill(want, REGION, 21);
     CHECK(memcmp(got, want, 65536 + 16 * PAGE) == 0);
+    CHECK(memcmp(got + BIG_AT, want + BIG_AT, BIG) == 0);
     free(got);
     free(want);
     REQUIRE(gwt_chan_send(&cch, "v", 1) == 0);
@@ -115,6 +122,8 @@ int main(void)
     unsigned before = crc_launches();
     gw_request_t *r;
     REQUIRE_OK(gw_put_notify(ep, src, 65536, ms, rbase, rk, 1, &r));
+    CHECK_ST(outcome(ctx, r, d, sizeof(d)), GW_OK);
+    REQUIRE_OK(gw_put_notify(ep, (uint8_t *)src + BIG_AT, BIG, ms, rbase + BIG_AT, rk, 10, &r));
     CHECK_ST(outcome(ctx, r, d, sizeof(d)), GW_OK);
     gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_ORDERED, .value = 2};
     REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, (uint8_t *)src + 65536, NULL, rk, rbase + 65536, NULL, 16, PAGE, &o,

@@ -97,10 +97,10 @@ int main(int argc, char **argv)
 {
     const char *fixture = NULL, *want_pci = NULL, *want_ptr = NULL, *want_level = NULL, *preset = NULL;
     const char *want_name = NULL;
-    int want_ndev = -1;
+    int want_ndev = -1, want_speed = -1;
     if (argc < 2) {
         fprintf(stderr, "usage: %s PLUGIN.so [--fixture virtio|virtual] [--expect-pci BDF|none] "
-                "[--expect-ptr host|cuda] [--expect-gdr-level LEVEL|unset] [--preset-gdr-level LEVEL]\n", argv[0]);
+                "[--expect-ptr host|cuda] [--expect-gdr-level LEVEL|unset] [--preset-gdr-level LEVEL] [--expect-speed MBPS]\n", argv[0]);
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -116,6 +116,8 @@ int main(int argc, char **argv)
             preset = argv[i + 1];
         else if (!strcmp(argv[i], "--expect-ndev"))
             want_ndev = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--expect-speed"))
+            want_speed = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect-name"))
             want_name = argv[i + 1];
         else {
@@ -172,6 +174,8 @@ int main(int argc, char **argv)
 
     if (want_ndev >= 0)
         CHECK(ndev == want_ndev);
+    if (want_speed >= 0)
+        CHECK(p12.speed == want_speed);
     if (want_name)
         CHECK(p12.name && strcmp(p12.name, want_name) == 0);
     /* v12's own fields */

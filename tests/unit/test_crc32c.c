@@ -75,6 +75,38 @@ static void case_paths_agree(void)
     free(b);
 }
 
+/* gw_crc32c_combine joins two pieces' independent CRCs into the whole's,
+ * as the GPU kernel's pieces of a long entry are joined */
+static void case_combine(void)
+{
+    size_t n = (1u << 20) + 777;
+    uint8_t *b = malloc(n);
+    REQUIRE(b);
+    uint64_t s = 0x243f6a8885a308d3ull;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)gwt_xorshift(&s);
+    int bad = 0;
+    size_t cuts[] = {0, 1, 7, 64, 4095, 262144, n / 2, n - 1, n};
+    for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+        size_t c = cuts[k];
+        uint32_t whole = gw_crc32c(0, b, n);
+        uint32_t a = gw_crc32c(0, b, c), z = gw_crc32c(0, b + c, n - c);
+        if (gw_crc32c_combine(a, z, n - c) != whole) {
+            fprintf(stderr, "  combine at cut %zu: 0x%08x, whole 0x%08x\n", c, gw_crc32c_combine(a, z, n - c), whole);
+            bad++;
+        }
+    }
+    /* three pieces of 256 KiB and a tail, joined left to right */
+    uint32_t c = gw_crc32c(0, b, 262144);
+    for (size_t off = 262144; off < n; off += 262144) {
+        size_t l = n - off < 262144 ? n - off : 262144;
+        c = gw_crc32c_combine(c, gw_crc32c(0, b + off, l), l);
+    }
+    CHECK(c == gw_crc32c(0, b, n));
+    CHECK(bad == 0);
+    free(b);
+}
+
 static void case_integ_decode(void)
 {
     uint8_t m[GW_INTEG_HDR + 2 * GW_INTEG_ENT];
@@ -123,7 +155,7 @@ static void case_integ_decode(void)
     CHECK_ST(gw_integ_decode(v, sizeof(v), &d, why, sizeof(why)), GW_ERR_PROTOCOL);
 }
 
-static const gwt_case_t cases[] = {GWT_CASE(vectors), GWT_CASE(paths_agree), GWT_CASE(integ_decode)};
+static const gwt_case_t cases[] = {GWT_CASE(vectors), GWT_CASE(paths_agree), GWT_CASE(combine), GWT_CASE(integ_decode)};
 
 int main(int argc, char **argv)
 {
