@@ -127,7 +127,7 @@ void gw_op_state_put(gw_core_t *c, void *p)
         return;
     }
     unsigned cls = h->cls;
-    if (cls >= GW_OP_STATE_CLASSES || c->op_nfree[cls] >= GW_OP_STATE_KEEP) {
+    if (cls >= GW_OP_STATE_CLASSES || c->op_nfree[cls] >= (cls ? GW_OP_STATE_KEEP : GW_OP_STATE_KEEP_SMALL)) {
         h->magic = 0;
         free(h);
         return;

@@ -77,14 +77,17 @@ gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen);
 void gw_core_fini(gw_core_t *c);
 
 /* Per-operation state that a layer keeps beside a request (the protocol
- * layer's batch and staging records; a transport's per-operation records),
- * from one pool of the core for every layer rather than a malloc per
- * operation or a free list per transport: blocks of up to 256 B, 2 KiB and
- * 16 KiB are kept on the core's lists when put back (at most
- * GW_OP_STATE_KEEP of each) and handed out again; larger ones come from
- * malloc and go back to free.  Zeroed; NULL when out of memory.  Not
+ * layer's batch and staging records; a transport's per-operation records:
+ * tcp's transmit items, one per frame in flight), from one pool of the core
+ * for every layer rather than a malloc per operation or a free list per
+ * transport: blocks of up to 256 B, 2 KiB and 16 KiB are kept on the
+ * core's lists when put back (at most GW_OP_STATE_KEEP_SMALL of the 256 B
+ * class, about 1 MiB: a window of small operations keeps its frames'
+ * records; GW_OP_STATE_KEEP of each larger one) and handed out again;
+ * larger ones come from malloc and go back to free.  Zeroed; NULL when out of memory.  Not
  * thread-safe (the context's thread, as for requests). */
 #define GW_OP_STATE_KEEP 256
+#define GW_OP_STATE_KEEP_SMALL 4096
 void *gw_op_state_get(gw_core_t *c, size_t size);
 /* Puts back what gw_op_state_get gave (NULL: no-op). */
 void gw_op_state_put(gw_core_t *c, void *p);
