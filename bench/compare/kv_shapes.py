@@ -22,6 +22,8 @@ counted notification the target waits for.
 Columns:
   paged        gpuwire's one batched request (GB/s of the pages' bytes)
   contiguous   one put of the same bytes, one contiguous range a side
+  contig+ntf   the same put with a notification after it (put_notify), as
+               the paged transfer delivers one: the like-for-like reference
   per-desc     one put per descriptor, posted back to back in C
                (GPUWIRE_BATCH_PATH=expand: the protocol layer posts a put per
                entry, as NIXL's UCX backend posts one ucp_put per descriptor)
@@ -111,6 +113,11 @@ def target_main(conn, args, gpu):
         elif msg[0] == "count":
             for e in eps:                 # each context's endpoint: one counted notification a round
                 e.wait_count(COUNTED, msg[1], timeout=120)
+                while True:               # contig+notify's values, drained
+                    try:
+                        e.wait_notify(0)
+                    except gpuwire.Timeout:
+                        break
             conn.send("ok")
         elif msg[0] == "nccl":          # one round of the NCCL route: receive, scatter, acknowledge
             import torch
@@ -172,7 +179,7 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
         L = c.dlist_local_table(sm, count=nreg * per, length=page, per_region=per)
         R = ep.dlist_remote_table(k[:nreg], count=nreg * per, length=page, per_region=per)
         tables.append((L, R))
-    cols = {"paged": [], "contiguous": [], "per-desc": []}
+    cols = {"paged": [], "contiguous": [], "contig+notify": [], "per-desc": []}
     if nccl is not None:
         cols["nccl"] = []
     nbytes = n * page
@@ -197,6 +204,8 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
                 paged(1)
             elif col == "contiguous":
                 contiguous()
+            elif col == "contig+notify":      # the same put with a notification after it, as paged has
+                eps[0].put_notify(cmem, rk[0][nreg], 7).wait(300)
             else:
                 nccl(big, lidx, ridx, page, conn)
             dt = time.perf_counter() - t0
@@ -224,6 +233,7 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
     row.update({c + "_GBps": round(v, 3) for c, v in med.items()})
     row["paged_over_contiguous"] = round(med["paged"] / med["contiguous"], 3)
     row["paged_over_per_desc"] = round(med["paged"] / med["per-desc"], 3)
+    row["paged_over_contig_notify"] = round(med["paged"] / med["contig+notify"], 3)
     if "nccl" in med:
         row["paged_over_nccl"] = round(med["paged"] / med["nccl"], 3)
     return row
@@ -289,17 +299,18 @@ def main():
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "GPU" if args.gpu else "host",
              args.transport, eps[0].info().get("path", ""), args.rounds, host, "tokens %d" % args.tokens))
     print("# load average at the start: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
-    print("%-10s %8s %7s %8s %9s %11s %9s %12s %12s %s" % ("shape", "descs", "page", "paged", "contig",
-                                                         "per-desc", "nccl", "paged/contig",
-                                                         "paged/perdesc", "checked"))
+    print("%-10s %8s %7s %8s %9s %9s %11s %9s %12s %12s %12s %s" % ("shape", "descs", "page", "paged", "contig",
+                                                         "contig+ntf", "per-desc", "nccl", "paged/contig",
+                                                         "paged/c+ntf", "paged/perdesc", "checked"))
     rows = []
     for name in args.shapes.split(","):
         row = run_shape(args, name, conn, [ctx, ctx_pd], eps, np, gpu_local, nccl)
         rows.append(row)
-        print("%-10s %8d %6dK %8.2f %9.2f %11.2f %9s %12.2f %12.2f %s" % (
+        print("%-10s %8d %6dK %8.2f %9.2f %9.2f %11.2f %9s %12.2f %12.2f %12.2f %s" % (
             name, row["descriptors"], row["page"] // KI, row["paged_GBps"], row["contiguous_GBps"],
-            row["per-desc_GBps"], "%.2f" % row["nccl_GBps"] if "nccl_GBps" in row else "-",
-            row["paged_over_contiguous"], row["paged_over_per_desc"],
+            row["contig+notify_GBps"], row["per-desc_GBps"],
+            "%.2f" % row["nccl_GBps"] if "nccl_GBps" in row else "-",
+            row["paged_over_contiguous"], row["paged_over_contig_notify"], row["paged_over_per_desc"],
             "every page" if row["bad_pages"] == 0 else "%d BAD PAGES" % row["bad_pages"]), flush=True)
     print("# load average at the end: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
     conn.send(("quit",))

@@ -10,7 +10,7 @@ check_xfer_state polls), between two processes.
     PYTHONPATH=python LD_LIBRARY_PATH=build \\
     GPUWIRE_TRANSPORTS=tcp $GW_NIXL_PYTHON bench/compare/nixl_overhead.py [--sizes 4096,65536,1048576]
         [--batches 1,16,256,4096] [--max-bytes 64M] [--seconds 0.3] [--rounds 2]
-        [--backends GPUWIRE[,UCX]]
+        [--backends GPUWIRE[,UCX]] [--vram]
 
 --backends GPUWIRE,UCX adds NIXL with its own UCX backend as a column (the
 plugin folder must then hold NIXL's plugins too), for NIXL's own overhead
@@ -20,8 +20,10 @@ For each descriptor size and batch size (up to --max-bytes per batch) both
 paths post the batch and wait for it, repeatedly, for --seconds, alternating
 NIXL and gpuwire --rounds times (the best round of each is kept: the machine
 may be shared).  Prints entries/s and GB/s of both and their ratio, and the
-median latency of a batch of 1.  Host memory (NumPy) on both sides; both
-paths register the same buffers.
+median latency of a batch of 1.  Host memory (NumPy) on both sides, or with
+--vram GPU memory (torch CUDA tensors, registered as NIXL's VRAM: the
+initiator's on GPU 0, the target's on GPU 1 when there are two GPUs, else on
+GPU 0 too); both paths register the same buffers.
 """
 import argparse
 import multiprocessing as mp
@@ -32,6 +34,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "nixl"))
+import nixl_api  # noqa: E402  (nixl._api, or the nixl_cu13 / nixl_cu12 wheel's own)
+
 
 def parse_size(s):
     s = s.strip().upper()
@@ -40,24 +45,48 @@ def parse_size(s):
 
 
 def make_agent(name, backend):
-    from nixl._api import nixl_agent, nixl_agent_config
-
-    agent = nixl_agent("%s %s" % (name, backend), nixl_agent_config(backends=[]))
+    api = nixl_api.load()
+    agent = api.nixl_agent("%s %s" % (name, backend), api.nixl_agent_config(backends=[]))
     agent.create_backend(backend)
     return agent
 
 
-def target_main(conn, nbytes, backends):
+def alloc(nbytes, gpu, fill_seed=None):
+    """(buffer, address, NIXL memory type, device id): a NumPy array, or with
+    gpu set a torch uint8 tensor on that GPU; random bytes with fill_seed."""
+    a = (np.zeros(nbytes, dtype=np.uint8) if fill_seed is None
+         else np.random.default_rng(fill_seed).integers(0, 256, nbytes, dtype=np.uint8))
+    if gpu is None:
+        return a, a.ctypes.data, "DRAM", 0
+    import torch
+
+    t = torch.from_numpy(a).to(torch.device("cuda", gpu))
+    torch.cuda.synchronize(gpu)
+    return t, t.data_ptr(), "VRAM", gpu
+
+
+def bench_gpus(vram):
+    """(initiator GPU, target GPU), or (None, None) for host memory."""
+    if not vram:
+        return None, None
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("--vram: torch %s has no usable CUDA device" % torch.__version__)
+    return 0, (1 if torch.cuda.device_count() >= 2 else 0)
+
+
+def target_main(conn, nbytes, backends, gpu):
     import gpuwire
 
-    buf = np.zeros(nbytes, dtype=np.uint8)
+    buf, addr, kind, dev = alloc(nbytes, gpu)
     agents = [make_agent("bench target", b) for b in backends]
     for agent in agents:
-        agent.register_memory([(buf.ctypes.data, nbytes, 0, "")], "DRAM")
+        agent.register_memory([(addr, nbytes, dev, "")], kind)
     ctx = gpuwire.Context()
     mem = ctx.register(buf)
     lis = ctx.listen("127.0.0.1:0")
-    conn.send({"meta": [agent.get_agent_metadata() for agent in agents], "addr": buf.ctypes.data,
+    conn.send({"meta": [agent.get_agent_metadata() for agent in agents], "addr": addr, "dev": dev,
                "gw_addr": lis.address, "rkey": mem.pack()})
     eps = []
     # serve gpuwire's endpoint as the backend's progress thread serves NIXL's:
@@ -105,6 +134,8 @@ def main():
     ap.add_argument("--backends", default="GPUWIRE",
                     help="NIXL backends to run, each a column (e.g. GPUWIRE,UCX: UCX needs NIXL's own "
                          "plugins in the plugin folder)")
+    ap.add_argument("--vram", action="store_true",
+                    help="GPU memory on both sides (torch CUDA tensors; GPU 0 -> GPU 1 when there are two)")
     a = ap.parse_args()
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     batches = [int(b) for b in a.batches.split(",")]
@@ -113,19 +144,21 @@ def main():
 
     import gpuwire
 
+    igpu, tgpu = bench_gpus(a.vram)
     ctx_mp = mp.get_context("spawn")
     mine, theirs = ctx_mp.Pipe()
-    p = ctx_mp.Process(target=target_main, args=(theirs, nbytes, backends))
+    p = ctx_mp.Process(target=target_main, args=(theirs, nbytes, backends, tgpu))
     p.start()
     try:
         if not mine.poll(120):
             sys.exit("target did not start")
         t = mine.recv()
-        src = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8)
+        src, saddr, kind, sdev = alloc(nbytes, igpu, fill_seed=1)
+        tdev = t["dev"]
         agents, peers = [], []
         for b, meta in zip(backends, t["meta"]):
             agent = make_agent("bench initiator", b)
-            agent.register_memory([(src.ctypes.data, nbytes, 0, "")], "DRAM")
+            agent.register_memory([(saddr, nbytes, sdev, "")], kind)
             peer = agent.add_remote_agent(meta)
             agents.append(agent)
             peers.append(peer.decode() if isinstance(peer, bytes) else peer)
@@ -134,14 +167,18 @@ def main():
         mem = ctx.register(src)
         ep = ctx.connect(t["gw_addr"])
         rkey = ep.unpack(t["rkey"])
-        try:
-            from importlib.metadata import version
-            nixl_version = version("nixl")
-        except Exception:
-            nixl_version = "?"
-        print("transport: gpuwire endpoint %s; GPUWIRE_TRANSPORTS=%s; nixl %s; gpuwire %s"
-              % (ep.transport, os.environ.get("GPUWIRE_TRANSPORTS", "(default)"), nixl_version,
-                 gpuwire.version()))
+        from importlib.metadata import version
+        nixl_version = "?"
+        for dist in ("nixl", "nixl-cu13", "nixl-cu12"):
+            try:
+                nixl_version = "%s %s" % (dist, version(dist))
+                break
+            except Exception:
+                pass
+        where = "host memory" if igpu is None else "VRAM, cuda:%d -> cuda:%d" % (igpu, tgpu)
+        print("transport: gpuwire endpoint %s; GPUWIRE_TRANSPORTS=%s; %s (%s); %s; gpuwire %s"
+              % (ep.transport, os.environ.get("GPUWIRE_TRANSPORTS", "(default)"), where,
+                 nixl_api.load().__name__, nixl_version, gpuwire.version()))
         cols = ["NIXL+%s" % b for b in backends] + ["gpuwire"]
         print("%8s %6s | " % ("desc", "batch") + " | ".join("%13s ent/s %6s" % (c, "GB/s") for c in cols)
               + " | " + " ".join("%8s" % ("gw/" + b)[:8] for b in backends))
@@ -150,12 +187,12 @@ def main():
             for b in batches:
                 if s * b > nbytes:
                     continue
-                ldesc = [(src.ctypes.data + i * s, s, 0) for i in range(b)]
-                rdesc = [(t["addr"] + i * s, s, 0) for i in range(b)]
+                ldesc = [(saddr + i * s, s, sdev) for i in range(b)]
+                rdesc = [(t["addr"] + i * s, s, tdev) for i in range(b)]
                 fns, cleanup = [], []
                 for agent, peer in zip(agents, peers):
-                    lh = agent.prep_xfer_dlist("NIXL_INIT_AGENT", ldesc, "DRAM")
-                    rh = agent.prep_xfer_dlist(peer, rdesc, "DRAM")
+                    lh = agent.prep_xfer_dlist("NIXL_INIT_AGENT", ldesc, kind)
+                    rh = agent.prep_xfer_dlist(peer, rdesc, kind)
                     h = agent.make_prepped_xfer("WRITE", lh, list(range(b)), rh, list(range(b)))
 
                     def via_nixl(agent=agent, h=h):

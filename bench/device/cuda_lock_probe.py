@@ -22,6 +22,11 @@ A's copy; one that returns in microseconds was not.
     peer-ctx  cuMemcpyPeerAsync from a primary-context buffer into an
               own-context buffer, on the own context's stream
     query     cuStreamQuery on the primary context's non-blocking stream
+    own-uva   cuMemcpyAsync on the own context's stream from a buffer of the
+              primary context (cudaMalloc through PyTorch), by its unified
+              address, into an own-context buffer
+    own-vmm   the same from a VMM allocation (cuMemCreate/cuMemMap, access
+              set for the device) made while the primary context was current
     launch    (none: kernels are launched by torch in A only)
 
   python3 bench/device/cuda_lock_probe.py [--sleep-ms 1500]
@@ -75,6 +80,28 @@ def main():
     ostream = vp()
     ck(cu.cuStreamCreate(ctypes.byref(ostream), 1), "cuStreamCreate(own)")
     ck(cu.cuCtxSetCurrent(prim), "cuCtxSetCurrent(primary)")
+    # a VMM allocation of n bytes on device 0, made in the primary context
+    class Loc(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+    class Prop(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int), ("handleTypes", ctypes.c_int), ("location", Loc),
+                    ("win32", ctypes.c_void_p), ("flags", ctypes.c_ubyte * 8)]
+
+    class Access(ctypes.Structure):
+        _fields_ = [("location", Loc), ("flags", ctypes.c_int)]
+
+    prop = Prop(1, 0, Loc(1, 0), None)
+    gran = ctypes.c_size_t()
+    ck(cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), 0), "cuMemGetAllocationGranularity")
+    vsz = (n + gran.value - 1) // gran.value * gran.value
+    vptr, vh = u64(), u64()
+    ck(cu.cuMemAddressReserve(ctypes.byref(vptr), ctypes.c_size_t(vsz), ctypes.c_size_t(0), u64(0), u64(0)),
+       "cuMemAddressReserve")
+    ck(cu.cuMemCreate(ctypes.byref(vh), ctypes.c_size_t(vsz), ctypes.byref(prop), u64(0)), "cuMemCreate")
+    ck(cu.cuMemMap(vptr, ctypes.c_size_t(vsz), ctypes.c_size_t(0), vh, u64(0)), "cuMemMap")
+    acc = Access(Loc(1, 0), 3)
+    ck(cu.cuMemSetAccess(vptr, ctypes.c_size_t(vsz), ctypes.byref(acc), ctypes.c_size_t(1)), "cuMemSetAccess")
     torch.cuda.synchronize()
 
     calls = [
@@ -82,6 +109,8 @@ def main():
         ("own-ctx", own, lambda: cu.cuMemcpyAsync(o2, o1, ctypes.c_size_t(n), ostream)),
         ("peer-ctx", own, lambda: cu.cuMemcpyPeerAsync(o2, own, u64(s1.data_ptr()), prim, ctypes.c_size_t(n), ostream)),
         ("query", prim, lambda: cu.cuStreamQuery(pstream)),
+        ("own-uva", own, lambda: cu.cuMemcpyAsync(o2, u64(s1.data_ptr()), ctypes.c_size_t(n), ostream)),
+        ("own-vmm", own, lambda: cu.cuMemcpyAsync(o2, vptr, ctypes.c_size_t(n), ostream)),
     ]
     t = time.monotonic()
     torch.cuda._sleep(int(2e8))
@@ -110,13 +139,19 @@ def main():
         t = time.monotonic()
         r = fn()
         dt = time.monotonic() - t
+        fin = ""
+        if ctx is own and r == 0:  # did the copy also finish while A waited?
+            while cu.cuStreamQuery(ostream) != 0 and time.monotonic() - t < 5:
+                pass
+            fin = "; finished after %.3f ms%s" % ((time.monotonic() - t) * 1e3,
+                                                  "" if ta.is_alive() else " (A done by then)")
         ck(cu.cuCtxSetCurrent(prim), "cuCtxSetCurrent")
         ta.join()
         left = done["a"] - 0.2
         held = dt > 0.5 * left
         held_any |= held
-        print("%-9s %10.3f ms  (A's copy waited %.0f ms; CUresult %d)  %s"
-              % (name, dt * 1e3, done["a"] * 1e3, r, "HELD behind A's copy" if held else "not held"))
+        print("%-9s %10.3f ms  (A's copy waited %.0f ms; CUresult %d)  %s%s"
+              % (name, dt * 1e3, done["a"] * 1e3, r, "HELD behind A's copy" if held else "not held", fin))
         torch.cuda.synchronize()
         cu.cuStreamSynchronize(pstream)
         cu.cuCtxSetCurrent(own)

@@ -895,21 +895,62 @@ static int list_pairs_ok(gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *re
  * and the lists allow: GPU memory in one region and one key, pinned tables
  * to be had, a pair check that passes (its failure is named by the caller's
  * pass) and some bytes to move.  0: build entries as usual. */
+/* A side of several regions goes unexpanded only when computed (no table
+ * per entry: bases and blocks per region) and all of it GPU memory, the
+ * local regions of one GPU. */
+static int multi_side_ok(const gw_dlist_t *l, int dev)
+{
+    if (l->nreg == 1 && !l->cper)
+        return 1; /* a table of one region, as the one-region form */
+    if (!l->cper || !l->clen)
+        return 0;
+    for (uint32_t r = 0; r < l->nreg; r++)
+        if (l->remote ? l->rkeys[r].type != GW_MEM_CUDA
+                      : l->mems[r]->type != GW_MEM_CUDA || l->mems[r]->cuda_device != dev)
+            return 0;
+    return 1;
+}
+
 static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote, const uint32_t *ridx,
                      size_t count, gw_batch_t *b)
 {
-    if (!count || !local->lgpu || !remote->rgpu || local->nreg != 1 || remote->nreg != 1)
+    if (!count || !local->lgpu || !remote->rgpu)
         return 0;
+    int multi = local->nreg != 1 || remote->nreg != 1;
     gw_tl_caps_t caps;
     ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
+    int dev = local->mems[0]->cuda_device;
+    if (multi && (!(caps.batch & GW_TL_BATCH_CLISTS) || !multi_side_ok(local, dev) || !multi_side_ok(remote, dev) ||
+                  (local->cper && remote->cper && local->clen != remote->clen)))
+        return 0;
     uint64_t total = 0;
     if (!(caps.batch & GW_TL_BATCH_LISTS) || !list_pairs_ok(local, lidx, remote, ridx, count, &total) || !total)
         return 0;
-    int dev = local->mems[0]->cuda_device;
     uint64_t ld = 0, rd = 0;
-    const gw_batch_lent_t *lt = dl_table(local, dev, &ld), *rt = lt ? dl_table(remote, dev, &rd) : NULL;
-    if (!rt)
-        return 0;
+    const gw_batch_lent_t *lt = NULL, *rt = NULL;
+    if (multi) { /* computed sides: their bases, no table; a side of one region's table: its table */
+        if (local->cper) {
+            b->lcbase = local->cbase;
+            b->lcper = local->cper;
+            b->clen = local->clen;
+        } else if (!(lt = dl_table(local, dev, &ld))) {
+            return 0;
+        }
+        if (remote->cper) {
+            b->rcbase = remote->cbase;
+            b->rcper = remote->cper;
+            b->rcn = (uint32_t)remote->n;
+            b->clen = remote->clen;
+        } else if (!(rt = dl_table(remote, dev, &rd))) {
+            b->lcbase = NULL;
+            return 0;
+        }
+    } else {
+        lt = dl_table(local, dev, &ld);
+        rt = lt ? dl_table(remote, dev, &rd) : NULL;
+        if (!rt)
+            return 0;
+    }
     b->ltab_dev = ld;
     b->rtab_dev = rd;
     b->nlist = (uint32_t)count;
@@ -1025,9 +1066,9 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     if (list_form(ep, local, lidx, remote, ridx, count, b)) {
         b->lgpu = b->rgpu = 1;
         b->lmem = local->mems;
-        b->nlmem = 1;
+        b->nlmem = local->nreg;
         b->rkey = remote->rkeys;
-        b->nrkey = 1;
+        b->nrkey = remote->nreg;
         b->busy[0] = &local->busy; /* the tables too stay until the request completes */
         b->busy[1] = &remote->busy;
         integ_add_pairs(is, local, lidx, remote, ridx, count);

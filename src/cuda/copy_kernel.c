@@ -25,6 +25,7 @@ static struct {
     CUfunction fn;  /* gw_batch_copy: descriptors */
     CUfunction pfn; /* gw_page_copy: the paged form */
     CUfunction lfn; /* gw_list_copy: the list form */
+    CUfunction tfn; /* gw_table_copy: the list form over region tables */
     char why[200];
 } g_k[MAX_DEV];
 
@@ -58,6 +59,9 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else if ((r = cu->cuModuleGetFunction(&g_k[dev].lfn, m, "gw_list_copy")) != CUDA_SUCCESS)
             snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_list_copy) failed: %s",
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+        else if ((r = cu->cuModuleGetFunction(&g_k[dev].tfn, m, "gw_table_copy")) != CUDA_SUCCESS)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_table_copy) failed: %s",
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else
             g_k[dev].state = 1;
@@ -168,6 +172,39 @@ gw_status_t gw_cuda_list_copy_launch(int dev, CUstream stream, const uint32_t *s
     CUresult r = cu->cuLaunchKernel(g_k[dev].lfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
     if (r != CUDA_SUCCESS) {
         snprintf(why, whylen, "cuLaunchKernel(gw_list_copy, %u entries) failed: %s", n,
+                 gw_cuda_strerror(r, eb, sizeof(eb)));
+        return GW_ERR_CUDA;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_cuda_table_copy_launch(int dev, CUstream stream, const gw_cuda_table_side_t *src,
+                                      const gw_cuda_table_side_t *dst, uint32_t n, uint64_t clen, uint64_t maxlen,
+                                      char *why, size_t whylen)
+{
+    gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
+    if (st != GW_OK || n == 0 || maxlen == 0)
+        return st;
+    if ((!src->tab && (!src->base || !src->per)) || (!dst->tab && (!dst->base || !dst->per))) {
+        snprintf(why, whylen, "gw_table_copy: a side with neither a table nor region bases and blocks per region");
+        return GW_ERR_INVALID;
+    }
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    /* entries longer than a descriptor's most are cut as pages are */
+    unsigned long long chunk = maxlen < GW_COPY_DESC_MAX_LEN ? maxlen : GW_COPY_DESC_MAX_LEN;
+    unsigned int chunks = (unsigned int)((maxlen + chunk - 1) / chunk);
+    unsigned long long nitems = (unsigned long long)n * chunks, cl = clen;
+    unsigned long long sd = src->delta, dd = dst->delta;
+    unsigned int g, pr, sp = src->per, dp = dst->per;
+    unsigned blocks = item_grid(nitems, chunk, &g, &pr);
+    const uint32_t *si = src->idx, *di = dst->idx;
+    const void *ts = src->tab, *td = dst->tab;
+    const uint64_t *bs = src->base, *bd = dst->base;
+    void *params[16] = {&si, &di, &ts, &td, &bs, &bd, &sp, &dp, &cl, &sd, &dd, &nitems, &chunks, &chunk, &g, &pr};
+    CUresult r = cu->cuLaunchKernel(g_k[dev].tfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, whylen, "cuLaunchKernel(gw_table_copy, %u entries) failed: %s", n,
                  gw_cuda_strerror(r, eb, sizeof(eb)));
         return GW_ERR_CUDA;
     }

@@ -23,6 +23,11 @@
 // GPU memory, or pinned host memory, kept with the lists); entry i copies
 // stab[sidx[i]] to dtab[didx[i]], each side's address plus a constant (the
 // peer's allocation as mapped here).
+// gw_table_copy is the list form over lists of several regions
+// (gw_dlist_local_table / gw_dlist_remote_table, computed): a side is either
+// a table as above or region bases (pinned host memory, the peer's as
+// mapped here) and blocks per region, entry j at base[j / per] +
+// (j % per) * clen; no per-entry work on the host at all.
 struct gw_copy_desc {
     unsigned long long src, dst, len;
 };
@@ -140,6 +145,59 @@ extern "C" __global__ void gw_list_copy(const unsigned int *sidx, const unsigned
         }
         __syncthreads();
         for (unsigned int j = slot; j < per && base + j < n; j += ipb)
+            group_copy((const unsigned char *)ss[j], (unsigned char *)sdst[j], sl[j], lane, g);
+        __syncthreads();
+    }
+}
+
+// The list form over region tables.  Item w (of nitems = entries x chunks)
+// is piece w % chunks (at most `chunk` bytes) of entry e = w / chunks,
+// si = sidx[e], di = didx[e] (a NULL index array reads as e).  A side with a
+// table (stab, dtab) reads entry si there, its address plus the side's
+// delta; a side without one is computed: region r = si / sper of the side's
+// bases, block si % sper, at sbase[r] + block * clen (+ delta).  The length
+// is the source table's, else the destination table's, else clen; a piece
+// past an entry's end copies nothing.  Groups, rounds and `per` as
+// gw_page_copy.
+extern "C" __global__ void gw_table_copy(const unsigned int *sidx, const unsigned int *didx,
+                                         const gw_list_ent *stab, const gw_list_ent *dtab,
+                                         const unsigned long long *sbase, const unsigned long long *dbase,
+                                         unsigned int sper, unsigned int dper, unsigned long long clen,
+                                         unsigned long long sdelta, unsigned long long ddelta,
+                                         unsigned long long nitems, unsigned int chunks, unsigned long long chunk,
+                                         unsigned int g, unsigned int per)
+{
+    __shared__ unsigned long long ss[64], sdst[64], sl[64];
+    unsigned int ipb = blockDim.x / g, slot = threadIdx.x / g, lane = threadIdx.x % g;
+    for (unsigned long long base = (unsigned long long)blockIdx.x * per; base < nitems;
+         base += (unsigned long long)gridDim.x * per) {
+        unsigned long long w = base + threadIdx.x;
+        if (threadIdx.x < per && w < nitems) {
+            unsigned long long e = chunks == 1 ? w : w / chunks, off = (w - e * chunks) * chunk;
+            unsigned long long si = sidx ? sidx[e] : e, di = didx ? didx[e] : e, len = clen, s, d;
+            if (stab) {
+                gw_list_ent se = stab[si];
+                s = se.addr;
+                len = se.len;
+            } else {
+                unsigned long long r = si / sper;
+                s = sbase[r] + (si - r * sper) * clen;
+            }
+            if (dtab) {
+                gw_list_ent de = dtab[di];
+                d = de.addr;
+                len = stab ? len : de.len;
+            } else {
+                unsigned long long r = di / dper;
+                d = dbase[r] + (di - r * dper) * clen;
+            }
+            unsigned long long rest = len > off ? len - off : 0;
+            ss[threadIdx.x] = s + sdelta + off;
+            sdst[threadIdx.x] = d + ddelta + off;
+            sl[threadIdx.x] = rest < chunk ? rest : chunk;
+        }
+        __syncthreads();
+        for (unsigned int j = slot; j < per && base + j < nitems; j += ipb)
             group_copy((const unsigned char *)ss[j], (unsigned char *)sdst[j], sl[j], lane, g);
         __syncthreads();
     }

@@ -285,5 +285,24 @@ gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *s
 gw_status_t gw_cuda_list_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
                                      const void *stab, const void *dtab, uint32_t n, uint64_t sdelta,
                                      uint64_t ddelta, uint64_t maxlen, char *why, size_t whylen);
+/* One side of the list form over region tables (gw_table_copy): entry j
+ * is tab[j] (+ delta) where tab is given, else block j % per of region
+ * j / per, at base[j / per] + (j % per) * clen (+ delta); idx the index
+ * array (NULL: j).  Index arrays, tables and bases in pinned host memory
+ * (or the launching GPU's) kept until the launch completes. */
+typedef struct gw_cuda_table_side {
+    const uint32_t *idx;
+    const void *tab;      /* {u64 addr, u64 len} per entry, or NULL */
+    const uint64_t *base; /* per region, when tab is NULL */
+    uint32_t per;         /* blocks per region, when tab is NULL */
+    uint64_t delta;
+} gw_cuda_table_side_t;
+/* One launch copies n entries from src's to dst's (lengths: src's table,
+ * else dst's, else clen; maxlen the longest, cut into pieces of at most
+ * GW_COPY_DESC_MAX_LEN).  The caller has checked indices, lengths and
+ * bounds. */
+gw_status_t gw_cuda_table_copy_launch(int dev, CUstream stream, const gw_cuda_table_side_t *src,
+                                      const gw_cuda_table_side_t *dst, uint32_t n, uint64_t clen, uint64_t maxlen,
+                                      char *why, size_t whylen);
 
 #endif

@@ -311,7 +311,7 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 }
 
 /* The batched copy kernels (src/cuda/copy_kernel.cu): a module whose image
- * names gw_batch_copy (and gw_page_copy, gw_list_copy) loads (unless FAKECUDA_NO_MODULE is
+ * names gw_batch_copy (and gw_page_copy, gw_list_copy, gw_table_copy) loads (unless FAKECUDA_NO_MODULE is
  * set); a launch does the copies at once, reading the descriptors, or the
  * page index arrays, where the GPU would (host or fake device memory).
  * FAKECUDA_LAUNCHES, when set, names a file that gets one line per launch
@@ -319,6 +319,7 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 #define FN_BATCH ((void *)(uintptr_t)0x46554e)
 #define FN_PAGE ((void *)(uintptr_t)0x504147)
 #define FN_LIST ((void *)(uintptr_t)0x4c4953)
+#define FN_TABLE ((void *)(uintptr_t)0x544142)
 /* The CRC32C kernel (src/cuda/crc_kernel.cu), a module of its own: a launch
  * takes the CRC32C of each (address, length) descriptor where the GPU would
  * read it, with a table of this file (not the library's), and writes the
@@ -386,6 +387,8 @@ static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
         *f = FN_PAGE;
     else if (!strcmp(name, "gw_list_copy"))
         *f = FN_LIST;
+    else if (!strcmp(name, "gw_table_copy"))
+        *f = FN_TABLE;
     else
         return EINVAL_;
     return OK;
@@ -462,11 +465,80 @@ static CUresult list_copy(void **params, unsigned bx, int nocopy, unsigned *nent
     return OK;
 }
 
+/* gw_table_copy's semantics: item w (of nitems = entries x chunks) copies
+ * piece w % chunks (at most `chunk` bytes) of entry e = w / chunks, si =
+ * sidx[e], di = didx[e] (NULL arrays read as e).  A side with a table reads
+ * {u64 addr, u64 len} entry si (di) there, plus its delta; a side without
+ * one is computed: its bases array (u64, where the GPU would read it) holds
+ * region r = si / sper, the entry at base[r] + (si % sper) * clen, plus its
+ * delta.  The length: the source table's, else the destination table's,
+ * else clen.  Refused (as the host's bug): a computed side with no bases or
+ * no blocks per region, tables whose lengths differ, an entry longer than
+ * its chunks cover, geometry as page_copy's. */
+static CUresult table_copy(void **params, unsigned bx, int nocopy, unsigned *nents)
+{
+    uintptr_t sidx = *(const uintptr_t *)params[0], didx = *(const uintptr_t *)params[1];
+    uintptr_t stab = *(const uintptr_t *)params[2], dtab = *(const uintptr_t *)params[3];
+    uintptr_t sbase = *(const uintptr_t *)params[4], dbase = *(const uintptr_t *)params[5];
+    unsigned sper = *(const unsigned *)params[6], dper = *(const unsigned *)params[7];
+    unsigned long long clen = *(const unsigned long long *)params[8];
+    unsigned long long sdelta = *(const unsigned long long *)params[9], ddelta = *(const unsigned long long *)params[10];
+    unsigned long long nitems = *(const unsigned long long *)params[11];
+    unsigned chunks = *(const unsigned *)params[12];
+    unsigned long long chunk = *(const unsigned long long *)params[13];
+    unsigned g = *(const unsigned *)params[14], per = *(const unsigned *)params[15];
+    if (!nitems || !chunks || !chunk || nitems % chunks || (!stab && (!sbase || !sper)) ||
+        (!dtab && (!dbase || !dper)) || g < 32 || g > bx || (g & (g - 1)) || bx % g || per < bx / g || per > 64 ||
+        per % (bx / g))
+        return EINVAL_;
+    unsigned long long n = nitems / chunks;
+    const uint32_t *si = sidx ? (const uint32_t *)hv(sidx, (size_t)n * 4) : NULL;
+    const uint32_t *di = didx ? (const uint32_t *)hv(didx, (size_t)n * 4) : NULL;
+    if ((sidx && !si) || (didx && !di))
+        return EINVAL_;
+    *nents = (unsigned)n;
+    for (unsigned long long e = 0; e < n && !nocopy; e++) { /* (nocopy: not even the fake's address lookups) */
+        unsigned long long a = si ? si[e] : e, b = di ? di[e] : e, s, d, len = clen;
+        if (stab) {
+            const uint64_t *se = (const uint64_t *)hv(stab + (uintptr_t)a * 16, 16);
+            if (!se)
+                return EINVAL_;
+            s = se[0];
+            len = se[1];
+        } else {
+            const uint64_t *rb = (const uint64_t *)hv(sbase + (uintptr_t)(a / sper) * 8, 8);
+            if (!rb)
+                return EINVAL_;
+            s = *rb + (a % sper) * clen;
+        }
+        if (dtab) {
+            const uint64_t *de = (const uint64_t *)hv(dtab + (uintptr_t)b * 16, 16);
+            if (!de || (stab && de[1] != len))
+                return EINVAL_;
+            d = de[0];
+            len = de[1];
+        } else {
+            const uint64_t *rb = (const uint64_t *)hv(dbase + (uintptr_t)(b / dper) * 8, 8);
+            if (!rb)
+                return EINVAL_;
+            d = *rb + (b % dper) * clen;
+        }
+        if (len > chunks * chunk)
+            return EINVAL_;
+        if (!len)
+            continue;
+        CUresult r = copy((uintptr_t)(d + ddelta), (uintptr_t)(s + sdelta), (size_t)len);
+        if (r != OK)
+            return r;
+    }
+    return OK;
+}
+
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned sh, void *st, void **params, void **extra)
 {
     (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
-    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_CRC) || !params)
+    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_TABLE && f != FN_CRC) || !params)
         return EINVAL_;
     /* FAKECUDA_KERNEL_NOCOPY: the launch moves nothing, for profiling the
      * host side of a batch without the fake's memcpy in the samples */
@@ -478,8 +550,10 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
         CUresult r = crc_entries(params, &n);
         if (r != OK)
             return r;
-    } else if (f == FN_PAGE || f == FN_LIST) {
-        CUresult r = f == FN_PAGE ? page_copy(params, bx, nocopy, &n) : list_copy(params, bx, nocopy, &n);
+    } else if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE) {
+        CUresult r = f == FN_PAGE   ? page_copy(params, bx, nocopy, &n)
+                     : f == FN_LIST ? list_copy(params, bx, nocopy, &n)
+                                    : table_copy(params, bx, nocopy, &n);
         if (r != OK)
             return r;
     } else {
@@ -497,7 +571,7 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
-        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : "gw_batch_copy", n);
+        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : f == FN_TABLE ? "gw_table_copy" : "gw_batch_copy", n);
         fclose(lf);
     }
     __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);

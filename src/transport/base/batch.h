@@ -36,6 +36,16 @@
  * equal lengths) and [rlo, rhi) is the span of the whole remote list.  The
  * index arrays are the caller's, valid only during `submit`, as for pages;
  * gw_batch_expand() turns the batch into entries.
+ *
+ * A transport that also says GW_TL_BATCH_CLISTS gets list batches whose
+ * lists span several GPU regions or keys unexpanded too, where each side is
+ * either one region's table as above or a computed list (gw_dlist_table_t
+ * with no columns: uniform blocks, per_region to a region): such a side has
+ * no table (ltab or rtab NULL) but its regions' base addresses (lcbase, one
+ * per lmem[], or rcbase, one per rkey[]) and its blocks per region; its entry
+ * j is block j % per of region j / per, at base + block * clen.  lmem[] and
+ * rkey[] are then the lists' regions and keys (nlmem, nrkey of them), and
+ * [rlo, rhi) spans every key's entries, not one key's.
  */
 #ifndef GW_TRANSPORT_BATCH_H
 #define GW_TRANSPORT_BATCH_H
@@ -93,7 +103,30 @@ typedef struct gw_batch {
     uint64_t ltab_dev, rtab_dev; /* copies of the tables in the memory of the local region's GPU
                                   * (CUdeviceptr; 0: none, a kernel reads ltab/rtab) */
     uint64_t lmaxlen;         /* the longest entry of the two lists */
+    /* computed sides of the list form (GW_TL_BATCH_CLISTS): ltab/rtab NULL,
+     * entry j of the side at cbase[j / cper] + (j % cper) * clen */
+    const uint64_t *lcbase, *rcbase;
+    uint32_t lcper, rcper;
+    uint32_t rcn;             /* entries of the computed remote list (its last region may hold fewer blocks) */
+    uint64_t clen;
 } gw_batch_t;
+
+/* Entry j of one side of an unexpanded list batch: its address, length and
+ * region (key) index. */
+static inline void gw_batch_list_at(const gw_batch_lent_t *tab, const uint64_t *cbase, uint32_t cper, uint64_t clen,
+                                    uint32_t j, uint64_t *addr, uint64_t *len, uint32_t *reg)
+{
+    if (tab) {
+        *addr = tab[j].addr;
+        *len = tab[j].len;
+        *reg = 0;
+        return;
+    }
+    uint32_t r = j / cper;
+    *addr = cbase[r] + (uint64_t)(j - r * cper) * clen;
+    *len = clen;
+    *reg = r;
+}
 
 /* Appends an entry, merging it into the previous one when it continues it on
  * both sides; a zero-length entry is dropped.  ent[] has room. */
@@ -132,14 +165,18 @@ static inline void gw_batch_expand(gw_batch_t *b)
         gw_batch_add(b, b->plbase + (uint64_t)(b->lpage ? b->lpage[i] : i) * ps,
                      b->prbase + (uint64_t)(b->rpage ? b->rpage[i] : i) * ps, ps, 0, 0);
     for (uint32_t i = 0; i < b->nlist; i++) {
-        const gw_batch_lent_t *le = &b->ltab[b->lidx ? b->lidx[i] : i], *re = &b->rtab[b->ridx ? b->ridx[i] : i];
-        gw_batch_add(b, le->addr, re->addr, le->len, 0, 0);
+        uint64_t la, ra, ll, rl;
+        uint32_t lr, rr;
+        gw_batch_list_at(b->ltab, b->lcbase, b->lcper, b->clen, b->lidx ? b->lidx[i] : i, &la, &ll, &lr);
+        gw_batch_list_at(b->rtab, b->rcbase, b->rcper, b->clen, b->ridx ? b->ridx[i] : i, &ra, &rl, &rr);
+        gw_batch_add(b, la, ra, ll, lr, rr);
     }
     b->total = total;
     b->rlo = rlo;
     b->rhi = rhi;
     b->npages = 0;
     b->nlist = 0;
+    b->lcbase = b->rcbase = NULL;
 }
 
 /* CUDA ordinal of entry e's local region, -1 for host memory. */

@@ -137,6 +137,7 @@ enum {
     GW_TL_BATCH_COUNTED = 1u << 2,  /* ... with a counted notification (GW_NOTIFY_COUNTED) */
     GW_TL_BATCH_PAGES = 1u << 3,    /* ... paged batches of GPU memory on both sides unexpanded (batch.h) */
     GW_TL_BATCH_LISTS = 1u << 4,    /* ... list batches of one GPU region and key unexpanded (batch.h) */
+    GW_TL_BATCH_CLISTS = 1u << 5,   /* ... and those over computed lists of several GPU regions or keys (batch.h) */
 };
 typedef struct gw_tl_caps {
     size_t eager_max;   /* largest message sent in one piece, without a rendezvous */

@@ -74,8 +74,31 @@ typedef struct intrab_op {
     int shm;                       /* host entries by memcpy: every key's region is mapped here (shm_delta) */
     int nobridge;                  /* CMA gets: read no holes (one was not readable) */
     intptr_t *shm_delta;           /* per key: local address - peer address of its mapping */
+    int tabl;                      /* a list batch over region tables, all GPU: the table kernel */
+    int split;                     /* ... but some key's entries cross allocations of its region */
+    uint64_t *kdelta;              /* per key (tabl): its allocation as mapped here - its peer address */
+    uint64_t *kbase;               /* pinned (tabl): the local regions' bases, then the keys' as mapped here */
+    uint64_t *klo, *khi, *kmap;    /* per key: the last allocation resolved, [lo, hi) -> mapped base */
     rdesc_t rd[];                  /* per key of the batch: the peer slot entered */
 } intrab_op_t;
+
+/* 1 when b is a list batch over several regions or keys, unexpanded (batch.h). */
+static inline int tabl_form(const gw_batch_t *b)
+{
+    return b->nlist && (b->nrkey != 1 || b->nlmem != 1);
+}
+
+/* Marks the keys the batch's entries use (an unexpanded batch: all). */
+static void intrab_used(const gw_batch_t *b, intrab_op_t *op)
+{
+    if (b->nrkey == 1) {
+        op->used[0] = b->n > 0 || gw_batch_unexpanded(b);
+        return;
+    }
+    memset(op->used, gw_batch_unexpanded(b) ? 1 : 0, b->nrkey);
+    for (uint32_t i = 0; i < b->n; i++)
+        op->used[b->ent[i].rreg] = 1;
+}
 
 static void intrab_leave(intrab_op_t *op)
 {
@@ -148,6 +171,21 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
 {
     gw_core_t *c = e->super.iface->core;
     unsigned need = b->get ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
+    op->tabl = 0;
+    if (tabl_form(b)) {
+        /* every key of the lists is entered (the kernel may map any): where
+         * one is not reachable or was deregistered, entries instead, so that
+         * only a key a selected entry names can fail the batch */
+        int ok = 1;
+        for (uint32_t k = 0; k < b->nrkey && ok; k++) {
+            const gw_intra_rkey_t *ik = gw_intra_rkey_of(&b->rkey[k]);
+            ok = ik->present && atomic_load(&e->peer_table[ik->slot].id) == ik->id;
+        }
+        if (!ok) {
+            gw_batch_expand((gw_batch_t *)b);
+            intrab_used(b, op);
+        }
+    }
     for (uint32_t k = 0; k < b->nrkey; k++) {
         const gw_rkey_t *rk = &b->rkey[k];
         if (!op->used[k]) /* a list's key none of the selected entries names */
@@ -183,6 +221,32 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
     op->nhost = op->npeer = op->nstage = op->nhgpu = 0;
     op->host_bytes = 0;
     op->nkdesc = 0;
+    if (tabl_form(b)) {
+        /* lists over several regions: the keys' spans checked once each
+         * (a computed list's key r holds blocks r * rcper ..), every entry
+         * GPU to GPU; else by entry, which the pass below checks */
+        int ok = op->ldev[0] >= 0;
+        for (uint32_t k = 1; k < b->nlmem && ok; k++)
+            ok = op->ldev[k] == op->ldev[0];
+        for (uint32_t k = 0; k < b->nrkey && ok; k++) {
+            const rdesc_t *r = &op->rd[k];
+            uint64_t lo = b->rlo, len = b->rhi - b->rlo;
+            if (b->rcbase) {
+                uint64_t first = (uint64_t)k * b->rcper;
+                uint64_t nb = first >= b->rcn ? 0 : GW_MIN((uint64_t)b->rcper, b->rcn - first);
+                lo = b->rcbase[k];
+                len = nb * b->clen;
+            }
+            ok = r->gpu && (!len || gw_range_inside(r->s->addr, r->s->len, lo, len));
+        }
+        if (ok) {
+            op->tabl = 1;
+            count_kind(op, 1, op->ldev[0], b->nlist, b->total,
+                       (size_t)b->nlist + (size_t)(b->total / GW_COPY_DESC_MAX_LEN));
+            return GW_OK;
+        }
+        gw_batch_expand((gw_batch_t *)b); /* host memory somewhere, or an entry outside: named below */
+    }
     if (b->nrkey == 1 && b->nlmem == 1 && (b->n || gw_batch_unexpanded(b))) {
         /* one region each side (the paged form, most lists): the span of
          * the entries is checked once, and every entry is of one kind */
@@ -532,6 +596,77 @@ static gw_status_t intrab_import(intra_ep_t *e, const gw_batch_t *b, const intra
     return GW_OK;
 }
 
+/* A list batch over region tables (op->tabl): each key's allocation under
+ * its entries imported, and what its peer addresses add to be mapped here
+ * (op->kdelta); where a key's entries cross allocations of its region
+ * (op->split: the batch goes by entries), all of them imported.
+ * GW_INPROGRESS: a VMM fd was requested. */
+static gw_status_t intrab_import_keys(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev)
+{
+    for (uint32_t k = 0; k < b->nrkey; k++) {
+        const rdesc_t *r = &op->rd[k];
+        const gw_intra_slot_t *s = r->s;
+        uint64_t lo = b->rlo, hi = b->rhi;
+        if (b->rcbase) {
+            uint64_t first = (uint64_t)k * b->rcper;
+            uint64_t nb = first >= b->rcn ? 0 : GW_MIN((uint64_t)b->rcper, b->rcn - first);
+            lo = b->rcbase[k];
+            hi = lo + nb * b->clen;
+        }
+        op->kdelta[k] = 0;
+        if (hi <= lo)
+            continue; /* no block of the list in this key */
+        uint32_t sg = seg_index(s, lo);
+        CUdeviceptr base = 0;
+        gw_status_t st;
+        if (sg < s->nseg && hi <= s->seg[sg].base + s->seg[sg].size) {
+            st = intra_import_seg(e, r->slot, s, r->id, sg, dev, &base);
+            if (st != GW_OK)
+                return st;
+            op->kdelta[k] = (uint64_t)base - s->seg[sg].base;
+            continue;
+        }
+        op->split = 1;
+        for (sg = 0; sg < s->nseg; sg++)
+            if ((st = intra_import_seg(e, r->slot, s, r->id, sg, dev, &base)) != GW_OK)
+                return st;
+    }
+    return GW_OK;
+}
+
+/* A list batch over region tables by the table kernel, one launch: the
+ * local regions' bases and the keys' (as mapped here) into the pinned room
+ * made for them (intrab_batch), a one-region side's table as the list
+ * kernel reads it. */
+static gw_status_t intrab_tables(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev,
+                                 CUstream stream)
+{
+    gw_cuda_table_side_t ls = {.idx = b->lidx}, rs = {.idx = b->ridx};
+    uint64_t *lb = op->kbase, *rb = op->kbase + b->nlmem;
+    if (b->lcbase) {
+        memcpy(lb, b->lcbase, b->nlmem * sizeof(*lb));
+        ls.base = lb;
+        ls.per = b->lcper;
+    } else {
+        ls.tab = b->ltab_dev ? (const void *)(uintptr_t)b->ltab_dev : (const void *)b->ltab;
+    }
+    if (b->rcbase) {
+        for (uint32_t k = 0; k < b->nrkey; k++)
+            rb[k] = b->rcbase[k] + op->kdelta[k];
+        rs.base = rb;
+        rs.per = b->rcper;
+    } else {
+        rs.tab = b->rtab_dev ? (const void *)(uintptr_t)b->rtab_dev : (const void *)b->rtab;
+        rs.delta = op->kdelta[0];
+    }
+    char why[200];
+    gw_status_t st = b->get ? gw_cuda_table_copy_launch(dev, stream, &rs, &ls, b->nlist, b->clen, b->lmaxlen, why,
+                                                        sizeof(why))
+                            : gw_cuda_table_copy_launch(dev, stream, &ls, &rs, b->nlist, b->clen, b->lmaxlen, why,
+                                                        sizeof(why));
+    return st == GW_OK ? GW_OK : gw_err(e->super.iface->core, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
+}
+
 /* Entries touching GPU memory: local GPU <-> peer GPU by the copy kernel
  * where it loads (else one copy-engine copy each), local host <-> peer GPU
  * by copy-engine copies, local GPU <-> peer host through the bounce buffer;
@@ -648,9 +783,13 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
          * 0.82-0.83x as entries (few entries: little host work;
          * measured on an H100) */
         uint64_t most = b->npages ? b->psize : b->lmaxlen;
-        gw_status_t st = !kernel || most >= GW_COPY_DESC_MAX_LEN ? GW_ERR_UNSUPPORTED
-                         : b->npages                             ? intrab_pages(e, b, op, dev, stream)
-                                                                 : intrab_lists(e, b, op, dev, stream);
+        /* (over region tables any length: the kernel cuts entries itself,
+         * and entries would cost the host a descriptor per piece) */
+        gw_status_t st = !kernel || (op->tabl && (op->split || !op->kbase)) ? GW_ERR_UNSUPPORTED
+                         : op->tabl                                         ? intrab_tables(e, b, op, dev, stream)
+                         : most >= GW_COPY_DESC_MAX_LEN                     ? GW_ERR_UNSUPPORTED
+                         : b->npages                                        ? intrab_pages(e, b, op, dev, stream)
+                                                                            : intrab_lists(e, b, op, dev, stream);
         if (st == GW_OK) {
             snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
             e->n_kernel++;
@@ -667,34 +806,37 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         if (pst != GW_OK)
             return pst;
         size_t k = 0, launched = 0;
-        uint32_t creg = UINT32_MAX; /* the last segment resolved: (key, segment) -> imported base */
-        uint64_t clo = 0, chi = 0;
-        CUdeviceptr cbase = 0;
+        /* per key, the last allocation resolved (klo, khi -> kmap): entries
+         * hopping between keys look each up once, not per entry (a lookup
+         * walks the imports: with 160 keys that was most of the host's work) */
+        memset(op->khi, 0, b->nrkey * sizeof(*op->khi));
         for (uint32_t i = 0; i < b->n; i++) {
             const gw_batch_ent_t *en = &b->ent[i];
             const rdesc_t *r = &op->rd[en->rreg];
             if (!r->gpu || ent_ldev(op, en) < 0)
                 continue;
             uint64_t ra = en->raddr, left = en->len, la = en->laddr;
+            uint32_t kk = en->rreg;
             while (left) {
-                if (!(en->rreg == creg && ra >= clo && ra < chi)) {
+                if (!(ra >= op->klo[kk] && ra < op->khi[kk])) {
                     const gw_intra_slot_t *s = r->s;
                     uint32_t sg = seg_index(s, ra);
-                    gw_status_t st = sg < s->nseg ? intra_import_seg(e, r->slot, s, r->id, sg, dev, &cbase)
+                    CUdeviceptr mb = 0;
+                    gw_status_t st = sg < s->nseg ? intra_import_seg(e, r->slot, s, r->id, sg, dev, &mb)
                                                   : GW_ERR_OUT_OF_BOUNDS;
                     if (st != GW_OK) {
-                        creg = UINT32_MAX;
                         if (launched)
                             *queued = 1; /* the launched chunks still run: the caller waits for them */
                         return st == GW_INPROGRESS ? gw_err(c, GW_ERR_UNSUPPORTED, "intra: region mixes allocation kinds")
                                                    : st;
                     }
-                    creg = en->rreg;
-                    clo = s->seg[sg].base;
-                    chi = clo + s->seg[sg].size;
+                    op->klo[kk] = s->seg[sg].base;
+                    op->khi[kk] = op->klo[kk] + s->seg[sg].size;
+                    op->kmap[kk] = (uint64_t)mb;
                 }
+                uint64_t clo = op->klo[kk], chi = op->khi[kk];
                 uint64_t n = GW_MIN(GW_MIN(left, chi - ra), GW_COPY_DESC_MAX_LEN);
-                uint64_t rp = cbase + (ra - clo);
+                uint64_t rp = op->kmap[kk] + (ra - clo);
                 d[k++] = (gw_copy_desc_t){b->get ? rp : la, b->get ? la : rp, n};
                 ra += n;
                 la += n;
@@ -813,7 +955,9 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
             return;
         }
         st = intra_ep_stream(e, dev, &stream);
-        if (st == GW_OK && !intrab_imported(e, b, op, dev))
+        if (st == GW_OK && op->tabl)
+            st = intrab_import_keys(e, b, op, dev);
+        else if (st == GW_OK && !intrab_imported(e, b, op, dev))
             st = intrab_import(e, b, op, dev);
         if (st == GW_INPROGRESS) { /* a VMM fd is on its way: nothing moved yet */
             intrab_leave(op);
@@ -889,21 +1033,22 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     const gw_batch_t *b = req->batch;
     size_t nk = b->nrkey ? b->nrkey : 1, nl = b->nlmem ? b->nlmem : 1;
     intrab_op_t *op = gw_op_state_get(e->super.iface->core,
-                                      sizeof(*op) + nk * (sizeof(rdesc_t) + sizeof(intptr_t)) + nl * sizeof(int32_t) + nk);
+                                      sizeof(*op) + nk * (sizeof(rdesc_t) + sizeof(intptr_t) + 4 * sizeof(uint64_t)) +
+                                          nl * sizeof(int32_t) + nk);
     if (!op)
         return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a batch");
     op->nslot = b->nrkey;
     op->ifc = e->ifc;
     op->shm_delta = (intptr_t *)&op->rd[nk];
-    op->ldev = (int32_t *)&op->shm_delta[nk];
+    op->kdelta = (uint64_t *)&op->shm_delta[nk];
+    op->klo = op->kdelta + nk;
+    op->khi = op->klo + nk;
+    op->kmap = op->khi + nk;
+    op->ldev = (int32_t *)&op->kmap[nk];
     for (uint32_t k = 0; k < b->nlmem; k++)
         op->ldev[k] = b->lmem[k] && b->lmem[k]->type == GW_MEM_CUDA ? b->lmem[k]->cuda_device : -1;
     op->used = (uint8_t *)&op->ldev[nl];
-    if (b->nrkey == 1)
-        op->used[0] = b->n > 0 || gw_batch_unexpanded(b);
-    else
-        for (uint32_t i = 0; i < b->n; i++)
-            op->used[b->ent[i].rreg] = 1;
+    intrab_used(b, op);
     op->fini = req->fini;
     req->fini = intrab_fini;
     intra_rq(req)->batch = op;
@@ -912,12 +1057,18 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
         const uint32_t **la = b->npages ? &pb->lpage : &pb->lidx, **ra = b->npages ? &pb->rpage : &pb->ridx;
         uint32_t n = b->npages ? b->npages : b->nlist;
         size_t arrays = (*la != NULL) + (*ra != NULL);
+        /* over region tables: room for the regions' bases first (the kernel reads them there) */
+        size_t nbase = tabl_form(b) ? (size_t)b->nlmem + b->nrkey : 0;
         uint32_t *ix = NULL;
-        if (!arrays) {
+        if (!arrays && !nbase) {
             /* both NULL: nothing to copy */
-        } else if (!e->ifc->cu || intrab_pinned(e, op, arrays * n * sizeof(uint32_t), (void **)&ix) != GW_OK) {
+        } else if (!e->ifc->cu ||
+                   intrab_pinned(e, op, nbase * sizeof(uint64_t) + arrays * n * sizeof(uint32_t), (void **)&ix) != GW_OK) {
             gw_batch_expand(pb); /* (no CUDA, no pinned memory: by entry, which fails or copes later) */
+            intrab_used(pb, op);
         } else {
+            op->kbase = nbase ? (uint64_t *)ix : NULL;
+            ix = (uint32_t *)((uint64_t *)ix + nbase);
             if (*la) {
                 memcpy(ix, *la, n * sizeof(uint32_t));
                 *la = ix;
