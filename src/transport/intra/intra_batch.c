@@ -145,7 +145,7 @@ static void intrab_fini(gw_request_t *r)
     if (op) {
         intrab_leave(op);
         intrab_unpin(op); /* the launch is complete */
-        free(op);
+        gw_op_state_put(r->core, op);
     }
     if (next)
         next(r);
@@ -1096,8 +1096,9 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     intra_ep_t *e = to_ep(tep);
     const gw_batch_t *b = req->batch;
     size_t nk = b->nrkey ? b->nrkey : 1, nl = b->nlmem ? b->nlmem : 1;
-    intrab_op_t *op = calloc(1, sizeof(*op) + nk * (sizeof(rdesc_t) + sizeof(intptr_t) + 4 * sizeof(uint64_t)) +
-                                    nl * sizeof(int32_t) + nk);
+    intrab_op_t *op = gw_op_state_get(e->super.iface->core,
+                                      sizeof(*op) + nk * (sizeof(rdesc_t) + sizeof(intptr_t) + 4 * sizeof(uint64_t)) +
+                                          nl * sizeof(int32_t) + nk);
     if (!op)
         return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a batch");
     op->nslot = b->nrkey;

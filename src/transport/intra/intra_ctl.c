@@ -331,6 +331,11 @@ static int handle_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *pay
         break;
     }
     case GW_INTRA_M_PONG: break; /* its arrival refreshed last_rx_ns */
+    case GW_INTRA_M_AM:
+        st = h->a >= GW_AM_IDS ? gw_err(e->super.iface->core, GW_ERR_PROTOCOL,
+                                        "intra: active message for handler %" PRIu64 " (ids below %d)", h->a, GW_AM_IDS)
+                               : gw_ep_am_deliver(e->super.base, (unsigned)h->a, payload, h->len);
+        break;
     case GW_INTRA_M_RING: {
         int fd = take_rxfd(e);
         st = fd < 0 ? gw_err(e->super.iface->core, GW_ERR_PROTOCOL, "intra: the peer's ring arrived without its fd")

@@ -370,6 +370,18 @@ void intra_ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st)
     intra_out_msg(e, &h, NULL);
 }
 
+/* An active message: one control message, its payload copied into the
+ * socket's output queue. */
+gw_status_t intra_am_send(gw_tl_ep_t *tep, unsigned id, const void *data, size_t len)
+{
+    intra_ep_t *e = to_ep(tep);
+    gw_status_t st = gw_ep_am_check(tep->base, "intra", id, len);
+    if (st != GW_OK)
+        return st;
+    gw_intra_hdr_t h = {.type = GW_INTRA_M_AM, .len = (uint32_t)len, .a = id};
+    return intra_out_msg(e, &h, data);
+}
+
 gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);

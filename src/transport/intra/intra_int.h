@@ -227,6 +227,7 @@ gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t intra_cancel(gw_tl_ep_t *tep, gw_request_t *req);
 void intra_ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st);
 gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req);
+gw_status_t intra_am_send(gw_tl_ep_t *tep, unsigned id, const void *data, size_t len);
 void intra_recv_pull(intra_ep_t *e, gw_request_t *req, uint64_t tag, uint64_t len, uint64_t addr, uint64_t op,
     uint64_t slot1);
 gw_status_t intra_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp_t *u);

@@ -276,7 +276,7 @@ static gw_status_t ring_cma(intra_ep_t *e, const gw_batch_t *b, uint32_t first, 
     gw_core_t *c = e->super.iface->core;
     if (!n)
         return GW_OK;
-    struct iovec *v = malloc(2 * (size_t)n * sizeof(*v) + (size_t)n * sizeof(gw_intra_slot_t *));
+    struct iovec *v = gw_op_state_get(c, 2 * (size_t)n * sizeof(*v) + (size_t)n * sizeof(gw_intra_slot_t *));
     if (!v)
         return gw_err(c, GW_ERR_NOMEM, "intra: out of memory for %" PRIu32 " iovecs of a batch", n);
     gw_intra_slot_t **in = (gw_intra_slot_t **)(void *)(v + 2 * (size_t)n);
@@ -311,7 +311,7 @@ static gw_status_t ring_cma(intra_ep_t *e, const gw_batch_t *b, uint32_t first, 
     }
     for (uint32_t k = 0; k < nin; k++)
         atomic_fetch_sub(&in[k]->inflight, 1);
-    free(v);
+    gw_op_state_put(c, v);
     if (st != GW_OK || !err)
         return st;
     return gw_err(c, err == ESRCH ? GW_ERR_CONN_RESET : GW_ERR_SYSTEM,

@@ -10,31 +10,20 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 static int conn_flush_(conn_t *c);
 
+/* Transmit items come from the core's per-operation pool (core.h
+ * gw_op_state_get), zeroed. */
 tx_item_t *tcp_tx_alloc(tcp_ep_t *ep)
 {
-    tx_item_t *t = ep->txfree;
-    if (t)
-        ep->txfree = t->next;
-    else if (!(t = malloc(sizeof(*t))))
+    tx_item_t *t = gw_op_state_get(CORE(ep), sizeof(*t));
+    if (!t)
         return NULL;
-    t->next = NULL;
-    t->payload = NULL;
-    t->paylen = 0;
-    t->iov = NULL;
-    t->niov = 0;
-    t->off = 0;
-    t->req = NULL;
-    t->region_id = 0;
-    t->owned = NULL;
     t->gpu_dev = -1;
-    t->staged = t->sl_used = 0;
-    t->sl_head = t->sl_n = 0;
-    t->gb = NULL;
     t->gev = -1;
     return t;
 }
@@ -42,14 +31,13 @@ tx_item_t *tcp_tx_alloc(tcp_ep_t *ep)
 void tcp_tx_release(tcp_ep_t *ep, tx_item_t *t)
 {
     tcp_tx_drop_slots(ep, t);
-    free(t->owned);
+    gw_op_state_put(CORE(ep), t->owned); /* (a block of the per-operation pool) */
     t->owned = NULL;
     if (t->gb) {
         tcp_gbuf_put(ep->tif, t->gb);
         t->gb = NULL;
     }
-    t->next = ep->txfree;
-    ep->txfree = t;
+    gw_op_state_put(CORE(ep), t);
 }
 
 /* The kernel took n bytes of ours on stream c.  Small frames prove
@@ -477,6 +465,33 @@ gw_status_t tcp_send(gw_tl_ep_t *tep, gw_request_t *req)
     if (gw_op_table_alloc(&ep->optab, req, &id) != 0)
         return gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory for a send slot");
     tcp_send_ctl(ep, &ep->conns[0], GW_TCP_RTS, 0, id, 0, 0, req->len, req->value);
+    return GW_OK;
+}
+
+/* An active message: one frame on stream 0, its payload copied into a
+ * block of the per-operation pool that goes with the frame. */
+gw_status_t tcp_am_send(gw_tl_ep_t *tep, unsigned id, const void *data, size_t len)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    gw_status_t st = gw_ep_am_check(B(ep), "tcp", id, len);
+    if (st != GW_OK)
+        return st;
+    void *copy = gw_op_state_get(CORE(ep), len ? len : 1);
+    if (!copy)
+        return gw_err(CORE(ep), GW_ERR_NOMEM, "tcp: out of memory for an active message to %s", B(ep)->peer);
+    memcpy(copy, data, len);
+    gw_tcp_hdr_t h = {.type = GW_TCP_AM, .len = len, .val = id};
+    conn_t *c = &ep->conns[0];
+    tx_item_t *t = tcp_tx_frame(c, &h, copy, len);
+    if (!t) {
+        gw_op_state_put(CORE(ep), copy);
+        return gw_ep_failed(B(ep)) ? B(ep)->error
+                                   : gw_err(CORE(ep), GW_ERR_CONN_RESET, "tcp: stream 0 to %s is closed", B(ep)->peer);
+    }
+    t->owned = copy;
+    tcp_tx_push(c, t);
+    if (conn_kick(c, len, -1) < 0)
+        return B(ep)->error;
     return GW_OK;
 }
 
