@@ -698,25 +698,29 @@ GW_API void gw_request_free(gw_request_t *req);
 /* Cancels any request: put, get, put_notify, send, recv, flush, batch or
  * paged transfer.  What of it has not reached the wire is withdrawn (a
  * receive no message matched, a waiting flush, a put's or get's pieces
- * still queued in the transport, the entries of a batch not yet handed
- * over); what is on the wire is let finish, never cut mid-message.
+ * still queued in the transport, a batch's runs, ring slots or entries
+ * not yet moved, a send whose message - a rendezvous send's announcement
+ * included - the peer has not been sent yet); what is on the wire is let
+ * finish, never cut mid-message.
  * Returns:
  *  - GW_OK: the request is complete on return, canceled now (status
- *    GW_ERR_CANCELED: none of it reached the peer, nothing of it lands at
- *    the target, its buffer is the caller's again) or complete before (its
- *    own status, unchanged);
+ *    GW_ERR_CANCELED: nothing of it is on the wire any more, nothing of
+ *    it lands at the target from now on, its buffer is the caller's
+ *    again; gw_request_info's length is 0 when none of it had reached the
+ *    peer, else the bytes that had) or complete before (its own status,
+ *    unchanged);
  *  - GW_INPROGRESS: part of it is on the wire.  It completes on its own,
  *    once no transport, copy engine or NIC reads or writes its local
  *    memory any more: GW_OK when every byte moved anyway, GW_ERR_CANCELED
  *    when the rest was dropped (a put's target range then holds old bytes,
- *    new bytes or a mix; a get's local buffer likewise), or the endpoint's
- *    error.  Its completion is the point after which nothing of it lands
+ *    new bytes or a mix, new ones on at most gw_request_info's length of
+ *    bytes; a get's local buffer likewise), or the endpoint's error.  Its completion is the point after which nothing of it lands
  *    at the target.  It is bounded: a canceled request still on the wire
  *    GPUWIRE_OP_TIMEOUT_MS (default 10 s) after the cancel fails its
  *    endpoint with GW_ERR_PEER_TIMEOUT (the peer stopped moving it);
  *  - GW_ERR_INVALID for NULL.
  * A canceled put_notify or notifying batch that ends with an error
- * delivers no notification.  What each transport can withdraw, and what
+ * delivers no notification (one that ends GW_OK delivers it as usual).  What each transport can withdraw, and what
  * reaches a target whose endpoint failed: docs/ERRORS.md, "Cancel and
  * bounds". */
 GW_API gw_status_t gw_request_cancel(gw_request_t *req);

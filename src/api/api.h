@@ -43,7 +43,8 @@ struct gw_context {
      * the application closed its endpoint is turned away quietly */
     uint64_t closed_tokens[64];
     unsigned closed_next;
-    int batch_expand; /* GPUWIRE_BATCH_PATH=expand: every batch through proto/proto_batch.c */
+    int batch_expand; /* GPUWIRE_BATCH_PATH as a gw_proto_route_t: expand or iov, every batch through
+                       * proto/proto_batch.c */
     /* per transport: 1 where a put's or get's local GPU buffer is staged by
      * the protocol layer (proto/proto_stage.c: the transport moves no GPU
      * memory itself, or GPUWIRE_GPU_STAGE=proto), set at iface open */

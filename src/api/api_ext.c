@@ -66,16 +66,22 @@ gw_status_t gw_request_cancel(gw_request_t *req)
          * batch it expanded, the protocol layer) withdraws what is not on
          * the wire yet */
         gw_status_t st = expanded ? gw_proto_batch_cancel(ep->tl, req) : ep->ops->cancel(ep->tl, req);
-        if (st == GW_OK && req->status == GW_INPROGRESS) { /* withdrawn whole */
+        if (st == GW_OK && req->status == GW_INPROGRESS) { /* nothing of it on the wire any more */
             if (!req->detail) {
-                char d[200];
-                snprintf(d, sizeof(d), "%s(len=%zu): canceled by gw_request_cancel() before any of it reached the wire",
-                         req->op == GW_OP_PUT ? "gw_put" : req->op == GW_OP_GET ? "gw_get"
-                         : req->op == GW_OP_PUT_NOTIFY ? "gw_put_notify" : req->op == GW_OP_SEND ? "gw_send"
-                         : "gw_xfer_batch", op_bytes(req));
+                const char *what = req->op == GW_OP_PUT ? "gw_put" : req->op == GW_OP_GET ? "gw_get"
+                                   : req->op == GW_OP_PUT_NOTIFY ? "gw_put_notify" : req->op == GW_OP_SEND ? "gw_send"
+                                   : "gw_xfer_batch";
+                char d[240];
+                if (req->done) /* pieces the peer had answered before the rest was withdrawn */
+                    snprintf(d, sizeof(d),
+                             "%s(len=%zu): canceled by gw_request_cancel(): the parts still queued were withdrawn, "
+                             "after %zu bytes had moved", what, op_bytes(req), req->done);
+                else
+                    snprintf(d, sizeof(d), "%s(len=%zu): canceled by gw_request_cancel() before any of it reached the wire",
+                             what, op_bytes(req));
                 req->detail = strdup(d);
             }
-            req->length = 0;
+            req->length = req->done;
             gw_ep_op_done(&ep->base, req, GW_ERR_CANCELED);
         }
         if (req->status != GW_INPROGRESS)

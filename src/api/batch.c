@@ -777,6 +777,7 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
             (*m->b.busy[i])++;
     gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *) = staged                    ? stage_batch_submit
                                                       : route == GW_PROTO_NATIVE ? ep->ops->submit
+                                                      : route == GW_PROTO_IOV    ? gw_proto_batch_submit_iov
                                                                                  : gw_proto_batch_submit;
     if (is) { /* checked: the check posts it through fn (proto/proto_integrity.h) */
         gw_proto_integ_set_route(is, fn);

@@ -190,7 +190,9 @@ gw_status_t gw_context_create(const gw_config_t *config, gw_context_t **out)
         goto err_core;
     if ((st = load_secret(ctx, err, sizeof(err))) != GW_OK)
         goto err_core;
-    ctx->batch_expand = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_BATCH_PATH), "expand");
+    const char *bpath = gw_settings_str(&ctx->core.settings, GW_SET_BATCH_PATH);
+    ctx->batch_expand = !strcmp(bpath, "expand") ? GW_PROTO_EXPAND : !strcmp(bpath, "iov") ? GW_PROTO_IOV
+                                                                                          : GW_PROTO_NATIVE;
     int stage_proto = ctx->gpu_stage_force = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_GPU_STAGE), "proto");
     ctx->reg_cache = !strcmp(gw_settings_str(&ctx->core.settings, GW_SET_REG_CACHE), "on");
 

@@ -104,7 +104,7 @@ void *gw_op_state_get(gw_core_t *c, size_t size)
         h = c->op_free[cls];
         c->op_free[cls] = *(void **)(h + 1);
         c->op_nfree[cls]--;
-        memset(h + 1, 0, op_class_size[cls]);
+        memset(h + 1, 0, size); /* (what the caller asked for: the rest is never read) */
         return h + 1;
     }
     size_t n = cls < GW_OP_STATE_CLASSES ? op_class_size[cls] : size;
@@ -127,7 +127,7 @@ void gw_op_state_put(gw_core_t *c, void *p)
         return;
     }
     unsigned cls = h->cls;
-    if (cls >= GW_OP_STATE_CLASSES || c->op_nfree[cls] >= GW_OP_STATE_KEEP) {
+    if (cls >= GW_OP_STATE_CLASSES || c->op_nfree[cls] >= (cls ? GW_OP_STATE_KEEP : GW_OP_STATE_KEEP_SMALL)) {
         h->magic = 0;
         free(h);
         return;

@@ -30,6 +30,9 @@ typedef struct gw_io {
 typedef int (*gw_poll_cb_t)(void *arg);
 typedef void (*gw_sleep_cb_t)(void *arg, int asleep);
 
+/* Handler ids of active messages (transport/base/ep_base.h, GW_AM_IDS). */
+#define GW_CORE_AM_IDS 8
+
 /* Size classes of the per-operation state pool (gw_op_state_get). */
 #define GW_OP_STATE_CLASSES 3
 
@@ -62,6 +65,9 @@ struct gw_core {
     uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
     long peer_timeout_ms;
     long op_timeout_ms; /* GPUWIRE_OP_TIMEOUT_MS */
+    /* active-message handlers by id (transport/base/ep_base.h gw_am_set) */
+    void (*am_fn[GW_CORE_AM_IDS])(void);
+    void *am_arg[GW_CORE_AM_IDS];
     /* per-operation state (gw_op_state_get): free blocks by size class */
     void *op_free[GW_OP_STATE_CLASSES];
     unsigned op_nfree[GW_OP_STATE_CLASSES];
@@ -71,14 +77,17 @@ gw_status_t gw_core_init(gw_core_t *c, char *err, size_t errlen);
 void gw_core_fini(gw_core_t *c);
 
 /* Per-operation state that a layer keeps beside a request (the protocol
- * layer's batch and staging records; a transport's per-operation records),
- * from one pool of the core for every layer rather than a malloc per
- * operation or a free list per transport: blocks of up to 256 B, 2 KiB and
- * 16 KiB are kept on the core's lists when put back (at most
- * GW_OP_STATE_KEEP of each) and handed out again; larger ones come from
- * malloc and go back to free.  Zeroed; NULL when out of memory.  Not
+ * layer's batch and staging records; a transport's per-operation records:
+ * tcp's transmit items, one per frame in flight), from one pool of the core
+ * for every layer rather than a malloc per operation or a free list per
+ * transport: blocks of up to 256 B, 2 KiB and 16 KiB are kept on the
+ * core's lists when put back (at most GW_OP_STATE_KEEP_SMALL of the 256 B
+ * class, about 1 MiB: a window of small operations keeps its frames'
+ * records; GW_OP_STATE_KEEP of each larger one) and handed out again;
+ * larger ones come from malloc and go back to free.  Zeroed; NULL when out of memory.  Not
  * thread-safe (the context's thread, as for requests). */
 #define GW_OP_STATE_KEEP 256
+#define GW_OP_STATE_KEEP_SMALL 4096
 void *gw_op_state_get(gw_core_t *c, size_t size);
 /* Puts back what gw_op_state_get gave (NULL: no-op). */
 void gw_op_state_put(gw_core_t *c, void *p);

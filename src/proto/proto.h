@@ -11,10 +11,12 @@
  *
  * Batches (proto_batch.c): a transport that says GW_TL_BATCH_NATIVE moves
  * gw_xfer_batch / gw_xfer_pages itself; for any other, and for every
- * transport when GPUWIRE_BATCH_PATH=expand (save batches that only the
- * transport can carry: a counted notification where it has no
- * notify_out), the batch is expanded here into
- * one put or get per merged entry, all posted at once, and its
+ * transport when GPUWIRE_BATCH_PATH=expand or iov (save batches that only
+ * the transport can carry: a counted notification where it has no
+ * notify_out), the batch is expanded here into its merged entries, posted
+ * at once: as one list through the transport's scatter/gather primitive
+ * (rma_iov) where it has one and the entries are host memory (not under
+ * GPUWIRE_BATCH_PATH=expand), else one put or get per entry; its
  * notification follows the data:
  *   ORDERED  through the base's deferred notification (notify_out), after
  *            the last entry's data and every earlier operation; where the
@@ -38,11 +40,14 @@
 /* How a batch moves. */
 typedef enum gw_proto_route {
     GW_PROTO_NATIVE = 0, /* the transport's submit() takes the GW_OP_BATCH request */
-    GW_PROTO_EXPAND = 1  /* gw_proto_batch_submit() expands it into puts and gets */
+    GW_PROTO_EXPAND = 1, /* gw_proto_batch_submit() expands it into puts and gets */
+    GW_PROTO_IOV = 2     /* gw_proto_batch_submit_iov(): as one list through rma_iov where it can */
 } gw_proto_route_t;
 
 /* Chooses the route of batch b over a transport with caps (expand: the
- * GPUWIRE_BATCH_PATH=expand setting; notify_out: the endpoint's base has a
+ * GPUWIRE_BATCH_PATH setting, GW_PROTO_NATIVE for native, GW_PROTO_EXPAND
+ * for expand, GW_PROTO_IOV for iov; a batch the transport does not move
+ * natively takes GW_PROTO_IOV but under expand); notify_out: the endpoint's base has a
  * deferred-notification sender).  GW_OK with *route set, or
  * GW_ERR_UNSUPPORTED with *lack naming what the transport lacks ("counted
  * notifications", "GPU memory"), for the caller's message. */
@@ -58,6 +63,13 @@ gw_status_t gw_proto_batch_route(const gw_tl_caps_t *caps, const gw_batch_t *b, 
  * merged entries, addresses and length).  An error returned here: nothing
  * was posted. */
 gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req);
+/* The same, but the entries of a batch of host memory on both sides go as
+ * one request through the transport's scatter/gather primitive (tl.h
+ * rma_iov; the last entry apart where it carries the notification as a
+ * put_notify); one request per entry where the transport has none or does
+ * not take this list.  A failed list names its first entry and its
+ * bytes. */
+gw_status_t gw_proto_batch_submit_iov(gw_tl_ep_t *tl, gw_request_t *req);
 
 /* Is req a batch request that gw_proto_batch_submit() expanded and whose
  * entries still move? */

@@ -26,13 +26,17 @@ typedef struct proto_bop {
     uint8_t posting;               /* gw_proto_batch_submit is still posting */
     uint8_t deferred;              /* the notification goes through the base's notify_out */
     gw_status_t err;               /* first error of an entry */
+    uint64_t moved;                /* bytes the completed entries moved (a failed one: what it says it moved) */
     uint64_t err_laddr, err_raddr, err_len;
+    uint32_t err_n;                /* entries of the failed request (more than 1: a list) */
+    gw_batch_t list;               /* the entries posted as one list through rma_iov (no notification) */
     char why[256];
 } proto_bop_t;
 
 gw_status_t gw_proto_batch_route(const gw_tl_caps_t *caps, const gw_batch_t *b, int expand, int notify_out,
                                  gw_proto_route_t *route, const char **lack)
 {
+    gw_proto_route_t split = expand == GW_PROTO_EXPAND ? GW_PROTO_EXPAND : GW_PROTO_IOV;
     int gpu = b->lgpu || b->rgpu;
     int native = (caps->batch & GW_TL_BATCH_NATIVE) && (!gpu || (caps->batch & GW_TL_BATCH_GPU)) &&
                  (b->notify != GW_NOTIFY_COUNTED || (caps->batch & GW_TL_BATCH_COUNTED));
@@ -55,7 +59,7 @@ gw_status_t gw_proto_batch_route(const gw_tl_caps_t *caps, const gw_batch_t *b, 
     }
     if (*lack)
         return GW_ERR_UNSUPPORTED;
-    *route = GW_PROTO_EXPAND;
+    *route = split;
     return GW_OK;
 }
 
@@ -85,12 +89,17 @@ static void bop_finish(proto_bop_t *bop)
     gw_status_t st = bop->err;
     if (st == GW_OK && gw_ep_failed(bop->base))
         st = bop->base->error;
-    if (bop->err != GW_OK)
+    if (bop->err != GW_OK && bop->err_n > 1)
+        gw_err(bop->core, st, "batch %s (%u entries, %llu bytes): the list of its first %u entries (from local "
+               "0x%llx, remote 0x%llx; %llu bytes) failed: %s", bop->batch->get ? "get" : "put", bop->batch->n,
+               (unsigned long long)bop->batch->total, bop->err_n, (unsigned long long)bop->err_laddr,
+               (unsigned long long)bop->err_raddr, (unsigned long long)bop->err_len, bop->why);
+    else if (bop->err != GW_OK)
         gw_err(bop->core, st, "batch %s (%u entries, %llu bytes): the entry at local 0x%llx, remote 0x%llx, "
                "%llu bytes failed: %s", bop->batch->get ? "get" : "put", bop->batch->n,
                (unsigned long long)bop->batch->total, (unsigned long long)bop->err_laddr,
                (unsigned long long)bop->err_raddr, (unsigned long long)bop->err_len, bop->why);
-    req->length = st == GW_OK ? (size_t)bop->batch->total : 0;
+    req->length = st == GW_OK ? (size_t)bop->batch->total : (size_t)bop->moved;
     /* (a deferred one that succeeded is held by the base until its turn,
      * then its notification goes out; its hook, below, frees bop) */
     gw_ep_op_done(bop->base, req, st);
@@ -115,11 +124,13 @@ static void bop_child_fini(gw_request_t *r)
 {
     proto_bop_t *bop = r->owner;
     r->owner = NULL;
+    bop->moved += r->status == GW_OK ? r->len : r->length;
     if (r->status != GW_OK && bop->err == GW_OK) {
         bop->err = r->status;
         bop->err_laddr = (uint64_t)(uintptr_t)r->buf;
         bop->err_raddr = r->raddr;
         bop->err_len = r->len;
+        bop->err_n = r->op == GW_OP_BATCH ? bop->list.n : 1;
         int fresh = bop->core->err_status == r->status && bop->core->errbuf[0];
         snprintf(bop->why, sizeof(bop->why), "%.*s", (int)sizeof(bop->why) - 1,
                  fresh ? bop->core->errbuf : gw_status_str(r->status));
@@ -165,7 +176,69 @@ static gw_status_t post_entry(gw_tl_ep_t *tl, proto_bop_t *bop, const gw_batch_t
     return GW_OK;
 }
 
+/* Posts the first n entries of b (host memory, n > 1) as one request
+ * through the transport's rma_iov; GW_OK, GW_ERR_UNSUPPORTED (not taken:
+ * post them one by one) or the transport's refusal (nothing posted). */
+static gw_status_t post_list(gw_tl_ep_t *tl, proto_bop_t *bop, const gw_batch_t *b, uint32_t n)
+{
+    gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *) = tl->iface->ops->rma_iov;
+    if (!fn || fn == gw_tl_unsupported_op)
+        return GW_ERR_UNSUPPORTED;
+    gw_batch_t *l = &bop->list;
+    *l = *b;
+    l->n = l->n_user = n;
+    l->notify = GW_NOTIFY_NONE;
+    l->value = 0;
+    l->busy[0] = l->busy[1] = NULL;
+    l->total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        l->total += b->ent[i].len;
+    gw_request_t *r = gw_req_alloc(bop->core);
+    if (!r)
+        return gw_err(bop->core, GW_ERR_NOMEM, "batch: out of memory for the request of its list");
+    r->op = GW_OP_BATCH;
+    r->ep = bop->parent->ep;
+    r->batch = l;
+    r->buf = (void *)(uintptr_t)b->ent[0].laddr;
+    r->len = (size_t)l->total;
+    r->rkey = (gw_rkey_t *)&b->rkey[b->ent[0].rreg];
+    r->raddr = b->ent[0].raddr;
+    r->owner = bop;
+    r->fini = bop_child_fini;
+    r->flags |= GW_REQF_USER; /* (as post_entry's) */
+    gw_ep_op_start(bop->base, r);
+    bop->live++;
+    gw_status_t st = fn(tl, r);
+    if (st != GW_OK) {
+        bop->live--;
+        gw_ep_op_unstart(bop->base, r);
+        r->fini = NULL;
+        r->owner = NULL;
+        r->batch = NULL;
+        r->status = st;
+        r->flags = 0;
+        gw_req_release(r);
+        return st;
+    }
+    r->flags &= (uint8_t)~GW_REQF_USER;
+    if (r->status != GW_INPROGRESS)
+        gw_req_release(r);
+    return GW_OK;
+}
+
+static gw_status_t batch_submit(gw_tl_ep_t *tl, gw_request_t *req, int lists);
+
 gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req)
+{
+    return batch_submit(tl, req, 0);
+}
+
+gw_status_t gw_proto_batch_submit_iov(gw_tl_ep_t *tl, gw_request_t *req)
+{
+    return batch_submit(tl, req, 1);
+}
+
+static gw_status_t batch_submit(gw_tl_ep_t *tl, gw_request_t *req, int lists)
 {
     gw_ep_base_t *base = tl->base;
     gw_core_t *core = tl->iface->core;
@@ -197,6 +270,19 @@ gw_status_t gw_proto_batch_submit(gw_tl_ep_t *tl, gw_request_t *req)
     int op = b->get ? GW_OP_GET : GW_OP_PUT;
     uint32_t posted = 0;
     gw_status_t st = GW_OK;
+    uint32_t nlist = b->n - (uint32_t)(last_notifies && b->n);
+    if (lists && nlist > 1 && !b->lgpu && !b->rgpu) { /* one list for all (but a notifying last entry) */
+        st = post_list(tl, bop, b, nlist);
+        if (st == GW_OK) {
+            posted = nlist;
+            gw_log(GW_LOG_TRACE, "batch: %u entries posted as one list through %s's rma_iov", nlist,
+                   tl->iface->ops->name);
+        }
+        else if (st == GW_ERR_UNSUPPORTED)
+            st = GW_OK; /* entry by entry, below */
+        else
+            posted = 1; /* (for the error below: the list's first entry) */
+    }
     for (; posted < b->n && st == GW_OK && !gw_ep_failed(base); posted++) {
         int last = posted + 1 == b->n;
         st = post_entry(tl, bop, b, &b->ent[posted], last && last_notifies ? GW_OP_PUT_NOTIFY : op,
@@ -245,6 +331,7 @@ gw_status_t gw_proto_batch_cancel(gw_tl_ep_t *tl, gw_request_t *req)
         if (tl->iface->ops->cancel(tl, r) != GW_OK)
             continue;
         /* (its completion takes it off the list; t was read before) */
+        r->length = r->done; /* what of it had moved before the rest was withdrawn */
         gw_ep_op_done(b, r, GW_ERR_CANCELED);
         if (t != &b->outstanding && gw_container_of(t, gw_request_t, link)->status != GW_INPROGRESS)
             t = req->link.next; /* a completion recycled what followed: walk again (withdrawn ones are gone) */
@@ -252,7 +339,7 @@ gw_status_t gw_proto_batch_cancel(gw_tl_ep_t *tl, gw_request_t *req)
     bop->posting = 0;
     if (!bop->live) {
         if (bop->err == GW_ERR_CANCELED)
-            snprintf(bop->why, sizeof(bop->why), "canceled by gw_request_cancel() before it reached the wire");
+            snprintf(bop->why, sizeof(bop->why), "canceled by gw_request_cancel() before it (or its rest) reached the wire");
         bop_finish(bop);
     }
     return req->status == GW_INPROGRESS ? GW_INPROGRESS : GW_OK;

@@ -63,7 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             return 0;
         }
         must(h.type >= GW_OFI_EAGER && h.type <= GW_OFI_TYPE_MAX, "unknown type accepted");
-        must(h.type == GW_OFI_EAGER ? h.f[1] == n - GW_OFI_HDR_LEN : n == GW_OFI_HDR_LEN, "length not checked");
+        must(h.type == GW_OFI_EAGER || h.type == GW_OFI_AM ? h.f[1] == n - GW_OFI_HDR_LEN : n == GW_OFI_HDR_LEN,
+             "length not checked");
+        must(h.type != GW_OFI_AM || h.f[1] <= GW_OFI_AM_MAX, "an active message over its bound accepted");
         gw_ofi_hdr_write(&h, out);
         must(!memcmp(out, p, GW_OFI_HDR_LEN), "a parsed header does not re-write to itself");
         break;

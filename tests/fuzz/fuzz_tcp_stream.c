@@ -185,7 +185,7 @@ static size_t structured(const uint8_t *d, size_t n)
         gw_tcp_hdr_encode(g_out + o, &h);
         o += GW_TCP_HDR;
         int payload = h.type == GW_TCP_PUT || h.type == GW_TCP_GET_RESP || h.type == GW_TCP_EAGER ||
-                      h.type == GW_TCP_RDATA;
+                      h.type == GW_TCP_RDATA || h.type == GW_TCP_AM;
         if (payload && h.len <= 65536) {
             size_t take = n - i < h.len ? n - i : (size_t)h.len;
             memcpy(g_out + o, d + i, take);

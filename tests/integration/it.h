@@ -47,7 +47,8 @@ typedef struct it_target_cfg {
     int n_eps;
     int n_regions;
     it_region_spec_t region[IT_MAX_REGIONS];
-    const char *env[8]; /* "NAME=value" set in the child before its context */
+    const char *env[8]; /* "NAME=value" set in the child before its context (IT_TARGET_SPIN=1:
+                         * it progresses without sleeping between commands) */
     int recv_window;    /* receives kept posted for CMD_RECV_* (0: none) */
 } it_target_cfg_t;
 

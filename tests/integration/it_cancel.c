@@ -24,7 +24,27 @@
  *              posting) within the bound; the target lives on.
  *   dereg_race puts stream into a region while the target deregisters
  *              it: once gw_mem_dereg returned, the region's bytes never
- *              change again, while the puts keep coming (and fail). */
+ *              change again, while the puts keep coming (and fail).
+ *   batch      batches the transport carries itself (tcp's run frames,
+ *              intra's ring slots and piecewise CMA; over ofi the protocol
+ *              layer's expansion), each with an ordered notification,
+ *              canceled last first, one progress pass before each, while
+ *              the target serves: each
+ *              ends GW_OK or GW_ERR_CANCELED within the bound, never both
+ *              (a cancel that returned GW_OK left it complete); one that
+ *              completed GW_OK left every byte of it at the target, one
+ *              withdrawn at the cancel left none, one cut short left at
+ *              most the bytes its gw_request_info length says and only
+ *              its own bytes; the target got the notification of each
+ *              completed batch and of no other, and its memory no longer
+ *              changes once all ended.  Over tcp and intra some must be
+ *              withdrawn or cut short.
+ *   rndv       a rendezvous send queued behind eager sends that a stopped
+ *              target does not read, canceled (and the last eager sends
+ *              with it): over tcp and intra it is withdrawn at the cancel
+ *              (GW_ERR_CANCELED at once); once the target runs, it
+ *              receives exactly the messages of the sends that completed
+ *              GW_OK, in order, and never the canceled ones. */
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -536,8 +556,274 @@ static void case_dereg_race(void)
     free(buf);
 }
 
+/* ---- batch ---------------------------------------------------------------------- */
+/* Does the transport withdraw what it queued (verbs: nothing once posted)? */
+static int withdraws(void)
+{
+    return !strcmp(transport(), "tcp") || !strcmp(transport(), "intra");
+}
+
+static void case_batch(void)
+{
+    /* 6 batches of 8 MiB: 4 KiB pages (intra: the ring, while the target
+     * polls) and 64 KiB pages (intra: piecewise CMA) in turn, each page
+     * into the mirror slot of its batch's 8 MiB (no two merge) */
+    enum { NB = 6, BSZ = 8u << 20 };
+    const size_t rlen = (size_t)NB * BSZ;
+    gw_context_t *ctx = it_ctx();
+    it_target_t T;
+    gw_ep_t *ep;
+    gw_rkey_t *rk[1];
+    uint64_t ra[1];
+    start(&T, ctx, rlen, 1, "IT_TARGET_SPIN=1", &ep, rk, ra);
+    uint8_t *buf = it_alloc(rlen), *old = it_alloc(rlen), *now = it_alloc(rlen);
+    gw_mem_t *lmem;
+    IT_OK(ctx, gw_mem_reg(ctx, buf, rlen, GW_ACCESS_LOCAL, &lmem));
+    gw_request_t *g;
+    /* two batches of small pages first, waited for: over intra the first
+     * makes the ring and the second finds the target polling it, so that
+     * the batches below go through its slots */
+    for (int w = 0; w < 2; w++) {
+        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf, NULL, rk[0], ra[0], NULL, 64, 4096, NULL, &g));
+        CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
+        for (double end = it_now() + 0.02; it_now() < end;) /* (a probe that failed waits 1 ms) */
+            gw_progress(ctx);
+    }
+    /* the target's bytes before */
+    IT_OK(ctx, gw_get(ep, old, rlen, NULL, ra[0], rk[0], &g));
+    CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
+    /* the page order: page k of batch i lands on page npg-1-k of its slot */
+    static uint32_t rp[BSZ / 4096];
+    for (int i = 0; i < NB; i++)
+        gwt_fill(buf + (size_t)i * BSZ, BSZ, 900 + (uint64_t)i);
+    gw_request_t *r[NB];
+    gw_status_t st[NB];
+    int withdrawn[NB] = {0}, wd = 0;
+    for (int i = 0; i < NB; i++) {
+        size_t psz = i % 2 ? 64 * 1024 : 4096, npg = BSZ / psz;
+        for (size_t k = 0; k < npg; k++)
+            rp[k] = (uint32_t)(npg - 1 - k);
+        gw_xfer_opts_t xo = {.size = sizeof(xo), .notify = GW_NOTIFY_ORDERED, .value = 1 + (uint64_t)i};
+        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf + (size_t)i * BSZ, NULL, rk[0],
+                                 ra[0] + (uint64_t)i * BSZ, rp, npg, psz, &xo, &r[i]));
+    }
+    /* the last posted first, a progress pass before each: the later ones
+     * are withdrawn whole, the earlier ones cut short or complete */
+    for (int i = NB - 1; i >= 0; i--) {
+        int w = 0;
+        gw_progress(ctx);
+        cancel_checked(r[i], &w);
+        withdrawn[i] = w;
+        wd += w;
+    }
+    double t0 = it_now();
+    size_t len[NB];
+    for (int i = 0; i < NB; i++) {
+        gw_request_info_t ri = {.size = sizeof(ri)};
+        gw_status_t w = gw_request_wait(r[i], bound_ms());
+        gw_request_info(r[i], &ri);
+        st[i] = w == GW_ERR_TIMEOUT ? GW_ERR_TIMEOUT : ri.status;
+        len[i] = ri.length;
+        if (st[i] != GW_ERR_TIMEOUT)
+            gw_request_free(r[i]);
+    }
+    fprintf(stderr, "  batches ended %.0f ms after the cancels\n", (it_now() - t0) * 1000.0);
+    gw_ep_info_t ei = {.size = sizeof(ei)};
+    if (gw_ep_query(ep, &ei) == GW_OK) /* (intra: how many ring slots went, and were taken back) */
+        fprintf(stderr, "  path: %s\n", ei.path);
+    tally("batch", st, NB, wd);
+    /* the target's bytes after, twice: nothing lands once all ended */
+    uint64_t h1 = target_hash(&T, ctx, 0, rlen);
+    usleep(300000);
+    IT_OK(ctx, gw_get(ep, now, rlen, NULL, ra[0], rk[0], &g));
+    CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
+    if (it_hash(now, rlen) != h1) {
+        fprintf(stderr, "  the target's memory changed after every batch had ended\n");
+        gwt_failures++;
+    }
+    int cut = 0;
+    for (int i = 0; i < NB; i++) {
+        size_t psz = i % 2 ? 64 * 1024 : 4096, npg = BSZ / psz;
+        const uint8_t *o = old + (size_t)i * BSZ, *n = now + (size_t)i * BSZ;
+        size_t differ = 0, foreign = 0;
+        for (size_t k = 0; k < npg; k++) { /* page k of the batch sits at page npg-1-k of the slot */
+            const uint8_t *src = buf + (size_t)i * BSZ + k * psz;
+            size_t at = (npg - 1 - k) * psz;
+            for (size_t b = 0; b < psz; b++) {
+                differ += n[at + b] != o[at + b];
+                foreign += n[at + b] != o[at + b] && n[at + b] != src[b];
+            }
+        }
+        fprintf(stderr, "  batch %d (%zu x %zu KiB): %s%s, length %zu, %zu bytes changed at the target\n", i, npg,
+                psz >> 10, gw_status_name(st[i]), withdrawn[i] ? " at the cancel" : "", len[i], differ);
+        if (foreign) {
+            fprintf(stderr, "  batch %d: %zu bytes at the target are neither the old ones nor the batch's\n", i,
+                    foreign);
+            gwt_failures++;
+        }
+        if (st[i] == GW_OK) {
+            for (size_t k = 0; k < npg; k++)
+                if (memcmp(n + (npg - 1 - k) * psz, buf + (size_t)i * BSZ + k * psz, psz) != 0) {
+                    fprintf(stderr, "  batch %d completed GW_OK without page %zu in place\n", i, k);
+                    gwt_failures++;
+                    break;
+                }
+        } else if (withdrawn[i] && differ) {
+            fprintf(stderr, "  batch %d was withdrawn at the cancel, yet %zu bytes of it landed\n", i, differ);
+            gwt_failures++;
+        } else if (st[i] == GW_ERR_CANCELED && differ > len[i]) {
+            fprintf(stderr, "  batch %d was cut short after %zu bytes (its length), yet %zu bytes changed\n", i,
+                    len[i], differ);
+            gwt_failures++;
+        }
+        cut += st[i] == GW_ERR_CANCELED;
+    }
+    if (withdraws() && cut == 0) {
+        fprintf(stderr, "  no batch was withdrawn or cut short: the cancel reached none of them\n");
+        gwt_failures++;
+    }
+    /* notifications: exactly those of the completed batches */
+    int seen[NB] = {0}, extra = 0;
+    for (;;) {
+        it_cmd_t c = {.type = IT_CMD_NOTIFY_ANY, .off = 500};
+        it_reply_t rep = it_target_cmd(&T, &c, ctx);
+        if (rep.a != GW_OK)
+            break;
+        if (rep.b >= 1 && rep.b <= NB)
+            seen[rep.b - 1]++;
+        else
+            extra++;
+    }
+    for (int i = 0; i < NB; i++)
+        if (seen[i] != (st[i] == GW_OK)) {
+            fprintf(stderr, "  batch %d ended %s and the target saw its notification %d times\n", i,
+                    gw_status_name(st[i]), seen[i]);
+            gwt_failures++;
+        }
+    CHECK(extra == 0);
+    CHECK(it_target_stop(&T, ctx) == 0);
+    gw_rkey_destroy(rk[0]);
+    CHECK_ST(gw_ep_close(ep, 5000), GW_OK);
+    CHECK_ST(gw_mem_dereg(lmem), GW_OK);
+    CHECK_ST(gw_context_destroy(ctx), GW_OK);
+    free(buf);
+    free(old);
+    free(now);
+}
+
+/* ---- rndv ----------------------------------------------------------------------- */
+static void case_rndv(void)
+{
+    /* eager sends of 4 KiB (under every transport's eager limit) fill the
+     * stopped target's socket buffers; the rendezvous send of 1 MiB queues
+     * behind them */
+    enum { NE = 4096, ESZ = 4096, RSZ = 1u << 20, NCANCEL = 16 };
+    const uint64_t RTAG = 0x7777, MARK = 0x9999;
+    /* (a send not withdrawn waits for the receive at the end: the cancel
+     * watch must not fail the endpoint meanwhile) */
+    setenv("GPUWIRE_OP_TIMEOUT_MS", "120000", 1);
+    gw_context_t *ctx = it_ctx();
+    it_target_t T;
+    gw_ep_t *ep;
+    gw_rkey_t *rk[1];
+    uint64_t ra[1];
+    start(&T, ctx, RSZ, 1, "GPUWIRE_PEER_TIMEOUT_MS=60000", &ep, rk, ra);
+    uint8_t *ebuf = it_alloc(ESZ), *rbuf = it_alloc(RSZ);
+    gwt_fill(ebuf, ESZ, 11);
+    gwt_fill(rbuf, RSZ, 12);
+    gw_mem_t *emem, *rmem;
+    IT_OK(ctx, gw_mem_reg(ctx, ebuf, ESZ, GW_ACCESS_LOCAL, &emem));
+    IT_OK(ctx, gw_mem_reg(ctx, rbuf, RSZ, GW_ACCESS_LOCAL | GW_ACCESS_REMOTE_READ, &rmem));
+    REQUIRE(kill(T.pid, SIGSTOP) == 0);
+    static gw_request_t *e[NE];
+    static gw_status_t est[NE];
+    for (int i = 0; i < NE; i++)
+        IT_OK(ctx, gw_send(ep, ebuf, ESZ, emem, 1 + (uint64_t)i, &e[i]));
+    gw_request_t *rv;
+    IT_OK(ctx, gw_send(ep, rbuf, RSZ, rmem, RTAG, &rv));
+    for (double end = it_now() + 0.05; it_now() < end;)
+        gw_progress(ctx);
+    int rw = 0, ew = 0;
+    cancel_checked(rv, &rw);
+    for (int i = NE - NCANCEL; i < NE; i++)
+        cancel_checked(e[i], &ew);
+    fprintf(stderr, "  rendezvous send %s at the cancel; %d of the last %d eager sends withdrawn\n",
+            rw ? "withdrawn" : "not withdrawn", ew, NCANCEL);
+    if (withdraws() && !rw) {
+        fprintf(stderr, "  the rendezvous send queued behind %d unread messages was not withdrawn\n", NE);
+        gwt_failures++;
+    }
+    REQUIRE(kill(T.pid, SIGCONT) == 0);
+    double t0 = it_now();
+    int eok = 0;
+    for (int i = 0; i < NE; i++) {
+        est[i] = end_of(e[i], t0, NULL);
+        eok += est[i] == GW_OK;
+    }
+    for (int i = 0; i < NE; i++)
+        if (est[i] != GW_OK && est[i] != GW_ERR_CANCELED) {
+            fprintf(stderr, "  eager send #%d ended %s\n", i, gw_status_name(est[i]));
+            gwt_failures++;
+        }
+    /* a marker behind everything; the rendezvous send, if it was not
+     * withdrawn, completes once the target's receive below pulls it */
+    gw_request_t *m;
+    IT_OK(ctx, gw_send(ep, ebuf, 64, emem, MARK, &m));
+    /* the target takes every message up to the marker, in arrival order */
+    int got = 0, next = 0, rgot = 0, bad = 0;
+    for (;;) {
+        it_cmd_t c = {.type = IT_CMD_RECV, .len = RSZ, .tag = 0, .mask = 0, .seed = 11};
+        it_reply_t rep = it_target_cmd(&T, &c, ctx);
+        if (rep.a != GW_OK) {
+            fprintf(stderr, "  the target's receive ended %s before the marker\n", gw_status_name((gw_status_t)rep.a));
+            gwt_failures++;
+            break;
+        }
+        uint64_t tag = (uint64_t)rep.c;
+        if (tag == MARK)
+            break;
+        if (tag == RTAG) {
+            rgot++;
+            continue;
+        }
+        got++;
+        /* the next eager send that completed GW_OK */
+        while (next < NE && est[next] != GW_OK)
+            next++;
+        if (next >= NE || tag != 1 + (uint64_t)next || rep.b != ESZ || rep.d != -1)
+            bad++;
+        next++;
+    }
+    if (!rgot && gw_request_test(rv) == GW_INPROGRESS) {
+        /* not withdrawn, and its announcement is not ordered with the
+         * eager messages (verbs): a receive of its own takes it */
+        it_cmd_t c = {.type = IT_CMD_RECV, .len = RSZ, .tag = RTAG, .mask = ~0ull, .seed = 12};
+        it_reply_t rep = it_target_cmd(&T, &c, ctx);
+        if (rep.a == GW_OK) {
+            rgot++;
+            CHECK(rep.b == RSZ && rep.d == -1);
+        }
+    }
+    gw_status_t rst = end_of(rv, t0, NULL);
+    CHECK_ST(end_of(m, it_now(), NULL), GW_OK);
+    fprintf(stderr, "  rendezvous send %s; %d of %d eager sends ok\n", gw_status_name(rst), eok, NE);
+    CHECK(rst == GW_OK || rst == GW_ERR_CANCELED);
+    fprintf(stderr, "  the target received %d eager messages and %d rendezvous ones before the marker\n", got, rgot);
+    CHECK(got == eok);
+    CHECK(bad == 0);
+    CHECK(rgot == (rst == GW_OK));
+    CHECK(it_target_stop(&T, ctx) == 0);
+    gw_rkey_destroy(rk[0]);
+    CHECK_ST(gw_ep_close(ep, 5000), GW_OK);
+    CHECK_ST(gw_mem_dereg(emem), GW_OK);
+    CHECK_ST(gw_mem_dereg(rmem), GW_OK);
+    CHECK_ST(gw_context_destroy(ctx), GW_OK);
+    free(ebuf);
+    free(rbuf);
+}
+
 static const gwt_case_t cases[] = {GWT_CASE(ops), GWT_CASE(frozen), GWT_CASE(killed), GWT_CASE(revoked),
-                                   GWT_CASE(dereg_race)};
+                                   GWT_CASE(dereg_race), GWT_CASE(batch), GWT_CASE(rndv)};
 
 int main(int argc, char **argv)
 {

@@ -66,6 +66,23 @@ static void rkey_cases(void)
     CHECK_ST(gw_ofi_rkey_parse(&k2, buf, n, why, sizeof(why)), GW_ERR_INVALID_KEY);
 }
 
+/* An active message: its payload is what the header says and at most
+ * GW_OFI_AM_MAX bytes, whatever the eager bound. */
+static void am_cases(void)
+{
+    uint8_t m[GW_OFI_HDR_LEN + GW_OFI_AM_MAX + 1];
+    char why[256];
+    gw_ofi_hdr_t h = {.type = GW_OFI_AM, .f = {3, GW_OFI_AM_MAX}}, g;
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + GW_OFI_AM_MAX, 16000, why, sizeof(why)), GW_OK);
+    CHECK(g.type == GW_OFI_AM && g.f[0] == 3 && g.f[1] == GW_OFI_AM_MAX);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 5, 16000, why, sizeof(why)), GW_ERR_PROTOCOL);
+    h.f[1] = GW_OFI_AM_MAX + 1;
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + GW_OFI_AM_MAX + 1, 16000, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "active message says 257 payload bytes") != NULL);
+}
+
 static void hdr_cases(void)
 {
     enum { EMAX = 100 };
@@ -118,6 +135,7 @@ int main(void)
 {
     addr_cases();
     rkey_cases();
+    am_cases();
     hdr_cases();
     return gwt_done("unit_ofi_wire");
 }

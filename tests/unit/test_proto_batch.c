@@ -56,6 +56,23 @@ static gw_status_t fake_notify_out(void *arg, gw_request_t *req)
     return GW_OK;
 }
 
+/* rma_iov: 0 takes the list, 1 answers GW_ERR_UNSUPPORTED, 2 refuses it */
+static int iov_mode;
+static gw_request_t *iov_got[4];
+static int niov;
+
+static gw_status_t fake_rma_iov(gw_tl_ep_t *ep, gw_request_t *req)
+{
+    (void)ep;
+    if (iov_mode == 1)
+        return GW_ERR_UNSUPPORTED;
+    if (iov_mode == 2)
+        return gw_err(req->core, GW_ERR_NOMEM, "fake: list refused");
+    REQUIRE(niov < 4);
+    iov_got[niov++] = req;
+    return GW_OK;
+}
+
 static void fake_fini(gw_request_t *r)
 {
     CHECK(r->batch != NULL);
@@ -139,6 +156,10 @@ static void test_route(void)
     /* no native batches: expanded */
     caps.batch = 0;
     CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 0, &route, &lack), GW_OK);
+    CHECK(route == GW_PROTO_IOV); /* (as lists where the transport has rma_iov) */
+    CHECK_ST(gw_proto_batch_route(&caps, &b, GW_PROTO_IOV, 0, &route, &lack), GW_OK);
+    CHECK(route == GW_PROTO_IOV);
+    CHECK_ST(gw_proto_batch_route(&caps, &b, GW_PROTO_EXPAND, 0, &route, &lack), GW_OK);
     CHECK(route == GW_PROTO_EXPAND);
     /* GPU entries: native only with GW_TL_BATCH_GPU, expanded only where
      * single operations take GPU memory */
@@ -148,7 +169,7 @@ static void test_route(void)
     CHECK(lack && strcmp(lack, "GPU memory") == 0);
     caps.mem_kinds |= GW_TL_MEM_CUDA;
     CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 1, &route, &lack), GW_OK);
-    CHECK(route == GW_PROTO_EXPAND);
+    CHECK(route == GW_PROTO_IOV);
     caps.batch |= GW_TL_BATCH_GPU;
     CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 1, &route, &lack), GW_OK);
     CHECK(route == GW_PROTO_NATIVE);
@@ -156,7 +177,7 @@ static void test_route(void)
     b.lgpu = 0;
     b.notify = GW_NOTIFY_COUNTED;
     CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 1, &route, &lack), GW_OK);
-    CHECK(route == GW_PROTO_EXPAND);
+    CHECK(route == GW_PROTO_IOV);
     CHECK_ST(gw_proto_batch_route(&caps, &b, 0, 0, &route, &lack), GW_ERR_UNSUPPORTED);
     CHECK(lack && strcmp(lack, "counted notifications") == 0);
     caps.batch |= GW_TL_BATCH_COUNTED;
@@ -413,6 +434,100 @@ static void test_stage_route(void)
     CHECK(staged == 0);
 }
 
+/* A host batch through the scatter/gather primitive: one list request
+ * (its entries the batch's, no notification), the ORDERED notification on
+ * a last put_notify where there is no sender; GW_ERR_UNSUPPORTED falls
+ * back to one request per entry; any other refusal posts nothing. */
+static void test_iov(gw_core_t *c)
+{
+    gw_batch_t b;
+    /* taken, with the notification deferred to the sender */
+    setup(c, 1);
+    ops.rma_iov = fake_rma_iov;
+    iov_mode = 0;
+    niov = 0;
+    gw_request_t *r = batch_req(c, &b, 6, 0, GW_NOTIFY_ORDERED, 42);
+    CHECK_ST(gw_proto_batch_submit_iov(&tl, r), GW_OK);
+    CHECK(niov == 1 && ngot == 0);
+    REQUIRE(niov == 1);
+    gw_request_t *l = iov_got[0];
+    CHECK(l->op == GW_OP_BATCH && l->batch && l->batch != &b);
+    CHECK(l->batch->n == 6 && l->batch->ent == b.ent && l->batch->notify == GW_NOTIFY_NONE);
+    CHECK(l->batch->total == b.total && l->len == b.total && !b.busy[0]);
+    CHECK(l->flags & GW_REQF_QUEUED);
+    CHECK(r->status == GW_INPROGRESS && nnotes == 0);
+    l->length = l->len;
+    done(l, GW_OK);
+    CHECK(r->status == GW_OK && r->length == b.total);
+    CHECK(nnotes == 1 && note_value == 42);
+    gw_req_release(r);
+    CHECK(nfini == 1);
+
+    /* no sender: five entries as a list, the sixth a put_notify */
+    setup(c, 0);
+    ops.rma_iov = fake_rma_iov;
+    niov = 0;
+    r = batch_req(c, &b, 6, 0, GW_NOTIFY_ORDERED, 7);
+    CHECK_ST(gw_proto_batch_submit_iov(&tl, r), GW_OK);
+    REQUIRE(niov == 1 && ngot == 1);
+    CHECK(iov_got[0]->batch->n == 5 && got[0]->op == GW_OP_PUT_NOTIFY && got[0]->value == 7);
+    CHECK((uint64_t)(uintptr_t)got[0]->buf == ents[5].laddr);
+    done(got[0], GW_OK);
+    CHECK(r->status == GW_INPROGRESS);
+    done(iov_got[0], GW_ERR_CONN_RESET); /* a failed list: the batch fails, naming it */
+    CHECK(r->status == GW_ERR_CONN_RESET);
+    CHECK(strstr(c->errbuf, "list of its first 5 entries") != NULL);
+    gw_req_release(r);
+
+    /* not taken: one request per entry */
+    setup(c, 1);
+    ops.rma_iov = fake_rma_iov;
+    iov_mode = 1;
+    niov = 0;
+    r = batch_req(c, &b, 4, 1, GW_NOTIFY_NONE, 0);
+    CHECK_ST(gw_proto_batch_submit_iov(&tl, r), GW_OK);
+    CHECK(niov == 0 && ngot == 4);
+    for (int i = 0; i < ngot; i++)
+        CHECK(got[i]->op == GW_OP_GET);
+    for (int i = 0; i < 4; i++)
+        done(got[i], GW_OK);
+    CHECK(r->status == GW_OK);
+    gw_req_release(r);
+
+    /* refused: nothing posted, the caller drops the batch */
+    setup(c, 1);
+    ops.rma_iov = fake_rma_iov;
+    iov_mode = 2;
+    r = batch_req(c, &b, 3, 0, GW_NOTIFY_NONE, 0);
+    CHECK_ST(gw_proto_batch_submit_iov(&tl, r), GW_ERR_NOMEM);
+    CHECK(ngot == 0 && base.outstanding.next == &r->link);
+    gw_ep_op_unstart(&base, r);
+    r->fini = NULL;
+    r->batch = NULL;
+    r->status = GW_ERR_NOMEM;
+    gw_req_release(r);
+
+    /* no slot, or GPU entries: one request per entry */
+    setup(c, 1);
+    iov_mode = 0;
+    niov = 0;
+    r = batch_req(c, &b, 3, 0, GW_NOTIFY_NONE, 0);
+    CHECK_ST(gw_proto_batch_submit_iov(&tl, r), GW_OK);
+    CHECK(niov == 0 && ngot == 3);
+    for (int i = 0; i < 3; i++)
+        done(got[i], GW_OK);
+    gw_req_release(r);
+    setup(c, 1);
+    ops.rma_iov = fake_rma_iov;
+    r = batch_req(c, &b, 3, 0, GW_NOTIFY_NONE, 0);
+    b.rgpu = 1;
+    CHECK_ST(gw_proto_batch_submit_iov(&tl, r), GW_OK);
+    CHECK(niov == 0 && ngot == 3);
+    for (int i = 0; i < 3; i++)
+        done(got[i], GW_OK);
+    gw_req_release(r);
+}
+
 int main(void)
 {
     gw_core_t c;
@@ -424,6 +539,7 @@ int main(void)
     test_get_and_notify(&c);
     test_refusals_and_failure(&c);
     test_pages_expanded(&c);
+    test_iov(&c);
     gw_core_fini(&c);
     return gwt_done("unit_proto_batch");
 }

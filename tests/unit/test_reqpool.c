@@ -76,7 +76,8 @@ int main(void)
         gw_req_complete(r[i], GW_OK);
     /* per-operation state: zeroed blocks by size class, reused once put
      * back (dirtied first: the next get must zero it), at most
-     * GW_OP_STATE_KEEP kept per class; larger blocks malloc'd and freed */
+     * GW_OP_STATE_KEEP_SMALL / GW_OP_STATE_KEEP kept per class; larger
+     * blocks malloc'd and freed */
     size_t sizes[] = {1, 256, 257, 2048, 2049, 16384, 100000};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         unsigned char *a = gw_op_state_get(&c, sizes[i]);
@@ -97,12 +98,17 @@ int main(void)
         CHECK(zero);
         gw_op_state_put(&c, b);
     }
-    static void *blk[GW_OP_STATE_KEEP + 10];
-    for (int i = 0; i < GW_OP_STATE_KEEP + 10; i++)
+    static void *blk[GW_OP_STATE_KEEP_SMALL + 10];
+    for (int i = 0; i < GW_OP_STATE_KEEP_SMALL + 10; i++)
         REQUIRE((blk[i] = gw_op_state_get(&c, 100)) != NULL);
+    for (int i = 0; i < GW_OP_STATE_KEEP_SMALL + 10; i++)
+        gw_op_state_put(&c, blk[i]);
+    CHECK(c.op_nfree[0] == GW_OP_STATE_KEEP_SMALL); /* the small class keeps a window's worth */
+    for (int i = 0; i < GW_OP_STATE_KEEP + 10; i++)
+        REQUIRE((blk[i] = gw_op_state_get(&c, 1000)) != NULL);
     for (int i = 0; i < GW_OP_STATE_KEEP + 10; i++)
         gw_op_state_put(&c, blk[i]);
-    CHECK(c.op_nfree[0] == GW_OP_STATE_KEEP);
+    CHECK(c.op_nfree[1] == GW_OP_STATE_KEEP);
     gw_op_state_put(&c, NULL);
 
     gw_core_fini(&c); /* frees the slabs (ASan/valgrind see leaks otherwise) */

@@ -82,11 +82,18 @@ if [ "${2:-}" = it ]; then
   fi
   # bounded operations: cancel of every kind (verbs withdraws nothing once
   # posted: each completes), a frozen, a killed and a revoking target, a put
-  # stream racing a deregistration
-  for c in ops frozen killed revoked dereg_race; do
+  # stream racing a deregistration, native batches and a rendezvous send
+  # canceled while they move
+  for c in ops frozen killed revoked dereg_race batch rndv; do
     IT_TIME_SCALE=10 GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
       run cancel_${c}_rxe0 "$I/it_cancel" $c
   done
+  # the soak (tests/fault/soak.c, docs/FAULTS.md): random puts, gets, paged
+  # batches, notifications, cancels, deregistrations and peer kills for
+  # SOAK_SECONDS (60 here); its totals are printed whatever the outcome
+  IT_TIME_SCALE=10 SOAK_SECONDS=${SOAK_SECONDS:-60} GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 \
+    GPUWIRE_IB_TIMEOUT=16 run soak_rxe0 "$B/tests/fault/soak"
+  grep -h "^soak\|^by kind" /tmp/gw-soak_rxe0.log
   # the peer's last message completes at its side and the peer dies before
   # we progress: the receive must still get it (a CQE behind a closed socket)
   GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run last_words_rxe0 "$I/it_peer_fail" last_words

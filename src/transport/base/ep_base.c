@@ -423,3 +423,36 @@ void gw_ep_recv_done(gw_ep_base_t *b, gw_request_t *req, size_t msg_len, uint64_
         *req->err_sink = status;
     gw_req_complete(req, status);
 }
+
+/* ---- active messages ------------------------------------------------------------ */
+gw_status_t gw_am_set(gw_core_t *core, unsigned id, gw_am_handler_t fn, void *arg)
+{
+    if (id >= GW_AM_IDS)
+        return gw_err(core, GW_ERR_INVALID, "active message handler id %u: ids are 0..%d", id, GW_AM_IDS - 1);
+    core->am_fn[id] = (void (*)(void))fn;
+    core->am_arg[id] = arg;
+    return GW_OK;
+}
+
+gw_status_t gw_ep_am_deliver(gw_ep_base_t *b, unsigned id, const void *data, size_t len)
+{
+    if (id >= GW_AM_IDS || !b->core->am_fn[id])
+        return gw_err(b->core, GW_ERR_PROTOCOL, "active message from %s for handler %u, which %s", b->peer, id,
+                      id >= GW_AM_IDS ? "is out of range" : "this context has not set");
+    if (len > GW_AM_MAX)
+        return gw_err(b->core, GW_ERR_PROTOCOL, "active message from %s of %zu bytes (at most %d)", b->peer, len,
+                      GW_AM_MAX);
+    ((gw_am_handler_t)b->core->am_fn[id])(b->core->am_arg[id], b, data, len);
+    return GW_OK;
+}
+
+gw_status_t gw_ep_am_check(gw_ep_base_t *b, const char *transport, unsigned id, size_t len)
+{
+    if (id >= GW_AM_IDS || len > GW_AM_MAX)
+        return gw_err(b->core, GW_ERR_INVALID, "%s active message to %s: handler id %u (0..%d), %zu bytes (at most %d)",
+                      transport, b->peer, id, GW_AM_IDS - 1, len, GW_AM_MAX);
+    if (gw_ep_failed(b))
+        return gw_err(b->core, b->error, "%s active message to %s: the endpoint failed earlier: %s", transport, b->peer,
+                      b->error_detail);
+    return GW_OK;
+}

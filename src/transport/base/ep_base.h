@@ -101,6 +101,28 @@ typedef struct gw_nbad {
     char detail[];  /* why it failed the check */
 } gw_nbad_t;
 
+/* Active messages: the small-message primitive every transport carries
+ * (tl.h am_send).  A layer above the transports (the protocol layer, a
+ * test) sets a handler per id for the context; a transport that receives
+ * one hands it to gw_ep_am_deliver(), which runs the handler on the
+ * context's thread inside the progress call that read it, with the
+ * payload valid for the call only.  A handler must not block, nor post on
+ * or progress the endpoint it came from (it may queue work for later). */
+#define GW_AM_IDS GW_CORE_AM_IDS
+#define GW_AM_MAX 256 /* payload bytes of one active message, on every transport */
+typedef void (*gw_am_handler_t)(void *arg, gw_ep_base_t *ep, const void *data, size_t len);
+/* Sets (fn NULL: clears) the handler of id (< GW_AM_IDS) for every
+ * endpoint of the context core; GW_ERR_INVALID for an id out of range. */
+gw_status_t gw_am_set(gw_core_t *core, unsigned id, gw_am_handler_t fn, void *arg);
+/* A transport received an active message: runs its handler.  GW_OK, or
+ * GW_ERR_PROTOCOL with the detail set (an id out of range or without a
+ * handler, a payload over GW_AM_MAX): the transport fails the endpoint
+ * with it, as for any malformed frame. */
+gw_status_t gw_ep_am_deliver(gw_ep_base_t *b, unsigned id, const void *data, size_t len);
+/* What an am_send() checks before it sends: GW_OK, or GW_ERR_INVALID /
+ * the endpoint's error with the detail set (transport: its name). */
+gw_status_t gw_ep_am_check(gw_ep_base_t *b, const char *transport, unsigned id, size_t len);
+
 /* Has the endpoint failed?  The one truth; transports keep no flag of their own. */
 static inline int gw_ep_failed(const gw_ep_base_t *b)
 {

@@ -16,9 +16,11 @@
  *      could overtake data) set on the base at ep_connect;
  *   2. registration: mem_reg/mem_dereg, rkey_pack/unpack/release;
  *   3. the data primitives: submit() of GW_OP_PUT, GW_OP_GET and
- *      GW_OP_PUT_NOTIFY (batches arrive as these, expanded by proto/, unless
- *      caps() says GW_TL_BATCH_NATIVE);
- *   4. the small-message send: submit() of GW_OP_SEND, recv_matched for a
+ *      GW_OP_PUT_NOTIFY, and rma_iov(), a put or get over a list of pieces
+ *      (batches arrive as these, split by proto/, unless caps() says
+ *      GW_TL_BATCH_NATIVE; without rma_iov, as one put or get per entry);
+ *   4. the small-message send: am_send() (an active message run by a
+ *      handler on the peer), submit() of GW_OP_SEND, recv_matched for a
  *      rendezvous, and notify_out;
  *   5. its completion poller, completing requests with gw_ep_op_done().
  * Everything else is optional and declared in caps(): GPU reach (mem_kinds,
@@ -219,6 +221,34 @@ struct gw_tl_ops {
      * gw_ep_op_done().  An error: nothing of it was sent and the api layer
      * drops it (the transport keeps no reference). */
     gw_status_t (*submit)(gw_tl_ep_t *ep, gw_request_t *req);
+    /* The scatter/gather primitive: one put or get of many pieces.  req->op
+     * is GW_OP_BATCH and req->batch (batch.h) a plain list: n entries, no
+     * page or list form, no notification (GW_NOTIFY_NONE), host memory on
+     * both sides (lgpu and rgpu 0), every local region registered; entry i
+     * moves len bytes between laddr (in lmem[lreg]) and raddr (of
+     * rkey[rreg]), checked by the api layer as for submit.  The list stays
+     * valid until req completes.  The transport moves the pieces in any
+     * order (one system call, frame or work request per piece, or an
+     * iovec or SGE list where its wire takes one) and completes req once,
+     * with gw_ep_op_done(): when the last piece landed (length: the
+     * total), or with the first error.  GW_ERR_UNSUPPORTED: not taken,
+     * nothing happened and no message was set (a local region it cannot
+     * describe, say); the protocol layer then posts one put or get per
+     * entry through submit(), as it does for a transport whose slot is
+     * gw_tl_unsupported_op.  Any other error: nothing was posted, the
+     * detail is set.  Its cancel() may answer GW_INPROGRESS for such a
+     * request.  A transport whose submit() takes batches natively may point
+     * this at its batch engine. */
+    gw_status_t (*rma_iov)(gw_tl_ep_t *ep, gw_request_t *req);
+    /* The small-message primitive: an active message of len bytes (at most
+     * GW_AM_MAX) for handler id (< GW_AM_IDS) on the peer, whose transport
+     * hands it to gw_ep_am_deliver() (ep_base.h).  The bytes are copied
+     * before the call returns; there is no request and no completion.  It
+     * arrives once and whole, after this endpoint's earlier active messages
+     * (no order against puts, gets or tagged messages is promised).  Check
+     * with gw_ep_am_check() first.  GW_OK: sent or queued; an error: not
+     * sent, the detail set. */
+    gw_status_t (*am_send)(gw_tl_ep_t *ep, unsigned id, const void *data, size_t len);
     /* A put or get (op GW_OP_PUT or GW_OP_GET, never one with a
      * notification) the transport can finish inside this call, with no
      * request: e.g. a small host copy into a peer region already mapped
@@ -269,13 +299,15 @@ struct gw_tl_ops {
      * transport starts fetching the message (e.g. sends its clear-to-send)
      * and completes req later with gw_ep_recv_done(). */
     gw_status_t (*recv_matched)(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
-    /* gw_request_cancel() of a request submit() took (never a batch the
-     * protocol layer expanded: it asks for each entry's request).  The
+    /* gw_request_cancel() of a request submit() or batch() took (never a
+     * batch the protocol layer expanded: it asks for each entry's request).  The
      * transport withdraws what of it has not reached the wire:
-     *  - GW_OK: none of it had; the transport dropped every reference to
-     *    it (its slots, its queued frames or work) and nothing of it will
+     *  - GW_OK: nothing of it is on the wire any more (none of it had
+     *    reached it, or what had is acknowledged: req->done counts those
+     *    bytes, 0 when none); the transport dropped every reference to it
+     *    (its slots, its queued frames or work) and nothing of it will
      *    ever be read or written; the caller completes it with
-     *    GW_ERR_CANCELED;
+     *    GW_ERR_CANCELED (and no notification);
      *  - GW_INPROGRESS: some of it is on the wire (or the transport cannot
      *    withdraw it at all: gw_tl_no_cancel).  It completes on its own,
      *    once nothing of it moves any more: GW_OK when all of it moved,
@@ -297,6 +329,7 @@ gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t 
 gw_status_t gw_tl_unsupported_put_direct(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
                                          uint64_t raddr, const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg);
 int gw_tl_unsupported_ep_progress(gw_tl_ep_t *ep);
+gw_status_t gw_tl_unsupported_am_send(gw_tl_ep_t *ep, unsigned id, const void *data, size_t len);
 /* rkey_unpack of a transport whose keys carry no part: accepts none, refuses any */
 gw_status_t gw_tl_no_rkey_unpack(gw_tl_iface_t *iface, const uint8_t *blob, size_t len, gw_rkey_t *rk,
                                  char *why, size_t whylen);

@@ -79,3 +79,9 @@ void gw_tl_noop_rkey_release(gw_tl_iface_t *iface, gw_rkey_t *rk)
 {
     (void)iface; (void)rk;
 }
+gw_status_t gw_tl_unsupported_am_send(gw_tl_ep_t *ep, unsigned id, const void *data, size_t len)
+{
+    (void)data;
+    return gw_err(ep->iface->core, GW_ERR_UNSUPPORTED, "the %s transport carries no active messages (handler %u, "
+                  "%zu bytes to %s)", ep->iface->ops->name, id, len, ep->base->peer);
+}

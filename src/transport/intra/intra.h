@@ -111,7 +111,8 @@ enum gw_intra_msg {
     GW_INTRA_M_BYE = 8,
     GW_INTRA_M_PING = 9,   /* liveness probe while work is outstanding */
     GW_INTRA_M_PONG = 10,
-    GW_INTRA_M_RING = 11   /* fd attached: the sender's ring (below), a = its length */
+    GW_INTRA_M_RING = 11,  /* fd attached: the sender's ring (below), a = its length */
+    GW_INTRA_M_AM = 12     /* a = handler id, payload (at most GW_AM_MAX bytes): an active message */
 };
 
 typedef struct gw_intra_hdr {

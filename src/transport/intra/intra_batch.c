@@ -73,6 +73,8 @@ typedef struct intrab_op {
     size_t nkdesc;                 /* kernel descriptors the npeer entries make (GW_COPY_DESC_MAX_LEN each) */
     int shm;                       /* host entries by memcpy: every key's region is mapped here (shm_delta) */
     int nobridge;                  /* CMA gets: read no holes (one was not readable) */
+    uint64_t moved;                /* bytes moved by the host parts (CMA, memcpy, ring), for a batch that failed */
+    uint64_t gpu_bytes;            /* bytes of the entries the GPU copies move (never withdrawn) */
     intptr_t *shm_delta;           /* per key: local address - peer address of its mapping */
     int tabl;                      /* a list batch over region tables, all GPU: the table kernel */
     int split;                     /* ... but some key's entries cross allocations of its region */
@@ -143,7 +145,7 @@ static void intrab_fini(gw_request_t *r)
     if (op) {
         intrab_leave(op);
         intrab_unpin(op); /* the launch is complete */
-        free(op);
+        gw_op_state_put(r->core, op);
     }
     if (next)
         next(r);
@@ -495,7 +497,68 @@ static size_t intrab_cma(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, si
 size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin)
 {
     intrab_op_t *op = intra_rq(req)->batch;
-    return intrab_cma(e, req->batch, op, budget, st, fin);
+    size_t n = intrab_cma(e, req->batch, op, budget, st, fin);
+    op->moved += n;
+    return n;
+}
+
+void intrab_moved(gw_request_t *req, uint64_t n)
+{
+    intrab_op_t *op = intra_rq(req)->batch;
+    if (op)
+        op->moved += n;
+}
+
+size_t intrab_length(const gw_request_t *req)
+{
+    const intrab_op_t *op = intra_rq(req)->batch;
+    return op ? (size_t)(op->moved + op->gpu_bytes) : 0;
+}
+
+/* gw_request_cancel() of a batch past its posting: its ring slots not
+ * claimed and entries not posted (intra_ring_cancel); the host entries its
+ * piecewise copy has not reached (the cursor jumps to the end: the next
+ * step finds nothing and ends the part).  A GPU copy on its stream and a
+ * slot the target claimed are let finish.  0: nothing withdrawn; 1: some,
+ * and the batch ends GW_ERR_CANCELED with its last part; 2: all of it,
+ * none had moved (the caller completes it). */
+int intrab_cancel(intra_ep_t *e, gw_request_t *req)
+{
+    intrab_op_t *op = intra_rq(req)->batch;
+    const gw_batch_t *b = req->batch;
+    int withdrawn = 0;
+    for (size_t i = 0; i < e->ncp; i++) {
+        intra_cp_t *cp = &e->cps[i];
+        if (cp->req != req)
+            continue;
+        if (cp->ring) {
+            withdrawn |= intra_ring_cancel(e, cp);
+        } else if (!cp->ev && cp->op == GW_OP_BATCH && op) {
+            int rest = 0;
+            for (uint32_t j = op->cur; j < b->n && !rest; j++)
+                rest = host_ent(b, op, &b->ent[j]) && (j > op->cur || op->off < b->ent[j].len);
+            op->cur = b->n;
+            op->off = 0;
+            if (rest) {
+                if (op->err == GW_OK)
+                    op->err = GW_ERR_CANCELED;
+                withdrawn = 1;
+            }
+        }
+    }
+    if (!withdrawn || !op || op->moved || op->gpu_bytes)
+        return withdrawn;
+    /* nothing of it moved and nothing is in flight (no GPU part, no slot
+     * the target claimed): its records go, and it is withdrawn whole */
+    for (size_t i = 0; i < e->ncp; i++)
+        if (e->cps[i].req == req && (e->cps[i].ev || (e->cps[i].ring && e->cps[i].rpend)))
+            return 1;
+    for (size_t i = 0; i < e->ncp;)
+        if (e->cps[i].req == req)
+            e->cps[i] = e->cps[--e->ncp];
+        else
+            i++;
+    return 2;
 }
 
 /* A part of a batch (its host copies, its GPU copies) finished: 1 when it
@@ -914,6 +977,7 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
         intra_rma_done(e, req, st);
         return;
     }
+    op->gpu_bytes = b->total - op->host_bytes;
     /* host entries into regions their owner allocated (shared memory): by
      * memcpy when every key's region is one and mapped here */
     op->shm = 0;
@@ -997,7 +1061,7 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
     if (!op->nhost)
         st = GW_OK; /* nothing for CMA */
     else if (op->host_bytes <= (op->shm ? INTRA_SHM_SYNC_MAX : INTRA_CMA_SYNC_MAX)) /* as a single put's */
-        intrab_cma(e, b, op, SIZE_MAX, &st, &fin);
+        op->moved += intrab_cma(e, b, op, SIZE_MAX, &st, &fin);
     else
         fin = 0;
     int queued = 0;
@@ -1059,8 +1123,9 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     intra_ep_t *e = to_ep(tep);
     const gw_batch_t *b = req->batch;
     size_t nk = b->nrkey ? b->nrkey : 1, nl = b->nlmem ? b->nlmem : 1;
-    intrab_op_t *op = calloc(1, sizeof(*op) + nk * (sizeof(rdesc_t) + sizeof(intptr_t) + 4 * sizeof(uint64_t)) +
-                                    nl * sizeof(int32_t) + nk);
+    intrab_op_t *op = gw_op_state_get(e->super.iface->core,
+                                      sizeof(*op) + nk * (sizeof(rdesc_t) + sizeof(intptr_t) + 4 * sizeof(uint64_t)) +
+                                          nl * sizeof(int32_t) + nk);
     if (!op)
         return gw_err(e->super.iface->core, GW_ERR_NOMEM, "intra: out of memory for a batch");
     op->nslot = b->nrkey;

@@ -91,6 +91,7 @@ void intra_out_flush(intra_ep_t *e)
             return;
         }
         e->out_off += (size_t)n;
+        e->out_sent += (uint64_t)n;
     }
     if (e->out_off == e->out_len)
         e->out_off = e->out_len = 0;
@@ -124,6 +125,34 @@ gw_status_t intra_out_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const void *pa
     e->out_len += INTRA_HDR + h->len;
     intra_out_flush(e);
     return GW_OK;
+}
+
+int intra_out_withdraw(intra_ep_t *e, gw_request_t *req)
+{
+    uint64_t at = intra_rq(req)->out_at;
+    if (!at || e->fd < 0 || at - 1 < e->out_sent)
+        return 0; /* not tracked, or some of it (all, mostly) is the socket's */
+    size_t i = e->out_off + (size_t)(at - 1 - e->out_sent);
+    gw_intra_hdr_t h;
+    uint64_t op = intra_rq(req)->opid;
+    if (i + INTRA_HDR > e->out_len || hdr_decode(e->out + i, &h) != 0 || i + INTRA_HDR + h.len > e->out_len ||
+        !((h.type == GW_INTRA_M_RTS && h.d == op) || (h.type == GW_INTRA_M_EAGER && h.b == op)))
+        return 0; /* (cannot be: the queue holds whole messages from out_off on) */
+    size_t n = INTRA_HDR + h.len;
+    memmove(e->out + i, e->out + i + n, e->out_len - i - n);
+    e->out_len -= n;
+    intra_rq(req)->out_at = 0;
+    /* the messages queued behind it moved up */
+    gw_list_t *p;
+    for (p = e->sends.next; p != &e->sends; p = p->next) {
+        gw_request_t *o = gw_container_of(p, gw_request_t, tl_link);
+        if (intra_rq(o)->out_at > at)
+            intra_rq(o)->out_at -= n;
+    }
+    if (e->out_off == e->out_len)
+        e->out_off = e->out_len = 0;
+    ep_io_update(e);
+    return 1;
 }
 
 /* A message with fds attached: sent after the queue drained, at once. */
@@ -302,6 +331,11 @@ static int handle_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const uint8_t *pay
         break;
     }
     case GW_INTRA_M_PONG: break; /* its arrival refreshed last_rx_ns */
+    case GW_INTRA_M_AM:
+        st = h->a >= GW_AM_IDS ? gw_err(e->super.iface->core, GW_ERR_PROTOCOL,
+                                        "intra: active message for handler %" PRIu64 " (ids below %d)", h->a, GW_AM_IDS)
+                               : gw_ep_am_deliver(e->super.base, (unsigned)h->a, payload, h->len);
+        break;
     case GW_INTRA_M_RING: {
         int fd = take_rxfd(e);
         st = fd < 0 ? gw_err(e->super.iface->core, GW_ERR_PROTOCOL, "intra: the peer's ring arrived without its fd")

@@ -112,7 +112,7 @@ gw_status_t intra_notify_out(void *arg, gw_request_t *req)
 void intra_rma_done(intra_ep_t *e, gw_request_t *req, gw_status_t st)
 {
     intra_slot_leave(e, req);
-    req->length = st == GW_OK ? req->len : 0;
+    req->length = st == GW_OK ? req->len : req->op == GW_OP_BATCH ? intrab_length(req) : 0;
     if (GW_IS_ENDPOINT_ERROR(st) && !e->failed) { /* e.g. the peer process vanished under a copy */
         intra_ep_fail(e, st, "intra: %s", e->super.iface->core->errbuf);
         return;
@@ -318,28 +318,49 @@ gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req)
     return GW_OK;
 }
 
-/* A put or get not yet copied: waiting for the connection (or the peer's
- * fds), or in the queue of small CMA copies that the next progress pass
- * writes in one system call.  Either holds nothing of the peer's (no slot
- * entered), so it leaves without a trace.  A copy already started (CMA
- * runs inside the call that issues it, a GPU copy on its stream) is let
- * finish. */
+/* gw_request_cancel(): withdraws what has not moved yet.
+ *  - a put or get not yet copied: waiting for the connection (or the
+ *    peer's fds), or in the queue of small CMA copies that the next
+ *    progress pass writes in one system call.  Either holds nothing of the
+ *    peer's (no slot entered), so it leaves without a trace.  A copy
+ *    already started (CMA runs inside the call that issues it, a GPU copy
+ *    on its stream) is let finish;
+ *  - a send (eager or rendezvous) whose message is still whole in the
+ *    control socket's queue (the peer's socket is full): taken out, the
+ *    peer never sees it.  Once written, the receiver may take or pull it;
+ *  - a batch: whole while it waits for the connection; else its ring slots
+ *    the target has not claimed and the entries not yet posted to the ring,
+ *    or the host entries its piecewise CMA copy has not reached
+ *    (intrab_cancel): it ends GW_ERR_CANCELED once what it started (a
+ *    claimed slot, a GPU copy) is done. */
 gw_status_t intra_cancel(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
-    if (e->failed || (req->op != GW_OP_PUT && req->op != GW_OP_GET && req->op != GW_OP_PUT_NOTIFY))
+    if (e->failed || req->op == GW_OP_RECV)
         return GW_INPROGRESS;
-    for (unsigned i = 0; i < e->ncmaq; i++)
-        if (e->cmaq[i] == req) {
-            memmove(&e->cmaq[i], &e->cmaq[i + 1], (e->ncmaq - i - 1) * sizeof(e->cmaq[0]));
-            e->ncmaq--;
-            return GW_OK;
-        }
+    if (req->op == GW_OP_SEND) {
+        if (!intra_out_withdraw(e, req))
+            return GW_INPROGRESS;
+        gw_list_del(&req->tl_link); /* off e->sends: no FIN will come */
+        return GW_OK;
+    }
+    if (req->op != GW_OP_BATCH)
+        for (unsigned i = 0; i < e->ncmaq; i++)
+            if (e->cmaq[i] == req) {
+                memmove(&e->cmaq[i], &e->cmaq[i + 1], (e->ncmaq - i - 1) * sizeof(e->cmaq[0]));
+                e->ncmaq--;
+                return GW_OK;
+            }
     for (gw_list_t *p = e->waiting.next; p != &e->waiting; p = p->next)
         if (p == &req->tl_link && !intra_rq(req)->slot) {
             gw_list_del(p);
             return GW_OK;
         }
+    int w = req->op == GW_OP_BATCH ? intrab_cancel(e, req) : 0;
+    if (w == 2)
+        return GW_OK;
+    if (w)
+        gw_core_signal(e->super.iface->core); /* the next progress pass ends it */
     return GW_INPROGRESS;
 }
 
@@ -347,6 +368,18 @@ void intra_ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st)
 {
     gw_intra_hdr_t h = {.type = GW_INTRA_M_FIN, .a = op, .b = (uint64_t)(int64_t)st};
     intra_out_msg(e, &h, NULL);
+}
+
+/* An active message: one control message, its payload copied into the
+ * socket's output queue. */
+gw_status_t intra_am_send(gw_tl_ep_t *tep, unsigned id, const void *data, size_t len)
+{
+    intra_ep_t *e = to_ep(tep);
+    gw_status_t st = gw_ep_am_check(tep->base, "intra", id, len);
+    if (st != GW_OK)
+        return st;
+    gw_intra_hdr_t h = {.type = GW_INTRA_M_AM, .len = (uint32_t)len, .a = id};
+    return intra_out_msg(e, &h, data);
 }
 
 gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
@@ -359,6 +392,7 @@ gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
         intra_rq(req)->opid = ++e->next_op;
         gw_intra_hdr_t h = {.type = GW_INTRA_M_EAGER, .len = (uint32_t)req->len, .a = req->value,
                             .b = intra_rq(req)->opid};
+        intra_rq(req)->out_at = 1 + intra_out_next(e);
         gw_status_t st = intra_out_msg(e, &h, req->buf);
         if (st != GW_OK)
             return st;
@@ -377,6 +411,7 @@ gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req)
     intra_rq(req)->opid = ++e->next_op;
     gw_intra_hdr_t h = {.type = GW_INTRA_M_RTS, .a = req->value, .b = req->len,
                         .c = (uint64_t)(uintptr_t)req->buf, .d = intra_rq(req)->opid, .e = slot1};
+    intra_rq(req)->out_at = 1 + intra_out_next(e);
     gw_status_t st = intra_out_msg(e, &h, NULL);
     if (st != GW_OK)
         return st;

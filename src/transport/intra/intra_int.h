@@ -41,6 +41,8 @@ struct gw_req_intra {
     uint64_t src;           /* put/get: RK_VALID | table slot; rendezvous receive: slot + 1 << 32 */
     uint64_t src2;          /* put/get: the region id; rendezvous receive: message length */
     struct intrab_op *batch; /* batched transfer: its state (intra_batch.c) */
+    uint64_t out_at;        /* send: 1 + where its message starts in the control stream (intra_ctl.c
+                             * intra_out_withdraw), 0 once withdrawn or not tracked */
 };
 GW_REQ_TL_SCRATCH(intra_rq, struct gw_req_intra)
 
@@ -171,6 +173,7 @@ typedef struct intra_ep {
     uint64_t last_ping_ns;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
+    uint64_t out_sent;   /* bytes of the queue written to the socket so far (positions of queued messages) */
     uint8_t *in;
     size_t in_len, in_cap;
     int rxfd[INTRA_MAX_RXFD];
@@ -227,6 +230,7 @@ gw_status_t intra_put(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t intra_cancel(gw_tl_ep_t *tep, gw_request_t *req);
 void intra_ep_send_fin(intra_ep_t *e, uint64_t op, gw_status_t st);
 gw_status_t intra_send(gw_tl_ep_t *tep, gw_request_t *req);
+gw_status_t intra_am_send(gw_tl_ep_t *tep, unsigned id, const void *data, size_t len);
 void intra_recv_pull(intra_ep_t *e, gw_request_t *req, uint64_t tag, uint64_t len, uint64_t addr, uint64_t op,
     uint64_t slot1);
 gw_status_t intra_recv_matched(gw_tl_ep_t *tep, gw_request_t *req, gw_unexp_t *u);
@@ -243,6 +247,15 @@ gw_status_t intra_ep_describe(gw_tl_ep_t *tep, char *buf, size_t len);
 socklen_t intra_abstract_addr(struct sockaddr_un *sa, const char *name);
 void intra_out_flush(intra_ep_t *e);
 gw_status_t intra_out_msg(intra_ep_t *e, const gw_intra_hdr_t *h, const void *payload);
+/* Where the next message queued would start in the control stream (for
+ * intra_out_withdraw). */
+static inline uint64_t intra_out_next(const intra_ep_t *e)
+{
+    return e->out_sent + (e->out_len - e->out_off);
+}
+/* Takes the send req's message out of the control queue if none of its
+ * bytes were written yet: 1 withdrawn (the peer never sees it), 0 not. */
+int intra_out_withdraw(intra_ep_t *e, gw_request_t *req);
 gw_status_t intra_ep_attach(intra_ep_t *e, int fd);
 void intra_listen_event(void *arg, uint32_t events);
 
@@ -281,6 +294,11 @@ gw_status_t intra_out_msg_fds(intra_ep_t *e, const gw_intra_hdr_t *h, const int 
 /* intra_ring.c */
 int intra_ring_post(intra_ep_t *e, gw_request_t *req);
 int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *st);
+/* gw_request_cancel() of the ring batch of cp: takes back its slots the
+ * target has not claimed (compare-and-swap, as an offer not taken in time)
+ * and drops its entries not yet posted; 1 when any was, and the batch then
+ * ends GW_ERR_CANCELED once its claimed slots are reaped (intra_ring_reap). */
+int intra_ring_cancel(intra_ep_t *e, intra_cp_t *cp);
 int intra_ring_serve(intra_ep_t *e);
 gw_status_t intra_ring_on_offer(intra_ep_t *e, int fd, uint64_t len);
 void intra_ring_abort(intra_ep_t *e);
@@ -288,6 +306,11 @@ void intra_ring_destroy(intra_ep_t *e);
 void intra_ring_sleep(void *arg, int asleep);
 
 /* intra_batch.c */
+int intrab_cancel(intra_ep_t *e, gw_request_t *req);
+/* n more bytes of batch req moved (the ring's slots the target copied). */
+void intrab_moved(gw_request_t *req, uint64_t n);
+/* What a batch that failed or was cut short moved, at most (its GPU part counted whole). */
+size_t intrab_length(const gw_request_t *req);
 gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta);
 size_t intrab_cma_step(intra_ep_t *e, gw_request_t *req, size_t budget, gw_status_t *st, int *fin);
 int intrab_part_done(gw_request_t *req, gw_status_t *st);

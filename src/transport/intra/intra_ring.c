@@ -276,7 +276,7 @@ static gw_status_t ring_cma(intra_ep_t *e, const gw_batch_t *b, uint32_t first, 
     gw_core_t *c = e->super.iface->core;
     if (!n)
         return GW_OK;
-    struct iovec *v = malloc(2 * (size_t)n * sizeof(*v) + (size_t)n * sizeof(gw_intra_slot_t *));
+    struct iovec *v = gw_op_state_get(c, 2 * (size_t)n * sizeof(*v) + (size_t)n * sizeof(gw_intra_slot_t *));
     if (!v)
         return gw_err(c, GW_ERR_NOMEM, "intra: out of memory for %" PRIu32 " iovecs of a batch", n);
     gw_intra_slot_t **in = (gw_intra_slot_t **)(void *)(v + 2 * (size_t)n);
@@ -311,12 +311,21 @@ static gw_status_t ring_cma(intra_ep_t *e, const gw_batch_t *b, uint32_t first, 
     }
     for (uint32_t k = 0; k < nin; k++)
         atomic_fetch_sub(&in[k]->inflight, 1);
-    free(v);
+    gw_op_state_put(c, v);
     if (st != GW_OK || !err)
         return st;
     return gw_err(c, err == ESRCH ? GW_ERR_CONN_RESET : GW_ERR_SYSTEM,
                   "intra: process_vm_writev(pid=%d) of batch entry %" PRIu32 " failed: %s", (int)e->peer_pid,
                   first + (uint32_t)done, strerror(err));
+}
+
+/* Bytes of entries first .. first+n-1. */
+static uint64_t ring_bytes(const gw_batch_t *b, uint32_t first, uint32_t n)
+{
+    uint64_t t = 0;
+    for (uint32_t i = first; i < first + n; i++)
+        t += b->ent[i].len;
+    return t;
 }
 
 static void ring_fail(intra_cp_t *cp, gw_status_t st)
@@ -339,7 +348,10 @@ static void ring_pump(intra_ep_t *e, intra_cp_t *cp, size_t budget)
     while (i < b->n && !r->owner[r->head] && moved < budget) {
         uint32_t k = gw_intra_ring_fit(&ent[i].len, sizeof(*ent), b->n - i);
         if (!k) { /* larger than a slot */
-            ring_fail(cp, ring_cma(e, b, i, 1));
+            gw_status_t cs = ring_cma(e, b, i, 1);
+            if (cs == GW_OK)
+                intrab_moved(cp->req, ent[i].len);
+            ring_fail(cp, cs);
             moved += (size_t)ent[i].len;
             i++;
             continue;
@@ -435,6 +447,8 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *
             int32_t v = s->status;
             if (v != GW_OK)
                 res = ring_refused(e, b, r->first[si], r->count[si], (gw_status_t)v, s->bad);
+            else
+                intrab_moved(req, ring_bytes(b, r->first[si], r->count[si]));
             atomic_store_explicit(&s->state, GW_INTRA_RS_FREE, memory_order_relaxed);
         } else if (state == GW_INTRA_RS_POSTED) {
             if (!now)
@@ -449,6 +463,8 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *
             r->until = now + INTRA_RING_PASSIVE_NS;
             cp->rback = 1; /* the rest of the batch by CMA too */
             res = ring_cma(e, b, r->first[si], r->count[si]);
+            if (res == GW_OK)
+                intrab_moved(req, ring_bytes(b, r->first[si], r->count[si]));
         } else {
             continue; /* CLAIMED: the target is copying it */
         }
@@ -464,7 +480,10 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *
         while (j < b->n && bytes < *budget)
             bytes += (size_t)b->ent[j++].len;
         if (j > i) {
-            ring_fail(cp, ring_cma(e, b, i, j - i));
+            gw_status_t cs = ring_cma(e, b, i, j - i);
+            if (cs == GW_OK)
+                intrab_moved(req, bytes);
+            ring_fail(cp, cs);
             cp->rnext = j;
             *budget -= GW_MIN(bytes, *budget);
         }
@@ -475,6 +494,29 @@ int intra_ring_reap(intra_ep_t *e, intra_cp_t *cp, size_t *budget, gw_status_t *
         return 0;
     *st = cp->rerr;
     return 1;
+}
+
+int intra_ring_cancel(intra_ep_t *e, intra_cp_t *cp)
+{
+    intra_ring_t *r = e->rout;
+    gw_request_t *req = cp->req;
+    const gw_batch_t *b = req->batch;
+    int withdrawn = cp->rnext < b->n; /* entries never posted (nor moved by CMA) */
+    cp->rnext = b->n;
+    for (uint32_t si = 0; r && si < GW_INTRA_RING_SLOTS && cp->rpend; si++) {
+        if (r->owner[si] != req)
+            continue;
+        gw_intra_ring_slot_t *s = gw_intra_ring_slot(r->base, si);
+        uint32_t exp = GW_INTRA_RS_POSTED;
+        if (!atomic_compare_exchange_strong(&s->state, &exp, GW_INTRA_RS_FREE))
+            continue; /* claimed or done: the target has it (reaped as usual) */
+        r->owner[si] = NULL;
+        cp->rpend--;
+        withdrawn = 1;
+    }
+    if (withdrawn)
+        ring_fail(cp, GW_ERR_CANCELED);
+    return withdrawn;
 }
 
 /* ---- the target ---- */

@@ -46,10 +46,10 @@
 struct gw_req_ofi {
     struct fid_mr *mr;            /* registration of the local buffer made for this request alone */
     uint64_t opid;                /* rendezvous send: its op-table id; receive: the sender's */
-    uint64_t off;                 /* batch: bytes of entry `ent` posted; rendezvous receive: message length */
+    uint64_t off;                 /* rma_iov: bytes of entry `ent` posted; rendezvous receive: message length */
     uint64_t raddr;               /* rendezvous receive: the sender's buffer as the provider addresses it */
     uint64_t rkey;                /* ... and its key */
-    uint32_t ent;                 /* batch: next entry to post */
+    uint32_t ent;                 /* rma_iov: next entry to post */
     uint16_t bounce;              /* tx slot + 1 used as a bounce buffer, 0 none */
 };
 GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
@@ -119,6 +119,8 @@ typedef struct gw_ofi_rts {
 typedef struct gw_ofi_ctl {
     gw_list_t link;
     gw_ofi_hdr_t h;
+    uint32_t plen;    /* payload bytes (an active message's) */
+    uint8_t pay[];
 } gw_ofi_ctl_t;
 
 typedef struct gw_ofi_ep {
@@ -187,6 +189,8 @@ gw_status_t gw_ofi_status_of(int fi_err);
 
 /* ofi_post.c */
 gw_status_t gw_ofi_submit(gw_tl_ep_t *ep, gw_request_t *req);
+/* The scatter/gather primitive (tl.h rma_iov): fi_writemsg/fi_readmsg per entry. */
+gw_status_t gw_ofi_rma_iov(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_ofi_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
 gw_status_t gw_ofi_cancel(gw_tl_ep_t *ep, gw_request_t *req);
 int gw_ofi_ep_progress(gw_ofi_ep_t *ep);
@@ -194,6 +198,8 @@ int gw_ofi_ep_progress(gw_ofi_ep_t *ep);
 int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i);
 /* Sends a control message (queued when no slot or room is free now). */
 gw_status_t gw_ofi_send_ctl(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h);
+/* The small-message primitive (tl.h am_send): a control message with a payload. */
+gw_status_t gw_ofi_am_send(gw_tl_ep_t *ep, unsigned id, const void *data, size_t len);
 /* The base's sender of deferred notifications (ep_base.h notify_out). */
 gw_status_t gw_ofi_notify_out(void *arg, gw_request_t *req);
 /* Drops every reference to requests (failure): run from on_fail. */

@@ -78,11 +78,11 @@ static void ep_free(gw_ofi_ep_t *ep)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &ep->ctlq) {
         gw_list_del(p);
-        free(gw_container_of(p, gw_ofi_ctl_t, link));
+        gw_op_state_put(oep_core(ep), gw_container_of(p, gw_ofi_ctl_t, link));
     }
     gw_list_for_each_safe(p, t, &ep->rts) {
         gw_list_del(p);
-        free(gw_container_of(p, gw_ofi_rts_t, link));
+        gw_op_state_put(oep_core(ep), gw_container_of(p, gw_ofi_rts_t, link));
     }
     gw_op_table_fini(&ep->sends);
     free(ep);

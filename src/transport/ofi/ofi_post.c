@@ -88,13 +88,16 @@ static int inject_msg(gw_ofi_ep_t *ep, const void *msg, size_t n)
 }
 
 /* ---- control messages ---------------------------------------------------------- */
-/* 0 sent, 1 no room now, < 0 the provider's error */
-static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
+/* A header and plen payload bytes (at most GW_OFI_AM_MAX): 0 sent, 1 no
+ * room now, < 0 the provider's error */
+static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h, const void *pay, size_t plen)
 {
-    if (GW_OFI_HDR_LEN <= ep->oif->inject && ep->tx_seen) {
-        uint8_t m[GW_OFI_HDR_LEN];
+    if (GW_OFI_HDR_LEN + plen <= ep->oif->inject && ep->tx_seen) {
+        uint8_t m[GW_OFI_HDR_LEN + GW_OFI_AM_MAX];
         gw_ofi_hdr_write(h, m);
-        int r = inject_msg(ep, m, GW_OFI_HDR_LEN);
+        if (plen)
+            memcpy(m + GW_OFI_HDR_LEN, pay, plen);
+        int r = inject_msg(ep, m, GW_OFI_HDR_LEN + plen);
         if (r != 1)
             return r;
     }
@@ -102,7 +105,9 @@ static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
     if (s < 0)
         return 1;
     gw_ofi_hdr_write(h, tx_at(ep, (unsigned)s));
-    ssize_t rc = send_slot(ep, (unsigned)s, GW_OFI_HDR_LEN);
+    if (plen)
+        memcpy(tx_at(ep, (unsigned)s) + GW_OFI_HDR_LEN, pay, plen);
+    ssize_t rc = send_slot(ep, (unsigned)s, GW_OFI_HDR_LEN + plen);
     if (rc) {
         tx_put(ep, (unsigned)s);
         if (rc == -FI_EAGAIN)
@@ -114,15 +119,15 @@ static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
 
 static const char *type_name(unsigned t)
 {
-    static const char *const n[] = {"?", "EAGER", "RTS", "FIN", "NOTIFY", "PING", "PONG"};
+    static const char *const n[] = {"?", "EAGER", "RTS", "FIN", "NOTIFY", "PING", "PONG", "AM"};
     return t <= GW_OFI_TYPE_MAX ? n[t] : "?";
 }
 
-gw_status_t gw_ofi_send_ctl(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
+static gw_status_t send_msg(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h, const void *pay, size_t plen)
 {
     if (gw_ep_failed(B(ep)))
         return B(ep)->error;
-    int rc = gw_list_empty(&ep->ctlq) ? ctl_now(ep, h) : 1;
+    int rc = gw_list_empty(&ep->ctlq) ? ctl_now(ep, h, pay, plen) : 1;
     if (rc == 0)
         return GW_OK;
     if (rc < 0) {
@@ -130,12 +135,15 @@ gw_status_t gw_ofi_send_ctl(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
                       type_name(h->type), B(ep)->peer, gw_ofi_strerror(ep->oif, rc));
         return B(ep)->error;
     }
-    gw_ofi_ctl_t *q = malloc(sizeof(*q));
+    gw_ofi_ctl_t *q = gw_op_state_get(oep_core(ep), sizeof(*q) + plen);
     if (!q) {
         gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory queueing a %s message", type_name(h->type));
         return GW_ERR_NOMEM;
     }
     q->h = *h;
+    q->plen = (uint32_t)plen;
+    if (plen)
+        memcpy(q->pay, pay, plen);
     gw_list_push_back(&ep->ctlq, &q->link);
     return GW_OK;
 }
@@ -144,7 +152,7 @@ static void ctl_drain(gw_ofi_ep_t *ep)
 {
     while (!gw_list_empty(&ep->ctlq) && !gw_ep_failed(B(ep))) {
         gw_ofi_ctl_t *q = gw_container_of(ep->ctlq.next, gw_ofi_ctl_t, link);
-        int rc = ctl_now(ep, &q->h);
+        int rc = ctl_now(ep, &q->h, q->pay, q->plen);
         if (rc == 1)
             return;
         if (rc < 0) {
@@ -153,8 +161,28 @@ static void ctl_drain(gw_ofi_ep_t *ep)
             return;
         }
         gw_list_del(&q->link);
-        free(q);
+        gw_op_state_put(oep_core(ep), q);
     }
+}
+
+gw_status_t gw_ofi_send_ctl(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h)
+{
+    return send_msg(ep, h, NULL, 0);
+}
+
+_Static_assert(GW_OFI_AM_MAX == GW_AM_MAX, "the ofi wire's active-message bound is the base's");
+
+/* An active message: a control message whose payload rides behind its
+ * header (fi_inject where it fits, else a send slot; queued in order with
+ * the other control messages when there is no room). */
+gw_status_t gw_ofi_am_send(gw_tl_ep_t *e, unsigned id, const void *data, size_t len)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    gw_status_t st = gw_ep_am_check(B(ep), "ofi", id, len);
+    if (st != GW_OK)
+        return st;
+    gw_ofi_hdr_t h = {.type = GW_OFI_AM, .f = {id, len}};
+    return send_msg(ep, &h, data, len);
 }
 
 gw_status_t gw_ofi_notify_out(void *arg, gw_request_t *req)
@@ -292,6 +320,35 @@ static int post_rma(gw_ofi_ep_t *ep, gw_request_t *req)
     return 0;
 }
 
+/* A scatter/gather put or get (rma_iov, a list of host entries) from entry
+ * ofi_rq(req)->ent, byte ofi_rq(req)->off on: one piece per entry (cut at
+ * the provider's largest message), each with its region's descriptor and
+ * its key's address. */
+static int post_list(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    const gw_batch_t *b = req->batch;
+    while (ofi_rq(req)->ent < b->n) {
+        const gw_batch_ent_t *e = &b->ent[ofi_rq(req)->ent];
+        const gw_ofi_rkey_t *k = (const gw_ofi_rkey_t *)b->rkey[e->rreg].tl_key;
+        const gw_mem_t *lm = b->lmem[e->lreg];
+        const gw_ofi_reg_t *reg = lm ? lm->tl_reg[GW_TL_OFI] : NULL;
+        uint64_t off = ofi_rq(req)->off;
+        size_t n = (size_t)GW_MIN(e->len - off, ep->oif->max_piece);
+        uint64_t raddr = (k->virt ? e->raddr : e->raddr - k->base) + off;
+        int r = post_piece(ep, req, b->get, (uint8_t *)(uintptr_t)e->laddr + off, reg ? reg->desc : NULL, raddr,
+                           k->key, n);
+        if (r)
+            return r;
+        off += n;
+        if (off == e->len) {
+            ofi_rq(req)->ent++;
+            off = 0;
+        }
+        ofi_rq(req)->off = off;
+    }
+    return 0;
+}
+
 /* ---- messages ------------------------------------------------------------------ */
 static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
 {
@@ -356,7 +413,7 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
     if (!ep->oif->virt_addr)
         addr = ofi_rq(req)->mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
     gw_ofi_hdr_t h = {.type = GW_OFI_RTS, .f = {req->value, req->len, ofi_rq(req)->opid, addr, key}};
-    int rc = ctl_now(ep, &h);
+    int rc = ctl_now(ep, &h, NULL, 0);
     if (rc < 0) {
         gw_ofi_ep_die(ep, gw_ofi_status_of(rc), "ofi %s: sending the RTS of a %zu-byte message to %s failed: %s",
                       ep->oif->prov, req->len, B(ep)->peer, gw_ofi_strerror(ep->oif, rc));
@@ -376,6 +433,9 @@ static int post_req(gw_ofi_ep_t *ep, gw_request_t *req)
     switch (req->op) {
     case GW_OP_SEND:
         return post_send(ep, req);
+    case GW_OP_BATCH:
+        r = post_list(ep, req);
+        break;
     default:
         r = post_rma(ep, req);
         break;
@@ -455,7 +515,7 @@ gw_status_t gw_ofi_recv_matched(gw_tl_ep_t *e, gw_request_t *req, gw_unexp_t *ms
     gw_ofi_rts_t *r = (gw_ofi_rts_t *)(uintptr_t)msg->handle2;
     uint64_t raddr = r->raddr, key = r->key;
     gw_list_del(&r->link);
-    free(r);
+    gw_op_state_put(oep_core(ep), r);
     if (gw_ep_failed(B(ep)))
         return B(ep)->error;
     rdv_start(ep, req, msg->handle, raddr, key, msg->len, msg->tag);
@@ -517,6 +577,23 @@ gw_status_t gw_ofi_submit(gw_tl_ep_t *e, gw_request_t *req)
     return GW_OK;
 }
 
+gw_status_t gw_ofi_rma_iov(gw_tl_ep_t *e, gw_request_t *req)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    const gw_batch_t *b = req->batch;
+    if (gw_ep_failed(B(ep)))
+        return gw_err(oep_core(ep), GW_ERR_ENDPOINT_FAILED, "ofi endpoint to %s failed earlier: %s", B(ep)->peer,
+                      B(ep)->error_detail);
+    if (ep->oif->mr_local) /* every piece needs its region's descriptor: else one put or get per entry */
+        for (uint32_t i = 0; i < b->nlmem; i++)
+            if (!b->lmem[i] || !b->lmem[i]->tl_reg[GW_TL_OFI])
+                return GW_ERR_UNSUPPORTED;
+    ofi_rq(req)->ent = 0;
+    ofi_rq(req)->off = 0;
+    post_or_queue(ep, req);
+    return GW_OK;
+}
+
 /* ---- completions --------------------------------------------------------------- */
 static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
 {
@@ -554,9 +631,9 @@ static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
         if (req) {
             rdv_start(ep, req, h.f[2], h.f[3], h.f[4], h.f[1], h.f[0]);
         } else {
-            gw_ofi_rts_t *r = malloc(sizeof(*r));
+            gw_ofi_rts_t *r = gw_op_state_get(oep_core(ep), sizeof(*r));
             if (!r || gw_ep_unexp_rndv(b, h.f[0], (size_t)h.f[1], h.f[2], (uint64_t)(uintptr_t)r) != GW_OK) {
-                free(r);
+                gw_op_state_put(oep_core(ep), r);
                 gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory keeping an unexpected message");
                 return;
             }
@@ -576,6 +653,13 @@ static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
         req_release(ep, req, 1);
         req->length = req->len;
         gw_ep_op_done(b, req, (gw_status_t)(int64_t)h.f[0]);
+        break;
+    case GW_OFI_AM:
+        if (gw_ep_am_deliver(b, h.f[0] < GW_AM_IDS ? (unsigned)h.f[0] : GW_AM_IDS, p + GW_OFI_HDR_LEN,
+                             (size_t)h.f[1]) != GW_OK) {
+            snprintf(why, sizeof(why), "%.*s", (int)sizeof(why) - 1, oep_core(ep)->errbuf);
+            gw_ofi_ep_die(ep, GW_ERR_PROTOCOL, "ofi %s: %s", ep->oif->prov, why);
+        }
         break;
     case GW_OFI_NOTIFY:
         if ((h.flags & GW_OFI_F_COUNTED) ? gw_ep_ncount_add(b, h.f[0]) != 0 : gw_ep_notify_push(b, h.f[0]) != 0) {
@@ -770,23 +854,37 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
     }
     gw_list_for_each_safe(p, t, &ep->ctlq) {
         gw_list_del(p);
-        free(gw_container_of(p, gw_ofi_ctl_t, link));
+        gw_op_state_put(oep_core(ep), gw_container_of(p, gw_ofi_ctl_t, link));
     }
 }
 
 /* ---- cancel -------------------------------------------------------------------- */
-/* What waits on the pending list with no piece posted yet (the provider had
- * no room) has reached nobody: it leaves the list.  Anything with a piece
- * posted is the provider's until its completions come (libfabric cancels
- * no RMA), and a rendezvous send whose RTS went out is the peer's to read. */
+/* gw_request_cancel(): what waits on the pending list (the provider had no
+ * room for it) leaves it: a put's or get's pieces not yet posted, a
+ * rendezvous send whose RTS was not sent.  Pieces already posted are the
+ * provider's until their completions (libfabric cancels no RMA): the
+ * request then ends with the last of them, GW_ERR_CANCELED. */
 gw_status_t gw_ofi_cancel(gw_tl_ep_t *e, gw_request_t *req)
 {
     gw_ofi_ep_t *ep = to_oep(e);
-    if (gw_ep_failed(B(ep)) || !(req->tl_flags & TLF_PENDING) || (req->tl_flags & (TLF_POSTED | TLF_RDV)) ||
-        req->posted || req->pending || req->op == GW_OP_RECV)
+    if (gw_ep_failed(B(ep)) || !(req->tl_flags & TLF_PENDING) || (req->tl_flags & TLF_POSTED) ||
+        req->op == GW_OP_RECV || (req->op == GW_OP_BATCH && (ofi_rq(req)->ent || ofi_rq(req)->off)))
+        /* (a list batch under way finishes: its cursor is past entries the
+         * protocol layer counts as moved) */
         return GW_INPROGRESS;
     gw_list_del(&req->tl_link);
     req->tl_flags &= (uint16_t)~TLF_PENDING;
-    req_release(ep, req, 1); /* (nothing was posted: a bounce slot is free again) */
+    if (req->pending) { /* pieces posted: the last completion ends it, cut short */
+        if (req->first_err == GW_OK)
+            req->first_err = GW_ERR_CANCELED;
+        req->tl_flags |= TLF_POSTED;
+        return GW_INPROGRESS;
+    }
+    if (req->tl_flags & TLF_RDV) { /* its RTS never went: the peer knows nothing of it */
+        gw_op_table_free(&ep->sends, req);
+        req->tl_flags &= (uint16_t)~TLF_RDV;
+    }
+    req->done = req->posted; /* pieces posted and completed before (none, mostly) */
+    req_release(ep, req, 1); /* (nothing of it is posted: a bounce slot is free again) */
     return GW_OK;
 }

@@ -126,10 +126,11 @@ gw_status_t gw_ofi_hdr_parse(gw_ofi_hdr_t *h, const uint8_t *buf, size_t len, si
         return GW_ERR_PROTOCOL;
     }
     size_t body = len - GW_OFI_HDR_LEN;
-    if (h->type == GW_OFI_EAGER) {
-        if (h->f[1] != body || body > eager_max) {
-            snprintf(why, whylen, "ofi eager message says %llu payload bytes, carries %zu (at most %zu)",
-                     (unsigned long long)h->f[1], body, eager_max);
+    if (h->type == GW_OFI_EAGER || h->type == GW_OFI_AM) {
+        size_t max = h->type == GW_OFI_AM && eager_max > GW_OFI_AM_MAX ? GW_OFI_AM_MAX : eager_max;
+        if (h->f[1] != body || body > max) {
+            snprintf(why, whylen, "ofi %s message says %llu payload bytes, carries %zu (at most %zu)",
+                     h->type == GW_OFI_AM ? "active" : "eager", (unsigned long long)h->f[1], body, max);
             return GW_ERR_PROTOCOL;
         }
         return GW_OK;

@@ -69,9 +69,12 @@ typedef enum gw_ofi_msg_type {
     GW_OFI_NOTIFY = 4, /* f0 value (flags COUNTED: the counted notification's id) */
     GW_OFI_PING = 5,   /* liveness: answer with PONG */
     GW_OFI_PONG = 6,
-    GW_OFI_TYPE_MAX = 6
+    GW_OFI_AM = 7,     /* f0 handler id, f1 payload length (at most GW_AM_MAX); the payload follows:
+                        * an active message */
+    GW_OFI_TYPE_MAX = 7
 } gw_ofi_msg_type_t;
 enum { GW_OFI_F_COUNTED = 1u << 0 };
+#define GW_OFI_AM_MAX 256 /* an active message's payload (ep_base.h GW_AM_MAX) */
 
 typedef struct gw_ofi_hdr {
     uint8_t type;
@@ -82,7 +85,8 @@ typedef struct gw_ofi_hdr {
 void gw_ofi_hdr_write(const gw_ofi_hdr_t *h, uint8_t *buf);
 /* Checks a received message of len bytes (header and payload): magic,
  * version, type, that an eager payload is exactly what the header says and
- * at most eager_max, that other types carry none, a FIN's status in range.
+ * at most eager_max, an active message's likewise and at most GW_AM_MAX,
+ * that other types carry none, a FIN's status in range.
  * GW_OK or GW_ERR_PROTOCOL with why. */
 gw_status_t gw_ofi_hdr_parse(gw_ofi_hdr_t *h, const uint8_t *buf, size_t len, size_t eager_max, char *why,
                              size_t whylen);

@@ -7,8 +7,8 @@
  * Transfers of at least GPUWIRE_TCP_STRIPE_MIN bytes are cut into pieces of
  * at most GPUWIRE_TCP_CHUNK bytes spread over the least-loaded streams.
  *
- * Frame: a 48-byte header, then `len` payload bytes for PUT, GET_RESP, EAGER
- * and RDATA.  Little-endian:
+ * Frame: a 48-byte header, then `len` payload bytes for PUT, GET_RESP, EAGER,
+ * RDATA, the batch frames and AM.  Little-endian:
  *   0 u8 magic (0xA7)  1 u8 version (1)  2 u8 type  3 u8 flags
  *   4 u32 aux (status of replies, as a negative gw_status_t)
  *   8 u64 id   (initiator's request slot, echoed in replies)
@@ -53,7 +53,8 @@ enum gw_tcp_frame {
                               each entry's bytes in block order; answered by PUT_ACK */
     GW_TCP_BGET_REQ = 15,  /* len = D, val = run index; payload: a descriptor block */
     GW_TCP_BGET_RESP = 16, /* aux status, val = run index; payload: the entries' bytes (none on error) */
-    GW_TCP_FRAME_MAX = 16
+    GW_TCP_AM = 17,        /* val = handler id, payload (at most GW_AM_MAX bytes): an active message */
+    GW_TCP_FRAME_MAX = 17
 };
 enum { GW_TCP_F_NOTIFY = 1, GW_TCP_F_COUNTED = 2 /* NOTIFY: val is the id of a counted notification */ };
 

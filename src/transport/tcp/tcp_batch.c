@@ -192,19 +192,19 @@ int tcpb_iov_fill(tx_item_t *t, struct iovec *iov, int *n, int cap)
     return 0;
 }
 
-/* Queues a run frame whose payload is `niov` iovecs in `owned` (freed with
- * the frame). */
+/* Queues a run frame whose payload is `niov` iovecs in `owned` (a block of
+ * the core's per-operation pool, put back with the frame). */
 static int send_run(conn_t *c, const gw_tcp_hdr_t *h, void *owned, const struct iovec *iov, uint32_t niov,
                     size_t paylen)
 {
     tcp_ep_t *ep = c->ep;
     if (c->fd < 0) {
-        free(owned);
+        gw_op_state_put(CORE(ep), owned);
         return -1;
     }
     tx_item_t *t = tcp_tx_alloc(ep);
     if (!t) {
-        free(owned);
+        gw_op_state_put(CORE(ep), owned);
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory queueing a frame to %s", B(ep)->peer);
         return -1;
     }
@@ -226,9 +226,8 @@ static void tcpb_op_fini(gw_request_t *r)
     void (*next)(gw_request_t *) = op ? op->fini : NULL;
     if (op) {
         free(op->first);
-        free(op->bytes);
         free(op->pc);
-        free(op);
+        gw_op_state_put(r->core, op);
     }
     if (next)
         next(r);
@@ -435,16 +434,14 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
     }
     tcpb_op_t *op = NULL;
     if (b->get) {
-        op = calloc(1, sizeof(*op));
-        uint64_t *bytes = op ? calloc(k.nruns, sizeof(*bytes)) : NULL;
-        if (!bytes) {
-            free(op);
+        op = gw_op_state_get(core, sizeof(*op) + k.nruns * sizeof(uint64_t)); /* (bytes behind it) */
+        if (!op) {
             free(k.pc);
             free(k.first);
             gw_op_table_free(&ep->optab, req);
             return gw_err(core, GW_ERR_NOMEM, "tcp: out of memory for a batch");
         }
-        op->bytes = bytes;
+        op->bytes = (uint64_t *)(op + 1);
         op->fini = req->fini;
         req->fini = tcpb_op_fini;
         tcp_rq(req)->bop = op;
@@ -492,7 +489,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
         }
         size_t iov_bytes = (size_t)(n + 1) * sizeof(struct iovec);
         size_t extra = b->get ? 0 : gpu ? data : 0; /* GPU entries: gathered into host memory here */
-        uint8_t *mem = malloc(iov_bytes + dlen + extra);
+        uint8_t *mem = gw_op_state_get(core, iov_bytes + dlen + extra);
         if (!mem) {
             tcp_fail(ep, GW_ERR_NOMEM, "out of memory building batch frames to %s", B(ep)->peer);
             break; /* the endpoint failed and completed the request */
@@ -525,7 +522,7 @@ gw_status_t tcpb_batch(gw_tl_ep_t *tep, gw_request_t *req)
                                      ? gw_staging_copy_sync(core, p->ldev, w, (const void *)(uintptr_t)p->laddr, p->len)
                                      : (memcpy(w, (const void *)(uintptr_t)p->laddr, p->len), GW_OK);
                 if (st != GW_OK) {
-                    free(mem);
+                    gw_op_state_put(core, mem);
                     tcp_fail(ep, GW_ERR_CUDA, "tcp: gathering GPU entries of a batch failed: %s", core->errbuf);
                     goto out;
                 }
@@ -589,14 +586,14 @@ void tcpb_rx_drop(conn_t *c)
     c->bscat = 0;
     if (c->brx && c->brx->gb)
         tcp_gbuf_put(c->ep->tif, c->brx->gb);
-    free(c->brx);
+    gw_op_state_put(CORE(c->ep), c->brx);
     c->brx = NULL;
 }
 
 static int rx_alloc(conn_t *c, uint32_t nseg, size_t dlen)
 {
     tcpb_rx_drop(c);
-    struct tcpb_rx *s = calloc(1, sizeof(*s) + nseg * sizeof(tcpb_seg_t) + dlen);
+    struct tcpb_rx *s = gw_op_state_get(CORE(c->ep), sizeof(*s) + nseg * sizeof(tcpb_seg_t) + dlen);
     if (!s) {
         tcp_fail(c->ep, GW_ERR_NOMEM, "out of memory receiving a batch frame");
         return -1;
@@ -726,7 +723,7 @@ int tcpb_kdone_poll(tcp_iface_t *tif, int keep)
         else
             kdone_complete(k);
         tcp_gbuf_put(tif, k->gb);
-        free(k);
+        gw_op_state_put(tif->super.core, k);
         n++;
     }
     if (!gw_list_empty(&tif->kdone))
@@ -745,7 +742,7 @@ void tcpb_kdone_drop_ep(tcp_ep_t *ep)
         gw_list_del(&k->link);
         ep->tif->nkdone--;
         tcp_gbuf_put(ep->tif, k->gb); /* (waits for the launch) */
-        free(k);
+        gw_op_state_put(CORE(ep), k);
     }
 }
 
@@ -792,7 +789,7 @@ static int rx_whole_finish(conn_t *c, struct tcpb_rx *s)
     }
     int ev = tcp_kern_launch(ep->tif, gb, (unsigned)c->idx, d, kd, ep->tif->bscratch ? TCP_KCOPY_H2D_FIRST : TCP_KCOPY_NONE, 0,
                              (size_t)s->total);
-    tcpb_kdone_t *k = ev >= 0 ? malloc(sizeof(*k)) : NULL;
+    tcpb_kdone_t *k = ev >= 0 ? gw_op_state_get(CORE(ep), sizeof(*k)) : NULL;
     if (!k) {
         if (ev >= 0)
             gw_err(CORE(ep), GW_ERR_NOMEM, "out of memory");
@@ -1053,7 +1050,7 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
         }
     }
     if (st == GW_OK && total && !gb) {
-        buf = malloc(total);
+        buf = gw_op_state_get(CORE(ep), total);
         if (!buf) {
             tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get of %llu bytes", (unsigned long long)total);
             return -1;
@@ -1069,7 +1066,7 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
             w += s->seg[i].len;
         }
         if (st != GW_OK) {
-            free(buf);
+            gw_op_state_put(CORE(ep), buf);
             buf = NULL;
         }
     }
@@ -1081,7 +1078,7 @@ static int answer_get(conn_t *c, struct tcpb_rx *s)
         if (gb)
             tcp_gbuf_put(ep->tif, gb);
         else
-            free(buf);
+            gw_op_state_put(CORE(ep), buf);
         tcp_fail(ep, GW_ERR_NOMEM, "out of memory answering a batch get");
         return -1;
     }

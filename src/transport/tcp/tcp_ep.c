@@ -467,11 +467,6 @@ void tcp_ep_destroy(gw_tl_ep_t *tep)
     }
     tcpb_kdone_drop_ep(ep);
     gw_list_del(&ep->link);
-    while (ep->txfree) {
-        tx_item_t *t = ep->txfree;
-        ep->txfree = t->next;
-        free(t);
-    }
     gw_op_table_fini(&ep->optab);
     free(ep);
 }

@@ -289,7 +289,7 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
             for (tx_item_t *t = c->txh; t; t = t->next) {
                 if (t->region_id != mem->id || t->owned)
                     continue;
-                void *copy = malloc(t->paylen ? t->paylen : 1);
+                void *copy = gw_op_state_get(iface->core, t->paylen ? t->paylen : 1);
                 if (!copy)
                     return gw_err(iface->core, GW_ERR_NOMEM, "out of memory detaching a get from a deregistered region");
                 int idx = 0; /* a worker is sending it: hold it still */
@@ -304,7 +304,7 @@ static gw_status_t tcp_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
                     if (gw_staging_copy_sync(iface->core, t->gpu_dev, copy, t->payload, t->paylen) != GW_OK) {
                         if (busy)
                             gw_tcp_job_unlock(&c->txj);
-                        free(copy);
+                        gw_op_state_put(iface->core, copy);
                         return GW_ERR_CUDA;
                     }
                     t->gpu_dev = -1;
@@ -369,6 +369,8 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .ep_destroy = tcp_ep_destroy,
     .ep_describe = tcp_ep_describe,
     .submit = tcp_submit,
+    .rma_iov = tcpb_batch, /* (the batch engine: one frame of many iovecs per run) */
+    .am_send = tcp_am_send,
     .rma_now = gw_tl_unsupported_rma_now,
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = gw_tl_unsupported_ep_progress,

@@ -140,6 +140,7 @@ typedef struct conn {
     struct tcpb_rx *brx;   /* batch frame being received (tcp_batch.c) */
     int bscat;             /* its payload is scattered over host entries (tcpb_scat_*) */
     unsigned rx_unexp_n;   /* eager messages taken as unexpected since the last read (see conn_readable) */
+    uint8_t am_buf[GW_AM_MAX]; /* an active message's payload being received */
 } conn_t;
 
 typedef struct tcp_iface {
@@ -178,7 +179,6 @@ struct tcp_ep {
     int nconns;          /* negotiated */
     int local_streams;
     gw_op_table_t optab; /* requests the peer answers, by the id in their frames */
-    tx_item_t *txfree;
     uint32_t striped_puts;
     int peer_closed, closing; /* failure: gw_ep_failed(base) */
     uint64_t last_ping_ns;
@@ -262,6 +262,7 @@ gw_status_t tcp_put(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t tcp_put_notify(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t tcp_get(gw_tl_ep_t *tep, gw_request_t *req);
 gw_status_t tcp_send(gw_tl_ep_t *tep, gw_request_t *req);
+gw_status_t tcp_am_send(gw_tl_ep_t *tep, unsigned id, const void *data, size_t len);
 gw_status_t tcp_cancel(gw_tl_ep_t *tep, gw_request_t *req);
 void tcp_tx_job_done(conn_t *c, gw_tcp_job_t *j);
 

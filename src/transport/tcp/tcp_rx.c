@@ -210,6 +210,13 @@ static int handle_header(conn_t *c, const gw_tcp_hdr_t *h)
                                   (unsigned long long)h->id);
         tcp_op_finish(ep, r, (gw_status_t)h->aux);
         return 0;
+    case GW_TCP_AM:
+        if (h->len > GW_AM_MAX || h->val >= GW_AM_IDS)
+            return tcp_protocol_error(c, "active message for handler %llu of %llu bytes (ids below %d, at most %d "
+                                      "bytes)", (unsigned long long)h->val, (unsigned long long)h->len, GW_AM_IDS,
+                                      GW_AM_MAX);
+        tcp_begin_payload(c, c->am_buf, h->len, h->len);
+        break;
     case GW_TCP_PING:
         return tcp_send_lazy(c, GW_TCP_PONG, 0, 0, 0);
     case GW_TCP_PONG:
@@ -281,6 +288,13 @@ static int finish_payload(conn_t *c)
     case GW_TCP_BGET_REQ:
     case GW_TCP_BGET_RESP:
         return tcpb_rx_next(c);
+    case GW_TCP_AM:
+        if (gw_ep_am_deliver(B(ep), (unsigned)h->val, c->am_buf, (size_t)h->len) != GW_OK) {
+            char why[256];
+            snprintf(why, sizeof(why), "%.*s", (int)sizeof(why) - 1, CORE(ep)->errbuf);
+            return tcp_protocol_error(c, "%s", why);
+        }
+        return 0;
     default:
         return 0;
     }

@@ -10,31 +10,20 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 static int conn_flush_(conn_t *c);
 
+/* Transmit items come from the core's per-operation pool (core.h
+ * gw_op_state_get), zeroed. */
 tx_item_t *tcp_tx_alloc(tcp_ep_t *ep)
 {
-    tx_item_t *t = ep->txfree;
-    if (t)
-        ep->txfree = t->next;
-    else if (!(t = malloc(sizeof(*t))))
+    tx_item_t *t = gw_op_state_get(CORE(ep), sizeof(*t));
+    if (!t)
         return NULL;
-    t->next = NULL;
-    t->payload = NULL;
-    t->paylen = 0;
-    t->iov = NULL;
-    t->niov = 0;
-    t->off = 0;
-    t->req = NULL;
-    t->region_id = 0;
-    t->owned = NULL;
     t->gpu_dev = -1;
-    t->staged = t->sl_used = 0;
-    t->sl_head = t->sl_n = 0;
-    t->gb = NULL;
     t->gev = -1;
     return t;
 }
@@ -42,14 +31,13 @@ tx_item_t *tcp_tx_alloc(tcp_ep_t *ep)
 void tcp_tx_release(tcp_ep_t *ep, tx_item_t *t)
 {
     tcp_tx_drop_slots(ep, t);
-    free(t->owned);
+    gw_op_state_put(CORE(ep), t->owned); /* (a block of the per-operation pool) */
     t->owned = NULL;
     if (t->gb) {
         tcp_gbuf_put(ep->tif, t->gb);
         t->gb = NULL;
     }
-    t->next = ep->txfree;
-    ep->txfree = t;
+    gw_op_state_put(CORE(ep), t);
 }
 
 /* The kernel took n bytes of ours on stream c.  Small frames prove
@@ -480,6 +468,33 @@ gw_status_t tcp_send(gw_tl_ep_t *tep, gw_request_t *req)
     return GW_OK;
 }
 
+/* An active message: one frame on stream 0, its payload copied into a
+ * block of the per-operation pool that goes with the frame. */
+gw_status_t tcp_am_send(gw_tl_ep_t *tep, unsigned id, const void *data, size_t len)
+{
+    tcp_ep_t *ep = to_ep(tep);
+    gw_status_t st = gw_ep_am_check(B(ep), "tcp", id, len);
+    if (st != GW_OK)
+        return st;
+    void *copy = gw_op_state_get(CORE(ep), len ? len : 1);
+    if (!copy)
+        return gw_err(CORE(ep), GW_ERR_NOMEM, "tcp: out of memory for an active message to %s", B(ep)->peer);
+    memcpy(copy, data, len);
+    gw_tcp_hdr_t h = {.type = GW_TCP_AM, .len = len, .val = id};
+    conn_t *c = &ep->conns[0];
+    tx_item_t *t = tcp_tx_frame(c, &h, copy, len);
+    if (!t) {
+        gw_op_state_put(CORE(ep), copy);
+        return gw_ep_failed(B(ep)) ? B(ep)->error
+                                   : gw_err(CORE(ep), GW_ERR_CONN_RESET, "tcp: stream 0 to %s is closed", B(ep)->peer);
+    }
+    t->owned = copy;
+    tcp_tx_push(c, t);
+    if (conn_kick(c, len, -1) < 0)
+        return B(ep)->error;
+    return GW_OK;
+}
+
 void tcp_tx_job_done(conn_t *c, gw_tcp_job_t *j)
 {
     tcp_ep_t *ep = c->ep;
@@ -508,11 +523,13 @@ void tcp_tx_job_done(conn_t *c, gw_tcp_job_t *j)
 }
 
 /* ---- cancel ------------------------------------------------------------------------ */
-/* Is t a host frame of req that no byte of has been written, nor handed to
- * a helper thread? */
+/* Is t a frame of req that no byte of has been written, nor handed to a
+ * helper thread or a GPU gather: a put's or get's piece, an eager send's
+ * frame, a rendezvous send's RTS, a batch's run (its descriptor block and
+ * iovecs, or its bytes copied off the GPU, are the frame's own)? */
 static int tx_withdrawable(tcp_ep_t *ep, const conn_t *c, const tx_item_t *t, const gw_request_t *req)
 {
-    if (t->off || t->iov || t->gb || t->gpu_dev >= 0 || t->owned || (t == c->txh && c->tx_busy))
+    if (t->off || t->gb || t->gpu_dev >= 0 || (t == c->txh && c->tx_busy))
         return 0; /* (GPU-sourced frames are left to their staging: a stream may wait on its head) */
     if (t->req) /* an eager send's frame carries its request */
         return t->req == req;
@@ -520,22 +537,30 @@ static int tx_withdrawable(tcp_ep_t *ep, const conn_t *c, const tx_item_t *t, co
     char why[8];
     if (gw_tcp_hdr_decode(t->hdr, &h, why, sizeof(why)) != GW_OK)
         return 0;
+    if (h.type == GW_TCP_BPUT || h.type == GW_TCP_BGET_REQ)
+        return req->op == GW_OP_BATCH && gw_op_table_get(&ep->optab, h.id) == req;
+    if (t->iov || t->owned)
+        return 0;
+    if (h.type == GW_TCP_RTS)
+        return req->op == GW_OP_SEND && gw_op_table_get(&ep->optab, h.id) == req;
     return (h.type == GW_TCP_PUT || h.type == GW_TCP_GET_REQ) && gw_op_table_get(&ep->optab, h.id) == req;
 }
 
 /* Drops the frames of req still waiting whole in the streams' queues: a
- * put's or get's pieces, an eager send's frame.  Pieces already written
- * are acknowledged (puts) or answered (gets) by the peer as usual; the
- * request ends with the last of those, GW_ERR_CANCELED.  (A stream whose
- * head a helper thread is writing keeps every frame: the job may span
- * several.) */
+ * put's or get's pieces, a batch's runs, an eager send's frame, a
+ * rendezvous send's RTS (the peer never heard of the message; once the RTS
+ * left, the receiver may match it and pull, so the send is let finish).
+ * Pieces and runs already written are acknowledged (puts) or answered
+ * (gets) by the peer as usual; the request ends with the last of those,
+ * GW_ERR_CANCELED, and a deferred notification (a batch's, a striped
+ * put_notify's) is then never sent.  (A stream whose head a helper thread
+ * is writing keeps every frame: the job may span several.) */
 gw_status_t tcp_cancel(gw_tl_ep_t *tep, gw_request_t *req)
 {
     tcp_ep_t *ep = to_ep(tep);
-    if (gw_ep_failed(B(ep)) || req->op == GW_OP_RECV || req->op == GW_OP_BATCH)
+    if (gw_ep_failed(B(ep)) || req->op == GW_OP_RECV)
         return GW_INPROGRESS;
-    if (req->op == GW_OP_SEND && req->len > ep->tif->eager_max)
-        return GW_INPROGRESS; /* a rendezvous: its RTS is the peer's once queued */
+    int rndv = req->op == GW_OP_SEND && req->len > ep->tif->eager_max;
     uint32_t dropped = 0;
     for (int i = 0; i < ep->nconns; i++) {
         conn_t *c = &ep->conns[i];
@@ -562,15 +587,21 @@ gw_status_t tcp_cancel(gw_tl_ep_t *tep, gw_request_t *req)
             t = next;
         }
     }
-    if (req->op == GW_OP_SEND)
+    if (req->op == GW_OP_SEND && !rndv)
         return dropped ? GW_OK : GW_INPROGRESS;
     if (!dropped)
         return GW_INPROGRESS;
+    if (rndv) { /* its RTS never left: the peer knows nothing of it */
+        gw_op_table_free(&ep->optab, req);
+        return GW_OK;
+    }
     req->pending -= GW_MIN(req->pending, dropped);
     if (req->pending) { /* pieces on the wire: their answers end it */
         req->first_err = GW_ERR_CANCELED;
         return GW_INPROGRESS;
     }
+    /* nothing of it on the wire any more (req->done: bytes of pieces the
+     * peer had already answered) */
     gw_op_table_free(&ep->optab, req);
     if (req->tl_flags & TLF_STRIPED) {
         req->tl_flags &= (uint16_t)~TLF_STRIPED;
