@@ -139,6 +139,35 @@ static void bop_child_fini(gw_request_t *r)
         bop_finish(bop);
 }
 
+/* Hands a child request of the batch (an entry's or a list's) to the
+ * transport through `post` (submit or rma_iov); GW_OK or the transport's
+ * refusal, the request then released and nothing posted. */
+static gw_status_t post_child(gw_tl_ep_t *tl, proto_bop_t *bop, gw_request_t *r,
+                              gw_status_t (*post)(gw_tl_ep_t *, gw_request_t *))
+{
+    r->owner = bop;
+    r->fini = bop_child_fini;
+    r->flags |= GW_REQF_USER; /* held while posting: a completion inside post() must not recycle it */
+    gw_ep_op_start(bop->base, r);
+    bop->live++;
+    gw_status_t st = post(tl, r);
+    if (st != GW_OK) {
+        bop->live--;
+        gw_ep_op_unstart(bop->base, r);
+        r->fini = NULL;
+        r->owner = NULL;
+        r->batch = NULL;
+        r->status = st;
+        r->flags = 0;
+        gw_req_release(r);
+        return st;
+    }
+    r->flags &= (uint8_t)~GW_REQF_USER;
+    if (r->status != GW_INPROGRESS)
+        gw_req_release(r); /* it completed inside post() */
+    return GW_OK;
+}
+
 /* Posts one entry request; GW_OK or the transport's refusal (nothing posted). */
 static gw_status_t post_entry(gw_tl_ep_t *tl, proto_bop_t *bop, const gw_batch_t *b, const gw_batch_ent_t *e,
                               int op, uint64_t value)
@@ -154,26 +183,7 @@ static gw_status_t post_entry(gw_tl_ep_t *tl, proto_bop_t *bop, const gw_batch_t
     r->rkey = (gw_rkey_t *)&b->rkey[e->rreg];
     r->raddr = e->raddr;
     r->value = value;
-    r->owner = bop;
-    r->fini = bop_child_fini;
-    r->flags |= GW_REQF_USER; /* held while posting: a completion inside submit() must not recycle it */
-    gw_ep_op_start(bop->base, r);
-    bop->live++;
-    gw_status_t st = tl->iface->ops->submit(tl, r);
-    if (st != GW_OK) {
-        bop->live--;
-        gw_ep_op_unstart(bop->base, r);
-        r->fini = NULL;
-        r->owner = NULL;
-        r->status = st;
-        r->flags = 0;
-        gw_req_release(r);
-        return st;
-    }
-    r->flags &= (uint8_t)~GW_REQF_USER;
-    if (r->status != GW_INPROGRESS)
-        gw_req_release(r); /* it completed inside submit() */
-    return GW_OK;
+    return post_child(tl, bop, r, tl->iface->ops->submit);
 }
 
 /* Posts the first n entries of b (host memory, n > 1) as one request
@@ -203,27 +213,7 @@ static gw_status_t post_list(gw_tl_ep_t *tl, proto_bop_t *bop, const gw_batch_t 
     r->len = (size_t)l->total;
     r->rkey = (gw_rkey_t *)&b->rkey[b->ent[0].rreg];
     r->raddr = b->ent[0].raddr;
-    r->owner = bop;
-    r->fini = bop_child_fini;
-    r->flags |= GW_REQF_USER; /* (as post_entry's) */
-    gw_ep_op_start(bop->base, r);
-    bop->live++;
-    gw_status_t st = fn(tl, r);
-    if (st != GW_OK) {
-        bop->live--;
-        gw_ep_op_unstart(bop->base, r);
-        r->fini = NULL;
-        r->owner = NULL;
-        r->batch = NULL;
-        r->status = st;
-        r->flags = 0;
-        gw_req_release(r);
-        return st;
-    }
-    r->flags &= (uint8_t)~GW_REQF_USER;
-    if (r->status != GW_INPROGRESS)
-        gw_req_release(r);
-    return GW_OK;
+    return post_child(tl, bop, r, fn);
 }
 
 static gw_status_t batch_submit(gw_tl_ep_t *tl, gw_request_t *req, int lists);
