@@ -54,20 +54,7 @@ static void wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
  * kernel `name`, and the pages or descriptors they covered; 0 when no log. */
 static unsigned launches(const char *name, unsigned *sum, unsigned *big)
 {
-    const char *path = getenv("FAKECUDA_LAUNCHES");
-    FILE *lf = path ? fopen(path, "r") : NULL;
-    char k[32];
-    unsigned n, nl = 0;
-    *sum = *big = 0;
-    while (lf && fscanf(lf, "%31s %u\n", k, &n) == 2)
-        if (!strcmp(k, name)) {
-            nl++;
-            *sum += n;
-            *big += n > 8192;
-        }
-    if (lf)
-        fclose(lf);
-    return nl;
+    return fc_launches(name, sum, 8192, big);
 }
 
 /* One paged transfer, waited for. */

@@ -7,7 +7,9 @@
 #define GW_TEST_FC_DEV_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
@@ -56,6 +58,31 @@ static inline long long fc_dev_verify(const gw_cuda_t *cu, const void *dev, size
     long long r = gwt_verify(h, n, seed);
     free(h);
     return r;
+}
+
+/* Launches of `name` (a kernel, or a logged call) in the fake driver's
+ * launch log (FAKECUDA_LAUNCHES: one "name items" line each; 0 without the
+ * log).  *items (if given): their items summed; *big (if given): those of
+ * more than big_min items. */
+static inline unsigned fc_launches(const char *name, unsigned *items, unsigned big_min, unsigned *big)
+{
+    const char *path = getenv("FAKECUDA_LAUNCHES");
+    FILE *lf = path ? fopen(path, "r") : NULL;
+    char k[64];
+    unsigned n, nl = 0, sum = 0, nbig = 0;
+    while (lf && fscanf(lf, "%63s %u\n", k, &n) == 2)
+        if (!strcmp(k, name)) {
+            nl++;
+            sum += n;
+            nbig += n > big_min;
+        }
+    if (lf)
+        fclose(lf);
+    if (items)
+        *items = sum;
+    if (big)
+        *big = nbig;
+    return nl;
 }
 
 #endif

@@ -85,19 +85,7 @@ static void wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
  * they covered in *items. */
 static unsigned launches(const char *name, unsigned *items)
 {
-    const char *path = getenv("FAKECUDA_LAUNCHES");
-    FILE *lf = path ? fopen(path, "r") : NULL;
-    char k[32];
-    unsigned n, nl = 0;
-    *items = 0;
-    while (lf && fscanf(lf, "%31s %u\n", k, &n) == 2)
-        if (!strcmp(k, name)) {
-            nl++;
-            *items += n;
-        }
-    if (lf)
-        fclose(lf);
-    return nl;
+    return fc_launches(name, items, 0, NULL);
 }
 
 static uint64_t seed_of(uint32_t r, uint64_t base) { return base + r; }
