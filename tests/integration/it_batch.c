@@ -413,6 +413,17 @@ static void case_gather(void)
     int expanded = bpath && strcmp(bpath, "expand") == 0; /* single gets, no native batch path */
     if (strcmp(info.transport, "intra") == 0 && !(alloc && alloc[0] == '1') && !expanded)
         CHECK(strstr(info.path, "read holes") != NULL); /* CMA gets read through the small holes */
+    if (strcmp(info.transport, "verbs") == 0 && bpath && strcmp(bpath, "iov") == 0) {
+        /* lists through rma_iov: the gather put's entries, one remote range,
+         * went several to a work request (its SGEs) */
+        unsigned long long lists = 0, ents = 0, wrs = 0;
+        const char *l = strstr(info.path, "lists (rma_iov)");
+        CHECK(l != NULL);
+        while (l && l > info.path && l[-1] != ';')
+            l--;
+        CHECK(l && sscanf(l, " %llu lists (rma_iov): %llu entries in %llu WRs", &lists, &ents, &wrs) == 3);
+        CHECK(lists >= 4 && wrs > 0 && wrs < ents);
+    }
     free(ld);
     free(rd);
     free(want);

@@ -64,6 +64,21 @@ if [ "${2:-}" = it ]; then
         run ${t}_rxea_rxeb "$I/$t"
     done
   fi
+  # the batch suite with the batches of host memory expanded into lists
+  # through verbs' scatter/gather primitive (rma_iov: WRs gathering several
+  # entries, verbs_iov.c), and batches canceled while their lists are posted
+  GPUWIRE_BATCH_PATH=iov GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+    run batch_iov_rxe0 "$I/it_batch"
+  if [ -n "${RXE_PAIR:-}" ]; then
+    GPUWIRE_BATCH_PATH=iov GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxeb IT_TARGET_IB_DEVICE=rxea \
+      GPUWIRE_IB_TIMEOUT=16 run batch_iov_rxea_rxeb "$I/it_batch"
+  fi
+  IT_TIME_SCALE=10 GPUWIRE_BATCH_PATH=iov GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 \
+    run cancel_batch_iov_rxe0 "$I/it_cancel" batch
+  # active messages (tl.h am_send): echoed in order, and refused
+  for c in echo refused; do
+    GPUWIRE_TRANSPORTS=verbs GPUWIRE_IB_DEVICE=rxe0 GPUWIRE_IB_TIMEOUT=16 run am_${c}_rxe0 "$I/it_am" $c
+  done
   # the batch suite with every batch expanded by the protocol layer into
   # single operations (verbs sets no notify_out: an ORDERED notification
   # rides on the last entry as a put_notify)

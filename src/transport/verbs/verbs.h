@@ -14,7 +14,9 @@
  * failure), verbs_post.c (operations, posting), verbs_cq.c (completions,
  * receive side, progress), verbs_stage.c and verbs_stage_own.c (staged GPU
  * memory: initiator and owner halves), verbs_batch.c
- * (batched transfers), verbs_rkey.c (the verbs part of a remote key).
+ * (batched transfers), verbs_iov.c (the scatter/gather primitive rma_iov
+ * and cancel), verbs_am.c (active messages), verbs_rkey.c (the verbs part
+ * of a remote key).
  */
 #ifndef GW_VERBS_VERBS_H
 #define GW_VERBS_VERBS_H
@@ -97,6 +99,8 @@ typedef struct gw_verbs_addr {
 #define GW_VERBS_FEAT_SEND_IMM 0x10u /* takes eager messages without a header: SEND_WITH_IMM on QP 0,
                                         the tag (below 2^32) in the immediate, the length from the
                                         completion; sent to a peer announcing it */
+#define GW_VERBS_FEAT_AM 0x20u       /* takes active messages (CT_AM, verbs_am.c); sent only to a peer
+                                        announcing it */
 
 size_t gw_verbs_addr_pack(const gw_verbs_addr_t *a, uint8_t *buf, size_t cap);
 gw_status_t gw_verbs_addr_unpack(gw_verbs_addr_t *a, const uint8_t *buf, size_t len);
@@ -410,6 +414,16 @@ typedef struct gw_verbs_ep {
     uint64_t eager_gathered; /* eager sends whose payload went from the user's registered buffer */
     uint64_t eager_imm;      /* eager sends without a header (GW_VERBS_FEAT_SEND_IMM) */
     int max_send_sge;        /* 2 where the device takes a header and a payload SGE, else 1 */
+    /* the scatter/gather primitive (verbs_iov.c): SGEs per RDMA WRITE and
+     * per RDMA READ of a list (the queue pairs' max_send_sge, the device's
+     * max_sge_rd), the pass's pool of SGEs for WRs of more than two
+     * (GW_VERBS_IOV_POOL, made on the first list), counters */
+    int iov_sge, iov_sge_rd;
+    struct ibv_sge *iov_pool;
+    uint64_t iov_lists, iov_wrs, iov_entries;
+    /* active messages waiting for a bounce slot (verbs_am.c), FIFO; counters */
+    gw_list_t am_q;
+    uint64_t am_sent, am_recv;
     /* staged GPU memory (verbs_stage.c) */
     gw_list_t stg_reqs;      /* gw_verbs_sreq_t in posting order */
     int stg_live;            /* staged work may exist: set when some starts, cleared by a
@@ -485,9 +499,12 @@ enum {
     TLF_WFIN = 1u << 8,      /* recv: CTS sent, the sender WRITEs and then says WFIN */
     TLF_WIMM = 1u << 9,      /* send/recv with TLF_CTS/TLF_WFIN: the WRITEs are striped and each
                               * queue pair used is closed by a WRITE_WITH_IMM instead of a WFIN */
-    TLF_DIRECT = 1u << 10    /* a tracked put of gw_verbs_put_direct: one inline WRITE, nothing
+    TLF_DIRECT = 1u << 10,   /* a tracked put of gw_verbs_put_direct: one inline WRITE, nothing
                               * attached (no slot, registration or staging): its WR's retiring
                               * completes it at once (gw_verbs_req_maybe_done, inline) */
+    TLF_IOV = 1u << 11,      /* a list of rma_iov (verbs_iov.c): req->done counts its retired bytes */
+    TLF_ICANCEL = 1u << 12   /* ... canceled while being posted: the rest is dropped, it ends with
+                              * GW_ERR_CANCELED once its posted WRs retire */
 };
 /* Rendezvous by RDMA WRITE (receive buffer in a region the user opened to
  * remote writes, within one MR): the receiver answers the RTS with CT_CTS
@@ -510,7 +527,7 @@ enum {
 #define RDV_GEN_BITS 16
 #define GW_VERBS_RDV_MAX 64 /* rendezvous in flight per endpoint (< 1 << RDV_IDX_BITS) */
 #define RDV_IMM(nq, opid) ((uint32_t)(nq) << 24 | (uint32_t)(opid)) /* bit 31 clear: not a notification */
-enum { CT_CTS = 7, CT_WFIN };
+enum { CT_CTS = 7, CT_WFIN, CT_AM };
 #define RECV_WRID GW_VERBS_RECV_WRID
 #define DRAIN_WRID (1ull << 61) /* the drain markers of a dead endpoint (send and receive) */
 #define NO_SLOT 0xffff
@@ -562,7 +579,8 @@ static inline int vep_failed(const gw_verbs_ep_t *ep) { return gw_ep_failed(ep->
  * call, and on an idle endpoint that question is most of the pass.) */
 static inline int vep_queued(const gw_verbs_ep_t *ep)
 {
-    return ep->ctrl_count || !gw_list_empty(&ep->pending) || !gw_list_empty(&ep->rdv_recvs) || ep->stg_live;
+    return ep->ctrl_count || !gw_list_empty(&ep->pending) || !gw_list_empty(&ep->rdv_recvs) || ep->stg_live ||
+           !gw_list_empty(&ep->am_q);
 }
 
 /* bounce slots */
@@ -586,6 +604,10 @@ struct batch {
     struct ibv_send_wr *wr[GW_VERBS_MAX_QPS];
     struct ibv_sge (*sge[GW_VERBS_MAX_QPS])[2];
     int n[GW_VERBS_MAX_QPS];
+    /* a chain holding WRs of an rma_iov list is signalled once, at its
+     * end (verbs_iov.c); SGEs of ep->iov_pool taken by this pass */
+    uint8_t one_sig[GW_VERBS_MAX_QPS];
+    unsigned iov_used;
 };
 
 static inline void batch_begin(gw_verbs_ep_t *ep, batch_t *b)
@@ -594,7 +616,9 @@ static inline void batch_begin(gw_verbs_ep_t *ep, batch_t *b)
         b->wr[qi] = ep->chain_wr + (size_t)qi * (size_t)ep->chain_cap;
         b->sge[qi] = ep->chain_sge + (size_t)qi * (size_t)ep->chain_cap;
         b->n[qi] = 0;
+        b->one_sig[qi] = 0;
     }
+    b->iov_used = 0;
 }
 
 static inline int qp_room(gw_verbs_ep_t *ep, batch_t *b, int qi)
@@ -719,5 +743,36 @@ gw_status_t gw_verbs_sblist_check(const uint8_t *p, uint32_t bytes, uint32_t *n,
 
 /* verbs_batch.c */
 int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);
+
+/* verbs_post.c: posts each queue pair's chain of the pass (one ibv_post_send each) */
+void gw_verbs_batch_flush(gw_verbs_ep_t *ep, batch_t *b);
+/* verbs_post.c: queues or posts req (submit's path) with tl_flags set to flags */
+gw_status_t gw_verbs_submit_flags(gw_verbs_ep_t *ep, gw_request_t *req, uint16_t flags);
+
+/* verbs_iov.c: the scatter/gather primitive (tl.h rma_iov) and cancel */
+#define GW_VERBS_IOV_SGE 16    /* SGEs per work request of a list, at most (and the device's max_sge) */
+#define GW_VERBS_IOV_POOL 4096 /* SGEs a pass may give WRs of more than two */
+gw_status_t gw_verbs_rma_iov(gw_tl_ep_t *e, gw_request_t *req);
+int gw_verbs_iov_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req);
+gw_status_t gw_verbs_cancel(gw_tl_ep_t *e, gw_request_t *req);
+
+/* verbs_am.c: active messages (tl.h am_send).  On the wire a SEND on QP 0:
+ * the 40-byte header (type CT_AM, tag: the handler id, len: the payload's
+ * bytes), then at GW_VERBS_HDR the magic (u32), the version (u16) and 0
+ * (u16), then the payload. */
+#define GW_VERBS_AM_MAGIC 0x4757414du /* "GWAM" */
+#define GW_VERBS_AM_VERSION 1
+#define GW_VERBS_AM_HDR (GW_VERBS_HDR + 8)
+gw_status_t gw_verbs_am_send(gw_tl_ep_t *e, unsigned id, const void *data, size_t len);
+/* Posts queued active messages while QP 0 and the pass have room. */
+void gw_verbs_am_post_queued(gw_verbs_ep_t *ep, batch_t *b);
+/* A CT_AM message of `bytes` at p arrived: checked, then handed to its handler. */
+void gw_verbs_am_in(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes);
+/* Frees what is queued (endpoint failed or destroyed). */
+void gw_verbs_am_forget(gw_verbs_ep_t *ep);
+/* The wire check of an active message (fuzzed): GW_OK with its handler id,
+ * payload and length, else GW_ERR_PROTOCOL and why. */
+gw_status_t gw_verbs_am_check(const uint8_t *p, uint32_t bytes, unsigned *id, const uint8_t **data, uint32_t *len,
+                              char *why, size_t whylen);
 
 #endif

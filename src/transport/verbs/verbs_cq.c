@@ -43,6 +43,11 @@ void gw_verbs_req_maybe_done_slow(gw_verbs_ep_t *ep, gw_request_t *req)
     }
     if (req->op == GW_OP_SEND && (req->tl_flags & TLF_WAIT_FIN))
         return; /* completes when the receiver's FIN arrives */
+    if (req->tl_flags & TLF_ICANCEL) { /* a list cut short by cancel (verbs_iov.c): what its WRs moved */
+        req->length = req->done;
+        gw_ep_op_done(base, req, GW_ERR_CANCELED);
+        return;
+    }
     gw_status_t st = GW_OK;
     if (req->op == GW_OP_GET && verbs_rq(req)->slot) /* (GPU memory: one synchronous copy, gw_staging_copy_sync) */
         st = gw_mem_copy_to(req->core, req->lmem, req->buf, slot_ptr(ep, (int)verbs_rq(req)->slot - 1), req->len);
@@ -313,6 +318,11 @@ static void on_recv(gw_verbs_ep_t *ep, const struct ibv_wc *wc)
         gw_verbs_stg_on_sack(ep, (uint32_t)opid, (gw_status_t)(int32_t)gw_get_u32(p + 36), tag, p + GW_VERBS_HDR,
                     wc->byte_len - GW_VERBS_HDR);
         break;
+    case CT_AM: /* an active message (verbs_am.c) */
+        gw_verbs_am_in(ep, p, wc->byte_len);
+        if (vep_failed(ep))
+            return;
+        break;
     case CT_NOTIFY: /* status 1: a counted notification of id tag (a batch's) */
         gpu_fence(ep);
         if (gw_get_u32(p + 36) == 1 ? gw_ep_ncount_add(base, tag) != 0 : gw_ep_notify_push(base, tag) != 0)
@@ -348,6 +358,8 @@ static void retire(gw_verbs_ep_t *ep, int qi, uint64_t upto)
             gw_verbs_stg_job_wr_done(ep, r->aux);
         if (req) {
             req->pending--;
+            if (req->tl_flags & TLF_IOV) /* (a list's bytes moved, for a failure or a cancel) */
+                req->done += r->len;
             gw_verbs_req_maybe_done(ep, req);
         }
         if ((s & 0xffffffffffffull) == upto)

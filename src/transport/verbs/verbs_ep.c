@@ -38,8 +38,11 @@ static void ep_free_res(gw_verbs_ep_t *ep)
     }
     free(ep->chain_wr);
     free(ep->chain_sge);
+    free(ep->iov_pool);
     ep->chain_wr = NULL;
     ep->chain_sge = NULL;
+    ep->iov_pool = NULL;
+    gw_verbs_am_forget(ep);
     if (ep->cq) {
         if (ep->cq_unacked)
             ibv->ack_cq_events(ep->cq, ep->cq_unacked);
@@ -102,6 +105,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
     gw_list_init(&ep->pending);
     gw_list_init(&ep->rdv_recvs);
     gw_list_init(&ep->stg_reqs);
+    gw_list_init(&ep->am_q);
     gw_op_table_init(&ep->rdv);
     ep->put_wr.sg_list = &ep->put_sge; /* (the rest per put: inline_put_post) */
     ep->put_wr.num_sge = 1;
@@ -137,6 +141,9 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
         goto err;
     }
     ep->max_inline = 256;
+    /* a list's gathered WRs take more SGEs (verbs_iov.c); a device that
+     * refuses that many gets the two of the eager path */
+    ep->iov_sge = GW_MAX(1, GW_MIN(vif->dattr.max_sge, GW_VERBS_IOV_SGE));
     for (int i = 0; i < ep->nqps; i++) {
         gw_verbs_qp_t *q = &ep->qps[i];
         q->depth = GW_VERBS_SQ_DEPTH;
@@ -161,10 +168,15 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
         ia.cap.max_send_wr = q->depth;
         ia.cap.max_recv_wr = i == 0 ? ep->nrecv : GW_VERBS_IMM_RECVS;
         ep->max_send_sge = vif->dattr.max_sge >= 2 ? 2 : 1;
-        ia.cap.max_send_sge = (uint32_t)ep->max_send_sge;
+        ia.cap.max_send_sge = (uint32_t)GW_MAX(ep->max_send_sge, ep->iov_sge);
         ia.cap.max_recv_sge = 1;
         ia.cap.max_inline_data = ep->max_inline;
         q->qp = ibv->create_qp(vif->pd, &ia);
+        if (!q->qp && ia.cap.max_send_sge > (uint32_t)ep->max_send_sge) {
+            ep->iov_sge = ep->max_send_sge;
+            ia.cap.max_send_sge = (uint32_t)ep->max_send_sge;
+            q->qp = ibv->create_qp(vif->pd, &ia);
+        }
         if (!q->qp && ia.cap.max_inline_data) { /* provider without inline data */
             ia.cap.max_inline_data = 0;
             q->qp = ibv->create_qp(vif->pd, &ia);
@@ -193,6 +205,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
             goto err;
         }
     }
+    ep->iov_sge_rd = GW_MAX(1, GW_MIN(ep->iov_sge, vif->dattr.max_sge_rd > 0 ? vif->dattr.max_sge_rd : 1));
     /* a pass's chains: a whole send queue per queue pair (struct batch, verbs.h) */
     ep->chain_cap = (int)ep->qps[0].depth;
     ep->chain_wr = calloc((size_t)ep->nqps * (size_t)ep->chain_cap, sizeof(*ep->chain_wr));
@@ -207,7 +220,7 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
     gw_verbs_addr_t *la = &ep->local;
     la->version = GW_VERBS_ADDR_VERSION;
     la->features = GW_VERBS_FEAT_WRITE_RDV | GW_VERBS_FEAT_WRITE_IMM | GW_VERBS_FEAT_STAGED | GW_VERBS_FEAT_SBATCH |
-                   GW_VERBS_FEAT_SEND_IMM;
+                   GW_VERBS_FEAT_SEND_IMM | GW_VERBS_FEAT_AM;
     /* test hook (not a setting): announce fewer features, as a peer built
      * before them would, so the older protocols stay tested */
     const char *tf = gw_settings_test_hook("GW_TEST_VERBS_FEATURES");
@@ -439,6 +452,9 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
             break;
         }
     }
+    if (ep->iov_lists)
+        appendf(buf, len, "; %llu lists (rma_iov): %llu entries in %llu WRs", (unsigned long long)ep->iov_lists,
+                (unsigned long long)ep->iov_entries, (unsigned long long)ep->iov_wrs);
     if (ep->wr_posted)
         appendf(buf, len, "; %llu WRs in %llu posts, %llu signalled; %llu completions in %llu polls",
                 (unsigned long long)ep->wr_posted, (unsigned long long)ep->post_calls,
@@ -447,6 +463,9 @@ gw_status_t gw_verbs_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
     if (ep->rdv_by_write || ep->rdv_by_read)
         appendf(buf, len, "; rendezvous receives: %llu by the sender's RDMA WRITE, %llu by RDMA READ",
                 (unsigned long long)ep->rdv_by_write, (unsigned long long)ep->rdv_by_read);
+    if (ep->am_sent || ep->am_recv)
+        appendf(buf, len, "; active messages: %llu sent, %llu received", (unsigned long long)ep->am_sent,
+                (unsigned long long)ep->am_recv);
     if (ep->eager_gathered)
         appendf(buf, len, "; %llu eager sends straight from registered memory",
                 (unsigned long long)ep->eager_gathered);
@@ -475,6 +494,8 @@ void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, gw_status_t st)
         gw_verbs_qp_t *q = &ep->qps[qi];
         for (uint64_t s = q->tail; s != q->head; s++) {
             gw_verbs_wr_t *r = gw_verbs_ring_at(q, s);
+            if (r->req && (r->req->tl_flags & TLF_IOV))
+                r->req->length = r->req->done; /* a list: the bytes its retired WRs moved */
             if (r->req)
                 gw_verbs_req_release(ep, r->req);
             r->req = NULL;
@@ -483,9 +504,12 @@ void gw_verbs_ep_forget_all(gw_verbs_ep_t *ep, gw_status_t st)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &ep->pending) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
+        if (req->tl_flags & TLF_IOV)
+            req->length = req->done;
         gw_verbs_req_release(ep, req);
     }
     gw_list_init(&ep->pending);
+    gw_verbs_am_forget(ep);
     /* rendezvous receives belong to nobody else: fail them here */
     gw_list_for_each_safe(p, t, &ep->rdv_recvs) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);

@@ -548,11 +548,11 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .ep_destroy = gw_verbs_ep_destroy,
     .ep_describe = gw_verbs_ep_describe,
     .submit = gw_verbs_submit,
-    .rma_iov = gw_tl_unsupported_op, /* (batches: its own engine, GW_TL_BATCH_NATIVE) */
-    .am_send = gw_tl_unsupported_am_send,
+    .rma_iov = gw_verbs_rma_iov, /* (lists: gathered WRs, verbs_iov.c; batches: its own engine) */
+    .am_send = gw_verbs_am_send,
     .rma_now = gw_tl_unsupported_rma_now,
     .put_direct = gw_verbs_put_direct,
     .ep_progress = verbs_ep_progress,
     .recv_matched = gw_verbs_recv_matched,
-    .cancel = gw_tl_no_cancel,
+    .cancel = gw_verbs_cancel, /* (withdraws the unposted rest of a list only) */
 };

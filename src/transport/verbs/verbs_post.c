@@ -139,13 +139,14 @@ static void post_failed(gw_verbs_ep_t *ep, gw_verbs_qp_t *q, int n, const struct
 static void chain_post(gw_verbs_ep_t *ep, batch_t *b, int qi, int n)
 {
     gw_verbs_qp_t *q = &ep->qps[qi];
-    int last = -1;
+    int last = -1, one = b->one_sig[qi]; /* (a list's chain: its last WR alone, verbs_iov.c) */
     for (int k = n - 1; k >= 0 && last < 0; k--)
         if (!(wr_rec(q, b->wr[qi][k].wr_id)->flags & WRF_LAZY))
             last = k;
     for (int k = 0; k < n; k++) {
         b->wr[qi][k].next = k + 1 < n ? &b->wr[qi][k + 1] : NULL;
-        if (++q->unsig >= q->depth / 4 || (k == last && last_signalled(q))) {
+        ++q->unsig;
+        if (one ? k == n - 1 : (q->unsig >= q->depth / 4 || (k == last && last_signalled(q)))) {
             b->wr[qi][k].send_flags |= IBV_SEND_SIGNALED;
             q->unsig = 0;
             q->sig_end = (b->wr[qi][k].wr_id & 0xffffffffffffull) + 1;
@@ -185,6 +186,11 @@ static void batch_flush(gw_verbs_ep_t *ep, batch_t *b)
         if (n)
             chain_post(ep, b, qi, n);
     }
+}
+
+void gw_verbs_batch_flush(gw_verbs_ep_t *ep, batch_t *b)
+{
+    batch_flush(ep, b);
 }
 
 /* ---- request completion ------------------------------------------------------------- */
@@ -521,7 +527,7 @@ static int post_req(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
 {
     int r;
     if (req->op == GW_OP_BATCH)
-        return gw_verbs_batch_post(ep, b, req);
+        return (req->tl_flags & TLF_IOV) ? gw_verbs_iov_post(ep, b, req) : gw_verbs_batch_post(ep, b, req);
     if (!(req->tl_flags & TLF_STAGED) && gw_verbs_stg_applies(ep, req))
         return gw_verbs_stg_start(ep, b, req);
     switch (req->op) {
@@ -744,6 +750,8 @@ int gw_verbs_post_pending(gw_verbs_ep_t *ep)
         ep->ctrl_head = (ep->ctrl_head + 1) % (unsigned)GW_ARRAY_SIZE(ep->ctrlq);
         ep->ctrl_count--;
     }
+    if (!gw_list_empty(&ep->am_q))
+        gw_verbs_am_post_queued(ep, &b);
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &ep->pending) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
@@ -957,13 +965,17 @@ int gw_verbs_cover(gw_verbs_ep_t *ep, int idle)
 /* ---- operations (api entry points) ------------------------------------------------------ */
 gw_status_t gw_verbs_submit(gw_tl_ep_t *e, gw_request_t *req)
 {
-    gw_verbs_ep_t *ep = to_vep(e);
+    return gw_verbs_submit_flags(to_vep(e), req, 0);
+}
+
+gw_status_t gw_verbs_submit_flags(gw_verbs_ep_t *ep, gw_request_t *req, uint16_t flags)
+{
     if (vep_failed(ep) || !ep->connected)
         return gw_err(ep_core(ep), GW_ERR_ENDPOINT_FAILED, "verbs endpoint to %s is %s",
                       ep->super.base->peer, vep_failed(ep) ? "failed" : "not connected");
     req->posted = 0;
     req->pending = 0;
-    req->tl_flags = 0;
+    req->tl_flags = flags;
     memset(verbs_rq(req), 0, sizeof(struct gw_req_verbs));
     /* posted by the next progress call, batched with whatever else is queued
      * by then (callers progress before they sleep, so no wake-up is needed);
