@@ -554,5 +554,5 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .put_direct = gw_verbs_put_direct,
     .ep_progress = verbs_ep_progress,
     .recv_matched = gw_verbs_recv_matched,
-    .cancel = gw_verbs_cancel, /* (withdraws the unposted rest of a list only) */
+    .cancel = gw_verbs_cancel, /* (withdraws what is not posted yet: a list's rest, whole puts and gets) */
 };
