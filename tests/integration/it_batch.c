@@ -703,6 +703,12 @@ static void case_killed(int get)
     int failed = refused, other = 0;
     for (int i = 0; i < n; i++) {
         gw_status_t st = gw_request_wait(r[i], 15000);
+        gw_request_info_t ri = {.size = sizeof(ri)};
+        gw_request_info(r[i], &ri);
+        if (st != GW_OK && ri.length > (size_t)2048 * (get ? 4096 : 16384)) { /* (what moved, at most all) */
+            fprintf(stderr, "  batch %d failed reporting %zu bytes moved, more than it holds\n", i, ri.length);
+            gwt_failures++;
+        }
         if (st != GW_OK) {
             failed++;
             /* verbs: the dead target's registrations go with it, so its NIC (rxe: the same

@@ -770,6 +770,9 @@ void gw_verbs_am_post_queued(gw_verbs_ep_t *ep, batch_t *b);
 void gw_verbs_am_in(gw_verbs_ep_t *ep, const uint8_t *p, uint32_t bytes);
 /* Frees what is queued (endpoint failed or destroyed). */
 void gw_verbs_am_forget(gw_verbs_ep_t *ep);
+/* Writes an active message (the payload: len <= GW_AM_MAX bytes) at p,
+ * which has room for GW_VERBS_AM_HDR + len bytes; returns its length. */
+uint32_t gw_verbs_am_format(uint8_t *p, unsigned id, const void *data, uint32_t len);
 /* The wire check of an active message (fuzzed): GW_OK with its handler id,
  * payload and length, else GW_ERR_PROTOCOL and why. */
 gw_status_t gw_verbs_am_check(const uint8_t *p, uint32_t bytes, unsigned *id, const uint8_t **data, uint32_t *len,

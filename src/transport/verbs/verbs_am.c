@@ -61,17 +61,21 @@ gw_status_t gw_verbs_am_check(const uint8_t *p, uint32_t bytes, unsigned *id, co
     return GW_OK;
 }
 
-/* Writes the message into bounce slot s and adds its SEND to the pass. */
-static void am_post(gw_verbs_ep_t *ep, batch_t *b, int s, unsigned id, const void *data, uint32_t len)
+uint32_t gw_verbs_am_format(uint8_t *p, unsigned id, const void *data, uint32_t len)
 {
-    uint8_t *p = slot_ptr(ep, s);
     gw_verbs_hdr_fill(p, CT_AM, 0, id, len, 0, 0, 0);
     gw_put_u32(p + GW_VERBS_HDR, GW_VERBS_AM_MAGIC);
     gw_put_u16(p + GW_VERBS_HDR + 4, GW_VERBS_AM_VERSION);
     gw_put_u16(p + GW_VERBS_HDR + 6, 0);
     if (len)
         memcpy(p + GW_VERBS_AM_HDR, data, len);
-    gw_verbs_post_sendmsg(ep, b, NULL, s, GW_VERBS_AM_HDR + len);
+    return GW_VERBS_AM_HDR + len;
+}
+
+/* Writes the message into bounce slot s and adds its SEND to the pass. */
+static void am_post(gw_verbs_ep_t *ep, batch_t *b, int s, unsigned id, const void *data, uint32_t len)
+{
+    gw_verbs_post_sendmsg(ep, b, NULL, s, gw_verbs_am_format(slot_ptr(ep, s), id, data, len));
     ep->am_sent++;
 }
 

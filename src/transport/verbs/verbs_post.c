@@ -974,6 +974,7 @@ gw_status_t gw_verbs_submit_flags(gw_verbs_ep_t *ep, gw_request_t *req, uint16_t
         return gw_err(ep_core(ep), GW_ERR_ENDPOINT_FAILED, "verbs endpoint to %s is %s",
                       ep->super.base->peer, vep_failed(ep) ? "failed" : "not connected");
     req->posted = 0;
+    req->done = 0;
     req->pending = 0;
     req->tl_flags = flags;
     memset(verbs_rq(req), 0, sizeof(struct gw_req_verbs));
