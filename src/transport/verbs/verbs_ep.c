@@ -172,7 +172,8 @@ gw_status_t gw_verbs_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_
         ia.cap.max_recv_sge = 1;
         ia.cap.max_inline_data = ep->max_inline;
         q->qp = ibv->create_qp(vif->pd, &ia);
-        if (!q->qp && ia.cap.max_send_sge > (uint32_t)ep->max_send_sge) {
+        if (!q->qp && errno == EINVAL && ia.cap.max_send_sge > (uint32_t)ep->max_send_sge) {
+            /* (a device refusing that many SGEs: EINVAL; other failures are not retried here) */
             ep->iov_sge = ep->max_send_sge;
             ia.cap.max_send_sge = (uint32_t)ep->max_send_sge;
             q->qp = ibv->create_qp(vif->pd, &ia);
