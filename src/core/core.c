@@ -325,7 +325,8 @@ int gw_core_dispatch(gw_core_t *c, int timeout_ms)
 {
     struct epoll_event evs[64];
     int n = 0;
-    if (timeout_ms != 0 || c->nhot > 0 || cold_due(c)) {
+    c->fds_read = timeout_ms != 0 || c->nhot > 0 || cold_due(c);
+    if (c->fds_read) {
         if (timeout_ms != 0)
             gw_core_sleeping(c, 1);
         n = epoll_wait(c->epfd, evs, 64, timeout_ms);

@@ -189,6 +189,8 @@ gw_status_t gw_ofi_status_of(int fi_err);
 
 /* ofi_post.c */
 gw_status_t gw_ofi_submit(gw_tl_ep_t *ep, gw_request_t *req);
+/* A small host message by fi_inject before any request exists (tl.h send_now). */
+gw_status_t gw_ofi_send_now(gw_tl_ep_t *ep, const void *buf, size_t len, uint64_t tag);
 /* The scatter/gather primitive (tl.h rma_iov): fi_writemsg/fi_readmsg per entry. */
 gw_status_t gw_ofi_rma_iov(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_ofi_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
