@@ -477,12 +477,17 @@ void gw_req_complete(gw_request_t *r, gw_status_t status)
     if (r->status != GW_INPROGRESS)
         return;
     /* the common case with nothing to call, so no registers to save: a
-     * success of a request the caller holds, with no hook and no region
-     * count (a tracked put's); anything else out of line */
-    if (GW_LIKELY(status == GW_OK && !r->fini && !r->use_count &&
+     * success of a request the caller holds, with no hook (a tracked put's,
+     * a receive's into a registered buffer: its region's count drops);
+     * anything else out of line */
+    if (GW_LIKELY(status == GW_OK && !r->fini &&
                   (r->flags & (GW_REQF_USER | GW_REQF_FREED | GW_REQF_CANCEL)) == GW_REQF_USER)) {
         r->status = GW_OK;
         r->core->n_completed++;
+        if (r->use_count) {
+            (*r->use_count)--;
+            r->use_count = NULL;
+        }
         return;
     }
     req_complete(r, status);

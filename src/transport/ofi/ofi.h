@@ -57,6 +57,7 @@ GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
 #define GW_OFI_SLOT 16384                               /* a receive or send slot */
 #define GW_OFI_EAGER_MAX (GW_OFI_SLOT - GW_OFI_HDR_LEN) /* largest message sent in one piece */
 #define GW_OFI_NRX 64                                   /* receive slots posted per endpoint */
+#define GW_OFI_RX_LAZY 16 /* receive slots whose repost may wait for a pass that found nothing */
 #define GW_OFI_NTX 64                                   /* send slots per endpoint */
 #define GW_OFI_MAX_RMA 256                              /* RMA pieces in flight per endpoint */
 #define GW_OFI_INJECT_MAX 256                           /* largest message sent by fi_inject (header included) */
@@ -142,6 +143,8 @@ typedef struct gw_ofi_ep {
     gw_ofi_ctx_t txctx[GW_OFI_NTX];
     uint16_t txfree[GW_OFI_NTX];
     unsigned ntxfree;
+    uint16_t rx_lazy[GW_OFI_RX_LAZY]; /* receive slots consumed, not posted again yet */
+    unsigned nrx_lazy;
     gw_ofi_ctx_t *rma;      /* GW_OFI_MAX_RMA contexts */
     gw_list_t rma_free, rma_busy;
     gw_list_t pending;      /* requests not fully posted yet, in posting order (tl_link) */

@@ -788,14 +788,32 @@ static void cq_error(gw_ofi_ep_t *ep)
     }
 }
 
+/* Posts again the receive slots whose repost waited (a pass found nothing,
+ * or GW_OFI_RX_LAZY of them wait). */
+static void rx_repost(gw_ofi_ep_t *ep)
+{
+    while (ep->nrx_lazy && !ep->closing && !gw_ep_failed(B(ep))) {
+        unsigned slot = ep->rx_lazy[--ep->nrx_lazy];
+        int rc = gw_ofi_post_rx(ep, slot);
+        if (rc) {
+            gw_ofi_ep_die(ep, GW_ERR_SYSTEM, "ofi %s: reposting receive slot %u failed: %s", ep->oif->prov, slot,
+                          gw_ofi_strerror(ep->oif, rc));
+            return;
+        }
+    }
+}
+
 int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
 {
     struct fi_cq_msg_entry ce[16];
     int n = 0;
     for (int round = 0; round < 8; round++) {
         ssize_t r = fi_cq_read(ep->cq, ce, 16);
-        if (r == -FI_EAGAIN)
+        if (r == -FI_EAGAIN) {
+            if (ep->nrx_lazy && n == 0) /* a pass that found nothing: the slots go back now */
+                rx_repost(ep);
             break;
+        }
         if (r == -FI_EAVAIL) {
             cq_error(ep);
             n++;
@@ -816,11 +834,13 @@ int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
             case GW_OFI_CTX_RX:
                 if (!gw_ep_failed(b))
                     rx_message(ep, x->slot, ce[i].len);
+                /* its repost waits for a pass that finds nothing (rx_repost),
+                 * off the path from this message to the caller's next one;
+                 * at most GW_OFI_RX_LAZY slots wait so */
                 if (!ep->closing) {
-                    int rc = gw_ofi_post_rx(ep, x->slot);
-                    if (rc)
-                        gw_ofi_ep_die(ep, GW_ERR_SYSTEM, "ofi %s: reposting receive slot %u failed: %s",
-                                      ep->oif->prov, x->slot, gw_ofi_strerror(ep->oif, rc));
+                    if (ep->nrx_lazy == GW_OFI_RX_LAZY)
+                        rx_repost(ep);
+                    ep->rx_lazy[ep->nrx_lazy++] = (uint16_t)x->slot;
                 }
                 break;
             case GW_OFI_CTX_TX: {
