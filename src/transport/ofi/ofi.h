@@ -176,6 +176,11 @@ struct fid_mr *gw_ofi_reg_local(gw_ofi_iface_t *oif, const void *buf, size_t len
                                 gw_status_t *st);
 void gw_ofi_close_mr(gw_ofi_iface_t *oif, struct fid_mr *mr);
 
+/* The context fd's keep-ready state (core.h) as the endpoints need it: set
+ * while endpoints exist where no fd wakes a sleeper (shm, or queues without
+ * wait fds); run when an endpoint joins or leaves the list. */
+void gw_ofi_keep_update(gw_ofi_iface_t *oif);
+
 /* ofi_ep.c */
 gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out, uint8_t *addr,
                               size_t *addrlen);

@@ -138,6 +138,15 @@ static int hw_present(const char *sysfs, char *seen, size_t len)
     return 0;
 }
 
+void gw_ofi_keep_update(gw_ofi_iface_t *oif)
+{
+    /* nothing would wake a sleeper: the context fd stays readable while
+     * endpoints exist (armed once, not drained and re-armed every pass) */
+    int keep = (oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps);
+    if (keep != oif->super.core->keep_ready)
+        gw_core_keep_ready(oif->super.core, keep);
+}
+
 static int ofi_poll(void *arg)
 {
     gw_ofi_iface_t *oif = arg;
@@ -152,11 +161,6 @@ static int ofi_poll(void *arg)
         if (ep->connected && !gw_ep_failed(ep->super.base))
             n += gw_ofi_ep_progress(ep);
     }
-    /* nothing would wake a sleeper: the context fd stays readable while
-     * endpoints exist (armed once, not drained and re-armed every pass) */
-    int keep = (oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps);
-    if (keep != oif->super.core->keep_ready)
-        gw_core_keep_ready(oif->super.core, keep);
     /* the liveness tick (20 ms) on timer passes only (core.h fds_read: at
      * least every millisecond of a spinning caller), with the coarse clock:
      * this runs on every pass of a spinning caller, where a full clock read

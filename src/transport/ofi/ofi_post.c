@@ -629,7 +629,12 @@ static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
     const uint8_t *p = rx_at(ep, slot);
     gw_ofi_hdr_t h;
     char why[200];
-    if (gw_ofi_hdr_parse(&h, p, len, GW_OFI_EAGER_MAX, why, sizeof(why)) != GW_OK) {
+    uint64_t tag;
+    if (gw_ofi_hdr_eager(p, len, GW_OFI_EAGER_MAX, &tag)) { /* an eager message (the full parse's verdict) */
+        h.type = GW_OFI_EAGER;
+        h.f[0] = tag;
+        h.f[1] = len - GW_OFI_HDR_LEN;
+    } else if (gw_ofi_hdr_parse(&h, p, len, GW_OFI_EAGER_MAX, why, sizeof(why)) != GW_OK) {
         gw_ofi_ep_die(ep, GW_ERR_PROTOCOL, "ofi %s: from %s: %s", ep->oif->prov, b->peer, why);
         return;
     }

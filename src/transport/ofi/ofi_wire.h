@@ -100,5 +100,18 @@ static inline void gw_ofi_hdr_write(const gw_ofi_hdr_t *h, uint8_t *buf)
  * GW_OK or GW_ERR_PROTOCOL with why. */
 gw_status_t gw_ofi_hdr_parse(gw_ofi_hdr_t *h, const uint8_t *buf, size_t len, size_t eager_max, char *why,
                              size_t whylen);
+/* The receive path's common case, inline: is buf (len bytes) an eager
+ * message gw_ofi_hdr_parse would accept (magic, version, no flags, the
+ * payload what the header says and at most eager_max)?  1 with its tag in
+ * *tag, else 0 (the caller parses it in full: another type, or an error). */
+static inline int gw_ofi_hdr_eager(const uint8_t *buf, size_t len, size_t eager_max, uint64_t *tag)
+{
+    if (len < GW_OFI_HDR_LEN || gw_get_u16(buf) != GW_OFI_HDR_MAGIC || buf[2] != GW_OFI_HDR_VERSION ||
+        buf[3] != GW_OFI_EAGER || gw_get_u32(buf + 4) != 0 || gw_get_u64(buf + 16) != len - GW_OFI_HDR_LEN ||
+        len - GW_OFI_HDR_LEN > eager_max)
+        return 0;
+    *tag = gw_get_u64(buf + 8);
+    return 1;
+}
 
 #endif
