@@ -551,6 +551,7 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .rma_iov = gw_verbs_rma_iov, /* (lists: gathered WRs, verbs_iov.c; batches: its own engine) */
     .am_send = gw_verbs_am_send,
     .rma_now = gw_tl_unsupported_rma_now,
+    .send_now = gw_tl_unsupported_send_now,
     .put_direct = gw_verbs_put_direct,
     .ep_progress = verbs_ep_progress,
     .recv_matched = gw_verbs_recv_matched,
