@@ -6,12 +6,14 @@
  *
  * The test: ROUNDS puts of randomly chosen distinct pages (a different
  * choice each round, index arrays rewritten by the caller right after each
- * post, as a serving engine reuses its block-table buffer), some posted
+ * post, as a serving engine reuses its block-table buffer), three posted
  * back to back before any is waited for, then a get; the target checks
  * every byte of its region after the puts (each selected page where it
  * belongs, the rest untouched), the initiator every byte it got.  With
  * FAKECUDA_LAUNCHES set, each transfer must have gone in one launch of the
- * page kernel.
+ * page kernel, and the pinned memory the index arrays went through must
+ * have been allocated at most once per transfer in flight together
+ * (kept by the transport and reused after that).
  *
  * KV_PAGES_BENCH=1 instead times the host's side of one transfer of
  * KV_PAGES_N pages of KV_PAGES_SIZE bytes (default 16384 x 2 KiB), repeated
@@ -28,6 +30,8 @@
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
 #include "fc_dev.h"
+
+#define BURST 3 /* the test's puts in flight together */
 
 static gwt_chan_t pch, cch;
 static int bench;
@@ -229,19 +233,19 @@ int main(void)
         free(cpost);
         free(cdone);
     } else {
-        /* the puts: two back to back, then waited for, the index arrays
+        /* the puts: BURST back to back, then waited for, the index arrays
          * rewritten right after each post (the library copied them) */
-        gw_request_t *qs[2];
+        gw_request_t *qs[BURST];
         for (uint32_t k = 0; k < rounds; k++) {
             pick(li, npages, pool, 7 + 2 * k);
             pick(ri, npages, pool, 8 + 2 * k);
-            REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o, &qs[k % 2]));
+            REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o, &qs[k % BURST]));
             memset(li, 0xff, npages * sizeof(*li));
             memset(ri, 0xff, npages * sizeof(*ri));
-            if (k % 2 == 1 || k + 1 == rounds)
-                for (uint32_t j = k - k % 2; j <= k; j++) {
-                    CHECK_ST(gw_request_wait(qs[j % 2], 30000), GW_OK);
-                    gw_request_free(qs[j % 2]);
+            if (k % BURST == BURST - 1 || k + 1 == rounds)
+                for (uint32_t j = k - k % BURST; j <= k; j++) {
+                    CHECK_ST(gw_request_wait(qs[j % BURST], 30000), GW_OK);
+                    gw_request_free(qs[j % BURST]);
                 }
         }
         wait_chan(&pch, ctx); /* the target checked every byte */
@@ -285,6 +289,11 @@ int main(void)
             CHECK(np == rounds + 1);
             CHECK(items == (rounds + 1) * npages);
             CHECK(nb == 0);
+            /* the pinned buffers the index arrays went through: one per
+             * transfer in flight together, then reused */
+            unsigned na = fc_launches("cuMemHostAlloc", NULL, 0, NULL);
+            fprintf(stderr, "pinned allocations: %u for %u transfers, %u in flight at most\n", na, rounds + 1, BURST);
+            CHECK(na <= BURST);
         }
     }
     if (bench)

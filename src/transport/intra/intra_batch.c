@@ -118,20 +118,30 @@ static inline int ent_ldev(const intrab_op_t *op, const gw_batch_ent_t *en)
     return op->ldev[en->lreg];
 }
 
-/* Gives the op's pinned buffer back: the interface keeps the larger of it
- * and its spare for the next batch. */
+/* Gives the op's pinned buffer back to the interface's free ones; when
+ * INTRA_BDESC_KEEP are kept already, the smallest of them and this one
+ * is freed. */
 static void intrab_unpin(intrab_op_t *op)
 {
     if (!op->desc)
         return;
     intra_iface_t *ifc = op->ifc;
-    if (op->desc_cap > ifc->bdesc_cap) {
-        if (ifc->bdesc)
-            ifc->cu->cuMemFreeHost(ifc->bdesc);
-        ifc->bdesc = op->desc;
-        ifc->bdesc_cap = op->desc_cap;
+    int slot = -1; /* a free slot, else the smallest kept buffer */
+    for (int i = 0; i < INTRA_BDESC_KEEP; i++) {
+        if (!ifc->bdesc[i]) {
+            slot = i;
+            break;
+        }
+        if (slot < 0 || ifc->bdesc_cap[i] < ifc->bdesc_cap[slot])
+            slot = i;
+    }
+    if (ifc->bdesc[slot] && ifc->bdesc_cap[slot] >= op->desc_cap) {
+        ifc->cu->cuMemFreeHost(op->desc); /* every kept one is at least as large */
     } else {
-        ifc->cu->cuMemFreeHost(op->desc);
+        if (ifc->bdesc[slot])
+            ifc->cu->cuMemFreeHost(ifc->bdesc[slot]);
+        ifc->bdesc[slot] = op->desc;
+        ifc->bdesc_cap[slot] = op->desc_cap;
     }
     op->desc = NULL;
     op->desc_cap = 0;
@@ -739,19 +749,33 @@ static gw_status_t intrab_tables(intra_ep_t *e, const gw_batch_t *b, const intra
  * 4096-entry batch slower, not faster (measured on an H100).  *queued: copies were queued on *stream. */
 #define INTRAB_KCHUNK 8192
 
-/* A pinned buffer of at least cap bytes for the op's launch (the interface's
- * spare when large enough), kept in op->desc until the launch completes. */
+/* A pinned buffer of at least cap bytes for the op's launch (the smallest
+ * large enough of the interface's free ones, else a new one of cap rounded
+ * up to a power of two, at least 64 KiB, so that it serves later batches
+ * of other sizes), kept in op->desc until the launch completes.  A new
+ * one is a cuMemHostAlloc (pinning pages: far costlier than the batch's
+ * other host work), which batches in flight together pay only until the
+ * interface keeps as many. */
 static gw_status_t intrab_pinned(intra_ep_t *e, intrab_op_t *op, size_t cap, void **out)
 {
     void *d = NULL;
     intrab_unpin(op); /* (a paged batch's index arrays, once it was expanded) */
-    if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
-        d = e->ifc->bdesc;
-        cap = e->ifc->bdesc_cap;
-        e->ifc->bdesc = NULL;
-        e->ifc->bdesc_cap = 0;
+    intra_iface_t *ifc = e->ifc;
+    int best = -1;
+    for (int i = 0; i < INTRA_BDESC_KEEP; i++)
+        if (ifc->bdesc[i] && ifc->bdesc_cap[i] >= cap && (best < 0 || ifc->bdesc_cap[i] < ifc->bdesc_cap[best]))
+            best = i;
+    if (best >= 0) {
+        d = ifc->bdesc[best];
+        cap = ifc->bdesc_cap[best];
+        ifc->bdesc[best] = NULL;
+        ifc->bdesc_cap[best] = 0;
     } else {
-        CUresult cr = e->ifc->cu->cuMemHostAlloc(&d, cap, CU_MEMHOSTALLOC_PORTABLE);
+        size_t want = (size_t)64 << 10;
+        while (want < cap && want <= SIZE_MAX / 2)
+            want *= 2;
+        cap = want >= cap ? want : cap;
+        CUresult cr = ifc->cu->cuMemHostAlloc(&d, cap, CU_MEMHOSTALLOC_PORTABLE);
         if (cr != CUDA_SUCCESS)
             return intra_cu_err(e->super.iface->core, "cuMemHostAlloc(batch copy descriptors)", cr);
     }
