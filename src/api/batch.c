@@ -1204,48 +1204,175 @@ static int page_span_ok(uint64_t base, uint64_t lo, uint64_t hi, uint64_t ps, ui
     return gw_range_inside(rb, rl, a, z - a);
 }
 
-gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, const uint32_t *lpages, gw_rkey_t *rkey,
-                          uint64_t raddr, const uint32_t *rpages, size_t count, size_t page_size,
-                          const gw_xfer_opts_t *opts, gw_request_t **req)
+/* ---- prepared page lists ---------------------------------------------------------------- */
+struct gw_pages {
+    gw_context_t *ctx;
+    size_t n;
+    uint32_t *lp, *rp;      /* copies of the caller's arrays (NULL: i) */
+    uint32_t lmin, lmax, rmin, rmax;
+    uint32_t busy;          /* transfers in progress using it */
+    /* for a GPU kernel (made on the first paged GPU transfer): lp then rp
+     * (those not NULL) in pinned host memory, and a copy in the memory of
+     * device pin_dev (0: none, the kernel reads the pinned ones) */
+    uint32_t *pin;
+    int pin_dev;            /* -1: none yet */
+    int pin_failed;         /* no CUDA or no pinned memory: the caller's copies (entries) */
+    uint64_t dpin;
+};
+
+gw_status_t gw_pages_create(gw_context_t *ctx, const uint32_t *lpages, const uint32_t *rpages, size_t count,
+                            gw_pages_t **out)
 {
-    GW_API_LOCK(GW_CTX_OF_EP(ep));
+    GW_API_LOCK(ctx);
+    if (!ctx || !out)
+        return gw_api_invalid(ctx ? &ctx->core : NULL, "gw_pages_create", "%s is NULL", out ? "ctx" : "out");
+    *out = NULL;
+    if (count > UINT32_MAX)
+        return gw_err(&ctx->core, GW_ERR_INVALID, "gw_pages_create: %zu pages (at most %u)", count, UINT32_MAX);
+    gw_pages_t *p = calloc(1, sizeof(*p));
+    size_t bytes = (count ? count : 1) * sizeof(uint32_t);
+    if (p && lpages && !(p->lp = malloc(bytes)))
+        p = (free(p), NULL);
+    if (p && rpages && !(p->rp = malloc(bytes))) {
+        free(p->lp);
+        p = (free(p), NULL);
+    }
+    if (!p)
+        return gw_err(&ctx->core, GW_ERR_NOMEM, "gw_pages_create: out of memory for %zu pages", count);
+    p->ctx = ctx;
+    p->n = count;
+    p->pin_dev = -1;
+    if (lpages)
+        memcpy(p->lp, lpages, count * sizeof(uint32_t));
+    if (rpages)
+        memcpy(p->rp, rpages, count * sizeof(uint32_t));
+    idx_span(p->lp, count, &p->lmin, &p->lmax);
+    idx_span(p->rp, count, &p->rmin, &p->rmax);
+    *out = p;
+    return GW_OK;
+}
+
+gw_status_t gw_pages_destroy(gw_pages_t *p)
+{
+    GW_API_LOCK(p ? p->ctx : NULL);
+    if (!p)
+        return GW_OK;
+    if (p->busy)
+        return gw_err(&p->ctx->core, GW_ERR_BUSY, "gw_pages_destroy: %u transfer(s) using the page list are in progress",
+                      p->busy);
+    if (p->pin) {
+        char why[160];
+        const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+        if (cu && gw_cuda_ctx_for_device(p->pin_dev, why, sizeof(why))) {
+            cu->cuMemFreeHost(p->pin);
+            if (p->dpin)
+                cu->cuMemFree((CUdeviceptr)p->dpin);
+        }
+    }
+    free(p->lp);
+    free(p->rp);
+    free(p);
+    return GW_OK;
+}
+
+/* The list's arrays for a GPU kernel on device dev: pinned copies made on
+ * first use with dev's context, and a copy in dev's memory (*dl, *dr: 0
+ * when none, or made for another device); 0 where CUDA or pinned memory is
+ * not to be had (the transfer then reads the list's own copies, as
+ * gw_xfer_pages reads the caller's).  As dl_table: the kernel reading its
+ * indices from GPU memory saves it a PCIe round trip per round of pages. */
+static int pages_pin(gw_pages_t *p, int dev, const uint32_t **hl, const uint32_t **hr, uint64_t *dl, uint64_t *dr)
+{
+    size_t n = p->n, arrays = (p->lp != NULL) + (p->rp != NULL);
+    *dl = *dr = 0;
+    if (!p->pin && !p->pin_failed && arrays) {
+        char why[160];
+        const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+        void *h = NULL;
+        size_t sz = arrays * (n ? n : 1) * sizeof(uint32_t);
+        if (!cu || dev < 0 || !gw_cuda_ctx_for_device(dev, why, sizeof(why)) ||
+            cu->cuMemHostAlloc(&h, sz, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+            p->pin_failed = 1;
+        } else {
+            uint32_t *x = h;
+            if (p->lp)
+                memcpy(x, p->lp, n * sizeof(uint32_t));
+            if (p->rp)
+                memcpy(x + (p->lp ? n : 0), p->rp, n * sizeof(uint32_t));
+            CUdeviceptr d = 0;
+            if (cu->cuMemAlloc(&d, sz) != CUDA_SUCCESS)
+                d = 0;
+            else if (cu->cuMemcpyHtoD(d, h, sz) != CUDA_SUCCESS) {
+                cu->cuMemFree(d);
+                d = 0;
+            }
+            p->pin = x;
+            p->pin_dev = dev;
+            p->dpin = d;
+        }
+    }
+    if (!p->pin)
+        return 0;
+    *hl = p->lp ? p->pin : NULL;
+    *hr = p->rp ? p->pin + (p->lp ? n : 0) : NULL;
+    if (p->dpin && p->pin_dev == dev) {
+        *dl = p->lp ? p->dpin : 0;
+        *dr = p->rp ? p->dpin + (p->lp ? n : 0) * sizeof(uint32_t) : 0;
+    }
+    return 1;
+}
+
+/* gw_xfer_pages and gw_xfer_pages_prepared (pl: the prepared list whose
+ * arrays and spans these are). */
+static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lmem, void *lbase,
+                              const uint32_t *lpages, gw_rkey_t *rkey, uint64_t raddr, const uint32_t *rpages,
+                              size_t count, size_t page_size, const gw_xfer_opts_t *opts, gw_request_t **req,
+                              gw_pages_t *pl)
+{
     int notify, integ;
     uint64_t value;
-    gw_status_t st = xfer_begin(ep, "gw_xfer_pages", op, opts, req, &notify, &value, &integ);
+    gw_status_t st = xfer_begin(ep, fn, op, opts, req, &notify, &value, &integ);
     if (st != GW_OK)
         return st;
     gw_core_t *core = &ep->ctx->core;
     if (!lmem)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: NULL local region (the paged form needs one)");
+        return gw_err(core, GW_ERR_INVALID, "%s: NULL local region (the paged form needs one)", fn);
     if (lmem->core != core)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: the local region belongs to another context");
+        return gw_err(core, GW_ERR_INVALID, "%s: the local region belongs to another context", fn);
     if (!rkey)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: NULL remote key");
+        return gw_err(core, GW_ERR_INVALID, "%s: NULL remote key", fn);
     if (rkey->ep != ep)
-        return gw_err(core, GW_ERR_INVALID_KEY, "gw_xfer_pages: the remote key was unpacked on another endpoint (%s), not %s",
-                      rkey->ep->base.peer, ep->base.peer);
+        return gw_err(core, GW_ERR_INVALID_KEY, "%s: the remote key was unpacked on another endpoint (%s), not %s",
+                      fn, rkey->ep->base.peer, ep->base.peer);
     unsigned need = op == GW_XFER_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
     if (!(rkey->access & need))
-        return gw_err(core, GW_ERR_ACCESS, "gw_xfer_pages: the remote region at 0x%llx grants %s, not %s",
+        return gw_err(core, GW_ERR_ACCESS, "%s: the remote region at 0x%llx grants %s, not %s", fn,
                       (unsigned long long)rkey->addr, access_str(rkey->access), access_str(need));
     if (count > UINT32_MAX)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: %zu pages (at most %u)", count, UINT32_MAX);
+        return gw_err(core, GW_ERR_INVALID, "%s: %zu pages (at most %u)", fn, count, UINT32_MAX);
     uint64_t lb = (uint64_t)(uintptr_t)lmem->addr, ll = lmem->len, la = (uint64_t)(uintptr_t)lbase;
     uint64_t ps = page_size;
     batch_mem_t *m = batch_alloc(ep->ctx, count);
     if (!m)
-        return gw_err(core, GW_ERR_NOMEM, "gw_xfer_pages: out of memory for %zu pages", count);
+        return gw_err(core, GW_ERR_NOMEM, "%s: out of memory for %zu pages", fn, count);
     gw_batch_t *b = &m->b;
     /* bounds: the lowest and highest page of each side checked once (one
-     * pass over the indices); only when that fails, a pass naming the first
-     * page outside */
+     * pass over the indices, or none for a prepared list); only when that
+     * fails, a pass naming the first page outside */
     uint32_t lmin, lmax, rmin, rmax;
-    idx_span(lpages, count, &lmin, &lmax);
-    idx_span(rpages, count, &rmin, &rmax);
+    if (pl) {
+        lmin = pl->lmin;
+        lmax = pl->lmax;
+        rmin = pl->rmin;
+        rmax = pl->rmax;
+    } else {
+        idx_span(lpages, count, &lmin, &lmax);
+        idx_span(rpages, count, &rmin, &rmax);
+    }
     uint64_t lo, lend, ro, rend, total;
     if (__builtin_mul_overflow((uint64_t)count, ps, &total)) {
         batch_release(m);
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_pages: %zu pages of %zu bytes overflow 64 bits", count, page_size);
+        return gw_err(core, GW_ERR_INVALID, "%s: %zu pages of %zu bytes overflow 64 bits", fn, count, page_size);
     }
     int ok = count && ps && page_span_ok(la, lmin, lmax, ps, lb, ll, &lo, &lend) &&
              page_span_ok(raddr, rmin, rmax, ps, rkey->addr, rkey->len, &ro, &rend);
@@ -1257,11 +1384,11 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
             batch_release(m);
             if (bad_l)
                 return gw_err(core, GW_ERR_INVALID,
-                              "gw_xfer_pages: entry %zu: local page %llu (%zu bytes from %p) is outside the region "
-                              "[%p, +%zu)", i, (unsigned long long)lp, page_size, lbase, lmem->addr, lmem->len);
+                              "%s: entry %zu: local page %llu (%zu bytes from %p) is outside the region "
+                              "[%p, +%zu)", fn, i, (unsigned long long)lp, page_size, lbase, lmem->addr, lmem->len);
             return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
-                          "gw_xfer_pages: entry %zu: remote page %llu (%zu bytes from 0x%llx) is outside the region "
-                          "[0x%llx, +%llu) the key covers", i, (unsigned long long)rp, page_size,
+                          "%s: entry %zu: remote page %llu (%zu bytes from 0x%llx) is outside the region "
+                          "[0x%llx, +%llu) the key covers", fn, i, (unsigned long long)rp, page_size,
                           (unsigned long long)raddr, (unsigned long long)rkey->addr, (unsigned long long)rkey->len);
         }
     }
@@ -1276,13 +1403,16 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
         if (b->lgpu && b->rgpu && (caps.batch & GW_TL_BATCH_PAGES)) {
             /* left to the transport as pages (a GPU kernel computes the
              * addresses); the transport copies the caller's index arrays
-             * while it takes the batch (batch.h) */
+             * while it takes the batch, or, from a prepared list, uses its
+             * pinned and device copies, which outlive the transfer (batch.h) */
             b->npages = (uint32_t)count;
             b->lpage = lpages;
             b->rpage = rpages;
             b->plbase = la;
             b->prbase = raddr;
             b->psize = ps;
+            if (pl && pages_pin(pl, lmem->cuda_device, &b->lpage, &b->rpage, &b->lpage_dev, &b->rpage_dev))
+                b->pkept = 1;
         } else {
             for (size_t i = 0; i < count; i++)
                 gw_batch_add(b, la + (uint64_t)(lpages ? lpages[i] : i) * ps,
@@ -1290,6 +1420,8 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
             b->total = total; /* (gw_batch_add counted them again) */
         }
     }
+    if (pl)
+        b->busy[0] = &pl->busy; /* counted by post(), released at the end */
     m->lm1 = lmem;
     m->rk1 = *rkey;
     b->lmem = &m->lm1;
@@ -1305,6 +1437,29 @@ gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, cons
         gw_proto_integ_set_add(is, (uint32_t)i, (const void *)(uintptr_t)(la + (uint64_t)(lpages ? lpages[i] : i) * ps),
                                lmem, rkey->id, raddr + (uint64_t)(rpages ? rpages[i] : i) * ps, ps);
     return post(ep, m, lmem, count, op, notify, value, is, req);
+}
+
+gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, const uint32_t *lpages, gw_rkey_t *rkey,
+                          uint64_t raddr, const uint32_t *rpages, size_t count, size_t page_size,
+                          const gw_xfer_opts_t *opts, gw_request_t **req)
+{
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
+    return xfer_pages(ep, "gw_xfer_pages", op, lmem, lbase, lpages, rkey, raddr, rpages, count, page_size, opts, req,
+                      NULL);
+}
+
+gw_status_t gw_xfer_pages_prepared(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, gw_rkey_t *rkey, uint64_t raddr,
+                                   gw_pages_t *pages, size_t page_size, const gw_xfer_opts_t *opts,
+                                   gw_request_t **req)
+{
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
+    if (ep && !pages)
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID, "gw_xfer_pages_prepared: NULL page list");
+    if (ep && pages->ctx != ep->ctx)
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID,
+                      "gw_xfer_pages_prepared: the page list belongs to another context");
+    return xfer_pages(ep, "gw_xfer_pages_prepared", op, lmem, lbase, pages ? pages->lp : NULL, rkey, raddr,
+                      pages ? pages->rp : NULL, pages ? pages->n : 0, page_size, opts, req, pages);
 }
 
 /* ---- counted notifications --------------------------------------------------------------- */

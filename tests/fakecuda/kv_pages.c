@@ -6,14 +6,17 @@
  *
  * The test: ROUNDS puts of randomly chosen distinct pages (a different
  * choice each round, index arrays rewritten by the caller right after each
- * post, as a serving engine reuses its block-table buffer), three posted
- * back to back before any is waited for, then a get; the target checks
+ * post, as a serving engine reuses its block-table buffer; in the last
+ * burst every other one from a prepared page list, gw_xfer_pages_prepared,
+ * which must refuse to be destroyed while its transfer runs), in bursts of
+ * three posted back to back before any is waited for, then a get; the target checks
  * every byte of its region after the puts (each selected page where it
  * belongs, the rest untouched), the initiator every byte it got.  With
  * FAKECUDA_LAUNCHES set, each transfer must have gone in one launch of the
  * page kernel, and the pinned memory the index arrays went through must
  * have been allocated at most once per transfer in flight together
- * (kept by the transport and reused after that).
+ * (kept by the transport and reused after that), plus once per prepared
+ * list.
  *
  * KV_PAGES_BENCH=1 instead times the host's side of one transfer of
  * KV_PAGES_N pages of KV_PAGES_SIZE bytes (default 16384 x 2 KiB), repeated
@@ -43,7 +46,7 @@ static void shape(void)
     bench = getenv("KV_PAGES_BENCH") && atoi(getenv("KV_PAGES_BENCH")) > 0;
     npages = bench ? 16384 : 300;
     page = bench ? 2048 : 1024 + 16; /* (the test: 16-byte aligned, not a power of two) */
-    rounds = bench ? 200 : 6;
+    rounds = bench ? 200 : 3 * BURST;
     if (getenv("KV_PAGES_N"))
         npages = (uint32_t)strtoul(getenv("KV_PAGES_N"), NULL, 10);
     if (getenv("KV_PAGES_SIZE"))
@@ -196,8 +199,22 @@ int main(void)
         pick(ri, npages, pool, 8);
         double *post = calloc(rounds, sizeof(double)), *done = calloc(rounds, sizeof(double));
         double *cpost = calloc(rounds, sizeof(double)), *cdone = calloc(rounds, sizeof(double));
-        REQUIRE(post && done && cpost && cdone);
+        double *ppost = calloc(rounds, sizeof(double)), *pdone = calloc(rounds, sizeof(double));
+        REQUIRE(post && done && cpost && cdone && ppost && pdone);
+        gw_pages_t *pl;
+        REQUIRE_OK(gw_pages_create(ctx, li, ri, npages, &pl));
         for (uint32_t k = 0; k <= rounds; k++) {
+            /* the same pages from the prepared list */
+            double p0 = now_us();
+            REQUIRE_OK(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, pl, page, &o, &q));
+            double p1 = now_us();
+            CHECK_ST(gw_request_wait(q, 60000), GW_OK);
+            double p2 = now_us();
+            gw_request_free(q);
+            if (k) {
+                ppost[k - 1] = p1 - p0;
+                pdone[k - 1] = p2 - p0;
+            }
             double t0 = now_us();
             REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o, &q));
             double t1 = now_us();
@@ -228,6 +245,11 @@ int main(void)
                "%.1f us (medians)\n",
                npages, page, rounds, median(post, rounds), bp, median(done, rounds), bd, median(cpost, rounds),
                median(cdone, rounds));
+        printf("kv_pages bench: the same from a prepared page list (gw_xfer_pages_prepared): post median %.1f us, "
+               "post to completion median %.1f us\n", median(ppost, rounds), median(pdone, rounds));
+        CHECK_ST(gw_pages_destroy(pl), GW_OK);
+        free(ppost);
+        free(pdone);
         free(post);
         free(done);
         free(cpost);
@@ -236,18 +258,41 @@ int main(void)
         /* the puts: BURST back to back, then waited for, the index arrays
          * rewritten right after each post (the library copied them) */
         gw_request_t *qs[BURST];
+        gw_pages_t *pls[BURST] = {NULL};
+        unsigned nprep = 0;
         for (uint32_t k = 0; k < rounds; k++) {
             pick(li, npages, pool, 7 + 2 * k);
             pick(ri, npages, pool, 8 + 2 * k);
-            REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o, &qs[k % BURST]));
+            if (k >= 2 * BURST && k % 2) { /* the last burst's odd ones from prepared page lists (their own copies) */
+                nprep++;
+                REQUIRE_OK(gw_pages_create(ctx, li, ri, npages, &pls[k % BURST]));
+                REQUIRE_OK(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, pls[k % BURST], page, &o,
+                                                  &qs[k % BURST]));
+                CHECK_ST(gw_pages_destroy(pls[k % BURST]), GW_ERR_BUSY); /* (in flight: nothing progressed it) */
+            } else {
+                REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o, &qs[k % BURST]));
+            }
             memset(li, 0xff, npages * sizeof(*li));
             memset(ri, 0xff, npages * sizeof(*ri));
             if (k % BURST == BURST - 1 || k + 1 == rounds)
                 for (uint32_t j = k - k % BURST; j <= k; j++) {
                     CHECK_ST(gw_request_wait(qs[j % BURST], 30000), GW_OK);
                     gw_request_free(qs[j % BURST]);
+                    CHECK_ST(gw_pages_destroy(pls[j % BURST]), GW_OK);
+                    pls[j % BURST] = NULL;
                 }
         }
+        /* a prepared list with a remote page past the key: refused at
+         * posting, naming the entry, nothing moved */
+        pick(li, npages, pool, 99);
+        pick(ri, npages, pool, 98);
+        ri[npages - 1] = pool;
+        gw_pages_t *bad;
+        REQUIRE_OK(gw_pages_create(ctx, li, ri, npages, &bad));
+        CHECK_ST(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, bad, page, &o, &q), GW_ERR_OUT_OF_BOUNDS);
+        CHECK(strstr(gw_last_error(ctx), "gw_xfer_pages_prepared: entry") != NULL);
+        CHECK_ST(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, NULL, page, &o, &q), GW_ERR_INVALID);
+        CHECK_ST(gw_pages_destroy(bad), GW_OK);
         wait_chan(&pch, ctx); /* the target checked every byte */
         /* a get of other target pages into dst */
         pick(li, npages, pool, 17);
@@ -292,8 +337,9 @@ int main(void)
             /* the pinned buffers the index arrays went through: one per
              * transfer in flight together, then reused */
             unsigned na = fc_launches("cuMemHostAlloc", NULL, 0, NULL);
-            fprintf(stderr, "pinned allocations: %u for %u transfers, %u in flight at most\n", na, rounds + 1, BURST);
-            CHECK(na <= BURST);
+            fprintf(stderr, "pinned allocations: %u for %u transfers, %u in flight at most, and %u prepared lists\n",
+                    na, rounds + 1, BURST, nprep);
+            CHECK(na <= BURST + nprep);
         }
     }
     if (bench)

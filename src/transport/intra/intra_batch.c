@@ -819,7 +819,10 @@ static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab
     if (st != GW_OK)
         return st;
     uint32_t n = b->npages;
-    const uint32_t *lp = b->lpage, *rp = b->rpage; /* pinned copies (intrab_batch) */
+    /* pinned copies (intrab_batch), or a prepared list's: its copies in
+     * this GPU's memory where it has them */
+    const uint32_t *lp = b->lpage_dev ? (const uint32_t *)(uintptr_t)b->lpage_dev : b->lpage;
+    const uint32_t *rp = b->rpage_dev ? (const uint32_t *)(uintptr_t)b->rpage_dev : b->rpage;
     /* the peer's page p at prbase + p * psize, as mapped here (the base may
      * lie below the allocation: only the pages' addresses need be inside) */
     uint64_t rbase = delta + b->prbase;
@@ -1167,7 +1170,9 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     op->fini = req->fini;
     req->fini = intrab_fini;
     intra_rq(req)->batch = op;
-    if (gw_batch_unexpanded(b)) { /* the caller's index arrays are ours only during this call: into pinned memory */
+    if (gw_batch_unexpanded(b) && !(b->npages && b->pkept)) {
+        /* the caller's index arrays are ours only during this call: into
+         * pinned memory (a prepared page list's are pinned already) */
         gw_batch_t *pb = req->batch;
         const uint32_t **la = b->npages ? &pb->lpage : &pb->lidx, **ra = b->npages ? &pb->rpage : &pb->ridx;
         uint32_t n = b->npages ? b->npages : b->nlist;
