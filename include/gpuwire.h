@@ -634,10 +634,11 @@ GW_API gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbas
  * with these arrays, its bounds checked from the two spans (no pass over
  * the indices) and, GPU to peer GPU over intra, no copy of them: the page
  * kernel reads the list's copy in the local GPU's memory, made on the
- * first such transfer (pinned host memory where that fails).  In use by
- * each transfer until it completes: gw_pages_destroy() then fails with
- * GW_ERR_BUSY.  Destroy it before its context.  Errors: GW_ERR_INVALID
- * (NULL out, more than 2^32 - 1 pages), GW_ERR_NOMEM. */
+ * first such transfer (pinned host memory where that fails).
+ * gw_pages_destroy() while transfers use it frees it when the last of them
+ * completes (no later post may name it).  Destroy it before its context.
+ * Errors: GW_ERR_INVALID (NULL out, more than 2^32 - 1 pages),
+ * GW_ERR_NOMEM. */
 typedef struct gw_pages gw_pages_t;
 GW_API gw_status_t gw_pages_create(gw_context_t *ctx, const uint32_t *lpages, const uint32_t *rpages, size_t count,
                                    gw_pages_t **out);

@@ -613,6 +613,7 @@ gw_status_t gw_dlist_destroy(gw_dlist_t *l)
 typedef struct batch_mem {
     gw_batch_t b;
     gw_context_t *ctx;
+    gw_pages_t *pages; /* the prepared page list it came from (freed at the end if destroyed meanwhile) */
     size_t cap; /* entries ent[] holds */
     gw_mem_t *lm1;
     gw_rkey_t rk1;
@@ -638,6 +639,7 @@ static batch_mem_t *batch_alloc(gw_context_t *ctx, size_t n)
         m->cap = cap;
     }
     memset(&m->b, 0, sizeof(m->b));
+    m->pages = NULL;
     m->b.ent = m->ent;
     m->b.rlo = UINT64_MAX;
     m->ctx = ctx;
@@ -653,6 +655,9 @@ static void batch_release(batch_mem_t *m)
     free(old);
 }
 
+static void pages_free(gw_pages_t *p);
+static int pages_doomed(const gw_pages_t *p);
+
 static void batch_fini(gw_request_t *r)
 {
     gw_batch_t *b = r->batch;
@@ -662,6 +667,9 @@ static void batch_fini(gw_request_t *r)
     for (int i = 0; i < 2; i++)
         if (b->busy[i])
             (*b->busy[i])--;
+    gw_pages_t *pl = ((batch_mem_t *)b)->pages;
+    if (pl && pages_doomed(pl))
+        pages_free(pl); /* destroyed while this transfer ran, the last one */
     batch_release((batch_mem_t *)b); /* b is the first member of its batch_mem_t */
 }
 
@@ -1211,6 +1219,7 @@ struct gw_pages {
     uint32_t *lp, *rp;      /* copies of the caller's arrays (NULL: i) */
     uint32_t lmin, lmax, rmin, rmax;
     uint32_t busy;          /* transfers in progress using it */
+    int doomed;             /* gw_pages_destroy() came while busy: freed by the last transfer's end */
     /* for a GPU kernel (made on the first paged GPU transfer): lp then rp
      * (those not NULL) in pinned host memory, and a copy in the memory of
      * device pin_dev (0: none, the kernel reads the pinned ones) */
@@ -1252,14 +1261,26 @@ gw_status_t gw_pages_create(gw_context_t *ctx, const uint32_t *lpages, const uin
     return GW_OK;
 }
 
+static int pages_doomed(const gw_pages_t *p)
+{
+    return p->doomed && !p->busy;
+}
+
 gw_status_t gw_pages_destroy(gw_pages_t *p)
 {
     GW_API_LOCK(p ? p->ctx : NULL);
-    if (!p)
+    if (!p || p->doomed)
         return GW_OK;
-    if (p->busy)
-        return gw_err(&p->ctx->core, GW_ERR_BUSY, "gw_pages_destroy: %u transfer(s) using the page list are in progress",
-                      p->busy);
+    if (p->busy) { /* its arrays stay until the last transfer using them ends */
+        p->doomed = 1;
+        return GW_OK;
+    }
+    pages_free(p);
+    return GW_OK;
+}
+
+static void pages_free(gw_pages_t *p)
+{
     if (p->pin) {
         char why[160];
         const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
@@ -1272,7 +1293,6 @@ gw_status_t gw_pages_destroy(gw_pages_t *p)
     free(p->lp);
     free(p->rp);
     free(p);
-    return GW_OK;
 }
 
 /* The list's arrays for a GPU kernel on device dev: pinned copies made on
@@ -1420,8 +1440,10 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
             b->total = total; /* (gw_batch_add counted them again) */
         }
     }
-    if (pl)
+    if (pl) {
         b->busy[0] = &pl->busy; /* counted by post(), released at the end */
+        m->pages = pl;
+    }
     m->lm1 = lmem;
     m->rk1 = *rkey;
     b->lmem = &m->lm1;
@@ -1453,8 +1475,9 @@ gw_status_t gw_xfer_pages_prepared(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lb
                                    gw_request_t **req)
 {
     GW_API_LOCK(GW_CTX_OF_EP(ep));
-    if (ep && !pages)
-        return gw_err(&ep->ctx->core, GW_ERR_INVALID, "gw_xfer_pages_prepared: NULL page list");
+    if (ep && (!pages || pages->doomed))
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID, "gw_xfer_pages_prepared: %s page list",
+                      pages ? "a destroyed" : "NULL");
     if (ep && pages->ctx != ep->ctx)
         return gw_err(&ep->ctx->core, GW_ERR_INVALID,
                       "gw_xfer_pages_prepared: the page list belongs to another context");
