@@ -9,6 +9,9 @@ host's work alone).  Per shape it prints the medians (and bests) in us of
 
   post        ep.put_pages(...) returning its Request
   post+wait   the same through r.wait()
+  plan        plan.post() of ep.prepare_put_pages(...) made once with the
+              same arrays (a prepared page list where the library has them)
+  plan+wait   the same through r.wait()
   c.post      ep.put_notify of one page (the contiguous reference: one
               copy-engine copy and a notification, the fixed cost every
               transfer pays), and c.post+wait
@@ -50,6 +53,9 @@ class DevBuf:
             return ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(f.value)
         P = ctypes.c_void_p
         assert fn("cuInit", ctypes.c_uint)(0) == 0
+        nd = ctypes.c_int()
+        assert fn("cuDeviceGetCount", P)(ctypes.addressof(nd)) == 0 and nd.value > 0
+        dev = min(dev, nd.value - 1)            # the target's memory on GPU 1 where there is one
         d, ctx = ctypes.c_int(), ctypes.c_void_p()
         assert fn("cuDeviceGet", P, ctypes.c_int)(ctypes.addressof(d), dev) == 0
         assert fn("cuDevicePrimaryCtxRetain", P, ctypes.c_int)(ctypes.addressof(ctx), d.value) == 0
@@ -107,7 +113,8 @@ def main():
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.uname().nodename,
              open("/proc/loadavg").read().split(" ", 3)[:3], os.environ.get("FAKECUDA_KERNEL_NOCOPY", "-"),
              args.rounds))
-    print("%-10s %14s %14s %14s %14s" % ("shape", "post", "post+wait", "c.post", "c.post+wait"))
+    print("%-10s %14s %14s %14s %14s %14s %14s" % ("shape", "post", "post+wait", "plan", "plan+wait", "c.post",
+                                                   "c.post+wait"))
     rng = np.random.default_rng(1)
     pc = time.perf_counter
     for i, s in enumerate(shapes):
@@ -118,13 +125,20 @@ def main():
         rk, ok = keys[2 * i], keys[2 * i + 1]
         lidx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
         ridx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
-        t = {"post": [], "wait": [], "cpost": [], "cwait": []}
+        t = {"post": [], "wait": [], "ppost": [], "pwait": [], "cpost": [], "cwait": []}
+        plan = ep.prepare_put_pages(sm, rk, page, lidx, ridx, counted=7)
         for rnd in range(args.rounds + 1):
             t0 = pc()
             r = ep.put_pages(sm, rk, page, lidx, ridx, counted=7)
             t1 = pc()
             r.wait(60)
             t2 = pc()
+            del r
+            p0 = pc()
+            r = plan.post()
+            p1 = pc()
+            r.wait(60)
+            p2 = pc()
             del r
             t3 = pc()
             q = ep.put_notify(om, ok, 7)
@@ -135,10 +149,13 @@ def main():
             if rnd:
                 t["post"].append(t1 - t0)
                 t["wait"].append(t2 - t0)
+                t["ppost"].append(p1 - p0)
+                t["pwait"].append(p2 - p0)
                 t["cpost"].append(t4 - t3)
                 t["cwait"].append(t5 - t3)
         print("%-10s %s" % (s, " ".join("%6.1f (%5.1f)" % (statistics.median(v) * 1e6, min(v) * 1e6)
                                          for v in t.values())), flush=True)
+        plan.close()
         sm.close()
         om.close()
     conn.send("done")
