@@ -38,7 +38,14 @@
  *              its own bytes; the target got the notification of each
  *              completed batch and of no other, and its memory no longer
  *              changes once all ended.  Over tcp and intra some must be
- *              withdrawn or cut short.
+ *              withdrawn or cut short (tcp: the target is stopped while
+ *              they are posted and canceled).
+ *   ring       intra: a batch of small pages offered through the shared
+ *              ring to a target stopped after it took earlier offers,
+ *              canceled: its slots are taken back, it ends
+ *              GW_ERR_CANCELED at the cancel with length 0, none of it
+ *              lands once the target runs again, and the next batch
+ *              through the ring lands whole.
  *   rndv       a rendezvous send queued behind eager sends that a stopped
  *              target does not read, canceled (and the last eager sends
  *              with it): over tcp and intra it is withdrawn at the cancel
@@ -726,6 +733,148 @@ static void case_batch(void)
     free(now);
 }
 
+/* ---- ring ----------------------------------------------------------------------- */
+/* How many ring slots the endpoint offered so far (its path says "ring
+ * slots N out (M taken back), K in" once it used the ring) */
+static unsigned long ring_copies(gw_ep_t *ep)
+{
+    gw_ep_info_t ei = {.size = sizeof(ei)};
+    if (gw_ep_query(ep, &ei) != GW_OK)
+        return 0;
+    const char *p = strstr(ei.path, "ring slots ");
+    return p ? strtoul(p + strlen("ring slots "), NULL, 10) : 0;
+}
+
+/* Stops pid and waits (bounded) until the kernel shows it stopped: a
+ * SIGSTOP takes effect asynchronously, and a target still running on the
+ * other core for a moment could claim the slots posted next. */
+static void stop_target(pid_t pid)
+{
+    REQUIRE(kill(pid, SIGSTOP) == 0);
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    for (double end = it_now() + 5.0; it_now() < end; usleep(200)) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = 0;
+        const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+        if (p && p[1] == ' ' && p[2] == 'T')
+            return;
+    }
+    fprintf(stderr, "  the target (pid %d) did not show as stopped within 5 s\n", (int)pid);
+    gwt_failures++;
+}
+
+static void case_ring(void)
+{
+    /* intra only: a batch of small pages offered through the shared ring
+     * to a target that stopped after it took the ring's earlier offers.
+     * The slots it never claimed are taken back at the cancel (POSTED ->
+     * FREE), so the batch ends GW_ERR_CANCELED at once and none of it
+     * lands, even after the target runs again. */
+    if (strcmp(transport(), "intra") != 0)
+        SKIP("the shared ring is intra's (GPUWIRE_TRANSPORTS=%s)", transport());
+    enum { NPG = 256, PSZ = 4096, RLEN = 2 * NPG * PSZ };
+    /* (an offer not taken within the wait is moved by CMA instead: a
+     * second, so that the cancel below finds the slots still offered) */
+    setenv("GPUWIRE_INTRA_RING_WAIT_US", "1000000", 1);
+    gw_context_t *ctx = it_ctx();
+    it_target_t T;
+    gw_ep_t *ep;
+    gw_rkey_t *rk[1];
+    uint64_t ra[1];
+    start(&T, ctx, RLEN, 1, "IT_TARGET_SPIN=1", &ep, rk, ra);
+    uint8_t *buf = it_alloc(RLEN), *old = it_alloc(RLEN), *now = it_alloc(RLEN);
+    gw_mem_t *lmem;
+    IT_OK(ctx, gw_mem_reg(ctx, buf, RLEN, GW_ACCESS_LOCAL, &lmem));
+    gw_request_t *g;
+    /* page k lands on page NPG-1-k of its half: no two pages merge into
+     * one copy */
+    static uint32_t rp[NPG];
+    for (uint32_t k = 0; k < NPG; k++)
+        rp[k] = NPG - 1 - k;
+    /* warm-up batches into the first half until one went through the ring:
+     * the initiator offers only to a target whose heartbeat it saw move
+     * within a few microseconds, which a busy machine may deny for a while */
+    double until = it_now() + 20.0 * it_time_scale();
+    while (ring_copies(ep) == 0 && it_now() < until) {
+        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf, NULL, rk[0], ra[0], rp + NPG - 16, 16, PSZ, NULL, &g));
+        CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
+        for (double end = it_now() + 0.002; it_now() < end;)
+            gw_progress(ctx);
+    }
+    unsigned long before = ring_copies(ep);
+    if (before == 0) {
+        it_target_stop(&T, ctx);
+        SKIP("no batch went through the shared ring in 20 s: the target never answered the "
+             "initiator's heartbeat probe on this machine (too busy)");
+    }
+    IT_OK(ctx, gw_get(ep, old, RLEN, NULL, ra[0], rk[0], &g));
+    CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
+    /* the batch: 256 x 4 KiB into the second half, the target stopped */
+    gwt_fill(buf + RLEN / 2, RLEN / 2, 4242);
+    stop_target(T.pid);
+    gw_request_t *r;
+    IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf + RLEN / 2, NULL, rk[0], ra[0] + RLEN / 2, rp, NPG, PSZ,
+                             NULL, &r));
+    int w = 0;
+    cancel_checked(r, &w);
+    gw_request_info_t ri = {.size = sizeof(ri)};
+    gw_status_t st = gw_request_wait(r, bound_ms());
+    gw_request_info(r, &ri);
+    REQUIRE(kill(T.pid, SIGCONT) == 0);
+    gw_ep_info_t ei = {.size = sizeof(ei)};
+    gw_ep_query(ep, &ei);
+    fprintf(stderr, "  path: %s\n", ei.path);
+    fprintf(stderr, "  %lu ring slots offered before; the batch of %d x %d KiB ended %s%s, length %zu\n",
+            before, NPG, PSZ >> 10, gw_status_name(ri.status), w ? " at the cancel" : "",
+            (size_t)ri.length);
+    CHECK_ST(st, GW_ERR_CANCELED);
+    CHECK_ST(ri.status, GW_ERR_CANCELED);
+    CHECK(w == 1);
+    CHECK(ri.length == 0);
+    const char *back = strstr(ei.path, " taken back)");
+    while (back && back > ei.path && back[-1] >= '0' && back[-1] <= '9')
+        back--;
+    if (!back || strtoul(back, NULL, 10) == 0) {
+        fprintf(stderr, "  the endpoint counts no ring slot taken back at the cancel\n");
+        gwt_failures++;
+    }
+    if (st != GW_ERR_TIMEOUT)
+        gw_request_free(r);
+    /* the target runs again, polls its ring and finds nothing there: its
+     * memory is what it was */
+    for (double end = it_now() + 0.3; it_now() < end;)
+        gw_progress(ctx);
+    IT_OK(ctx, gw_get(ep, now, RLEN, NULL, ra[0], rk[0], &g));
+    CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
+    size_t differ = 0;
+    for (size_t i = RLEN / 2; i < RLEN; i++)
+        differ += now[i] != old[i];
+    if (differ) {
+        fprintf(stderr, "  %zu bytes of the canceled batch landed at the target\n", differ);
+        gwt_failures++;
+    }
+    /* and the ring still works: a batch after the cancel lands whole */
+    IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf + RLEN / 2, NULL, rk[0], ra[0] + RLEN / 2, rp, NPG, PSZ,
+                             NULL, &g));
+    CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
+    IT_OK(ctx, gw_get(ep, now, RLEN, NULL, ra[0], rk[0], &g));
+    CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
+    for (uint32_t k = 0; k < NPG; k++)
+        CHECK(memcmp(now + RLEN / 2 + (size_t)(NPG - 1 - k) * PSZ, buf + RLEN / 2 + (size_t)k * PSZ, PSZ) == 0);
+    CHECK(it_target_stop(&T, ctx) == 0);
+    gw_rkey_destroy(rk[0]);
+    CHECK_ST(gw_ep_close(ep, 5000), GW_OK);
+    CHECK_ST(gw_mem_dereg(lmem), GW_OK);
+    CHECK_ST(gw_context_destroy(ctx), GW_OK);
+    free(buf);
+    free(old);
+    free(now);
+}
+
 /* ---- rndv ----------------------------------------------------------------------- */
 static void case_rndv(void)
 {
@@ -838,7 +987,8 @@ static void case_rndv(void)
 }
 
 static const gwt_case_t cases[] = {GWT_CASE(ops), GWT_CASE(frozen), GWT_CASE(killed), GWT_CASE(revoked),
-                                   GWT_CASE(dereg_race), GWT_CASE(batch), GWT_CASE(rndv)};
+                                   GWT_CASE(dereg_race), GWT_CASE(batch), GWT_CASE(rndv),
+                                   GWT_CASE(ring)};
 
 int main(int argc, char **argv)
 {

@@ -207,7 +207,7 @@ typedef struct intra_ep {
     intra_ring_t *rout;     /* our ring toward the peer, once a batch could use it */
     intra_ring_t *rin;      /* the peer's ring, mapped here */
     int rout_off;           /* making or offering ours failed: none on this endpoint */
-    unsigned long n_ring, n_ring_back, n_ring_served; /* slots posted, taken back, copied for the peer */
+    unsigned long n_ring, n_ring_back, n_ring_served; /* slots posted, taken back (unclaimed past the wait, or at a cancel), copied for the peer */
 } intra_ep_t;
 
 

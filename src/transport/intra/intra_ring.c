@@ -512,6 +512,7 @@ int intra_ring_cancel(intra_ep_t *e, intra_cp_t *cp)
             continue; /* claimed or done: the target has it (reaped as usual) */
         r->owner[si] = NULL;
         cp->rpend--;
+        e->n_ring_back++;
         withdrawn = 1;
     }
     if (withdrawn)
