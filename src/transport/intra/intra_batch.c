@@ -118,30 +118,43 @@ static inline int ent_ldev(const intrab_op_t *op, const gw_batch_ent_t *en)
     return op->ldev[en->lreg];
 }
 
-/* Gives the op's pinned buffer back to the interface's free ones; when
- * INTRA_BDESC_KEEP are kept already, the smallest of them and this one
- * is freed. */
+/* Gives the op's pinned buffer back to the interface's free ones: kept
+ * while fewer than INTRA_BDESC_KEEP are, and INTRA_BDESC_KEEP_BYTES in
+ * all allow it (the smallest kept ones make room for a larger one); else
+ * freed.  The largest buffer is always kept, as a lone spare. */
 static void intrab_unpin(intrab_op_t *op)
 {
     if (!op->desc)
         return;
     intra_iface_t *ifc = op->ifc;
-    int slot = -1; /* a free slot, else the smallest kept buffer */
-    for (int i = 0; i < INTRA_BDESC_KEEP; i++) {
-        if (!ifc->bdesc[i]) {
-            slot = i;
+    size_t cap = op->desc_cap;
+    for (;;) {
+        int nkept = 0, small = -1, empty = -1;
+        size_t total = 0, largest = 0;
+        for (int i = 0; i < INTRA_BDESC_KEEP; i++) {
+            if (!ifc->bdesc[i]) {
+                empty = empty < 0 ? i : empty;
+                continue;
+            }
+            nkept++;
+            total += ifc->bdesc_cap[i];
+            largest = ifc->bdesc_cap[i] > largest ? ifc->bdesc_cap[i] : largest;
+            if (small < 0 || ifc->bdesc_cap[i] < ifc->bdesc_cap[small])
+                small = i;
+        }
+        if (empty >= 0 && (total + cap <= INTRA_BDESC_KEEP_BYTES || !nkept)) {
+            ifc->bdesc[empty] = op->desc;
+            ifc->bdesc_cap[empty] = cap;
             break;
         }
-        if (slot < 0 || ifc->bdesc_cap[i] < ifc->bdesc_cap[slot])
-            slot = i;
-    }
-    if (ifc->bdesc[slot] && ifc->bdesc_cap[slot] >= op->desc_cap) {
-        ifc->cu->cuMemFreeHost(op->desc); /* every kept one is at least as large */
-    } else {
-        if (ifc->bdesc[slot])
-            ifc->cu->cuMemFreeHost(ifc->bdesc[slot]);
-        ifc->bdesc[slot] = op->desc;
-        ifc->bdesc_cap[slot] = op->desc_cap;
+        if (small < 0 || ifc->bdesc_cap[small] >= cap || (cap <= largest && total + cap > INTRA_BDESC_KEEP_BYTES &&
+                                                          empty >= 0)) {
+            ifc->cu->cuMemFreeHost(op->desc); /* no room, and none kept is smaller */
+            break;
+        }
+        ifc->cu->cuMemFreeHost(ifc->bdesc[small]); /* a smaller one makes room */
+        ifc->bdesc[small] = NULL;
+        ifc->bdesc_cap[small] = 0;
     }
     op->desc = NULL;
     op->desc_cap = 0;
@@ -753,9 +766,8 @@ static gw_status_t intrab_tables(intra_ep_t *e, const gw_batch_t *b, const intra
  * large enough of the interface's free ones, else a new one of cap rounded
  * up to a power of two, at least 64 KiB, so that it serves later batches
  * of other sizes), kept in op->desc until the launch completes.  A new
- * one is a cuMemHostAlloc (pinning pages: far costlier than the batch's
- * other host work), which batches in flight together pay only until the
- * interface keeps as many. */
+ * one is a cuMemHostAlloc (and its end a cuMemFreeHost), which batches in
+ * flight together pay only until the interface keeps as many. */
 static gw_status_t intrab_pinned(intra_ep_t *e, intrab_op_t *op, size_t cap, void **out)
 {
     void *d = NULL;

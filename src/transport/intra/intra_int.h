@@ -51,7 +51,8 @@ GW_REQ_TL_SCRATCH(intra_rq, struct gw_req_intra)
 #define INTRA_MAX_DEV 16
 #define INTRA_MAX_RXFD 64
 #define INTRA_BOUNCE (4u << 20)
-#define INTRA_BDESC_KEEP 8         /* free pinned batch buffers an interface keeps (intra_batch.c) */
+#define INTRA_BDESC_KEEP 8         /* free pinned batch buffers an interface keeps (intra_batch.c) ... */
+#define INTRA_BDESC_KEEP_BYTES (64u << 20) /* ... up to this many bytes in all (one larger is kept alone) */
 #define INTRA_DEREG_WAIT_MS 10000
 #define INTRA_CMA_SYNC_MAX (256u << 10) /* larger CMA copies run piecewise in progress */
 /* Puts and gets into gw_mem_alloc memory (plain copies, no system call) up to
