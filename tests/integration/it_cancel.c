@@ -563,6 +563,41 @@ static void case_dereg_race(void)
     free(buf);
 }
 
+/* A spinning target with one region of len bytes, and a registered local
+ * buffer of as many (buf) beside two unregistered ones for the target's
+ * bytes before and after (old, now): the batch and ring cases. */
+typedef struct spin {
+    gw_context_t *ctx;
+    it_target_t T;
+    gw_ep_t *ep;
+    gw_rkey_t *rk[1];
+    uint64_t ra[1];
+    uint8_t *buf, *old, *now;
+    gw_mem_t *lmem;
+} spin_t;
+
+static void spin_start(spin_t *S, size_t len)
+{
+    S->ctx = it_ctx();
+    start(&S->T, S->ctx, len, 1, "IT_TARGET_SPIN=1", &S->ep, S->rk, S->ra);
+    S->buf = it_alloc(len);
+    S->old = it_alloc(len);
+    S->now = it_alloc(len);
+    IT_OK(S->ctx, gw_mem_reg(S->ctx, S->buf, len, GW_ACCESS_LOCAL, &S->lmem));
+}
+
+static void spin_end(spin_t *S)
+{
+    CHECK(it_target_stop(&S->T, S->ctx) == 0);
+    gw_rkey_destroy(S->rk[0]);
+    CHECK_ST(gw_ep_close(S->ep, 5000), GW_OK);
+    CHECK_ST(gw_mem_dereg(S->lmem), GW_OK);
+    CHECK_ST(gw_context_destroy(S->ctx), GW_OK);
+    free(S->buf);
+    free(S->old);
+    free(S->now);
+}
+
 /* ---- batch ---------------------------------------------------------------------- */
 /* Does the transport withdraw what it queued (verbs: nothing once posted)? */
 static int withdraws(void)
@@ -584,32 +619,25 @@ static void case_batch(void)
     char opt[32];
     snprintf(opt, sizeof(opt), "%d", 6 * bound_ms());
     setenv("GPUWIRE_OP_TIMEOUT_MS", opt, 1);
-    gw_context_t *ctx = it_ctx();
-    it_target_t T;
-    gw_ep_t *ep;
-    gw_rkey_t *rk[1];
-    uint64_t ra[1];
-    start(&T, ctx, rlen, 1, "IT_TARGET_SPIN=1", &ep, rk, ra);
-    uint8_t *buf = it_alloc(rlen), *old = it_alloc(rlen), *now = it_alloc(rlen);
-    gw_mem_t *lmem;
-    IT_OK(ctx, gw_mem_reg(ctx, buf, rlen, GW_ACCESS_LOCAL, &lmem));
+    spin_t S;
+    spin_start(&S, rlen);
     gw_request_t *g;
     /* two batches of small pages first, waited for: over intra the first
      * makes the ring and the second finds the target polling it, so that
      * the batches below go through its slots */
     for (int w = 0; w < 2; w++) {
-        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf, NULL, rk[0], ra[0], NULL, 64, 4096, NULL, &g));
+        IT_OK(S.ctx, gw_xfer_pages(S.ep, GW_XFER_PUT, S.lmem, S.buf, NULL, S.rk[0], S.ra[0], NULL, 64, 4096, NULL, &g));
         CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
         for (double end = it_now() + 0.02; it_now() < end;) /* (a probe that failed waits 1 ms) */
-            gw_progress(ctx);
+            gw_progress(S.ctx);
     }
     /* the target's bytes before */
-    IT_OK(ctx, gw_get(ep, old, rlen, NULL, ra[0], rk[0], &g));
+    IT_OK(S.ctx, gw_get(S.ep, S.old, rlen, NULL, S.ra[0], S.rk[0], &g));
     CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
     /* the page order: page k of batch i lands on page npg-1-k of its slot */
     static uint32_t rp[BSZ / 4096];
     for (int i = 0; i < NB; i++)
-        gwt_fill(buf + (size_t)i * BSZ, BSZ, 900 + (uint64_t)i);
+        gwt_fill(S.buf + (size_t)i * BSZ, BSZ, 900 + (uint64_t)i);
     gw_request_t *r[NB];
     gw_status_t st[NB];
     int withdrawn[NB] = {0}, wd = 0;
@@ -618,26 +646,26 @@ static void case_batch(void)
      * machine otherwise moves all 48 MiB within the posting calls) */
     const int stop = !strcmp(transport(), "tcp");
     if (stop)
-        REQUIRE(kill(T.pid, SIGSTOP) == 0);
+        REQUIRE(kill(S.T.pid, SIGSTOP) == 0);
     for (int i = 0; i < NB; i++) {
         size_t psz = i % 2 ? 64 * 1024 : 4096, npg = BSZ / psz;
         for (size_t k = 0; k < npg; k++)
             rp[k] = (uint32_t)(npg - 1 - k);
         gw_xfer_opts_t xo = {.size = sizeof(xo), .notify = GW_NOTIFY_ORDERED, .value = 1 + (uint64_t)i};
-        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf + (size_t)i * BSZ, NULL, rk[0],
-                                 ra[0] + (uint64_t)i * BSZ, rp, npg, psz, &xo, &r[i]));
+        IT_OK(S.ctx, gw_xfer_pages(S.ep, GW_XFER_PUT, S.lmem, S.buf + (size_t)i * BSZ, NULL, S.rk[0],
+                                 S.ra[0] + (uint64_t)i * BSZ, rp, npg, psz, &xo, &r[i]));
     }
     /* the last posted first, a progress pass before each: the later ones
      * are withdrawn whole, the earlier ones cut short or complete */
     for (int i = NB - 1; i >= 0; i--) {
         int w = 0;
-        gw_progress(ctx);
+        gw_progress(S.ctx);
         cancel_checked(r[i], &w);
         withdrawn[i] = w;
         wd += w;
     }
     if (stop)
-        REQUIRE(kill(T.pid, SIGCONT) == 0);
+        REQUIRE(kill(S.T.pid, SIGCONT) == 0);
     double t0 = it_now();
     size_t len[NB];
     for (int i = 0; i < NB; i++) {
@@ -651,25 +679,25 @@ static void case_batch(void)
     }
     fprintf(stderr, "  batches ended %.0f ms after the cancels\n", (it_now() - t0) * 1000.0);
     gw_ep_info_t ei = {.size = sizeof(ei)};
-    if (gw_ep_query(ep, &ei) == GW_OK) /* (intra: how many ring slots went, and were taken back) */
+    if (gw_ep_query(S.ep, &ei) == GW_OK) /* (intra: how many ring slots went, and were taken back) */
         fprintf(stderr, "  path: %s\n", ei.path);
     tally("batch", st, NB, wd);
     /* the target's bytes after, twice: nothing lands once all ended */
-    uint64_t h1 = target_hash(&T, ctx, 0, rlen);
+    uint64_t h1 = target_hash(&S.T, S.ctx, 0, rlen);
     usleep(300000);
-    IT_OK(ctx, gw_get(ep, now, rlen, NULL, ra[0], rk[0], &g));
+    IT_OK(S.ctx, gw_get(S.ep, S.now, rlen, NULL, S.ra[0], S.rk[0], &g));
     CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
-    if (it_hash(now, rlen) != h1) {
+    if (it_hash(S.now, rlen) != h1) {
         fprintf(stderr, "  the target's memory changed after every batch had ended\n");
         gwt_failures++;
     }
     int cut = 0;
     for (int i = 0; i < NB; i++) {
         size_t psz = i % 2 ? 64 * 1024 : 4096, npg = BSZ / psz;
-        const uint8_t *o = old + (size_t)i * BSZ, *n = now + (size_t)i * BSZ;
+        const uint8_t *o = S.old + (size_t)i * BSZ, *n = S.now + (size_t)i * BSZ;
         size_t differ = 0, foreign = 0;
         for (size_t k = 0; k < npg; k++) { /* page k of the batch sits at page npg-1-k of the slot */
-            const uint8_t *src = buf + (size_t)i * BSZ + k * psz;
+            const uint8_t *src = S.buf + (size_t)i * BSZ + k * psz;
             size_t at = (npg - 1 - k) * psz;
             for (size_t b = 0; b < psz; b++) {
                 differ += n[at + b] != o[at + b];
@@ -679,13 +707,13 @@ static void case_batch(void)
         fprintf(stderr, "  batch %d (%zu x %zu KiB): %s%s, length %zu, %zu bytes changed at the target\n", i, npg,
                 psz >> 10, gw_status_name(st[i]), withdrawn[i] ? " at the cancel" : "", len[i], differ);
         if (foreign) {
-            fprintf(stderr, "  batch %d: %zu bytes at the target are neither the old ones nor the batch's\n", i,
+            fprintf(stderr, "  batch %d: %zu bytes at the target are neither the S.old ones nor the batch's\n", i,
                     foreign);
             gwt_failures++;
         }
         if (st[i] == GW_OK) {
             for (size_t k = 0; k < npg; k++)
-                if (memcmp(n + (npg - 1 - k) * psz, buf + (size_t)i * BSZ + k * psz, psz) != 0) {
+                if (memcmp(n + (npg - 1 - k) * psz, S.buf + (size_t)i * BSZ + k * psz, psz) != 0) {
                     fprintf(stderr, "  batch %d completed GW_OK without page %zu in place\n", i, k);
                     gwt_failures++;
                     break;
@@ -708,7 +736,7 @@ static void case_batch(void)
     int seen[NB] = {0}, extra = 0;
     for (;;) {
         it_cmd_t c = {.type = IT_CMD_NOTIFY_ANY, .off = 500};
-        it_reply_t rep = it_target_cmd(&T, &c, ctx);
+        it_reply_t rep = it_target_cmd(&S.T, &c, S.ctx);
         if (rep.a != GW_OK)
             break;
         if (rep.b >= 1 && rep.b <= NB)
@@ -723,14 +751,7 @@ static void case_batch(void)
             gwt_failures++;
         }
     CHECK(extra == 0);
-    CHECK(it_target_stop(&T, ctx) == 0);
-    gw_rkey_destroy(rk[0]);
-    CHECK_ST(gw_ep_close(ep, 5000), GW_OK);
-    CHECK_ST(gw_mem_dereg(lmem), GW_OK);
-    CHECK_ST(gw_context_destroy(ctx), GW_OK);
-    free(buf);
-    free(old);
-    free(now);
+    spin_end(&S);
 }
 
 /* ---- ring ----------------------------------------------------------------------- */
@@ -780,15 +801,8 @@ static void case_ring(void)
     /* (an offer not taken within the wait is moved by CMA instead: a
      * second, so that the cancel below finds the slots still offered) */
     setenv("GPUWIRE_INTRA_RING_WAIT_US", "1000000", 1);
-    gw_context_t *ctx = it_ctx();
-    it_target_t T;
-    gw_ep_t *ep;
-    gw_rkey_t *rk[1];
-    uint64_t ra[1];
-    start(&T, ctx, RLEN, 1, "IT_TARGET_SPIN=1", &ep, rk, ra);
-    uint8_t *buf = it_alloc(RLEN), *old = it_alloc(RLEN), *now = it_alloc(RLEN);
-    gw_mem_t *lmem;
-    IT_OK(ctx, gw_mem_reg(ctx, buf, RLEN, GW_ACCESS_LOCAL, &lmem));
+    spin_t S;
+    spin_start(&S, RLEN);
     gw_request_t *g;
     /* page k lands on page NPG-1-k of its half: no two pages merge into
      * one copy */
@@ -799,34 +813,35 @@ static void case_ring(void)
      * the initiator offers only to a target whose heartbeat it saw move
      * within a few microseconds, which a busy machine may deny for a while */
     double until = it_now() + 20.0 * it_time_scale();
-    while (ring_copies(ep) == 0 && it_now() < until) {
-        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf, NULL, rk[0], ra[0], rp + NPG - 16, 16, PSZ, NULL, &g));
+    while (ring_copies(S.ep) == 0 && it_now() < until) {
+        IT_OK(S.ctx, gw_xfer_pages(S.ep, GW_XFER_PUT, S.lmem, S.buf, NULL, S.rk[0], S.ra[0], rp + NPG - 16, 16, PSZ,
+                                   NULL, &g));
         CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
         for (double end = it_now() + 0.002; it_now() < end;)
-            gw_progress(ctx);
+            gw_progress(S.ctx);
     }
-    unsigned long before = ring_copies(ep);
+    unsigned long before = ring_copies(S.ep);
     if (before == 0) {
-        it_target_stop(&T, ctx);
+        it_target_stop(&S.T, S.ctx);
         SKIP("no batch went through the shared ring in 20 s: the target never answered the "
              "initiator's heartbeat probe on this machine (too busy)");
     }
-    IT_OK(ctx, gw_get(ep, old, RLEN, NULL, ra[0], rk[0], &g));
+    IT_OK(S.ctx, gw_get(S.ep, S.old, RLEN, NULL, S.ra[0], S.rk[0], &g));
     CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
     /* the batch: 256 x 4 KiB into the second half, the target stopped */
-    gwt_fill(buf + RLEN / 2, RLEN / 2, 4242);
-    stop_target(T.pid);
+    gwt_fill(S.buf + RLEN / 2, RLEN / 2, 4242);
+    stop_target(S.T.pid);
     gw_request_t *r;
-    IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf + RLEN / 2, NULL, rk[0], ra[0] + RLEN / 2, rp, NPG, PSZ,
-                             NULL, &r));
+    IT_OK(S.ctx, gw_xfer_pages(S.ep, GW_XFER_PUT, S.lmem, S.buf + RLEN / 2, NULL, S.rk[0], S.ra[0] + RLEN / 2, rp,
+                               NPG, PSZ, NULL, &r));
     int w = 0;
     cancel_checked(r, &w);
     gw_request_info_t ri = {.size = sizeof(ri)};
     gw_status_t st = gw_request_wait(r, bound_ms());
     gw_request_info(r, &ri);
-    REQUIRE(kill(T.pid, SIGCONT) == 0);
+    REQUIRE(kill(S.T.pid, SIGCONT) == 0);
     gw_ep_info_t ei = {.size = sizeof(ei)};
-    gw_ep_query(ep, &ei);
+    gw_ep_query(S.ep, &ei);
     fprintf(stderr, "  path: %s\n", ei.path);
     fprintf(stderr, "  %lu ring slots offered before; the batch of %d x %d KiB ended %s%s, length %zu\n",
             before, NPG, PSZ >> 10, gw_status_name(ri.status), w ? " at the cancel" : "",
@@ -847,32 +862,25 @@ static void case_ring(void)
     /* the target runs again, polls its ring and finds nothing there: its
      * memory is what it was */
     for (double end = it_now() + 0.3; it_now() < end;)
-        gw_progress(ctx);
-    IT_OK(ctx, gw_get(ep, now, RLEN, NULL, ra[0], rk[0], &g));
+        gw_progress(S.ctx);
+    IT_OK(S.ctx, gw_get(S.ep, S.now, RLEN, NULL, S.ra[0], S.rk[0], &g));
     CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
     size_t differ = 0;
     for (size_t i = RLEN / 2; i < RLEN; i++)
-        differ += now[i] != old[i];
+        differ += S.now[i] != S.old[i];
     if (differ) {
         fprintf(stderr, "  %zu bytes of the canceled batch landed at the target\n", differ);
         gwt_failures++;
     }
     /* and the ring still works: a batch after the cancel lands whole */
-    IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_PUT, lmem, buf + RLEN / 2, NULL, rk[0], ra[0] + RLEN / 2, rp, NPG, PSZ,
-                             NULL, &g));
+    IT_OK(S.ctx, gw_xfer_pages(S.ep, GW_XFER_PUT, S.lmem, S.buf + RLEN / 2, NULL, S.rk[0], S.ra[0] + RLEN / 2, rp,
+                               NPG, PSZ, NULL, &g));
     CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
-    IT_OK(ctx, gw_get(ep, now, RLEN, NULL, ra[0], rk[0], &g));
+    IT_OK(S.ctx, gw_get(S.ep, S.now, RLEN, NULL, S.ra[0], S.rk[0], &g));
     CHECK_ST(end_of(g, it_now(), NULL), GW_OK);
     for (uint32_t k = 0; k < NPG; k++)
-        CHECK(memcmp(now + RLEN / 2 + (size_t)(NPG - 1 - k) * PSZ, buf + RLEN / 2 + (size_t)k * PSZ, PSZ) == 0);
-    CHECK(it_target_stop(&T, ctx) == 0);
-    gw_rkey_destroy(rk[0]);
-    CHECK_ST(gw_ep_close(ep, 5000), GW_OK);
-    CHECK_ST(gw_mem_dereg(lmem), GW_OK);
-    CHECK_ST(gw_context_destroy(ctx), GW_OK);
-    free(buf);
-    free(old);
-    free(now);
+        CHECK(memcmp(S.now + RLEN / 2 + (size_t)(NPG - 1 - k) * PSZ, S.buf + RLEN / 2 + (size_t)k * PSZ, PSZ) == 0);
+    spin_end(&S);
 }
 
 /* ---- rndv ----------------------------------------------------------------------- */
