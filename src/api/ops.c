@@ -90,6 +90,11 @@ static inline gw_status_t check_local(gw_ep_t *ep, int op, const void *buf, size
 {
     if (GW_LIKELY(!lmem && (buf || !len)))
         return GW_OK;
+    /* a buffer inside a host region of this context (a message's common
+     * case: a registered buffer), without the call */
+    if (lmem && lmem->type == GW_MEM_HOST && lmem->core == &ep->ctx->core && (buf || !len) &&
+        gw_range_inside((uint64_t)(uintptr_t)lmem->addr, lmem->len, (uint64_t)(uintptr_t)buf, len))
+        return GW_OK;
     return check_local_slow(ep, op, buf, len, lmem);
 }
 
@@ -370,6 +375,24 @@ gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, ui
         return gw_err(&ep->ctx->core, GW_ERR_INVALID,
                       "gw_send: tag 0x%llx is reserved for the integrity check's messages on this endpoint",
                       (unsigned long long)tag);
+    /* a small host message the transport sends at once (tl.h send_now):
+     * no request is built for it, and a caller that wants one gets it
+     * complete (taken from the pool first, so that a message sent is never
+     * followed by an out-of-memory error) */
+    if ((!lmem || lmem->type == GW_MEM_HOST) && ep->ops->send_now != gw_tl_unsupported_send_now &&
+        (!req || gw_req_spare(&ep->ctx->core)) &&
+        ep->ops->send_now(ep->tl, buf, len, tag) == GW_OK) {
+        if (req) {
+            gw_request_t *d = new_req(ep, GW_OP_SEND, req);
+            d->buf = (void *)buf;
+            d->len = d->length = len;
+            d->lmem = lmem;
+            d->value = tag;
+            gw_req_complete(d, GW_OK);
+            *req = d;
+        }
+        return GW_OK;
+    }
     gw_request_t *r = new_req(ep, GW_OP_SEND, req);
     if (!r)
         return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_send: out of memory for a request");
@@ -420,6 +443,17 @@ gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t
     r->lmem = lmem;
     r->value = tag;
     r->mask = mask;
+    if (gw_list_empty(&ep->base.unexpected)) {
+        /* nothing arrived that it could match: straight onto the posted
+         * list (recv_post's common case, without submit's steps) */
+        req_start(ep, r, 0);
+        gw_ep_work_begins(&ep->base);
+        r->flags |= GW_REQF_QUEUED;
+        gw_list_push_back(&ep->base.posted, &r->link);
+        if (req)
+            *req = r;
+        return GW_OK;
+    }
     return submit(ep, r, req, recv_post, 0);
 }
 

@@ -66,6 +66,13 @@ gw_status_t gw_request_info(const gw_request_t *req, gw_request_info_t *info)
     GW_API_LOCK(req ? GW_CTX_OF_CORE(req->core) : NULL);
     if (!req || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(req ? req->core : NULL, "gw_request_info", "info", info ? &info->size : NULL);
+    if (info->size == sizeof(gw_request_info_t) && req->status >= 0) { /* (no 300-byte copy per message) */
+        info->status = req->status;
+        info->length = req->length;
+        info->tag = req->rtag;
+        info->error_detail[0] = '\0';
+        return GW_OK;
+    }
     gw_request_info_t o = {.size = info->size, .status = req->status, .length = req->length, .tag = req->rtag};
     if (req->status < 0)
         snprintf(o.error_detail, sizeof(o.error_detail), "%s", req->detail ? req->detail : gw_status_str(req->status));

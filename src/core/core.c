@@ -321,19 +321,18 @@ static int cold_due(gw_core_t *c)
     return 1;
 }
 
-int gw_core_dispatch(gw_core_t *c, int timeout_ms)
+/* A pass that reads the epoll set (out of line: the spinning caller's pass
+ * without it, below, then saves no registers and sets up no event array). */
+__attribute__((noinline)) static int dispatch_fds(gw_core_t *c, int timeout_ms)
 {
     struct epoll_event evs[64];
-    int n = 0;
-    if (timeout_ms != 0 || c->nhot > 0 || cold_due(c)) {
-        if (timeout_ms != 0)
-            gw_core_sleeping(c, 1);
-        n = epoll_wait(c->epfd, evs, 64, timeout_ms);
-        if (timeout_ms != 0) {
-            int e = errno;
-            gw_core_sleeping(c, 0);
-            errno = e;
-        }
+    if (timeout_ms != 0)
+        gw_core_sleeping(c, 1);
+    int n = epoll_wait(c->epfd, evs, 64, timeout_ms);
+    if (timeout_ms != 0) {
+        int e = errno;
+        gw_core_sleeping(c, 0);
+        errno = e;
     }
     if (n < 0)
         return errno == EINTR ? 0 : -1;
@@ -355,6 +354,14 @@ int gw_core_dispatch(gw_core_t *c, int timeout_ms)
         }
     }
     return count + gw_core_poll(c);
+}
+
+int gw_core_dispatch(gw_core_t *c, int timeout_ms)
+{
+    c->fds_read = timeout_ms != 0 || c->nhot > 0 || cold_due(c);
+    if (c->fds_read)
+        return dispatch_fds(c, timeout_ms);
+    return gw_core_poll(c);
 }
 
 int gw_core_poll(gw_core_t *c)
@@ -476,12 +483,17 @@ void gw_req_complete(gw_request_t *r, gw_status_t status)
     if (r->status != GW_INPROGRESS)
         return;
     /* the common case with nothing to call, so no registers to save: a
-     * success of a request the caller holds, with no hook and no region
-     * count (a tracked put's); anything else out of line */
-    if (GW_LIKELY(status == GW_OK && !r->fini && !r->use_count &&
+     * success of a request the caller holds, with no hook (a tracked put's,
+     * a receive's into a registered buffer: its region's count drops);
+     * anything else out of line */
+    if (GW_LIKELY(status == GW_OK && !r->fini &&
                   (r->flags & (GW_REQF_USER | GW_REQF_FREED | GW_REQF_CANCEL)) == GW_REQF_USER)) {
         r->status = GW_OK;
         r->core->n_completed++;
+        if (r->use_count) {
+            (*r->use_count)--;
+            r->use_count = NULL;
+        }
         return;
     }
     req_complete(r, status);

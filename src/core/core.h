@@ -63,6 +63,10 @@ struct gw_core {
     int nhot;           /* fds added by gw_io_add (not _cold) and not yet deleted */
     unsigned cold_pass; /* gw_core_dispatch(.., 0) calls that skipped epoll_wait */
     uint64_t cold_at;   /* stamp (core.c cold_stamp) at the last read of the cold set */
+    int fds_read;       /* the current (or last) pass read the epoll set: a timer pass, on
+                         * which pollers look at the clock (their timers need not run more
+                         * often than the cold set is read: at least every millisecond of
+                         * a spinning caller, on every pass of one that sleeps) */
     long peer_timeout_ms;
     long op_timeout_ms; /* GPUWIRE_OP_TIMEOUT_MS */
     /* active-message handlers by id (transport/base/ep_base.h gw_am_set) */

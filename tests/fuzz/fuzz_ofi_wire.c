@@ -58,6 +58,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     default: {
         gw_ofi_hdr_t h;
         gw_status_t st = gw_ofi_hdr_parse(&h, p, n, 16384 - GW_OFI_HDR_LEN, why, sizeof(why));
+        uint64_t tag = 0;
+        int eager = gw_ofi_hdr_eager(p, n, 16384 - GW_OFI_HDR_LEN, &tag);
+        /* the receive path's inline check: an eager message exactly when the full parse says so */
+        must(eager == (st == GW_OK && h.type == GW_OFI_EAGER), "the inline eager check disagrees with the parse");
+        must(!eager || tag == h.f[0], "the inline eager check's tag differs");
         if (st != GW_OK) {
             must(st == GW_ERR_PROTOCOL && why[0], "a bad message must give PROTOCOL with a reason");
             return 0;

@@ -47,6 +47,10 @@ typedef struct gw_ep_base {
     uint64_t last_rx_ns;      /* last time anything came from the peer */
     uint8_t unjudged;         /* the transport runs no liveness timer (verbs: RC retries
                                * find a dead peer): last_rx_ns is left alone, no clock read */
+    uint8_t live_mark;        /* the peer showed life, or work began on an idle endpoint,
+                               * since the last judge: it stamps last_rx_ns with its own
+                               * clock read (gw_liveness_judge), so that a message costs
+                               * none; a reader of last_rx_ns between judges takes now */
     /* the peer process when it runs on this host and its pid is known here
      * (gw_liveness_set_peer_pid), 0 otherwise: a silent peer is then judged
      * by its process state, not by its silence alone (liveness.h) */
@@ -170,13 +174,13 @@ static inline int gw_ep_has_work(const gw_ep_base_t *b)
            b->integ_waiting;
 }
 /* Work is about to be queued on b (an operation, a flush, a posted
- * receive): if it had none, the peer's silence is counted from now, not
- * from the last message of a spell without progress calls.  (Nothing for
- * an unjudged endpoint: no clock read.) */
+ * receive): if it had none, the peer's silence is counted from now (the
+ * next judge's clock read: live_mark), not from the last message of a
+ * spell without progress calls.  (Nothing for an unjudged endpoint.) */
 static inline void gw_ep_work_begins(gw_ep_base_t *b)
 {
     if (!b->unjudged && !gw_ep_has_work(b)) /* an idle endpoint: the peer's silence counts from now */
-        b->last_rx_ns = gw_now_coarse_ns();
+        b->live_mark = 1;
 }
 /* Queues req (sets seq) as outstanding.  (Inline, as gw_ep_op_done's
  * common case: both run once per small operation.) */

@@ -65,6 +65,10 @@ void gw_liveness_set_peer_pid(gw_ep_base_t *b, int pid)
 gw_live_t gw_liveness_judge(gw_ep_base_t *b, int busy, uint64_t now, uint64_t *last_ping_ns, uint64_t *idle_ns)
 {
     *idle_ns = 0;
+    if (b->live_mark) { /* life (or new work) since the last judge: silence counts from now */
+        b->live_mark = 0;
+        b->last_rx_ns = now;
+    }
     if (!busy) {
         b->last_rx_ns = now;
         return GW_LIVE_OK;

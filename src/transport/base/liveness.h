@@ -7,7 +7,9 @@
  * transport adds): silence without work is no sign of death.  With work, a
  * peer silent for a third of GPUWIRE_PEER_TIMEOUT_MS is pinged (once per
  * third), and one silent for all of it is dead.  "Silent" counts from
- * base->last_rx_ns, which the transport stamps whenever the peer shows life.
+ * base->last_rx_ns, which the transport stamps whenever the peer shows life
+ * (or marks base->live_mark instead, which the judge turns into its now:
+ * no clock read per message).
  *
  * Use from a progress poller:
  *   if (gw_liveness_due(&iface->live, now))

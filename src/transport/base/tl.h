@@ -27,8 +27,8 @@
  * gpu_paths; a transport without GW_TL_MEM_CUDA gets a put's, get's and
  * batch's local GPU buffer staged by the protocol layer through pinned host
  * slots over its host operations, proto/proto.h), native batches, and the
- * fast lanes rma_now, put_direct and ep_progress, slots any transport may
- * fill.
+ * fast lanes rma_now, send_now, put_direct and ep_progress, slots any
+ * transport may fill.
  *
  * Life of an endpoint:
  *   1. ep_prepare(): make local resources, return the local address blob the
@@ -260,6 +260,17 @@ struct gw_tl_ops {
      * precisely (this call never reports one). */
     gw_status_t (*rma_now)(gw_tl_ep_t *ep, int op, void *buf, size_t len, const gw_mem_t *lmem, uint64_t raddr,
                            const gw_rkey_t *rkey);
+    /* A small tagged message from host memory the transport sends inside
+     * this call, with no request: e.g. one fi_inject of header and payload
+     * on an endpoint with nothing waiting to be posted before it.  The api
+     * layer validated it as for submit (a usable endpoint, a host buffer,
+     * a tag the application may use) and queued nothing.  GW_OK: the
+     * message went (in order after this endpoint's earlier messages) and
+     * the buffer is free again, as if submitted and completed at once.
+     * GW_ERR_UNSUPPORTED: not taken and nothing happened; the caller
+     * submits it as a request, whose path reports any error precisely
+     * (this call never reports one). */
+    gw_status_t (*send_now)(gw_tl_ep_t *ep, const void *buf, size_t len, uint64_t tag);
     /* A small put the transport posts at once, before the api layer has
      * built a request for it: e.g. one inline RDMA WRITE on an idle
      * endpoint, whose doorbell should not wait for the bookkeeping (under
@@ -326,6 +337,7 @@ gw_status_t gw_tl_unsupported_ep_join(gw_tl_ep_t *ep, int fd, unsigned stream_in
 gw_status_t gw_tl_unsupported_op(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t len, const gw_mem_t *lmem,
                                       uint64_t raddr, const gw_rkey_t *rkey);
+gw_status_t gw_tl_unsupported_send_now(gw_tl_ep_t *ep, const void *buf, size_t len, uint64_t tag);
 gw_status_t gw_tl_unsupported_put_direct(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
                                          uint64_t raddr, const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg);
 int gw_tl_unsupported_ep_progress(gw_tl_ep_t *ep);

@@ -37,6 +37,11 @@ gw_status_t gw_tl_unsupported_rma_now(gw_tl_ep_t *ep, int op, void *buf, size_t 
     (void)ep; (void)op; (void)buf; (void)len; (void)lmem; (void)raddr; (void)rkey;
     return GW_ERR_UNSUPPORTED;
 }
+gw_status_t gw_tl_unsupported_send_now(gw_tl_ep_t *ep, const void *buf, size_t len, uint64_t tag)
+{
+    (void)ep; (void)buf; (void)len; (void)tag;
+    return GW_ERR_UNSUPPORTED;
+}
 gw_status_t gw_tl_unsupported_put_direct(gw_tl_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem,
                                          uint64_t raddr, const gw_rkey_t *rkey, gw_tl_req_make_fn make, void *arg)
 {

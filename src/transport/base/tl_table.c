@@ -49,7 +49,7 @@ gw_status_t gw_tl_check_ops(const gw_tl_ops_t *o, int id, char *why, size_t whyl
     S(iface_open) S(iface_close) S(iface_describe) S(mem_reg) S(mem_dereg) S(rkey_pack)
     S(rkey_unpack) S(rkey_release) S(caps)
     S(ep_prepare) S(ep_reachable) S(ep_connect) S(ep_join) S(ep_close) S(ep_destroy)
-    S(ep_describe) S(submit) S(rma_iov) S(am_send) S(rma_now) S(put_direct) S(ep_progress) S(recv_matched) S(cancel)
+    S(ep_describe) S(submit) S(rma_iov) S(am_send) S(rma_now) S(send_now) S(put_direct) S(ep_progress) S(recv_matched) S(cancel)
 #undef S
     return GW_OK;
 }

@@ -454,6 +454,7 @@ const gw_tl_ops_t gw_tl_intra_ops = {
     .rma_iov = intrab_batch, /* (the batch engine: process_vm_writev/readv over iovec arrays) */
     .am_send = intra_am_send,
     .rma_now = intra_rma_now,
+    .send_now = gw_tl_unsupported_send_now,
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = gw_tl_unsupported_ep_progress,
     .recv_matched = intra_recv_matched,

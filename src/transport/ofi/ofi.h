@@ -57,6 +57,7 @@ GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
 #define GW_OFI_SLOT 16384                               /* a receive or send slot */
 #define GW_OFI_EAGER_MAX (GW_OFI_SLOT - GW_OFI_HDR_LEN) /* largest message sent in one piece */
 #define GW_OFI_NRX 64                                   /* receive slots posted per endpoint */
+#define GW_OFI_RX_LAZY 16 /* receive slots whose repost may wait for a pass that found nothing */
 #define GW_OFI_NTX 64                                   /* send slots per endpoint */
 #define GW_OFI_MAX_RMA 256                              /* RMA pieces in flight per endpoint */
 #define GW_OFI_INJECT_MAX 256                           /* largest message sent by fi_inject (header included) */
@@ -142,6 +143,8 @@ typedef struct gw_ofi_ep {
     gw_ofi_ctx_t txctx[GW_OFI_NTX];
     uint16_t txfree[GW_OFI_NTX];
     unsigned ntxfree;
+    uint16_t rx_lazy[GW_OFI_RX_LAZY]; /* receive slots consumed, not posted again yet */
+    unsigned nrx_lazy;
     gw_ofi_ctx_t *rma;      /* GW_OFI_MAX_RMA contexts */
     gw_list_t rma_free, rma_busy;
     gw_list_t pending;      /* requests not fully posted yet, in posting order (tl_link) */
@@ -173,6 +176,11 @@ struct fid_mr *gw_ofi_reg_local(gw_ofi_iface_t *oif, const void *buf, size_t len
                                 gw_status_t *st);
 void gw_ofi_close_mr(gw_ofi_iface_t *oif, struct fid_mr *mr);
 
+/* The context fd's keep-ready state (core.h) as the endpoints need it: set
+ * while endpoints exist where no fd wakes a sleeper (shm, or queues without
+ * wait fds); run when an endpoint joins or leaves the list. */
+void gw_ofi_keep_update(gw_ofi_iface_t *oif);
+
 /* ofi_ep.c */
 gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_t **out, uint8_t *addr,
                               size_t *addrlen);
@@ -189,6 +197,8 @@ gw_status_t gw_ofi_status_of(int fi_err);
 
 /* ofi_post.c */
 gw_status_t gw_ofi_submit(gw_tl_ep_t *ep, gw_request_t *req);
+/* A small host message by fi_inject before any request exists (tl.h send_now). */
+gw_status_t gw_ofi_send_now(gw_tl_ep_t *ep, const void *buf, size_t len, uint64_t tag);
 /* The scatter/gather primitive (tl.h rma_iov): fi_writemsg/fi_readmsg per entry. */
 gw_status_t gw_ofi_rma_iov(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_ofi_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);

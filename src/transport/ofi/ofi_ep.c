@@ -230,6 +230,7 @@ gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep
     }
     *addrlen = n;
     gw_list_push_back(&oif->eps, &ep->link);
+    gw_ofi_keep_update(oif);
     *out = &ep->super;
     return GW_OK;
 err:
@@ -335,6 +336,7 @@ void gw_ofi_ep_destroy(gw_tl_ep_t *e)
             b->notify_out = NULL;
     }
     gw_list_del(&ep->link);
+    gw_ofi_keep_update(ep->oif);
     ep_free(ep);
 }
 

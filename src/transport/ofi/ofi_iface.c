@@ -138,6 +138,15 @@ static int hw_present(const char *sysfs, char *seen, size_t len)
     return 0;
 }
 
+void gw_ofi_keep_update(gw_ofi_iface_t *oif)
+{
+    /* nothing would wake a sleeper: the context fd stays readable while
+     * endpoints exist (armed once, not drained and re-armed every pass) */
+    int keep = (oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps);
+    if (keep != oif->super.core->keep_ready)
+        gw_core_keep_ready(oif->super.core, keep);
+}
+
 static int ofi_poll(void *arg)
 {
     gw_ofi_iface_t *oif = arg;
@@ -152,14 +161,12 @@ static int ofi_poll(void *arg)
         if (ep->connected && !gw_ep_failed(ep->super.base))
             n += gw_ofi_ep_progress(ep);
     }
-    /* nothing would wake a sleeper: the context fd stays readable while
-     * endpoints exist (armed once, not drained and re-armed every pass) */
-    int keep = (oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps);
-    if (keep != oif->super.core->keep_ready)
-        gw_core_keep_ready(oif->super.core, keep);
-    /* (the coarse clock: the liveness tick is 20 ms, and this runs on every
-     * pass of a spinning caller, where a full clock read was a fifth of the
-     * cycles of an 8-byte ping-pong over shm) */
+    /* the liveness tick (20 ms) on timer passes only (core.h fds_read: at
+     * least every millisecond of a spinning caller), with the coarse clock:
+     * this runs on every pass of a spinning caller, where a full clock read
+     * was a fifth of the cycles of an 8-byte ping-pong over shm */
+    if (!oif->super.core->fds_read)
+        return n;
     uint64_t now = gw_now_coarse_ns();
     if (!gw_liveness_due(&oif->live, now))
         return n;
@@ -584,6 +591,7 @@ const gw_tl_ops_t gw_tl_ofi_ops = {
     .rma_iov = gw_ofi_rma_iov,
     .am_send = gw_ofi_am_send,
     .rma_now = gw_tl_unsupported_rma_now,
+    .send_now = gw_ofi_send_now,
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = ofi_ep_progress_op,
     .recv_matched = gw_ofi_recv_matched,

@@ -95,16 +95,6 @@ gw_status_t gw_ofi_rkey_parse(gw_ofi_rkey_t *k, const uint8_t *buf, size_t len, 
     return GW_OK;
 }
 
-void gw_ofi_hdr_write(const gw_ofi_hdr_t *h, uint8_t *buf)
-{
-    gw_put_u16(buf, GW_OFI_HDR_MAGIC);
-    buf[2] = GW_OFI_HDR_VERSION;
-    buf[3] = h->type;
-    gw_put_u32(buf + 4, h->flags);
-    for (int i = 0; i < 5; i++)
-        gw_put_u64(buf + 8 + 8 * i, h->f[i]);
-}
-
 gw_status_t gw_ofi_hdr_parse(gw_ofi_hdr_t *h, const uint8_t *buf, size_t len, size_t eager_max, char *why,
                              size_t whylen)
 {

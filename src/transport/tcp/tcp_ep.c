@@ -308,7 +308,7 @@ int tcp_ep_busy(tcp_ep_t *ep)
 /* The last time the peer showed life, counting bytes a helper thread moved. */
 uint64_t tcp_ep_last_ns(tcp_ep_t *ep)
 {
-    uint64_t last = B(ep)->last_rx_ns;
+    uint64_t last = B(ep)->live_mark ? gw_now_ns() : B(ep)->last_rx_ns; /* (ep_base.h) */
     for (int i = 0; i < ep->nconns; i++) {
         conn_t *c = &ep->conns[i];
         if (c->tx_busy)

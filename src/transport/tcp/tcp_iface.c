@@ -372,6 +372,7 @@ const gw_tl_ops_t gw_tl_tcp_ops = {
     .rma_iov = tcpb_batch, /* (the batch engine: one frame of many iovecs per run) */
     .am_send = tcp_am_send,
     .rma_now = gw_tl_unsupported_rma_now,
+    .send_now = gw_tl_unsupported_send_now,
     .put_direct = gw_tl_unsupported_put_direct,
     .ep_progress = gw_tl_unsupported_ep_progress,
     .recv_matched = tcp_recv_matched,

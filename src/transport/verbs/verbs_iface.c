@@ -551,6 +551,7 @@ const gw_tl_ops_t gw_tl_verbs_ops = {
     .rma_iov = gw_tl_unsupported_op, /* (batches: its own engine, GW_TL_BATCH_NATIVE) */
     .am_send = gw_tl_unsupported_am_send,
     .rma_now = gw_tl_unsupported_rma_now,
+    .send_now = gw_tl_unsupported_send_now,
     .put_direct = gw_verbs_put_direct,
     .ep_progress = verbs_ep_progress,
     .recv_matched = gw_verbs_recv_matched,
