@@ -626,6 +626,30 @@ GW_API gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbas
                                  gw_rkey_t *rkey, uint64_t raddr, const uint32_t *rpages, size_t count,
                                  size_t page_size, const gw_xfer_opts_t *opts, gw_request_t **req);
 
+/* A prepared page list: the two index arrays of paged transfers that
+ * repeat (each layer of a KV cache moving the same blocks between its own
+ * regions), copied once (lpages/rpages NULL: 0..count-1; later changes to
+ * the caller's arrays do not reach it) with their lowest and highest page.
+ * gw_xfer_pages_prepared(..., pages, page_size, ...) is then gw_xfer_pages
+ * with these arrays, its bounds checked from the two spans (no pass over
+ * the indices) and, GPU to peer GPU over intra, no copy of them: the page
+ * kernel reads the list's copy in the local GPU's memory, made on the
+ * first such transfer (pinned host memory where that fails).
+ * gw_pages_destroy() while transfers use it frees it when the last of them
+ * completes (no later post may name it).  Destroy it before its context.
+ * Errors: GW_ERR_INVALID (NULL out, more than 2^32 - 1 pages),
+ * GW_ERR_NOMEM. */
+typedef struct gw_pages gw_pages_t;
+GW_API gw_status_t gw_pages_create(gw_context_t *ctx, const uint32_t *lpages, const uint32_t *rpages, size_t count,
+                                   gw_pages_t **out);
+GW_API gw_status_t gw_pages_destroy(gw_pages_t *pages);
+/* gw_xfer_pages over a prepared page list (above): the same checks, errors
+ * and completion; GW_ERR_INVALID for a NULL list or one of another
+ * context. */
+GW_API gw_status_t gw_xfer_pages_prepared(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, gw_rkey_t *rkey,
+                                          uint64_t raddr, gw_pages_t *pages, size_t page_size,
+                                          const gw_xfer_opts_t *opts, gw_request_t **req);
+
 /* Waits until at least count counted notifications of id have arrived on
  * ep (in any order, from batches finishing in any order) and takes count of
  * them.  count 0 returns GW_OK at once.  timeout_ms as gw_accept(): 0 polls

@@ -29,7 +29,12 @@ Columns:
                entry, as NIXL's UCX backend posts one ucp_put per descriptor)
   nccl         --gpu with torch.distributed: gather the pages into one
                buffer, send/recv, scatter (the route without gpuwire)
-and paged/contiguous, paged/per-desc (and gpuwire/nccl).  Each round times
+and paged/contiguous, paged/per-desc (and gpuwire/nccl); then, per
+transfer in us, post_us (the paged call alone returning its Request: the
+host's work before anything moves), paged_us and c+ntf_us (the paged
+transfer and contig+notify to completion, from their medians): paged_us -
+post_us against c+ntf_us says how much of the gap is the host's posting
+and how much the GPU's copy and the completion.  Each round times
 every column once, in turn; a column's figure is its median round.  After
 the timed rounds the target checks every page it received (each page's bytes
 against the pattern of the page that was sent).
@@ -184,12 +189,17 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
         cols["nccl"] = []
     nbytes = n * page
 
+    posts = []                      # the paged post alone (the call returning its Request), s
+
     def paged(i):
         ep = eps[i]
+        t0 = time.perf_counter()
         if nreg == 1:
             r = ep.put_pages(smems[i][0], rk[i][0], page, lidx, ridx, counted=COUNTED)
         else:
             r = ep.put_batch(tables[i][0], tables[i][1], lidx, ridx, counted=COUNTED)
+        if i == 0:
+            posts.append(time.perf_counter() - t0)
         r.wait(300)
 
     def contiguous():
@@ -231,6 +241,11 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
     row = {"shape": name, "descriptors": n, "page": page, "regions": nreg, "bytes": nbytes,
            "transport": args.transport, "gpu": args.gpu, "rounds": args.rounds, "bad_pages": bad}
     row.update({c + "_GBps": round(v, 3) for c, v in med.items()})
+    # per transfer, us: the paged post alone (host work before anything
+    # moves), the paged transfer and contig+notify to completion (medians)
+    row["paged_post_us"] = round(statistics.median(posts[1:]) * 1e6, 1)
+    row["paged_us"] = round(nbytes / med["paged"] / 1e3, 1)
+    row["contig_notify_us"] = round(nbytes / med["contig+notify"] / 1e3, 1)
     row["paged_over_contiguous"] = round(med["paged"] / med["contiguous"], 3)
     row["paged_over_per_desc"] = round(med["paged"] / med["per-desc"], 3)
     row["paged_over_contig_notify"] = round(med["paged"] / med["contig+notify"], 3)
@@ -299,18 +314,19 @@ def main():
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "GPU" if args.gpu else "host",
              args.transport, eps[0].info().get("path", ""), args.rounds, host, "tokens %d" % args.tokens))
     print("# load average at the start: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
-    print("%-10s %8s %7s %8s %9s %9s %11s %9s %12s %12s %12s %s" % ("shape", "descs", "page", "paged", "contig",
-                                                         "contig+ntf", "per-desc", "nccl", "paged/contig",
-                                                         "paged/c+ntf", "paged/perdesc", "checked"))
+    print("%-10s %8s %7s %8s %9s %9s %11s %9s %12s %12s %12s %9s %9s %9s %s" % (
+        "shape", "descs", "page", "paged", "contig", "contig+ntf", "per-desc", "nccl", "paged/contig",
+        "paged/c+ntf", "paged/perdesc", "post_us", "paged_us", "c+ntf_us", "checked"))
     rows = []
     for name in args.shapes.split(","):
         row = run_shape(args, name, conn, [ctx, ctx_pd], eps, np, gpu_local, nccl)
         rows.append(row)
-        print("%-10s %8d %6dK %8.2f %9.2f %9.2f %11.2f %9s %12.2f %12.2f %12.2f %s" % (
+        print("%-10s %8d %6dK %8.2f %9.2f %9.2f %11.2f %9s %12.2f %12.2f %12.2f %9.1f %9.1f %9.1f %s" % (
             name, row["descriptors"], row["page"] // KI, row["paged_GBps"], row["contiguous_GBps"],
             row["contig+notify_GBps"], row["per-desc_GBps"],
             "%.2f" % row["nccl_GBps"] if "nccl_GBps" in row else "-",
             row["paged_over_contiguous"], row["paged_over_contig_notify"], row["paged_over_per_desc"],
+            row["paged_post_us"], row["paged_us"], row["contig_notify_us"],
             "every page" if row["bad_pages"] == 0 else "%d BAD PAGES" % row["bad_pages"]), flush=True)
     print("# load average at the end: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
     conn.send(("quit",))

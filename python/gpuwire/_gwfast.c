@@ -44,22 +44,43 @@ static test_fn f_test;
 static free_fn f_free;
 static batch_fn f_batch;   /* NULL with a library older than the batched API */
 static pages_fn f_pages;
+/* prepared page lists (NULL with a library older than them) */
+typedef gw_status_t (*pl_create_fn)(gw_context_t *, const uint32_t *, const uint32_t *, size_t, gw_pages_t **);
+typedef gw_status_t (*pl_destroy_fn)(gw_pages_t *);
+typedef gw_status_t (*pl_xfer_fn)(gw_ep_t *, int, gw_mem_t *, void *, gw_rkey_t *, uint64_t, gw_pages_t *, size_t,
+                                  const gw_xfer_opts_t *, gw_request_t **);
+static pl_create_fn f_pl_create;
+static pl_destroy_fn f_pl_destroy;
+static pl_xfer_fn f_pl_xfer;
 
 /* init(put, get, put_notify, request_wait, request_test, request_free
- *      [, xfer_batch, xfer_pages]): addresses (the last two may be 0) */
+ *      [, xfer_batch, xfer_pages [, pages_create, pages_destroy,
+ *      xfer_pages_prepared]]): addresses (the optional ones may be 0) */
 static PyObject *fast_init(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 6 && n != 8) {
-        PyErr_SetString(PyExc_TypeError, "init takes six or eight function addresses");
+    if (n != 6 && n != 8 && n != 11) {
+        PyErr_SetString(PyExc_TypeError, "init takes six, eight or eleven function addresses");
         return NULL;
     }
     f_batch = NULL;
     f_pages = NULL;
-    if (n == 8) {
+    f_pl_create = NULL;
+    f_pl_destroy = NULL;
+    f_pl_xfer = NULL;
+    if (n >= 8) {
         f_batch = (batch_fn)PyLong_AsVoidPtr(a[6]);
         f_pages = (pages_fn)PyLong_AsVoidPtr(a[7]);
         if (PyErr_Occurred())
             return NULL;
+    }
+    if (n == 11) {
+        f_pl_create = (pl_create_fn)PyLong_AsVoidPtr(a[8]);
+        f_pl_destroy = (pl_destroy_fn)PyLong_AsVoidPtr(a[9]);
+        f_pl_xfer = (pl_xfer_fn)PyLong_AsVoidPtr(a[10]);
+        if (PyErr_Occurred())
+            return NULL;
+        if (!f_pl_create || !f_pl_destroy || !f_pl_xfer)
+            f_pl_create = NULL, f_pl_destroy = NULL, f_pl_xfer = NULL;
     }
     void *p[6];
     for (int i = 0; i < 6; i++) {
@@ -584,6 +605,7 @@ typedef struct pages_plan {
     void *ep, *lmem, *lbase, *rkey;
     unsigned long long raddr;
     uint32_t *lp, *rp;   /* owned copies, NULL for 0..count-1 */
+    gw_pages_t *pl;      /* the same as a prepared page list, where the library has them (else NULL) */
     size_t count, page;
     int op, notify;
     gw_xfer_opts_t opts;
@@ -603,6 +625,9 @@ static uint32_t *idx_copy(const idx_t *x)
 static int plan_clear(PyObject *o)
 {
     pages_plan_t *p = (pages_plan_t *)o;
+    if (p->pl) /* (freed when its last transfer completes, if any still runs) */
+        f_pl_destroy(p->pl);
+    p->pl = NULL;
     Py_CLEAR(p->req_cls);
     Py_CLEAR(p->ctx);
     Py_CLEAR(p->fail);
@@ -678,6 +703,17 @@ static PyObject *plan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     p->req_cls = Py_NewRef(a[12]);
     p->ctx = Py_NewRef(a[13]);
     p->fail = Py_NewRef(a[14]);
+    /* the arrays as a prepared page list of the endpoint's context (ctx._h):
+     * each post then reads and copies no index (gw_xfer_pages_prepared);
+     * where that cannot be had, posts call gw_xfer_pages as before */
+    if (f_pl_create) {
+        PyObject *ch = PyObject_GetAttrString(a[13], "_h");
+        void *c = ch && ch != Py_None ? PyLong_AsVoidPtr(ch) : NULL;
+        Py_XDECREF(ch);
+        PyErr_Clear();
+        if (c && f_pl_create((gw_context_t *)c, lp, rp, g.count, &p->pl) != GW_OK)
+            p->pl = NULL;
+    }
     return (PyObject *)p;
 }
 
@@ -765,8 +801,12 @@ static PyObject *plan_post(PyObject *o, PyObject *const *a, Py_ssize_t n, PyObje
     gw_request_t *req = NULL;
     gw_status_t st;
     Py_BEGIN_ALLOW_THREADS
-    st = f_pages(p->ep, p->op, p->lmem, p->lbase, p->lp, p->rkey, p->raddr, p->rp, p->count, p->page,
-                 p->notify ? &p->opts : NULL, track ? &req : NULL);
+    if (p->pl)
+        st = f_pl_xfer(p->ep, p->op, p->lmem, p->lbase, p->rkey, p->raddr, p->pl, p->page,
+                       p->notify ? &p->opts : NULL, track ? &req : NULL);
+    else
+        st = f_pages(p->ep, p->op, p->lmem, p->lbase, p->lp, p->rkey, p->raddr, p->rp, p->count, p->page,
+                     p->notify ? &p->opts : NULL, track ? &req : NULL);
     Py_END_ALLOW_THREADS
     if (st != GW_OK) {
         PyObject *s = PyLong_FromLong(st);

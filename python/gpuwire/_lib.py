@@ -322,9 +322,12 @@ def _find_fast(why: List[str]) -> Optional[ModuleType]:
         def opt(fn: str) -> Optional[int]:
             return addr(fn) if hasattr(lib, fn) else 0
         try:
-            mod.init(addr("gw_put"), addr("gw_get"), addr("gw_put_notify"), addr("gw_request_wait"),
-                     addr("gw_request_test"), addr("gw_request_free"), opt("gw_xfer_batch"),
-                     opt("gw_xfer_pages"))
+            base = (addr("gw_put"), addr("gw_get"), addr("gw_put_notify"), addr("gw_request_wait"),
+                    addr("gw_request_test"), addr("gw_request_free"), opt("gw_xfer_batch"), opt("gw_xfer_pages"))
+            try:                # with prepared page lists (Endpoint.prepare_put_pages posts through one)
+                mod.init(*base, opt("gw_pages_create"), opt("gw_pages_destroy"), opt("gw_xfer_pages_prepared"))
+            except TypeError:   # an accelerator that predates them
+                mod.init(*base)
         except TypeError:       # an accelerator built before the batched API
             why.append("%s: built for an older libgpuwire (rebuild it)" % f)
             continue

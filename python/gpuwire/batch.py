@@ -575,9 +575,13 @@ class _BatchOps:
         and copies the index arrays now (later changes to them do not reach
         the plan), and returns a plan whose post(track=True) makes the same
         gw_xfer_pages call with nothing left to convert (the Request, or None
-        untracked).  For a transfer repeated with the same pages (each layer
-        of a KV cache into the same slots).  close() the plan when done; it
-        is closed with its endpoint, region, key or context."""
+        untracked).  With the accelerator the arrays are a prepared page
+        list (gw_pages_create) and each post is gw_xfer_pages_prepared: no
+        index read or copied per post, and over intra between GPUs the page
+        kernel reads them from the local GPU's memory.  For a transfer
+        repeated with the same pages (each layer of a KV cache into the same
+        slots).  close() the plan when done (a transfer still running ends
+        normally); it is closed with its endpoint, region, key or context."""
         return self._prepare_pages(0, local, rkey, page_size, lpages, rpages, count,
                                    local_offset, offset, notify, counted)
 

@@ -293,6 +293,26 @@ def test_prepared_pages(pair, path):
     assert again.closed and bad.closed
 
 
+def test_prepared_pages_closed_in_flight(pair, path):
+    """A plan closed right after its post, the transfer still running: the
+    transfer completes with every page (the plan's prepared page list is
+    freed when it ends), and a new plan over the same arrays works."""
+    n = 64
+    dst, rk, src, sm = paged_setup(pair, n)
+    lp = list(range(n))[::-1]
+    rp = list(range(n))
+    finish = target_counts(pair, {12: 2})
+    plan = pair.eb.prepare_put_pages(sm, rk, PAGE, lp, rp, counted=12)
+    r = plan.post()
+    plan.close()
+    assert r.wait(20) == n * PAGE
+    again = pair.eb.prepare_put_pages(sm, rk, PAGE, lp, rp, counted=12)
+    assert again.post().wait(20) == n * PAGE
+    again.close()
+    assert finish() == {12: 0}
+    expect_pages(dst, src, lp, rp)
+
+
 def test_put_pages_c_method(pair, path):
     """put_pages/get_pages as the accelerator's C methods: arguments by
     keyword in any order, alternating regions and keys (the handles it

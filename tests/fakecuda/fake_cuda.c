@@ -69,6 +69,7 @@ typedef struct alloc {
 } alloc_t;
 static unsigned long long g_bufid;
 static alloc_t g_a[MAXA];
+static int g_hi; /* slots at and above it were never used: lookups stop there */
 static int g_inited, g_lag = -1, g_ndev = 1;
 static long g_serial;
 
@@ -85,7 +86,8 @@ static void init_env(void)
 
 static alloc_t *find(uintptr_t p)
 {
-    for (int i = 0; i < MAXA; i++)
+    int hi = __atomic_load_n(&g_hi, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < hi; i++)
         if (g_a[i].size && p >= g_a[i].dev && p < g_a[i].dev + g_a[i].size)
             return &g_a[i];
     return NULL;
@@ -198,6 +200,8 @@ static CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
         return ENOMEM_;
     }
     g_a[i] = (alloc_t){(uintptr_t)dev, host, sz, fd, cur_dev, 0, NULL, ++g_bufid};
+    if (i + 1 > __atomic_load_n(&g_hi, __ATOMIC_RELAXED))
+        __atomic_store_n(&g_hi, i + 1, __ATOMIC_RELEASE);
     *p = (CUdeviceptr)(uintptr_t)dev;
     return OK;
 }
@@ -417,6 +421,8 @@ static CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, vh_t *h, unsigned 
         return ENOMEM_;
     h->refs++;
     g_a[i] = (alloc_t){(uintptr_t)dv, host, n, -1, h->device, 0, h, ++g_bufid};
+    if (i + 1 > __atomic_load_n(&g_hi, __ATOMIC_RELAXED))
+        __atomic_store_n(&g_hi, i + 1, __ATOMIC_RELEASE);
     return OK;
 }
 static CUresult cuMemUnmap(CUdeviceptr p, size_t n)
@@ -503,6 +509,8 @@ static CUresult cuIpcOpenMemHandle(CUdeviceptr *p, ipch_t h, unsigned f)
         return ENOMEM_;
     }
     g_a[i] = (alloc_t){(uintptr_t)dv, host, size, nfd, dev, 1, NULL, ++g_bufid};
+    if (i + 1 > __atomic_load_n(&g_hi, __ATOMIC_RELAXED))
+        __atomic_store_n(&g_hi, i + 1, __ATOMIC_RELEASE);
     *p = (CUdeviceptr)(uintptr_t)dv;
     return OK;
 }

@@ -80,7 +80,8 @@ static void pick(uint32_t *out, uint32_t n, uint32_t npages)
     free(used);
 }
 
-/* A. paged puts of random page sets, each batch ending with a counted notification */
+/* A. paged puts of random page sets, each batch ending with a counted
+ * notification; the pages back by a get from a prepared page list */
 static void case_pages(void)
 {
     static const size_t psz[] = {1, 1000, 4096, 16384, 65536 + 3};
@@ -104,11 +105,18 @@ static void case_pages(void)
             memcpy(img0 + (size_t)rp[i] * psz[k], src + (size_t)lp[i] * psz[k], psz[k]);
         CHECK_ST(ncount(7, 1, 30000), GW_OK);
         check_region0("paged put");
-        /* and the same pages back by a paged get (indices swapped) */
+        /* and the same pages back by a paged get (indices swapped), from
+         * a prepared page list */
         memset(dst, 0, REGION);
-        IT_OK(ctx, gw_xfer_pages(ep, GW_XFER_GET, mdst, dst, lp, rk[0], raddr[0], rp, n, psz[k], NULL, &r));
+        gw_pages_t *pl = NULL;
+        IT_OK(ctx, gw_pages_create(ctx, lp, rp, n, &pl));
+        IT_OK(ctx, gw_xfer_pages_prepared(ep, GW_XFER_GET, mdst, dst, rk[0], raddr[0], pl, psz[k], NULL, &r));
+        if (k % 2) /* destroyed while the get may still run: freed when it ends */
+            CHECK_ST(gw_pages_destroy(pl), GW_OK);
         CHECK_ST(gw_request_wait(r, 30000), GW_OK);
         gw_request_free(r);
+        if (k % 2 == 0)
+            CHECK_ST(gw_pages_destroy(pl), GW_OK);
         int bad = 0;
         for (uint32_t i = 0; i < n; i++)
             bad += memcmp(dst + (size_t)lp[i] * psz[k], img0 + (size_t)rp[i] * psz[k], psz[k]) != 0;

@@ -22,10 +22,14 @@
  * local region and the key (the span [rlo, rhi) too).  `lpage` and `rpage`
  * are then the caller's arrays, valid only during the `submit` call: the
  * transport copies them there (and points the batch at its copies) or
- * expands the batch there.  It either moves the pages as they are (a kernel
- * that computes the addresses) or calls gw_batch_expand() once, which
- * writes the entries into `ent` (room for `npages` is there): the changes a
- * transport may make to a batch.
+ * expands the batch there.  From a prepared page list (gw_xfer_pages_prepared,
+ * `pkept` 1) they are instead the list's pinned copies, valid until the
+ * request completes, and `lpage_dev` / `rpage_dev` copies of them in the
+ * memory of the local region's GPU where the list has them (0: none): a
+ * kernel reads those, and nothing is copied.  It either moves the pages as
+ * they are (a kernel that computes the addresses) or calls gw_batch_expand()
+ * once, which writes the entries into `ent` (room for `npages` is there):
+ * the changes a transport may make to a batch.
  *
  * The list form may come unexpanded likewise: a transport that says
  * GW_TL_BATCH_LISTS gets a gw_xfer_batch batch over two lists of one GPU
@@ -94,6 +98,8 @@ typedef struct gw_batch {
     uint32_t npages;
     const uint32_t *lpage, *rpage;
     uint64_t plbase, prbase, psize;
+    uint8_t pkept;            /* lpage/rpage are a prepared list's pinned copies (valid to completion) */
+    uint64_t lpage_dev, rpage_dev; /* pkept: their copies in the local GPU's memory (CUdeviceptr; 0: none) */
     /* the list form, unexpanded (GW_TL_BATCH_LISTS): entry i moves
      * ltab[lidx[i]].len bytes between ltab[lidx[i]].addr and
      * rtab[ridx[i]].addr (a NULL array reads as i); lreg and rreg 0 */

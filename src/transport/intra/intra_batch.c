@@ -118,20 +118,43 @@ static inline int ent_ldev(const intrab_op_t *op, const gw_batch_ent_t *en)
     return op->ldev[en->lreg];
 }
 
-/* Gives the op's pinned buffer back: the interface keeps the larger of it
- * and its spare for the next batch. */
+/* Gives the op's pinned buffer back to the interface's free ones: kept
+ * while fewer than INTRA_BDESC_KEEP are, and INTRA_BDESC_KEEP_BYTES in
+ * all allow it (the smallest kept ones make room for a larger one); else
+ * freed.  The largest buffer is always kept, as a lone spare. */
 static void intrab_unpin(intrab_op_t *op)
 {
     if (!op->desc)
         return;
     intra_iface_t *ifc = op->ifc;
-    if (op->desc_cap > ifc->bdesc_cap) {
-        if (ifc->bdesc)
-            ifc->cu->cuMemFreeHost(ifc->bdesc);
-        ifc->bdesc = op->desc;
-        ifc->bdesc_cap = op->desc_cap;
-    } else {
-        ifc->cu->cuMemFreeHost(op->desc);
+    size_t cap = op->desc_cap;
+    for (;;) {
+        int nkept = 0, small = -1, empty = -1;
+        size_t total = 0, largest = 0;
+        for (int i = 0; i < INTRA_BDESC_KEEP; i++) {
+            if (!ifc->bdesc[i]) {
+                empty = empty < 0 ? i : empty;
+                continue;
+            }
+            nkept++;
+            total += ifc->bdesc_cap[i];
+            largest = ifc->bdesc_cap[i] > largest ? ifc->bdesc_cap[i] : largest;
+            if (small < 0 || ifc->bdesc_cap[i] < ifc->bdesc_cap[small])
+                small = i;
+        }
+        if (empty >= 0 && (total + cap <= INTRA_BDESC_KEEP_BYTES || !nkept)) {
+            ifc->bdesc[empty] = op->desc;
+            ifc->bdesc_cap[empty] = cap;
+            break;
+        }
+        if (small < 0 || ifc->bdesc_cap[small] >= cap || (cap <= largest && total + cap > INTRA_BDESC_KEEP_BYTES &&
+                                                          empty >= 0)) {
+            ifc->cu->cuMemFreeHost(op->desc); /* no room, and none kept is smaller */
+            break;
+        }
+        ifc->cu->cuMemFreeHost(ifc->bdesc[small]); /* a smaller one makes room */
+        ifc->bdesc[small] = NULL;
+        ifc->bdesc_cap[small] = 0;
     }
     op->desc = NULL;
     op->desc_cap = 0;
@@ -739,19 +762,32 @@ static gw_status_t intrab_tables(intra_ep_t *e, const gw_batch_t *b, const intra
  * 4096-entry batch slower, not faster (measured on an H100).  *queued: copies were queued on *stream. */
 #define INTRAB_KCHUNK 8192
 
-/* A pinned buffer of at least cap bytes for the op's launch (the interface's
- * spare when large enough), kept in op->desc until the launch completes. */
+/* A pinned buffer of at least cap bytes for the op's launch (the smallest
+ * large enough of the interface's free ones, else a new one of cap rounded
+ * up to a power of two, at least 64 KiB, so that it serves later batches
+ * of other sizes), kept in op->desc until the launch completes.  A new
+ * one is a cuMemHostAlloc (and its end a cuMemFreeHost), which batches in
+ * flight together pay only until the interface keeps as many. */
 static gw_status_t intrab_pinned(intra_ep_t *e, intrab_op_t *op, size_t cap, void **out)
 {
     void *d = NULL;
     intrab_unpin(op); /* (a paged batch's index arrays, once it was expanded) */
-    if (e->ifc->bdesc && e->ifc->bdesc_cap >= cap) {
-        d = e->ifc->bdesc;
-        cap = e->ifc->bdesc_cap;
-        e->ifc->bdesc = NULL;
-        e->ifc->bdesc_cap = 0;
+    intra_iface_t *ifc = e->ifc;
+    int best = -1;
+    for (int i = 0; i < INTRA_BDESC_KEEP; i++)
+        if (ifc->bdesc[i] && ifc->bdesc_cap[i] >= cap && (best < 0 || ifc->bdesc_cap[i] < ifc->bdesc_cap[best]))
+            best = i;
+    if (best >= 0) {
+        d = ifc->bdesc[best];
+        cap = ifc->bdesc_cap[best];
+        ifc->bdesc[best] = NULL;
+        ifc->bdesc_cap[best] = 0;
     } else {
-        CUresult cr = e->ifc->cu->cuMemHostAlloc(&d, cap, CU_MEMHOSTALLOC_PORTABLE);
+        size_t want = (size_t)64 << 10;
+        while (want < cap && want <= SIZE_MAX / 2)
+            want *= 2;
+        cap = want >= cap ? want : cap;
+        CUresult cr = ifc->cu->cuMemHostAlloc(&d, cap, CU_MEMHOSTALLOC_PORTABLE);
         if (cr != CUDA_SUCCESS)
             return intra_cu_err(e->super.iface->core, "cuMemHostAlloc(batch copy descriptors)", cr);
     }
@@ -795,7 +831,10 @@ static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab
     if (st != GW_OK)
         return st;
     uint32_t n = b->npages;
-    const uint32_t *lp = b->lpage, *rp = b->rpage; /* pinned copies (intrab_batch) */
+    /* pinned copies (intrab_batch), or a prepared list's: its copies in
+     * this GPU's memory where it has them */
+    const uint32_t *lp = b->lpage_dev ? (const uint32_t *)(uintptr_t)b->lpage_dev : b->lpage;
+    const uint32_t *rp = b->rpage_dev ? (const uint32_t *)(uintptr_t)b->rpage_dev : b->rpage;
     /* the peer's page p at prbase + p * psize, as mapped here (the base may
      * lie below the allocation: only the pages' addresses need be inside) */
     uint64_t rbase = delta + b->prbase;
@@ -1143,7 +1182,9 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     op->fini = req->fini;
     req->fini = intrab_fini;
     intra_rq(req)->batch = op;
-    if (gw_batch_unexpanded(b)) { /* the caller's index arrays are ours only during this call: into pinned memory */
+    if (gw_batch_unexpanded(b) && !(b->npages && b->pkept)) {
+        /* the caller's index arrays are ours only during this call: into
+         * pinned memory (a prepared page list's are pinned already) */
         gw_batch_t *pb = req->batch;
         const uint32_t **la = b->npages ? &pb->lpage : &pb->lidx, **ra = b->npages ? &pb->rpage : &pb->ridx;
         uint32_t n = b->npages ? b->npages : b->nlist;

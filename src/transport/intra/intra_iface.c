@@ -163,8 +163,9 @@ static void intra_iface_close(gw_tl_iface_t *iface)
         gw_core_del_sleeper(iface->core, intra_ring_sleep, ifc);
     if (ifc->bounce && ifc->cu)
         ifc->cu->cuMemFreeHost(ifc->bounce);
-    if (ifc->bdesc && ifc->cu)
-        ifc->cu->cuMemFreeHost(ifc->bdesc);
+    for (int i = 0; i < INTRA_BDESC_KEEP; i++)
+        if (ifc->bdesc[i] && ifc->cu)
+            ifc->cu->cuMemFreeHost(ifc->bdesc[i]);
     munmap(ifc->table, sizeof(gw_intra_slot_t) * GW_INTRA_SLOTS);
     close(ifc->table_fd);
     free(ifc);

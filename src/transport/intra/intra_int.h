@@ -51,6 +51,8 @@ GW_REQ_TL_SCRATCH(intra_rq, struct gw_req_intra)
 #define INTRA_MAX_DEV 16
 #define INTRA_MAX_RXFD 64
 #define INTRA_BOUNCE (4u << 20)
+#define INTRA_BDESC_KEEP 8         /* free pinned batch buffers an interface keeps (intra_batch.c) ... */
+#define INTRA_BDESC_KEEP_BYTES (64u << 20) /* ... up to this many bytes in all (one larger is kept alone) */
 #define INTRA_DEREG_WAIT_MS 10000
 #define INTRA_CMA_SYNC_MAX (256u << 10) /* larger CMA copies run piecewise in progress */
 /* Puts and gets into gw_mem_alloc memory (plain copies, no system call) up to
@@ -88,8 +90,11 @@ typedef struct intra_iface {
     void *bounce;        /* pinned, INTRA_BOUNCE bytes, for GPU <-> peer host */
     uint64_t gen;        /* progress calls seen */
     gw_liveness_t live;  /* the peer-liveness timer */
-    void *bdesc;         /* a free pinned descriptor buffer of GPU batches (intra_batch.c) */
-    size_t bdesc_cap;
+    /* free pinned buffers of GPU batches (descriptors, index arrays;
+     * intra_batch.c): kept, so that batches in flight together allocate
+     * no pinned memory once as many were used */
+    void *bdesc[INTRA_BDESC_KEEP];
+    size_t bdesc_cap[INTRA_BDESC_KEEP];
     char bkernel[200];   /* how GPU batch entries move (intra_batch.c) */
     uint64_t ring_wait_ns; /* GPUWIRE_INTRA_RING_WAIT_US; 0: no ring */
     int ring_sleeper;    /* the core tells ring_sleep (intra_ring.c) */

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kv_post.py - the host's side of one paged GPU -> peer GPU transfer from
+Python, the call kv_shapes.py's one-region shapes make (ep.put_pages with
+NumPy uint32 index arrays and a counted notification, then Request.wait),
+between two processes over intra, against the fake CUDA driver (no GPU:
+the fake runs the page kernel on the CPU at launch; run with
+FAKECUDA_KERNEL_NOCOPY=1 so that it moves nothing and what is timed is the
+host's work alone).  Per shape it prints the medians (and bests) in us of
+
+  post        ep.put_pages(...) returning its Request
+  post+wait   the same through r.wait()
+  plan        plan.post() of ep.prepare_put_pages(...) made once with the
+              same arrays (a prepared page list where the library has them)
+  plan+wait   the same through r.wait()
+  c.post      ep.put_notify of one page (the contiguous reference: one
+              copy-engine copy and a notification, the fixed cost every
+              transfer pays), and c.post+wait
+
+  GPUWIRE_CUDA_LIB=build/tests/fakecuda/libgwfakecuda.so FAKECUDA_DEVICES=2 \\
+  FAKECUDA_KERNEL_NOCOPY=1 GPUWIRE_TRANSPORTS=intra \\
+      /usr/bin/python3 bench/compare/kv_post.py [--build build] [--rounds 300]
+      [--shapes 16384x2K,4096x16K]
+
+The same with a real driver (GPUWIRE_CUDA_LIB unset) on a GPU machine
+times the real calls, copies included.  Needs NumPy, not torch: device
+memory comes from the driver (cuMemAlloc through ctypes) and reaches
+gpuwire as an object with __cuda_array_interface__."""
+import argparse
+import ctypes
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+KI = 1024
+
+
+class DevBuf:
+    """n bytes of device memory from the driver's cuMemAlloc."""
+
+    def __init__(self, n, dev=0):
+        lib = ctypes.CDLL(os.environ.get("GPUWIRE_CUDA_LIB") or "libcuda.so.1")
+        gpa = lib.cuGetProcAddress_v2
+        gpa.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_ulonglong,
+                        ctypes.c_void_p]
+
+        def fn(name, *argtypes):
+            f = ctypes.c_void_p()
+            assert gpa(name.encode(), ctypes.byref(f), 12000, 0, None) == 0 and f.value, name
+            return ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(f.value)
+        P = ctypes.c_void_p
+        assert fn("cuInit", ctypes.c_uint)(0) == 0
+        nd = ctypes.c_int()
+        assert fn("cuDeviceGetCount", P)(ctypes.addressof(nd)) == 0 and nd.value > 0
+        dev = min(dev, nd.value - 1)            # the target's memory on GPU 1 where there is one
+        d, ctx = ctypes.c_int(), ctypes.c_void_p()
+        assert fn("cuDeviceGet", P, ctypes.c_int)(ctypes.addressof(d), dev) == 0
+        assert fn("cuDevicePrimaryCtxRetain", P, ctypes.c_int)(ctypes.addressof(ctx), d.value) == 0
+        assert fn("cuCtxSetCurrent", P)(ctx) == 0
+        p = ctypes.c_ulonglong()
+        rc = fn("cuMemAlloc", P, ctypes.c_size_t)(ctypes.addressof(p), n)
+        assert rc == 0, "cuMemAlloc(%d) failed: %d" % (n, rc)
+        self.ptr, self.n = p.value, n
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (p.value, False), "version": 3}
+
+
+def parse(shape):
+    n, p = shape.split("x")
+    return int(n), int(p[:-1]) * KI if p[-1] in "kK" else int(p)
+
+
+def target(conn, build, shapes):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import gpuwire
+    gpuwire.load_library(os.path.join(os.path.abspath(build), "libgpuwire.so.0"))
+    ctx = gpuwire.Context(transports="intra", progress_thread=True)
+    lis = ctx.listen("127.0.0.1:0")
+    conn.send(lis.address)
+    ep = lis.accept(30)
+    mems = []
+    for s in shapes:
+        n, page = parse(s)
+        big, one = DevBuf(2 * n * page, 1), DevBuf(page, 1)
+        mems += [ctx.register(big), ctx.register(one)]
+    conn.send([m.pack() for m in mems])
+    conn.recv()                        # done
+    ep.close()
+    ctx.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--shapes", default="16384x2K,4096x16K")
+    args = ap.parse_args()
+    shapes = args.shapes.split(",")
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import numpy as np
+    import gpuwire
+    gpuwire.load_library(os.path.join(os.path.abspath(args.build), "libgpuwire.so.0"))
+    mpc = mp.get_context("spawn")
+    conn, child = mpc.Pipe()
+    tp = mpc.Process(target=target, args=(child, args.build, shapes), daemon=True)
+    tp.start()
+    ctx = gpuwire.Context(transports="intra", progress_thread=True)
+    ep = ctx.connect(conn.recv())
+    keys = [ep.unpack(k) for k in conn.recv()]
+    print("# kv_post: %s, %s, load %s, nocopy=%s, %d rounds, medians (best) in us"
+          % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.uname().nodename,
+             open("/proc/loadavg").read().split(" ", 3)[:3], os.environ.get("FAKECUDA_KERNEL_NOCOPY", "-"),
+             args.rounds))
+    print("%-10s %14s %14s %14s %14s %14s %14s" % ("shape", "post", "post+wait", "plan", "plan+wait", "c.post",
+                                                   "c.post+wait"))
+    rng = np.random.default_rng(1)
+    pc = time.perf_counter
+    for i, s in enumerate(shapes):
+        n, page = parse(s)
+        src, one = DevBuf(2 * n * page, 0), DevBuf(page, 0)
+        sm = ctx.register(src, access=gpuwire.ACCESS_LOCAL)
+        om = ctx.register(one, access=gpuwire.ACCESS_LOCAL)
+        rk, ok = keys[2 * i], keys[2 * i + 1]
+        lidx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
+        ridx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
+        t = {"post": [], "wait": [], "ppost": [], "pwait": [], "cpost": [], "cwait": []}
+        plan = ep.prepare_put_pages(sm, rk, page, lidx, ridx, counted=7)
+        for rnd in range(args.rounds + 1):
+            t0 = pc()
+            r = ep.put_pages(sm, rk, page, lidx, ridx, counted=7)
+            t1 = pc()
+            r.wait(60)
+            t2 = pc()
+            del r
+            p0 = pc()
+            r = plan.post()
+            p1 = pc()
+            r.wait(60)
+            p2 = pc()
+            del r
+            t3 = pc()
+            q = ep.put_notify(om, ok, 7)
+            t4 = pc()
+            q.wait(60)
+            t5 = pc()
+            del q
+            if rnd:
+                t["post"].append(t1 - t0)
+                t["wait"].append(t2 - t0)
+                t["ppost"].append(p1 - p0)
+                t["pwait"].append(p2 - p0)
+                t["cpost"].append(t4 - t3)
+                t["cwait"].append(t5 - t3)
+        print("%-10s %s" % (s, " ".join("%6.1f (%5.1f)" % (statistics.median(v) * 1e6, min(v) * 1e6)
+                                         for v in t.values())), flush=True)
+        plan.close()
+        sm.close()
+        om.close()
+    conn.send("done")
+    ep.close()
+    ctx.close()
+    tp.join(30)
+
+
+if __name__ == "__main__":
+    main()
