@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fc_dev.h - device memory helpers for the tests that run GPU paths against
+/* fc_dev.h - device memory and two-process helpers for the tests that run GPU paths against
  * a CUDA driver (tests/fakecuda's stand-in, or a real one): the loaded
  * driver (the test skips without one), allocations filled and checked with
  * the harness's patterns.  Header-only: each test is one program. */
 #ifndef GW_TEST_FC_DEV_H
 #define GW_TEST_FC_DEV_H
 
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda/cuda_wrap.h"
 #include "harness.h"
@@ -83,6 +85,42 @@ static inline unsigned fc_launches(const char *name, unsigned *items, unsigned b
     if (big)
         *big = nbig;
     return nl;
+}
+
+/* The client side of a two-process test: the server's address from its
+ * channel, a context and an endpoint to it, what it connected over
+ * printed; with need, skipped unless that is the endpoint's transport. */
+static inline gw_ep_t *fc_client(gwt_chan_t *ch, gw_context_t **ctx, const char *need)
+{
+    char addr[128];
+    REQUIRE(gwt_chan_recv(ch, addr, sizeof(addr), 10000) > 0);
+    REQUIRE_OK(gw_context_create(NULL, ctx));
+    gw_ep_t *ep;
+    REQUIRE_OK(gw_connect(*ctx, addr, &ep));
+    gw_ep_info_t info = {.size = sizeof(info)};
+    gw_ep_query(ep, &info);
+    fprintf(stderr, "connected over %s (%s)\n", info.transport, info.path);
+    if (need && strcmp(info.transport, need))
+        SKIP("the endpoint is %s, not %s", info.transport, need);
+    return ep;
+}
+
+/* Progresses ctx until one byte comes over chan; fails after 60 s. */
+static inline void fc_wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
+{
+    char c;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct pollfd p = {.fd = chan->rfd, .events = POLLIN};
+        if (poll(&p, 1, 1) > 0) {
+            REQUIRE(gwt_chan_recv(chan, &c, 1, 5000) == 1);
+            return;
+        }
+        gw_progress(ctx);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        REQUIRE(t.tv_sec - t0.tv_sec < 60);
+    }
 }
 
 #endif

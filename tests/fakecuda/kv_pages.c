@@ -73,24 +73,6 @@ static void pick(uint32_t *out, uint32_t n, uint32_t lim, uint64_t seed)
     free(all);
 }
 
-/* Progresses ctx until one byte comes over chan; fails after 60 s. */
-static void wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
-{
-    char c;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        struct pollfd p = {.fd = chan->rfd, .events = POLLIN};
-        if (poll(&p, 1, 1) > 0) {
-            REQUIRE(gwt_chan_recv(chan, &c, 1, 5000) == 1);
-            return;
-        }
-        gw_progress(ctx);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        REQUIRE(t.tv_sec - t0.tv_sec < 60);
-    }
-}
-
 static int server(void *arg)
 {
     (void)arg;
@@ -137,7 +119,7 @@ static int server(void *arg)
         free(ri);
     }
     REQUIRE(gwt_chan_send(&cch, "v", 1) == 0);
-    wait_chan(&cch, ctx); /* serve until the initiator is done */
+    fc_wait_chan(&cch, ctx); /* serve until the initiator is done */
     CHECK_ST(gw_ep_close(ep, 2000), GW_OK);
     CHECK_ST(gw_mem_dereg(mem), GW_OK);
     CHECK_ST(gw_mem_dereg(mone), GW_OK);
@@ -171,17 +153,8 @@ int main(void)
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL); /* before CUDA is initialised here */
     const gw_cuda_t *cu = fc_cuda(1);
-    char addr[128];
-    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 10000) > 0);
     gw_context_t *ctx;
-    REQUIRE_OK(gw_context_create(NULL, &ctx));
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_connect(ctx, addr, &ep));
-    gw_ep_info_t info = {.size = sizeof(info)};
-    gw_ep_query(ep, &info);
-    fprintf(stderr, "connected over %s (%s)\n", info.transport, info.path);
-    if (strcmp(info.transport, "intra"))
-        SKIP("the endpoint is %s, not intra", info.transport);
+    gw_ep_t *ep = fc_client(&pch, &ctx, "intra");
     uint64_t rb, ob;
     gw_rkey_t *rk = gwt_recv_rkey(ep, 100, &rb), *rone = gwt_recv_rkey(ep, 101, &ob);
     size_t rsz = (size_t)pool * page;
@@ -296,7 +269,7 @@ int main(void)
         CHECK(strstr(gw_last_error(ctx), "gw_xfer_pages_prepared: entry") != NULL);
         CHECK_ST(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, NULL, page, &o, &q), GW_ERR_INVALID);
         CHECK_ST(gw_pages_destroy(bad), GW_OK);
-        wait_chan(&pch, ctx); /* the target checked every byte */
+        fc_wait_chan(&pch, ctx); /* the target checked every byte */
         /* a get of other target pages into dst */
         pick(li, npages, pool, 17);
         pick(ri, npages, pool, 18);
@@ -346,7 +319,7 @@ int main(void)
         }
     }
     if (bench)
-        wait_chan(&pch, ctx);
+        fc_wait_chan(&pch, ctx);
     REQUIRE(gwt_chan_send(&pch, "d", 1) == 0);
     gw_rkey_destroy(rk);
     gw_rkey_destroy(rone);

@@ -63,24 +63,6 @@ static uint32_t *pick(uint32_t n, uint32_t lim, uint64_t seed)
     return all;
 }
 
-/* Progresses ctx until one byte comes over chan; fails after 60 s. */
-static void wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
-{
-    char c;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        struct pollfd p = {.fd = chan->rfd, .events = POLLIN};
-        if (poll(&p, 1, 1) > 0) {
-            REQUIRE(gwt_chan_recv(chan, &c, 1, 5000) == 1);
-            return;
-        }
-        gw_progress(ctx);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        REQUIRE(t.tv_sec - t0.tv_sec < 60);
-    }
-}
-
 /* Launches of kernel `name` logged so far (FAKECUDA_LAUNCHES), the items
  * they covered in *items. */
 static unsigned launches(const char *name, unsigned *items)
@@ -138,12 +120,12 @@ static int server(void *arg)
     REQUIRE(gwt_chan_send(&cch, "v", 1) == 0);
     uint32_t gone = nreg;
     if (!bench) { /* serve the get; then the last region goes when asked */
-        wait_chan(&cch, ctx);
+        fc_wait_chan(&cch, ctx);
         gone = nreg - 1;
         CHECK_ST(gw_mem_dereg(mem[gone]), GW_OK);
         REQUIRE(gwt_chan_send(&cch, "y", 1) == 0);
     }
-    wait_chan(&cch, ctx); /* serve until the initiator is done */
+    fc_wait_chan(&cch, ctx); /* serve until the initiator is done */
     CHECK_ST(gw_ep_close(ep, 2000), GW_OK);
     for (uint32_t r = 0; r < nreg; r++)
         if (r != gone)
@@ -166,17 +148,8 @@ int main(void)
     gwt_chan_pair(&pch, &cch);
     int pid = gwt_spawn(server, NULL); /* before CUDA is initialised here */
     const gw_cuda_t *cu = fc_cuda(1);
-    char addr[128];
-    REQUIRE(gwt_chan_recv(&pch, addr, sizeof(addr), 10000) > 0);
     gw_context_t *ctx;
-    REQUIRE_OK(gw_context_create(NULL, &ctx));
-    gw_ep_t *ep;
-    REQUIRE_OK(gw_connect(ctx, addr, &ep));
-    gw_ep_info_t info = {.size = sizeof(info)};
-    gw_ep_query(ep, &info);
-    fprintf(stderr, "connected over %s (%s)\n", info.transport, info.path);
-    if (strcmp(info.transport, "intra"))
-        SKIP("the endpoint is %s, not intra", info.transport);
+    gw_ep_t *ep = fc_client(&pch, &ctx, "intra");
     gw_rkey_t **rk = calloc(nreg, sizeof(*rk));
     for (uint32_t r = 0; r < nreg; r++) {
         uint64_t b;
@@ -248,7 +221,7 @@ int main(void)
         REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, LS, lidx, R, ridx, nsel, &o, &q));
         CHECK_ST(gw_request_wait(q, 30000), GW_OK);
         gw_request_free(q);
-        wait_chan(&pch, ctx); /* the target checked every byte */
+        fc_wait_chan(&pch, ctx); /* the target checked every byte */
         /* 2. get of other target blocks into the second set */
         uint32_t *gl = pick(nsel, nreg * per, 17), *gr = pick(nsel, nreg * per, 18);
         REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_GET, LD, gl, R, gr, nsel, NULL, &q));
@@ -295,6 +268,7 @@ int main(void)
             CHECK(nt == (none ? 0u : 2u));
             CHECK(items_t == (none ? 0u : 2 * nsel));
             CHECK(nb == 0);
+            gw_ep_info_t info = {.size = sizeof(info)};
             gw_ep_query(ep, &info);
             fprintf(stderr, "path: %s\n", info.path);
             CHECK(strstr(info.path, none ? "GPU batches: copy engine per entry" : "GPU batches: copy kernel") != NULL);
@@ -303,7 +277,7 @@ int main(void)
          * entries avoid it still moves (the other keys only), one that
          * names it fails as deregistered */
         REQUIRE(gwt_chan_send(&pch, "x", 1) == 0);
-        wait_chan(&pch, ctx);
+        fc_wait_chan(&pch, ctx);
         uint32_t m = 0;
         for (uint32_t i = 0; i < nsel; i++)
             if (ridx[i] / per != nreg - 1) { /* (pairs kept in order, the rest dropped) */
@@ -319,7 +293,7 @@ int main(void)
     if (!bench) {
         /* not waited for above in bench mode: the server's verdict came */
     } else {
-        wait_chan(&pch, ctx);
+        fc_wait_chan(&pch, ctx);
     }
     REQUIRE(gwt_chan_send(&pch, "d", 1) == 0);
     CHECK_ST(gw_dlist_destroy(LS), GW_OK);

@@ -653,6 +653,20 @@ void gw_verbs_req_release(gw_verbs_ep_t *ep, gw_request_t *req);
 struct ibv_send_wr *gw_verbs_wr_add(gw_verbs_ep_t *ep, batch_t *b, int qi, gw_request_t *req, int kind,
                                   int slot, uint32_t len);
 
+/* A claimed WR as one RDMA READ (get) or WRITE of len bytes: remote
+ * raddr/rkey, local laddr/lkey, one SGE. */
+static inline void gw_verbs_wr_rdma(struct ibv_send_wr *w, int get, uint64_t raddr, uint32_t rkey, uint64_t laddr,
+                                    uint32_t len, uint32_t lkey)
+{
+    w->opcode = get ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+    w->wr.rdma.remote_addr = raddr;
+    w->wr.rdma.rkey = rkey;
+    w->num_sge = 1;
+    w->sg_list->addr = laddr;
+    w->sg_list->length = len;
+    w->sg_list->lkey = lkey;
+}
+
 /* Posts a signalled zero-length RDMA WRITE on each queue pair whose
  * unsignalled tail needs completing now: tracked work with no signalled WR
  * left in flight to complete it, any tail while a flush waits, untracked

@@ -138,13 +138,7 @@ int gw_verbs_batch_post(gw_verbs_ep_t *ep, batch_t *b, gw_request_t *req)
         }
         uint64_t piece = GW_MIN(GW_MIN(e->len - off, stripe), GW_MIN(GW_MIN(rleft, lleft), maxmsg));
         struct ibv_send_wr *w = gw_verbs_wr_add(ep, b, qi, req, kind, -1, (uint32_t)piece);
-        w->opcode = bt->get ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-        w->wr.rdma.remote_addr = e->raddr + off;
-        w->wr.rdma.rkey = rkey;
-        w->num_sge = 1;
-        w->sg_list->addr = e->laddr + off;
-        w->sg_list->length = (uint32_t)piece;
-        w->sg_list->lkey = lkey;
+        gw_verbs_wr_rdma(w, bt->get, e->raddr + off, rkey, e->laddr + off, (uint32_t)piece, lkey);
         req->posted += (size_t)piece;
         verbs_rq(req)->stripe++;
         if (off + piece < e->len) {
