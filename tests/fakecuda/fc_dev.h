@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fc_dev.h - device memory and two-process helpers for the tests that run GPU paths against
- * a CUDA driver (tests/fakecuda's stand-in, or a real one): the loaded
- * driver (the test skips without one), allocations filled and checked with
- * the harness's patterns.  Header-only: each test is one program. */
+/* fc_dev.h - helpers for the tests that run GPU paths against a CUDA
+ * driver (tests/fakecuda's stand-in, or a real one): the loaded driver
+ * (the test skips without one), device allocations filled and checked
+ * with the harness's patterns, and the client side of a two-process test.
+ * Header-only: each test is one program. */
 #ifndef GW_TEST_FC_DEV_H
 #define GW_TEST_FC_DEV_H
 
