@@ -18,7 +18,9 @@
  *              failure, nothing lands in its memory any more.
  *   killed     every kind outstanding (put, get, put_notify, a rendezvous
  *              send, a paged put, a receive, a flush) when the target is
- *              killed: each ends with an error within the bound.
+ *              killed: each ends within the bound, the send, receive
+ *              and flush with an error, and the paged put too save over
+ *              intra (CMA may finish it before the death is seen).
  *   revoked    puts, gets and a paged put into a region the target has
  *              deregistered end with GW_ERR_INVALID_KEY (or are refused at
  *              posting) within the bound; the target lives on.
@@ -401,10 +403,12 @@ static void case_killed(void)
         double ms;
         gw_status_t st = end_of(r[i], t0, &ms);
         fprintf(stderr, "  %-10s %s after %.0f ms\n", what[i], gw_status_name(st), ms);
-        /* over intra a put or get may finish before the death is seen (CMA);
+        /* over intra a put, get or paged put may finish before the death
+         * is seen: CMA needs only the target's memory, which a killed
+         * process keeps until it runs its exit, later on a busy machine;
          * everything else ends with an error, and nothing hangs */
         CHECK(st != GW_ERR_TIMEOUT && st != GW_INPROGRESS);
-        if (i >= 3)
+        if (i >= 3 && !(i == 4 && !strcmp(transport(), "intra")))
             CHECK(st != GW_OK);
     }
     gwt_wait(T.pid, 5);
