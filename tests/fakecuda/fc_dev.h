@@ -124,4 +124,22 @@ static inline void fc_wait_chan(gwt_chan_t *chan, gw_context_t *ctx)
     }
 }
 
+/* n distinct indices below lim into out, reproducible from seed (the
+ * head of a shuffle). */
+static inline void fc_pick(uint32_t *out, uint32_t n, uint32_t lim, uint64_t seed)
+{
+    uint32_t *all = malloc((size_t)lim * sizeof(*all));
+    REQUIRE(all);
+    for (uint32_t i = 0; i < lim; i++)
+        all[i] = i;
+    uint64_t s = seed;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = i + (uint32_t)(gwt_xorshift(&s) % (lim - i)), t = all[i];
+        all[i] = all[j];
+        all[j] = t;
+    }
+    memcpy(out, all, (size_t)n * sizeof(*out));
+    free(all);
+}
+
 #endif

@@ -56,23 +56,6 @@ static void shape(void)
     pool = 2 * npages; /* pages picked from a pool twice as large, as kv_shapes.py */
 }
 
-/* n distinct indices below lim from seed (a shuffle's head), into out. */
-static void pick(uint32_t *out, uint32_t n, uint32_t lim, uint64_t seed)
-{
-    uint32_t *all = malloc((size_t)lim * sizeof(*all));
-    REQUIRE(all);
-    for (uint32_t i = 0; i < lim; i++)
-        all[i] = i;
-    uint64_t s = seed;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t j = i + (uint32_t)(gwt_xorshift(&s) % (lim - i)), t = all[i];
-        all[i] = all[j];
-        all[j] = t;
-    }
-    memcpy(out, all, (size_t)n * sizeof(*out));
-    free(all);
-}
-
 static int server(void *arg)
 {
     (void)arg;
@@ -100,8 +83,8 @@ static int server(void *arg)
         gwt_fill(want, rsz, 1000);
         gwt_fill(src, rsz, 2000);
         for (uint32_t k = 0; k < rounds; k++) {
-            pick(li, npages, pool, 7 + 2 * k);
-            pick(ri, npages, pool, 8 + 2 * k);
+            fc_pick(li, npages, pool, 7 + 2 * k);
+            fc_pick(ri, npages, pool, 8 + 2 * k);
             for (uint32_t i = 0; i < npages; i++)
                 memcpy(want + (size_t)ri[i] * page, src + (size_t)li[i] * page, page);
         }
@@ -168,8 +151,8 @@ int main(void)
     gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_COUNTED, .value = 9};
     gw_request_t *q;
     if (bench) {
-        pick(li, npages, pool, 7);
-        pick(ri, npages, pool, 8);
+        fc_pick(li, npages, pool, 7);
+        fc_pick(ri, npages, pool, 8);
         double *post = calloc(rounds, sizeof(double)), *done = calloc(rounds, sizeof(double));
         double *cpost = calloc(rounds, sizeof(double)), *cdone = calloc(rounds, sizeof(double));
         double *ppost = calloc(rounds, sizeof(double)), *pdone = calloc(rounds, sizeof(double));
@@ -234,8 +217,8 @@ int main(void)
         gw_pages_t *pls[BURST] = {NULL};
         unsigned nprep = 0;
         for (uint32_t k = 0; k < rounds; k++) {
-            pick(li, npages, pool, 7 + 2 * k);
-            pick(ri, npages, pool, 8 + 2 * k);
+            fc_pick(li, npages, pool, 7 + 2 * k);
+            fc_pick(ri, npages, pool, 8 + 2 * k);
             if (k >= 2 * BURST && k % 2) { /* the last burst's odd ones from prepared page lists (their own copies) */
                 nprep++;
                 REQUIRE_OK(gw_pages_create(ctx, li, ri, npages, &pls[k % BURST]));
@@ -260,8 +243,8 @@ int main(void)
         }
         /* a prepared list with a remote page past the key: refused at
          * posting, naming the entry, nothing moved */
-        pick(li, npages, pool, 99);
-        pick(ri, npages, pool, 98);
+        fc_pick(li, npages, pool, 99);
+        fc_pick(ri, npages, pool, 98);
         ri[npages - 1] = pool;
         gw_pages_t *bad;
         REQUIRE_OK(gw_pages_create(ctx, li, ri, npages, &bad));
@@ -271,8 +254,8 @@ int main(void)
         CHECK_ST(gw_pages_destroy(bad), GW_OK);
         fc_wait_chan(&pch, ctx); /* the target checked every byte */
         /* a get of other target pages into dst */
-        pick(li, npages, pool, 17);
-        pick(ri, npages, pool, 18);
+        fc_pick(li, npages, pool, 17);
+        fc_pick(ri, npages, pool, 18);
         REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_GET, md, dst, li, rk, rb, ri, npages, page, NULL, &q));
         CHECK_ST(gw_request_wait(q, 30000), GW_OK);
         gw_request_free(q);
@@ -282,8 +265,8 @@ int main(void)
         gwt_fill(tgt, rsz, 1000);
         gwt_fill(s, rsz, 2000);
         for (uint32_t k = 0; k < rounds; k++) {
-            pick(pl, npages, pool, 7 + 2 * k);
-            pick(pr, npages, pool, 8 + 2 * k);
+            fc_pick(pl, npages, pool, 7 + 2 * k);
+            fc_pick(pr, npages, pool, 8 + 2 * k);
             for (uint32_t i = 0; i < npages; i++)
                 memcpy(tgt + (size_t)pr[i] * page, s + (size_t)pl[i] * page, page);
         }

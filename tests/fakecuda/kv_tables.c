@@ -47,20 +47,13 @@ static void shape(void)
         page = (size_t)strtoull(getenv("KV_TABLES_PAGE"), NULL, 10);
 }
 
-/* n distinct indices below lim, reproducible from seed (a shuffle's head). */
+/* n distinct indices below lim, reproducible from seed, in a new array */
 static uint32_t *pick(uint32_t n, uint32_t lim, uint64_t seed)
 {
-    uint32_t *all = malloc((size_t)lim * sizeof(*all));
-    REQUIRE(all);
-    for (uint32_t i = 0; i < lim; i++)
-        all[i] = i;
-    uint64_t s = seed;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t j = i + (uint32_t)(gwt_xorshift(&s) % (lim - i)), t = all[i];
-        all[i] = all[j];
-        all[j] = t;
-    }
-    return all;
+    uint32_t *out = malloc((size_t)n * sizeof(*out) + 1);
+    REQUIRE(out);
+    fc_pick(out, n, lim, seed);
+    return out;
 }
 
 /* Launches of kernel `name` logged so far (FAKECUDA_LAUNCHES), the items
