@@ -69,6 +69,49 @@ __global__ void bflat(const unsigned *sidx, const unsigned *didx, unsigned long 
         for (int u = 0; u < U; u++) { unsigned long long v = v0 + (unsigned long long)u * blockDim.x; if (v < hi) db[d[u]] = r[u]; }
     }
 }
+
+// --- bulk copies through shared memory (Hopper's TMA: cp.async.bulk), one
+// thread per block issuing: item k of the block (a page, or a piece of at
+// most ITEM bytes of one) is loaded into stage k % NST (an mbarrier tells
+// its arrival), then stored to the peer as a bulk group; a stage is
+// reloaded once its store has read it.  Up to NST stores in flight a block.
+static __device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+template <int NST, int ITEM>
+__global__ void tma(const unsigned *sidx, const unsigned *didx, unsigned long long nitems, unsigned chunks,
+                    const char *sb, char *db, unsigned long long psize) {
+    __shared__ __align__(128) char buf[NST][ITEM];
+    __shared__ __align__(8) unsigned long long bar[NST];
+    if (threadIdx.x != 0) return;
+    for (int i = 0; i < NST; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bar[i])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    unsigned long long k = 0;
+    for (unsigned long long w = blockIdx.x; w < nitems; w += gridDim.x, k++) {
+        unsigned s = (unsigned)(k % NST);
+        if (k >= NST) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(NST - 1) : "memory");
+        unsigned long long p = w / chunks, off = (w - p * chunks) * ITEM, rest = psize - off;
+        unsigned n = (unsigned)(rest < ITEM ? rest : ITEM);
+        const char *src = sb + (unsigned long long)sidx[p] * psize + off;
+        char *dst = db + (unsigned long long)didx[p] * psize + off;
+        unsigned b = smem_u32(&bar[s]), m = smem_u32(buf[s]);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(n) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(m), "l"(src), "r"(n), "r"(b) : "memory");
+        unsigned par = (unsigned)((k / NST) & 1);
+        asm volatile("{\n .reg .pred P1;\n WAIT%=:\n mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n @!P1 bra WAIT%=;\n}"
+                     ::"r"(b), "r"(par) : "memory");
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(m), "r"(n) : "memory");
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+template <int NST, int ITEM>
+static void tma_launch(unsigned blocks, cudaStream_t s, const unsigned *si, const unsigned *di, unsigned n, const char *sb,
+                       char *db, unsigned long long ps) {
+    unsigned long long item = ps < ITEM ? ps : ITEM;
+    unsigned chunks = (unsigned)((ps + item - 1) / item);
+    /* pages shorter than ITEM: one item a page, else pieces of ITEM */
+    tma<NST, ITEM><<<blocks, 32, 0, s>>>(si, di, (unsigned long long)n * chunks, chunks, sb, db, ps);
+}
 static void pick(std::vector<unsigned> &idx, unsigned n, unsigned pool, uint64_t &g) {
     std::vector<unsigned> all(pool); for (unsigned i = 0; i < pool; i++) all[i] = i;
     for (unsigned i = 0; i < n; i++) { g ^= g << 13; g ^= g >> 7; g ^= g << 17; unsigned j = i + (unsigned)(g % (pool - i)); std::swap(all[i], all[j]); idx[i] = all[i]; }
@@ -83,8 +126,8 @@ int main(int argc, char **argv) {
     cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     printf("# page_variants: %zu MiB, GPU0 -> GPU%d, %d SMs, median of %d (GB/s)\n", total >> 20, peer, sms, reps);
-    const char *names[] = {"ce-contig", "gw(m2)", "gw(m4)", "flat4x4", "flat8x4", "flat4x8", "flat8x8", "bflat4x4", "bflat8x4", "bflat8x8", "bflat16x8", "memcpybatch"};
-    const int NV = 12;
+    const char *names[] = {"ce-contig", "gw(m2)", "gw(m4)", "flat4x4", "flat8x4", "flat4x8", "flat8x8", "bflat4x4", "bflat8x4", "bflat8x8", "bflat16x8", "memcpybatch", "tma4x8K/4", "tma4x8K/6", "tma2x16K/6", "tma8x4K/6"};
+    const int NV = 16;
     printf("%6s", "page"); for (int m = 0; m < NV; m++) printf(" %11s", names[m]); printf("  checked\n");
     size_t psz[] = {2048, 4096, 16384, 65536, 131072}; uint64_t g = 0x9e3779b97f4a7c15ull;
     for (size_t ps : psz) {
@@ -117,6 +160,10 @@ int main(int argc, char **argv) {
                 case 11: { cudaMemcpyAttributes a = {}; a.srcAccessOrder = cudaMemcpySrcAccessOrderStream; size_t ai = 0;
                     cudaError_t e = cudaMemcpyBatchAsync(bd.data(), bs.data(), bz.data(), n, &a, &ai, 1, s);
                     if (e != cudaSuccess) { printf("memcpybatch: %s\n", cudaGetErrorString(e)); cudaGetLastError(); } break; }
+                case 12: tma_launch<4, 8192>(sms * 4, s, dsi, ddi, n, src, dst, ps); break;
+                case 13: tma_launch<4, 8192>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
+                case 14: tma_launch<2, 16384>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
+                case 15: tma_launch<8, 4096>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
                 }
                 CK(cudaGetLastError());
                 CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1));
