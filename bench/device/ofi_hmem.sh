@@ -76,7 +76,7 @@ for p in $provs; do
   timeout 30 "$fi_info" -p "$p" -t FI_EP_RDM -c FI_HMEM >"$out/fi_info_$p.txt" 2>&1
   rc=$?
   FI_LOG_LEVEL=warn timeout 30 "$fi_info" -p "$p" -t FI_EP_RDM -c FI_HMEM 2>&1 >/dev/null |
-    grep -i 'cuda\|hmem' | sort -u | head -5 >"$out/fi_info_${p}_warn.txt"
+    grep -i "cuda\|hmem" | sed "s/^libfabric:[0-9]*:[0-9]*:://" | sort -u | head -6 >"$out/fi_info_${p}_warn.txt"
   if [ $rc = 0 ] && grep -q '^provider:' "$out/fi_info_$p.txt"; then
     hmem[$p]=1
     say "fi_info $p: FI_HMEM offered ($(sed -n 's/^provider: //p' "$out/fi_info_$p.txt" | sort -u | tr '\n' ' '))"
@@ -86,6 +86,13 @@ for p in $provs; do
   fi
   [ -s "$out/fi_info_${p}_warn.txt" ] && sed "s/^/  libfabric warns: /" "$out/fi_info_${p}_warn.txt" | tee -a "$out/summary.txt"
 done
+# (shm offers FI_HMEM for host memory alone too: what says CUDA works is
+# libfabric loading its CUDA support, which warns where it cannot)
+if cat "$out"/fi_info_*_warn.txt 2>/dev/null | grep -q 'initialize hmem iface FI_HMEM_CUDA'; then
+  say "libfabric CUDA support: NOT loaded (warnings above): GPU memory cannot move through FI_HMEM"
+else
+  say "libfabric CUDA support: loaded (no warning from its CUDA start)"
+fi
 
 # 2. gpuwire with the ofi transport, against the carried headers where the host has none
 inc=""
@@ -170,12 +177,12 @@ for p in $ran; do
     s=${e%%:*}
     g=$(jget bw_GBps <"$out/gw_${p}_bw_$s" 2>/dev/null | median)
     f=$([ -s "$out/fab_${p}_bw_$s" ] && awk '{printf "%.4f\n", $1 / 1000}' "$out/fab_${p}_bw_$s" | median)
-    row "$p" "put $s $mem [GB/s]" "${g:--}" "fi_rma_bw $dflag -o write -U" "${f:--}" "$(ratio "$g" "$f")"
+    row "$p" "put $s $mem [GB/s]" "${g:--}" "fi_rma_bw ${dflag:+$dflag }-o write -U" "${f:--}" "$(ratio "$g" "$f")"
   done
   f=$([ -s "$out/fab_${p}_lat" ] && median <"$out/fab_${p}_lat")
   for k in send put; do
     g=$(jget lat_us_avg <"$out/gw_${p}_lat_$k" 2>/dev/null | median)
-    row "$p" "$k 8 B $mem latency [us]" "${g:--}" "fi_rdm_pingpong $dflag -S 8" "${f:--}" "$(ratio "$g" "$f")"
+    row "$p" "$k 8 B $mem latency [us]" "${g:--}" "fi_rdm_pingpong ${dflag:+$dflag }-S 8" "${f:--}" "$(ratio "$g" "$f")"
   done
   path=$(sed -n 's/.*"path":"\([^"]*\)".*/\1/p' "$out/gw_${p}_bw_$(echo "$bwit" | awk '{print $1}' | cut -d: -f1)" 2>/dev/null | head -1)
   say "path $p: ${path:-(no gpuwire row)}"
