@@ -34,7 +34,7 @@
 #define NPG 256u          /* pages of the paged put: remote [13 MiB, 14 MiB) */
 #define NL 50u            /* entries of the list put: remote [14 MiB, 15 MiB) */
 #define PUT_AT (12u * MiB) /* plain put, read back by a get */
-#define PUT_LEN (MiB + 5)
+#define PUT_LEN (MiB - 3)
 #define PN_LEN (9u * MiB + 3)
 #define HOST_AT (10u * MiB)
 #define PG_AT (13u * MiB)
