@@ -289,8 +289,9 @@ gw_status_t intra_cp_push(intra_ep_t *e, const intra_cp_t *cp);
 /* Events for the copies of GPU `dev`'s stream in the primary context (own
  * 0) or gpuwire's own (own 1): an idle one of the endpoint's made in that
  * context, else a new one made in the current context (the caller's, that
- * one).  A cuEventCreate and cuEventDestroy per copy were microseconds of
- * every GPU operation's post and completion. */
+ * one).  A cuEventCreate and cuEventDestroy per copy cost 0.6 us together
+ * on an H200 host, paid by every GPU operation (docs/PERFORMANCE.md,
+ * section 11). */
 static inline int intra_ev_key(int dev, int own)
 {
     return dev * 2 + (own != 0);
