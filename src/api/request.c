@@ -78,7 +78,9 @@ gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
             if (round >= rounds || gw_now_coarse_ns() != tick)
                 break;
             gw_progress_pass(ctx); /* the context's fds, timers and other endpoints */
-            if (req->status != GW_INPROGRESS)
+            if (ctx->mt) /* another thread asked for the lock: it has it for a while */
+                gw_ctx_yield(ctx);
+            if (req->status != GW_INPROGRESS) /* (an endpoint destroyed meanwhile failed it) */
                 return req->status;
         }
     }
