@@ -875,8 +875,12 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
     size_t nk = op->nkdesc;
     /* the kernel's module is loaded in the primary context: a batch in
      * gpuwire's own one goes by the copy engine */
-    int kernel = !own && nk && nk <= UINT32_MAX && gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) == GW_OK;
-    if (nk && !kernel && !own && !e->ifc->bkernel[0]) {
+    /* a batch of one peer GPU entry goes by one copy-engine copy: on two
+     * H200s a 4 KiB copy completed 8 us after its cuMemcpyAsync, 10.5-11.7
+     * us after a one-descriptor kernel launch (bench/device/one_copy.cu) */
+    int want = nk && op->npeer > 1;
+    int kernel = !own && want && nk <= UINT32_MAX && gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) == GW_OK;
+    if (want && !kernel && !own && !e->ifc->bkernel[0]) {
         snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
         gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
     }
