@@ -6,7 +6,8 @@
 #   put 4 MiB bandwidth    gpuwire ofi put, window W    vs fabtests fi_rma_bw -o write -W W
 #                          (FI_DELIVERY_COMPLETE, -U, as gpuwire's puts; and without -U)
 #   send 8 B latency       gpuwire ofi send ping-pong   vs fi_pingpong -S 8 (one way, usec/xfer)
-#                          (--busy-poll: fi_pingpong spins on its queue; and gpuwire's default)
+#                          (--busy-poll: fi_pingpong spins on its queue; gpuwire's default;
+#                          and --busy-poll --wait: the client waits in gw_request_wait)
 # Ratios: bandwidth gpuwire / tool (target >= 0.95), latency gpuwire / tool
 # (target <= 1.05).  The tools print MB/sec as 10^6 bytes per second and
 # usec/xfer as one transfer's time (fi_pingpong: half a round trip), the
@@ -100,6 +101,7 @@ for i in $(seq "$rep"); do
     fi
     gw "ofi_${p}_latb" ofi "$p" --op send --size 8 --lat-only --busy-poll
     gw "ofi_${p}_lat" ofi "$p" --op send --size 8 --lat-only
+    gw "ofi_${p}_latw" ofi "$p" --op send --size 8 --lat-only --busy-poll --wait
     [ $have_pp = 1 ] && pp "$tmp/pp_${p}_lat" "$p"
   done
 done
@@ -111,6 +113,7 @@ for p in ${PROVIDERS:-tcp shm}; do
   obw=$(jget bw_GBps <"$tmp/ofi_${p}_bw" 2>/dev/null | median)
   olatb=$(jget lat_us_avg <"$tmp/ofi_${p}_latb" 2>/dev/null | median)
   olat=$(jget lat_us_avg <"$tmp/ofi_${p}_lat" 2>/dev/null | median)
+  olatw=$(jget lat_us_avg <"$tmp/ofi_${p}_latw" 2>/dev/null | median)
   rbdc=$([ -s "$tmp/rb_${p}_dc" ] && median <"$tmp/rb_${p}_dc")
   rbtc=$([ -s "$tmp/rb_${p}_tc" ] && median <"$tmp/rb_${p}_tc")
   plat=$([ -s "$tmp/pp_${p}_lat" ] && median <"$tmp/pp_${p}_lat")
@@ -119,6 +122,7 @@ for p in ${PROVIDERS:-tcp shm}; do
   row "$p" "put 4 MiB [GB/s]" "$obw" "gpuwire tcp transport" "$tbw" "$(ratio "$obw" "$tbw")"
   row "$p" "send 8 B latency, busy-poll [us]" "$olatb" "fi_pingpong -S 8 (spins)" "${plat:--}" "$(ratio "$olatb" "$plat")"
   row "$p" "send 8 B latency, default [us]" "$olat" "fi_pingpong -S 8 (spins)" "${plat:--}" "$(ratio "$olat" "$plat")"
+  row "$p" "send 8 B latency, request_wait [us]" "${olatw:--}" "fi_pingpong -S 8 (spins)" "${plat:--}" "$(ratio "$olatw" "$plat")"
   row "$p" "send 8 B latency, busy-poll [us]" "$olatb" "gpuwire tcp transport, busy-poll" "$tlat" "$(ratio "$olatb" "$tlat")"
 done
 if grep -q busy "$tmp/err" 2>/dev/null || [ "$(cut -d' ' -f1 /proc/loadavg | cut -d. -f1)" -ge "$(nproc)" ]; then

@@ -17,6 +17,10 @@
 /* ... and how many times such a wait polls its endpoint before a full pass
  * (an endpoint's poll is ~0.1-0.2 us under the guest's emulation) */
 #define GW_WAIT_EP_SPINS 64u
+/* ... and how many such rounds (a full pass between two) a wait of a
+ * caller that spins makes before it leaves the endpoint for
+ * gw_ctx_progress_until's full passes (request.c) */
+#define GW_WAIT_EP_ROUNDS 16u
 
 struct gw_context {
     gw_core_t core; /* first: transports see only this */

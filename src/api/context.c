@@ -337,13 +337,21 @@ const char *gw_last_error(const gw_context_t *ctx)
     return ctx ? ctx->core.errbuf : "no context";
 }
 
+/* gw_progress on a context shared between threads: under its lock (out of
+ * line, so that a spinning caller's gw_progress is a test and a jump). */
+__attribute__((noinline)) static int progress_mt(gw_context_t *ctx)
+{
+    GW_API_LOCK(ctx);
+    gw_ctx_mt_clear(ctx);
+    return gw_progress_pass(ctx);
+}
+
 int gw_progress(gw_context_t *ctx)
 {
     if (!ctx)
         return GW_ERR_INVALID;
-    GW_API_LOCK(ctx);
-    if (ctx->mt)
-        gw_ctx_mt_clear(ctx);
+    if (GW_UNLIKELY(ctx->mt))
+        return progress_mt(ctx);
     return gw_progress_pass(ctx);
 }
 

@@ -57,25 +57,49 @@ static inline gw_status_t ep_usable(gw_ep_t *ep, int op)
 }
 
 /* The local and remote checks: their common answers (a host buffer
- * without a region; a key of this endpoint covering the range) inline, the
- * rest, with the messages, out of line (no registers saved for it on every
- * small put: under the Soft-RoCE guest's emulation each instruction of a
- * put is on its round trip). */
-__attribute__((noinline)) static gw_status_t check_local_slow(gw_ep_t *ep, int op, const void *buf, size_t len,
-                                                              gw_mem_t *lmem)
+ * without a region, or inside a host region of this context; a key of this
+ * endpoint covering the range) inline, the messages out of line (no
+ * registers saved for them on every small put: under the Soft-RoCE guest's
+ * emulation each instruction of a put is on its round trip).
+ *
+ * local_fault is the local checks, in the order they are reported: 0 when
+ * the buffer passes them all, else which one failed first (LF_KIND: a
+ * region of another kind than host memory, which check_local_slow asks
+ * the transport about). */
+enum { LF_OK, LF_NULL, LF_RANGE, LF_CTX, LF_KIND };
+
+static inline int local_fault(const gw_ep_t *ep, const void *buf, size_t len, const gw_mem_t *lmem)
 {
     if (!buf && len)
+        return LF_NULL;
+    if (!lmem)
+        return LF_OK;
+    if (!gw_range_inside((uint64_t)(uintptr_t)lmem->addr, lmem->len, (uint64_t)(uintptr_t)buf, len))
+        return LF_RANGE;
+    if (lmem->core != &ep->ctx->core)
+        return LF_CTX;
+    return lmem->type == GW_MEM_HOST ? LF_OK : LF_KIND;
+}
+
+__attribute__((noinline)) static gw_status_t check_local_slow(gw_ep_t *ep, int op, const void *buf, size_t len,
+                                                              gw_mem_t *lmem, int fault)
+{
+    switch (fault) {
+    case LF_NULL:
         return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: NULL buffer with length %zu", op_name(op), len);
-    if (lmem && !gw_range_inside((uint64_t)(uintptr_t)lmem->addr, lmem->len, (uint64_t)(uintptr_t)buf, len))
+    case LF_RANGE:
         return gw_err(&ep->ctx->core, GW_ERR_INVALID,
                       "%s: local buffer [%p, +%zu) is not inside its registered region [%p, +%zu)", op_name(op),
                       buf, len, lmem->addr, lmem->len);
-    if (lmem && lmem->core != &ep->ctx->core)
+    case LF_CTX:
         return gw_err(&ep->ctx->core, GW_ERR_INVALID, "%s: local region belongs to another context", op_name(op));
+    default:
+        break;
+    }
     /* GPU memory the transport does not move itself: a put's or get's is
      * staged by the protocol layer (proto_stage.c), a message's is refused
      * (asked here only: host memory is the hot path) */
-    if (lmem && lmem->type == GW_MEM_CUDA && ep->ops && ep->tl_id >= 0 && !is_remote_op(op)) {
+    if (lmem->type == GW_MEM_CUDA && ep->ops && ep->tl_id >= 0 && !is_remote_op(op)) {
         gw_tl_caps_t caps;
         ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
         if (!(caps.mem_kinds & GW_TL_MEM_CUDA))
@@ -88,14 +112,10 @@ __attribute__((noinline)) static gw_status_t check_local_slow(gw_ep_t *ep, int o
 
 static inline gw_status_t check_local(gw_ep_t *ep, int op, const void *buf, size_t len, gw_mem_t *lmem)
 {
-    if (GW_LIKELY(!lmem && (buf || !len)))
+    int fault = local_fault(ep, buf, len, lmem);
+    if (GW_LIKELY(fault == LF_OK))
         return GW_OK;
-    /* a buffer inside a host region of this context (a message's common
-     * case: a registered buffer), without the call */
-    if (lmem && lmem->type == GW_MEM_HOST && lmem->core == &ep->ctx->core && (buf || !len) &&
-        gw_range_inside((uint64_t)(uintptr_t)lmem->addr, lmem->len, (uint64_t)(uintptr_t)buf, len))
-        return GW_OK;
-    return check_local_slow(ep, op, buf, len, lmem);
+    return check_local_slow(ep, op, buf, len, lmem, fault);
 }
 
 __attribute__((noinline)) static gw_status_t check_remote_slow(gw_ep_t *ep, int op, size_t len, uint64_t raddr,
@@ -173,25 +193,33 @@ static void rma_args(gw_request_t *r, void *buf, size_t len, gw_mem_t *lmem, uin
     r->value = value;
 }
 
-/* Hands the request to the transport; on a posting error nothing is left behind. */
-static gw_status_t submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
-                          gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *), int tracked)
+/* submit() when the transport refused the request: nothing is left behind. */
+__attribute__((noinline)) static gw_status_t submit_failed(gw_ep_t *ep, gw_request_t *r, gw_status_t st)
+{
+    gw_ep_op_unstart(&ep->base, r); /* (and any deferred notification: none goes out) */
+    if (r->use_count) {
+        (*r->use_count)--;
+        r->use_count = NULL;
+    }
+    r->status = st;
+    r->flags = 0;
+    gw_req_release(r);
+    return st;
+}
+
+/* Hands the request to the transport.  Inline, so that a caller whose fn
+ * is known (gw_recv's recv_post) runs it in the same straight line: a
+ * receive with nothing to match costs its request and a list insertion. */
+__attribute__((always_inline)) static inline gw_status_t submit(gw_ep_t *ep, gw_request_t *r, gw_request_t **user,
+                                                                gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *),
+                                                                int tracked)
 {
     req_start(ep, r, tracked);
     /* hold the request while posting: a synchronous completion must not recycle it */
     r->flags |= GW_REQF_USER;
     gw_status_t st = fn(ep->tl, r);
-    if (st != GW_OK) {
-        gw_ep_op_unstart(&ep->base, r); /* (and any deferred notification: none goes out) */
-        if (r->use_count) {
-            (*r->use_count)--;
-            r->use_count = NULL;
-        }
-        r->status = st;
-        r->flags = 0;
-        gw_req_release(r);
-        return st;
-    }
+    if (GW_UNLIKELY(st != GW_OK))
+        return submit_failed(ep, r, st);
     if (user) {
         *user = r;
     } else {
@@ -403,11 +431,13 @@ gw_status_t gw_send(gw_ep_t *ep, const void *buf, size_t len, gw_mem_t *lmem, ui
     return submit(ep, r, req, ep->ops->submit, 1);
 }
 
-static gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
+/* A receive: an unexpected message it matches is taken now, else it waits
+ * on the posted list (inline into gw_recv through submit). */
+__attribute__((always_inline)) static inline gw_status_t recv_post(gw_tl_ep_t *tl, gw_request_t *r)
 {
     gw_ep_t *ep = r->ep;
     gw_unexp_t *u = gw_ep_match_unexp(&ep->base, r->value, r->mask);
-    if (!u) {
+    if (GW_LIKELY(!u)) {
         gw_ep_work_begins(&ep->base);
         r->flags |= GW_REQF_QUEUED;
         gw_list_push_back(&ep->base.posted, &r->link);
@@ -443,17 +473,6 @@ gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t
     r->lmem = lmem;
     r->value = tag;
     r->mask = mask;
-    if (gw_list_empty(&ep->base.unexpected)) {
-        /* nothing arrived that it could match: straight onto the posted
-         * list (recv_post's common case, without submit's steps) */
-        req_start(ep, r, 0);
-        gw_ep_work_begins(&ep->base);
-        r->flags |= GW_REQF_QUEUED;
-        gw_list_push_back(&ep->base.posted, &r->link);
-        if (req)
-            *req = r;
-        return GW_OK;
-    }
     return submit(ep, r, req, recv_post, 0);
 }
 

@@ -4,10 +4,22 @@
 
 #include "api/api.h"
 
+/* gw_request_test under the lock of a context shared between threads (out
+ * of line: a spinning caller's test is then a few loads, with no frame for
+ * the lock's clean-up). */
+__attribute__((noinline)) static gw_status_t request_test_mt(const gw_request_t *req)
+{
+    GW_API_LOCK(GW_CTX_OF_CORE(req->core));
+    return req->status;
+}
+
 gw_status_t gw_request_test(const gw_request_t *req)
 {
-    GW_API_LOCK(req ? GW_CTX_OF_CORE(req->core) : NULL);
-    return req ? req->status : GW_ERR_INVALID;
+    if (!req)
+        return GW_ERR_INVALID;
+    if (GW_UNLIKELY(GW_CTX_OF_CORE(req->core)->mt))
+        return request_test_mt(req);
+    return req->status;
 }
 
 static int req_done(void *arg)
@@ -35,7 +47,14 @@ gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
      * are never starved by a loop of quick waits, and then polls its
      * endpoint alone as a quick one would (one pass, not the whole loop of
      * them gw_ctx_progress_until makes until the completion comes: under
-     * the guest's emulation a full pass costs ~3 endpoint polls).  A
+     * the guest's emulation a full pass costs ~3 endpoint polls).
+     *
+     * A caller that spins (GPUWIRE_SPIN_US > 0) goes on so for up to
+     * GW_WAIT_EP_ROUNDS rounds within one tick of the coarse clock, one
+     * full pass between two rounds: a message a few microseconds away (an
+     * 8-byte one over libfabric's tcp provider takes ~9) is then noticed
+     * by an endpoint poll, not by a pass over the whole context half a
+     * pass late, and nothing else waits more than a round for its turn.  A
      * request still in progress has its endpoint (a destroyed endpoint
      * fails its requests). */
     gw_ep_t *ep = req->ep;
@@ -48,9 +67,20 @@ gw_status_t gw_request_wait(gw_request_t *req, int timeout_ms)
                 return req->status;
         }
         ctx->app_passes++; /* (a progress thread stands aside meanwhile) */
-        for (unsigned i = 0; i < GW_WAIT_EP_SPINS; i++) {
-            ep->ops->ep_progress(ep->tl);
-            if (req->status != GW_INPROGRESS)
+        unsigned rounds = ctx->spin_us ? GW_WAIT_EP_ROUNDS : 1;
+        uint64_t tick = rounds > 1 ? gw_now_coarse_ns() : 0;
+        for (unsigned round = 1;; round++) {
+            for (unsigned i = 0; i < GW_WAIT_EP_SPINS; i++) {
+                ep->ops->ep_progress(ep->tl);
+                if (req->status != GW_INPROGRESS)
+                    return req->status;
+            }
+            if (round >= rounds || gw_now_coarse_ns() != tick)
+                break;
+            gw_progress_pass(ctx); /* the context's fds, timers and other endpoints */
+            if (ctx->mt) /* another thread asked for the lock: it has it for a while */
+                gw_ctx_yield(ctx);
+            if (req->status != GW_INPROGRESS) /* (an endpoint destroyed meanwhile failed it) */
                 return req->status;
         }
     }

@@ -88,6 +88,14 @@ if command -v taskset >/dev/null; then # one CPU for both processes: no spinning
   grep -q '"spin_us":0,' "$tmp/one" || err "perf on one CPU still spins: $(cat "$tmp/one")"
 fi
 "$tool" perf --loopback --size 8 --iters 50 --spin-us 50 --json | grep -q '"spin_us":50,' || err "--spin-us 50 not honoured"
+# --wait: the client's latency-phase waits go through gw_request_wait (its header says so), every
+# payload checked, sends and puts
+for op in send put; do
+  "$tool" perf --loopback --op $op --size 8,4K --iters 50 --lat-only --busy-poll --wait --check >"$tmp/wait" 2>&1 ||
+    err "perf --wait --op $op failed: $(tail -3 "$tmp/wait")"
+  grep -q '^# the latency phase waits with gw_request_wait()' "$tmp/wait" || err "perf --wait: no header line: $(head -3 "$tmp/wait")"
+  [ "$(grep -c '^[0-9]' "$tmp/wait")" = 2 ] || err "perf --wait --op $op: expected 2 rows: $(cat "$tmp/wait")"
+done
 # a CPU hog beside the run: the line after the table says the machine was busy
 sh -c 'while :; do :; done' &
 hog=$!

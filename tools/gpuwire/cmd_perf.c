@@ -40,6 +40,9 @@ static void usage(FILE *f)
         "  -j, --json           one JSON object per size per line, nothing else on stdout\n"
         "  -b, --busy-poll      never sleep: spin on gw_progress() (lowest latency when\n"
         "                       each side has a core of its own)\n"
+        "      --wait           client: wait for each latency-phase operation with\n"
+        "                       gw_request_wait() (GPUWIRE_SPIN_US, then the context\n"
+        "                       fd), as an application would, instead of its own loop\n"
         "      --mem KIND       this side's buffer: host (default), cuda or cuda:N (GPU N's\n"
         "                       memory; the path taken, e.g. dma-buf or staging, is printed)\n"
         "      --spin-us US     spin this long without events, then sleep on the context\n"
@@ -183,7 +186,7 @@ static int run_loopback(perf_opts_t *o)
     return rc;
 }
 
-enum { OPT_REF = 255, OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE, OPT_TABLE, OPT_SELECT, OPT_REG };
+enum { OPT_REF = 255, OPT_LAT_ONLY = 256, OPT_BW_ONLY, OPT_BIND, OPT_ONCE, OPT_SPIN, OPT_MEM, OPT_ALLOC, OPT_NAME, OPT_PEER, OPT_BATCH, OPT_PAGES, OPT_INDICES, OPT_HUGE, OPT_TABLE, OPT_SELECT, OPT_REG, OPT_WAIT };
 
 int cmd_perf(int argc, char **argv)
 {
@@ -196,6 +199,7 @@ int cmd_perf(int argc, char **argv)
         {"check", no_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},
         {"busy-poll", no_argument, NULL, 'b'},
+        {"wait", no_argument, NULL, OPT_WAIT},
         {"spin-us", required_argument, NULL, OPT_SPIN},
         {"mem", required_argument, NULL, OPT_MEM},
         {"batch", required_argument, NULL, OPT_BATCH},
@@ -273,6 +277,7 @@ int cmd_perf(int argc, char **argv)
         case 'c': o.check = 1; break;
         case 'j': o.json = 1; break;
         case 'b': o.busy_poll = 1; break;
+        case OPT_WAIT: o.wait = 1; break;
         case OPT_ALLOC: o.alloc = 1; break;
         case OPT_MEM:
             o.mem_dev = perf_parse_mem(optarg);

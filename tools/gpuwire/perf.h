@@ -80,6 +80,7 @@ typedef struct perf_opts {
     int json;
     int check;
     int busy_poll;   /* never sleep on the context fd */
+    int wait;        /* client: latency-phase waits by gw_request_wait(), not its own loop */
     long spin_us;    /* spin this long without events before sleeping on the fd; -1: auto */
     int peer_pid;    /* --loopback: the server process (its CPU time is not "other load") */
     int reference;   /* --reference: memcpy and pipe ping-pong figures of this machine after the table */

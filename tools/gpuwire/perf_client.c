@@ -84,6 +84,8 @@ static gw_status_t ctrl_call(cli_t *c, const perf_msg_t *m, perf_msg_t *reply)
 /* Polls one request to completion (spinning, then sleeping: perf_idle). */
 static gw_status_t spin_wait(cli_t *c, gw_request_t *r)
 {
+    if (c->o->wait) /* the library's own waiting call (--wait) */
+        return gw_request_wait(r, PERF_CTRL_TIMEOUT_MS);
     gw_status_t st;
     while ((st = gw_request_test(r)) == GW_INPROGRESS) {
         int n = gw_progress(c->ctx);
@@ -504,6 +506,8 @@ static void print_header(cli_t *c)
     else
         printf("# gpuwire perf: op %s, window %d, spin %ld us then sleep on the context fd%s\n",
                perf_op_name(o->op), o->window, c->spin_us, o->check ? ", payload checked" : "");
+    if (o->wait)
+        printf("# the latency phase waits with gw_request_wait() (GPUWIRE_SPIN_US, then the context fd)\n");
     printf("# transport %s: %s, peer %s\n", c->info.transport, c->info.path, c->info.peer);
     gw_mem_info_t mi = {.size = sizeof(mi)};
     if (gw_mem_query(c->mem, &mi) == GW_OK)

@@ -403,14 +403,6 @@ gw_unexp_t *gw_ep_peek_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
     return NULL;
 }
 
-gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
-{
-    gw_unexp_t *u = gw_ep_peek_unexp(b, tag, mask);
-    if (u)
-        gw_list_del(&u->link);
-    return u;
-}
-
 void gw_ep_recv_done(gw_ep_base_t *b, gw_request_t *req, size_t msg_len, uint64_t tag,
                      gw_status_t status)
 {

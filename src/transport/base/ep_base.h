@@ -282,9 +282,17 @@ int gw_ep_notify_pop(gw_ep_base_t *b, uint64_t *value, char **detail);
  * NULL while that message is still filling (the receive must then be
  * posted: gw_ep_unexp_filled completes it). */
 gw_request_t *gw_ep_match_posted(gw_ep_base_t *b, uint64_t tag);
-gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask);
 /* The message match_unexp would take, left in the queue (NULL if none). */
 gw_unexp_t *gw_ep_peek_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask);
+/* (Inline: a receive posted before its message, the common case, finds
+ * the queue empty with no call.) */
+static inline gw_unexp_t *gw_ep_match_unexp(gw_ep_base_t *b, uint64_t tag, uint64_t mask)
+{
+    gw_unexp_t *u = gw_list_empty(&b->unexpected) ? NULL : gw_ep_peek_unexp(b, tag, mask);
+    if (u)
+        gw_list_del(&u->link);
+    return u;
+}
 /* Completes a receive: length = full message length; truncated when
  * msg_len > req->len. */
 void gw_ep_recv_done(gw_ep_base_t *b, gw_request_t *req, size_t msg_len, uint64_t tag,

@@ -817,12 +817,15 @@ static void rx_repost(gw_ofi_ep_t *ep)
     }
 }
 
-int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
+/* gw_ofi_ep_progress past its first read: the completions in ce (r of them,
+ * or the read's error), more reads while the queue had a full batch, the
+ * lazy reposts, the control messages and posts that wait. */
+__attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi_cq_msg_entry *ce, ssize_t r)
 {
-    struct fi_cq_msg_entry ce[16];
     int n = 0;
     for (int round = 0; round < 8; round++) {
-        ssize_t r = fi_cq_read(ep->cq, ce, 16);
+        if (round > 0)
+            r = fi_cq_read(ep->cq, ce, 16);
         if (r == -FI_EAGAIN) {
             if (ep->nrx_lazy && n == 0) /* a pass that found nothing: the slots go back now */
                 rx_repost(ep);
@@ -881,6 +884,18 @@ int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
         pending_drain(ep);
     }
     return n;
+}
+
+/* One read of the queue; the common answer of a spinning caller's pass (an
+ * empty queue, no receive slot to repost, nothing waiting to go out) with
+ * no more than the read. */
+int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
+{
+    struct fi_cq_msg_entry ce[16];
+    ssize_t r = fi_cq_read(ep->cq, ce, 16);
+    if (r == -FI_EAGAIN && !ep->nrx_lazy && gw_list_empty(&ep->ctlq) && gw_list_empty(&ep->pending))
+        return 0;
+    return ep_progress_more(ep, ce, r);
 }
 
 /* ---- failure ------------------------------------------------------------------- */
