@@ -5,8 +5,10 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,6 +164,16 @@ static int full_io(int fd, void *buf, size_t len, int wr, int timeout_ms)
 
 int gwt_chan_send(gwt_chan_t *c, const void *buf, uint32_t len)
 {
+    /* the length and the bytes in one write: up to PIPE_BUF a pipe takes it
+     * whole or not at all, so a reader woken by it never waits for the rest
+     * on a writer the scheduler put aside (on a busy machine, seconds) */
+    uint8_t one[PIPE_BUF];
+    if (sizeof(len) + len <= sizeof(one)) {
+        memcpy(one, &len, sizeof(len));
+        if (len)
+            memcpy(one + sizeof(len), buf, len);
+        return full_io(c->wfd, one, sizeof(len) + len, 1, -1);
+    }
     if (full_io(c->wfd, &len, sizeof(len), 1, -1))
         return -1;
     return full_io(c->wfd, (void *)buf, len, 1, -1);

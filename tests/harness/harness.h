@@ -99,6 +99,7 @@ typedef struct gwt_chan {
 } gwt_chan_t;
 /* Two channels (a: parent->child, b: child->parent) made before fork. */
 int gwt_chan_pair(gwt_chan_t *parent, gwt_chan_t *child);
+/* One message (up to PIPE_BUF - 4 bytes it goes in one write: whole or not at all). */
 int gwt_chan_send(gwt_chan_t *c, const void *buf, uint32_t len);
 /* Returns length received, -1 on EOF/error/timeout. */
 int gwt_chan_recv(gwt_chan_t *c, void *buf, uint32_t cap, int timeout_ms);
