@@ -24,6 +24,10 @@ Columns:
   contiguous   one put of the same bytes, one contiguous range a side
   contig+ntf   the same put with a notification after it (put_notify), as
                the paged transfer delivers one: the like-for-like reference
+  plan         (one-region shapes) the paged transfer prepared once
+               (ep.prepare_put_pages: the index arrays checked and copied
+               once, kept in GPU memory over intra) and posted each round,
+               as a serving engine moving each layer into the same slots
   per-desc     one put per descriptor, posted back to back in C
                (GPUWIRE_BATCH_PATH=expand: the protocol layer posts a put per
                entry, as NIXL's UCX backend posts one ucp_put per descriptor)
@@ -35,17 +39,21 @@ host's work before anything moves), paged_us and c+ntf_us (the paged
 transfer and contig+notify to completion, from their medians): paged_us -
 post_us against c+ntf_us says how much of the gap is the host's posting
 and how much the GPU's copy and the completion.  Each round times
-every column once, in turn; a column's figure is its median round.  After
+every column once, in turn; a column's figure is its median round.  With
+--burst K a column runs K transfers back to back in each round (each
+waited for before the next) and the round's figure is their median: a
+GPU that idled between rounds (the check messages, the other columns)
+starts its first transfer at low clocks, which a lone transfer of 32 MiB
+feels and a stream of them does not.  After
 the timed rounds the target checks every page it received (each page's bytes
 against the pattern of the page that was sent).
 
   python3 bench/compare/kv_shapes.py [--build build] [--transport tcp|intra]
       [--shapes 4096x16K,...] [--rounds 5] [--tokens 2048] [--json OUT]
-      [--gpu [--nccl]]
+      [--gpu [--nccl]] [--burst K]
 --gpu: both sides' regions are CUDA tensors (target on cuda:1 when there are
 two GPUs, else cuda:0), over intra (CUDA IPC) by default; --nccl adds the
-torch.distributed NCCL column (two GPUs).  Not run yet on GPUs: the CPU rows
-in docs/PERFORMANCE.md are what has run.
+torch.distributed NCCL column (two GPUs).
 """
 import argparse
 import json
@@ -116,8 +124,8 @@ def target_main(conn, args, gpu):
             mems = [ctx.register(r) for r in regs] + [ctx.register(cont)]
             conn.send([m.pack() for m in mems])
         elif msg[0] == "count":
-            for e in eps:                 # each context's endpoint: one counted notification a round
-                e.wait_count(COUNTED, msg[1], timeout=120)
+            for e, k in zip(eps, msg[1]):  # each context's endpoint: its counted notifications of a round
+                e.wait_count(COUNTED, k, timeout=120)
                 while True:               # contig+notify's values, drained
                     try:
                         e.wait_notify(0)
@@ -185,6 +193,10 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
         R = ep.dlist_remote_table(k[:nreg], count=nreg * per, length=page, per_region=per)
         tables.append((L, R))
     cols = {"paged": [], "contiguous": [], "contig+notify": [], "per-desc": []}
+    plan = None
+    if nreg == 1:
+        plan = eps[0].prepare_put_pages(smems[0][0], rk[0][0], page, lidx, ridx, counted=COUNTED)
+        cols["plan"] = []
     if nccl is not None:
         cols["nccl"] = []
     nbytes = n * page
@@ -205,26 +217,33 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
     def contiguous():
         eps[0].put(cmem, rk[0][nreg], track=True).wait(300)
 
+    burst = max(1, args.burst)
     for rnd in range(args.rounds + 1):          # round 0 warms up, untimed
         for col in cols:
-            t0 = time.perf_counter()
-            if col == "paged":
-                paged(0)
-            elif col == "per-desc":
-                paged(1)
-            elif col == "contiguous":
-                contiguous()
-            elif col == "contig+notify":      # the same put with a notification after it, as paged has
-                eps[0].put_notify(cmem, rk[0][nreg], 7).wait(300)
-            else:
-                nccl(big, lidx, ridx, page, conn)
-            dt = time.perf_counter() - t0
+            ts = []
+            for _ in range(1 if col == "per-desc" else burst):  # (per-desc is slow: once a round)
+                t0 = time.perf_counter()
+                if col == "paged":
+                    paged(0)
+                elif col == "per-desc":
+                    paged(1)
+                elif col == "plan":
+                    plan.post().wait(300)
+                elif col == "contiguous":
+                    contiguous()
+                elif col == "contig+notify":  # the same put with a notification after it, as paged has
+                    eps[0].put_notify(cmem, rk[0][nreg], 7).wait(300)
+                else:
+                    nccl(big, lidx, ridx, page, conn)
+                ts.append(time.perf_counter() - t0)
             if rnd:
-                cols[col].append(nbytes / dt / 1e9)
-        conn.send(("count", 1))                 # paged and per-desc each delivered one
+                cols[col].append(nbytes / statistics.median(ts) / 1e9)
+        conn.send(("count", [burst * (2 if plan else 1), 1]))  # the counted notifications each endpoint got
         conn.recv()
-    # the check: the last transfer into the target's tables was per-desc
-    # (the same pages): every page received is compared there
+    if plan is not None:
+        plan.close()
+    # the check: every transfer into the target's tables moved the same
+    # pages (paged, per-desc, plan, nccl): every page received is compared
     conn.send(("check", lidx, ridx, page, per, seed))
     bad = conn.recv()
     for L, R in tables:
@@ -248,6 +267,10 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
     row["contig_notify_us"] = round(nbytes / med["contig+notify"] / 1e3, 1)
     row["paged_over_contiguous"] = round(med["paged"] / med["contiguous"], 3)
     row["paged_over_per_desc"] = round(med["paged"] / med["per-desc"], 3)
+    row["burst"] = burst
+    if "plan" in med:
+        row["plan_us"] = round(nbytes / med["plan"] / 1e3, 1)
+        row["plan_over_contig_notify"] = round(med["plan"] / med["contig+notify"], 3)
     row["paged_over_contig_notify"] = round(med["paged"] / med["contig+notify"], 3)
     if "nccl" in med:
         row["paged_over_nccl"] = round(med["paged"] / med["nccl"], 3)
@@ -264,6 +287,8 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--nccl", action="store_true")
+    ap.add_argument("--burst", type=int, default=1,
+                    help="transfers back to back per column and round; the round's figure is their median")
     args = ap.parse_args()
     args.nccl_port = 0
     sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -314,19 +339,22 @@ def main():
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "GPU" if args.gpu else "host",
              args.transport, eps[0].info().get("path", ""), args.rounds, host, "tokens %d" % args.tokens))
     print("# load average at the start: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
-    print("%-10s %8s %7s %8s %9s %9s %11s %9s %12s %12s %12s %9s %9s %9s %s" % (
-        "shape", "descs", "page", "paged", "contig", "contig+ntf", "per-desc", "nccl", "paged/contig",
-        "paged/c+ntf", "paged/perdesc", "post_us", "paged_us", "c+ntf_us", "checked"))
+    print("%-10s %8s %7s %8s %9s %9s %11s %9s %8s %12s %12s %12s %10s %9s %9s %9s %9s %s" % (
+        "shape", "descs", "page", "paged", "contig", "contig+ntf", "per-desc", "nccl", "plan", "paged/contig",
+        "paged/c+ntf", "paged/perdesc", "plan/c+ntf", "post_us", "paged_us", "plan_us", "c+ntf_us", "checked"))
     rows = []
     for name in args.shapes.split(","):
         row = run_shape(args, name, conn, [ctx, ctx_pd], eps, np, gpu_local, nccl)
         rows.append(row)
-        print("%-10s %8d %6dK %8.2f %9.2f %9.2f %11.2f %9s %12.2f %12.2f %12.2f %9.1f %9.1f %9.1f %s" % (
+        print("%-10s %8d %6dK %8.2f %9.2f %9.2f %11.2f %9s %8s %12.2f %12.2f %12.2f %10s %9.1f %9.1f %9s %9.1f %s" % (
             name, row["descriptors"], row["page"] // KI, row["paged_GBps"], row["contiguous_GBps"],
             row["contig+notify_GBps"], row["per-desc_GBps"],
             "%.2f" % row["nccl_GBps"] if "nccl_GBps" in row else "-",
+            "%.2f" % row["plan_GBps"] if "plan_GBps" in row else "-",
             row["paged_over_contiguous"], row["paged_over_contig_notify"], row["paged_over_per_desc"],
-            row["paged_post_us"], row["paged_us"], row["contig_notify_us"],
+            "%.2f" % row["plan_over_contig_notify"] if "plan_over_contig_notify" in row else "-",
+            row["paged_post_us"], row["paged_us"], "%.1f" % row["plan_us"] if "plan_us" in row else "-",
+            row["contig_notify_us"],
             "every page" if row["bad_pages"] == 0 else "%d BAD PAGES" % row["bad_pages"]), flush=True)
     print("# load average at the end: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
     conn.send(("quit",))

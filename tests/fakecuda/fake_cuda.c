@@ -352,7 +352,22 @@ static CUresult cuStreamDestroy(void *s) { free(s); return OK; }
 static CUresult cuStreamSynchronize(void *s) { LEGACY("cuStreamSynchronize", s); return OK; }
 static CUresult cuStreamQuery(void *s) { (void)s; return OK; }
 static CUresult cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return OK; }
-static CUresult cuEventCreate(void **e, unsigned f) { (void)f; fev_t *v = calloc(1, sizeof(fev_t)); v->ctx = cur_ctx(); *e = v; return OK; }
+/* FAKECUDA_LAUNCHES also logs event creations ("cuEventCreate 0"): tests
+ * bound how many a transport makes for its copies */
+static CUresult cuEventCreate(void **e, unsigned f)
+{
+    (void)f;
+    const char *log = getenv("FAKECUDA_LAUNCHES");
+    FILE *lf = log ? fopen(log, "a") : NULL;
+    if (lf) {
+        fprintf(lf, "cuEventCreate 0\n");
+        fclose(lf);
+    }
+    fev_t *v = calloc(1, sizeof(fev_t));
+    v->ctx = cur_ctx();
+    *e = v;
+    return OK;
+}
 static CUresult cuEventDestroy(void *e) { free(e); return OK; }
 static CUresult cuEventRecord(void *e, void *s)
 {

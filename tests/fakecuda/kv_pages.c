@@ -299,6 +299,11 @@ int main(void)
             fprintf(stderr, "pinned allocations: %u for %u transfers, %u in flight at most, and %u prepared lists\n",
                     na, rounds + 1, BURST, nprep);
             CHECK(na <= BURST + nprep);
+            /* the events that tell the copies' ends: one per transfer in
+             * flight together, then reused (not one per transfer) */
+            unsigned ne = fc_launches("cuEventCreate", NULL, 0, NULL);
+            fprintf(stderr, "events created: %u for %u transfers\n", ne, rounds + 1);
+            CHECK(ne <= BURST + 1);
         }
     }
     if (bench)

@@ -1126,17 +1126,20 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
     if (queued) { /* one event for the batch's copies (also after an error: they may still run) */
         const gw_cuda_t *cu = e->ifc->cu;
         CUevent ev = NULL;
-        CUresult cr = cu->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+        int evk = intra_ev_key(dev, own);
+        CUresult cr = intra_ev_get(e, evk, &ev);
         if (cr == CUDA_SUCCESS)
             cr = cu->cuEventRecord(ev, stream);
         if (entered) {
             gw_cuda_ctx_leave(saved);
             e->n_own++;
         }
-        intra_cp_t rec = {.ev = ev, .req = req, .slot = NULL, .op = GW_OP_BATCH};
+        intra_cp_t rec = {.ev = ev, .evk = evk, .req = req, .slot = NULL, .op = GW_OP_BATCH};
         if (cr != CUDA_SUCCESS || st != GW_OK || intra_cp_push(e, &rec) != GW_OK) {
             cu->cuStreamSynchronize(stream);
-            if (ev)
+            if (ev && cr == CUDA_SUCCESS)
+                intra_ev_put(e, ev, evk);
+            else if (ev)
                 cu->cuEventDestroy(ev);
             if (st == GW_OK)
                 st = cr != CUDA_SUCCESS ? intra_cu_err(c, "cuEventCreate/cuEventRecord", cr) : GW_ERR_NOMEM;

@@ -312,6 +312,31 @@ gw_status_t intra_cp_push(intra_ep_t *e, const intra_cp_t *cp)
     return GW_OK;
 }
 
+CUresult intra_ev_get(intra_ep_t *e, int key, CUevent *ev)
+{
+    for (unsigned i = e->nevfree; i-- > 0;)
+        if (e->evfree_k[i] == key) {
+            *ev = e->evfree[i];
+            e->nevfree--;
+            e->evfree[i] = e->evfree[e->nevfree];
+            e->evfree_k[i] = e->evfree_k[e->nevfree];
+            return CUDA_SUCCESS;
+        }
+    return e->ifc->cu->cuEventCreate(ev, CU_EVENT_DISABLE_TIMING);
+}
+
+void intra_ev_put(intra_ep_t *e, CUevent ev, int key)
+{
+    if (!ev)
+        return;
+    if (e->nevfree < INTRA_EV_KEEP) {
+        e->evfree[e->nevfree] = ev;
+        e->evfree_k[e->nevfree++] = key;
+        return;
+    }
+    e->ifc->cu->cuEventDestroy(ev);
+}
+
 /* GPU buffer <-> peer host memory, through the pinned bounce, synchronous. */
 gw_status_t intra_staged_host(intra_ep_t *e, int to_remote, void *lbuf, int ldev, uint64_t raddr, size_t len)
 {
@@ -406,7 +431,7 @@ gw_status_t intra_shm_delta(intra_ep_t *e, const rdesc_t *r, intptr_t *delta)
 }
 
 static gw_status_t gpu_copy(intra_ep_t *e, gw_request_t *req, int to_remote, void *lbuf, const rdesc_t *r,
-                            size_t len, int dev, CUstream stream, int *again);
+                            size_t len, int dev, int own, CUstream stream, int *again);
 
 /* Starts moving len bytes.  Returns GW_OK when done synchronously,
  * GW_INPROGRESS when a CUDA copy was queued (req goes on e->inflight), an
@@ -478,12 +503,12 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
     if (st != GW_OK)
         return st;
     if (!own)
-        return gpu_copy(e, req, to_remote, lbuf, r, len, dev, stream, again);
+        return gpu_copy(e, req, to_remote, lbuf, r, len, dev, 0, stream, again);
     char why[256];
     CUcontext saved = NULL;
     if (!gw_cuda_own_ctx_enter(dev, &saved, why, sizeof(why)))
         return gw_err(c, GW_ERR_CUDA, "intra: %s", why);
-    st = gpu_copy(e, req, to_remote, lbuf, r, len, dev, stream, again);
+    st = gpu_copy(e, req, to_remote, lbuf, r, len, dev, 1, stream, again);
     gw_cuda_ctx_leave(saved);
     if (st == GW_INPROGRESS && !*again)
         e->n_own++;
@@ -493,7 +518,7 @@ gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, vo
 /* The copies of intra_copy_start's range to or from peer GPU memory, on
  * stream (its context current), and the event that tells their end. */
 static gw_status_t gpu_copy(intra_ep_t *e, gw_request_t *req, int to_remote, void *lbuf, const rdesc_t *r,
-                            size_t len, int dev, CUstream stream, int *again)
+                            size_t len, int dev, int own, CUstream stream, int *again)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
@@ -530,7 +555,8 @@ static gw_status_t gpu_copy(intra_ep_t *e, gw_request_t *req, int to_remote, voi
         left -= n;
     }
     CUevent ev = NULL;
-    CUresult cr = cu->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    int evk = intra_ev_key(dev, own);
+    CUresult cr = intra_ev_get(e, evk, &ev);
     if (cr == CUDA_SUCCESS)
         cr = cu->cuEventRecord(ev, stream);
     if (cr != CUDA_SUCCESS) {
@@ -539,10 +565,10 @@ static gw_status_t gpu_copy(intra_ep_t *e, gw_request_t *req, int to_remote, voi
         cu->cuStreamSynchronize(stream);
         return intra_cu_err(c, "cuEventCreate/cuEventRecord", cr);
     }
-    intra_cp_t rec = {.ev = ev, .req = req, .slot = intra_rq(req)->slot, .op = req->op};
+    intra_cp_t rec = {.ev = ev, .evk = evk, .req = req, .slot = intra_rq(req)->slot, .op = req->op};
     if (intra_cp_push(e, &rec) != GW_OK) {
         cu->cuEventSynchronize(ev);
-        cu->cuEventDestroy(ev);
+        intra_ev_put(e, ev, evk);
         return GW_ERR_NOMEM;
     }
     intra_rq(req)->slot = NULL; /* the record owns the slot count now */

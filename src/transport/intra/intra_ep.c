@@ -193,7 +193,10 @@ int intra_poll_inflight(intra_ep_t *e)
                 i++;
                 continue;
             }
-            e->ifc->cu->cuEventDestroy(cp->ev);
+            if (r == CUDA_SUCCESS)
+                intra_ev_put(e, cp->ev, cp->evk);
+            else
+                e->ifc->cu->cuEventDestroy(cp->ev);
             if (r != CUDA_SUCCESS)
                 st = intra_cu_err(e->super.iface->core, "GPU copy to/from the peer (cuEventQuery)", r);
         }
@@ -636,6 +639,8 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
         gw_list_del(p);
         free(f);
     }
+    while (e->nevfree)
+        cu->cuEventDestroy(e->evfree[--e->nevfree]);
     for (int d = 0; d < INTRA_MAX_DEV; d++) {
         char why[64];
         if (e->stream[d]) {

@@ -49,6 +49,7 @@ GW_REQ_TL_SCRATCH(intra_rq, struct gw_req_intra)
 
 #define INTRA_HDR 48
 #define INTRA_MAX_DEV 16
+#define INTRA_EV_KEEP 32 /* idle CUDA events an endpoint keeps for its next copies (intra_ev_get) */
 #define INTRA_MAX_RXFD 64
 #define INTRA_BOUNCE (4u << 20)
 #define INTRA_BDESC_KEEP 8         /* free pinned batch buffers an interface keeps (intra_batch.c) ... */
@@ -141,6 +142,7 @@ typedef struct intra_fdset { /* VMM fds received for a peer slot */
 
 typedef struct intra_cp { /* one copy in flight (kept off the request: see ep_abort) */
     CUevent ev;             /* CUDA copy; NULL for a CMA copy done piecewise in progress */
+    int evk;                /* the event's context (intra_ev_get's key) */
     gw_request_t *req;
     gw_intra_slot_t *slot;
     int op;
@@ -200,6 +202,9 @@ typedef struct intra_ep {
     CUstream stream[INTRA_MAX_DEV];  /* copy streams in the device's primary context */
     CUstream ostream[INTRA_MAX_DEV]; /* copy streams in gpuwire's own context (GPUWIRE_CUDA_COPY_CONTEXT=own) */
     int own_ctx;                     /* GPUWIRE_CUDA_COPY_CONTEXT=own when the endpoint was made */
+    CUevent evfree[INTRA_EV_KEEP];   /* events whose copies completed, for the next ones */
+    int evfree_k[INTRA_EV_KEEP];     /* each one's context (intra_ev_get's key) */
+    unsigned nevfree;
     unsigned long n_own;             /* GPU copies queued in the own context */
     unsigned long n_cma, n_cuda, n_staged, n_shm, n_cma_batched;
     unsigned long n_kernel; /* batched copy kernel launches (intra_batch.c) */
@@ -281,6 +286,19 @@ intra_fdset_t *intra_fdset_find(intra_ep_t *e, uint32_t slot, uint64_t id);
 gw_status_t intra_import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t *s, uint64_t id,
     uint32_t sg, int dev, CUdeviceptr *out);
 gw_status_t intra_cp_push(intra_ep_t *e, const intra_cp_t *cp);
+/* Events for the copies of GPU `dev`'s stream in the primary context (own
+ * 0) or gpuwire's own (own 1): an idle one of the endpoint's made in that
+ * context, else a new one made in the current context (the caller's, that
+ * one).  A cuEventCreate and cuEventDestroy per copy were microseconds of
+ * every GPU operation's post and completion. */
+static inline int intra_ev_key(int dev, int own)
+{
+    return dev * 2 + (own != 0);
+}
+CUresult intra_ev_get(intra_ep_t *e, int key, CUevent *ev);
+/* Back to the endpoint's idle ones once its copies completed (a query said
+ * CUDA_SUCCESS or it was synchronized), or destroyed when it keeps enough. */
+void intra_ev_put(intra_ep_t *e, CUevent ev, int key);
 gw_status_t intra_staged_host(intra_ep_t *e, int to_remote, void *lbuf, int ldev, uint64_t raddr, size_t len);
 gw_status_t intra_copy_start(intra_ep_t *e, gw_request_t *req, int to_remote, void *lbuf, const rdesc_t *r,
     size_t len, int *again);

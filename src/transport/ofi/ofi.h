@@ -173,9 +173,11 @@ extern const gw_tl_ops_t gw_tl_ofi_ops;
 struct fi_info *gw_ofi_getinfo(const gw_fi_t *fi, const char *prov, const char *dom, int hmem, int delivery,
                                char *why, size_t whylen);
 const char *gw_ofi_strerror(const gw_ofi_iface_t *oif, int err);
-/* Registers [buf, +len) for this request alone (FI_MR_LOCAL providers;
- * access FI_* flags); NULL with the detail set on failure. */
-struct fid_mr *gw_ofi_reg_local(gw_ofi_iface_t *oif, const void *buf, size_t len, uint64_t access,
+/* Registers [buf, +len) for this request alone (FI_MR_LOCAL providers, and
+ * a rendezvous send from memory without a key a peer may read by; access
+ * FI_* flags; cuda_dev: the GPU of device memory, -1 host memory); NULL
+ * with the detail set on failure. */
+struct fid_mr *gw_ofi_reg_local(gw_ofi_iface_t *oif, const void *buf, size_t len, uint64_t access, int cuda_dev,
                                 gw_status_t *st);
 void gw_ofi_close_mr(gw_ofi_iface_t *oif, struct fid_mr *mr);
 

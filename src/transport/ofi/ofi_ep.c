@@ -187,10 +187,10 @@ gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep
         goto err;
     }
     if (oif->mr_local) {
-        ep->rxmr = gw_ofi_reg_local(oif, ep->rxbuf, rl, FI_RECV, &st);
+        ep->rxmr = gw_ofi_reg_local(oif, ep->rxbuf, rl, FI_RECV, -1, &st);
         if (!ep->rxmr)
             goto err;
-        ep->txmr = gw_ofi_reg_local(oif, ep->txbuf, tl, FI_SEND | FI_READ | FI_WRITE, &st);
+        ep->txmr = gw_ofi_reg_local(oif, ep->txbuf, tl, FI_SEND | FI_READ | FI_WRITE, -1, &st);
         if (!ep->txmr)
             goto err;
         ep->rxdesc = fi_mr_desc(ep->rxmr);

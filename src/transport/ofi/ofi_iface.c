@@ -451,10 +451,11 @@ static gw_status_t reg(gw_ofi_iface_t *oif, const void *buf, size_t len, uint64_
     return GW_OK;
 }
 
-struct fid_mr *gw_ofi_reg_local(gw_ofi_iface_t *oif, const void *buf, size_t len, uint64_t access, gw_status_t *st)
+struct fid_mr *gw_ofi_reg_local(gw_ofi_iface_t *oif, const void *buf, size_t len, uint64_t access, int cuda_dev,
+                                gw_status_t *st)
 {
     struct fid_mr *mr;
-    *st = reg(oif, buf, len ? len : 1, access, -1, &mr);
+    *st = reg(oif, buf, len ? len : 1, access, cuda_dev, &mr);
     return mr;
 }
 

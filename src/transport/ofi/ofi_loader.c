@@ -33,7 +33,7 @@ static int load_locked(void)
     do {                                                                                       \
         void *p_ = dlvsym(h, sym, ver);                                                        \
         if (!p_ && (req)) {                                                                    \
-            snprintf(g_why, sizeof(g_why), "%s has no %s@%s: not libfabric 1.x, or too old (broken)", name, sym, \
+            snprintf(g_why, sizeof(g_why), "%s has no %s@%s: not libfabric, or too old (broken)", name, sym, \
                      ver);                                                                     \
             goto fail;                                                                         \
         }                                                                                      \
@@ -41,9 +41,14 @@ static int load_locked(void)
     } while (0);
     GW_FI_SYMS(GW_FI_LOAD_)
 #undef GW_FI_LOAD_
-    if (FI_MAJOR(g_fi.version()) != FI_MAJOR_VERSION) {
-        snprintf(g_why, sizeof(g_why), "%s is libfabric %u.%u; gpuwire was built against %d.x (broken)", name,
-                 FI_MAJOR(g_fi.version()), FI_MINOR(g_fi.version()), FI_MAJOR_VERSION);
+    /* A newer major version is taken: libfabric 2.x keeps the 1.x entry
+     * points bound above (libfabric.so.1, FABRIC_1.* symbol versions), and
+     * fi_getinfo asks for the older of its API and ours (ofi_iface.c), under
+     * which the library keeps the 1.x behaviour and structure layouts.  An
+     * older major cannot serve what we were built against. */
+    if (FI_MAJOR(g_fi.version()) < FI_MAJOR_VERSION) {
+        snprintf(g_why, sizeof(g_why), "%s is libfabric %u.%u; gpuwire was built against %d.%d (broken)", name,
+                 FI_MAJOR(g_fi.version()), FI_MINOR(g_fi.version()), FI_MAJOR_VERSION, FI_MINOR_VERSION);
         goto fail;
     }
     return 0;

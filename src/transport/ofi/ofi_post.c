@@ -209,13 +209,22 @@ static void req_release(gw_ofi_ep_t *ep, gw_request_t *req, int slot_free)
 
 /* The local side of a put, get, rendezvous send or receive: the region's
  * registration, else a send slot (puts and gets that fit one), else a
- * registration for this request.  Nothing on providers without FI_MR_LOCAL. */
+ * registration for this request.  Nothing on providers without FI_MR_LOCAL,
+ * but a rendezvous send's key (access FI_REMOTE_READ) where the region has
+ * none a peer may read by. */
 static gw_status_t local_prep(gw_ofi_ep_t *ep, gw_request_t *req, size_t len, uint64_t access, int may_bounce)
 {
-    const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
-    if (r || (!ep->oif->mr_local && !(access & FI_REMOTE_READ)))
+    const gw_mem_t *m = req->lmem;
+    const gw_ofi_reg_t *r = m ? m->tl_reg[GW_TL_OFI] : NULL;
+    /* A region registered for local access only has no key a peer may read
+     * by (libfabric 2.x gives it none, FI_KEY_NOTAVAIL; 1.17 gave one it
+     * honoured): a rendezvous send from it registers its bytes for this
+     * message alone, closed at the FIN, rather than opening the region. */
+    int need_key = (access & FI_REMOTE_READ) && r && !(m->access & GW_ACCESS_REMOTE_READ);
+    if ((r && !need_key) || (!r && !ep->oif->mr_local && !(access & FI_REMOTE_READ)))
         return GW_OK;
-    if (may_bounce && len <= GW_OFI_SLOT && ep->ntxfree > GW_OFI_NTX / 4) {
+    int dev = m && m->type != GW_MEM_HOST ? m->cuda_device : -1;
+    if (may_bounce && dev < 0 && len <= GW_OFI_SLOT && ep->ntxfree > GW_OFI_NTX / 4) {
         int s = tx_get(ep);
         ofi_rq(req)->bounce = (uint16_t)(s + 1);
         if (req->op != GW_OP_GET)
@@ -224,7 +233,7 @@ static gw_status_t local_prep(gw_ofi_ep_t *ep, gw_request_t *req, size_t len, ui
         return GW_OK;
     }
     gw_status_t st;
-    ofi_rq(req)->mr = gw_ofi_reg_local(ep->oif, req->buf, len, access, &st);
+    ofi_rq(req)->mr = gw_ofi_reg_local(ep->oif, req->buf, len, access, dev, &st);
     if (!ofi_rq(req)->mr)
         return st;
     ep->n_onfly++;
