@@ -207,7 +207,7 @@ void gwt_send_rkey(gw_ep_t *ep, const gw_mem_t *mem, uint64_t tag)
     REQUIRE_OK(gw_mem_pack_rkey(mem, key, &klen));
     gw_request_t *r;
     REQUIRE_OK(gw_send(ep, key, klen, NULL, tag, &r));
-    REQUIRE_OK(gw_request_wait(r, 10000));
+    REQUIRE_OK(gw_request_wait(r, GWT_PEER_WAIT_MS));
     gw_request_free(r);
 }
 
@@ -216,7 +216,7 @@ gw_rkey_t *gwt_recv_rkey(gw_ep_t *ep, uint64_t tag, uint64_t *base)
     uint8_t key[512];
     gw_request_t *r;
     REQUIRE_OK(gw_recv(ep, key, sizeof(key), NULL, tag, ~0ull, &r));
-    REQUIRE_OK(gw_request_wait(r, 10000));
+    REQUIRE_OK(gw_request_wait(r, GWT_PEER_WAIT_MS));
     gw_request_info_t ri = {.size = sizeof(ri)};
     gw_request_info(r, &ri);
     gw_request_free(r);
@@ -234,14 +234,14 @@ gw_ep_t *gwt_listen_accept(gw_context_t *ctx, gwt_chan_t *chan, gw_listener_t **
     REQUIRE_OK(gw_listener_addr(*l, addr, sizeof(addr)));
     REQUIRE(gwt_chan_send(chan, addr, (uint32_t)strlen(addr) + 1) == 0);
     gw_ep_t *ep;
-    REQUIRE_OK(gw_accept(*l, 10000, &ep));
+    REQUIRE_OK(gw_accept(*l, GWT_PEER_WAIT_MS, &ep));
     return ep;
 }
 
 gw_ep_t *gwt_connect_chan(gwt_chan_t *chan, const char *transport, gw_context_t **ctx)
 {
     char addr[80];
-    REQUIRE(gwt_chan_recv(chan, addr, sizeof(addr), 20000) > 0);
+    REQUIRE(gwt_chan_recv(chan, addr, sizeof(addr), GWT_PEER_WAIT_MS) > 0);
     REQUIRE_OK(gw_context_create(NULL, ctx));
     gw_ep_t *ep;
     REQUIRE_OK(gw_connect(*ctx, addr, &ep));
