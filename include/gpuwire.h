@@ -297,7 +297,10 @@ GW_API gw_status_t gw_mem_reg(gw_context_t *ctx, void *addr, size_t len, unsigne
  * (it checks no key: docs/OFI.md): a peer's put through
  * a revoked key that arrives later is refused (GW_ERR_INVALID_KEY at the
  * peer; over verbs and ofi over tcp its endpoint fails), and one being
- * copied in is waited for.  The memory is the caller's to reuse or free. */
+ * copied in is waited for (over ofi's tcp provider, a region peers may
+ * write waits for a round trip to each connected peer; one that does not
+ * answer within GPUWIRE_PEER_TIMEOUT_MS has its endpoint failed).  The
+ * memory is the caller's to reuse or free. */
 GW_API gw_status_t gw_mem_dereg(gw_mem_t *mem);
 
 /* Allocates len bytes of zeroed host memory and registers them as by

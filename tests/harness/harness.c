@@ -5,8 +5,10 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,6 +164,16 @@ static int full_io(int fd, void *buf, size_t len, int wr, int timeout_ms)
 
 int gwt_chan_send(gwt_chan_t *c, const void *buf, uint32_t len)
 {
+    /* the length and the bytes in one write: up to PIPE_BUF a pipe takes it
+     * whole or not at all, so a reader woken by it never waits for the rest
+     * on a writer the scheduler put aside (on a busy machine, seconds) */
+    uint8_t one[PIPE_BUF];
+    if (sizeof(len) + len <= sizeof(one)) {
+        memcpy(one, &len, sizeof(len));
+        if (len)
+            memcpy(one + sizeof(len), buf, len);
+        return full_io(c->wfd, one, sizeof(len) + len, 1, -1);
+    }
     if (full_io(c->wfd, &len, sizeof(len), 1, -1))
         return -1;
     return full_io(c->wfd, (void *)buf, len, 1, -1);
@@ -195,7 +207,7 @@ void gwt_send_rkey(gw_ep_t *ep, const gw_mem_t *mem, uint64_t tag)
     REQUIRE_OK(gw_mem_pack_rkey(mem, key, &klen));
     gw_request_t *r;
     REQUIRE_OK(gw_send(ep, key, klen, NULL, tag, &r));
-    REQUIRE_OK(gw_request_wait(r, 10000));
+    REQUIRE_OK(gw_request_wait(r, GWT_PEER_WAIT_MS));
     gw_request_free(r);
 }
 
@@ -204,7 +216,7 @@ gw_rkey_t *gwt_recv_rkey(gw_ep_t *ep, uint64_t tag, uint64_t *base)
     uint8_t key[512];
     gw_request_t *r;
     REQUIRE_OK(gw_recv(ep, key, sizeof(key), NULL, tag, ~0ull, &r));
-    REQUIRE_OK(gw_request_wait(r, 10000));
+    REQUIRE_OK(gw_request_wait(r, GWT_PEER_WAIT_MS));
     gw_request_info_t ri = {.size = sizeof(ri)};
     gw_request_info(r, &ri);
     gw_request_free(r);
@@ -222,14 +234,14 @@ gw_ep_t *gwt_listen_accept(gw_context_t *ctx, gwt_chan_t *chan, gw_listener_t **
     REQUIRE_OK(gw_listener_addr(*l, addr, sizeof(addr)));
     REQUIRE(gwt_chan_send(chan, addr, (uint32_t)strlen(addr) + 1) == 0);
     gw_ep_t *ep;
-    REQUIRE_OK(gw_accept(*l, 10000, &ep));
+    REQUIRE_OK(gw_accept(*l, GWT_PEER_WAIT_MS, &ep));
     return ep;
 }
 
 gw_ep_t *gwt_connect_chan(gwt_chan_t *chan, const char *transport, gw_context_t **ctx)
 {
     char addr[80];
-    REQUIRE(gwt_chan_recv(chan, addr, sizeof(addr), 20000) > 0);
+    REQUIRE(gwt_chan_recv(chan, addr, sizeof(addr), GWT_PEER_WAIT_MS) > 0);
     REQUIRE_OK(gw_context_create(NULL, ctx));
     gw_ep_t *ep;
     REQUIRE_OK(gw_connect(*ctx, addr, &ep));

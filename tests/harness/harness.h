@@ -97,8 +97,14 @@ int gwt_wait(int pid, int timeout_s);
 typedef struct gwt_chan {
     int rfd, wfd;
 } gwt_chan_t;
+/* How long the helpers below wait for the peer process to do its part
+ * (connect, accept, send a key): on the loaded 2-core VM (load average
+ * 20-23) an ofi context and handshake alone took over 10 s there.  A peer
+ * that is gone shows sooner (EOF, a reset). */
+#define GWT_PEER_WAIT_MS 60000
 /* Two channels (a: parent->child, b: child->parent) made before fork. */
 int gwt_chan_pair(gwt_chan_t *parent, gwt_chan_t *child);
+/* One message (up to PIPE_BUF - 4 bytes it goes in one write: whole or not at all). */
 int gwt_chan_send(gwt_chan_t *c, const void *buf, uint32_t len);
 /* Returns length received, -1 on EOF/error/timeout. */
 int gwt_chan_recv(gwt_chan_t *c, void *buf, uint32_t cap, int timeout_ms);

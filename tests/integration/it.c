@@ -283,7 +283,7 @@ static int target_main(void *arg)
         if (!(p[0].revents & (POLLIN | POLLHUP)))
             continue;
         it_cmd_t c;
-        if (gwt_chan_recv(t.chan, &c, sizeof(c), 1000) != (int)sizeof(c)) {
+        if (gwt_chan_recv(t.chan, &c, sizeof(c), 30000) != (int)sizeof(c)) { /* (a parent gone: EOF at once) */
             fprintf(stderr, "target: the parent went away\n");
             rc = 1;
             break;

@@ -659,7 +659,8 @@ static void case_mixed(void)
     free(rd);
 }
 
-/* H. the target dies in mid-batch: the request fails, bounded */
+/* H. the target dies in mid-batch: the requests fail, bounded; those
+ * posted once it is gone fail or are refused */
 static void case_killed(int get)
 {
     fprintf(stderr, "H. target killed in mid-batch (%s)\n", get ? "gets" : "puts");
@@ -677,18 +678,19 @@ static void case_killed(int get)
     IT_OK(ctx, gw_mem_reg(ctx, big, 64u << 20, GW_ACCESS_LOCAL, &mb));
     enum { NB = 8 };
     gw_request_t *r[NB];
-    int n = 0, refused = 0;
-    /* the target dies 3 ms into the posting: on a quiet machine, posting
-     * the 8 batches over tcp (which also sends) moved all 256 MiB before a
-     * kill after it, and none failed */
-    pid_t killer = fork();
-    REQUIRE(killer >= 0);
-    if (killer == 0) {
-        usleep(3000);
-        kill(K.pid, SIGKILL);
-        _exit(0);
-    }
+    int n = 0, refused = 0, died = -1;
+    /* half the batches posted (the last of them most likely still moving),
+     * then the target is killed and reaped, then the other half posted:
+     * those can only fail, whatever the machine's load (over intra a
+     * killed process's memory takes CMA copies until it has exited, so
+     * only a reaped target makes a failure certain; a killer timed by a
+     * sleep found, on a busy machine, all 8 batches done before the
+     * death) */
     for (int i = 0; i < NB; i++) {
+        if (i == NB / 2) {
+            kill(K.pid, SIGKILL);
+            died = gwt_wait(K.pid, 30);
+        }
         uint32_t pages[2048];
         for (uint32_t j = 0; j < 2048; j++) /* puts: every other 16 KiB block, backwards; gets: every
                                              * other 4 KiB page, forwards (intra reads the holes) */
@@ -697,24 +699,25 @@ static void case_killed(int get)
                                         get ? 4096 : 16384, NULL, &r[n]);
         if (pst != GW_OK) { /* the endpoint already saw the death: refused at posting */
             CHECK(GW_IS_ENDPOINT_ERROR(pst));
+            CHECK(i >= NB / 2);
             refused = 1;
             break;
         }
         n++;
     }
-    double t0 = it_now();
-    while (it_now() - t0 < 0.02)
-        gw_progress(ctx);
-    kill(K.pid, SIGKILL);
-    gwt_wait(killer, 5);
+    double t0;
     t0 = it_now();
-    int failed = refused, other = 0;
+    int failed = 0, other = 0;
     for (int i = 0; i < n; i++) {
         gw_status_t st = gw_request_wait(r[i], 15000);
         gw_request_info_t ri = {.size = sizeof(ri)};
         gw_request_info(r[i], &ri);
         if (st != GW_OK && ri.length > (size_t)2048 * (get ? 4096 : 16384)) { /* (what moved, at most all) */
             fprintf(stderr, "  batch %d failed reporting %zu bytes moved, more than it holds\n", i, ri.length);
+            gwt_failures++;
+        }
+        if (i >= NB / 2 && st == GW_OK) { /* posted after the target was reaped */
+            fprintf(stderr, "  batch %d, posted to a dead target, completed\n", i);
             gwt_failures++;
         }
         if (st != GW_OK) {
@@ -728,11 +731,12 @@ static void case_killed(int get)
         gw_request_free(r[i]);
     }
     double took = it_now() - t0;
-    fprintf(stderr, "  %d of %d batches failed, after %.2f s\n", failed, n, took);
-    CHECK(failed >= 1);
+    fprintf(stderr, "  %d of %d batches posted failed%s, after %.2f s\n", failed, n,
+            refused ? " (the next one was refused at posting)" : "", took);
+    CHECK(failed + refused >= 1);
     CHECK(other == 0);
-    CHECK(took < 5.0);
-    CHECK(gwt_wait(K.pid, 5) == 128 + SIGKILL);
+    CHECK(took < 10.0 * it_time_scale());
+    CHECK(died == 128 + SIGKILL);
     close(K.to_child.wfd);
     close(K.to_parent.rfd);
     gw_rkey_destroy(k);

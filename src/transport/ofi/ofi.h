@@ -84,6 +84,7 @@ typedef struct gw_ofi_iface {
     size_t inject;        /* messages up to this size (header included) go by fi_inject: no send
                            * completion to read; 0 none (the provider's inject_size, capped) */
     uint64_t gpu_regs;
+    uint64_t fence_seq;   /* the last deregistration fence's number (ofi_dereg_fence) */
     gw_liveness_t live;
     char prov[GW_OFI_PROV_MAX];
     char dom[GW_OFI_DOM_MAX];
@@ -154,6 +155,8 @@ typedef struct gw_ofi_ep {
     gw_op_table_t sends;    /* rendezvous sends waiting for their FIN */
     gw_ofi_addr_t local, remote;
     uint64_t last_ping_ns;
+    uint64_t fence_want;    /* the deregistration fence this endpoint's peer is to answer, 0 none */
+    uint64_t fence_seen;    /* the highest fence number a PONG of the peer echoed */
     /* counters for ep_describe */
     uint64_t n_rma, n_eager, n_inject, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe;
 } gw_ofi_ep_t;

@@ -514,6 +514,73 @@ static gw_status_t ofi_mem_reg(gw_tl_iface_t *iface, gw_mem_t *mem)
     return GW_OK;
 }
 
+/* After a remotely writable region's MR is closed: with manual data
+ * progress the provider moves a peer's RMA write into our memory during our
+ * progress calls, and one whose header it took (the key still valid) before
+ * the close goes on landing in later calls (the tcp provider reads the rest
+ * of its payload from the socket when it arrives).  Nothing then tells that
+ * write apart from the others, so every connected peer is asked a PING
+ * carrying this fence's number and each endpoint is progressed until the
+ * PONG echoing it is in: the provider's messages keep their order after
+ * writes (FI_ORDER_SAW, which the tcp provider gives) and it reads one
+ * message at a time, so a write begun before the PING reached the peer has
+ * landed by then, and any later one meets the closed key and is refused.
+ * A peer that does not answer within GPUWIRE_PEER_TIMEOUT_MS fails its
+ * endpoint, whose queue is then read no more (ofi_poll): nothing of it lands
+ * either.  Costs one round trip per endpoint, in parallel. */
+static void ofi_dereg_fence(gw_ofi_iface_t *oif, const gw_mem_t *mem)
+{
+    gw_core_t *c = oif->super.core;
+    uint64_t seq = ++oif->fence_seq;
+    int asked = 0;
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &oif->eps) {
+        gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
+        ep->fence_want = 0;
+        if (!ep->connected || ep->closing || gw_ep_failed(ep->super.base))
+            continue;
+        gw_ofi_hdr_t h = {.type = GW_OFI_PING, .f = {seq}};
+        if (gw_ofi_send_ctl(ep, &h) != GW_OK)
+            continue; /* (the endpoint failed: read no more) */
+        ep->fence_want = seq;
+        asked++;
+    }
+    if (!asked)
+        return;
+    uint64_t until = gw_now_ns() + (uint64_t)c->peer_timeout_ms * 1000000ull;
+    for (;;) {
+        int left = 0, moved = 0;
+        gw_list_for_each_safe(p, t, &oif->eps) {
+            gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
+            if (ep->fence_want != seq)
+                continue;
+            if (!gw_ep_failed(ep->super.base) && ep->fence_seen < seq)
+                moved += gw_ofi_ep_progress(ep);
+            if (gw_ep_failed(ep->super.base) || ep->fence_seen >= seq)
+                ep->fence_want = 0;
+            else
+                left++;
+        }
+        if (!left)
+            return;
+        if (gw_now_ns() >= until)
+            break;
+        if (!moved)
+            usleep(50);
+    }
+    gw_list_for_each_safe(p, t, &oif->eps) {
+        gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
+        if (ep->fence_want != seq)
+            continue;
+        ep->fence_want = 0;
+        gw_ofi_ep_die(ep, GW_ERR_PEER_TIMEOUT,
+                      "ofi %s: peer %s did not answer within %ld ms (GPUWIRE_PEER_TIMEOUT_MS) while region "
+                      "[%p, +%zu) was deregistered here; its endpoint fails so that no put of it still in "
+                      "flight can land in that memory", oif->prov, ep->super.base->peer, c->peer_timeout_ms,
+                      mem->addr, mem->len);
+    }
+}
+
 static gw_status_t ofi_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
 {
     gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
@@ -527,6 +594,9 @@ static gw_status_t ofi_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
     mem->tl_reg[GW_TL_OFI] = NULL;
     if (mem->type != GW_MEM_HOST)
         oif->gpu_regs--;
+    /* and a write that had begun before the close is waited for */
+    if ((mem->access & GW_ACCESS_REMOTE_WRITE) && oif->info->domain_attr->data_progress != FI_PROGRESS_AUTO)
+        ofi_dereg_fence(oif, mem);
     return GW_OK;
 }
 

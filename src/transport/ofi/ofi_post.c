@@ -710,11 +710,13 @@ static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
         }
         break; /* (counted by the pass, as a message) */
     case GW_OFI_PING: {
-        gw_ofi_hdr_t pong = {.type = GW_OFI_PONG};
+        gw_ofi_hdr_t pong = {.type = GW_OFI_PONG, .f = {h.f[0]}};
         gw_ofi_send_ctl(ep, &pong);
         break;
     }
-    default: /* PONG: its arrival was the point */
+    default: /* PONG: its arrival was the point (liveness), and which fence it answers */
+        if (h.f[0] > ep->fence_seen)
+            ep->fence_seen = h.f[0];
         break;
     }
 }

@@ -68,8 +68,8 @@ typedef enum gw_ofi_msg_type {
                         * sender's buffer (read by the receiver) */
     GW_OFI_FIN = 3,    /* f0 status (signed), f2 the op id of the RTS it answers */
     GW_OFI_NOTIFY = 4, /* f0 value (flags COUNTED: the counted notification's id) */
-    GW_OFI_PING = 5,   /* liveness: answer with PONG */
-    GW_OFI_PONG = 6,
+    GW_OFI_PING = 5,   /* f0 0 (liveness) or a deregistration fence's number: answer with PONG */
+    GW_OFI_PONG = 6,   /* f0 the PING's f0 */
     GW_OFI_AM = 7,     /* f0 handler id, f1 payload length (at most GW_AM_MAX); the payload follows:
                         * an active message */
     GW_OFI_TYPE_MAX = 7
