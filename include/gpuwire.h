@@ -652,6 +652,27 @@ GW_API gw_status_t gw_pages_destroy(gw_pages_t *pages);
 GW_API gw_status_t gw_xfer_pages_prepared(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, gw_rkey_t *rkey,
                                           uint64_t raddr, gw_pages_t *pages, size_t page_size,
                                           const gw_xfer_opts_t *opts, gw_request_t **req);
+/* gw_xfer_batch over a prepared selection: a gw_pages_t (gw_pages_create)
+ * read as entry indices, for a list transfer that repeats (each layer of a
+ * KV cache moving the same blocks between its own descriptor tables).
+ * Entry i of the batch pairs local entry lpages[i] with remote entry
+ * rpages[i] of the arrays the selection copied (NULL: i), count entries.
+ * The indices are checked against the lists' sizes from the selection's
+ * lowest and highest (no pass over them), and the paired lengths need no
+ * pass where every entry of both lists has one length (a pass over the
+ * pairs where not, as gw_xfer_batch).  GPU to peer GPU over intra, where
+ * gw_xfer_batch goes by one kernel launch over the lists' tables, the
+ * kernel reads the selection's copy of the indices in the local GPU's
+ * memory (made on the first such transfer; pinned host memory where that
+ * fails): nothing is copied at posting.  Elsewhere the batch is built as
+ * gw_xfer_batch builds it.  Same options (notifications, integrity),
+ * completion and errors as gw_xfer_batch (an index outside a list:
+ * GW_ERR_INVALID naming the entry), plus GW_ERR_INVALID for a NULL or
+ * destroyed selection or one of another context.  The selection may serve
+ * lists and page transfers alike; gw_pages_destroy() while transfers use it
+ * frees it when the last of them completes. */
+GW_API gw_status_t gw_xfer_batch_prepared(gw_ep_t *ep, int op, gw_dlist_t *local, gw_dlist_t *remote,
+                                          gw_pages_t *sel, const gw_xfer_opts_t *opts, gw_request_t **req);
 
 /* Waits until at least count counted notifications of id have arrived on
  * ep (in any order, from batches finishing in any order) and takes count of

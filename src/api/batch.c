@@ -36,12 +36,32 @@
 #include "transport/base/batch.h"
 
 /* ---- transfers ------------------------------------------------------------------------ */
+/* A prepared page list or selection (gw_pages_create): index arrays
+ * copied once, with their spans; gw_xfer_pages_prepared reads them as
+ * pages, gw_xfer_batch_prepared as entries of two descriptor lists. */
+struct gw_pages {
+    gw_context_t *ctx;
+    size_t n;
+    uint32_t *lp, *rp;      /* copies of the caller's arrays (NULL: i) */
+    uint32_t lmin, lmax, rmin, rmax;
+    uint32_t busy;          /* transfers in progress using it */
+    int doomed;             /* gw_pages_destroy() came while busy: freed by the last transfer's end */
+    /* for a GPU kernel (made on the first paged GPU transfer): lp then rp
+     * (those not NULL) in pinned host memory, and a copy in the memory of
+     * device pin_dev (0: none, the kernel reads the pinned ones) */
+    uint32_t *pin;
+    int pin_dev;            /* -1: none yet */
+    int pin_failed;         /* no CUDA or no pinned memory: the caller's copies (entries) */
+    uint64_t dpin;
+};
+
 /* One allocation: the batch, a region pointer and key copy for the paged
  * form, the entries. */
 typedef struct batch_mem {
     gw_batch_t b;
     gw_context_t *ctx;
-    gw_pages_t *pages; /* the prepared page list it came from (freed at the end if destroyed meanwhile) */
+    gw_pages_t *pages; /* the prepared page list or selection it came from: its use counted by post(), released
+                        * at the end (and freed there if destroyed meanwhile) */
     size_t cap; /* entries ent[] holds */
     gw_mem_t *lm1;
     gw_rkey_t rk1;
@@ -85,6 +105,7 @@ static void batch_release(batch_mem_t *m)
 
 static void pages_free(gw_pages_t *p);
 static int pages_doomed(const gw_pages_t *p);
+static int pages_pin(gw_pages_t *p, int dev, const uint32_t **hl, const uint32_t **hr, uint64_t *dl, uint64_t *dr);
 
 static void batch_fini(gw_request_t *r)
 {
@@ -96,8 +117,11 @@ static void batch_fini(gw_request_t *r)
         if (b->busy[i])
             (*b->busy[i])--;
     gw_pages_t *pl = ((batch_mem_t *)b)->pages;
-    if (pl && pages_doomed(pl))
-        pages_free(pl); /* destroyed while this transfer ran, the last one */
+    if (pl) {
+        pl->busy--;
+        if (pages_doomed(pl))
+            pages_free(pl); /* destroyed while this transfer ran, the last one */
+    }
     batch_release((batch_mem_t *)b); /* b is the first member of its batch_mem_t */
 }
 
@@ -215,6 +239,8 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
     for (int i = 0; i < 2; i++)
         if (m->b.busy[i])
             (*m->b.busy[i])++;
+    if (m->pages)
+        m->pages->busy++;
     gw_status_t (*fn)(gw_tl_ep_t *, gw_request_t *) = staged                    ? stage_batch_submit
                                                       : route == GW_PROTO_NATIVE ? ep->ops->submit
                                                       : route == GW_PROTO_IOV    ? gw_proto_batch_submit_iov
@@ -416,8 +442,25 @@ static int multi_side_ok(const gw_dlist_t *l, int dev)
     return 1;
 }
 
+/* list_pairs_ok for the pairs of a prepared selection: its spans against
+ * the lists' sizes (no pass over the indices), and only for lists of mixed
+ * lengths the pass over the pairs. */
+static int sel_pairs_ok(gw_dlist_t *local, gw_dlist_t *remote, const gw_pages_t *sel, uint64_t *total)
+{
+    if (sel->n && (sel->lmax >= local->n || sel->rmax >= remote->n))
+        return 0; /* (the caller's entry pass names the first bad pair) */
+    if (local->ulen != UINT64_MAX && local->ulen == remote->ulen) {
+        *total = (uint64_t)sel->n * local->ulen;
+        return 1;
+    }
+    return list_pairs_ok(local, sel->lp, remote, sel->rp, sel->n, total);
+}
+
+/* sel: the prepared selection lidx/ridx come from (NULL: the caller's
+ * arrays), whose pinned and GPU copies the kernel then reads (batch.h,
+ * ikept). */
 static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote, const uint32_t *ridx,
-                     size_t count, gw_batch_t *b)
+                     size_t count, gw_batch_t *b, gw_pages_t *sel)
 {
     if (!count || !local->lgpu || !remote->rgpu)
         return 0;
@@ -429,7 +472,9 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
                   (local->cper && remote->cper && local->clen != remote->clen)))
         return 0;
     uint64_t total = 0;
-    if (!(caps.batch & GW_TL_BATCH_LISTS) || !list_pairs_ok(local, lidx, remote, ridx, count, &total) || !total)
+    if (!(caps.batch & GW_TL_BATCH_LISTS) ||
+        !(sel ? sel_pairs_ok(local, remote, sel, &total) : list_pairs_ok(local, lidx, remote, ridx, count, &total)) ||
+        !total)
         return 0;
     uint64_t ld = 0, rd = 0;
     const gw_batch_lent_t *lt = NULL, *rt = NULL;
@@ -461,6 +506,8 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
     b->nlist = (uint32_t)count;
     b->lidx = lidx;
     b->ridx = ridx;
+    if (sel && pages_pin(sel, dev, &b->lidx, &b->ridx, &b->lidx_dev, &b->ridx_dev))
+        b->ikept = 1; /* the selection's pinned copies, and its copies in this GPU's memory */
     b->ltab = lt;
     b->rtab = rt;
     b->lmaxlen = local->maxlen < remote->maxlen ? local->maxlen : remote->maxlen;
@@ -529,35 +576,37 @@ static void integ_add_pairs(gw_integ_set_t *is, const gw_dlist_t *local, const u
     }
 }
 
-gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
-                          const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
+/* gw_xfer_batch and gw_xfer_batch_prepared (sel: the prepared selection
+ * whose arrays and count these are). */
+static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *local, const uint32_t *lidx,
+                              gw_dlist_t *remote, const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts,
+                              gw_request_t **req, gw_pages_t *sel)
 {
-    GW_API_LOCK(GW_CTX_OF_EP(ep));
     int notify, integ;
     uint64_t value;
-    gw_status_t st = xfer_begin(ep, "gw_xfer_batch", op, opts, req, &notify, &value, &integ);
+    gw_status_t st = xfer_begin(ep, fn, op, opts, req, &notify, &value, &integ);
     if (st != GW_OK)
         return st;
     gw_core_t *core = &ep->ctx->core;
     if (!local || !remote)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: NULL %s list", local ? "remote" : "local");
+        return gw_err(core, GW_ERR_INVALID, "%s: NULL %s list", fn, local ? "remote" : "local");
     if (local->remote || !remote->remote)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the %s list is a %s list", local->remote ? "local" : "remote",
+        return gw_err(core, GW_ERR_INVALID, "%s: the %s list is a %s list", fn, local->remote ? "local" : "remote",
                       local->remote ? "remote" : "local");
     if (local->ctx != ep->ctx)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the local list belongs to another context");
+        return gw_err(core, GW_ERR_INVALID, "%s: the local list belongs to another context", fn);
     if (remote->ep != ep)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: the remote list was prepared for the endpoint to %s, not %s",
+        return gw_err(core, GW_ERR_INVALID, "%s: the remote list was prepared for the endpoint to %s, not %s", fn,
                       remote->ep->base.peer, ep->base.peer);
     unsigned need = op == GW_XFER_GET ? GW_ACCESS_REMOTE_READ : GW_ACCESS_REMOTE_WRITE;
     if (!(remote->access & need))
-        return gw_err(core, GW_ERR_ACCESS, "gw_xfer_batch: the remote list was prepared for %s, not %s",
+        return gw_err(core, GW_ERR_ACCESS, "%s: the remote list was prepared for %s, not %s", fn,
                       gw_dl_access_str(remote->access), gw_dl_access_str(need));
     if ((!lidx && count > local->n) || (!ridx && count > remote->n))
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries without an index array, but the %s list has %zu",
+        return gw_err(core, GW_ERR_INVALID, "%s: %zu entries without an index array, but the %s list has %zu", fn,
                       count, !lidx && count > local->n ? "local" : "remote", !lidx && count > local->n ? local->n : remote->n);
     if (count > UINT32_MAX)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: %zu entries (at most %u)", count, UINT32_MAX);
+        return gw_err(core, GW_ERR_INVALID, "%s: %zu entries (at most %u)", fn, count, UINT32_MAX);
     int kept = pair_entries(local, remote, lidx, ridx, count);
     gw_integ_set_t *is = integ_set(ep, op, notify, integ, count, GW_INTEG_KIND_ENTRY, &st);
     if (st != GW_OK)
@@ -565,10 +614,10 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     batch_mem_t *m = batch_alloc(ep->ctx, count); /* (the list form may expand into it; the spare's room) */
     if (!m) {
         gw_proto_integ_set_free(is);
-        return gw_err(core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for %zu entries", count);
+        return gw_err(core, GW_ERR_NOMEM, "%s: out of memory for %zu entries", fn, count);
     }
     gw_batch_t *b = &m->b;
-    if (list_form(ep, local, lidx, remote, ridx, count, b)) {
+    if (list_form(ep, local, lidx, remote, ridx, count, b, sel)) {
         b->lgpu = b->rgpu = 1;
         b->lmem = local->mems;
         b->nlmem = local->nreg;
@@ -576,6 +625,7 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
         b->nrkey = remote->nreg;
         b->busy[0] = &local->busy; /* the tables too stay until the request completes */
         b->busy[1] = &remote->busy;
+        m->pages = sel;
         integ_add_pairs(is, local, lidx, remote, ridx, count);
         return post(ep, m, NULL, count, op, notify, value, is, req);
     }
@@ -595,7 +645,7 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
             if (li >= local->n || ri >= remote->n) {
                 batch_release(m);
                 gw_proto_integ_set_free(is);
-                return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %zu is outside the list (%zu entries)",
+                return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s index %zu is outside the list (%zu entries)", fn,
                               i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
                               li >= local->n ? local->n : remote->n);
             }
@@ -606,7 +656,7 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
                 batch_release(m);
                 gw_proto_integ_set_free(is);
                 return gw_err(core, GW_ERR_INVALID,
-                              "gw_xfer_batch: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", i, li,
+                              "%s: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", fn, i, li,
                               (unsigned long long)le.len, ri, (unsigned long long)re.len);
             }
             gw_batch_add(b, le.addr, re.addr, le.len, le.reg, re.reg);
@@ -619,10 +669,38 @@ gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t
     b->nrkey = remote->nreg;
     b->busy[0] = &local->busy;
     b->busy[1] = &remote->busy;
+    m->pages = sel;
     if (!lidx && !ridx && !kept)
         pair_keep(local, remote, count, b);
     integ_add_pairs(is, local, lidx, remote, ridx, count);
     return post(ep, m, NULL, count, op, notify, value, is, req);
+}
+
+gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
+                          const uint32_t *ridx, size_t count, const gw_xfer_opts_t *opts, gw_request_t **req)
+{
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
+    return xfer_batch(ep, "gw_xfer_batch", op, local, lidx, remote, ridx, count, opts, req, NULL);
+}
+
+gw_status_t gw_xfer_batch_prepared(gw_ep_t *ep, int op, gw_dlist_t *local, gw_dlist_t *remote, gw_pages_t *sel,
+                                   const gw_xfer_opts_t *opts, gw_request_t **req)
+{
+    GW_API_LOCK(GW_CTX_OF_EP(ep));
+    if (ep && (!sel || sel->doomed)) {
+        if (req)
+            *req = NULL;
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID, "gw_xfer_batch_prepared: %s selection",
+                      sel ? "a destroyed" : "NULL");
+    }
+    if (ep && sel->ctx != ep->ctx) {
+        if (req)
+            *req = NULL;
+        return gw_err(&ep->ctx->core, GW_ERR_INVALID,
+                      "gw_xfer_batch_prepared: the selection belongs to another context");
+    }
+    return xfer_batch(ep, "gw_xfer_batch_prepared", op, local, sel ? sel->lp : NULL, remote, sel ? sel->rp : NULL,
+                      sel ? sel->n : 0, opts, req, sel);
 }
 
 /* Pages lo .. hi of ps bytes from base lie in [rb, +rl): 1, with the span
@@ -641,21 +719,6 @@ static int page_span_ok(uint64_t base, uint64_t lo, uint64_t hi, uint64_t ps, ui
 }
 
 /* ---- prepared page lists ---------------------------------------------------------------- */
-struct gw_pages {
-    gw_context_t *ctx;
-    size_t n;
-    uint32_t *lp, *rp;      /* copies of the caller's arrays (NULL: i) */
-    uint32_t lmin, lmax, rmin, rmax;
-    uint32_t busy;          /* transfers in progress using it */
-    int doomed;             /* gw_pages_destroy() came while busy: freed by the last transfer's end */
-    /* for a GPU kernel (made on the first paged GPU transfer): lp then rp
-     * (those not NULL) in pinned host memory, and a copy in the memory of
-     * device pin_dev (0: none, the kernel reads the pinned ones) */
-    uint32_t *pin;
-    int pin_dev;            /* -1: none yet */
-    int pin_failed;         /* no CUDA or no pinned memory: the caller's copies (entries) */
-    uint64_t dpin;
-};
 
 gw_status_t gw_pages_create(gw_context_t *ctx, const uint32_t *lpages, const uint32_t *rpages, size_t count,
                             gw_pages_t **out)
@@ -868,10 +931,7 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
             b->total = total; /* (gw_batch_add counted them again) */
         }
     }
-    if (pl) {
-        b->busy[0] = &pl->busy; /* counted by post(), released at the end */
-        m->pages = pl;
-    }
+    m->pages = pl; /* (its use counted by post(), released at the end) */
     m->lm1 = lmem;
     m->rk1 = *rkey;
     b->lmem = &m->lm1;

@@ -39,7 +39,10 @@
  * completes; every selected pair was checked (indices inside the lists,
  * equal lengths) and [rlo, rhi) is the span of the whole remote list.  The
  * index arrays are the caller's, valid only during `submit`, as for pages;
- * gw_batch_expand() turns the batch into entries.
+ * from a prepared selection (gw_xfer_batch_prepared, `ikept` 1) they are
+ * its pinned copies, valid until the request completes, with `lidx_dev` /
+ * `ridx_dev` its copies in the local GPU's memory (0: none), as `pkept`
+ * for pages.  gw_batch_expand() turns the batch into entries.
  *
  * A transport that also says GW_TL_BATCH_CLISTS gets list batches whose
  * lists span several GPU regions or keys unexpanded too, where each side is
@@ -109,6 +112,8 @@ typedef struct gw_batch {
     uint64_t ltab_dev, rtab_dev; /* copies of the tables in the memory of the local region's GPU
                                   * (CUdeviceptr; 0: none, a kernel reads ltab/rtab) */
     uint64_t lmaxlen;         /* the longest entry of the two lists */
+    uint8_t ikept;            /* lidx/ridx are a prepared selection's pinned copies (valid to completion) */
+    uint64_t lidx_dev, ridx_dev; /* ikept: their copies in the local GPU's memory (CUdeviceptr; 0: none) */
     /* computed sides of the list form (GW_TL_BATCH_CLISTS): ltab/rtab NULL,
      * entry j of the side at cbase[j / cper] + (j % cper) * clen */
     const uint64_t *lcbase, *rcbase;

@@ -727,7 +727,10 @@ static gw_status_t intrab_import_keys(intra_ep_t *e, const gw_batch_t *b, intrab
 static gw_status_t intrab_tables(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev,
                                  CUstream stream)
 {
-    gw_cuda_table_side_t ls = {.idx = b->lidx}, rs = {.idx = b->ridx};
+    /* the index arrays: pinned copies (intrab_batch), or a prepared
+     * selection's, in this GPU's memory where it has them there */
+    gw_cuda_table_side_t ls = {.idx = b->lidx_dev ? (const uint32_t *)(uintptr_t)b->lidx_dev : b->lidx},
+                         rs = {.idx = b->ridx_dev ? (const uint32_t *)(uintptr_t)b->ridx_dev : b->ridx};
     uint64_t *lb = op->kbase, *rb = op->kbase + b->nlmem;
     if (b->lcbase) {
         memcpy(lb, b->lcbase, b->nlmem * sizeof(*lb));
@@ -858,10 +861,13 @@ static gw_status_t intrab_lists(intra_ep_t *e, const gw_batch_t *b, const intrab
     /* the tables in this GPU's memory where the lists have copies there */
     const void *lt = b->ltab_dev ? (const void *)(uintptr_t)b->ltab_dev : (const void *)b->ltab;
     const void *rt = b->rtab_dev ? (const void *)(uintptr_t)b->rtab_dev : (const void *)b->rtab;
-    st = b->get ? gw_cuda_list_copy_launch(dev, stream, b->ridx, b->lidx, rt, lt, b->nlist, delta, 0, b->lmaxlen,
-                                           why, sizeof(why))
-                : gw_cuda_list_copy_launch(dev, stream, b->lidx, b->ridx, lt, rt, b->nlist, 0, delta, b->lmaxlen,
-                                           why, sizeof(why));
+    /* a prepared selection's indices likewise */
+    const uint32_t *li = b->lidx_dev ? (const uint32_t *)(uintptr_t)b->lidx_dev : b->lidx;
+    const uint32_t *ri = b->ridx_dev ? (const uint32_t *)(uintptr_t)b->ridx_dev : b->ridx;
+    st = b->get ? gw_cuda_list_copy_launch(dev, stream, ri, li, rt, lt, b->nlist, delta, 0, b->lmaxlen, why,
+                                           sizeof(why))
+                : gw_cuda_list_copy_launch(dev, stream, li, ri, lt, rt, b->nlist, 0, delta, b->lmaxlen, why,
+                                           sizeof(why));
     return st == GW_OK ? GW_OK : gw_err(e->super.iface->core, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
 }
 
@@ -1191,11 +1197,12 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     intra_rq(req)->batch = op;
     if (gw_batch_unexpanded(b) && !(b->npages && b->pkept)) {
         /* the caller's index arrays are ours only during this call: into
-         * pinned memory (a prepared page list's are pinned already) */
+         * pinned memory (a prepared page list's or selection's are pinned
+         * already: ikept) */
         gw_batch_t *pb = req->batch;
         const uint32_t **la = b->npages ? &pb->lpage : &pb->lidx, **ra = b->npages ? &pb->rpage : &pb->ridx;
         uint32_t n = b->npages ? b->npages : b->nlist;
-        size_t arrays = (*la != NULL) + (*ra != NULL);
+        size_t arrays = b->ikept ? 0 : (size_t)(*la != NULL) + (*ra != NULL);
         /* over region tables: room for the regions' bases first (the kernel reads them there) */
         size_t nbase = tabl_form(b) ? (size_t)b->nlmem + b->nrkey : 0;
         uint32_t *ix = NULL;
@@ -1208,12 +1215,12 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
         } else {
             op->kbase = nbase ? (uint64_t *)ix : NULL;
             ix = (uint32_t *)((uint64_t *)ix + nbase);
-            if (*la) {
+            if (*la && arrays) {
                 memcpy(ix, *la, n * sizeof(uint32_t));
                 *la = ix;
                 ix += n;
             }
-            if (*ra) {
+            if (*ra && arrays) {
                 memcpy(ix, *ra, n * sizeof(uint32_t));
                 *ra = ix;
             }
