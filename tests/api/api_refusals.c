@@ -103,6 +103,8 @@ static uint32_t pages[1];
     X("gw_pages_create", "out", gw_pages_create(ctx, pages, pages, 1, NULL))                          \
     X("gw_xfer_pages_prepared", "page list",                                                         \
       gw_xfer_pages_prepared(ep, GW_XFER_PUT, lmem, buf, rk, raddr, NULL, 64, NULL, NULL))           \
+    X("gw_xfer_batch_prepared", "selection",                                                        \
+      gw_xfer_batch_prepared(ep, GW_XFER_PUT, NULL, NULL, NULL, NULL, NULL))                        \
     X("gw_agent_listen", "out", gw_agent_listen(ctx, "refusals", NULL, NULL))                        \
     X("gw_agent_listen", "name", gw_agent_listen(ctx, "bad name", NULL, &l_out))                     \
     X("gw_mem_publish", "name", gw_mem_publish(mem, NULL))                                           \

@@ -552,7 +552,9 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
  * set); a launch does the copies at once, reading the descriptors, or the
  * page index arrays, where the GPU would (host or fake device memory).
  * FAKECUDA_LAUNCHES, when set, names a file that gets one line per launch
- * (tests check which kernel ran, over how many descriptors or pages). */
+ * (tests check which kernel ran, over how many descriptors or pages), and
+ * for the index kernels (page, list, table) where their two index arrays
+ * lie: "kidx_dev k" and "kidx_host k", k of them in device / host memory. */
 #define FN_BATCH ((void *)(uintptr_t)0x46554e)
 #define FN_PAGE ((void *)(uintptr_t)0x504147)
 #define FN_LIST ((void *)(uintptr_t)0x4c4953)
@@ -814,6 +816,17 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
         fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : f == FN_TABLE ? "gw_table_copy" : "gw_batch_copy", n);
+        if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE) {
+            /* where the kernel's index arrays lie: "kidx_dev k" / "kidx_host k",
+             * k of the two in (fake) device memory / in host memory */
+            unsigned kd = 0, kh = 0;
+            for (int i = 0; i < 2; i++) {
+                uintptr_t x = *(const uintptr_t *)params[i];
+                kd += x && find(x) != NULL;
+                kh += x && find(x) == NULL;
+            }
+            fprintf(lf, "kidx_dev %u\nkidx_host %u\n", kd, kh);
+        }
         fclose(lf);
     }
     __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);

@@ -14,12 +14,17 @@
  * copies).  Then the target deregisters its last region: a batch whose
  * entries avoid it still completes, one naming it fails with
  * GW_ERR_INVALID_KEY.  KV_TABLES_PAGE sets the block size (over 64 KiB: the
- * kernel cuts blocks in pieces).
+ * kernel cuts blocks in pieces).  KV_TABLES_PREPARED=1 posts the put and
+ * the get from prepared selections (gw_pages_create, gw_xfer_batch_prepared):
+ * the same bytes, and each launch must read both index arrays from GPU
+ * memory (the selection's copy: nothing copied at posting), where the
+ * plain batches' come from host memory (the pinned copies made at posting).
  *
  * KV_TABLES_BENCH=1 instead times the post of the Llama-3-70B shape of
  * bench/compare/kv_shapes.py (--tokens 8192: 81,920 blocks of 4 KiB out of
  * 160 regions of 1,024 blocks a side, random distinct indices) over and
- * over and prints the host's time per entry (run it with
+ * over, plain (gw_xfer_batch) and from a prepared selection
+ * (gw_xfer_batch_prepared), and prints the host's time per entry (run it with
  * FAKECUDA_KERNEL_NOCOPY=1 so that the fake driver's CPU copies are not
  * counted); nothing is checked then.  KV_TABLES_COLUMNS=1 builds the same
  * tables from columns (region and offset per entry), which go by entries. */
@@ -32,13 +37,14 @@
 #include "fc_dev.h"
 
 static gwt_chan_t pch, cch;
-static int bench;
+static int bench, prepared;
 static uint32_t nreg, per, nsel;
 static size_t page;
 
 static void shape(void)
 {
     bench = getenv("KV_TABLES_BENCH") && atoi(getenv("KV_TABLES_BENCH")) > 0;
+    prepared = getenv("KV_TABLES_PREPARED") && atoi(getenv("KV_TABLES_PREPARED")) > 0;
     nreg = bench ? 160 : 7;
     per = bench ? 1024 : 40;
     nsel = bench ? 81920 : 150;
@@ -190,36 +196,58 @@ int main(void)
         /* the post alone (the fake driver copies nothing with
          * FAKECUDA_KERNEL_NOCOPY), and post to completion */
         int rounds = getenv("KV_TABLES_ROUNDS") ? atoi(getenv("KV_TABLES_ROUNDS")) : 20;
-        double best = 1e9, bestw = 1e9, sum = 0;
-        for (int i = 0; i <= rounds; i++) {
-            double t0 = now_s();
-            REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, LS, lidx, R, ridx, nsel, NULL, &q));
-            double t1 = now_s();
-            CHECK_ST(gw_request_wait(q, 60000), GW_OK);
-            double t2 = now_s();
-            gw_request_free(q);
-            if (!i)
-                continue; /* the first imports every region */
-            best = t1 - t0 < best ? t1 - t0 : best;
-            bestw = t2 - t0 < bestw ? t2 - t0 : bestw;
-            sum += t1 - t0;
+        gw_pages_t *sel;
+        REQUIRE_OK(gw_pages_create(ctx, lidx, ridx, nsel, &sel));
+        for (int form = 0; form < 2; form++) { /* plain, then from the prepared selection */
+            double best = 1e9, bestw = 1e9, sum = 0;
+            for (int i = 0; i <= rounds; i++) {
+                double t0 = now_s();
+                if (form)
+                    REQUIRE_OK(gw_xfer_batch_prepared(ep, GW_XFER_PUT, LS, R, sel, NULL, &q));
+                else
+                    REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, LS, lidx, R, ridx, nsel, NULL, &q));
+                double t1 = now_s();
+                CHECK_ST(gw_request_wait(q, 60000), GW_OK);
+                double t2 = now_s();
+                gw_request_free(q);
+                if (!i)
+                    continue; /* the first imports every region (prepared: copies the selection to the GPU) */
+                best = t1 - t0 < best ? t1 - t0 : best;
+                bestw = t2 - t0 < bestw ? t2 - t0 : bestw;
+                sum += t1 - t0;
+            }
+            printf("kv_tables bench: %u entries of %zu bytes over %u regions a side, %s, %d rounds: post best "
+                   "%.1f us (%.1f ns/entry), mean %.1f us; post to completion best %.1f us (%.1f ns/entry)\n",
+                   nsel, page, nreg, form ? "prepared selection (gw_xfer_batch_prepared)" : "gw_xfer_batch", rounds,
+                   best * 1e6, best * 1e9 / nsel, sum / rounds * 1e6, bestw * 1e6, bestw * 1e9 / nsel);
         }
-        printf("kv_tables bench: %u entries of %zu bytes over %u regions a side, %d rounds: post best %.1f us "
-               "(%.1f ns/entry), mean %.1f us; post to completion best %.1f us (%.1f ns/entry)\n",
-               nsel, page, nreg, rounds, best * 1e6, best * 1e9 / nsel, sum / rounds * 1e6, bestw * 1e6,
-               bestw * 1e9 / nsel);
+        CHECK_ST(gw_pages_destroy(sel), GW_OK);
     } else {
         /* 1. put of the selected blocks, a counted notification */
         gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_COUNTED, .value = 9};
-        REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, LS, lidx, R, ridx, nsel, &o, &q));
+        gw_pages_t *sel = NULL;
+        if (prepared) { /* destroyed while the put may run: freed when it ends */
+            REQUIRE_OK(gw_pages_create(ctx, lidx, ridx, nsel, &sel));
+            REQUIRE_OK(gw_xfer_batch_prepared(ep, GW_XFER_PUT, LS, R, sel, &o, &q));
+            CHECK_ST(gw_pages_destroy(sel), GW_OK);
+        } else {
+            REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, LS, lidx, R, ridx, nsel, &o, &q));
+        }
         CHECK_ST(gw_request_wait(q, 30000), GW_OK);
         gw_request_free(q);
         fc_wait_chan(&pch, ctx); /* the target checked every byte */
         /* 2. get of other target blocks into the second set */
         uint32_t *gl = pick(nsel, nreg * per, 17), *gr = pick(nsel, nreg * per, 18);
-        REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_GET, LD, gl, R, gr, nsel, NULL, &q));
+        if (prepared) {
+            REQUIRE_OK(gw_pages_create(ctx, gl, gr, nsel, &sel));
+            REQUIRE_OK(gw_xfer_batch_prepared(ep, GW_XFER_GET, LD, R, sel, NULL, &q));
+        } else {
+            REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_GET, LD, gl, R, gr, nsel, NULL, &q));
+        }
         CHECK_ST(gw_request_wait(q, 30000), GW_OK);
         gw_request_free(q);
+        if (sel)
+            CHECK_ST(gw_pages_destroy(sel), GW_OK);
         /* what the target holds now: its fill, with the put's blocks */
         uint8_t **tgt = calloc(nreg, sizeof(*tgt)), *s = malloc(rsz);
         for (uint32_t r = 0; r < nreg; r++) {
@@ -261,6 +289,15 @@ int main(void)
             CHECK(nt == (none ? 0u : 2u));
             CHECK(items_t == (none ? 0u : 2 * nsel));
             CHECK(nb == 0);
+            /* the index arrays the launches read: a prepared selection's
+             * in GPU memory (nothing copied at posting), the plain
+             * batches' pinned copies in host memory */
+            unsigned kd, kh;
+            fc_launches("kidx_dev", &kd, 0, NULL);
+            fc_launches("kidx_host", &kh, 0, NULL);
+            fprintf(stderr, "index arrays read by the launches: %u in GPU memory, %u in host memory\n", kd, kh);
+            CHECK(kd == (none || !prepared ? 0u : 4u));
+            CHECK(kh == (none || prepared ? 0u : 4u));
             gw_ep_info_t info = {.size = sizeof(info)};
             gw_ep_query(ep, &info);
             fprintf(stderr, "path: %s\n", info.path);
