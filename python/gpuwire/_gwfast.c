@@ -52,14 +52,19 @@ typedef gw_status_t (*pl_xfer_fn)(gw_ep_t *, int, gw_mem_t *, void *, gw_rkey_t 
 static pl_create_fn f_pl_create;
 static pl_destroy_fn f_pl_destroy;
 static pl_xfer_fn f_pl_xfer;
+/* list batches from a prepared selection (NULL with a library older than them) */
+typedef gw_status_t (*bpl_xfer_fn)(gw_ep_t *, int, gw_dlist_t *, gw_dlist_t *, gw_pages_t *, const gw_xfer_opts_t *,
+                                   gw_request_t **);
+static bpl_xfer_fn f_bpl_xfer;
 
 /* init(put, get, put_notify, request_wait, request_test, request_free
  *      [, xfer_batch, xfer_pages [, pages_create, pages_destroy,
- *      xfer_pages_prepared]]): addresses (the optional ones may be 0) */
+ *      xfer_pages_prepared [, xfer_batch_prepared]]]): addresses (the
+ *      optional ones may be 0) */
 static PyObject *fast_init(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 6 && n != 8 && n != 11) {
-        PyErr_SetString(PyExc_TypeError, "init takes six, eight or eleven function addresses");
+    if (n != 6 && n != 8 && n != 11 && n != 12) {
+        PyErr_SetString(PyExc_TypeError, "init takes six, eight, eleven or twelve function addresses");
         return NULL;
     }
     f_batch = NULL;
@@ -67,20 +72,23 @@ static PyObject *fast_init(PyObject *self, PyObject *const *a, Py_ssize_t n)
     f_pl_create = NULL;
     f_pl_destroy = NULL;
     f_pl_xfer = NULL;
+    f_bpl_xfer = NULL;
     if (n >= 8) {
         f_batch = (batch_fn)PyLong_AsVoidPtr(a[6]);
         f_pages = (pages_fn)PyLong_AsVoidPtr(a[7]);
         if (PyErr_Occurred())
             return NULL;
     }
-    if (n == 11) {
+    if (n >= 11) {
         f_pl_create = (pl_create_fn)PyLong_AsVoidPtr(a[8]);
         f_pl_destroy = (pl_destroy_fn)PyLong_AsVoidPtr(a[9]);
         f_pl_xfer = (pl_xfer_fn)PyLong_AsVoidPtr(a[10]);
+        if (n == 12)
+            f_bpl_xfer = (bpl_xfer_fn)PyLong_AsVoidPtr(a[11]);
         if (PyErr_Occurred())
             return NULL;
         if (!f_pl_create || !f_pl_destroy || !f_pl_xfer)
-            f_pl_create = NULL, f_pl_destroy = NULL, f_pl_xfer = NULL;
+            f_pl_create = NULL, f_pl_destroy = NULL, f_pl_xfer = NULL, f_bpl_xfer = NULL;
     }
     void *p[6];
     for (int i = 0; i < 6; i++) {
@@ -591,7 +599,7 @@ static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
     return post_result(st, req);
 }
 
-/* ---- a prepared paged transfer ------------------------------------------------ */
+/* ---- a prepared paged transfer (Pages) or list batch (Batch) ----------------- */
 /* Pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None, page_size,
  *       notify, value, request_class, ctx, fail): everything of one gw_xfer_pages
  * call, checked and converted once (the index arrays copied into uint32
@@ -602,6 +610,7 @@ static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
  * the endpoint, region or key it names (Endpoint/Memory/RemoteKey.close). */
 typedef struct pages_plan {
     PyObject_HEAD
+    int list;            /* a Batch: lmem and rkey are then the local and remote descriptor lists */
     void *ep, *lmem, *lbase, *rkey;
     unsigned long long raddr;
     uint32_t *lp, *rp;   /* owned copies, NULL for 0..count-1 */
@@ -795,13 +804,20 @@ static PyObject *plan_post(PyObject *o, PyObject *const *a, Py_ssize_t n, PyObje
     if (track < 0)
         return NULL;
     if (!p->ctx) {
-        PyErr_SetString(PyExc_ValueError, "the prepared paged transfer is closed (or its endpoint, region or key is)");
+        PyErr_SetString(PyExc_ValueError, p->list ? "the prepared batch is closed (or its endpoint or a list is)"
+                                                  : "the prepared paged transfer is closed (or its endpoint, region or "
+                                                    "key is)");
         return NULL;
     }
     gw_request_t *req = NULL;
     gw_status_t st;
     Py_BEGIN_ALLOW_THREADS
-    if (p->pl)
+    if (p->list && p->pl)
+        st = f_bpl_xfer(p->ep, p->op, p->lmem, p->rkey, p->pl, p->notify ? &p->opts : NULL, track ? &req : NULL);
+    else if (p->list)
+        st = f_batch(p->ep, p->op, p->lmem, p->lp, p->rkey, p->rp, p->count, p->notify ? &p->opts : NULL,
+                     track ? &req : NULL);
+    else if (p->pl)
         st = f_pl_xfer(p->ep, p->op, p->lmem, p->lbase, p->rkey, p->raddr, p->pl, p->page,
                        p->notify ? &p->opts : NULL, track ? &req : NULL);
     else
@@ -814,7 +830,8 @@ static PyObject *plan_post(PyObject *o, PyObject *const *a, Py_ssize_t n, PyObje
         Py_XDECREF(s);
         if (r) { /* fail() is to raise; say so if it did not */
             Py_DECREF(r);
-            PyErr_Format(PyExc_RuntimeError, "gw_xfer_pages failed with status %d", (int)st);
+            PyErr_Format(PyExc_RuntimeError, "%s failed with status %d", p->list ? "gw_xfer_batch" : "gw_xfer_pages",
+                         (int)st);
         }
         return NULL;
     }
@@ -861,6 +878,8 @@ static PyObject *plan_closed(PyObject *o, void *unused)
 static PyObject *plan_nbytes(PyObject *o, void *unused)
 {
     pages_plan_t *p = (pages_plan_t *)o;
+    if (p->list) /* (the lists' lengths are the library's) */
+        Py_RETURN_NONE;
     return PyLong_FromSize_t(p->count * p->page);
 }
 
@@ -889,6 +908,90 @@ static PyType_Slot plan_slots[] = {
 
 static PyType_Spec plan_spec = {"gpuwire._gwfast.Pages", sizeof(pages_plan_t), 0,
                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, plan_slots};
+
+/* Batch(ep, op, ldlist, lidx, rdlist, ridx, count|None, notify, value,
+ *       request_class, ctx, fail): a prepared list batch (gw_xfer_batch), the
+ * index arrays checked and copied once as for Pages; with the library's
+ * prepared selections they become one (gw_pages_create) and each post is
+ * gw_xfer_batch_prepared (no index read or copied per post), else each
+ * post calls gw_xfer_batch with the copies.  post(), close(), count and
+ * closed as Pages; nbytes is None (the lists' lengths are not known here). */
+static PyObject *bplan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    if (kw && PyDict_Size(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Batch() takes positional arguments only");
+        return NULL;
+    }
+    if (PyTuple_Size(args) != 12) {
+        PyErr_SetString(PyExc_TypeError, "Batch() takes 12 arguments");
+        return NULL;
+    }
+    if (!f_batch) {
+        PyErr_SetString(PyExc_RuntimeError, "the loaded libgpuwire has no gw_xfer_batch");
+        return NULL;
+    }
+    PyObject *a[12];
+    for (int i = 0; i < 12; i++)
+        a[i] = PyTuple_GetItem(args, i); /* borrowed */
+    void *ep = PyLong_AsVoidPtr(a[0]);
+    int op = (int)PyLong_AsLong(a[1]);
+    void *ll = PyLong_AsVoidPtr(a[2]);
+    void *rl = PyLong_AsVoidPtr(a[4]);
+    int notify = (int)PyLong_AsLong(a[7]);
+    unsigned long long value = PyLong_AsUnsignedLongLong(a[8]);
+    if (PyErr_Occurred())
+        return NULL;
+    idx_t li, ri;
+    size_t count = 0;
+    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count) != 0)
+        return NULL;
+    uint32_t *lp = idx_copy(&li), *rp = idx_copy(&ri);
+    int nomem = (li.p && !lp) || (ri.p && !rp);
+    idx_release(&li);
+    idx_release(&ri);
+    pages_plan_t *p = nomem ? NULL : (pages_plan_t *)PyType_GenericAlloc(tp, 0);
+    if (!p) {
+        free(lp);
+        free(rp);
+        return nomem ? PyErr_NoMemory() : NULL;
+    }
+    p->list = 1;
+    p->ep = ep;
+    p->op = op;
+    p->lmem = ll;
+    p->rkey = rl;
+    p->lp = lp;
+    p->rp = rp;
+    p->count = count;
+    p->notify = notify;
+    p->opts = (gw_xfer_opts_t){.size = sizeof(p->opts), .notify = notify, .value = value};
+    p->nbytes = Py_NewRef(Py_None);
+    p->req_cls = Py_NewRef(a[9]);
+    p->ctx = Py_NewRef(a[10]);
+    p->fail = Py_NewRef(a[11]);
+    if (f_pl_create && f_bpl_xfer) { /* a prepared selection of the endpoint's context (ctx._h) */
+        PyObject *ch = PyObject_GetAttrString(a[10], "_h");
+        void *c = ch && ch != Py_None ? PyLong_AsVoidPtr(ch) : NULL;
+        Py_XDECREF(ch);
+        PyErr_Clear();
+        if (c && f_pl_create((gw_context_t *)c, lp, rp, count, &p->pl) != GW_OK)
+            p->pl = NULL;
+    }
+    return (PyObject *)p;
+}
+
+static PyType_Slot bplan_slots[] = {
+    {Py_tp_new, bplan_new},
+    {Py_tp_dealloc, plan_dealloc},
+    {Py_tp_traverse, plan_traverse},
+    {Py_tp_clear, plan_clear},
+    {Py_tp_methods, plan_methods},
+    {Py_tp_getset, plan_getset},
+    {Py_tp_doc, "a prepared list batch: Endpoint.prepare_put_batch / prepare_get_batch"},
+    {0, NULL}};
+
+static PyType_Spec bplan_spec = {"gpuwire._gwfast.Batch", sizeof(pages_plan_t), 0,
+                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, bplan_slots};
 
 /* ---- Endpoint.put_pages / get_pages as C methods --------------------------------- */
 /* The per-call paged post with fresh index arrays: the whole method in C, so
@@ -1176,6 +1279,12 @@ PyMODINIT_FUNC PyInit__gwfast(void)
     PyObject *m = PyModule_Create(&module);
     PyObject *t = m ? PyType_FromSpec(&plan_spec) : NULL;
     if (!t || PyModule_AddObject(m, "Pages", t) != 0) {
+        Py_XDECREF(t);
+        Py_XDECREF(m);
+        return NULL;
+    }
+    t = PyType_FromSpec(&bplan_spec);
+    if (!t || PyModule_AddObject(m, "Batch", t) != 0) {
         Py_XDECREF(t);
         Py_XDECREF(m);
         return NULL;

@@ -174,6 +174,9 @@ _OPTIONAL = {
                               POINTER(XferOpts), PP]),
     "gw_xfer_pages": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_uint64,
                               c_void_p, c_size_t, c_size_t, POINTER(XferOpts), PP]),
+    "gw_pages_create": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, PP]),
+    "gw_pages_destroy": (c_int, [c_void_p]),
+    "gw_xfer_batch_prepared": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, POINTER(XferOpts), PP]),
     "gw_notify_count_wait": (c_int, [c_void_p, c_uint64, c_uint64, c_int]),
     "gw_notify_count": (c_int, [c_void_p, c_uint64, POINTER(c_uint64)]),
     "gw_request_cancel": (c_int, [c_void_p]),
@@ -324,10 +327,14 @@ def _find_fast(why: List[str]) -> Optional[ModuleType]:
         try:
             base = (addr("gw_put"), addr("gw_get"), addr("gw_put_notify"), addr("gw_request_wait"),
                     addr("gw_request_test"), addr("gw_request_free"), opt("gw_xfer_batch"), opt("gw_xfer_pages"))
-            try:                # with prepared page lists (Endpoint.prepare_put_pages posts through one)
-                mod.init(*base, opt("gw_pages_create"), opt("gw_pages_destroy"), opt("gw_xfer_pages_prepared"))
-            except TypeError:   # an accelerator that predates them
-                mod.init(*base)
+            prep = (opt("gw_pages_create"), opt("gw_pages_destroy"), opt("gw_xfer_pages_prepared"))
+            try:                # with prepared page lists and selections (Endpoint.prepare_put_pages /
+                mod.init(*base, *prep, opt("gw_xfer_batch_prepared"))  # prepare_put_batch post through one)
+            except TypeError:
+                try:            # an accelerator that predates prepared selections
+                    mod.init(*base, *prep)
+                except TypeError:   # ... or prepared page lists
+                    mod.init(*base)
         except TypeError:       # an accelerator built before the batched API
             why.append("%s: built for an older libgpuwire (rebuild it)" % f)
             continue

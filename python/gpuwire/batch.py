@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """batch.py - batched and paged transfers (docs/BATCH.md): DescList (a
 prepared descriptor list), the index arrays' checks, prepared paged
-transfers, and the batch methods of Endpoint (put_batch, get_batch,
-put_pages, get_pages, prepare_put_pages, prepare_get_pages, wait_count,
-notify_count).  The accelerator (_gwfast.c) takes the same arguments with the
+transfers and list batches, and the batch methods of Endpoint (put_batch,
+get_batch, put_pages, get_pages, prepare_put_pages, prepare_get_pages,
+prepare_put_batch, prepare_get_batch, wait_count, notify_count).  The accelerator (_gwfast.c) takes the same arguments with the
 same checks and messages; these are its definition and its fallback."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, NoReturn, Opti
 
 from . import _lib
 from ._common import (ACCESS_REMOTE, ACCESS_REMOTE_WRITE, _INPROGRESS, _IDX_FORMATS, _NOTIFY_COUNTED,
-                      _NOTIFY_NONE, _NOTIFY_ORDERED, _TIMEOUT, _U32, _bad, _byref, _c_void_p, _ms,
+                      _NOTIFY_NONE, _NOTIFY_ORDERED, _TIMEOUT, _U32, _bad, _byref, _c_void_p, _close_plans, _ms,
                       _opt, _raise, _what)
 from .memory import Memory, RemoteKey
 from .request import Request
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 IndexArray = Any
 # a prepared paged transfer: _PagesPlan, or the accelerator's Pages (same interface)
 PagesPlan = Any
+# a prepared list batch: _BatchPlan, or the accelerator's Batch (same interface)
+BatchPlan = Any
 _D = TypeVar("_D", bound="DescList")
 
 
@@ -219,6 +221,60 @@ class _PagesPlan:
         return Request(self._ctx, req.value, None, self.nbytes) if track else None
 
 
+class _BatchPlan:
+    """A prepared list batch through ctypes (the accelerator's Batch when it
+    is not built): post(track=True) / close() / count / nbytes (None) /
+    closed.  The index arrays become a prepared selection (gw_pages_create)
+    posted by gw_xfer_batch_prepared where the library has them, else each
+    post calls gw_xfer_batch with the converted arrays."""
+
+    def __init__(self, ep: Endpoint, op: int, lh: int, lidx: Optional[IndexArray], rh: int,
+                 ridx: Optional[IndexArray], count: Optional[int], nk: int, val: int,
+                 fail: Callable[[int], None]) -> None:
+        li, ri = _index_array(lidx, "lidx"), _index_array(ridx, "ridx")
+        self.count = _index_count(li, ri, "lidx", "ridx", count)
+        self.nbytes = None
+        self._li, self._ri = li[0], ri[0]
+        self._o = _lib.XferOpts(ctypes.sizeof(_lib.XferOpts), nk, val)
+        self._args = (ep._h, op, lh, rh, nk)
+        self._ctx: Optional[Context] = ep.ctx
+        self._fail = fail
+        self._sel: Optional[int] = None
+        L = _lib.lib
+        if hasattr(L, "gw_pages_create") and hasattr(L, "gw_xfer_batch_prepared"):
+            h = _c_void_p()
+            if _opt("gw_pages_create")(ep.ctx._h, self._li, self._ri, self.count, _byref(h)) == 0:
+                self._sel = h.value
+
+    @property
+    def closed(self) -> bool:
+        return self._ctx is None
+
+    def _uses(self, h: int) -> bool:
+        a = self._args
+        return self._ctx is not None and h in (a[0], a[2], a[3])
+
+    def close(self) -> None:
+        if self._sel is not None and self._ctx is not None and self._ctx._h is not None:
+            _opt("gw_pages_destroy")(self._sel)  # (freed when a transfer still using it ends)
+        self._sel = None
+        self._ctx = None
+
+    def post(self, track: bool = True) -> Optional[Request]:
+        if self._ctx is None:
+            raise ValueError("the prepared batch is closed (or its endpoint or a list is)")
+        eh, op, lh, rh, nk = self._args
+        req = _c_void_p()
+        o, rq = _byref(self._o) if nk else None, _byref(req) if track else None
+        if self._sel is not None:
+            st = _opt("gw_xfer_batch_prepared")(eh, op, lh, rh, self._sel, o, rq)
+        else:
+            st = _opt("gw_xfer_batch")(eh, op, lh, self._li, rh, self._ri, self.count, o, rq)
+        if st != 0:
+            self._fail(st)
+        return Request(self._ctx, req.value, None, None) if track else None
+
+
 class DescList:
     """A prepared descriptor list (gw_dlist_t): local (ctx.dlist_local) or
     remote (ep.dlist_remote).  Every entry is checked when it is made (the
@@ -346,9 +402,11 @@ class DescList:
         return self._h
 
     def close(self) -> None:
-        """Destroys the list (GW_ERR_BUSY while a transfer uses it)."""
+        """Destroys the list (GW_ERR_BUSY while a transfer uses it); the
+        prepared batches naming it are closed."""
         if self._h is None:
             return
+        _close_plans(self.ctx, self._h)
         if self.ctx._h is not None:
             st = _opt("gw_dlist_destroy")(self._h)
             if st != 0:
@@ -398,9 +456,11 @@ class _BatchOps:
         return DescList._table(cast("Endpoint", self), True, keys, count, length, offsets, lengths,
                                region_index, per_region, access)
 
-    def _batch(self, op: int, local: DescList, remote: DescList, lidx: Optional[IndexArray],
-               ridx: Optional[IndexArray], count: Optional[int], notify: Optional[int],
-               counted: Optional[int], track: bool) -> Optional[Request]:
+    def _batch_args(self, op: int, local: DescList, remote: DescList, lidx: Optional[IndexArray],
+                    ridx: Optional[IndexArray], count: Optional[int], notify: Optional[int],
+                    counted: Optional[int]) -> Tuple[int, int, int, int, int, Any, Any, Optional[int]]:
+        """The checks of a list batch's arguments: (nk, value, endpoint, local
+        and remote list handles, lidx, ridx, count)."""
         if type(local) is not DescList or local.remote:
             raise _bad("local: a local DescList (ctx.dlist_local), not %s" % _what(local))
         if type(remote) is not DescList or not remote.remote:
@@ -412,8 +472,13 @@ class _BatchOps:
                 raise _bad("count: give it (or lidx/ridx): the local list has %d entries, the "
                            "remote one %d" % (local.n, remote.n))
             count = local.n
-        lidx = _index_source(lidx, "lidx")
-        ridx = _index_source(ridx, "ridx")
+        return nk, val, eh, lh, rh, _index_source(lidx, "lidx"), _index_source(ridx, "ridx"), count
+
+    def _batch(self, op: int, local: DescList, remote: DescList, lidx: Optional[IndexArray],
+               ridx: Optional[IndexArray], count: Optional[int], notify: Optional[int],
+               counted: Optional[int], track: bool) -> Optional[Request]:
+        nk, val, eh, lh, rh, lidx, ridx, count = self._batch_args(op, local, remote, lidx, ridx, count,
+                                                                   notify, counted)
         F = _lib.fast
         if F is not None and F.batch_ok:
             try:
@@ -592,6 +657,55 @@ class _BatchOps:
         """get_pages() prepared once (see prepare_put_pages)."""
         return self._prepare_pages(1, local, rkey, page_size, lpages, rpages, count,
                                    local_offset, offset, None, None)
+
+    def _prepare_batch(self, op: int, local: DescList, remote: DescList, lidx: Optional[IndexArray],
+                       ridx: Optional[IndexArray], count: Optional[int], notify: Optional[int],
+                       counted: Optional[int]) -> BatchPlan:
+        nk, val, eh, lh, rh, lidx, ridx, count = self._batch_args(op, local, remote, lidx, ridx, count,
+                                                                   notify, counted)
+
+        def fail(st: int) -> NoReturn:
+            self.ctx._check(st, "%s_batch" % ("put", "get")[op])
+        F = _lib.fast
+        try:
+            if F is not None and F.batch_ok and hasattr(F, "Batch"):
+                try:
+                    plan = F.Batch(eh, op, lh, lidx, rh, ridx, count, nk, val, Request, self.ctx, fail)
+                except ValueError as e:
+                    raise _bad(str(e)) from None
+            else:
+                plan = _BatchPlan(cast("Endpoint", self), op, lh, lidx, rh, ridx, count, nk, val, fail)
+        except OverflowError as e:
+            raise _bad("an argument is out of range: %s" % e) from None
+        plans = self.ctx._plans
+        if len(plans) > 64:                 # forget plans the user closed
+            for p in [p for p in plans if p.closed]:
+                plans.discard(p)
+        plans.add(plan)
+        return plan
+
+    def prepare_put_batch(self, local: DescList, remote: DescList, lidx: Optional[IndexArray] = None,
+                          ridx: Optional[IndexArray] = None, count: Optional[int] = None,
+                          notify: Optional[int] = None, counted: Optional[int] = None) -> BatchPlan:
+        """put_batch() prepared once, posted many times: checks the arguments
+        and copies the index arrays now (later changes to them do not reach
+        the plan), and returns a plan whose post(track=True) makes the batch
+        (the Request, or None untracked).  The arrays are a prepared
+        selection (gw_pages_create) and each post is gw_xfer_batch_prepared:
+        the indices are checked from their lowest and highest, none is read
+        or copied per post, and over intra between GPUs the table kernel
+        reads them from the local GPU's memory.  For a batch repeated with
+        the same entries (each layer of a KV cache into the same blocks).
+        What the library refuses (an index outside a list) raises at the
+        post, naming the entry.  close() the plan when done (a transfer still
+        running ends normally); it is closed with its endpoint, either list
+        or its context."""
+        return self._prepare_batch(0, local, remote, lidx, ridx, count, notify, counted)
+
+    def prepare_get_batch(self, local: DescList, remote: DescList, lidx: Optional[IndexArray] = None,
+                          ridx: Optional[IndexArray] = None, count: Optional[int] = None) -> BatchPlan:
+        """get_batch() prepared once (see prepare_put_batch)."""
+        return self._prepare_batch(1, local, remote, lidx, ridx, count, None, None)
 
     def wait_count(self, id: int, count: int = 1, timeout: Optional[float] = None) -> None:
         """Waits until `count` counted notifications of `id` arrived on this

@@ -313,6 +313,75 @@ def test_prepared_pages_closed_in_flight(pair, path):
     expect_pages(dst, src, lp, rp)
 
 
+def test_prepared_batch(pair, path):
+    """A prepared list batch over two tables posted three times (the index
+    arrays copied when it was prepared), a prepared get, a selection outside
+    a list refused at the post naming the entry, a plan closed while its
+    transfer runs, and plans closed with the lists they name."""
+    n = 16
+    dst, rk, src, sm = paged_setup(pair, n)
+    L = pair.b.dlist_local_table(sm, count=n, length=PAGE)
+    R = pair.eb.dlist_remote_table(rk, count=n, length=PAGE,
+                                   access=gpuwire.ACCESS_REMOTE_WRITE | gpuwire.ACCESS_REMOTE_READ)
+    li = np.array([3, 1, 4, 9], dtype=np.int32)
+    ri = [0, 5, 10, 15]
+    plan = pair.eb.prepare_put_batch(L, R, li, ri, counted=13)
+    assert plan.count == 4 and not plan.closed
+    li[:] = 0                                      # after preparing: not seen by the plan
+    finish = target_counts(pair, {13: 3})
+    reqs = [plan.post() for _ in range(2)] + [plan.post(True)]
+    assert [r.wait(20) for r in reqs] == [4 * PAGE] * 3
+    assert finish() == {13: 0}
+    expect_pages(dst, src, [3, 1, 4, 9], ri)
+    assert plan.post(False) is None                # untracked: completes with the next flush
+    serve = pair.serve_a()
+    pair.eb.flush().wait(20)
+    back = np.zeros(2 * PAGE, dtype=np.uint8)
+    bm = pair.b.register(back)
+    BL = pair.b.dlist_local_table(bm, count=2, length=PAGE)
+    g = pair.eb.prepare_get_batch(BL, R, None, np.array([15, 5], dtype=np.uint64))
+    assert g.post().wait(20) == 2 * PAGE
+    serve()
+    assert (back[:PAGE] == src[9 * PAGE:10 * PAGE]).all()
+    assert (back[PAGE:] == src[PAGE:2 * PAGE]).all()
+    # checked when prepared: the same messages as put_batch
+    with pytest.raises(gpuwire.InvalidArgument, match="lidx: item 1 is negative"):
+        pair.eb.prepare_put_batch(L, R, [0, -1], [0, 1])
+    with pytest.raises(gpuwire.InvalidArgument, match="count: give it"):
+        pair.eb.prepare_get_batch(BL, R)
+    with pytest.raises(gpuwire.InvalidArgument, match="one notification"):
+        pair.eb.prepare_put_batch(L, R, [0], [0], notify=1, counted=2)
+    with pytest.raises(gpuwire.InvalidArgument, match="remote: a remote DescList"):
+        pair.eb.prepare_put_batch(L, L, [0], [0])
+    # what the library refuses raises at the post, naming the entry
+    bad = pair.eb.prepare_put_batch(L, R, [0, 1], [0, n])
+    with pytest.raises(gpuwire.GwError, match="put_batch.*entry 1: remote index 16 is outside the list") as e:
+        bad.post()
+    assert e.value.name == "GW_ERR_INVALID"
+    # closed right after its post: the transfer completes
+    finish = target_counts(pair, {14: 1})
+    last = pair.eb.prepare_put_batch(L, R, list(range(n))[::-1], list(range(n)), counted=14)
+    r = last.post()
+    last.close()
+    assert r.wait(20) == n * PAGE
+    assert finish() == {14: 0}
+    expect_pages(dst, src, list(range(n))[::-1], list(range(n)))
+    # a plan goes with the lists and endpoint it names (it holds their handles)
+    BL.close()
+    assert g.closed and not plan.closed
+    with pytest.raises(ValueError, match="closed"):
+        g.post()
+    plan.close()
+    plan.close()
+    assert plan.closed
+    with pytest.raises(ValueError, match="closed"):
+        plan.post()
+    again = pair.eb.prepare_put_batch(L, R, [0], [0])
+    R.close()
+    assert again.closed and bad.closed
+    L.close()
+
+
 def test_put_pages_c_method(pair, path):
     """put_pages/get_pages as the accelerator's C methods: arguments by
     keyword in any order, alternating regions and keys (the handles it
