@@ -24,10 +24,12 @@ Columns:
   contiguous   one put of the same bytes, one contiguous range a side
   contig+ntf   the same put with a notification after it (put_notify), as
                the paged transfer delivers one: the like-for-like reference
-  plan         (one-region shapes) the paged transfer prepared once
-               (ep.prepare_put_pages: the index arrays checked and copied
-               once, kept in GPU memory over intra) and posted each round,
-               as a serving engine moving each layer into the same slots
+  plan         the paged transfer prepared once and posted each round, as
+               a serving engine moving each layer into the same slots: the
+               one-region shapes by ep.prepare_put_pages, the multi-region
+               ones by ep.prepare_put_batch over the same tables (the index
+               arrays checked and copied once, a prepared selection kept
+               in GPU memory over intra; no index read or copied per post)
   per-desc     one put per descriptor, posted back to back in C
                (GPUWIRE_BATCH_PATH=expand: the protocol layer posts a put per
                entry, as NIXL's UCX backend posts one ucp_put per descriptor)
@@ -35,7 +37,8 @@ Columns:
                buffer, send/recv, scatter (the route without gpuwire)
 and paged/contiguous, paged/per-desc (and gpuwire/nccl); then, per
 transfer in us, post_us (the paged call alone returning its Request: the
-host's work before anything moves), paged_us and c+ntf_us (the paged
+host's work before anything moves; plan_post_us the same for the plan's
+post), paged_us and c+ntf_us (the paged
 transfer and contig+notify to completion, from their medians): paged_us -
 post_us against c+ntf_us says how much of the gap is the host's posting
 and how much the GPU's copy and the completion.  Each round times
@@ -193,15 +196,23 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
         R = ep.dlist_remote_table(k[:nreg], count=nreg * per, length=page, per_region=per)
         tables.append((L, R))
     cols = {"paged": [], "contiguous": [], "contig+notify": [], "per-desc": []}
-    plan = None
     if nreg == 1:
         plan = eps[0].prepare_put_pages(smems[0][0], rk[0][0], page, lidx, ridx, counted=COUNTED)
-        cols["plan"] = []
+    else:
+        plan = eps[0].prepare_put_batch(tables[0][0], tables[0][1], lidx, ridx, counted=COUNTED)
+    cols["plan"] = []
     if nccl is not None:
         cols["nccl"] = []
     nbytes = n * page
 
     posts = []                      # the paged post alone (the call returning its Request), s
+    plan_posts = []                 # the plan's post alone, s
+
+    def planned():
+        t0 = time.perf_counter()
+        r = plan.post()
+        plan_posts.append(time.perf_counter() - t0)
+        r.wait(300)
 
     def paged(i):
         ep = eps[i]
@@ -228,7 +239,7 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
                 elif col == "per-desc":
                     paged(1)
                 elif col == "plan":
-                    plan.post().wait(300)
+                    planned()
                 elif col == "contiguous":
                     contiguous()
                 elif col == "contig+notify":  # the same put with a notification after it, as paged has
@@ -238,10 +249,9 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
                 ts.append(time.perf_counter() - t0)
             if rnd:
                 cols[col].append(nbytes / statistics.median(ts) / 1e9)
-        conn.send(("count", [burst * (2 if plan else 1), 1]))  # the counted notifications each endpoint got
+        conn.send(("count", [burst * 2, 1]))  # the counted notifications each endpoint got
         conn.recv()
-    if plan is not None:
-        plan.close()
+    plan.close()
     # the check: every transfer into the target's tables moved the same
     # pages (paged, per-desc, plan, nccl): every page received is compared
     conn.send(("check", lidx, ridx, page, per, seed))
@@ -269,6 +279,7 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
     row["paged_over_per_desc"] = round(med["paged"] / med["per-desc"], 3)
     row["burst"] = burst
     if "plan" in med:
+        row["plan_post_us"] = round(statistics.median(plan_posts[burst:]) * 1e6, 1)
         row["plan_us"] = round(nbytes / med["plan"] / 1e3, 1)
         row["plan_over_contig_notify"] = round(med["plan"] / med["contig+notify"], 3)
     row["paged_over_contig_notify"] = round(med["paged"] / med["contig+notify"], 3)
@@ -339,21 +350,23 @@ def main():
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "GPU" if args.gpu else "host",
              args.transport, eps[0].info().get("path", ""), args.rounds, host, "tokens %d" % args.tokens))
     print("# load average at the start: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
-    print("%-10s %8s %7s %8s %9s %9s %11s %9s %8s %12s %12s %12s %10s %9s %9s %9s %9s %s" % (
+    print("%-10s %8s %7s %8s %9s %9s %11s %9s %8s %12s %12s %12s %10s %9s %12s %9s %9s %9s %s" % (
         "shape", "descs", "page", "paged", "contig", "contig+ntf", "per-desc", "nccl", "plan", "paged/contig",
-        "paged/c+ntf", "paged/perdesc", "plan/c+ntf", "post_us", "paged_us", "plan_us", "c+ntf_us", "checked"))
+        "paged/c+ntf", "paged/perdesc", "plan/c+ntf", "post_us", "plan_post_us", "paged_us", "plan_us", "c+ntf_us",
+        "checked"))
     rows = []
     for name in args.shapes.split(","):
         row = run_shape(args, name, conn, [ctx, ctx_pd], eps, np, gpu_local, nccl)
         rows.append(row)
-        print("%-10s %8d %6dK %8.2f %9.2f %9.2f %11.2f %9s %8s %12.2f %12.2f %12.2f %10s %9.1f %9.1f %9s %9.1f %s" % (
+        print("%-10s %8d %6dK %8.2f %9.2f %9.2f %11.2f %9s %8s %12.2f %12.2f %12.2f %10s %9.1f %12s %9.1f %9s %9.1f %s" % (
             name, row["descriptors"], row["page"] // KI, row["paged_GBps"], row["contiguous_GBps"],
             row["contig+notify_GBps"], row["per-desc_GBps"],
             "%.2f" % row["nccl_GBps"] if "nccl_GBps" in row else "-",
             "%.2f" % row["plan_GBps"] if "plan_GBps" in row else "-",
             row["paged_over_contiguous"], row["paged_over_contig_notify"], row["paged_over_per_desc"],
             "%.2f" % row["plan_over_contig_notify"] if "plan_over_contig_notify" in row else "-",
-            row["paged_post_us"], row["paged_us"], "%.1f" % row["plan_us"] if "plan_us" in row else "-",
+            row["paged_post_us"], "%.1f" % row["plan_post_us"] if "plan_post_us" in row else "-", row["paged_us"],
+            "%.1f" % row["plan_us"] if "plan_us" in row else "-",
             row["contig_notify_us"],
             "every page" if row["bad_pages"] == 0 else "%d BAD PAGES" % row["bad_pages"]), flush=True)
     print("# load average at the end: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
