@@ -275,6 +275,45 @@ static void list_form(gw_context_t *ctx, gw_ep_t *ep, gw_rkey_t *rk, gw_mem_t *m
     CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, LM, bl, RM, br, NM9, NULL, &r), GW_ERR_INVALID);
     CHECK(strstr(gw_last_error(ctx), "entry 150: local index 200 is outside") != NULL);
 
+    /* 9e. from prepared selections (gw_xfer_batch_prepared): a put of other
+     * local entries into the same remote ones, read back by a get of those
+     * remote entries into the same dst entries; over intra one list-kernel
+     * launch each, reading both index arrays from GPU memory (the
+     * selections' copies: nothing copied at posting) */
+    unsigned kd0 = 0, kd1 = 0;
+    if (logged)
+        fc_launches("kidx_dev", &kd0, 0, NULL);
+    uint32_t l2[NM9];
+    for (uint32_t i = 0; i < NM9; i++)
+        l2[i] = (li[i] + 7) % 60;
+    gw_pages_t *sp, *sg;
+    REQUIRE_OK(gw_pages_create(ctx, l2, ri, NM9, &sp));
+    REQUIRE_OK(gw_pages_create(ctx, ri, ri, NM9, &sg));
+    REQUIRE_OK(gw_xfer_batch_prepared(ep, GW_XFER_PUT, L, R, sp, NULL, &r));
+    CHECK_ST(gw_pages_destroy(sp), GW_OK); /* (freed when the put ends) */
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_free(r);
+    REQUIRE_OK(gw_xfer_batch_prepared(ep, GW_XFER_GET, D, R, sg, NULL, &r));
+    CHECK_ST(gw_request_wait(r, 20000), GW_OK);
+    gw_request_free(r);
+    CHECK_ST(gw_pages_destroy(sg), GW_OK);
+    got = dev_read(cu, dst, REGION);
+    bad = 0;
+    for (uint32_t i = 0; i < NM9; i++) /* dst page 1500 + ri[i] <- remote 1000 + ri[i] <- src page(l2[i]) */
+        bad += memcmp(got + (size_t)(1500 + ri[i]) * PAGE, hs + (size_t)page(l2[i]) * PAGE, PAGE) != 0;
+    CHECK(bad == 0);
+    free(got);
+    if (logged) {
+        unsigned n = launches("gw_list_copy", &sum, &big);
+        fc_launches("kidx_dev", &kd1, 0, NULL);
+        fprintf(stderr, "list kernel launches of 9e: %u, %u entries, %u index arrays in GPU memory\n", n - kl,
+                sum - ksum, kd1 - kd0);
+        CHECK(n == kl + 2 && sum == ksum + 2 * NM9);
+        CHECK(kd1 - kd0 == 4);
+        kl = n;
+        ksum = sum;
+    }
+
     /* 9d. zero entries, and entries of zero bytes: valid, nothing launched */
     REQUIRE_OK(gw_xfer_batch(ep, GW_XFER_PUT, L, li, R, ri, 0, NULL, &r));
     CHECK_ST(gw_request_wait(r, 20000), GW_OK);
