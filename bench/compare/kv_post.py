@@ -15,6 +15,9 @@ host's work alone).  Per shape it prints the medians (and bests) in us of
   c.post      ep.put_notify of one page (the contiguous reference: one
               copy-engine copy and a notification, the fixed cost every
               transfer pays), and c.post+wait
+  all+wait    ep.put_notify of all the pages' bytes as one contiguous
+              range, through r.wait() (the like-for-like reference of
+              post+wait: same bytes, one copy-engine copy)
 
   GPUWIRE_CUDA_LIB=build/tests/fakecuda/libgwfakecuda.so FAKECUDA_DEVICES=2 \\
   FAKECUDA_KERNEL_NOCOPY=1 GPUWIRE_TRANSPORTS=intra \\
@@ -113,8 +116,8 @@ def main():
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.uname().nodename,
              open("/proc/loadavg").read().split(" ", 3)[:3], os.environ.get("FAKECUDA_KERNEL_NOCOPY", "-"),
              args.rounds))
-    print("%-10s %14s %14s %14s %14s %14s %14s" % ("shape", "post", "post+wait", "plan", "plan+wait", "c.post",
-                                                   "c.post+wait"))
+    print("%-10s %14s %14s %14s %14s %14s %14s %14s" % ("shape", "post", "post+wait", "plan", "plan+wait", "c.post",
+                                                        "c.post+wait", "all+wait"))
     rng = np.random.default_rng(1)
     pc = time.perf_counter
     for i, s in enumerate(shapes):
@@ -125,7 +128,7 @@ def main():
         rk, ok = keys[2 * i], keys[2 * i + 1]
         lidx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
         ridx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
-        t = {"post": [], "wait": [], "ppost": [], "pwait": [], "cpost": [], "cwait": []}
+        t = {"post": [], "wait": [], "ppost": [], "pwait": [], "cpost": [], "cwait": [], "await": []}
         plan = ep.prepare_put_pages(sm, rk, page, lidx, ridx, counted=7)
         for rnd in range(args.rounds + 1):
             t0 = pc()
@@ -146,6 +149,9 @@ def main():
             q.wait(60)
             t5 = pc()
             del q
+            a0 = pc()
+            ep.put_notify(sm, rk, 7, length=n * page).wait(60)
+            a1 = pc()
             if rnd:
                 t["post"].append(t1 - t0)
                 t["wait"].append(t2 - t0)
@@ -153,6 +159,7 @@ def main():
                 t["pwait"].append(p2 - p0)
                 t["cpost"].append(t4 - t3)
                 t["cwait"].append(t5 - t3)
+                t["await"].append(a1 - a0)
         print("%-10s %s" % (s, " ".join("%6.1f (%5.1f)" % (statistics.median(v) * 1e6, min(v) * 1e6)
                                          for v in t.values())), flush=True)
         plan.close()

@@ -47,13 +47,17 @@ every column once, in turn; a column's figure is its median round.  With
 waited for before the next) and the round's figure is their median: a
 GPU that idled between rounds (the check messages, the other columns)
 starts its first transfer at low clocks, which a lone transfer of 32 MiB
-feels and a stream of them does not.  After
+feels and a stream of them does not.  With --warm MS each column first
+runs its transfer untimed for MS milliseconds, so that the timed burst
+starts with the GPU's clocks up, as in a serving engine whose GPU is
+computing (the SMs' copy feels low clocks more than the copy engine's:
+report cold and warm figures side by side).  After
 the timed rounds the target checks every page it received (each page's bytes
 against the pattern of the page that was sent).
 
   python3 bench/compare/kv_shapes.py [--build build] [--transport tcp|intra]
       [--shapes 4096x16K,...] [--rounds 5] [--tokens 2048] [--json OUT]
-      [--gpu [--nccl]] [--burst K]
+      [--gpu [--nccl]] [--burst K] [--warm MS]
 --gpu: both sides' regions are CUDA tensors (target on cuda:1 when there are
 two GPUs, else cuda:0), over intra (CUDA IPC) by default; --nccl adds the
 torch.distributed NCCL column (two GPUs).
@@ -229,27 +233,41 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
         eps[0].put(cmem, rk[0][nreg], track=True).wait(300)
 
     burst = max(1, args.burst)
+
+    def one(col):
+        if col == "paged":
+            paged(0)
+        elif col == "per-desc":
+            paged(1)
+        elif col == "plan":
+            planned()
+        elif col == "contiguous":
+            contiguous()
+        elif col == "contig+notify":  # the same put with a notification after it, as paged has
+            eps[0].put_notify(cmem, rk[0][nreg], 7).wait(300)
+        else:
+            nccl(big, lidx, ridx, page, conn)
+
     for rnd in range(args.rounds + 1):          # round 0 warms up, untimed
+        counted = [0, 0]                        # counted notifications sent per endpoint this round
         for col in cols:
             ts = []
+            if args.warm > 0 and col not in ("per-desc", "nccl"):
+                # the same transfer, untimed, until the GPU has run for
+                # --warm ms: its clocks are up when the timed burst starts
+                tw = time.perf_counter() + args.warm / 1e3
+                while time.perf_counter() < tw:
+                    one(col)
+                    counted[0] += col in ("paged", "plan")
             for _ in range(1 if col == "per-desc" else burst):  # (per-desc is slow: once a round)
                 t0 = time.perf_counter()
-                if col == "paged":
-                    paged(0)
-                elif col == "per-desc":
-                    paged(1)
-                elif col == "plan":
-                    planned()
-                elif col == "contiguous":
-                    contiguous()
-                elif col == "contig+notify":  # the same put with a notification after it, as paged has
-                    eps[0].put_notify(cmem, rk[0][nreg], 7).wait(300)
-                else:
-                    nccl(big, lidx, ridx, page, conn)
+                one(col)
                 ts.append(time.perf_counter() - t0)
+            counted[0] += burst if col in ("paged", "plan") else 0
+            counted[1] += 1 if col == "per-desc" else 0
             if rnd:
                 cols[col].append(nbytes / statistics.median(ts) / 1e9)
-        conn.send(("count", [burst * 2, 1]))  # the counted notifications each endpoint got
+        conn.send(("count", counted))  # the counted notifications each endpoint got
         conn.recv()
     plan.close()
     # the check: every transfer into the target's tables moved the same
@@ -278,8 +296,9 @@ def run_shape(args, name, conn, ctxs, eps, np, gpu_local, nccl):
     row["paged_over_contiguous"] = round(med["paged"] / med["contiguous"], 3)
     row["paged_over_per_desc"] = round(med["paged"] / med["per-desc"], 3)
     row["burst"] = burst
+    row["warm_ms"] = args.warm
     if "plan" in med:
-        row["plan_post_us"] = round(statistics.median(plan_posts[burst:]) * 1e6, 1)
+        row["plan_post_us"] = round(statistics.median(plan_posts[1:]) * 1e6, 1)
         row["plan_us"] = round(nbytes / med["plan"] / 1e3, 1)
         row["plan_over_contig_notify"] = round(med["plan"] / med["contig+notify"], 3)
     row["paged_over_contig_notify"] = round(med["paged"] / med["contig+notify"], 3)
@@ -300,6 +319,8 @@ def main():
     ap.add_argument("--nccl", action="store_true")
     ap.add_argument("--burst", type=int, default=1,
                     help="transfers back to back per column and round; the round's figure is their median")
+    ap.add_argument("--warm", type=float, default=0,
+                    help="ms of untimed transfers of a column before its timed burst (GPU clocks up)")
     args = ap.parse_args()
     args.nccl_port = 0
     sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -346,9 +367,10 @@ def main():
     del os.environ["GPUWIRE_BATCH_PATH"]
     eps = [ctx.connect(addr), ctx_pd.connect(addr)]
     host = os.uname().nodename
-    print("# kv_shapes: %s, %s memory, over %s (%s); %d timed rounds, median; %s; %s"
+    print("# kv_shapes: %s, %s memory, over %s (%s); %d timed rounds, median; burst %d; warm %g ms; %s; %s"
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "GPU" if args.gpu else "host",
-             args.transport, eps[0].info().get("path", ""), args.rounds, host, "tokens %d" % args.tokens))
+             args.transport, eps[0].info().get("path", ""), args.rounds, max(1, args.burst), args.warm, host,
+             "tokens %d" % args.tokens))
     print("# load average at the start: %s" % open("/proc/loadavg").read().split(" ", 3)[:3])
     print("%-10s %8s %7s %8s %9s %9s %11s %9s %8s %12s %12s %12s %10s %9s %12s %9s %9s %9s %s" % (
         "shape", "descs", "page", "paged", "contig", "contig+ntf", "per-desc", "nccl", "plan", "paged/contig",

@@ -10,6 +10,9 @@
  * with peer access (GPU 0 alone where there is one), pages picked at
  * random, distinct, from a pool twice the transfer, indices in GPU memory;
  * every variant's last copy is checked (first and last word of each page).
+ * The pull-* variants run on GPU 1 instead (its stream, its copies of the
+ * indices): the same copy as a read of GPU 0's memory over NVLink rather
+ * than a write into GPU 1's, and pull-ce the copy engine driven from GPU 1.
  * It answers whether the page kernel is what keeps paged transfers under
  * the copy engine (bench/compare/kv_shapes.py, docs/PERFORMANCE.md
  * section 11).  Built by hand on the GPU machine (CUDA runtime, nvcc):
@@ -125,9 +128,11 @@ int main(int argc, char **argv) {
     std::vector<uint64_t> h(span / 8); for (size_t i = 0; i < h.size(); i++) h[i] = i * 8; CK(cudaMemcpy(src, h.data(), span, cudaMemcpyHostToDevice));
     cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    cudaStream_t s1 = s; cudaEvent_t p0 = e0, p1 = e1; /* GPU 1's, for the pull variants */
+    if (peer) { CK(cudaSetDevice(1)); CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking)); CK(cudaEventCreate(&p0)); CK(cudaEventCreate(&p1)); CK(cudaSetDevice(0)); }
     printf("# page_variants: %zu MiB, GPU0 -> GPU%d, %d SMs, median of %d (GB/s)\n", total >> 20, peer, sms, reps);
-    const char *names[] = {"ce-contig", "gw(m2)", "gw(m4)", "flat4x4", "flat8x4", "flat4x8", "flat8x8", "bflat4x4", "bflat8x4", "bflat8x8", "bflat16x8", "memcpybatch", "tma4x8K/4", "tma4x8K/6", "tma2x16K/6", "tma8x4K/6"};
-    const int NV = 16;
+    const char *names[] = {"ce-contig", "gw(m2)", "gw(m4)", "flat4x4", "flat8x4", "flat4x8", "flat8x8", "bflat4x4", "bflat8x4", "bflat8x8", "bflat16x8", "memcpybatch", "tma4x8K/4", "tma4x8K/6", "tma2x16K/6", "tma8x4K/6", "pull-ce", "pull-gw2", "pull-bf8x4"};
+    const int NV = peer ? 19 : 16;
     printf("%6s", "page"); for (int m = 0; m < NV; m++) printf(" %11s", names[m]); printf("  checked\n");
     size_t psz[] = {2048, 4096, 16384, 65536, 131072}; uint64_t g = 0x9e3779b97f4a7c15ull;
     for (size_t ps : psz) {
@@ -135,14 +140,20 @@ int main(int argc, char **argv) {
         std::vector<unsigned> si(n), di(n); pick(si, n, 2 * n, g); pick(di, n, 2 * n, g);
         unsigned *dsi, *ddi; CK(cudaMalloc(&dsi, n * 4)); CK(cudaMalloc(&ddi, n * 4));
         CK(cudaMemcpy(dsi, si.data(), n * 4, cudaMemcpyHostToDevice)); CK(cudaMemcpy(ddi, di.data(), n * 4, cudaMemcpyHostToDevice));
+        unsigned *psi = dsi, *pdi = ddi; /* GPU 1's copies */
+        if (peer) { CK(cudaSetDevice(1)); CK(cudaMalloc(&psi, n * 4)); CK(cudaMalloc(&pdi, n * 4));
+            CK(cudaMemcpy(psi, si.data(), n * 4, cudaMemcpyHostToDevice)); CK(cudaMemcpy(pdi, di.data(), n * 4, cudaMemcpyHostToDevice)); CK(cudaSetDevice(0)); }
         std::vector<void *> bd(n), bs(n); std::vector<size_t> bz(n, ps);
         for (unsigned p = 0; p < n; p++) { bd[p] = dst + (size_t)di[p] * ps; bs[p] = src + (size_t)si[p] * ps; }
         double med[NV]; int bad_any = 0;
         for (int m = 0; m < NV; m++) {
             std::vector<float> t;
             CK(cudaMemsetAsync(dst, 0, span, s)); // (peer memory: memset from GPU0 context works with UVA)
+            CK(cudaStreamSynchronize(s));
+            int pull = m >= 16;
+            if (pull) CK(cudaSetDevice(1));
             for (int r = 0; r < reps + 3; r++) {
-                CK(cudaEventRecord(e0, s));
+                CK(cudaEventRecord(pull ? p0 : e0, pull ? s1 : s));
                 unsigned long long tot = total / 16;
                 switch (m) {
                 case 0: CK(cudaMemcpyPeerAsync(dst, peer, src, 0, total, s)); break;
@@ -164,13 +175,19 @@ int main(int argc, char **argv) {
                 case 13: tma_launch<4, 8192>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
                 case 14: tma_launch<2, 16384>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
                 case 15: tma_launch<8, 4096>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
+                case 16: CK(cudaMemcpyPeerAsync(dst, 1, src, 0, total, s1)); break;
+                case 17: { unsigned gg, per; unsigned long long chunk = ps < 65536 ? ps : 65536; unsigned chunks = (unsigned)((ps + chunk - 1) / chunk);
+                    unsigned long long ni = (unsigned long long)n * chunks; unsigned b = cur_grid(ni, chunk, &gg, &per, 2, 1024);
+                    gw_page_copy<<<b, 256, 0, s1>>>(psi, pdi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per); break; }
+                case 18: bflat<4><<<sms * 8, 256, 0, s1>>>(psi, pdi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
                 }
                 CK(cudaGetLastError());
-                CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1));
-                float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); if (r >= 3) t.push_back(ms);
+                CK(cudaEventRecord(pull ? p1 : e1, pull ? s1 : s)); CK(cudaEventSynchronize(pull ? p1 : e1));
+                float ms; CK(cudaEventElapsedTime(&ms, pull ? p0 : e0, pull ? p1 : e1)); if (r >= 3) t.push_back(ms);
             }
+            if (pull) CK(cudaSetDevice(0));
             std::sort(t.begin(), t.end()); med[m] = total / (t[t.size() / 2] * 1e-3) / 1e9;
-            if (m > 0) { // check first and last word of every page
+            if (m > 0 && m != 16) { // check first and last word of every page (not the contiguous copies)
                 std::vector<uint64_t> got(span / 8); CK(cudaMemcpy(got.data(), dst, span, cudaMemcpyDeviceToHost)); unsigned bad = 0;
                 for (unsigned p = 0; p < n; p++) { const uint64_t *w = got.data() + (size_t)di[p] * ps / 8; uint64_t want = (uint64_t)si[p] * ps; if (w[0] != want || w[ps / 8 - 1] != want + ps - 8) bad++; }
                 if (bad) { bad_any = 1; printf("  %s: %u of %u pages wrong\n", names[m], bad, n); }
@@ -179,6 +196,7 @@ int main(int argc, char **argv) {
         printf("%5zuK", ps >> 10); for (int m = 0; m < NV; m++) printf(" %11.1f", med[m]); printf("  %s\n", bad_any ? "WRONG" : "every page");
         printf("%6s", "/ce"); for (int m = 0; m < NV; m++) printf(" %11.3f", med[m] / med[0]); printf("\n");
         cudaFree(dsi); cudaFree(ddi);
+        if (peer) { CK(cudaSetDevice(1)); cudaFree(psi); cudaFree(pdi); CK(cudaSetDevice(0)); }
     }
     return 0;
 }

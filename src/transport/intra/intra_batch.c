@@ -618,16 +618,8 @@ static int intrab_imported(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t
         if (!op->used[k] || !r->gpu)
             continue;
         for (uint32_t sg = 0; sg < r->s->nseg; sg++) {
-            int found = 0;
-            gw_list_t *p, *t;
-            gw_list_for_each_safe(p, t, &e->imports) {
-                const intra_import_t *im = gw_container_of(p, intra_import_t, link);
-                if (im->slot == r->slot && im->seg == sg && im->dev == dev && im->id == r->id) {
-                    found = 1;
-                    break;
-                }
-            }
-            if (!found)
+            const intra_import_t *im = intra_import_find(e, r->slot, sg, dev);
+            if (!im || im->id != r->id)
                 return 0;
         }
     }

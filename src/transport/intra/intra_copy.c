@@ -142,6 +142,18 @@ int intra_own_copy(const intra_ep_t *e, const gw_mem_t *lmem, const gw_intra_slo
     return 0;
 }
 
+/* The import map's key of (slot, segment, device) in *k: slot in the high
+ * 32 bits, segment (under 2^24) and device (0-255) below, plus one (the map
+ * takes no 0).  0 when they do not fit: such imports live in the list only
+ * and are found by walking it. */
+static int import_key(uint32_t si, uint32_t sg, int dev, uint64_t *k)
+{
+    if (si == UINT32_MAX || sg >= (1u << 24) || dev < 0 || dev > 255)
+        return 0;
+    *k = (((uint64_t)si << 32) | ((uint64_t)sg << 8) | (uint64_t)dev) + 1;
+    return 1;
+}
+
 void intra_import_close(intra_ep_t *e, intra_import_t *im)
 {
     const gw_cuda_t *cu = e->ifc->cu;
@@ -154,8 +166,25 @@ void intra_import_close(intra_ep_t *e, intra_import_t *im)
         cu->cuMemAddressFree(im->ptr, im->size);
         cu->cuMemRelease(im->h);
     }
+    uint64_t k;
+    if (import_key(im->slot, im->seg, im->dev, &k) && gw_hmap_get(&e->import_map, k) == im)
+        gw_hmap_del(&e->import_map, k);
     gw_list_del(&im->link);
     free(im);
+}
+
+intra_import_t *intra_import_find(const intra_ep_t *e, uint32_t si, uint32_t sg, int dev)
+{
+    uint64_t k;
+    if (import_key(si, sg, dev, &k))
+        return gw_hmap_get(&e->import_map, k);
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &e->imports) {
+        intra_import_t *im = gw_container_of(p, intra_import_t, link);
+        if (im->slot == si && im->seg == sg && im->dev == dev)
+            return im;
+    }
+    return NULL;
 }
 
 intra_fdset_t *intra_fdset_find(intra_ep_t *e, uint32_t slot, uint64_t id)
@@ -180,13 +209,10 @@ static gw_status_t import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t 
 gw_status_t intra_import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t *s, uint64_t id,
                               uint32_t sg, int dev, CUdeviceptr *out)
 {
-    gw_list_t *p, *t;
-    gw_list_for_each_safe(p, t, &e->imports) {
-        intra_import_t *im = gw_container_of(p, intra_import_t, link);
-        if (im->slot == si && im->seg == sg && im->dev == dev && im->id == id) {
-            *out = im->ptr;
-            return GW_OK;
-        }
+    const intra_import_t *im = intra_import_find(e, si, sg, dev);
+    if (im && im->id == id) {
+        *out = im->ptr;
+        return GW_OK;
     }
     CUcontext cur = NULL;
     e->ifc->cu->cuCtxGetCurrent(&cur);
@@ -200,17 +226,13 @@ static gw_status_t import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t 
 {
     gw_core_t *c = e->super.iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
-    gw_list_t *p, *t;
-    gw_list_for_each_safe(p, t, &e->imports) {
-        intra_import_t *im = gw_container_of(p, intra_import_t, link);
-        if (im->slot != si || im->seg != sg || im->dev != dev)
-            continue;
-        if (im->id == id) {
-            *out = im->ptr;
-            return GW_OK;
-        }
-        intra_import_close(e, im); /* the slot was reused: stale mapping */
+    intra_import_t *old = intra_import_find(e, si, sg, dev);
+    if (old && old->id == id) {
+        *out = old->ptr;
+        return GW_OK;
     }
+    if (old)
+        intra_import_close(e, old); /* the slot was reused: stale mapping */
     char why[256];
     if (!gw_cuda_ctx_for_device(dev, why, sizeof(why)))
         return gw_err(c, GW_ERR_CUDA, "intra: %s", why);
@@ -289,6 +311,11 @@ static gw_status_t import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t 
         }
     }
     gw_list_push_back(&e->imports, &im->link);
+    uint64_t k;
+    if (import_key(si, sg, dev, &k) && gw_hmap_put(&e->import_map, k, im) != 0) {
+        intra_import_close(e, im); /* (not findable: it would be imported again per use) */
+        return gw_err(c, GW_ERR_NOMEM, "intra: out of memory for the import map");
+    }
     *out = im->ptr;
     return GW_OK;
 }

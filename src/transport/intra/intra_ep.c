@@ -463,6 +463,7 @@ gw_status_t intra_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep_
     gw_list_init(&e->waiting_recv);
     gw_list_init(&e->sends);
     gw_list_init(&e->imports);
+    gw_hmap_init(&e->import_map);
     gw_list_init(&e->fdsets);
     gw_list_init(&e->shm_maps);
     uint64_t rnd;
@@ -630,6 +631,7 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
     free(e->cps);
     intra_ring_destroy(e);
     gw_list_for_each_safe(p, t, &e->imports) intra_import_close(e, gw_container_of(p, intra_import_t, link));
+    gw_hmap_fini(&e->import_map);
     gw_intra_shm_drop_all(&e->shm_maps);
     gw_list_for_each_safe(p, t, &e->fdsets) {
         intra_fdset_t *f = gw_container_of(p, intra_fdset_t, link);

@@ -26,6 +26,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 
+#include "core/hmap.h"
 #include "mem/staging.h"
 #include "transport/base/batch.h"
 #include "transport/base/liveness.h"
@@ -191,6 +192,7 @@ typedef struct intra_ep {
     size_t ncp, capcp;
     gw_list_t sends;     /* rendezvous sends waiting for FIN */
     gw_list_t imports;
+    gw_hmap_t import_map; /* the imports by (slot, segment, device): intra_import_find */
     gw_list_t fdsets;
     gw_list_t shm_maps;  /* the peer's gw_mem_alloc regions mapped here (intra_shm.c) */
     /* small CMA puts (or gets) posted back to back: one system call (intra_cma_flush) */
@@ -282,6 +284,11 @@ gw_status_t intra_ep_stream(intra_ep_t *e, int dev, int own, CUstream *out);
  * own-context endpoint's copy stays in the primary context). */
 int intra_own_copy(const intra_ep_t *e, const gw_mem_t *lmem, const gw_intra_slot_t *s);
 void intra_import_close(intra_ep_t *e, intra_import_t *im);
+/* The endpoint's import of segment sg of peer slot si in device dev's
+ * context (whatever region id it was made for), or NULL: one hash lookup,
+ * not a walk of every import (a batch over 160 peer regions looked each up
+ * several times). */
+intra_import_t *intra_import_find(const intra_ep_t *e, uint32_t si, uint32_t sg, int dev);
 intra_fdset_t *intra_fdset_find(intra_ep_t *e, uint32_t slot, uint64_t id);
 gw_status_t intra_import_seg(intra_ep_t *e, uint32_t si, const gw_intra_slot_t *s, uint64_t id,
     uint32_t sg, int dev, CUdeviceptr *out);
