@@ -15,6 +15,9 @@ host's work alone).  Per shape it prints the medians (and bests) in us of
   c.post      ep.put_notify of one page (the contiguous reference: one
               copy-engine copy and a notification, the fixed cost every
               transfer pays), and c.post+wait
+  (tabRxBxSIZE shapes: ep.put_batch over descriptor tables of R regions
+  a side instead of put_pages, plan through ep.prepare_put_batch where the
+  package has it; 70B-4K of kv_shapes.py at 8,192 tokens is tab160x512x4K)
   all+wait    ep.put_notify of all the pages' bytes as one contiguous
               range, through r.wait() (the like-for-like reference of
               post+wait: same bytes, one copy-engine copy)
@@ -22,7 +25,7 @@ host's work alone).  Per shape it prints the medians (and bests) in us of
   GPUWIRE_CUDA_LIB=build/tests/fakecuda/libgwfakecuda.so FAKECUDA_DEVICES=2 \\
   FAKECUDA_KERNEL_NOCOPY=1 GPUWIRE_TRANSPORTS=intra \\
       /usr/bin/python3 bench/compare/kv_post.py [--build build] [--rounds 300]
-      [--shapes 16384x2K,4096x16K]
+      [--shapes 16384x2K,4096x16K,tab160x512x4K]
 
 The same with a real driver (GPUWIRE_CUDA_LIB unset) on a GPU machine
 times the real calls, copies included.  Needs NumPy, not torch: device
@@ -70,9 +73,25 @@ class DevBuf:
         self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (p.value, False), "version": 3}
 
 
+class Part:
+    """Bytes [off, off + n) of a DevBuf, as an object gpuwire registers."""
+
+    def __init__(self, buf, off, n):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (buf.ptr + off, False),
+                                         "version": 3}
+
+
 def parse(shape):
-    n, p = shape.split("x")
-    return int(n), int(p[:-1]) * KI if p[-1] in "kK" else int(p)
+    """(regions, pages moved, page size): NxSIZE is N pages of one region
+    (put_pages); tabRxBxSIZE is R regions, B blocks moved from each on
+    average, over descriptor tables (put_batch): 70B-4K is tab160x512x4K."""
+    parts = shape.split("x")
+    size = parts[-1]
+    page = int(size[:-1]) * KI if size[-1] in "kK" else int(size)
+    if parts[0].startswith("tab"):
+        nreg, per = int(parts[0][3:]), int(parts[1])
+        return nreg, nreg * per, page
+    return 1, int(parts[0]), page
 
 
 def target(conn, build, shapes):
@@ -83,12 +102,17 @@ def target(conn, build, shapes):
     lis = ctx.listen("127.0.0.1:0")
     conn.send(lis.address)
     ep = lis.accept(30)
-    mems = []
+    mems, packs = [], []
     for s in shapes:
-        n, page = parse(s)
+        nreg, n, page = parse(s)
         big, one = DevBuf(2 * n * page, 1), DevBuf(page, 1)
-        mems += [ctx.register(big), ctx.register(one)]
-    conn.send([m.pack() for m in mems])
+        m = [ctx.register(big), ctx.register(one)]
+        if nreg > 1:                    # the table's regions: slices of the allocation
+            per = 2 * n // nreg * page
+            m += [ctx.register(Part(big, r * per, per)) for r in range(nreg)]
+        mems += m
+        packs.append([x.pack() for x in m])
+    conn.send(packs)
     conn.recv()                        # done
     ep.close()
     ctx.close()
@@ -111,7 +135,7 @@ def main():
     tp.start()
     ctx = gpuwire.Context(transports="intra", progress_thread=True)
     ep = ctx.connect(conn.recv())
-    keys = [ep.unpack(k) for k in conn.recv()]
+    keys = [[ep.unpack(k) for k in ks] for ks in conn.recv()]
     print("# kv_post: %s, %s, load %s, nocopy=%s, %d rounds, medians (best) in us"
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.uname().nodename,
              open("/proc/loadavg").read().split(" ", 3)[:3], os.environ.get("FAKECUDA_KERNEL_NOCOPY", "-"),
@@ -121,28 +145,48 @@ def main():
     rng = np.random.default_rng(1)
     pc = time.perf_counter
     for i, s in enumerate(shapes):
-        n, page = parse(s)
+        nreg, n, page = parse(s)
         src, one = DevBuf(2 * n * page, 0), DevBuf(page, 0)
         sm = ctx.register(src, access=gpuwire.ACCESS_LOCAL)
         om = ctx.register(one, access=gpuwire.ACCESS_LOCAL)
-        rk, ok = keys[2 * i], keys[2 * i + 1]
+        rk, ok = keys[i][0], keys[i][1]
         lidx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
         ridx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
         t = {"post": [], "wait": [], "ppost": [], "pwait": [], "cpost": [], "cwait": [], "await": []}
-        plan = ep.prepare_put_pages(sm, rk, page, lidx, ridx, counted=7)
+        tabs = []
+        if nreg == 1:
+            plan = ep.prepare_put_pages(sm, rk, page, lidx, ridx, counted=7)
+
+            def post():
+                return ep.put_pages(sm, rk, page, lidx, ridx, counted=7)
+        else:                           # descriptor tables over nreg regions a side (computed)
+            per = 2 * n // nreg
+            tabs = [ctx.register(Part(src, r * per * page, per * page), access=gpuwire.ACCESS_LOCAL)
+                    for r in range(nreg)]
+            L = ctx.dlist_local_table(tabs, count=nreg * per, length=page, per_region=per)
+            R = ep.dlist_remote_table(keys[i][2:], count=nreg * per, length=page, per_region=per)
+            tabs += [L, R]
+            prep = getattr(ep, "prepare_put_batch", None)   # (prepared selections, where the package has them)
+            plan = prep(L, R, lidx, ridx, counted=7) if prep else None
+
+            def post():
+                return ep.put_batch(L, R, lidx, ridx, counted=7)
         for rnd in range(args.rounds + 1):
             t0 = pc()
-            r = ep.put_pages(sm, rk, page, lidx, ridx, counted=7)
+            r = post()
             t1 = pc()
             r.wait(60)
             t2 = pc()
             del r
             p0 = pc()
-            r = plan.post()
-            p1 = pc()
-            r.wait(60)
-            p2 = pc()
-            del r
+            if plan is not None:
+                r = plan.post()
+                p1 = pc()
+                r.wait(60)
+                p2 = pc()
+                del r
+            else:
+                p1 = p2 = p0
             t3 = pc()
             q = ep.put_notify(om, ok, 7)
             t4 = pc()
@@ -161,8 +205,12 @@ def main():
                 t["cwait"].append(t5 - t3)
                 t["await"].append(a1 - a0)
         print("%-10s %s" % (s, " ".join("%6.1f (%5.1f)" % (statistics.median(v) * 1e6, min(v) * 1e6)
-                                         for v in t.values())), flush=True)
-        plan.close()
+                                         if plan is not None or k not in ("ppost", "pwait") else "%14s" % "-"
+                                         for k, v in t.items())), flush=True)
+        if plan is not None:
+            plan.close()
+        for x in reversed(tabs):         # the lists before their regions
+            x.close()
         sm.close()
         om.close()
     conn.send("done")

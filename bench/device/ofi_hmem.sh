@@ -24,7 +24,12 @@
 #      at once (its note); gpuwire's put one way.
 # Logs under OUTDIR (argument 2, else $OUT, else ./ofi-hmem-logs).
 # MEM=host runs the same steps with host buffers (no -D cuda, --mem host):
-# the script's own check on a machine without a GPU.
+# the script's own check on a machine without a GPU, and the host-memory
+# comparison on a GPU machine.  It sets GPUWIRE_OFI_HMEM=off (unless the
+# caller set it), as fabtests without -D ask for no FI_HMEM: libfabric's
+# shm provider answers a request with FI_HMEM with inject_size 0, so with
+# it every small message pays a send completion that fi_rdm_pingpong's
+# fi_inject does not.
 #
 # usage: bench/device/ofi_hmem.sh [PREFIX] [OUTDIR]     (from the repo root)
 # env:   LFCUDA=PREFIX, MEM=cuda|host, PROVIDERS="shm tcp", REPEAT=3 (median),
@@ -54,7 +59,7 @@ export GPUWIRE_OFI_LIB=$lib
 fi_info=$prefix/bin/fi_info
 dflag="-D cuda"
 pmem=cuda
-[ "$mem" = host ] && { dflag=""; pmem=host; }
+[ "$mem" = host ] && { dflag=""; pmem=host; export GPUWIRE_OFI_HMEM=${GPUWIRE_OFI_HMEM:-off}; }
 say() { echo "$*" | tee -a "$out/summary.txt"; }
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print ""}'; }
 jget() { sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p"; }
@@ -69,6 +74,7 @@ say "# gpus:      $(timeout 20 nvidia-smi --query-gpu=index,name,driver_version 
 say "# libfabric: $(timeout 20 "$fi_info" --version 2>&1 | tr '\n' ' ') ($lib)"
 say "# cudart:    $([ -f "$prefix/lib/libcudart.so" ] && echo "$prefix/lib/libcudart.so (carried)" || echo "the host's")"
 say "# gpuwire:   $(git log --oneline -1 2>/dev/null)"
+say "# settings:  GPUWIRE_OFI_HMEM=${GPUWIRE_OFI_HMEM:-auto}"
 
 # 1. does each provider offer FI_HMEM on RDM endpoints?
 declare -A hmem

@@ -21,8 +21,9 @@
  *    where the kernel cannot load); a paged batch (gw_xfer_pages, GPU on
  *    both sides, its span in one peer allocation) goes to the page kernel as
  *    it came: its index arrays copied into pinned memory, one launch, no
- *    per-page work on the host at all (pages under 64 KiB; larger ones go
- *    by entries, which measured faster); a list batch (one GPU region, one
+ *    per-page work on the host at all (pages of any size: the kernel cuts
+ *    those over 64 KiB in pieces; 128 KiB pages ran 1-2% faster that way
+ *    than as entries on two H200s); a list batch (one GPU region, one
  *    peer GPU key) likewise to the list kernel, which reads the lists'
  *    tables by the index arrays; local host <-> peer GPU: one cuMemcpyAsync
  *    per entry; local GPU <-> peer host: the pinned bounce buffer.  One
@@ -756,6 +757,13 @@ static gw_status_t intrab_tables(intra_ep_t *e, const gw_batch_t *b, const intra
  * every 512 descriptors, to overlap the build with the copy, made a
  * 4096-entry batch slower, not faster (measured on an H100).  *queued: copies were queued on *stream. */
 #define INTRAB_KCHUNK 8192
+/* The largest page the page kernel takes; larger pages of a paged batch
+ * go by entries (descriptors of at most GW_COPY_DESC_MAX_LEN).  A build
+ * may lower it (-DINTRAB_PAGE_KERNEL_MAX=65535: pages of 64 KiB and more
+ * by entries) to compare the two paths. */
+#ifndef INTRAB_PAGE_KERNEL_MAX
+#define INTRAB_PAGE_KERNEL_MAX UINT64_MAX
+#endif
 
 /* A pinned buffer of at least cap bytes for the op's launch (the smallest
  * large enough of the interface's free ones, else a new one of cap rounded
@@ -883,18 +891,18 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         gw_log(GW_LOG_WARN, "intra: GPU entries of batches move by one copy-engine copy each: %s", why);
     }
     if (gw_batch_unexpanded(b)) {
-        /* pages (list entries) of 64 KiB and more go by entries and the
-         * descriptor kernel: on an H100, 64 x 1 MiB pages ran at
-         * 0.71-0.73x of one contiguous copy through the page kernel,
-         * 0.82-0.83x as entries (few entries: little host work;
-         * measured on an H100) */
+        /* list entries of 64 KiB and more go by entries and the descriptor
+         * kernel (the list kernel does not cut entries); pages of any size
+         * (up to INTRAB_PAGE_KERNEL_MAX) go to the page kernel, which cuts
+         * them in 64 KiB pieces itself */
         uint64_t most = b->npages ? b->psize : b->lmaxlen;
         /* (over region tables any length: the kernel cuts entries itself,
          * and entries would cost the host a descriptor per piece) */
         gw_status_t st = !kernel || (op->tabl && (op->split || !op->kbase)) ? GW_ERR_UNSUPPORTED
                          : op->tabl                                         ? intrab_tables(e, b, op, dev, stream)
-                         : most >= GW_COPY_DESC_MAX_LEN                     ? GW_ERR_UNSUPPORTED
+                         : b->npages && most > INTRAB_PAGE_KERNEL_MAX       ? GW_ERR_UNSUPPORTED
                          : b->npages                                        ? intrab_pages(e, b, op, dev, stream)
+                         : most >= GW_COPY_DESC_MAX_LEN                     ? GW_ERR_UNSUPPORTED
                                                                             : intrab_lists(e, b, op, dev, stream);
         if (st == GW_OK) {
             snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy kernel");
