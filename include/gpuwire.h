@@ -601,7 +601,30 @@ typedef struct gw_xfer_opts {
      * GW_ERR_UNSUPPORTED on an endpoint that does not check. */
     int integrity;
     /* version 2 ends here */
+    /* Where gw_xfer_pages' index arrays (lpages, rpages) live:
+     * GW_INDEX_HOST (0): host memory, read during the call.
+     * GW_INDEX_DEVICE: uint32 arrays in the memory of the local region's GPU
+     * (a block table kept there), read by the GPU and never by the host:
+     * they must stay unchanged until the request completes.  The host checks
+     * only which pages could be valid on each side; a kernel queued before
+     * the copy checks every entry, and where one is outside its region
+     * nothing moves and the request fails with GW_ERR_INVALID naming the
+     * first bad entry (no notification is delivered).  Only GPU to peer GPU
+     * over the intra-host transport, where the page kernel runs: elsewhere
+     * (tcp, verbs, ofi, host memory on either side, no copy kernel, copies
+     * in gpuwire's own context, the integrity check, pages spanning several
+     * of the peer's allocations) GW_ERR_UNSUPPORTED with the reason, at
+     * posting or at completion.  A NULL array (0..count-1) is allowed on
+     * either side.  Other calls refuse GW_INDEX_DEVICE (GW_ERR_UNSUPPORTED). */
+    unsigned index_mem;
+    /* GW_INDEX_DEVICE: a CUstream the arrays are ready on (the transfer's GPU
+     * work waits for everything queued on it before the call); NULL: they
+     * are ready now. */
+    void *index_stream;
+    /* version 3 ends here */
 } gw_xfer_opts_t;
+
+enum { GW_INDEX_HOST = 0, GW_INDEX_DEVICE = 1 };
 
 /* Moves count entry pairs as one request: op GW_XFER_PUT writes local entry
  * lidx[i] into remote entry ridx[i], GW_XFER_GET reads the other way.  lidx

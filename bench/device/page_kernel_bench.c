@@ -113,7 +113,7 @@ int main(int argc, char **argv)
                 else {
                     const uint32_t *a = m == 1 ? si : (const uint32_t *)(uintptr_t)dsi;
                     const uint32_t *b = m == 1 ? di : (const uint32_t *)(uintptr_t)ddi;
-                    REQUIRE(gw_cuda_page_copy_launch(0, s, a, b, n, src, dst, ps, why, sizeof(why)) == GW_OK);
+                    REQUIRE(gw_cuda_page_copy_launch(0, s, a, b, n, src, dst, ps, NULL, why, sizeof(why)) == GW_OK);
                 }
                 CU_CHECK(cu->cuEventRecord(e1, s));
                 CU_CHECK(cu->cuEventSynchronize(e1));

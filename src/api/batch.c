@@ -156,6 +156,22 @@ static gw_status_t check_opts(gw_core_t *core, const char *fn, int op, const gw_
     return GW_OK;
 }
 
+/* Where the call's index arrays live (gw_xfer_opts_t version 3):
+ * *dev 1 for GW_INDEX_DEVICE, *stream the CUstream they are ready on. */
+static gw_status_t index_opts(gw_core_t *core, const char *fn, const gw_xfer_opts_t *o, int *dev, void **stream)
+{
+    *dev = 0;
+    *stream = NULL;
+    if (!o || o->size < offsetof(gw_xfer_opts_t, index_mem) + sizeof(o->index_mem))
+        return GW_OK;
+    if (o->index_mem != GW_INDEX_HOST && o->index_mem != GW_INDEX_DEVICE)
+        return gw_err(core, GW_ERR_INVALID, "%s: opts->index_mem %u is not a GW_INDEX_* value", fn, o->index_mem);
+    *dev = o->index_mem == GW_INDEX_DEVICE;
+    if (o->size >= offsetof(gw_xfer_opts_t, index_stream) + sizeof(o->index_stream))
+        *stream = o->index_stream;
+    return GW_OK;
+}
+
 /* What both forms check first: the endpoint is usable, the options valid. */
 static gw_status_t xfer_begin(gw_ep_t *ep, const char *fn, int op, const gw_xfer_opts_t *opts, gw_request_t **req,
                               int *notify, uint64_t *value, int *integ)
@@ -224,6 +240,13 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
         gw_proto_integ_set_free(is);
         return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "gw_xfer_batch: the %s transport to %s has no %s",
                       ep->ops->name, ep->base.peer, lack);
+    }
+    if (m->b.pdev && (staged || route != GW_PROTO_NATIVE)) {
+        batch_release(m);
+        return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED,
+                      "gw_xfer_pages: opts->index_mem GW_INDEX_DEVICE, but the batch to %s goes by the %s route "
+                      "(entries built on the host, which would read the index arrays there)", ep->base.peer,
+                      staged ? "staged" : "protocol layer's");
     }
     gw_request_t *r = gw_api_new_req(ep, GW_OP_BATCH, req);
     if (!r) {
@@ -577,6 +600,13 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
     if (st != GW_OK)
         return st;
     gw_core_t *core = &ep->ctx->core;
+    int idev;
+    void *istream;
+    if ((st = index_opts(core, fn, opts, &idev, &istream)) != GW_OK)
+        return st;
+    if (idev)
+        return gw_err(core, GW_ERR_UNSUPPORTED,
+                      "%s: opts->index_mem GW_INDEX_DEVICE: index arrays in GPU memory go with gw_xfer_pages only", fn);
     if (!local || !remote)
         return gw_err(core, GW_ERR_INVALID, "%s: NULL %s list", fn, local ? "remote" : "local");
     if (local->remote || !remote->remote)
@@ -822,6 +852,102 @@ static int pages_pin(gw_pages_t *p, int dev, const uint32_t **hl, const uint32_t
     return 1;
 }
 
+/* The pages of ps bytes from base that lie wholly in [rb, +rl): indices
+ * *lo .. *hi (within uint32); 0 when there is none. */
+static int page_valid(uint64_t base, uint64_t ps, uint64_t rb, uint64_t rl, uint32_t *lo, uint32_t *hi)
+{
+    uint64_t end = rb + rl, first = 0, last;
+    if (!ps || end < rb || base > end || end - base < ps)
+        return 0;
+    if (base < rb)
+        first = (rb - base + ps - 1) / ps;
+    last = (end - base) / ps - 1;
+    if (first > last || first > UINT32_MAX)
+        return 0;
+    *lo = (uint32_t)first;
+    *hi = last > UINT32_MAX ? UINT32_MAX : (uint32_t)last;
+    return 1;
+}
+
+/* gw_xfer_pages with its index arrays in the local GPU's memory
+ * (GW_INDEX_DEVICE): never read here.  The host finds each side's valid
+ * pages; the transport's kernel checks every entry against them on the GPU
+ * before the page kernel moves anything (batch.h pdev). */
+static gw_status_t xfer_pages_dev(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lmem, void *lbase,
+                                  const uint32_t *lpages, gw_rkey_t *rkey, uint64_t raddr, const uint32_t *rpages,
+                                  size_t count, size_t page_size, int notify, uint64_t value, int integ,
+                                  void *istream, gw_pages_t *pl, gw_request_t **req)
+{
+    gw_core_t *core = &ep->ctx->core;
+    if (pl)
+        return gw_err(core, GW_ERR_INVALID,
+                      "%s: opts->index_mem GW_INDEX_DEVICE, but a prepared page list's arrays are its own host "
+                      "copies", fn);
+    if (lmem->type != GW_MEM_CUDA || rkey->type != GW_MEM_CUDA)
+        return gw_err(core, GW_ERR_UNSUPPORTED,
+                      "%s: opts->index_mem GW_INDEX_DEVICE needs GPU memory on both sides (the page kernel reads "
+                      "the arrays), but the %s region is host memory", fn, lmem->type != GW_MEM_CUDA ? "local" : "remote");
+    gw_tl_caps_t caps;
+    ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
+    if (!(caps.batch & GW_TL_BATCH_PAGES))
+        return gw_err(core, GW_ERR_UNSUPPORTED,
+                      "%s: opts->index_mem GW_INDEX_DEVICE: the %s transport to %s moves pages as entries built on "
+                      "the host, which would read the index arrays there", fn, ep->ops->name, ep->base.peer);
+    if (ep->base.integ && notify != GW_NOTIFY_NONE && op == GW_XFER_PUT && integ != GW_INTEGRITY_OFF)
+        return gw_err(core, GW_ERR_UNSUPPORTED,
+                      "%s: opts->index_mem GW_INDEX_DEVICE with the end-to-end integrity check: the check hashes "
+                      "each page on the host's list (opts->integrity GW_INTEGRITY_OFF sends it unchecked)", fn);
+    uint64_t la = (uint64_t)(uintptr_t)lbase, ps = page_size, total, x = 0, y = 0;
+    if (__builtin_mul_overflow((uint64_t)count, ps, &total))
+        return gw_err(core, GW_ERR_INVALID, "%s: %zu pages of %zu bytes overflow 64 bits", fn, count, page_size);
+    /* each side's valid pages: a NULL array's 0 .. count-1 checked here */
+    uint32_t lim[4] = {0, 0, 0, 0};
+    if (count && !page_valid(la, ps, (uint64_t)(uintptr_t)lmem->addr, lmem->len, &lim[0], &lim[1]))
+        return gw_err(core, GW_ERR_INVALID,
+                      "%s: entry 0: no page of %zu bytes from %p lies inside the local region [%p, +%zu)", fn,
+                      page_size, lbase, lmem->addr, lmem->len);
+    if (count && !page_valid(raddr, ps, rkey->addr, rkey->len, &lim[2], &lim[3]))
+        return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
+                      "%s: entry 0: no page of %zu bytes from 0x%llx lies inside the region [0x%llx, +%llu) the "
+                      "key covers", fn, page_size, (unsigned long long)raddr, (unsigned long long)rkey->addr,
+                      (unsigned long long)rkey->len);
+    if (count && !lpages && (lim[0] > 0 || (uint64_t)lim[1] < count - 1))
+        return gw_err(core, GW_ERR_INVALID, "%s: pages 0 .. %zu (no local array) do not all lie inside the local "
+                      "region [%p, +%zu) from %p", fn, count - 1, lmem->addr, lmem->len, lbase);
+    if (count && !rpages && (lim[2] > 0 || (uint64_t)lim[3] < count - 1))
+        return gw_err(core, GW_ERR_OUT_OF_BOUNDS, "%s: pages 0 .. %zu (no remote array) do not all lie inside the "
+                      "region [0x%llx, +%llu) the key covers", fn, count - 1, (unsigned long long)rkey->addr,
+                      (unsigned long long)rkey->len);
+    batch_mem_t *m = batch_alloc(ep->ctx, 0);
+    if (!m)
+        return gw_err(core, GW_ERR_NOMEM, "%s: out of memory for a batch", fn);
+    gw_batch_t *b = &m->b;
+    b->lgpu = b->rgpu = 1;
+    b->total = total;
+    if (count) {
+        uint64_t rlo = rpages ? lim[2] : 0, rhi = rpages ? lim[3] : count - 1;
+        page_span_ok(raddr, rlo, rhi, ps, rkey->addr, rkey->len, &x, &y); /* (inside: page_valid said so) */
+        b->rlo = x;
+        b->rhi = y;
+        b->npages = (uint32_t)count;
+        b->lpage = lpages;
+        b->rpage = rpages;
+        b->plbase = la;
+        b->prbase = raddr;
+        b->psize = ps;
+        b->pdev = 1;
+        memcpy(b->plim, lim, sizeof(lim));
+        b->pstream = istream;
+    }
+    m->lm1 = lmem;
+    m->rk1 = *rkey;
+    b->lmem = &m->lm1;
+    b->nlmem = 1;
+    b->rkey = &m->rk1;
+    b->nrkey = 1;
+    return post(ep, m, lmem, count, op, notify, value, NULL, req);
+}
+
 /* gw_xfer_pages and gw_xfer_pages_prepared (pl: the prepared list whose
  * arrays and spans these are). */
 static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lmem, void *lbase,
@@ -850,6 +976,13 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
                       (unsigned long long)rkey->addr, gw_dl_access_str(rkey->access), gw_dl_access_str(need));
     if (count > UINT32_MAX)
         return gw_err(core, GW_ERR_INVALID, "%s: %zu pages (at most %u)", fn, count, UINT32_MAX);
+    int idev;
+    void *istream;
+    if ((st = index_opts(core, fn, opts, &idev, &istream)) != GW_OK)
+        return st;
+    if (idev && (lpages || rpages))
+        return xfer_pages_dev(ep, fn, op, lmem, lbase, lpages, rkey, raddr, rpages, count, page_size, notify, value,
+                              integ, istream, pl, req);
     uint64_t lb = (uint64_t)(uintptr_t)lmem->addr, ll = lmem->len, la = (uint64_t)(uintptr_t)lbase;
     uint64_t ps = page_size;
     batch_mem_t *m = batch_alloc(ep->ctx, count);

@@ -26,6 +26,7 @@ static struct {
     CUfunction pfn; /* gw_page_copy: the paged form */
     CUfunction lfn; /* gw_list_copy: the list form */
     CUfunction tfn; /* gw_table_copy: the list form over region tables */
+    CUfunction cfn; /* gw_page_check: bounds of page index arrays in GPU memory */
     char why[200];
 } g_k[MAX_DEV];
 
@@ -62,6 +63,9 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else if ((r = cu->cuModuleGetFunction(&g_k[dev].tfn, m, "gw_table_copy")) != CUDA_SUCCESS)
             snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_table_copy) failed: %s",
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+        else if ((r = cu->cuModuleGetFunction(&g_k[dev].cfn, m, "gw_page_check")) != CUDA_SUCCESS)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_check) failed: %s",
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else
             g_k[dev].state = 1;
@@ -122,8 +126,8 @@ static unsigned item_grid(unsigned long long nitems, unsigned long long len, uns
 }
 
 gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
-                                     uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize, char *why,
-                                     size_t whylen)
+                                     uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize,
+                                     const uint64_t *gate, char *why, size_t whylen)
 {
     gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
     if (st != GW_OK || n == 0 || psize == 0)
@@ -139,11 +143,38 @@ gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *s
     unsigned blocks = item_grid(nitems, chunk, &g, &pr);
     const uint32_t *s = sidx, *d = didx;
     unsigned long long sb = sbase, db = dbase, ps = psize;
-    void *params[10] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr};
+    const uint64_t *gt = gate;
+    void *params[11] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr, &gt};
     CUresult r = cu->cuLaunchKernel(g_k[dev].pfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
     if (r != CUDA_SUCCESS) {
         snprintf(why, whylen, "cuLaunchKernel(gw_page_copy, %u pages of %llu bytes) failed: %s", n,
                  (unsigned long long)psize, gw_cuda_strerror(r, eb, sizeof(eb)));
+        return GW_ERR_CUDA;
+    }
+    return GW_OK;
+}
+
+gw_status_t gw_cuda_page_check_launch(int dev, CUstream stream, const uint32_t *lidx, const uint32_t *ridx,
+                                      uint32_t n, const uint32_t lim[4], uint64_t *word, char *why, size_t whylen)
+{
+    gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
+    if (st != GW_OK || n == 0 || (!lidx && !ridx))
+        return st;
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    /* one entry per thread up to a wave, then grid-stride: 16,384 entries
+     * are 64 blocks, a read of 128 KiB */
+    unsigned blocks = (n + THREADS - 1) / THREADS;
+    blocks = blocks < PAGE_WAVE ? blocks : PAGE_WAVE;
+    const uint32_t *l = lidx, *r = ridx;
+    unsigned long long nn = n;
+    unsigned int llo = lim[0], lhi = lim[1], rlo = lim[2], rhi = lim[3];
+    uint64_t *w = word;
+    void *params[8] = {&l, &r, &nn, &llo, &lhi, &rlo, &rhi, &w};
+    CUresult cr = cu->cuLaunchKernel(g_k[dev].cfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
+    if (cr != CUDA_SUCCESS) {
+        snprintf(why, whylen, "cuLaunchKernel(gw_page_check, %u pages) failed: %s", n,
+                 gw_cuda_strerror(cr, eb, sizeof(eb)));
         return GW_ERR_CUDA;
     }
     return GW_OK;

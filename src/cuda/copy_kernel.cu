@@ -16,8 +16,11 @@
 // pinned host memory (unified addressing).
 //
 // gw_page_copy is the paged form (gw_xfer_pages): no descriptors, only the
-// two page index arrays (pinned host memory, NULL for 0..n-1), the two bases
-// and the page size; the kernel computes every address itself.
+// two page index arrays (pinned host memory, or the caller's in GPU memory;
+// NULL for 0..n-1), the two bases and the page size; the kernel computes
+// every address itself.  gw_page_check checks arrays in GPU memory against
+// each side's valid pages first, and gw_page_copy's gate then stops the
+// copy when it found a bad entry.
 // gw_list_copy is the list form (gw_xfer_batch): the two index arrays
 // (pinned host memory) and the two prepared lists' entry tables (copies in
 // GPU memory, or pinned host memory, kept with the lists); entry i copies
@@ -93,13 +96,18 @@ static __device__ __forceinline__ void group_copy(const unsigned char *s, unsign
 // groups): their indices are read by `per` threads at once (host memory,
 // over PCIe: one round trip for the round, not one per page) into shared
 // memory, then the groups copy them.  The host sizes `per` so that the grid
-// is about one wave.
+// is about one wave.  `gate` (NULL: none) is the word gw_page_check wrote
+// before this launch on the same stream: unless it is still clear (all
+// ones), every block returns before it copies anything.
 extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned int *didx,
                                         unsigned long long nitems, unsigned int chunks, unsigned long long sbase,
                                         unsigned long long dbase, unsigned long long psize,
-                                        unsigned long long chunk, unsigned int g, unsigned int per)
+                                        unsigned long long chunk, unsigned int g, unsigned int per,
+                                        const unsigned long long *gate)
 {
     __shared__ unsigned long long ss[64], sdst[64], sl[64];
+    if (gate && *(const volatile unsigned long long *)gate != ~0ull)
+        return; /* an index is out of range: nothing moves */
     unsigned int ipb = blockDim.x / g, slot = threadIdx.x / g, lane = threadIdx.x % g;
     for (unsigned long long base = (unsigned long long)blockIdx.x * per; base < nitems;
          base += (unsigned long long)gridDim.x * per) {
@@ -115,6 +123,34 @@ extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned
         for (unsigned int j = slot; j < per && base + j < nitems; j += ipb)
             group_copy((const unsigned char *)ss[j], (unsigned char *)sdst[j], sl[j], lane, g);
         __syncthreads(); /* every group is done with the round before the next is loaded */
+    }
+}
+
+// The bounds check of page index arrays that live in GPU memory (the host
+// never reads them): entry i is bad when lidx[i] is outside [llo, lhi] or
+// ridx[i] outside [rlo, rhi] (a NULL array is not checked: the host did).
+// The first bad entry wins: atomicMin of (i << 1 | side) into *word (side 0
+// local, 1 remote), which the host reset to all ones before the launch.
+// One coalesced read of each array; an atomic only for a bad entry.
+extern "C" __global__ void gw_page_check(const unsigned int *lidx, const unsigned int *ridx, unsigned long long n,
+                                         unsigned int llo, unsigned int lhi, unsigned int rlo, unsigned int rhi,
+                                         unsigned long long *word)
+{
+    unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        unsigned long long bad = ~0ull;
+        if (lidx) {
+            unsigned int v = lidx[i];
+            if (v < llo || v > lhi)
+                bad = i << 1;
+        }
+        if (bad == ~0ull && ridx) {
+            unsigned int v = ridx[i];
+            if (v < rlo || v > rhi)
+                bad = (i << 1) | 1ull;
+        }
+        if (bad != ~0ull)
+            atomicMin(word, bad);
     }
 }
 

@@ -204,6 +204,7 @@ enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100, CU_FLUSH_GPU_DIRECT_RDMA_
                                                unsigned long long flags))                          \
     OPT(cuFlushGPUDirectRDMAWrites, 11030, (int target, int scope))                               \
     OPT(cuDeviceGetP2PAttribute, 8000, (int *value, int attrib, CUdevice src, CUdevice dst))     \
+    OPT(cuMemsetD32Async, 3020, (CUdeviceptr p, unsigned v, size_t n, CUstream s))                \
     OPT(cuModuleLoadData, 2000, (CUmodule * m, const void *image))                                \
     OPT(cuModuleGetFunction, 2000, (CUfunction * f, CUmodule m, const char *name))                \
     OPT(cuLaunchKernel, 4000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,   \
@@ -294,11 +295,21 @@ gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_d
                                        char *why, size_t whylen);
 /* The paged form: one launch copies n pages of psize bytes, page i from
  * sbase + sidx[i] * psize to dbase + didx[i] * psize (an index array NULL:
- * i; otherwise pinned host memory kept until the launch completes).  The
- * caller has checked every page's bounds on both sides. */
+ * i; otherwise pinned host memory, or dev's memory, kept until the launch
+ * completes).  The caller has checked every page's bounds on both sides,
+ * or gates the launch: gate (dev's memory, NULL: none) is the word of a
+ * gw_cuda_page_check_launch queued before it on the stream, and the launch
+ * copies nothing unless the check left it all ones. */
 gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
-                                     uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize, char *why,
-                                     size_t whylen);
+                                     uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize,
+                                     const uint64_t *gate, char *why, size_t whylen);
+/* The bounds check of page index arrays in dev's memory: entry i is bad
+ * when lidx[i] lies outside [lim[0], lim[1]] or ridx[i] outside [lim[2],
+ * lim[3]] (a NULL array is not checked).  The first bad entry's (i << 1 |
+ * side), side 0 local and 1 remote, goes into *word (dev's memory) by
+ * atomicMin: the caller resets it to all ones on the stream first. */
+gw_status_t gw_cuda_page_check_launch(int dev, CUstream stream, const uint32_t *lidx, const uint32_t *ridx,
+                                      uint32_t n, const uint32_t lim[4], uint64_t *word, char *why, size_t whylen);
 /* The list form: one launch copies n entries, entry i stab[sidx[i]].len
  * bytes from stab[sidx[i]].addr + sdelta to dtab[didx[i]].addr + ddelta (an
  * index array NULL: i).  Tables and index arrays in pinned host memory kept

@@ -335,6 +335,17 @@ static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { 
 static CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) { LEGACY("cuMemsetD8", NULL); uint8_t *d = hv(p, n); if (!d) return EINVAL_; memset(d, v, n); return OK; }
 
 typedef struct fev { int queries; uintptr_t ctx; } fev_t;
+static CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, void *st)
+{
+    LEGACY("cuMemsetD32Async", st);
+    uint32_t *d = (uint32_t *)hv(p, n * 4);
+    if (!d || !find((uintptr_t)p)) /* (device memory only, as the driver) */
+        return EINVAL_;
+    for (size_t i = 0; i < n; i++)
+        d[i] = v;
+    __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);
+    return OK;
+}
 static CUresult cuStreamCreate(void **s, unsigned f)
 {
     (void)f;
@@ -548,7 +559,8 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 }
 
 /* The batched copy kernels (src/cuda/copy_kernel.cu): a module whose image
- * names gw_batch_copy (and gw_page_copy, gw_list_copy, gw_table_copy) loads (unless FAKECUDA_NO_MODULE is
+ * names gw_batch_copy (and gw_page_copy, gw_list_copy, gw_table_copy,
+ * gw_page_check) loads (unless FAKECUDA_NO_MODULE is
  * set); a launch does the copies at once, reading the descriptors, or the
  * page index arrays, where the GPU would (host or fake device memory).
  * FAKECUDA_LAUNCHES, when set, names a file that gets one line per launch
@@ -559,6 +571,7 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 #define FN_PAGE ((void *)(uintptr_t)0x504147)
 #define FN_LIST ((void *)(uintptr_t)0x4c4953)
 #define FN_TABLE ((void *)(uintptr_t)0x544142)
+#define FN_PCHECK ((void *)(uintptr_t)0x50434b)
 /* The CRC32C kernel (src/cuda/crc_kernel.cu), a module of its own: a launch
  * takes the CRC32C of each (address, length) descriptor where the GPU would
  * read it, with a table of this file (not the library's), and writes the
@@ -628,6 +641,8 @@ static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
         *f = FN_LIST;
     else if (!strcmp(name, "gw_table_copy"))
         *f = FN_TABLE;
+    else if (!strcmp(name, "gw_page_check"))
+        *f = FN_PCHECK;
     else
         return EINVAL_;
     return OK;
@@ -638,9 +653,19 @@ static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
  * sbase + sidx[p] * psize to dbase + didx[p] * psize; NULL index arrays
  * read as p.  A group of g threads per item, g a power of two from 32 to the
  * block's size, and `per` items per block and round (a multiple of the
- * block's groups, at most 64), as the kernel requires. */
+ * block's groups, at most 64), as the kernel requires.  params[10], the
+ * gate (fake device memory, or NULL): unless it holds all ones, nothing is
+ * copied. */
 static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npages)
 {
+    uintptr_t gate = *(const uintptr_t *)params[10];
+    if (gate) {
+        const uint64_t *gw = (const uint64_t *)hv(gate, 8);
+        if (!gw || !find(gate))
+            return EINVAL_;
+        if (*gw != UINT64_MAX)
+            nocopy = 1;
+    }
     uintptr_t sidx = *(const uintptr_t *)params[0], didx = *(const uintptr_t *)params[1];
     unsigned long long nitems = *(const unsigned long long *)params[2];
     unsigned chunks = *(const unsigned *)params[3];
@@ -664,6 +689,35 @@ static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npag
         if (r != OK)
             return r;
     }
+    return OK;
+}
+
+/* gw_page_check's semantics: entry i is bad when lidx[i] lies outside
+ * [llo, lhi] or ridx[i] outside [rlo, rhi] (NULL arrays unchecked); the
+ * word (fake device memory) takes the least (i << 1 | side) of the bad
+ * ones, side 0 local, 1 remote, as atomicMin would. */
+static CUresult page_check(void **params, unsigned *n_out)
+{
+    uintptr_t lidx = *(const uintptr_t *)params[0], ridx = *(const uintptr_t *)params[1];
+    unsigned long long n = *(const unsigned long long *)params[2];
+    unsigned llo = *(const unsigned *)params[3], lhi = *(const unsigned *)params[4];
+    unsigned rlo = *(const unsigned *)params[5], rhi = *(const unsigned *)params[6];
+    uintptr_t word = *(const uintptr_t *)params[7];
+    const uint32_t *li = lidx ? (const uint32_t *)hv(lidx, (size_t)n * 4) : NULL;
+    const uint32_t *ri = ridx ? (const uint32_t *)hv(ridx, (size_t)n * 4) : NULL;
+    uint64_t *w = (uint64_t *)hv(word, 8);
+    if ((lidx && !li) || (ridx && !ri) || !w || !find(word))
+        return EINVAL_;
+    for (unsigned long long i = 0; i < n; i++) {
+        uint64_t bad = UINT64_MAX;
+        if (li && (li[i] < llo || li[i] > lhi))
+            bad = i << 1;
+        else if (ri && (ri[i] < rlo || ri[i] > rhi))
+            bad = (i << 1) | 1;
+        if (bad < *w)
+            *w = bad;
+    }
+    *n_out = (unsigned)n;
     return OK;
 }
 
@@ -782,7 +836,7 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
         return ELEGACY;
     }
     (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
-    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_TABLE && f != FN_CRC) || !params)
+    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_TABLE && f != FN_CRC && f != FN_PCHECK) || !params)
         return EINVAL_;
     /* FAKECUDA_KERNEL_NOCOPY: the launch moves nothing, for profiling the
      * host side of a batch without the fake's memcpy in the samples */
@@ -790,8 +844,8 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     if (nocopy < 0)
         nocopy = getenv("FAKECUDA_KERNEL_NOCOPY") != NULL;
     unsigned n = 0;
-    if (f == FN_CRC) {
-        CUresult r = crc_entries(params, &n);
+    if (f == FN_CRC || f == FN_PCHECK) {
+        CUresult r = f == FN_CRC ? crc_entries(params, &n) : page_check(params, &n);
         if (r != OK)
             return r;
     } else if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE) {
@@ -815,8 +869,8 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
-        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : f == FN_TABLE ? "gw_table_copy" : "gw_batch_copy", n);
-        if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE) {
+        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PCHECK ? "gw_page_check" : f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : f == FN_TABLE ? "gw_table_copy" : "gw_batch_copy", n);
+        if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE || f == FN_PCHECK) {
             /* where the kernel's index arrays lie: "kidx_dev k" / "kidx_host k",
              * k of the two in (fake) device memory / in host memory */
             unsigned kd = 0, kh = 0;
@@ -842,7 +896,7 @@ static const struct { const char *name; void *fn; } g_tab[] = {
     F(cuPointerSetAttribute), F(cuMemGetAddressRange), F(cuMemAlloc), F(cuMemFree), F(cuMemHostAlloc),
     F(cuMemFreeHost), F(cuMemHostRegister), F(cuMemHostUnregister), F(cuMemcpy), F(cuMemcpyAsync),
     F(cuMemcpyPeer), F(cuMemcpyPeerAsync), F(cuMemcpyHtoD), F(cuMemcpyDtoH), F(cuMemcpyHtoDAsync),
-    F(cuMemcpyDtoHAsync), F(cuMemsetD8), F(cuStreamCreate), F(cuStreamDestroy), F(cuStreamSynchronize),
+    F(cuMemcpyDtoHAsync), F(cuMemsetD8), F(cuMemsetD32Async), F(cuStreamCreate), F(cuStreamDestroy), F(cuStreamSynchronize),
     F(cuStreamQuery), F(cuStreamWaitEvent), F(cuEventCreate), F(cuEventDestroy), F(cuEventRecord),
     F(cuEventQuery), F(cuEventSynchronize), F(cuEventElapsedTime), F(cuIpcGetMemHandle),
     F(cuIpcOpenMemHandle), F(cuIpcCloseMemHandle), F(cuMemGetHandleForAddressRange),

@@ -29,7 +29,13 @@
  * kernel reads those, and nothing is copied.  It either moves the pages as
  * they are (a kernel that computes the addresses) or calls gw_batch_expand()
  * once, which writes the entries into `ent` (room for `npages` is there):
- * the changes a transport may make to a batch.
+ * the changes a transport may make to a batch.  With `pdev` 1 (index arrays
+ * in the local GPU's memory, GW_INDEX_DEVICE) they are device pointers,
+ * valid until the request completes: only a transport that says
+ * GW_TL_BATCH_PAGES gets such a batch, and it must move it by a kernel
+ * after checking every entry on the GPU against `plim` (the valid pages of
+ * each side; [rlo, rhi) spans every valid remote page), or fail it: it is
+ * never expanded (gw_batch_expand leaves it as it is).
  *
  * The list form may come unexpanded likewise: a transport that says
  * GW_TL_BATCH_LISTS gets a gw_xfer_batch batch over two lists of one GPU
@@ -103,6 +109,11 @@ typedef struct gw_batch {
     uint64_t plbase, prbase, psize;
     uint8_t pkept;            /* lpage/rpage are a prepared list's pinned copies (valid to completion) */
     uint64_t lpage_dev, rpage_dev; /* pkept: their copies in the local GPU's memory (CUdeviceptr; 0: none) */
+    uint8_t pdev;             /* lpage/rpage are the caller's arrays in the local GPU's memory (GW_INDEX_DEVICE),
+                               * valid to completion: never read on the host, never expanded; the transport
+                               * checks every entry on the GPU against plim before anything moves */
+    uint32_t plim[4];         /* pdev: the valid pages, local [plim[0], plim[1]], remote [plim[2], plim[3]] */
+    void *pstream;            /* pdev: the CUstream the arrays are ready on (NULL: ready now) */
     /* the list form, unexpanded (GW_TL_BATCH_LISTS): entry i moves
      * ltab[lidx[i]].len bytes between ltab[lidx[i]].addr and
      * rtab[ridx[i]].addr (a NULL array reads as i); lreg and rreg 0 */
@@ -169,7 +180,7 @@ static inline int gw_batch_unexpanded(const gw_batch_t *b)
  * continue each other on both sides.  total, rlo and rhi are unchanged. */
 static inline void gw_batch_expand(gw_batch_t *b)
 {
-    if (!gw_batch_unexpanded(b))
+    if (!gw_batch_unexpanded(b) || b->pdev) /* (device index arrays: never read here) */
         return;
     uint64_t total = b->total, rlo = b->rlo, rhi = b->rhi, ps = b->psize;
     for (uint32_t i = 0; i < b->npages; i++)

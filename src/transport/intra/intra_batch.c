@@ -65,6 +65,8 @@ typedef struct intrab_op {
     int32_t *ldev;                 /* per local region: its GPU ordinal, -1 for host memory */
     intra_iface_t *ifc;
     gw_copy_desc_t *desc;          /* pinned descriptors of a kernel launch in flight, or NULL */
+    uint64_t *ghost;               /* device index arrays (b->pdev): the bounds check's word as copied back
+                                    * (pinned, in desc), all ones unless an entry is outside */
     size_t desc_cap;
     uint32_t nhost;                /* entries host <-> peer host (CMA) */
     uint32_t npeer;                /* entries local GPU <-> peer GPU (the kernel, else copy engine) */
@@ -278,6 +280,12 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
          * the entries is checked once, and every entry is of one kind */
         const rdesc_t *r = &op->rd[0];
         if (gw_range_inside(r->s->addr, r->s->len, b->rlo, b->rhi - b->rlo)) {
+            if (b->pdev && !(r->gpu && op->ldev[0] >= 0)) {
+                intrab_leave(op);
+                return gw_err(c, GW_ERR_UNSUPPORTED,
+                              "gw_xfer_pages: index arrays in GPU memory, but the owner registered region 0x%" PRIx64
+                              " as host memory (pages by entries would read the arrays on the host)", r->s->addr);
+            }
             if (gw_batch_unexpanded(b) && !(r->gpu && op->ldev[0] >= 0))
                 gw_batch_expand((gw_batch_t *)b); /* the owner's slot says host memory: CMA or staging, by entry */
             if (b->nlist) /* should the kernel take entries after all: as for entries */
@@ -290,6 +298,13 @@ static gw_status_t intrab_enter(intra_ep_t *e, const gw_batch_t *b, intrab_op_t 
                 count_kind(op, r->gpu, op->ldev[0], b->n, b->total,
                            (size_t)b->n + (size_t)(b->total / GW_COPY_DESC_MAX_LEN));
             return GW_OK;
+        }
+        if (b->pdev) { /* (the arrays are not read here: the span of the pages that could be valid) */
+            intrab_leave(op);
+            return gw_err(c, GW_ERR_OUT_OF_BOUNDS,
+                          "gw_xfer_pages: the pages the key covers [0x%" PRIx64 ", 0x%" PRIx64 ") reach outside the "
+                          "region [0x%" PRIx64 ", +%" PRIu64 ") its owner registered", b->rlo, b->rhi, r->s->addr,
+                          r->s->len);
         }
         /* some entry is outside: the pass below names it */
         gw_batch_expand((gw_batch_t *)b);
@@ -596,6 +611,18 @@ int intrab_part_done(gw_request_t *req, gw_status_t *st)
         op->err = *st;
     if (op->parts && --op->parts)
         return 0;
+    const gw_batch_t *b = req->batch;
+    if (op->err == GW_OK && op->ghost && *(volatile uint64_t *)op->ghost != UINT64_MAX) {
+        /* the GPU's bounds check found an entry outside: the page kernel moved nothing */
+        uint64_t w = *(volatile uint64_t *)op->ghost, i = w >> 1;
+        int side = (int)(w & 1);
+        op->err = gw_err(req->core, GW_ERR_INVALID,
+                         "gw_xfer_pages: entry %" PRIu64 ": its %s page index (in GPU memory) is outside the %s "
+                         "(valid pages %" PRIu32 " .. %" PRIu32 "); found by the bounds check on the GPU, nothing "
+                         "moved", i, side ? "remote" : "local", side ? "region the key covers" : "local region",
+                         b ? b->plim[2 * side] : 0, b ? b->plim[2 * side + 1] : 0);
+        op->gpu_bytes = 0;
+    }
     *st = op->err;
     return 1;
 }
@@ -826,6 +853,38 @@ static gw_status_t intrab_span_delta(intra_ep_t *e, const gw_batch_t *b, const i
     return GW_OK;
 }
 
+/* Index arrays in GPU memory (b->pdev): the stream's bounds word reset to
+ * all ones, then the check kernel over both arrays; *gate is the word the
+ * page kernel reads before it copies.  The word goes back to op->ghost
+ * (pinned) after the page kernel. */
+static gw_status_t intrab_pages_check(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
+                                      const uint64_t **gate)
+{
+    gw_core_t *c = e->super.iface->core;
+    const gw_cuda_t *cu = e->ifc->cu;
+    if (!cu->cuMemsetD32Async)
+        return gw_err(c, GW_ERR_UNSUPPORTED, "gw_xfer_pages: index arrays in GPU memory need cuMemsetD32Async, "
+                      "which the CUDA driver lacks");
+    CUresult cr;
+    if (!e->gword[dev] && (cr = cu->cuMemAlloc(&e->gword[dev], sizeof(uint64_t))) != CUDA_SUCCESS) {
+        e->gword[dev] = 0;
+        return intra_cu_err(c, "cuMemAlloc(the page bounds check's word)", cr);
+    }
+    gw_status_t st = intrab_pinned(e, op, sizeof(uint64_t), (void **)&op->ghost);
+    if (st != GW_OK)
+        return st;
+    *op->ghost = UINT64_MAX; /* (clear until the copy back overwrites it) */
+    if ((cr = cu->cuMemsetD32Async(e->gword[dev], 0xffffffffu, 2, stream)) != CUDA_SUCCESS)
+        return intra_cu_err(c, "cuMemsetD32Async(the page bounds check's word)", cr);
+    char why[200];
+    st = gw_cuda_page_check_launch(dev, stream, b->lpage, b->rpage, b->npages, b->plim,
+                                   (uint64_t *)(uintptr_t)e->gword[dev], why, sizeof(why));
+    if (st != GW_OK)
+        return gw_err(c, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
+    *gate = (const uint64_t *)(uintptr_t)e->gword[dev];
+    return GW_OK;
+}
+
 static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab_op_t *op, int dev,
                                 CUstream stream)
 {
@@ -842,8 +901,16 @@ static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab
      * lie below the allocation: only the pages' addresses need be inside) */
     uint64_t rbase = delta + b->prbase;
     char why[200];
-    st = b->get ? gw_cuda_page_copy_launch(dev, stream, rp, lp, n, rbase, b->plbase, b->psize, why, sizeof(why))
-                : gw_cuda_page_copy_launch(dev, stream, lp, rp, n, b->plbase, rbase, b->psize, why, sizeof(why));
+    const uint64_t *gate = NULL;
+    if (b->pdev && (st = intrab_pages_check(e, b, (intrab_op_t *)op, dev, stream, &gate)) != GW_OK)
+        return st;
+    st = b->get ? gw_cuda_page_copy_launch(dev, stream, rp, lp, n, rbase, b->plbase, b->psize, gate, why, sizeof(why))
+                : gw_cuda_page_copy_launch(dev, stream, lp, rp, n, b->plbase, rbase, b->psize, gate, why, sizeof(why));
+    if (st == GW_OK && gate) { /* the word back to the host, read at completion (intrab_part_done) */
+        CUresult cr = e->ifc->cu->cuMemcpyDtoHAsync(op->ghost, (CUdeviceptr)(uintptr_t)gate, sizeof(uint64_t), stream);
+        if (cr != CUDA_SUCCESS)
+            return intra_cu_err(e->super.iface->core, "cuMemcpyDtoHAsync(the page bounds check's word)", cr);
+    }
     return st == GW_OK ? GW_OK : gw_err(e->super.iface->core, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
 }
 
@@ -877,14 +944,14 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
     gw_core_t *c = e->super.iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
     *queued = 0;
-    char why[200];
+    char why[200] = "";
     size_t nk = op->nkdesc;
     /* the kernel's module is loaded in the primary context: a batch in
      * gpuwire's own one goes by the copy engine */
     /* a batch of one peer GPU entry goes by one copy-engine copy: on two
      * H200s a 4 KiB copy completed 8 us after its cuMemcpyAsync, 10.5-11.7
      * us after a one-descriptor kernel launch (bench/device/one_copy.cu) */
-    int want = nk && op->npeer > 1;
+    int want = nk && (op->npeer > 1 || b->pdev); /* (device index arrays: the page kernel, whatever the count) */
     int kernel = !own && want && nk <= UINT32_MAX && gw_cuda_copy_kernel_ready(dev, why, sizeof(why)) == GW_OK;
     if (want && !kernel && !own && !e->ifc->bkernel[0]) {
         snprintf(e->ifc->bkernel, sizeof(e->ifc->bkernel), "copy engine per entry (no kernel: %.140s)", why);
@@ -912,6 +979,11 @@ static gw_status_t intrab_gpu(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *o
         }
         if (st != GW_ERR_UNSUPPORTED)
             return st;
+        if (b->pdev) /* entries would read the arrays on the host */
+            return gw_err(c, GW_ERR_UNSUPPORTED, "gw_xfer_pages: index arrays in GPU memory need the page kernel, "
+                          "but %s", !kernel ? (own ? "the copy runs in gpuwire's own context" : why)
+                          : b->psize > INTRAB_PAGE_KERNEL_MAX ? "the pages are larger than it takes"
+                          : "the pages the key covers span several of the peer's allocations");
         gw_batch_expand((gw_batch_t *)b); /* no kernel, large pages, or a span over several allocations */
     }
     if (kernel) {
@@ -1170,6 +1242,42 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
     intra_rma_done(e, req, st); /* the api hook releases the slots */
 }
 
+/* A paged batch whose index arrays are in the local GPU's memory (b->pdev)
+ * at posting: nothing to copy; where the caller named the stream the arrays
+ * are ready on, the transport's stream waits for what is queued there now
+ * (an event recorded on it).  Refused without CUDA. */
+static gw_status_t intrab_dev_index(intra_ep_t *e, gw_request_t *req)
+{
+    const gw_batch_t *b = req->batch;
+    gw_core_t *c = e->super.iface->core;
+    if (!e->ifc->cu)
+        return gw_err(c, GW_ERR_UNSUPPORTED, "gw_xfer_pages: index arrays in GPU memory, but CUDA is unavailable in "
+                      "this process (%s)", e->ifc->cuda_why);
+    if (e->own_ctx)
+        return gw_err(c, GW_ERR_UNSUPPORTED, "gw_xfer_pages: index arrays in GPU memory need the page kernel, which "
+                      "does not run in gpuwire's own context (GPUWIRE_CUDA_COPY_CONTEXT=own)");
+    if (!b->pstream)
+        return GW_OK;
+    int dev = b->lmem[0]->cuda_device;
+    CUstream stream = NULL;
+    gw_status_t st = intra_ep_stream(e, dev, 0, &stream);
+    if (st != GW_OK)
+        return st;
+    const gw_cuda_t *cu = e->ifc->cu;
+    int evk = intra_ev_key(dev, 0);
+    CUevent ev = NULL;
+    CUresult cr = intra_ev_get(e, evk, &ev);
+    if (cr == CUDA_SUCCESS)
+        cr = cu->cuEventRecord(ev, (CUstream)b->pstream);
+    if (cr == CUDA_SUCCESS)
+        cr = cu->cuStreamWaitEvent(stream, ev, 0);
+    if (ev) /* (the wait holds the record it saw: the event may serve again at once) */
+        intra_ev_put(e, ev, evk);
+    if (cr != CUDA_SUCCESS)
+        return intra_cu_err(c, "cuEventRecord/cuStreamWaitEvent(the stream the index arrays are ready on)", cr);
+    return GW_OK;
+}
+
 gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
 {
     intra_ep_t *e = to_ep(tep);
@@ -1195,7 +1303,11 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
     op->fini = req->fini;
     req->fini = intrab_fini;
     intra_rq(req)->batch = op;
-    if (gw_batch_unexpanded(b) && !(b->npages && b->pkept)) {
+    if (b->pdev) {
+        gw_status_t st = intrab_dev_index(e, req);
+        if (st != GW_OK)
+            return st; /* (refused: the api layer runs intrab_fini) */
+    } else if (gw_batch_unexpanded(b) && !(b->npages && b->pkept)) {
         /* the caller's index arrays are ours only during this call: into
          * pinned memory (a prepared page list's or selection's are pinned
          * already: ikept) */

@@ -649,6 +649,10 @@ void intra_ep_destroy(gw_tl_ep_t *tep)
             gw_cuda_ctx_for_device(d, why, sizeof(why));
             cu->cuStreamDestroy(e->stream[d]);
         }
+        if (e->gword[d]) {
+            gw_cuda_ctx_for_device(d, why, sizeof(why));
+            cu->cuMemFree(e->gword[d]);
+        }
         CUcontext saved = NULL;
         if (e->ostream[d] && gw_cuda_own_ctx_enter(d, &saved, why, sizeof(why))) {
             cu->cuStreamDestroy(e->ostream[d]);

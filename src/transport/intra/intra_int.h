@@ -203,6 +203,8 @@ typedef struct intra_ep {
     uint32_t next_op;
     CUstream stream[INTRA_MAX_DEV];  /* copy streams in the device's primary context */
     CUstream ostream[INTRA_MAX_DEV]; /* copy streams in gpuwire's own context (GPUWIRE_CUDA_COPY_CONTEXT=own) */
+    CUdeviceptr gword[INTRA_MAX_DEV]; /* per device: the bounds check's word of paged batches with index arrays in
+                                       * GPU memory (8 bytes; one per stream: its batches take turns) */
     int own_ctx;                     /* GPUWIRE_CUDA_COPY_CONTEXT=own when the endpoint was made */
     CUevent evfree[INTRA_EV_KEEP];   /* events whose copies completed, for the next ones */
     int evfree_k[INTRA_EV_KEEP];     /* each one's context (intra_ev_get's key) */
