@@ -5,7 +5,8 @@
  * kernel and the page kernel's gate as the GPU would.
  *
  * Over intra: a put from device index arrays with a counted notification,
- * a put with the local array NULL (0..n-1), then a get from device arrays;
+ * a put with the local array NULL (0..n-1) and the remote one written on a
+ * stream of the caller's (opts.index_stream), then a get from device arrays;
  * every byte is checked (the target's region after the puts, the
  * initiator's after the get).  Then a put with a bad remote index in the
  * middle and a get with a bad local index in the middle: each fails at
@@ -13,7 +14,10 @@
  * every destination byte as it was, and the put's counted notification
  * never arrives.  A local host region is refused at posting with
  * GW_ERR_UNSUPPORTED.  Over tcp (KV_DEV_TCP=1): the device put is refused
- * with GW_ERR_UNSUPPORTED naming the transport, and nothing else runs. */
+ * with GW_ERR_UNSUPPORTED naming the transport, and nothing else runs.
+ * The fake driver's device addresses are not mapped for the host (a read
+ * there faults), so the test also shows the host never reads the arrays.
+ * tests/gpu runs the same program on a real driver (gpu_kv_dev_index_*). */
 #include <poll.h>
 #include <unistd.h>
 
@@ -130,8 +134,14 @@ int main(void)
     gw_request_free(q);
     uint32_t ri2[N];
     fc_pick(ri2, N, POOL, 9);
-    uint32_t *dri2 = dev_idx(cu, ri2, N);
-    REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, NULL, rk, rb, dri2, N, PAGE, &o, &q));
+    /* (written on a stream of the caller's, which the transfer waits for) */
+    uint32_t *dri2 = fc_dev_alloc(cu, N * sizeof(uint32_t));
+    CUstream us;
+    REQUIRE(cu->cuStreamCreate(&us, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    REQUIRE(cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dri2, ri2, sizeof(ri2), us) == CUDA_SUCCESS);
+    gw_xfer_opts_t os = o;
+    os.index_stream = us;
+    REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, NULL, rk, rb, dri2, N, PAGE, &os, &q));
     CHECK_ST(gw_request_wait(q, 30000), GW_OK);
     gw_request_free(q);
     /* a put with a remote index past the key in the middle: fails at
@@ -202,6 +212,8 @@ int main(void)
     /* the prepared form and the list form take no device arrays */
     CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, NULL, NULL, NULL, NULL, 0, &o, &q), GW_ERR_UNSUPPORTED);
     CHECK_ST(gw_mem_dereg(mh), GW_OK);
+    REQUIRE(cu->cuStreamSynchronize(us) == CUDA_SUCCESS);
+    REQUIRE(cu->cuStreamDestroy(us) == CUDA_SUCCESS);
     free(hb);
     free(tgt);
     free(want);
