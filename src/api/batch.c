@@ -869,6 +869,40 @@ static int page_valid(uint64_t base, uint64_t ps, uint64_t rb, uint64_t rl, uint
     return 1;
 }
 
+/* An index array given as GPU memory (GW_INDEX_DEVICE): the driver says it
+ * is device memory of the local region's GPU holding count entries (a
+ * pointer query, nothing read), so that the kernel never faults on it. */
+static gw_status_t dev_index_ok(gw_core_t *core, const char *fn, const char *name, const uint32_t *p, size_t count,
+                                int dev)
+{
+    if (!p)
+        return GW_OK;
+    char why[160];
+    const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
+    if (!cu)
+        return gw_err(core, GW_ERR_UNSUPPORTED, "%s: opts->index_mem GW_INDEX_DEVICE, but CUDA is unavailable in this "
+                      "process (%s)", fn, why);
+    unsigned type = 0;
+    int ord = -1;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    int attrs[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[4] = {&type, &ord, &start, &size};
+    CUresult r = cu->cuPointerGetAttributes(4, attrs, data, (CUdeviceptr)(uintptr_t)p);
+    if (r != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE)
+        return gw_err(core, GW_ERR_INVALID, "%s: %s %p is not GPU memory (opts->index_mem GW_INDEX_DEVICE)", fn, name,
+                      (const void *)p);
+    if (ord != dev)
+        return gw_err(core, GW_ERR_INVALID, "%s: %s %p is memory of GPU %d, the local region of GPU %d (the arrays "
+                      "must be on the local region's GPU)", fn, name, (const void *)p, ord, dev);
+    uint64_t a = (uint64_t)(uintptr_t)p, end = (uint64_t)start + size;
+    if (a < (uint64_t)start || a > end || (end - a) / sizeof(uint32_t) < count)
+        return gw_err(core, GW_ERR_INVALID, "%s: %s %p holds fewer than the %zu entries (its allocation ends at "
+                      "0x%llx)", fn, name, (const void *)p, count, (unsigned long long)end);
+    return GW_OK;
+}
+
 /* gw_xfer_pages with its index arrays in the local GPU's memory
  * (GW_INDEX_DEVICE): never read here.  The host finds each side's valid
  * pages; the transport's kernel checks every entry against them on the GPU
@@ -897,6 +931,10 @@ static gw_status_t xfer_pages_dev(gw_ep_t *ep, const char *fn, int op, gw_mem_t 
         return gw_err(core, GW_ERR_UNSUPPORTED,
                       "%s: opts->index_mem GW_INDEX_DEVICE with the end-to-end integrity check: the check hashes "
                       "each page on the host's list (opts->integrity GW_INTEGRITY_OFF sends it unchecked)", fn);
+    gw_status_t st;
+    if ((st = dev_index_ok(core, fn, "lpages", lpages, count, lmem->cuda_device)) != GW_OK ||
+        (st = dev_index_ok(core, fn, "rpages", rpages, count, lmem->cuda_device)) != GW_OK)
+        return st;
     uint64_t la = (uint64_t)(uintptr_t)lbase, ps = page_size, total, x = 0, y = 0;
     if (__builtin_mul_overflow((uint64_t)count, ps, &total))
         return gw_err(core, GW_ERR_INVALID, "%s: %zu pages of %zu bytes overflow 64 bits", fn, count, page_size);

@@ -209,7 +209,14 @@ int main(void)
     CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, mh, hb, dli, rk, rb, dri, N, PAGE, &o, &q), GW_ERR_UNSUPPORTED);
     fprintf(stderr, "host region: %s\n", gw_last_error(ctx));
     CHECK(strstr(gw_last_error(ctx), "host memory") != NULL);
-    /* the prepared form and the list form take no device arrays */
+    /* an array in host memory, or too short: refused at posting */
+    CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, dri, N, PAGE, &o, &q), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "lpages") && strstr(gw_last_error(ctx), "is not GPU memory"));
+    uint32_t *shrt = fc_dev_alloc(cu, 4096);
+    CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, NULL, rk, rb, shrt, 4096 / 4 + 1, 1, &o, &q), GW_ERR_INVALID);
+    fprintf(stderr, "short array: %s\n", gw_last_error(ctx));
+    CHECK(strstr(gw_last_error(ctx), "holds fewer than") != NULL);
+    /* the list form takes no device arrays */
     CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, NULL, NULL, NULL, NULL, 0, &o, &q), GW_ERR_UNSUPPORTED);
     CHECK_ST(gw_mem_dereg(mh), GW_OK);
     REQUIRE(cu->cuStreamSynchronize(us) == CUDA_SUCCESS);
