@@ -599,6 +599,41 @@ static PyObject *fast_pages(PyObject *self, PyObject *const *a, Py_ssize_t n)
     return post_result(st, req);
 }
 
+/* pages_dev(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count,
+ *           page_size, notify, value, stream, track) -> as batch(): the
+ * paged post with index arrays in the local GPU's memory (addresses, 0 for
+ * none; opts.index_mem GW_INDEX_DEVICE, opts.index_stream the stream they
+ * are ready on, 0 for none).  The package checked the arrays (batch.py
+ * _pages_dev); nothing here reads them. */
+static PyObject *fast_pages_dev(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (n != 14) {
+        PyErr_SetString(PyExc_TypeError, "pages_dev takes 14 arguments");
+        return NULL;
+    }
+    if (!f_pages) {
+        PyErr_SetString(PyExc_RuntimeError, "the loaded libgpuwire has no gw_xfer_pages");
+        return NULL;
+    }
+    void *ep = PyLong_AsVoidPtr(a[0]), *lmem = PyLong_AsVoidPtr(a[2]), *lbase = PyLong_AsVoidPtr(a[3]);
+    void *lp = PyLong_AsVoidPtr(a[4]), *rkey = PyLong_AsVoidPtr(a[5]), *rp = PyLong_AsVoidPtr(a[7]);
+    int op = (int)PyLong_AsLong(a[1]), notify = (int)PyLong_AsLong(a[10]);
+    unsigned long long raddr = PyLong_AsUnsignedLongLong(a[6]), value = PyLong_AsUnsignedLongLong(a[11]);
+    size_t count = PyLong_AsSize_t(a[8]), page = PyLong_AsSize_t(a[9]);
+    void *stream = PyLong_AsVoidPtr(a[12]);
+    int track = PyObject_IsTrue(a[13]);
+    if (track < 0 || PyErr_Occurred())
+        return NULL;
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value, .index_mem = GW_INDEX_DEVICE,
+                        .index_stream = stream};
+    gw_request_t *req = NULL;
+    gw_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = f_pages(ep, op, lmem, lbase, lp, rkey, raddr, rp, count, page, &o, track ? &req : NULL);
+    Py_END_ALLOW_THREADS
+    return post_result(st, req);
+}
+
 /* ---- a prepared paged transfer (Pages) or list batch (Batch) ----------------- */
 /* Pages(ep, op, lmem, lbase, lpages, rkey, raddr, rpages, count|None, page_size,
  *       notify, value, request_class, ctx, fail): everything of one gw_xfer_pages
@@ -1082,6 +1117,18 @@ static int arg_size(PyObject *o, size_t *out)
     return 0;
 }
 
+/* A torch tensor in GPU memory (its is_cuda is True) */
+static int dev_tensor(PyObject *o)
+{
+    if (o == Py_None || !is_tensor(o))
+        return 0;
+    PyObject *c = PyObject_GetAttrString(o, "is_cuda");
+    int yes = c == Py_True;
+    Py_XDECREF(c);
+    PyErr_Clear();
+    return yes;
+}
+
 /* An index-array argument the fast path reads as it is */
 static int idx_direct(PyObject *o)
 {
@@ -1135,7 +1182,8 @@ static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_
         v[at] = args[nargs + k];
     }
     PyObject *local = v[0], *rkey = v[1];
-    if (!local || !rkey || !v[2] || v[8] != Py_None || !idx_direct(v[3]) || !idx_direct(v[4]))
+    if (!local || !rkey || !v[2] || v[8] != Py_None || !idx_direct(v[3]) || !idx_direct(v[4]) ||
+        dev_tensor(v[3]) || dev_tensor(v[4])) /* (index arrays in GPU memory: batch.py _pages_dev) */
         return slow_call(op, ep, args, nargs, kwnames);
     size_t page = 0, loff = 0, roff = 0;
     unsigned long long value = 0;
@@ -1245,6 +1293,8 @@ static PyMethodDef methods[] = {
      "wait, then free unless still in progress or failed"},
     {"batch", (PyCFunction)(void (*)(void))fast_batch, METH_FASTCALL, "gw_xfer_batch with index arrays"},
     {"pages", (PyCFunction)(void (*)(void))fast_pages, METH_FASTCALL, "gw_xfer_pages with page arrays"},
+    {"pages_dev", (PyCFunction)(void (*)(void))fast_pages_dev, METH_FASTCALL,
+     "gw_xfer_pages with page arrays in GPU memory"},
     {"bind_pages", (PyCFunction)(void (*)(void))bind_pages, METH_FASTCALL,
      "bind_pages(Memory, RemoteKey, Request, put_pages, get_pages): for method()"},
     {"method", (PyCFunction)(void (*)(void))make_method, METH_FASTCALL,

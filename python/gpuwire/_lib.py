@@ -76,6 +76,12 @@ class XferOpts(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("notify", c_int), ("value", c_uint64)]
 
 
+class XferOpts3(ctypes.Structure):
+    """gw_xfer_opts_t to version 3: the index arrays' memory and stream."""
+    _fields_ = [("size", c_size_t), ("notify", c_int), ("value", c_uint64), ("integrity", c_int),
+                ("index_mem", c_uint), ("index_stream", c_void_p)]
+
+
 class ProbeInfo(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("length", c_size_t), ("tag", c_uint64)]
 

@@ -18,6 +18,7 @@ from . import _lib
 from ._common import (ACCESS_REMOTE, ACCESS_REMOTE_WRITE, _INPROGRESS, _IDX_FORMATS, _NOTIFY_COUNTED,
                       _NOTIFY_NONE, _NOTIFY_ORDERED, _TIMEOUT, _U32, _bad, _byref, _c_void_p, _close_plans, _ms,
                       _opt, _raise, _what)
+from ._buffers import Resolved
 from .memory import Memory, RemoteKey
 from .request import Request
 
@@ -46,12 +47,58 @@ def _index_source(x: Optional[IndexArray], name: str) -> Optional[IndexArray]:
         return (x.detach() if x.requires_grad else x).numpy()
     except (TypeError, RuntimeError) as e:
         if x.device.type != "cpu":
-            raise _bad("%s: an index tensor on %s: give it in host memory (.cpu())"
-                       % (name, x.device)) from None
+            raise _bad("%s: an index tensor on %s: a prepared transfer copies its index arrays on the "
+                       "host: give it in host memory (.cpu()); put_pages/get_pages take int32/uint32 "
+                       "arrays on the GPU" % (name, x.device)) from None
         if x.layout is not sys.modules["torch"].strided:
             raise _bad("%s: a %s tensor: give a dense 1-D tensor" % (name, x.layout)) from None
         raise _bad("%s: dtype %s: indices are int32, uint32, int64 or uint64 (%s)"
                    % (name, x.dtype, e)) from None
+
+
+# the element types an index array in GPU memory may have (its __cuda_array_interface__ typestr)
+_DEV_TYPESTR = ("<i4", "<u4", "|i4", "|u4", "=i4", "=u4")
+_INDEX_DEVICE = 1
+
+
+def _device_index(x: Any, name: str) -> Optional[Tuple[int, int, int, Optional[int]]]:
+    """(address, entries, GPU ordinal or -1 when the object does not say,
+    stream or None) of an index array in GPU memory: a CUDA tensor of int32 or
+    uint32 (its stream: torch.cuda.current_stream(its device)) or another
+    object with __cuda_array_interface__ (its "stream" where it gives one).
+    None for anything else (host memory: read as before)."""
+    t = type(x)
+    if x is None or t is list or t is tuple:
+        return None
+    if t.__module__ == "torch" and t.__name__ in ("Tensor", "Parameter"):
+        dev = x.device
+        if dev.type != "cuda":
+            return None
+        torch: Any = sys.modules["torch"]
+        if x.dtype not in (torch.int32, getattr(torch, "uint32", torch.int32)):
+            raise _bad("%s: a tensor of %s on %s: index arrays in GPU memory are int32 or uint32 "
+                       "(.to(torch.int32))" % (name, x.dtype, dev))
+        if x.dim() != 1 or not x.is_contiguous():
+            raise _bad("%s: a %d-dimensional%s tensor on %s: give a 1-D contiguous one" % (
+                name, x.dim(), "" if x.is_contiguous() else " non-contiguous", dev))
+        return x.data_ptr(), x.numel(), dev.index, torch.cuda.current_stream(dev).cuda_stream
+    if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
+        return None
+    try:
+        cai = x.__cuda_array_interface__
+    except AttributeError:
+        return None
+    shape = tuple(cai.get("shape", ()))
+    typestr = cai.get("typestr")
+    if typestr not in _DEV_TYPESTR:
+        raise _bad("%s: __cuda_array_interface__ typestr %r: index arrays in GPU memory are int32 or uint32"
+                   % (name, typestr))
+    strides = cai.get("strides")
+    if len(shape) != 1 or (strides is not None and tuple(strides) != (4,) and shape[0] > 1):
+        raise _bad("%s: __cuda_array_interface__ of shape %s with strides %s: give a 1-D contiguous array"
+                   % (name, shape, strides))
+    stream = cai.get("stream")
+    return int(cai["data"][0] or 0), int(shape[0]), -1, int(stream) if isinstance(stream, int) and stream else None
 
 
 def _index_array(x: Optional[IndexArray], name: str) -> Tuple[Any, int]:
@@ -542,6 +589,10 @@ class _BatchOps:
         mh, kh, eh = self._pages_handles(local, rkey, page_size, local_offset, offset)
         nk, val = (0, 0) if notify is None and counted is None else \
             _notify_opts(notify, counted, op)
+        dl, dr = _device_index(lpages, "lpages"), _device_index(rpages, "rpages")
+        if dl is not None or dr is not None:
+            return self._pages_dev(op, local, rkey, page_size, lpages, rpages, dl, dr, count, local_offset,
+                                   offset, nk, val, track)
         lpages = _index_source(lpages, "lpages")
         rpages = _index_source(rpages, "rpages")
         F = _lib.fast
@@ -568,6 +619,51 @@ class _BatchOps:
             if count is None:
                 count = len(cast(Any, lpages if lpages is not None else rpages))
             return Request(self.ctx, r, None, count * page_size)
+        if r == 0:
+            return None
+        self._pages_failed(r, op)
+
+    def _pages_dev(self, op: int, local: Memory, rkey: RemoteKey, page_size: int, lpages: Any, rpages: Any,
+                   dl: Optional[Tuple[int, int, int, Optional[int]]],
+                   dr: Optional[Tuple[int, int, int, Optional[int]]], count: Optional[int], local_offset: int,
+                   offset: int, nk: int, val: int, track: bool) -> Optional[Request]:
+        """put_pages/get_pages with index arrays in GPU memory (gw_xfer_pages
+        with GW_INDEX_DEVICE): checked here, never read on the host."""
+        for d, x, n, other in ((dl, lpages, "lpages", "rpages"), (dr, rpages, "rpages", "lpages")):
+            if d is None and x is not None:
+                raise _bad("%s is in host memory and %s in GPU memory: give both on the GPU (or None for "
+                           "0..count-1)" % (n, other))
+        gpus = sorted({d[2] for d in (dl, dr) if d is not None and d[2] >= 0})
+        if len(gpus) > 1:
+            raise _bad("lpages is on cuda:%d and rpages on cuda:%d: both go on the local region's GPU"
+                       % (cast(Any, dl)[2], cast(Any, dr)[2]))
+        where = str(getattr(getattr(local, "_r", None), "device", ""))
+        if gpus and where.startswith("cuda:") and int(where[5:]) != gpus[0]:
+            raise _bad("the index arrays are on cuda:%d, the local region on %s: give them on the local "
+                       "region's GPU" % (gpus[0], where))
+        li = (dl[0], dl[1]) if dl is not None else (None, -1)
+        ri = (dr[0], dr[1]) if dr is not None else (None, -1)
+        n = _index_count(li, ri, "lpages", "rpages", count)
+        stream = (dl or dr or (0, 0, 0, None))[3]
+        la, ra = local.addr + local_offset, rkey.addr + offset
+        F = _lib.fast
+        try:
+            if F is not None and F.batch_ok and hasattr(F, "pages_dev"):
+                r = F.pages_dev(self._h, op, local._h, la, li[0] or 0, rkey._h, ra, ri[0] or 0, n, page_size,
+                                nk, val, stream or 0, track)
+            else:
+                o = _lib.XferOpts3(ctypes.sizeof(_lib.XferOpts3), nk, val, 0, _INDEX_DEVICE, stream)
+                req = _c_void_p()
+                r = _opt("gw_xfer_pages")(self._h, op, local._h, la, li[0], rkey._h, ra, ri[0], n, page_size,
+                                          ctypes.cast(ctypes.pointer(o), ctypes.POINTER(_lib.XferOpts)),
+                                          _byref(req) if track else None)
+                if r == 0:
+                    r = req.value or 0
+        except OverflowError as e:
+            raise _bad("an argument is out of range: %s" % e) from None
+        if r > 0:
+            # (the arrays stay referenced until the transfer completes: the GPU reads them)
+            return Request(self.ctx, r, Resolved(0, 0, "cuda", (lpages, rpages)), n * page_size)
         if r == 0:
             return None
         self._pages_failed(r, op)
