@@ -12,6 +12,9 @@ host's work alone).  Per shape it prints the medians (and bests) in us of
   plan        plan.post() of ep.prepare_put_pages(...) made once with the
               same arrays (a prepared page list where the library has them)
   plan+wait   the same through r.wait()
+  dev         ep.put_pages(...) with the index arrays in GPU memory (DevIdx:
+              uint32 copied once with cuMemcpyHtoD; the library checks them on
+              the GPU, no host pass or copy), and dev+wait (one-region shapes)
   c.post      ep.put_notify of one page (the contiguous reference: one
               copy-engine copy and a notification, the fixed cost every
               transfer pays), and c.post+wait
@@ -71,6 +74,20 @@ class DevBuf:
         assert rc == 0, "cuMemAlloc(%d) failed: %d" % (n, rc)
         self.ptr, self.n = p.value, n
         self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (p.value, False), "version": 3}
+        self._htod = fn("cuMemcpyHtoD", ctypes.c_ulonglong, P, ctypes.c_size_t)
+
+
+class DevIdx:
+    """A uint32 index array copied once into device memory (cuMemcpyHtoD), as
+    a block table kept on the GPU: an object with __cuda_array_interface__
+    (typestr <u4) that put_pages reads on the GPU."""
+
+    def __init__(self, a, dev=0):
+        raw = a.tobytes()
+        self.buf = DevBuf(len(raw), dev)
+        assert self.buf._htod(self.buf.ptr, raw, len(raw)) == 0
+        self.__cuda_array_interface__ = {"shape": (len(a),), "typestr": "<u4", "data": (self.buf.ptr, False),
+                                         "version": 3}
 
 
 class Part:
@@ -140,8 +157,8 @@ def main():
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.uname().nodename,
              open("/proc/loadavg").read().split(" ", 3)[:3], os.environ.get("FAKECUDA_KERNEL_NOCOPY", "-"),
              args.rounds))
-    print("%-10s %14s %14s %14s %14s %14s %14s %14s" % ("shape", "post", "post+wait", "plan", "plan+wait", "c.post",
-                                                        "c.post+wait", "all+wait"))
+    print("%-10s %14s %14s %14s %14s %14s %14s %14s %14s %14s" % (
+        "shape", "post", "post+wait", "plan", "plan+wait", "dev", "dev+wait", "c.post", "c.post+wait", "all+wait"))
     rng = np.random.default_rng(1)
     pc = time.perf_counter
     for i, s in enumerate(shapes):
@@ -152,10 +169,16 @@ def main():
         rk, ok = keys[i][0], keys[i][1]
         lidx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
         ridx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
-        t = {"post": [], "wait": [], "ppost": [], "pwait": [], "cpost": [], "cwait": [], "await": []}
+        t = {"post": [], "wait": [], "ppost": [], "pwait": [], "dpost": [], "dwait": [], "cpost": [], "cwait": [],
+             "await": []}
         tabs = []
+        dpost = None
         if nreg == 1:
             plan = ep.prepare_put_pages(sm, rk, page, lidx, ridx, counted=7)
+            dl, dr = DevIdx(lidx), DevIdx(ridx)
+
+            def dpost():
+                return ep.put_pages(sm, rk, page, dl, dr, counted=7)
 
             def post():
                 return ep.put_pages(sm, rk, page, lidx, ridx, counted=7)
@@ -187,6 +210,15 @@ def main():
                 del r
             else:
                 p1 = p2 = p0
+            d0 = pc()
+            if dpost is not None:
+                r = dpost()
+                d1 = pc()
+                r.wait(60)
+                d2 = pc()
+                del r
+            else:
+                d1 = d2 = d0
             t3 = pc()
             q = ep.put_notify(om, ok, 7)
             t4 = pc()
@@ -201,11 +233,14 @@ def main():
                 t["wait"].append(t2 - t0)
                 t["ppost"].append(p1 - p0)
                 t["pwait"].append(p2 - p0)
+                t["dpost"].append(d1 - d0)
+                t["dwait"].append(d2 - d0)
                 t["cpost"].append(t4 - t3)
                 t["cwait"].append(t5 - t3)
                 t["await"].append(a1 - a0)
         print("%-10s %s" % (s, " ".join("%6.1f (%5.1f)" % (statistics.median(v) * 1e6, min(v) * 1e6)
-                                         if plan is not None or k not in ("ppost", "pwait") else "%14s" % "-"
+                                         if (plan is not None or k not in ("ppost", "pwait")) and
+                                         (dpost is not None or k not in ("dpost", "dwait")) else "%14s" % "-"
                                          for k, v in t.items())), flush=True)
         if plan is not None:
             plan.close()

@@ -1117,16 +1117,114 @@ static int arg_size(PyObject *o, size_t *out)
     return 0;
 }
 
-/* A torch tensor in GPU memory (its is_cuda is True) */
-static int dev_tensor(PyObject *o)
+/* An index array in GPU memory (batch.py _device_index): a CUDA tensor of
+ * int32/uint32, 1-D and contiguous (its stream: torch's current one on its
+ * GPU), or an object with __cuda_array_interface__ and no buffer protocol
+ * (typestr <i4/<u4, 1-D, contiguous; its "stream" where given).  1 with
+ * *x filled; 0 when o is not one (None, host memory); -1 (nothing set)
+ * when the Python method should judge it (it raises naming the problem). */
+typedef struct dix {
+    void *p;
+    Py_ssize_t n;
+    long gpu;     /* -1: the object does not say */
+    void *stream; /* NULL: none */
+} dix_t;
+static PyObject *t_int32, *t_uint32, *t_rawstream;
+static int t_state; /* 0: not looked up; 1: torch's dtypes and raw-stream getter found; -1: not */
+
+static int torch_bits(void)
 {
-    if (o == Py_None || !is_tensor(o))
-        return 0;
-    PyObject *c = PyObject_GetAttrString(o, "is_cuda");
-    int yes = c == Py_True;
+    if (t_state)
+        return t_state > 0;
+    t_state = -1;
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *c = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+    t_int32 = torch ? PyObject_GetAttrString(torch, "int32") : NULL;
+    t_uint32 = torch ? PyObject_GetAttrString(torch, "uint32") : NULL;
+    if (!t_uint32)
+        t_uint32 = t_int32 ? Py_NewRef(t_int32) : NULL;
+    t_rawstream = c ? PyObject_GetAttrString(c, "_cuda_getCurrentRawStream") : NULL;
+    Py_XDECREF(torch);
     Py_XDECREF(c);
     PyErr_Clear();
-    return yes;
+    if (t_int32 && t_uint32 && t_rawstream)
+        t_state = 1;
+    return t_state > 0;
+}
+
+/* o.name() as a C long, or -1 with nothing set on any failure */
+static long call_long(PyObject *o, const char *name)
+{
+    PyObject *r = PyObject_CallMethod(o, name, NULL);
+    long v = r && PyLong_Check(r) ? PyLong_AsLong(r) : -1;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return v;
+}
+
+static int dev_idx(PyObject *o, dix_t *x)
+{
+    if (o == Py_None || PyList_CheckExact(o) || PyTuple_CheckExact(o) || PyObject_CheckBuffer(o))
+        return 0;
+    if (is_tensor(o)) {
+        PyObject *c = PyObject_GetAttrString(o, "is_cuda");
+        int cuda = c == Py_True;
+        Py_XDECREF(c);
+        PyErr_Clear();
+        if (!cuda)
+            return 0;
+        if (!torch_bits())
+            return -1;
+        PyObject *dt = PyObject_GetAttrString(o, "dtype"), *ct = PyObject_CallMethod(o, "is_contiguous", NULL);
+        int ok = dt && (dt == t_int32 || dt == t_uint32) && ct == Py_True && call_long(o, "dim") == 1;
+        Py_XDECREF(dt);
+        Py_XDECREF(ct);
+        PyErr_Clear();
+        if (!ok)
+            return -1;
+        PyObject *p = PyObject_CallMethod(o, "data_ptr", NULL);
+        x->p = p && PyLong_Check(p) ? PyLong_AsVoidPtr(p) : NULL;
+        Py_XDECREF(p);
+        x->n = call_long(o, "numel");
+        x->gpu = call_long(o, "get_device");
+        PyObject *g = x->gpu >= 0 ? PyLong_FromLong(x->gpu) : NULL;
+        PyObject *st = g ? PyObject_CallFunctionObjArgs(t_rawstream, g, NULL) : NULL;
+        x->stream = st && PyLong_Check(st) ? PyLong_AsVoidPtr(st) : NULL;
+        int got = st && PyLong_Check(st) && !PyErr_Occurred();
+        Py_XDECREF(g);
+        Py_XDECREF(st);
+        PyErr_Clear();
+        return x->p && x->n >= 0 && x->gpu >= 0 && got ? 1 : -1;
+    }
+    PyObject *cai = PyObject_GetAttrString(o, "__cuda_array_interface__");
+    if (!cai) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ret = -1;
+    if (PyDict_Check(cai)) {
+        PyObject *ts = PyDict_GetItemString(cai, "typestr"), *sh = PyDict_GetItemString(cai, "shape");
+        PyObject *sd = PyDict_GetItemString(cai, "strides"), *dt = PyDict_GetItemString(cai, "data");
+        PyObject *st = PyDict_GetItemString(cai, "stream"); /* (borrowed, all) */
+        const char *t = ts && PyUnicode_Check(ts) ? PyUnicode_AsUTF8AndSize(ts, NULL) : NULL;
+        int tok = t && strlen(t) == 3 && strchr("<|=", t[0]) && strchr("iu", t[1]) && t[2] == '4';
+        int shok = sh && PyTuple_Check(sh) && PyTuple_Size(sh) == 1;
+        Py_ssize_t n = shok ? PyLong_AsSsize_t(PyTuple_GetItem(sh, 0)) : -1;
+        int sdok = !sd || sd == Py_None ||
+                   (PyTuple_Check(sd) && PyTuple_Size(sd) == 1 && (n <= 1 || PyLong_AsLong(PyTuple_GetItem(sd, 0)) == 4));
+        PyObject *d0 = dt && PyTuple_Check(dt) && PyTuple_Size(dt) >= 1 ? PyTuple_GetItem(dt, 0) : NULL;
+        int stok = !st || st == Py_None || PyLong_Check(st);
+        if (tok && shok && n >= 0 && sdok && d0 && PyLong_Check(d0) && stok && !PyErr_Occurred()) {
+            x->p = PyLong_AsVoidPtr(d0);
+            x->n = n;
+            x->gpu = -1;
+            x->stream = st && st != Py_None ? PyLong_AsVoidPtr(st) : NULL;
+            ret = PyErr_Occurred() ? -1 : 1;
+        }
+    }
+    Py_DECREF(cai);
+    PyErr_Clear();
+    return ret;
 }
 
 /* An index-array argument the fast path reads as it is */
@@ -1182,8 +1280,14 @@ static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_
         v[at] = args[nargs + k];
     }
     PyObject *local = v[0], *rkey = v[1];
-    if (!local || !rkey || !v[2] || v[8] != Py_None || !idx_direct(v[3]) || !idx_direct(v[4]) ||
-        dev_tensor(v[3]) || dev_tensor(v[4])) /* (index arrays in GPU memory: batch.py _pages_dev) */
+    /* index arrays in GPU memory (batch.py _pages_dev): both there, or one
+     * there and the other None; anything else to the Python method */
+    dix_t dl = {0}, dr = {0};
+    int kl = dev_idx(v[3], &dl), kr = kl < 0 ? -1 : dev_idx(v[4], &dr), dev = kl > 0 || kr > 0;
+    if (kl < 0 || kr < 0 || (dev && ((!kl && v[3] != Py_None) || (!kr && v[4] != Py_None) ||
+                                     (kl && kr && (dl.n != dr.n || (dl.gpu >= 0 && dr.gpu >= 0 && dl.gpu != dr.gpu))))))
+        return slow_call(op, ep, args, nargs, kwnames);
+    if (!local || !rkey || !v[2] || v[8] != Py_None || (!dev && (!idx_direct(v[3]) || !idx_direct(v[4]))))
         return slow_call(op, ep, args, nargs, kwnames);
     size_t page = 0, loff = 0, roff = 0;
     unsigned long long value = 0;
@@ -1219,6 +1323,41 @@ static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_
     char *la = c->la;
     uint64_t ra = c->ra;
     PyObject *ctx = c->ctx;
+    if (dev) {
+        size_t count = (size_t)(kl ? dl.n : dr.n), want = 0;
+        if (v[5] != Py_None && (arg_size(v[5], &want) || want != count))
+            return slow_call(op, ep, args, nargs, kwnames); /* (Python says which count is wrong) */
+        gw_xfer_opts_t o = {.size = sizeof(o), .notify = v[9] != Py_None ? 2 : 0, .value = value,
+                            .index_mem = GW_INDEX_DEVICE, .index_stream = kl ? dl.stream : dr.stream};
+        gw_request_t *req = NULL;
+        gw_status_t st;
+        Py_BEGIN_ALLOW_THREADS
+        st = f_pages(eh, op, mh, la + loff, kl ? dl.p : NULL, kh, ra + roff, kr ? dr.p : NULL, count, page, &o,
+                     track ? &req : NULL);
+        Py_END_ALLOW_THREADS
+        if (st != GW_OK) {
+            PyObject *r = PyObject_CallMethod(ep, "_pages_failed", "ii", (int)st, op);
+            if (r) {
+                Py_DECREF(r);
+                PyErr_Format(PyExc_RuntimeError, "gw_xfer_pages failed with status %d", (int)st);
+            }
+            return NULL;
+        }
+        if (!track)
+            Py_RETURN_NONE;
+        PyObject *h = PyLong_FromVoidPtr(req), *nb = h ? PyLong_FromSize_t(count * page) : NULL;
+        PyObject *r = nb ? new_request(c_req_cls, ctx, h, nb) : NULL;
+        /* the arrays stay referenced until the transfer completes (the GPU reads them) */
+        PyObject *keep = r ? PyTuple_Pack(2, v[3], v[4]) : NULL;
+        if (r && (!keep || rq_set[2](rq_desc[2], r, keep) != 0))
+            Py_CLEAR(r);
+        Py_XDECREF(keep);
+        Py_XDECREF(h);
+        Py_XDECREF(nb);
+        if (!r)
+            f_free(req);
+        return r;
+    }
     idx_t li, ri;
     size_t count = 0;
     if (idx_both(v[3], v[4], v[5], "lpages", "rpages", &li, &ri, &count) != 0) {

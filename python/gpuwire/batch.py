@@ -18,7 +18,6 @@ from . import _lib
 from ._common import (ACCESS_REMOTE, ACCESS_REMOTE_WRITE, _INPROGRESS, _IDX_FORMATS, _NOTIFY_COUNTED,
                       _NOTIFY_NONE, _NOTIFY_ORDERED, _TIMEOUT, _U32, _bad, _byref, _c_void_p, _close_plans, _ms,
                       _opt, _raise, _what)
-from ._buffers import Resolved
 from .memory import Memory, RemoteKey
 from .request import Request
 
@@ -82,12 +81,15 @@ def _device_index(x: Any, name: str) -> Optional[Tuple[int, int, int, Optional[i
             raise _bad("%s: a %d-dimensional%s tensor on %s: give a 1-D contiguous one" % (
                 name, x.dim(), "" if x.is_contiguous() else " non-contiguous", dev))
         return x.data_ptr(), x.numel(), dev.index, torch.cuda.current_stream(dev).cuda_stream
-    if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
-        return None
     try:
         cai = x.__cuda_array_interface__
     except AttributeError:
         return None
+    try:
+        memoryview(x)
+        return None                     # (host memory through the buffer protocol)
+    except TypeError:
+        pass
     shape = tuple(cai.get("shape", ()))
     typestr = cai.get("typestr")
     if typestr not in _DEV_TYPESTR:
@@ -629,10 +631,10 @@ class _BatchOps:
                    offset: int, nk: int, val: int, track: bool) -> Optional[Request]:
         """put_pages/get_pages with index arrays in GPU memory (gw_xfer_pages
         with GW_INDEX_DEVICE): checked here, never read on the host."""
-        for d, x, n, other in ((dl, lpages, "lpages", "rpages"), (dr, rpages, "rpages", "lpages")):
+        for d, x, nm, other in ((dl, lpages, "lpages", "rpages"), (dr, rpages, "rpages", "lpages")):
             if d is None and x is not None:
                 raise _bad("%s is in host memory and %s in GPU memory: give both on the GPU (or None for "
-                           "0..count-1)" % (n, other))
+                           "0..count-1)" % (nm, other))
         gpus = sorted({d[2] for d in (dl, dr) if d is not None and d[2] >= 0})
         if len(gpus) > 1:
             raise _bad("lpages is on cuda:%d and rpages on cuda:%d: both go on the local region's GPU"
@@ -663,7 +665,7 @@ class _BatchOps:
             raise _bad("an argument is out of range: %s" % e) from None
         if r > 0:
             # (the arrays stay referenced until the transfer completes: the GPU reads them)
-            return Request(self.ctx, r, Resolved(0, 0, "cuda", (lpages, rpages)), n * page_size)
+            return Request(self.ctx, r, (lpages, rpages), n * page_size)
         if r == 0:
             return None
         self._pages_failed(r, op)

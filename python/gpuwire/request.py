@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ctypes
-from typing import TYPE_CHECKING, Any, Deque, Dict, Generator, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Deque, Dict, Generator, Iterable, List, Optional, Tuple, Union
 
 from . import _lib
 from ._buffers import Resolved
@@ -25,13 +25,13 @@ class Request:
 
     ctx: Context
     _h: Optional[int]
-    _keep: Optional[Resolved]
+    _keep: Optional[Union[Resolved, Tuple[Any, ...]]]   # (a tuple: index arrays in GPU memory, held)
     status: int
     nbytes: Optional[int]
     tag: int
     detail: str
 
-    def __init__(self, ctx: Context, h: Optional[int], keep: Optional[Resolved],
+    def __init__(self, ctx: Context, h: Optional[int], keep: Optional[Union[Resolved, Tuple[Any, ...]]],
                  nbytes: Optional[int] = None) -> None:
         self.ctx = ctx
         self._h = h
@@ -57,7 +57,7 @@ class Request:
         k = self._keep
         if k is not None:
             self._keep = None
-            if k.release:
+            if not isinstance(k, tuple) and k.release:
                 k.release()
 
     def _raise_failed(self) -> None:
@@ -116,7 +116,7 @@ class Request:
                     k = self._keep
                     if k is not None:
                         self._keep = None
-                        if k.release:
+                        if not isinstance(k, tuple) and k.release:
                             k.release()
                     return self.nbytes
                 if st == _INPROGRESS:

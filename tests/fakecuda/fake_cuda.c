@@ -695,8 +695,9 @@ static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npag
 /* gw_page_check's semantics: entry i is bad when lidx[i] lies outside
  * [llo, lhi] or ridx[i] outside [rlo, rhi] (NULL arrays unchecked); the
  * word (fake device memory) takes the least (i << 1 | side) of the bad
- * ones, side 0 local, 1 remote, as atomicMin would. */
-static CUresult page_check(void **params, unsigned *n_out)
+ * ones, side 0 local, 1 remote, as atomicMin would (FAKECUDA_KERNEL_NOCOPY:
+ * no scan, the word stays clear). */
+static CUresult page_check(void **params, int nocopy, unsigned *n_out)
 {
     uintptr_t lidx = *(const uintptr_t *)params[0], ridx = *(const uintptr_t *)params[1];
     unsigned long long n = *(const unsigned long long *)params[2];
@@ -708,7 +709,7 @@ static CUresult page_check(void **params, unsigned *n_out)
     uint64_t *w = (uint64_t *)hv(word, 8);
     if ((lidx && !li) || (ridx && !ri) || !w || !find(word))
         return EINVAL_;
-    for (unsigned long long i = 0; i < n; i++) {
+    for (unsigned long long i = 0; i < n && !nocopy; i++) { /* (nocopy: the GPU's work is not the host's) */
         uint64_t bad = UINT64_MAX;
         if (li && (li[i] < llo || li[i] > lhi))
             bad = i << 1;
@@ -845,7 +846,7 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
         nocopy = getenv("FAKECUDA_KERNEL_NOCOPY") != NULL;
     unsigned n = 0;
     if (f == FN_CRC || f == FN_PCHECK) {
-        CUresult r = f == FN_CRC ? crc_entries(params, &n) : page_check(params, &n);
+        CUresult r = f == FN_CRC ? crc_entries(params, &n) : page_check(params, nocopy, &n);
         if (r != OK)
             return r;
     } else if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE) {
