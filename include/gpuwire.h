@@ -647,7 +647,9 @@ GW_API gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const u
  * lbase + lpages[i] * page_size locally and raddr + rpages[i] * page_size
  * remotely (lpages/rpages NULL: i).  lbase lies in lmem, raddr in rkey's
  * range; every page is bounds-checked (the message names the first bad i).
- * No list is built by the caller. */
+ * No list is built by the caller.  With opts->index_mem GW_INDEX_DEVICE the
+ * arrays are in the local GPU's memory and checked there, after posting
+ * (gw_xfer_opts_t). */
 GW_API gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, const uint32_t *lpages,
                                  gw_rkey_t *rkey, uint64_t raddr, const uint32_t *rpages, size_t count,
                                  size_t page_size, const gw_xfer_opts_t *opts, gw_request_t **req);

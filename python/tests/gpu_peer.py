@@ -99,7 +99,7 @@ elif case == "pages":
         d.publish("cache", m)
         d.serve("t", addr="127.0.0.1:0")
         ep = d.accept("t")
-        ep.wait_count(9, 3, 120)                                     # three paged puts
+        ep.wait_count(9, 4 if G.type == "cuda" and transport == "intra" else 3, 120)   # the paged puts
         assert ep.wait_notify(120) == 0x99                           # then the list batch
         want = torch.zeros(NP * P, dtype=torch.uint8)
         src = pat(NP * P, 30, "cpu")
@@ -116,16 +116,26 @@ elif case == "pages":
             torch.cuda.synchronize()
         sm = ctx.register(src)
         if G.type == "cuda":
-            try:
-                ep.put_pages(sm, rk, P, lp.to(G), rp)
-                sys.exit("pages: an index tensor on %s was accepted" % G)
-            except gpuwire.InvalidArgument as e:
-                assert "lpages: an index tensor on cuda" in str(e), e
+            for bad, what in (((lp.to(G), rp), "in host memory and"),          # one side on the GPU
+                              ((lp.to(G).long(), rp.to(G)), "int32 or uint32")):
+                try:
+                    ep.put_pages(sm, rk, P, *bad)
+                    sys.exit("pages: index tensors %s/%s were accepted" % (bad[0].device, bad[1].device))
+                except gpuwire.InvalidArgument as e:
+                    assert what in str(e), e
         reqs = [ep.put_pages(sm, rk, P, lp[i:i + 64], rp[i:i + 64].numpy(), counted=9)
                 for i in (0, 64)]
         plan = ep.prepare_put_pages(sm, rk, P, lp[128:], rp[128:], counted=9)   # the prepared form
         reqs.append(plan.post())
-        assert [r.wait(120) for r in reqs] == [64 * P] * 3
+        if G.type == "cuda" and transport == "intra":   # the first 64 again, the index tensors on the GPU
+            reqs.append(ep.put_pages(sm, rk, P, lp[:64].to(G), rp[:64].to(G), counted=9))
+        elif G.type == "cuda":          # elsewhere the indices would be needed on the host: refused
+            try:
+                ep.put_pages(sm, rk, P, lp[:64].to(G), rp[:64].to(G), counted=9)
+                sys.exit("pages: index tensors on %s were accepted over %s" % (G, transport))
+            except gpuwire.GwError as e:
+                assert "GW_INDEX_DEVICE" in str(e), e
+        assert [r.wait(120) for r in reqs] == [64 * P] * len(reqs)
         L = ctx.dlist_local([(sm, 7000, 1000)])
         R = ep.dlist_remote([(rk, 5, 1000)], access=gpuwire.ACCESS_REMOTE)
         ep.put_batch(L, R, notify=0x99).wait(120)
