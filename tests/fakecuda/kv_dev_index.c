@@ -216,8 +216,18 @@ int main(void)
     CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, NULL, rk, rb, shrt, 4096 / 4 + 1, 1, &o, &q), GW_ERR_INVALID);
     fprintf(stderr, "short array: %s\n", gw_last_error(ctx));
     CHECK(strstr(gw_last_error(ctx), "holds fewer than") != NULL);
-    /* the list form takes no device arrays */
+    /* the list form and prepared page lists take no device arrays; an
+     * index_mem that is no GW_INDEX_* value is refused */
     CHECK_ST(gw_xfer_batch(ep, GW_XFER_PUT, NULL, NULL, NULL, NULL, 0, &o, &q), GW_ERR_UNSUPPORTED);
+    gw_pages_t *pl;
+    REQUIRE_OK(gw_pages_create(ctx, li, ri, N, &pl));
+    CHECK_ST(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, pl, PAGE, &o, &q), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "prepared page list") != NULL);
+    CHECK_ST(gw_pages_destroy(pl), GW_OK);
+    gw_xfer_opts_t ox = o;
+    ox.index_mem = 7;
+    CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, dli, rk, rb, dri, N, PAGE, &ox, &q), GW_ERR_INVALID);
+    CHECK(strstr(gw_last_error(ctx), "index_mem 7") != NULL);
     CHECK_ST(gw_mem_dereg(mh), GW_OK);
     REQUIRE(cu->cuStreamSynchronize(us) == CUDA_SUCCESS);
     REQUIRE(cu->cuStreamDestroy(us) == CUDA_SUCCESS);
