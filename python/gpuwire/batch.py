@@ -228,20 +228,18 @@ def _notify_opts(notify: Optional[int], counted: Optional[int], op: int) -> Tupl
 
 
 
-class _PagesPlan:
-    """A prepared paged transfer through ctypes (the accelerator's Pages when
-    it is not built): the same interface, post(track=True) / close() / count /
-    nbytes / closed."""
+class _Plan:
+    """What the ctypes plans share: count, the converted index arrays, the
+    notification options, the context (None once closed) and the handles
+    whose closing closes the plan (_uses)."""
 
-    def __init__(self, ep: Endpoint, op: int, mh: int, lbase: int, lpages: Optional[IndexArray], kh: int,
-                 raddr: int, rpages: Optional[IndexArray], count: Optional[int], page: int, nk: int,
-                 val: int, fail: Callable[[int], None]) -> None:
-        li, ri = _index_array(lpages, "lpages"), _index_array(rpages, "rpages")
-        self.count = _index_count(li, ri, "lpages", "rpages", count)
-        self.nbytes = self.count * page
+    def __init__(self, ep: Endpoint, li: Tuple[Any, int], ri: Tuple[Any, int], names: Tuple[str, str],
+                 count: Optional[int], nk: int, val: int, handles: Tuple[Optional[int], ...],
+                 fail: Callable[[int], None]) -> None:
+        self.count = _index_count(li, ri, names[0], names[1], count)
         self._li, self._ri = li[0], ri[0]
         self._o = _lib.XferOpts(ctypes.sizeof(_lib.XferOpts), nk, val)
-        self._args = (ep._h, op, mh, lbase, kh, raddr, page, nk)
+        self._handles = handles
         self._ctx: Optional[Context] = ep.ctx
         self._fail = fail
 
@@ -250,11 +248,24 @@ class _PagesPlan:
         return self._ctx is None
 
     def _uses(self, h: int) -> bool:
-        a = self._args
-        return self._ctx is not None and h in (a[0], a[2], a[4])
+        return self._ctx is not None and h in self._handles
 
     def close(self) -> None:
         self._ctx = None
+
+
+class _PagesPlan(_Plan):
+    """A prepared paged transfer through ctypes (the accelerator's Pages when
+    it is not built): the same interface, post(track=True) / close() / count /
+    nbytes / closed."""
+
+    def __init__(self, ep: Endpoint, op: int, mh: int, lbase: int, lpages: Optional[IndexArray], kh: int,
+                 raddr: int, rpages: Optional[IndexArray], count: Optional[int], page: int, nk: int,
+                 val: int, fail: Callable[[int], None]) -> None:
+        super().__init__(ep, _index_array(lpages, "lpages"), _index_array(rpages, "rpages"),
+                         ("lpages", "rpages"), count, nk, val, (ep._h, mh, kh), fail)
+        self.nbytes = self.count * page
+        self._args = (ep._h, op, mh, lbase, kh, raddr, page, nk)
 
     def post(self, track: bool = True) -> Optional[Request]:
         if self._ctx is None:
@@ -270,7 +281,7 @@ class _PagesPlan:
         return Request(self._ctx, req.value, None, self.nbytes) if track else None
 
 
-class _BatchPlan:
+class _BatchPlan(_Plan):
     """A prepared list batch through ctypes (the accelerator's Batch when it
     is not built): post(track=True) / close() / count / nbytes (None) /
     closed.  The index arrays become a prepared selection (gw_pages_create)
@@ -280,28 +291,16 @@ class _BatchPlan:
     def __init__(self, ep: Endpoint, op: int, lh: int, lidx: Optional[IndexArray], rh: int,
                  ridx: Optional[IndexArray], count: Optional[int], nk: int, val: int,
                  fail: Callable[[int], None]) -> None:
-        li, ri = _index_array(lidx, "lidx"), _index_array(ridx, "ridx")
-        self.count = _index_count(li, ri, "lidx", "ridx", count)
+        super().__init__(ep, _index_array(lidx, "lidx"), _index_array(ridx, "ridx"), ("lidx", "ridx"),
+                         count, nk, val, (ep._h, lh, rh), fail)
         self.nbytes = None
-        self._li, self._ri = li[0], ri[0]
-        self._o = _lib.XferOpts(ctypes.sizeof(_lib.XferOpts), nk, val)
         self._args = (ep._h, op, lh, rh, nk)
-        self._ctx: Optional[Context] = ep.ctx
-        self._fail = fail
         self._sel: Optional[int] = None
         L = _lib.lib
         if hasattr(L, "gw_pages_create") and hasattr(L, "gw_xfer_batch_prepared"):
             h = _c_void_p()
             if _opt("gw_pages_create")(ep.ctx._h, self._li, self._ri, self.count, _byref(h)) == 0:
                 self._sel = h.value
-
-    @property
-    def closed(self) -> bool:
-        return self._ctx is None
-
-    def _uses(self, h: int) -> bool:
-        a = self._args
-        return self._ctx is not None and h in (a[0], a[2], a[3])
 
     def close(self) -> None:
         if self._sel is not None and self._ctx is not None and self._ctx._h is not None:
