@@ -1254,6 +1254,38 @@ out:
     return r;
 }
 
+/* The end of a paged call: a refusal raised by the Python method (naming
+ * the entry at fault), else the Request (None untracked).  ka/kb (not
+ * NULL: index arrays in GPU memory) stay referenced by the Request until
+ * the transfer completes, since the GPU reads them. */
+static PyObject *pages_result(gw_status_t st, PyObject *ep, int op, int track, gw_request_t *req, PyObject *ctx,
+                              size_t nbytes, PyObject *ka, PyObject *kb)
+{
+    if (st != GW_OK) {
+        PyObject *r = PyObject_CallMethod(ep, "_pages_failed", "ii", (int)st, op);
+        if (r) {
+            Py_DECREF(r);
+            PyErr_Format(PyExc_RuntimeError, "gw_xfer_pages failed with status %d", (int)st);
+        }
+        return NULL;
+    }
+    if (!track)
+        Py_RETURN_NONE;
+    PyObject *h = PyLong_FromVoidPtr(req), *nb = h ? PyLong_FromSize_t(nbytes) : NULL;
+    PyObject *r = nb ? new_request(c_req_cls, ctx, h, nb) : NULL;
+    if (r && ka) {
+        PyObject *keep = PyTuple_Pack(2, ka, kb);
+        if (!keep || rq_set[2](rq_desc[2], r, keep) != 0)
+            Py_CLEAR(r);
+        Py_XDECREF(keep);
+    }
+    Py_XDECREF(h);
+    Py_XDECREF(nb);
+    if (!r)
+        f_free(req);
+    return r;
+}
+
 static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     int nparam = op ? 9 : 11;
@@ -1335,28 +1367,7 @@ static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_
         st = f_pages(eh, op, mh, la + loff, kl ? dl.p : NULL, kh, ra + roff, kr ? dr.p : NULL, count, page, &o,
                      track ? &req : NULL);
         Py_END_ALLOW_THREADS
-        if (st != GW_OK) {
-            PyObject *r = PyObject_CallMethod(ep, "_pages_failed", "ii", (int)st, op);
-            if (r) {
-                Py_DECREF(r);
-                PyErr_Format(PyExc_RuntimeError, "gw_xfer_pages failed with status %d", (int)st);
-            }
-            return NULL;
-        }
-        if (!track)
-            Py_RETURN_NONE;
-        PyObject *h = PyLong_FromVoidPtr(req), *nb = h ? PyLong_FromSize_t(count * page) : NULL;
-        PyObject *r = nb ? new_request(c_req_cls, ctx, h, nb) : NULL;
-        /* the arrays stay referenced until the transfer completes (the GPU reads them) */
-        PyObject *keep = r ? PyTuple_Pack(2, v[3], v[4]) : NULL;
-        if (r && (!keep || rq_set[2](rq_desc[2], r, keep) != 0))
-            Py_CLEAR(r);
-        Py_XDECREF(keep);
-        Py_XDECREF(h);
-        Py_XDECREF(nb);
-        if (!r)
-            f_free(req);
-        return r;
+        return pages_result(st, ep, op, track, req, ctx, count * page, v[3], v[4]);
     }
     idx_t li, ri;
     size_t count = 0;
@@ -1374,23 +1385,7 @@ static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_
     Py_END_ALLOW_THREADS
     idx_release(&li);
     idx_release(&ri);
-    if (st != GW_OK) { /* refused: the Python method raises, naming the entry at fault */
-        PyObject *r = PyObject_CallMethod(ep, "_pages_failed", "ii", (int)st, op);
-        if (r) {
-            Py_DECREF(r);
-            PyErr_Format(PyExc_RuntimeError, "gw_xfer_pages failed with status %d", (int)st);
-        }
-        return NULL;
-    }
-    if (!track)
-        Py_RETURN_NONE;
-    PyObject *h = PyLong_FromVoidPtr(req), *nb = h ? PyLong_FromSize_t(count * page) : NULL;
-    PyObject *r = nb ? new_request(c_req_cls, ctx, h, nb) : NULL;
-    Py_XDECREF(h);
-    Py_XDECREF(nb);
-    if (!r)
-        f_free(req);
-    return r;
+    return pages_result(st, ep, op, track, req, ctx, count * page, NULL, NULL);
 }
 
 static PyObject *ep_put_pages(PyObject *ep, PyObject *const *a, Py_ssize_t n, PyObject *kw)

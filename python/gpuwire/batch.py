@@ -722,12 +722,7 @@ class _BatchOps:
                                   rkey.addr + offset, rpages, count, page_size, nk, val, fail)
         except OverflowError as e:
             raise _bad("an argument is out of range: %s" % e) from None
-        plans = self.ctx._plans
-        if len(plans) > 64:                 # forget plans the user closed
-            for p in [p for p in plans if p.closed]:
-                plans.discard(p)
-        plans.add(plan)
-        return plan
+        return self.ctx._keep_plan(plan)
 
     def prepare_put_pages(self, local: Memory, rkey: RemoteKey, page_size: int,
                           lpages: Optional[IndexArray] = None, rpages: Optional[IndexArray] = None,
@@ -774,12 +769,7 @@ class _BatchOps:
                 plan = _BatchPlan(cast("Endpoint", self), op, lh, lidx, rh, ridx, count, nk, val, fail)
         except OverflowError as e:
             raise _bad("an argument is out of range: %s" % e) from None
-        plans = self.ctx._plans
-        if len(plans) > 64:                 # forget plans the user closed
-            for p in [p for p in plans if p.closed]:
-                plans.discard(p)
-        plans.add(plan)
-        return plan
+        return self.ctx._keep_plan(plan)
 
     def prepare_put_batch(self, local: DescList, remote: DescList, lidx: Optional[IndexArray] = None,
                           ridx: Optional[IndexArray] = None, count: Optional[int] = None,

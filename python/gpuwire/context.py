@@ -96,7 +96,7 @@ class Context(_NamesOps):
         # context closes: a registration a peer relies on does not vanish
         # because the Python object went out of scope
         self._children: Set[Any] = set()
-        self._plans: Set[Any] = set()     # prepared paged transfers (Endpoint.prepare_put_pages)
+        self._plans: Set[Any] = set()     # prepared transfers (Endpoint.prepare_put_pages, prepare_put_batch)
         self._aio: Optional[_AioDriver] = None
         self._watch_cb: Any = None   # the ctypes callback gw_peer_watch holds (kept referenced)
         # an exception the peer-event callback raised, raised by progress()
@@ -104,6 +104,16 @@ class Context(_NamesOps):
         self.name: Optional[str] = None        # the agent name, once agent_listen() made it one
 
     # -- lifetime -------------------------------------------------------------------
+    def _keep_plan(self, plan: Any) -> Any:
+        """Records a prepared transfer (closed with its context or what it
+        names), forgetting those the user closed once there are many."""
+        plans = self._plans
+        if len(plans) > 64:
+            for p in [p for p in plans if p.closed]:
+                plans.discard(p)
+        plans.add(plan)
+        return plan
+
     def close(self) -> None:
         """Closes endpoints, listeners and regions made by it, then the context."""
         if self._h is None:
