@@ -220,8 +220,8 @@ static gw_status_t stage_batch_submit(gw_tl_ep_t *tl, gw_request_t *r)
 
 /* Fills what both forms share and hands the batch to the transport, or to
  * the protocol layer to expand (proto/proto.h decides). */
-static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t count, int op, int notify,
-                        uint64_t value, gw_integ_set_t *is, gw_request_t **req)
+static gw_status_t post(gw_ep_t *ep, const char *what, batch_mem_t *m, gw_mem_t *lmem, size_t count, int op,
+                        int notify, uint64_t value, gw_integ_set_t *is, gw_request_t **req)
 {
     m->b.n_user = (uint32_t)count;
     m->b.get = op == GW_XFER_GET;
@@ -236,23 +236,23 @@ static gw_status_t post(gw_ep_t *ep, batch_mem_t *m, gw_mem_t *lmem, size_t coun
                                                  &staged, &lack) != GW_OK) ||
         (!staged &&
          gw_proto_batch_route(&caps, &m->b, ep->ctx->batch_expand, ep->base.notify_out != NULL, &route, &lack) != GW_OK)) {
-        free(m);
+        batch_release(m);
         gw_proto_integ_set_free(is);
-        return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "gw_xfer_batch: the %s transport to %s has no %s",
-                      ep->ops->name, ep->base.peer, lack);
+        return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "%s: the %s transport to %s has no %s", what, ep->ops->name,
+                      ep->base.peer, lack);
     }
     if (m->b.pdev && (staged || route != GW_PROTO_NATIVE)) {
         batch_release(m);
         return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED,
-                      "gw_xfer_pages: opts->index_mem GW_INDEX_DEVICE, but the batch to %s goes by the %s route "
-                      "(entries built on the host, which would read the index arrays there)", ep->base.peer,
+                      "%s: opts->index_mem GW_INDEX_DEVICE, but the batch to %s goes by the %s route "
+                      "(entries built on the host, which would read the index arrays there)", what, ep->base.peer,
                       staged ? "staged" : "protocol layer's");
     }
     gw_request_t *r = gw_api_new_req(ep, GW_OP_BATCH, req);
     if (!r) {
         batch_release(m);
         gw_proto_integ_set_free(is);
-        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "gw_xfer_batch: out of memory for a request");
+        return gw_err(&ep->ctx->core, GW_ERR_NOMEM, "%s: out of memory for a request", what);
     }
     r->batch = &m->b;
     r->fini = batch_fini;
@@ -646,7 +646,7 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
         b->busy[1] = &remote->busy;
         m->pages = sel;
         integ_add_pairs(is, local, lidx, remote, ridx, count);
-        return post(ep, m, NULL, count, op, notify, value, is, req);
+        return post(ep, fn, m, NULL, count, op, notify, value, is, req);
     }
     if (kept)
         pair_use(local, b);
@@ -692,7 +692,7 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
     if (!lidx && !ridx && !kept)
         pair_keep(local, remote, count, b);
     integ_add_pairs(is, local, lidx, remote, ridx, count);
-    return post(ep, m, NULL, count, op, notify, value, is, req);
+    return post(ep, fn, m, NULL, count, op, notify, value, is, req);
 }
 
 gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
@@ -983,7 +983,7 @@ static gw_status_t xfer_pages_dev(gw_ep_t *ep, const char *fn, int op, gw_mem_t 
     b->nlmem = 1;
     b->rkey = &m->rk1;
     b->nrkey = 1;
-    return post(ep, m, lmem, count, op, notify, value, NULL, req);
+    return post(ep, fn, m, lmem, count, op, notify, value, NULL, req);
 }
 
 /* gw_xfer_pages and gw_xfer_pages_prepared (pl: the prepared list whose
@@ -1106,7 +1106,7 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
     for (size_t i = 0; is && i < count; i++)
         gw_proto_integ_set_add(is, (uint32_t)i, (const void *)(uintptr_t)(la + (uint64_t)(lpages ? lpages[i] : i) * ps),
                                lmem, rkey->id, raddr + (uint64_t)(rpages ? rpages[i] : i) * ps, ps);
-    return post(ep, m, lmem, count, op, notify, value, is, req);
+    return post(ep, fn, m, lmem, count, op, notify, value, is, req);
 }
 
 gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, const uint32_t *lpages, gw_rkey_t *rkey,
