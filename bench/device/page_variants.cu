@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
                 case 0: CK(cudaMemcpyPeerAsync(dst, peer, src, 0, total, s)); break;
                 case 1: case 2: { unsigned gg, per; unsigned long long chunk = ps < 65536 ? ps : 65536; unsigned chunks = (unsigned)((ps + chunk - 1) / chunk);
                     unsigned long long ni = (unsigned long long)n * chunks; unsigned b = cur_grid(ni, chunk, &gg, &per, m == 1 ? 2 : 4, 1024);
-                    gw_page_copy<<<b, 256, 0, s>>>(dsi, ddi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per); break; }
+                    gw_page_copy<<<b, 256, 0, s>>>(dsi, ddi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per, nullptr); break; }
                 case 3: flat<4><<<sms * 4, 256, 0, s>>>(dsi, ddi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
                 case 4: flat<4><<<sms * 8, 256, 0, s>>>(dsi, ddi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
                 case 5: flat<8><<<sms * 4, 256, 0, s>>>(dsi, ddi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
                 case 16: CK(cudaMemcpyPeerAsync(dst, 1, src, 0, total, s1)); break;
                 case 17: { unsigned gg, per; unsigned long long chunk = ps < 65536 ? ps : 65536; unsigned chunks = (unsigned)((ps + chunk - 1) / chunk);
                     unsigned long long ni = (unsigned long long)n * chunks; unsigned b = cur_grid(ni, chunk, &gg, &per, 2, 1024);
-                    gw_page_copy<<<b, 256, 0, s1>>>(psi, pdi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per); break; }
+                    gw_page_copy<<<b, 256, 0, s1>>>(psi, pdi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per, nullptr); break; }
                 case 18: bflat<4><<<sms * 8, 256, 0, s1>>>(psi, pdi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
                 }
                 CK(cudaGetLastError());
