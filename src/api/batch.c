@@ -903,6 +903,31 @@ static gw_status_t dev_index_ok(gw_core_t *core, const char *fn, const char *nam
     return GW_OK;
 }
 
+/* The paged form's fields: count pages of ps bytes, page i from la +
+ * lpages[i] * ps to raddr + rpages[i] * ps (a NULL array reads as i). */
+static void pages_form(gw_batch_t *b, size_t count, const uint32_t *lpages, const uint32_t *rpages, uint64_t la,
+                       uint64_t raddr, uint64_t ps)
+{
+    b->npages = (uint32_t)count;
+    b->lpage = lpages;
+    b->rpage = rpages;
+    b->plbase = la;
+    b->prbase = raddr;
+    b->psize = ps;
+}
+
+/* The paged forms' one region a side: the batch names lmem and a copy of
+ * the key (kept in m, the caller's may go before the transfer ends). */
+static void one_region(batch_mem_t *m, gw_mem_t *lmem, const gw_rkey_t *rkey)
+{
+    m->lm1 = lmem;
+    m->rk1 = *rkey;
+    m->b.lmem = &m->lm1;
+    m->b.nlmem = 1;
+    m->b.rkey = &m->rk1;
+    m->b.nrkey = 1;
+}
+
 /* gw_xfer_pages with its index arrays in the local GPU's memory
  * (GW_INDEX_DEVICE): never read here.  The host finds each side's valid
  * pages; the transport's kernel checks every entry against them on the GPU
@@ -967,22 +992,12 @@ static gw_status_t xfer_pages_dev(gw_ep_t *ep, const char *fn, int op, gw_mem_t 
         page_span_ok(raddr, rlo, rhi, ps, rkey->addr, rkey->len, &x, &y); /* (inside: page_valid said so) */
         b->rlo = x;
         b->rhi = y;
-        b->npages = (uint32_t)count;
-        b->lpage = lpages;
-        b->rpage = rpages;
-        b->plbase = la;
-        b->prbase = raddr;
-        b->psize = ps;
+        pages_form(b, count, lpages, rpages, la, raddr, ps);
         b->pdev = 1;
         memcpy(b->plim, lim, sizeof(lim));
         b->pstream = istream;
     }
-    m->lm1 = lmem;
-    m->rk1 = *rkey;
-    b->lmem = &m->lm1;
-    b->nlmem = 1;
-    b->rkey = &m->rk1;
-    b->nrkey = 1;
+    one_region(m, lmem, rkey);
     return post(ep, fn, m, lmem, count, op, notify, value, NULL, req);
 }
 
@@ -1076,12 +1091,7 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
              * addresses); the transport copies the caller's index arrays
              * while it takes the batch, or, from a prepared list, uses its
              * pinned and device copies, which outlive the transfer (batch.h) */
-            b->npages = (uint32_t)count;
-            b->lpage = lpages;
-            b->rpage = rpages;
-            b->plbase = la;
-            b->prbase = raddr;
-            b->psize = ps;
+            pages_form(b, count, lpages, rpages, la, raddr, ps);
             if (pl && pages_pin(pl, lmem->cuda_device, &b->lpage, &b->rpage, &b->lpage_dev, &b->rpage_dev))
                 b->pkept = 1;
         } else {
@@ -1092,12 +1102,7 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
         }
     }
     m->pages = pl; /* (its use counted by post(), released at the end) */
-    m->lm1 = lmem;
-    m->rk1 = *rkey;
-    b->lmem = &m->lm1;
-    b->nlmem = 1;
-    b->rkey = &m->rk1;
-    b->nrkey = 1;
+    one_region(m, lmem, rkey);
     gw_integ_set_t *is = integ_set(ep, op, notify, integ, count, GW_INTEG_KIND_PAGE, &st);
     if (st != GW_OK) {
         batch_release(m);
