@@ -6,6 +6,7 @@
  * the PTX, leaves the callers on copy-engine copies; the reason is kept for
  * their path text. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,25 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
     return GW_OK;
 }
 
+/* cuLaunchKernel of f over `blocks` blocks of THREADS threads on stream;
+ * on failure *why names the launch (fmt, ...) and the driver's error. */
+static gw_status_t launch(const gw_cuda_t *cu, CUfunction f, unsigned blocks, CUstream stream, void **params,
+                          char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+static gw_status_t launch(const gw_cuda_t *cu, CUfunction f, unsigned blocks, CUstream stream, void **params,
+                          char *why, size_t whylen, const char *fmt, ...)
+{
+    CUresult r = cu->cuLaunchKernel(f, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
+    if (r == CUDA_SUCCESS)
+        return GW_OK;
+    char what[120], eb[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(why, whylen, "cuLaunchKernel(%s) failed: %s", what, gw_cuda_strerror(r, eb, sizeof(eb)));
+    return GW_ERR_CUDA;
+}
+
 gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_desc_t *desc, uint32_t n,
                                        char *why, size_t whylen)
 {
@@ -91,13 +111,7 @@ gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_d
     unsigned int cnt = n;
     void *params[2] = {&d, &cnt};
     unsigned blocks = n < MAX_BLOCKS ? n : MAX_BLOCKS;
-    CUresult r = cu->cuLaunchKernel(g_k[dev].fn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
-    if (r != CUDA_SUCCESS) {
-        snprintf(why, whylen, "cuLaunchKernel(gw_batch_copy, %u descriptors) failed: %s", n,
-                 gw_cuda_strerror(r, eb, sizeof(eb)));
-        return GW_ERR_CUDA;
-    }
-    return GW_OK;
+    return launch(cu, g_k[dev].fn, blocks, stream, params, why, whylen, "gw_batch_copy, %u descriptors", n);
 }
 
 /* The geometry of gw_page_copy and gw_list_copy for nitems items of at most
@@ -145,13 +159,8 @@ gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *s
     unsigned long long sb = sbase, db = dbase, ps = psize;
     const uint64_t *gt = gate;
     void *params[11] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr, &gt};
-    CUresult r = cu->cuLaunchKernel(g_k[dev].pfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
-    if (r != CUDA_SUCCESS) {
-        snprintf(why, whylen, "cuLaunchKernel(gw_page_copy, %u pages of %llu bytes) failed: %s", n,
-                 (unsigned long long)psize, gw_cuda_strerror(r, eb, sizeof(eb)));
-        return GW_ERR_CUDA;
-    }
-    return GW_OK;
+    return launch(cu, g_k[dev].pfn, blocks, stream, params, why, whylen, "gw_page_copy, %u pages of %llu bytes", n,
+                  (unsigned long long)psize);
 }
 
 gw_status_t gw_cuda_page_check_launch(int dev, CUstream stream, const uint32_t *lidx, const uint32_t *ridx,
@@ -171,13 +180,7 @@ gw_status_t gw_cuda_page_check_launch(int dev, CUstream stream, const uint32_t *
     unsigned int llo = lim[0], lhi = lim[1], rlo = lim[2], rhi = lim[3];
     uint64_t *w = word;
     void *params[8] = {&l, &r, &nn, &llo, &lhi, &rlo, &rhi, &w};
-    CUresult cr = cu->cuLaunchKernel(g_k[dev].cfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
-    if (cr != CUDA_SUCCESS) {
-        snprintf(why, whylen, "cuLaunchKernel(gw_page_check, %u pages) failed: %s", n,
-                 gw_cuda_strerror(cr, eb, sizeof(eb)));
-        return GW_ERR_CUDA;
-    }
-    return GW_OK;
+    return launch(cu, g_k[dev].cfn, blocks, stream, params, why, whylen, "gw_page_check, %u pages", n);
 }
 
 gw_status_t gw_cuda_list_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
@@ -200,13 +203,7 @@ gw_status_t gw_cuda_list_copy_launch(int dev, CUstream stream, const uint32_t *s
     const uint32_t *s = sidx, *d = didx;
     const void *ts = stab, *td = dtab;
     void *params[9] = {&s, &d, &ts, &td, &nn, &sd, &dd, &g, &pr};
-    CUresult r = cu->cuLaunchKernel(g_k[dev].lfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
-    if (r != CUDA_SUCCESS) {
-        snprintf(why, whylen, "cuLaunchKernel(gw_list_copy, %u entries) failed: %s", n,
-                 gw_cuda_strerror(r, eb, sizeof(eb)));
-        return GW_ERR_CUDA;
-    }
-    return GW_OK;
+    return launch(cu, g_k[dev].lfn, blocks, stream, params, why, whylen, "gw_list_copy, %u entries", n);
 }
 
 gw_status_t gw_cuda_table_copy_launch(int dev, CUstream stream, const gw_cuda_table_side_t *src,
@@ -233,11 +230,5 @@ gw_status_t gw_cuda_table_copy_launch(int dev, CUstream stream, const gw_cuda_ta
     const void *ts = src->tab, *td = dst->tab;
     const uint64_t *bs = src->base, *bd = dst->base;
     void *params[16] = {&si, &di, &ts, &td, &bs, &bd, &sp, &dp, &cl, &sd, &dd, &nitems, &chunks, &chunk, &g, &pr};
-    CUresult r = cu->cuLaunchKernel(g_k[dev].tfn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
-    if (r != CUDA_SUCCESS) {
-        snprintf(why, whylen, "cuLaunchKernel(gw_table_copy, %u entries) failed: %s", n,
-                 gw_cuda_strerror(r, eb, sizeof(eb)));
-        return GW_ERR_CUDA;
-    }
-    return GW_OK;
+    return launch(cu, g_k[dev].tfn, blocks, stream, params, why, whylen, "gw_table_copy, %u entries", n);
 }
