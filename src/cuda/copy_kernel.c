@@ -60,6 +60,12 @@ static void coop_size(const gw_cuda_t *cu, int dev)
                  gw_cuda_strerror(r, eb, sizeof(eb)));
     else
         g_k[dev].coop_max = sms * per_sm < MAX_BLOCKS ? sms * per_sm : MAX_BLOCKS;
+    if (g_k[dev].coop_max)
+        gw_log(GW_LOG_DEBUG, "cuda: GPU %d holds %d blocks of gw_page_fused at once (%d SMs)", dev, g_k[dev].coop_max,
+               sms);
+    else
+        gw_log(GW_LOG_INFO, "cuda: paged transfers with index arrays in GPU memory check them in a launch of their "
+               "own on GPU %d: %s", dev, g_k[dev].coop_why);
 }
 
 gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
