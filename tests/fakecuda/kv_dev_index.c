@@ -304,6 +304,19 @@ int main(void)
         else
             CHECK(d[3] == 0 && d[4] == 1);
     }
+    {
+        /* which form the library takes on this GPU (a real one: for the log) */
+        CUdevice cd = 0;
+        char why[200] = "";
+        REQUIRE(cu->cuCtxGetDevice(&cd) == CUDA_SUCCESS);
+        int fused = gw_cuda_page_fused_ok((int)cd, why, sizeof(why));
+        fprintf(stderr, "GPU %d: the check %s%s\n", (int)cd,
+                fused ? "and the copy in one cooperative launch" : "in a launch of its own: ", fused ? "" : why);
+        if (calls && !strcmp(form, "fused"))
+            CHECK(fused);
+        if (calls && !strcmp(form, "refuse"))
+            CHECK(!fused && strstr(why, "cuLaunchCooperativeKernel") != NULL);
+    }
     if (calls && strcmp(form, "reset")) {
         /* the word is reset only when its generations run out */
         fprintf(stderr, "puts: %lu resets of the bounds word in %d transfers\n", resets, RUN);
