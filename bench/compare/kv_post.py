@@ -125,7 +125,7 @@ def parse(shape):
     average, over descriptor tables (put_batch): 70B-4K is tab160x512x4K."""
     parts = shape.split("x")
     size = parts[-1]
-    page = int(size[:-1]) * KI if size[-1] in "kK" else int(size)
+    page = int(size[:-1]) * {"k": KI, "m": KI * KI}[size[-1].lower()] if size[-1] in "kKmM" else int(size)
     if parts[0].startswith("tab"):
         nreg, per = int(parts[0][3:]), int(parts[1])
         return nreg, nreg * per, page
