@@ -163,6 +163,10 @@ __attribute__((noinline)) static void ofi_live(gw_ofi_iface_t *oif)
         gw_ep_base_t *b = ep->super.base;
         if (!ep->connected || gw_ep_failed(b))
             continue;
+        if (GW_UNLIKELY(ep->probe_seq) && now >= ep->probe_until) { /* no answer to the cancel's probe */
+            gw_ofi_probe_verdict(ep, 0);
+            continue;
+        }
         uint64_t idle;
         int busy = gw_ep_has_work(b) || !gw_list_empty(&ep->rdv_recvs);
         switch (gw_liveness_judge(b, busy, now, &ep->last_ping_ns, &idle)) {
@@ -197,6 +201,8 @@ static int ofi_poll(void *arg)
         if (ep->connected && !gw_ep_failed(ep->super.base))
             n += gw_ofi_ep_progress(ep);
     }
+    if (GW_UNLIKELY(!gw_list_empty(&oif->graves)))
+        gw_ofi_graves_sweep(oif, 0);
     if (GW_UNLIKELY(oif->super.core->fds_read))
         ofi_live(oif);
     return n;
@@ -310,6 +316,7 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     oif->info = fi->dupinfo(info);
     fi->freeinfo(list);
     gw_list_init(&oif->eps);
+    gw_list_init(&oif->graves);
     if (!oif->info) {
         free(oif);
         snprintf(why, whylen, "fi_dupinfo() failed: out of memory");
@@ -362,6 +369,12 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         size_t cl = strcspn(oif->prov, ";");
         oif->no_wakeup = (cl == 3 && !strncmp(oif->prov, "shm", 3)) || (cl == 3 && !strncmp(oif->prov, "sm2", 3));
         oif->shm_names = !strcmp(oif->prov, "shm") && info->addr_format == FI_ADDR_STR;
+        /* "tcp" alone offering RDM endpoints is libfabric 2.x's tcp provider
+         * (1.17 serves them as "tcp;ofi_rxm"): its listener per endpoint
+         * needs deferred closes (ofi_ep.c), and its FI_ECANCELED carries
+         * whatever errno the thread had last, so a cancel says nothing of
+         * its cause (ofi_post.c) */
+        oif->defer_close = oif->cancel_vague = !strcmp(oif->prov, "tcp");
     }
     if (oif->shm_names)
         gw_ofi_shm_sweep();
@@ -406,6 +419,7 @@ static void ofi_iface_close(gw_tl_iface_t *iface)
     gw_core_t *core = iface->core;
     if (!gw_list_empty(&oif->eps))
         gw_log(GW_LOG_WARN, "ofi %s: closing with %zu endpoints alive", oif->prov, gw_list_len(&oif->eps));
+    gw_ofi_graves_sweep(oif, 1);
     gw_core_del_sleeper(core, ofi_sleep, oif);
     gw_core_del_poller(core, ofi_poll, oif);
     if (core->keep_ready)
