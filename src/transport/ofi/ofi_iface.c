@@ -388,7 +388,8 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         snprintf(why, whylen, "%s", core->errbuf);
         goto err;
     }
-    snprintf(oif->how, sizeof(oif->how), "provider %s, domain %s%s%s%s; %s; %s%s%s", oif->prov, oif->dom,
+    snprintf(oif->how, sizeof(oif->how), "provider %s (libfabric %u.%u), domain %s%s%s%s; %s; %s%s%s", oif->prov,
+             FI_MAJOR(fi->version()), FI_MINOR(fi->version()), oif->dom,
              nic[0] && !strncmp(oif->dom, nic, strlen(nic)) ? " (" : "",
              nic[0] && !strncmp(oif->dom, nic, strlen(nic)) ? nic_why : "",
              nic[0] && !strncmp(oif->dom, nic, strlen(nic)) ? ")" : "",

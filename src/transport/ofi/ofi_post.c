@@ -778,7 +778,7 @@ static gw_status_t cqe_status(const struct fi_cq_err_entry *ee, int closing)
  * reports it; no answer within the bound, or the PING failing too, means
  * the connection was lost (GW_ERR_CONN_RESET).  The endpoint fails either
  * way; its requests wait for the verdict. */
-static void probe_cancel(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x, const char *ps)
+static void probe_cancel(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x)
 {
     gw_ofi_iface_t *oif = ep->oif;
     char what[200];
@@ -802,13 +802,13 @@ static void probe_cancel(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x, const char *ps)
         snprintf(what, sizeof(what), "an RMA %s of %u bytes on %s", rd ? "read" : "write", x->len, B(ep)->peer);
         rma_put(ep, x); /* (its request waits for the verdict: the endpoint's failure ends it) */
         if (!ep->probe_rma)
-            snprintf(ep->probe_what, sizeof(ep->probe_what), "%.120s (provider: %.60s)", what, ps ? ps : "");
+            snprintf(ep->probe_what, sizeof(ep->probe_what), "%s", what);
         ep->probe_rma = 1;
         break;
     }
     }
     if (!ep->probe_what[0])
-        snprintf(ep->probe_what, sizeof(ep->probe_what), "%.120s (provider: %.60s)", what, ps ? ps : "");
+        snprintf(ep->probe_what, sizeof(ep->probe_what), "%s", what);
     if (ep->probe_seq || gw_ep_failed(B(ep)))
         return;
     ep->probe_seq = ++oif->fence_seq;
@@ -827,10 +827,10 @@ void gw_ofi_probe_verdict(gw_ofi_ep_t *ep, int answered)
     long ms = oep_core(ep)->peer_timeout_ms;
     ep->probe_seq = 0;
     if (answered && ep->probe_rma)
-        gw_ofi_ep_die(ep, GW_ERR_INVALID_KEY, "ofi %s: %s failed: the target refused the access: its provider "
-                      "dropped the connection on it and the peer answers on a new one; the key was revoked, does "
-                      "not cover the range or lacks the access, and the target memory was not touched", oif->prov,
-                      ep->probe_what);
+        gw_ofi_ep_die(ep, GW_ERR_INVALID_KEY, "ofi %s: %s failed: the target refused the access (its provider "
+                      "cancelled it, dropping the connection, and the peer answers on a new one): the key was "
+                      "revoked, does not cover the range or lacks the access, and the target memory was not "
+                      "touched", oif->prov, ep->probe_what);
     else if (answered)
         gw_ofi_ep_die(ep, GW_ERR_CONN_RESET, "ofi %s: %s was cancelled: the provider dropped its connection to "
                       "%s (the peer answers on a new one)", oif->prov, ep->probe_what, B(ep)->peer);
@@ -852,7 +852,7 @@ static void cq_error(gw_ofi_ep_t *ep)
     const char *ps = fi_cq_strerror(ep->cq, ee.prov_errno, ee.err_data, pbuf, sizeof(pbuf));
     gw_ofi_ctx_t *x = ee.op_context;
     if (oif->cancel_vague && ee.err == FI_ECANCELED && !ep->closing && x) {
-        probe_cancel(ep, x, ps);
+        probe_cancel(ep, x);
         return;
     }
     gw_status_t st = cqe_status(&ee, ep->closing);
