@@ -25,6 +25,11 @@ host's work alone).  Per shape it prints the medians (and bests) in us of
               range, through r.wait() (the like-for-like reference of
               post+wait: same bytes, one copy-engine copy)
 
+Each round runs every form once, in an order rotated from round to round,
+so that no form always follows the longest wait (against the fake driver
+all+wait copies the bytes on the CPU and leaves the caches cold for what
+follows it: compare best figures there).
+
   GPUWIRE_CUDA_LIB=build/tests/fakecuda/libgwfakecuda.so FAKECUDA_DEVICES=2 \\
   FAKECUDA_KERNEL_NOCOPY=1 GPUWIRE_TRANSPORTS=intra \\
       /usr/bin/python3 bench/compare/kv_post.py [--build build] [--rounds 300]
@@ -194,50 +199,36 @@ def main():
 
             def post():
                 return ep.put_batch(L, R, lidx, ridx, counted=7)
-        for rnd in range(args.rounds + 1):
-            t0 = pc()
-            r = post()
-            t1 = pc()
-            r.wait(60)
-            t2 = pc()
-            del r
-            p0 = pc()
-            if plan is not None:
-                r = plan.post()
-                p1 = pc()
+        def timed(fn, kpost, kwait):
+            def run(keep):
+                t0 = pc()
+                r = fn()
+                t1 = pc()
                 r.wait(60)
-                p2 = pc()
+                t2 = pc()
                 del r
-            else:
-                p1 = p2 = p0
-            d0 = pc()
-            if dpost is not None:
-                r = dpost()
-                d1 = pc()
-                r.wait(60)
-                d2 = pc()
-                del r
-            else:
-                d1 = d2 = d0
-            t3 = pc()
-            q = ep.put_notify(om, ok, 7)
-            t4 = pc()
-            q.wait(60)
-            t5 = pc()
-            del q
+                if keep:
+                    t[kpost].append(t1 - t0)
+                    t[kwait].append(t2 - t0)
+            return run
+
+        def contiguous(keep):
             a0 = pc()
             ep.put_notify(sm, rk, 7, length=n * page).wait(60)
             a1 = pc()
-            if rnd:
-                t["post"].append(t1 - t0)
-                t["wait"].append(t2 - t0)
-                t["ppost"].append(p1 - p0)
-                t["pwait"].append(p2 - p0)
-                t["dpost"].append(d1 - d0)
-                t["dwait"].append(d2 - d0)
-                t["cpost"].append(t4 - t3)
-                t["cwait"].append(t5 - t3)
+            if keep:
                 t["await"].append(a1 - a0)
+        runs = [timed(post, "post", "wait")]
+        if plan is not None:
+            runs.append(timed(plan.post, "ppost", "pwait"))
+        if dpost is not None:
+            runs.append(timed(dpost, "dpost", "dwait"))
+        runs += [timed(lambda: ep.put_notify(om, ok, 7), "cpost", "cwait"), contiguous]
+        # every round runs each form once, in an order rotated round by round,
+        # so that none is always the one after the longest wait
+        for rnd in range(args.rounds + 1):
+            for j in range(len(runs)):
+                runs[(rnd + j) % len(runs)](rnd > 0)
         print("%-10s %s" % (s, " ".join("%6.1f (%5.1f)" % (statistics.median(v) * 1e6, min(v) * 1e6)
                                          if (plan is not None or k not in ("ppost", "pwait")) and
                                          (dpost is not None or k not in ("dpost", "dwait")) else "%14s" % "-"

@@ -67,8 +67,8 @@ def _device_index(x: Any, name: str) -> Optional[Tuple[int, int, int, Optional[i
     object with __cuda_array_interface__ (its "stream" where it gives one).
     None for anything else (host memory: read as before)."""
     t = type(x)
-    if x is None or t is list or t is tuple:
-        return None
+    if x is None or t is list or t is tuple or t.__module__ == "numpy":
+        return None                     # (host memory; a NumPy array's failed attribute lookup costs ~1 us)
     if t.__module__ == "torch" and t.__name__ in ("Tensor", "Parameter"):
         dev = x.device
         if dev.type != "cuda":

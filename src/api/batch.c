@@ -23,13 +23,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h> /* (idx_span: AVX2 where the CPU has it, chosen at run time) */
-#define IDX_AVX2 1
-#endif
 
 #include "api/api.h"
 #include "api/dlist.h"
+#include "core/idx.h"
 #include "cuda/cuda_wrap.h"
 #include "proto/proto.h"
 #include "proto/proto_integrity.h"
@@ -201,10 +198,17 @@ static gw_status_t xfer_begin(gw_ep_t *ep, const char *fn, int op, const gw_xfer
 
 /* The integrity check's entries of a notifying put on a checking endpoint
  * (NULL when there is none to make; *st GW_ERR_NOMEM when out of memory). */
+/* 1 when a transfer carries the end-to-end integrity check's entries (a
+ * set from integ_set, checked or not): the host reads its pages' list. */
+static int integ_wanted(const gw_ep_t *ep, int op, int notify)
+{
+    return ep->base.integ && notify != GW_NOTIFY_NONE && op == GW_XFER_PUT;
+}
+
 static gw_integ_set_t *integ_set(gw_ep_t *ep, int op, int notify, int integ, size_t count, int kind, gw_status_t *st)
 {
     *st = GW_OK;
-    if (!ep->base.integ || notify == GW_NOTIFY_NONE || op != GW_XFER_PUT)
+    if (!integ_wanted(ep, op, notify))
         return NULL;
     gw_integ_set_t *s = gw_proto_integ_set_new((uint32_t)count, kind, integ != GW_INTEGRITY_OFF);
     if (!s)
@@ -241,6 +245,13 @@ static gw_status_t post(gw_ep_t *ep, const char *what, batch_mem_t *m, gw_mem_t 
         return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED, "%s: the %s transport to %s has no %s", what, ep->ops->name,
                       ep->base.peer, lack);
     }
+    gw_status_t st;
+    if (m->b.ichk && (staged || route != GW_PROTO_NATIVE) &&
+        (st = gw_batch_icheck(&ep->ctx->core, &m->b, NULL, NULL)) != GW_OK) { /* (entries built here: checked first) */
+        batch_release(m);
+        gw_proto_integ_set_free(is);
+        return st;
+    }
     if (m->b.pdev && (staged || route != GW_PROTO_NATIVE)) {
         batch_release(m);
         return gw_err(&ep->ctx->core, GW_ERR_UNSUPPORTED,
@@ -273,114 +284,13 @@ static gw_status_t post(gw_ep_t *ep, const char *what, batch_mem_t *m, gw_mem_t 
         r->owner = is;
         fn = gw_proto_integ_submit;
     }
-    gw_status_t st = gw_api_submit(ep, r, req, fn);
+    st = gw_api_submit(ep, r, req, fn);
     if (st != GW_OK && r->fini) { /* refused at posting: the request was dropped as it was */
         void (*fini)(gw_request_t *) = r->fini;
         r->fini = NULL;
         fini(r);
     }
     return st;
-}
-
-/* The lowest and highest index of an index array (NULL: 0 .. n-1), read
- * once per posted paged batch (both arrays).  Four independent pairs of
- * running minimum and maximum, so that no compare waits on the previous
- * one: GCC/clang vector extensions (SSE2 or NEON, no newer instruction set
- * assumed), and on x86-64 CPUs with AVX2 eight lanes with native unsigned
- * min/max.  A single chain of four lanes cost ~5.4 us per 16,384 indices on
- * the 2-core VM; the AVX2 form ~0.6 us, the four chains ~3 us. */
-typedef uint32_t idx_v4 __attribute__((vector_size(16)));
-static inline idx_v4 v4_min(idx_v4 a, idx_v4 b)
-{
-    idx_v4 lt = (idx_v4)(a < b);
-    return (a & lt) | (b & ~lt);
-}
-static inline idx_v4 v4_max(idx_v4 a, idx_v4 b)
-{
-    idx_v4 gt = (idx_v4)(a > b);
-    return (a & gt) | (b & ~gt);
-}
-
-#ifdef IDX_AVX2
-/* The part of p[0 .. n-1] in whole rounds of 32, folded into *lo / *hi;
- * returns the indices it read. */
-__attribute__((target("avx2"))) static size_t idx_span_avx2(const uint32_t *p, size_t n, uint32_t *lo, uint32_t *hi)
-{
-    __m256i m0 = _mm256_set1_epi32(-1), m1 = m0, m2 = m0, m3 = m0;
-    __m256i x0 = _mm256_setzero_si256(), x1 = x0, x2 = x0, x3 = x0;
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
-        __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 8));
-        __m256i v2 = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 16));
-        __m256i v3 = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 24));
-        m0 = _mm256_min_epu32(m0, v0);
-        m1 = _mm256_min_epu32(m1, v1);
-        m2 = _mm256_min_epu32(m2, v2);
-        m3 = _mm256_min_epu32(m3, v3);
-        x0 = _mm256_max_epu32(x0, v0);
-        x1 = _mm256_max_epu32(x1, v1);
-        x2 = _mm256_max_epu32(x2, v2);
-        x3 = _mm256_max_epu32(x3, v3);
-    }
-    m0 = _mm256_min_epu32(_mm256_min_epu32(m0, m1), _mm256_min_epu32(m2, m3));
-    x0 = _mm256_max_epu32(_mm256_max_epu32(x0, x1), _mm256_max_epu32(x2, x3));
-    uint32_t mm[8], xx[8];
-    _mm256_storeu_si256((__m256i *)(void *)mm, m0);
-    _mm256_storeu_si256((__m256i *)(void *)xx, x0);
-    uint32_t a = *lo, z = *hi;
-    for (int k = 0; k < 8; k++) {
-        a = mm[k] < a ? mm[k] : a;
-        z = xx[k] > z ? xx[k] : z;
-    }
-    *lo = a;
-    *hi = z;
-    return i;
-}
-#endif
-
-static void idx_span(const uint32_t *p, size_t n, uint32_t *lo, uint32_t *hi)
-{
-    if (!p || !n) {
-        *lo = 0;
-        *hi = n ? (uint32_t)(n - 1) : 0;
-        return;
-    }
-    uint32_t a = UINT32_MAX, z = 0;
-    size_t i = 0;
-#ifdef IDX_AVX2
-    static int avx2 = -1; /* (a benign race: every thread finds the same) */
-    if (avx2 < 0)
-        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    if (avx2 && n >= 32)
-        i = idx_span_avx2(p, n, &a, &z);
-#endif
-    if (n - i >= 16) {
-        idx_v4 m[4], x[4];
-        for (int k = 0; k < 4; k++) {
-            m[k] = (idx_v4){a, a, a, a};
-            x[k] = (idx_v4){z, z, z, z};
-        }
-        for (; i + 16 <= n; i += 16)
-            for (int k = 0; k < 4; k++) {
-                idx_v4 v;
-                memcpy(&v, p + i + 4 * k, sizeof(v)); /* (any alignment) */
-                m[k] = v4_min(m[k], v);
-                x[k] = v4_max(x[k], v);
-            }
-        idx_v4 vm = v4_min(v4_min(m[0], m[1]), v4_min(m[2], m[3]));
-        idx_v4 vx = v4_max(v4_max(x[0], x[1]), v4_max(x[2], x[3]));
-        for (int k = 0; k < 4; k++) {
-            a = vm[k] < a ? vm[k] : a;
-            z = vx[k] > z ? vx[k] : z;
-        }
-    }
-    for (; i < n; i++) {
-        a = p[i] < a ? p[i] : a;
-        z = p[i] > z ? p[i] : z;
-    }
-    *lo = a;
-    *hi = z;
 }
 
 /* 1 when every index of p[0 .. n-1] (NULL: 0 .. n-1, n <= lim checked
@@ -397,7 +307,7 @@ static int idx_below(const uint32_t *p, size_t n, size_t lim)
      * the indices first decided only limits that are powers of two, and
      * others (160 regions x 1,024 blocks) paid for both passes */
     uint32_t lo, hi;
-    idx_span(p, n, &lo, &hi);
+    gw_idx_span(p, n, &lo, &hi);
     return hi < lim;
 }
 
@@ -470,9 +380,10 @@ static int sel_pairs_ok(gw_dlist_t *local, gw_dlist_t *remote, const gw_pages_t 
 
 /* sel: the prepared selection lidx/ridx come from (NULL: the caller's
  * arrays), whose pinned and GPU copies the kernel then reads (batch.h,
- * ikept). */
+ * ikept).  hostread: the host reads the pairs after this (the integrity
+ * check's entries), so they are checked here, not by the transport. */
 static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote, const uint32_t *ridx,
-                     size_t count, gw_batch_t *b, gw_pages_t *sel)
+                     size_t count, gw_batch_t *b, gw_pages_t *sel, int hostread)
 {
     if (!count || !local->lgpu || !remote->rgpu)
         return 0;
@@ -484,9 +395,16 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
                   (local->cper && remote->cper && local->clen != remote->clen)))
         return 0;
     uint64_t total = 0;
-    if (!(caps.batch & GW_TL_BATCH_LISTS) ||
-        !(sel ? sel_pairs_ok(local, remote, sel, &total) : list_pairs_ok(local, lidx, remote, ridx, count, &total)) ||
-        !total)
+    /* lists of one entry length whose indices the transport checks while
+     * it copies them (batch.h ichk): no pass here */
+    int ichk = !sel && !hostread && (lidx || ridx) && (caps.batch & GW_TL_BATCH_ICHECK) && local->n && remote->n &&
+               local->ulen != UINT64_MAX && local->ulen == remote->ulen && local->n <= UINT32_MAX + 1ull &&
+               remote->n <= UINT32_MAX + 1ull;
+    if (ichk)
+        total = (uint64_t)count * local->ulen;
+    int pairs_ok = ichk || (sel ? sel_pairs_ok(local, remote, sel, &total)
+                                : list_pairs_ok(local, lidx, remote, ridx, count, &total));
+    if (!(caps.batch & GW_TL_BATCH_LISTS) || !pairs_ok || !total)
         return 0;
     uint64_t ld = 0, rd = 0;
     const gw_batch_lent_t *lt = NULL, *rt = NULL;
@@ -515,6 +433,12 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
     }
     b->ltab_dev = ld;
     b->rtab_dev = rd;
+    if (ichk) {
+        b->ichk = 1;
+        b->plim[0] = b->plim[2] = 0;
+        b->plim[1] = (uint32_t)(local->n - 1);
+        b->plim[3] = (uint32_t)(remote->n - 1);
+    }
     b->nlist = (uint32_t)count;
     b->lidx = lidx;
     b->ridx = ridx;
@@ -636,7 +560,7 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
         return gw_err(core, GW_ERR_NOMEM, "%s: out of memory for %zu entries", fn, count);
     }
     gw_batch_t *b = &m->b;
-    if (list_form(ep, local, lidx, remote, ridx, count, b, sel)) {
+    if (list_form(ep, local, lidx, remote, ridx, count, b, sel, is != NULL)) {
         b->lgpu = b->rgpu = 1;
         b->lmem = local->mems;
         b->nlmem = local->nreg;
@@ -765,8 +689,8 @@ gw_status_t gw_pages_create(gw_context_t *ctx, const uint32_t *lpages, const uin
         memcpy(p->lp, lpages, count * sizeof(uint32_t));
     if (rpages)
         memcpy(p->rp, rpages, count * sizeof(uint32_t));
-    idx_span(p->lp, count, &p->lmin, &p->lmax);
-    idx_span(p->rp, count, &p->rmin, &p->rmax);
+    gw_idx_span(p->lp, count, &p->lmin, &p->lmax);
+    gw_idx_span(p->rp, count, &p->rmin, &p->rmax);
     *out = p;
     return GW_OK;
 }
@@ -1042,23 +966,41 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
     if (!m)
         return gw_err(core, GW_ERR_NOMEM, "%s: out of memory for %zu pages", fn, count);
     gw_batch_t *b = &m->b;
+    uint64_t lo, lend, ro, rend, total;
+    if (__builtin_mul_overflow((uint64_t)count, ps, &total)) {
+        batch_release(m);
+        return gw_err(core, GW_ERR_INVALID, "%s: %zu pages of %zu bytes overflow 64 bits", fn, count, page_size);
+    }
+    b->lgpu = lmem->type == GW_MEM_CUDA;
+    b->rgpu = rkey->type == GW_MEM_CUDA;
+    gw_tl_caps_t caps;
+    ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
+    /* left to the transport as pages (a GPU kernel computes the addresses) */
+    int paged = b->lgpu && b->rgpu && (caps.batch & GW_TL_BATCH_PAGES);
     /* bounds: the lowest and highest page of each side checked once (one
      * pass over the indices, or none for a prepared list); only when that
-     * fails, a pass naming the first page outside */
-    uint32_t lmin, lmax, rmin, rmax;
-    if (pl) {
+     * fails, a pass naming the first page outside.  A transport that copies
+     * the arrays anyway checks them in that copy (batch.h ichk): here only
+     * each side's valid pages, and the pages of a NULL array. */
+    uint32_t lmin, lmax, rmin, rmax, lim[4];
+    int ichk = paged && !pl && (caps.batch & GW_TL_BATCH_ICHECK) && (lpages || rpages) && count && ps &&
+               !integ_wanted(ep, op, notify) && page_valid(la, ps, lb, ll, &lim[0], &lim[1]) &&
+               page_valid(raddr, ps, rkey->addr, rkey->len, &lim[2], &lim[3]) &&
+               (lpages || (lim[0] == 0 && (uint64_t)lim[1] >= count - 1)) &&
+               (rpages || (lim[2] == 0 && (uint64_t)lim[3] >= count - 1));
+    if (ichk) { /* (the spans of every valid page: the transport narrows the remote one to the pages') */
+        lmin = lpages ? lim[0] : 0;
+        lmax = lpages ? lim[1] : (uint32_t)(count - 1);
+        rmin = rpages ? lim[2] : 0;
+        rmax = rpages ? lim[3] : (uint32_t)(count - 1);
+    } else if (pl) {
         lmin = pl->lmin;
         lmax = pl->lmax;
         rmin = pl->rmin;
         rmax = pl->rmax;
     } else {
-        idx_span(lpages, count, &lmin, &lmax);
-        idx_span(rpages, count, &rmin, &rmax);
-    }
-    uint64_t lo, lend, ro, rend, total;
-    if (__builtin_mul_overflow((uint64_t)count, ps, &total)) {
-        batch_release(m);
-        return gw_err(core, GW_ERR_INVALID, "%s: %zu pages of %zu bytes overflow 64 bits", fn, count, page_size);
+        gw_idx_span(lpages, count, &lmin, &lmax);
+        gw_idx_span(rpages, count, &rmin, &rmax);
     }
     int ok = count && ps && page_span_ok(la, lmin, lmax, ps, lb, ll, &lo, &lend) &&
              page_span_ok(raddr, rmin, rmax, ps, rkey->addr, rkey->len, &ro, &rend);
@@ -1078,20 +1020,20 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
                           (unsigned long long)raddr, (unsigned long long)rkey->addr, (unsigned long long)rkey->len);
         }
     }
-    b->lgpu = lmem->type == GW_MEM_CUDA;
-    b->rgpu = rkey->type == GW_MEM_CUDA;
     if (ok) {
-        gw_tl_caps_t caps;
-        ep->ops->caps(ep->ctx->tl[ep->tl_id], &caps);
         b->total = total;
         b->rlo = ro;
         b->rhi = rend;
-        if (b->lgpu && b->rgpu && (caps.batch & GW_TL_BATCH_PAGES)) {
-            /* left to the transport as pages (a GPU kernel computes the
-             * addresses); the transport copies the caller's index arrays
-             * while it takes the batch, or, from a prepared list, uses its
-             * pinned and device copies, which outlive the transfer (batch.h) */
+        if (paged) {
+            /* the transport copies the caller's index arrays while it takes
+             * the batch (checking them there with ichk), or, from a prepared
+             * list, uses its pinned and device copies, which outlive the
+             * transfer (batch.h) */
             pages_form(b, count, lpages, rpages, la, raddr, ps);
+            if (ichk) {
+                b->ichk = 1;
+                memcpy(b->plim, lim, sizeof(lim));
+            }
             if (pl && pages_pin(pl, lmem->cuda_device, &b->lpage, &b->rpage, &b->lpage_dev, &b->rpage_dev))
                 b->pkept = 1;
         } else {

@@ -37,6 +37,14 @@
  * each side; [rlo, rhi) spans every valid remote page), or fail it: it is
  * never expanded (gw_batch_expand leaves it as it is).
  *
+ * A transport that says GW_TL_BATCH_ICHECK may get unexpanded paged and
+ * list batches whose host index arrays are not checked yet (`ichk` 1): the
+ * api layer checked the arrays' count and left the bounds to the copy the
+ * transport makes anyway (one pass over the arrays, not two).  Before
+ * reading them otherwise, moving or expanding anything, it calls
+ * gw_batch_icheck(), which copies and checks them in one pass, or fails
+ * the transfer naming the first index outside (nothing moved).
+ *
  * The list form may come unexpanded likewise: a transport that says
  * GW_TL_BATCH_LISTS gets a gw_xfer_batch batch over two lists of one GPU
  * region and one GPU key each as the lists' entry tables and the index
@@ -112,8 +120,12 @@ typedef struct gw_batch {
     uint8_t pdev;             /* lpage/rpage are the caller's arrays in the local GPU's memory (GW_INDEX_DEVICE),
                                * valid to completion: never read on the host, never expanded; the transport
                                * checks every entry on the GPU against plim before anything moves */
-    uint32_t plim[4];         /* pdev: the valid pages, local [plim[0], plim[1]], remote [plim[2], plim[3]] */
+    uint32_t plim[4];         /* pdev, ichk: the valid indices, local [plim[0], plim[1]], remote
+                               * [plim[2], plim[3]] (pages; with ichk the list form's entries too) */
     void *pstream;            /* pdev: the CUstream the arrays are ready on (NULL: ready now) */
+    uint8_t ichk;             /* the caller's host index arrays (lpage/rpage or lidx/ridx) are not checked
+                               * yet: the transport checks them against plim while it copies them, with
+                               * gw_batch_icheck(), before anything moves or is expanded */
     /* the list form, unexpanded (GW_TL_BATCH_LISTS): entry i moves
      * ltab[lidx[i]].len bytes between ltab[lidx[i]].addr and
      * rtab[ridx[i]].addr (a NULL array reads as i); lreg and rreg 0 */
@@ -180,7 +192,8 @@ static inline int gw_batch_unexpanded(const gw_batch_t *b)
  * continue each other on both sides.  total, rlo and rhi are unchanged. */
 static inline void gw_batch_expand(gw_batch_t *b)
 {
-    if (!gw_batch_unexpanded(b) || b->pdev) /* (device index arrays: never read here) */
+    if (!gw_batch_unexpanded(b) || b->pdev || b->ichk) /* (device index arrays: never read here; unchecked ones:
+                                                         * gw_batch_icheck first) */
         return;
     uint64_t total = b->total, rlo = b->rlo, rhi = b->rhi, ps = b->psize;
     for (uint32_t i = 0; i < b->npages; i++)
@@ -200,6 +213,15 @@ static inline void gw_batch_expand(gw_batch_t *b)
     b->nlist = 0;
     b->lcbase = b->rcbase = NULL;
 }
+
+/* An unexpanded batch with unchecked index arrays (ichk): each array
+ * copied to ldst or rdst (NULL: not copied, the arrays stay the caller's,
+ * as they are while `submit` runs) while every index is checked against
+ * plim.  GW_OK: the batch points at the copies, its span [rlo, rhi) is the
+ * pages' own and ichk is 0.  Otherwise the error (GW_ERR_INVALID, or
+ * GW_ERR_OUT_OF_BOUNDS for a remote page) naming the first entry outside;
+ * the batch must then fail as refused at posting. */
+gw_status_t gw_batch_icheck(gw_core_t *core, gw_batch_t *b, uint32_t *ldst, uint32_t *rdst);
 
 /* CUDA ordinal of entry e's local region, -1 for host memory. */
 static inline int gw_batch_ldev(const gw_batch_t *b, const gw_batch_ent_t *e)

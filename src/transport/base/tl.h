@@ -138,6 +138,7 @@ enum {
     GW_TL_BATCH_PAGES = 1u << 3,    /* ... paged batches of GPU memory on both sides unexpanded (batch.h) */
     GW_TL_BATCH_LISTS = 1u << 4,    /* ... list batches of one GPU region and key unexpanded (batch.h) */
     GW_TL_BATCH_CLISTS = 1u << 5,   /* ... and those over computed lists of several GPU regions or keys (batch.h) */
+    GW_TL_BATCH_ICHECK = 1u << 6,   /* ... unexpanded with host index arrays it checks as it copies them (batch.h) */
 };
 typedef struct gw_tl_caps {
     size_t eager_max;   /* largest message sent in one piece, without a rendezvous */

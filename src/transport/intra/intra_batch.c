@@ -20,8 +20,9 @@
  *    in chunks as the descriptors are built (one copy-engine copy per entry
  *    where the kernel cannot load); a paged batch (gw_xfer_pages, GPU on
  *    both sides, its span in one peer allocation) goes to the page kernel as
- *    it came: its index arrays copied into pinned memory, one launch, no
- *    per-page work on the host at all (pages of any size: the kernel cuts
+ *    it came: its index arrays copied into pinned memory (their bounds
+ *    checked in that copy: gw_batch_icheck), one launch, no other
+ *    per-page work on the host (pages of any size: the kernel cuts
  *    those over 64 KiB in pieces; 128 KiB pages ran 1-2% faster that way
  *    than as entries on two H200s); a list batch (one GPU region, one
  *    peer GPU key) likewise to the list kernel, which reads the lists'
@@ -1322,19 +1323,29 @@ gw_status_t intrab_batch(gw_tl_ep_t *tep, gw_request_t *req)
             /* both NULL: nothing to copy */
         } else if (!e->ifc->cu ||
                    intrab_pinned(e, op, nbase * sizeof(uint64_t) + arrays * n * sizeof(uint32_t), (void **)&ix) != GW_OK) {
-            gw_batch_expand(pb); /* (no CUDA, no pinned memory: by entry, which fails or copes later) */
+            /* (no CUDA, no pinned memory: by entry, which fails or copes later) */
+            gw_status_t st = gw_batch_icheck(e->super.iface->core, pb, NULL, NULL);
+            if (st != GW_OK)
+                return st; /* (refused: the api layer runs intrab_fini) */
+            gw_batch_expand(pb);
             intrab_used(pb, op);
         } else {
             op->kbase = nbase ? (uint64_t *)ix : NULL;
             ix = (uint32_t *)((uint64_t *)ix + nbase);
-            if (*la && arrays) {
-                memcpy(ix, *la, n * sizeof(uint32_t));
-                *la = ix;
-                ix += n;
-            }
-            if (*ra && arrays) {
-                memcpy(ix, *ra, n * sizeof(uint32_t));
-                *ra = ix;
+            uint32_t *lc = *la && arrays ? ix : NULL, *rc = *ra && arrays ? ix + (lc ? n : 0) : NULL;
+            if (b->ichk) { /* checked in the copy (batch.h) */
+                gw_status_t st = gw_batch_icheck(e->super.iface->core, pb, lc, rc);
+                if (st != GW_OK)
+                    return st;
+            } else {
+                if (lc) {
+                    memcpy(lc, *la, n * sizeof(uint32_t));
+                    *la = lc;
+                }
+                if (rc) {
+                    memcpy(rc, *ra, n * sizeof(uint32_t));
+                    *ra = rc;
+                }
             }
         }
     }

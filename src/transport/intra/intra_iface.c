@@ -428,7 +428,7 @@ static void intra_caps(gw_tl_iface_t *iface, gw_tl_caps_t *out)
     out->mem_kinds = GW_TL_MEM_HOST | GW_TL_MEM_CUDA;
     out->gpu_paths = GW_TL_GPU_IPC | GW_TL_GPU_STAGED;
     out->batch = GW_TL_BATCH_NATIVE | GW_TL_BATCH_GPU | GW_TL_BATCH_COUNTED | GW_TL_BATCH_PAGES |
-                 GW_TL_BATCH_LISTS | GW_TL_BATCH_CLISTS;
+                 GW_TL_BATCH_LISTS | GW_TL_BATCH_CLISTS | GW_TL_BATCH_ICHECK;
 }
 
 const gw_tl_ops_t gw_tl_intra_ops = {

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* batch.c - the check of an unexpanded batch's host index arrays, fused
+ * with the copy the transport makes of them (batch.h gw_batch_icheck). */
+#include "transport/base/batch.h"
+
+#include "core/core.h"
+#include "core/idx.h"
+
+/* The first entry whose index lies outside its side's valid ones: the
+ * error naming it (the api layer's words for the same refusal). */
+static gw_status_t icheck_fail(gw_core_t *core, const gw_batch_t *b, const uint32_t *l, const uint32_t *r, size_t n)
+{
+    size_t i = 0;
+    int remote = 0;
+    uint32_t v = 0;
+    for (; i < n; i++) {
+        if (l && (l[i] < b->plim[0] || l[i] > b->plim[1])) {
+            v = l[i];
+            break;
+        }
+        if (r && (r[i] < b->plim[2] || r[i] > b->plim[3])) {
+            v = r[i];
+            remote = 1;
+            break;
+        }
+    }
+    if (i == n) /* (the span said otherwise: cannot happen) */
+        return gw_err(core, GW_ERR_INVALID, "batch: an index lies outside its side's %s", b->nlist ? "list" : "region");
+    if (b->nlist)
+        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %u is outside the list (%llu entries)",
+                      i, remote ? "remote" : "local", v,
+                      (unsigned long long)(remote ? b->plim[3] : b->plim[1]) + 1);
+    if (!remote) {
+        const gw_mem_t *m = b->lmem[0];
+        return gw_err(core, GW_ERR_INVALID,
+                      "gw_xfer_pages: entry %zu: local page %u (%llu bytes from %p) is outside the region [%p, +%zu)",
+                      i, v, (unsigned long long)b->psize, (void *)(uintptr_t)b->plbase, m->addr, m->len);
+    }
+    const gw_rkey_t *k = &b->rkey[0];
+    return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
+                  "gw_xfer_pages: entry %zu: remote page %u (%llu bytes from 0x%llx) is outside the region "
+                  "[0x%llx, +%llu) the key covers",
+                  i, v, (unsigned long long)b->psize, (unsigned long long)b->prbase, (unsigned long long)k->addr,
+                  (unsigned long long)k->len);
+}
+
+gw_status_t gw_batch_icheck(gw_core_t *core, gw_batch_t *b, uint32_t *ldst, uint32_t *rdst)
+{
+    if (!b->ichk)
+        return GW_OK;
+    int pages = b->npages != 0;
+    size_t n = pages ? b->npages : b->nlist;
+    const uint32_t **la = pages ? &b->lpage : &b->lidx, **ra = pages ? &b->rpage : &b->ridx;
+    uint32_t llo = 0, lhi = 0, rlo = b->plim[2], rhi = b->plim[3];
+    if (*la)
+        gw_idx_copy_span(ldst, *la, n, &llo, &lhi);
+    if (*ra)
+        gw_idx_copy_span(rdst, *ra, n, &rlo, &rhi);
+    if ((*la && (llo < b->plim[0] || lhi > b->plim[1])) || (*ra && (rlo < b->plim[2] || rhi > b->plim[3])))
+        return icheck_fail(core, b, *la, *ra, n);
+    if (*la && ldst)
+        *la = ldst;
+    if (*ra && rdst)
+        *ra = rdst;
+    if (pages) { /* the pages' own span (the api layer gave that of every valid remote page) */
+        uint64_t first = *ra ? rlo : 0, last = *ra ? rhi : n - 1;
+        b->rlo = b->prbase + first * b->psize;
+        b->rhi = b->prbase + (last + 1) * b->psize;
+    }
+    b->ichk = 0;
+    return GW_OK;
+}
