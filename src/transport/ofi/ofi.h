@@ -167,6 +167,8 @@ typedef struct gw_ofi_ep {
     unsigned probe_slot;    /* ... the send slot + 1 its PING went from, 0 not sent yet */
     char probe_what[200];   /* ... the first of them, for the verdict's message */
     uint64_t grave_ns;      /* defer_close: when it was closed */
+    int used;               /* a message came from the peer, or an RMA or a rendezvous send was posted:
+                             * closed, the endpoint is not deferred (defer_close) */
     /* counters for ep_describe */
     uint64_t n_rma, n_eager, n_inject, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe;
 } gw_ofi_ep_t;
@@ -232,8 +234,9 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st);
 /* cancel_vague: the probe's verdict when its PONG is in, or (late) when it
  * is given up on. */
 void gw_ofi_probe_verdict(gw_ofi_ep_t *ep, int answered);
-/* defer_close: reads (and drops) what the closed endpoints' queues hold,
- * closes those closed GW_OFI_GRACE_NS ago, or every one when all. */
+/* defer_close: reads (and drops) what the closed endpoints' queues hold and
+ * closes those closed GW_OFI_GRACE_NS ago; with all, closes every one at
+ * once, progressing nothing. */
 void gw_ofi_graves_sweep(gw_ofi_iface_t *oif, int all);
 
 /* shm region names (ofi_shm.c): a name no other process, live or dead,

@@ -337,17 +337,23 @@ void gw_ofi_ep_destroy(gw_tl_ep_t *e)
     }
     gw_list_del(&ep->link);
     gw_ofi_keep_update(ep->oif);
-    if (ep->oif->defer_close && ep->ep) {
+    if (ep->oif->defer_close && ep->ep && !ep->used) {
         /* libfabric 2.x's tcp provider: each RDM endpoint listens for its
          * peers' connections on a socket of its own, and a connection it
          * accepted stays in the domain's progress set, pointing at that
          * listener, until the peer's connection request on it is read; an
          * fi_close before then frees the listener under it, and a later
          * fi_cq_read of any queue of the domain (all share its progress)
-         * crashes in the provider.  The provider objects of a closed
-         * endpoint therefore live on for a grace period (its queue read and
+         * crashes in the provider.  An endpoint closed before anything came
+         * from its peer (a server closing right after gw_accept, while the
+         * client's first message connects) may be in that state: its
+         * provider objects live on for a grace period (its queue read and
          * dropped by the poller, gw_ofi_graves_sweep), long enough for a
-         * request the peer sent before learning of the close to be read. */
+         * request the peer sent before learning of the close to be read.
+         * One that carried anything is closed at once: its peer's
+         * connection was read already, and data of operations in flight
+         * (ours, or a rendezvous read of our buffer) must stop moving when
+         * gw_ep_close returns. */
         ep->super.base = NULL;
         ep->grave_ns = gw_now_ns();
         gw_list_push_back(&ep->oif->graves, &ep->link);
@@ -363,7 +369,7 @@ void gw_ofi_graves_sweep(gw_ofi_iface_t *oif, int all)
     gw_list_for_each_safe(p, t, &oif->graves) {
         gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
         struct fi_cq_msg_entry ce[16];
-        for (int round = 0; round < 8; round++) { /* progress, and what arrived for it goes */
+        for (int round = 0; !all && round < 8; round++) { /* progress, and what arrived for it goes */
             ssize_t r = fi_cq_read(ep->cq, ce, 16);
             if (r == -FI_EAVAIL) {
                 struct fi_cq_err_entry ee;

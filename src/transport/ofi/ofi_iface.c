@@ -615,6 +615,10 @@ static gw_status_t ofi_mem_dereg(gw_tl_iface_t *iface, gw_mem_t *mem)
     mem->tl_reg[GW_TL_OFI] = NULL;
     if (mem->type != GW_MEM_HOST)
         oif->gpu_regs--;
+    /* deferred closes (defer_close) end now: a peer's connection to one
+     * of them, if any came in its grace period, lands no write after this */
+    if ((mem->access & GW_ACCESS_REMOTE_WRITE) && !gw_list_empty(&oif->graves))
+        gw_ofi_graves_sweep(oif, 1);
     /* and a write that had begun before the close is waited for */
     if ((mem->access & GW_ACCESS_REMOTE_WRITE) && oif->info->domain_attr->data_progress != FI_PROGRESS_AUTO)
         ofi_dereg_fence(oif, mem);

@@ -304,6 +304,7 @@ static int post_piece(gw_ofi_ep_t *ep, gw_request_t *req, int get, void *lbuf, v
     x->len = (uint32_t)n;
     req->pending++;
     ep->n_rma++;
+    ep->used = 1;
     return 0;
 }
 
@@ -429,6 +430,7 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
     if (!ep->oif->virt_addr)
         addr = ofi_rq(req)->mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
     gw_ofi_hdr_t h = {.type = GW_OFI_RTS, .f = {req->value, req->len, ofi_rq(req)->opid, addr, key}};
+    ep->used = 1; /* (the peer may read the buffer) */
     int rc = ctl_now(ep, &h, NULL, 0);
     if (rc < 0) {
         gw_ofi_ep_die(ep, gw_ofi_status_of(rc), "ofi %s: sending the RTS of a %zu-byte message to %s failed: %s",
@@ -940,6 +942,7 @@ __attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi
                 b->live_mark = 1;
             switch (x->kind) {
             case GW_OFI_CTX_RX:
+                ep->used = 1;
                 if (!gw_ep_failed(b))
                     rx_message(ep, x->slot, ce[i].len);
                 /* its repost waits for a pass that finds nothing (rx_repost),
