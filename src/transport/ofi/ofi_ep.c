@@ -356,6 +356,11 @@ void gw_ofi_ep_destroy(gw_tl_ep_t *e)
          * gw_ep_close returns. */
         ep->super.base = NULL;
         ep->grave_ns = gw_now_ns();
+        if (ep->cq_io.fd >= 0) { /* its queue's fd, signalled and never reset by fi_trywait, would keep a
+                                  * waiting context spinning: the poller's passes read it */
+            gw_io_del(oep_core(ep), &ep->cq_io);
+            ep->cq_io.fd = -1;
+        }
         gw_list_push_back(&ep->oif->graves, &ep->link);
         return;
     }
