@@ -606,10 +606,13 @@ typedef struct gw_xfer_opts {
      * GW_INDEX_DEVICE: uint32 arrays in the memory of the local region's GPU
      * (a block table kept there), read by the GPU and never by the host:
      * they must stay unchanged until the request completes.  The host checks
-     * only which pages could be valid on each side; a kernel queued before
-     * the copy checks every entry, and where one is outside its region
-     * nothing moves and the request fails with GW_ERR_INVALID naming the
-     * first bad entry (no notification is delivered).  Only GPU to peer GPU
+     * only which pages could be valid on each side (and asks the driver
+     * once per allocation the arrays lie in); the GPU checks every entry
+     * before anything moves (in the page kernel's own launch where the
+     * device takes a cooperative launch, else in a kernel queued before
+     * it), and where one is outside its region nothing moves and the
+     * request fails with GW_ERR_INVALID naming the first bad entry (no
+     * notification is delivered).  Only GPU to peer GPU
      * over the intra-host transport, where the page kernel runs: elsewhere
      * (tcp, verbs, ofi, host memory on either side, no copy kernel, copies
      * in gpuwire's own context, the integrity check, pages spanning several

@@ -12,9 +12,15 @@ host's work alone).  Per shape it prints the medians (and bests) in us of
   plan        plan.post() of ep.prepare_put_pages(...) made once with the
               same arrays (a prepared page list where the library has them)
   plan+wait   the same through r.wait()
-  dev         ep.put_pages(...) with the index arrays in GPU memory (DevIdx:
-              uint32 copied once with cuMemcpyHtoD; the library checks them on
-              the GPU, no host pass or copy), and dev+wait (one-region shapes)
+  dev         ep.put_pages(...) with the index arrays in GPU memory (two
+              slices of one DevIdx: uint32 copied once with cuMemcpyHtoD; the
+              library checks them on the GPU, no host pass or copy), and
+              dev+wait (one-region shapes).  GW_TEST_PAGE_CHECK_FORM=reset
+              (a test hook) times the form that resets the bounds word,
+              launches the check and the page kernel and copies the word
+              back per transfer; =split the check and the page kernel in
+              two launches; unset, the check and the copy in one
+              cooperative launch where the GPU takes one
   c.post      ep.put_notify of one page (the contiguous reference: one
               copy-engine copy and a notification, the fixed cost every
               transfer pays), and c.post+wait
@@ -92,6 +98,16 @@ class DevIdx:
         self.buf = DevBuf(len(raw), dev)
         assert self.buf._htod(self.buf.ptr, raw, len(raw)) == 0
         self.__cuda_array_interface__ = {"shape": (len(a),), "typestr": "<u4", "data": (self.buf.ptr, False),
+                                         "version": 3}
+
+
+class DevSlice:
+    """Entries [off, off + n) of a DevIdx: two slices of one allocation, as
+    an engine passes two columns of one block-table tensor."""
+
+    def __init__(self, d, off, n):
+        self.d = d
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<u4", "data": (d.buf.ptr + 4 * off, False),
                                          "version": 3}
 
 
@@ -180,7 +196,8 @@ def main():
         dpost = None
         if nreg == 1:
             plan = ep.prepare_put_pages(sm, rk, page, lidx, ridx, counted=7)
-            dl, dr = DevIdx(lidx), DevIdx(ridx)
+            both = DevIdx(np.concatenate([lidx, ridx]))    # (one allocation: one pointer query a call)
+            dl, dr = DevSlice(both, 0, n), DevSlice(both, n, n)
 
             def dpost():
                 return ep.put_pages(sm, rk, page, dl, dr, counted=7)

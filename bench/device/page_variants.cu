@@ -13,6 +13,14 @@
  * The pull-* variants run on GPU 1 instead (its stream, its copies of the
  * indices): the same copy as a read of GPU 0's memory over NVLink rather
  * than a write into GPU 1's, and pull-ce the copy engine driven from GPU 1.
+ * The dev-* variants are the library's forms for index arrays in GPU
+ * memory whose bounds the GPU checks (gw_xfer_pages with GW_INDEX_DEVICE):
+ * dev-reset resets the bounds word, runs gw_page_check, the gated
+ * gw_page_copy and copies the word back to pinned memory (four operations
+ * on the stream); dev-split runs the check and the gated page kernel, which
+ * writes the outcome to pinned memory itself (two launches, the word's
+ * generation instead of a reset); dev-fused is gw_page_fused, the check and
+ * the copy in one cooperative launch behind a grid barrier.
  * It answers whether the page kernel is what keeps paged transfers under
  * the copy engine (bench/compare/kv_shapes.py, docs/PERFORMANCE.md
  * section 11).  Built by hand on the GPU machine (CUDA runtime, nvcc):
@@ -131,8 +139,12 @@ int main(int argc, char **argv) {
     cudaStream_t s1 = s; cudaEvent_t p0 = e0, p1 = e1; /* GPU 1's, for the pull variants */
     if (peer) { CK(cudaSetDevice(1)); CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking)); CK(cudaEventCreate(&p0)); CK(cudaEventCreate(&p1)); CK(cudaSetDevice(0)); }
     printf("# page_variants: %zu MiB, GPU0 -> GPU%d, %d SMs, median of %d (GB/s)\n", total >> 20, peer, sms, reps);
-    const char *names[] = {"ce-contig", "gw(m2)", "gw(m4)", "flat4x4", "flat8x4", "flat4x8", "flat8x8", "bflat4x4", "bflat8x4", "bflat8x8", "bflat16x8", "memcpybatch", "tma4x8K/4", "tma4x8K/6", "tma2x16K/6", "tma8x4K/6", "pull-ce", "pull-gw2", "pull-bf8x4"};
-    const int NV = peer ? 19 : 16;
+    const char *names[] = {"ce-contig", "gw(m2)", "gw(m4)", "flat4x4", "flat8x4", "flat4x8", "flat8x8", "bflat4x4", "bflat8x4", "bflat8x8", "bflat16x8", "memcpybatch", "tma4x8K/4", "tma4x8K/6", "tma2x16K/6", "tma8x4K/6", "dev-reset", "dev-split", "dev-fused", "pull-ce", "pull-gw2", "pull-bf8x4"};
+    const int NV = peer ? 22 : 19;
+    /* the dev-* variants' bounds word and barrier counter (GPU 0), outcome (pinned), generation, blocks arrived */
+    unsigned long long *gword, *gout; CK(cudaMalloc(&gword, 16)); CK(cudaMemset(gword, 0xff, 16)); CK(cudaHostAlloc(&gout, 8, 0));
+    unsigned gen = 0; unsigned long long arrived = ~0ull; int fused_most = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fused_most, gw_page_fused, 256, 0)); fused_most *= sms;
     printf("%6s", "page"); for (int m = 0; m < NV; m++) printf(" %11s", names[m]); printf("  checked\n");
     size_t psz[] = {2048, 4096, 16384, 65536, 131072}; uint64_t g = 0x9e3779b97f4a7c15ull;
     for (size_t ps : psz) {
@@ -150,7 +162,7 @@ int main(int argc, char **argv) {
             std::vector<float> t;
             CK(cudaMemsetAsync(dst, 0, span, s)); // (peer memory: memset from GPU0 context works with UVA)
             CK(cudaStreamSynchronize(s));
-            int pull = m >= 16;
+            int pull = m >= 19;
             if (pull) CK(cudaSetDevice(1));
             for (int r = 0; r < reps + 3; r++) {
                 CK(cudaEventRecord(pull ? p0 : e0, pull ? s1 : s));
@@ -159,7 +171,7 @@ int main(int argc, char **argv) {
                 case 0: CK(cudaMemcpyPeerAsync(dst, peer, src, 0, total, s)); break;
                 case 1: case 2: { unsigned gg, per; unsigned long long chunk = ps < 65536 ? ps : 65536; unsigned chunks = (unsigned)((ps + chunk - 1) / chunk);
                     unsigned long long ni = (unsigned long long)n * chunks; unsigned b = cur_grid(ni, chunk, &gg, &per, m == 1 ? 2 : 4, 1024);
-                    gw_page_copy<<<b, 256, 0, s>>>(dsi, ddi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per, nullptr); break; }
+                    gw_page_copy<<<b, 256, 0, s>>>(dsi, ddi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per, nullptr, 0, nullptr); break; }
                 case 3: flat<4><<<sms * 4, 256, 0, s>>>(dsi, ddi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
                 case 4: flat<4><<<sms * 8, 256, 0, s>>>(dsi, ddi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
                 case 5: flat<8><<<sms * 4, 256, 0, s>>>(dsi, ddi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
@@ -175,11 +187,28 @@ int main(int argc, char **argv) {
                 case 13: tma_launch<4, 8192>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
                 case 14: tma_launch<2, 16384>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
                 case 15: tma_launch<8, 4096>(sms * 6, s, dsi, ddi, n, src, dst, ps); break;
-                case 16: CK(cudaMemcpyPeerAsync(dst, 1, src, 0, total, s1)); break;
-                case 17: { unsigned gg, per; unsigned long long chunk = ps < 65536 ? ps : 65536; unsigned chunks = (unsigned)((ps + chunk - 1) / chunk);
+                case 16: case 17: case 18: { unsigned gg, per; unsigned long long chunk = ps < 65536 ? ps : 65536; unsigned chunks = (unsigned)((ps + chunk - 1) / chunk);
                     unsigned long long ni = (unsigned long long)n * chunks; unsigned b = cur_grid(ni, chunk, &gg, &per, 2, 1024);
-                    gw_page_copy<<<b, 256, 0, s1>>>(psi, pdi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per, nullptr); break; }
-                case 18: bflat<4><<<sms * 8, 256, 0, s1>>>(psi, pdi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
+                    unsigned lo = 0, hi = 2 * n - 1; unsigned long long nn = n;
+                    if (m == 16) { /* reset, check, gated copy, copy back */
+                        CK(cudaMemsetAsync(gword, 0xff, 8, s));
+                        gw_page_check<<<(n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024, 256, 0, s>>>(dsi, ddi, nn, lo, hi, lo, hi, gword, 0ull);
+                        gw_page_copy<<<b, 256, 0, s>>>(dsi, ddi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per, gword, 0ull, nullptr);
+                        CK(cudaMemcpyAsync(gout, gword, 8, cudaMemcpyDeviceToHost, s)); break; }
+                    unsigned long long gbase = (unsigned long long)(0x7fffffffu - ++gen) << 33;
+                    if (m == 17) { /* check, gated copy writing the outcome */
+                        gw_page_check<<<(n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024, 256, 0, s>>>(dsi, ddi, nn, lo, hi, lo, hi, gword, gbase);
+                        gw_page_copy<<<b, 256, 0, s>>>(dsi, ddi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per, gword, gbase, gout); break; }
+                    /* one cooperative launch */
+                    unsigned fb = b < (unsigned)fused_most ? b : (unsigned)fused_most, get = 0; unsigned long long target = arrived + fb;
+                    unsigned long long sb = (unsigned long long)src, db = (unsigned long long)dst, pz = ps, *bar = gword + 1;
+                    void *args[21] = {&dsi, &ddi, &ni, &chunks, &sb, &db, &pz, &chunk, &gg, &per, &nn, &get, &lo, &hi, &lo, &hi, &gword, &gbase, &bar, &target, &gout};
+                    CK(cudaLaunchCooperativeKernel((void *)gw_page_fused, fb, 256, args, 0, s)); arrived = target; break; }
+                case 19: CK(cudaMemcpyPeerAsync(dst, 1, src, 0, total, s1)); break;
+                case 20: { unsigned gg, per; unsigned long long chunk = ps < 65536 ? ps : 65536; unsigned chunks = (unsigned)((ps + chunk - 1) / chunk);
+                    unsigned long long ni = (unsigned long long)n * chunks; unsigned b = cur_grid(ni, chunk, &gg, &per, 2, 1024);
+                    gw_page_copy<<<b, 256, 0, s1>>>(psi, pdi, ni, chunks, (unsigned long long)src, (unsigned long long)dst, ps, chunk, gg, per, nullptr, 0, nullptr); break; }
+                case 21: bflat<4><<<sms * 8, 256, 0, s1>>>(psi, pdi, tot, lg, (const uint4 *)src, (uint4 *)dst); break;
                 }
                 CK(cudaGetLastError());
                 CK(cudaEventRecord(pull ? p1 : e1, pull ? s1 : s)); CK(cudaEventSynchronize(pull ? p1 : e1));
@@ -187,7 +216,8 @@ int main(int argc, char **argv) {
             }
             if (pull) CK(cudaSetDevice(0));
             std::sort(t.begin(), t.end()); med[m] = total / (t[t.size() / 2] * 1e-3) / 1e9;
-            if (m > 0 && m != 16) { // check first and last word of every page (not the contiguous copies)
+            if (m >= 16 && m <= 18 && *gout != ~0ull) { bad_any = 1; printf("  %s: the check found entry %llu bad\n", names[m], *gout); }
+            if (m > 0 && m != 19) { // check first and last word of every page (not the contiguous copies)
                 std::vector<uint64_t> got(span / 8); CK(cudaMemcpy(got.data(), dst, span, cudaMemcpyDeviceToHost)); unsigned bad = 0;
                 for (unsigned p = 0; p < n; p++) { const uint64_t *w = got.data() + (size_t)di[p] * ps / 8; uint64_t want = (uint64_t)si[p] * ps; if (w[0] != want || w[ps / 8 - 1] != want + ps - 8) bad++; }
                 if (bad) { bad_any = 1; printf("  %s: %u of %u pages wrong\n", names[m], bad, n); }

@@ -795,11 +795,19 @@ static int page_valid(uint64_t base, uint64_t ps, uint64_t rb, uint64_t rl, uint
 
 /* An index array given as GPU memory (GW_INDEX_DEVICE): the driver says it
  * is device memory of the local region's GPU holding count entries (a
- * pointer query, nothing read), so that the kernel never faults on it. */
+ * pointer query, nothing read), so that the kernel never faults on it.
+ * span: [start, end) of the allocation an earlier array's query found in
+ * this call (end 0: none); an array inside it holding count entries needs
+ * no query of its own (engines pass two slices of one tensor), else the
+ * query's allocation replaces it.  Nothing is kept across calls: an
+ * allocation freed and made again at the same address must be asked for. */
 static gw_status_t dev_index_ok(gw_core_t *core, const char *fn, const char *name, const uint32_t *p, size_t count,
-                                int dev)
+                                int dev, uint64_t span[2])
 {
     if (!p)
+        return GW_OK;
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    if (span[1] && a >= span[0] && a <= span[1] && (span[1] - a) / sizeof(uint32_t) >= count)
         return GW_OK;
     char why[160];
     const gw_cuda_t *cu = gw_cuda_get(why, sizeof(why));
@@ -820,10 +828,12 @@ static gw_status_t dev_index_ok(gw_core_t *core, const char *fn, const char *nam
     if (ord != dev)
         return gw_err(core, GW_ERR_INVALID, "%s: %s %p is memory of GPU %d, the local region of GPU %d (the arrays "
                       "must be on the local region's GPU)", fn, name, (const void *)p, ord, dev);
-    uint64_t a = (uint64_t)(uintptr_t)p, end = (uint64_t)start + size;
+    uint64_t end = (uint64_t)start + size;
     if (a < (uint64_t)start || a > end || (end - a) / sizeof(uint32_t) < count)
         return gw_err(core, GW_ERR_INVALID, "%s: %s %p holds fewer than the %zu entries (its allocation ends at "
                       "0x%llx)", fn, name, (const void *)p, count, (unsigned long long)end);
+    span[0] = (uint64_t)start;
+    span[1] = end;
     return GW_OK;
 }
 
@@ -881,8 +891,9 @@ static gw_status_t xfer_pages_dev(gw_ep_t *ep, const char *fn, int op, gw_mem_t 
                       "%s: opts->index_mem GW_INDEX_DEVICE with the end-to-end integrity check: the check hashes "
                       "each page on the host's list (opts->integrity GW_INTEGRITY_OFF sends it unchecked)", fn);
     gw_status_t st;
-    if ((st = dev_index_ok(core, fn, "lpages", lpages, count, lmem->cuda_device)) != GW_OK ||
-        (st = dev_index_ok(core, fn, "rpages", rpages, count, lmem->cuda_device)) != GW_OK)
+    uint64_t span[2] = {0, 0}; /* (one query for both arrays where they share an allocation) */
+    if ((st = dev_index_ok(core, fn, "lpages", lpages, count, lmem->cuda_device, span)) != GW_OK ||
+        (st = dev_index_ok(core, fn, "rpages", rpages, count, lmem->cuda_device, span)) != GW_OK)
         return st;
     uint64_t la = (uint64_t)(uintptr_t)lbase, ps = page_size, total, x = 0, y = 0;
     if (__builtin_mul_overflow((uint64_t)count, ps, &total))

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/settings.h"
 #include "cuda/cuda_wrap.h"
 #include "cuda/copy_kernel_ptx.h"
@@ -28,8 +29,44 @@ static struct {
     CUfunction lfn; /* gw_list_copy: the list form */
     CUfunction tfn; /* gw_table_copy: the list form over region tables */
     CUfunction cfn; /* gw_page_check: bounds of page index arrays in GPU memory */
+    CUfunction ffn; /* gw_page_fused: the check and the paged form in one cooperative launch */
+    int coop_max;   /* blocks of ffn the device holds at once (0: no cooperative launch, coop_why says why) */
     char why[200];
+    char coop_why[160];
 } g_k[MAX_DEV];
+
+/* How many blocks of THREADS threads of gw_page_fused dev holds at once
+ * (g_k[dev].coop_max), or 0 with the reason: no cooperative launch in the
+ * driver or on the device, or no occupancy query. */
+static void coop_size(const gw_cuda_t *cu, int dev)
+{
+    CUdevice d = 0;
+    int coop = 0, sms = 0, per_sm = 0;
+    CUresult r;
+    char eb[120];
+    g_k[dev].coop_max = 0;
+    if (!cu->cuLaunchCooperativeKernel || !cu->cuOccupancyMaxActiveBlocksPerMultiprocessor)
+        snprintf(g_k[dev].coop_why, sizeof(g_k[dev].coop_why),
+                 "the driver has no cuLaunchCooperativeKernel/cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    else if (cu->cuDeviceGet(&d, dev) != CUDA_SUCCESS ||
+             cu->cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, d) != CUDA_SUCCESS || !coop)
+        snprintf(g_k[dev].coop_why, sizeof(g_k[dev].coop_why), "GPU %d takes no cooperative launch", dev);
+    else if (cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d) != CUDA_SUCCESS || sms <= 0)
+        snprintf(g_k[dev].coop_why, sizeof(g_k[dev].coop_why), "GPU %d reports no multiprocessor count", dev);
+    else if ((r = cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, g_k[dev].ffn, THREADS, 0)) !=
+                 CUDA_SUCCESS || per_sm <= 0)
+        snprintf(g_k[dev].coop_why, sizeof(g_k[dev].coop_why),
+                 "cuOccupancyMaxActiveBlocksPerMultiprocessor(gw_page_fused) gave %d: %s", per_sm,
+                 gw_cuda_strerror(r, eb, sizeof(eb)));
+    else
+        g_k[dev].coop_max = sms * per_sm < MAX_BLOCKS ? sms * per_sm : MAX_BLOCKS;
+    if (g_k[dev].coop_max)
+        gw_log(GW_LOG_DEBUG, "cuda: GPU %d holds %d blocks of gw_page_fused at once (%d SMs)", dev, g_k[dev].coop_max,
+               sms);
+    else
+        gw_log(GW_LOG_INFO, "cuda: paged transfers with index arrays in GPU memory check them in a launch of their "
+               "own on GPU %d: %s", dev, g_k[dev].coop_why);
+}
 
 gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
 {
@@ -68,8 +105,13 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
         else if ((r = cu->cuModuleGetFunction(&g_k[dev].cfn, m, "gw_page_check")) != CUDA_SUCCESS)
             snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_check) failed: %s",
                      gw_cuda_strerror(r, eb, sizeof(eb)));
-        else
+        else if ((r = cu->cuModuleGetFunction(&g_k[dev].ffn, m, "gw_page_fused")) != CUDA_SUCCESS)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_fused) failed: %s",
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+        else {
             g_k[dev].state = 1;
+            coop_size(cu, dev);
+        }
     }
     int state = g_k[dev].state;
     pthread_mutex_unlock(&g_mu);
@@ -139,32 +181,9 @@ static unsigned item_grid(unsigned long long nitems, unsigned long long len, uns
     return nb < MAX_BLOCKS ? (unsigned)nb : MAX_BLOCKS;
 }
 
-gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
-                                     uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize,
-                                     const uint64_t *gate, char *why, size_t whylen)
-{
-    gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
-    if (st != GW_OK || n == 0 || psize == 0)
-        return st;
-    char eb[160];
-    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
-    /* pages longer than a descriptor's most are cut the same way, so that
-     * they spread over SMs; a group of threads per piece, sized to it */
-    unsigned long long chunk = psize < GW_COPY_DESC_MAX_LEN ? psize : GW_COPY_DESC_MAX_LEN;
-    unsigned int chunks = (unsigned int)((psize + chunk - 1) / chunk);
-    unsigned long long nitems = (unsigned long long)n * chunks;
-    unsigned int g, pr;
-    unsigned blocks = item_grid(nitems, chunk, &g, &pr);
-    const uint32_t *s = sidx, *d = didx;
-    unsigned long long sb = sbase, db = dbase, ps = psize;
-    const uint64_t *gt = gate;
-    void *params[11] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr, &gt};
-    return launch(cu, g_k[dev].pfn, blocks, stream, params, why, whylen, "gw_page_copy, %u pages of %llu bytes", n,
-                  (unsigned long long)psize);
-}
-
 gw_status_t gw_cuda_page_check_launch(int dev, CUstream stream, const uint32_t *lidx, const uint32_t *ridx,
-                                      uint32_t n, const uint32_t lim[4], uint64_t *word, char *why, size_t whylen)
+                                      uint32_t n, const uint32_t lim[4], uint64_t *word, uint64_t gbase, char *why,
+                                      size_t whylen)
 {
     gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
     if (st != GW_OK || n == 0 || (!lidx && !ridx))
@@ -176,11 +195,105 @@ gw_status_t gw_cuda_page_check_launch(int dev, CUstream stream, const uint32_t *
     unsigned blocks = (n + THREADS - 1) / THREADS;
     blocks = blocks < PAGE_WAVE ? blocks : PAGE_WAVE;
     const uint32_t *l = lidx, *r = ridx;
-    unsigned long long nn = n;
+    unsigned long long nn = n, gb = gbase;
     unsigned int llo = lim[0], lhi = lim[1], rlo = lim[2], rhi = lim[3];
     uint64_t *w = word;
-    void *params[8] = {&l, &r, &nn, &llo, &lhi, &rlo, &rhi, &w};
+    void *params[9] = {&l, &r, &nn, &llo, &lhi, &rlo, &rhi, &w, &gb};
     return launch(cu, g_k[dev].cfn, blocks, stream, params, why, whylen, "gw_page_check, %u pages", n);
+}
+
+int gw_cuda_page_fused_ok(int dev, char *why, size_t whylen)
+{
+    if (gw_cuda_copy_kernel_ready(dev, why, whylen) != GW_OK)
+        return 0;
+    pthread_mutex_lock(&g_mu);
+    int ok = g_k[dev].coop_max > 0;
+    if (!ok)
+        snprintf(why, whylen, "%s", g_k[dev].coop_why);
+    pthread_mutex_unlock(&g_mu);
+    return ok;
+}
+
+/* gw_page_fused over blocks blocks (at most what the device holds at once):
+ * CUDA_SUCCESS, or the driver's refusal (nothing queued). */
+static CUresult page_fused(const gw_cuda_t *cu, int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
+                           unsigned long long nitems, unsigned chunks, uint64_t sbase, uint64_t dbase, uint64_t psize,
+                           unsigned long long chunk, unsigned g, unsigned pr, uint32_t n, const gw_cuda_page_gate_t *gate,
+                           unsigned blocks)
+{
+    const uint32_t *s = sidx, *d = didx;
+    unsigned long long sb = sbase, db = dbase, ps = psize, nn = n, gb = gate->gbase;
+    unsigned int get = gate->get != 0, llo = gate->lim[0], lhi = gate->lim[1], rlo = gate->lim[2], rhi = gate->lim[3];
+    uint64_t *w = gate->word, *bar = gate->bar, *out = gate->out;
+    unsigned long long target = *gate->arrived + blocks;
+    void *params[21] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr, &nn,
+                        &get, &llo, &lhi, &rlo, &rhi, &w, &gb, &bar, &target, &out};
+    CUresult r = cu->cuLaunchCooperativeKernel(g_k[dev].ffn, blocks, 1, 1, THREADS, 1, 1, 0, stream, params);
+    if (r == CUDA_SUCCESS)
+        *gate->arrived = target;
+    return r;
+}
+
+gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
+                                     uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize,
+                                     gw_cuda_page_gate_t *gate, char *why, size_t whylen)
+{
+    gw_status_t st = gw_cuda_copy_kernel_ready(dev, why, whylen);
+    if (gate)
+        gate->fused = 0;
+    if (st != GW_OK || n == 0 || psize == 0)
+        return st;
+    char eb[160];
+    const gw_cuda_t *cu = gw_cuda_get(eb, sizeof(eb));
+    /* pages longer than a descriptor's most are cut the same way, so that
+     * they spread over SMs; a group of threads per piece, sized to it */
+    unsigned long long chunk = psize < GW_COPY_DESC_MAX_LEN ? psize : GW_COPY_DESC_MAX_LEN;
+    unsigned int chunks = (unsigned int)((psize + chunk - 1) / chunk);
+    unsigned long long nitems = (unsigned long long)n * chunks;
+    unsigned int g, pr;
+    unsigned blocks = item_grid(nitems, chunk, &g, &pr);
+    if (gate && gate->form == GW_CUDA_PAGE_GATE_FUSED) {
+        int most = __atomic_load_n(&g_k[dev].coop_max, __ATOMIC_RELAXED);
+        if (most > 0) {
+            /* (the rounds are grid-stride: fewer blocks than one wave only
+             * take more rounds each) */
+            unsigned fb = blocks < (unsigned)most ? blocks : (unsigned)most;
+            CUresult r = page_fused(cu, dev, stream, sidx, didx, nitems, chunks, sbase, dbase, psize, chunk, g, pr, n,
+                                    gate, fb);
+            if (r == CUDA_SUCCESS) {
+                gate->fused = 1;
+                return GW_OK;
+            }
+            /* refused (a grid the device cannot hold at once, no
+             * cooperative launch under this setup): the two launches from
+             * now on, for this device */
+            pthread_mutex_lock(&g_mu);
+            g_k[dev].coop_max = 0;
+            snprintf(g_k[dev].coop_why, sizeof(g_k[dev].coop_why),
+                     "cuLaunchCooperativeKernel(gw_page_fused, %u blocks) failed: %s", fb,
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+            gw_log(GW_LOG_INFO, "cuda: paged transfers with index arrays in GPU memory check them in a launch of "
+                   "their own on GPU %d: %s", dev, g_k[dev].coop_why);
+            pthread_mutex_unlock(&g_mu);
+        }
+    }
+    const uint64_t *gw = NULL;
+    uint64_t *out = NULL;
+    unsigned long long gb = 0;
+    if (gate) {
+        st = gw_cuda_page_check_launch(dev, stream, gate->lidx, gate->ridx, n, gate->lim, gate->word, gate->gbase,
+                                       why, whylen);
+        if (st != GW_OK)
+            return st;
+        gw = gate->word;
+        out = gate->out;
+        gb = gate->gbase;
+    }
+    const uint32_t *s = sidx, *d = didx;
+    unsigned long long sb = sbase, db = dbase, ps = psize;
+    void *params[13] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr, &gw, &gb, &out};
+    return launch(cu, g_k[dev].pfn, blocks, stream, params, why, whylen, "gw_page_copy, %u pages of %llu bytes", n,
+                  (unsigned long long)psize);
 }
 
 gw_status_t gw_cuda_list_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,

@@ -18,9 +18,10 @@
 // gw_page_copy is the paged form (gw_xfer_pages): no descriptors, only the
 // two page index arrays (pinned host memory, or the caller's in GPU memory;
 // NULL for 0..n-1), the two bases and the page size; the kernel computes
-// every address itself.  gw_page_check checks arrays in GPU memory against
-// each side's valid pages first, and gw_page_copy's gate then stops the
-// copy when it found a bad entry.
+// every address itself.  For arrays in GPU memory gw_page_fused checks every
+// entry against each side's valid pages and copies only when all are
+// inside, in one cooperative launch; where that launch is not possible,
+// gw_page_check does the check and gw_page_copy's gate stops the copy.
 // gw_list_copy is the list form (gw_xfer_batch): the two index arrays
 // (pinned host memory) and the two prepared lists' entry tables (copies in
 // GPU memory, or pinned host memory, kept with the lists); entry i copies
@@ -87,27 +88,33 @@ static __device__ __forceinline__ void group_copy(const unsigned char *s, unsign
         t[k] = s[k];
 }
 
-// The paged form.  Work item w (of n pages x `chunks` pieces of at most
-// `chunk` bytes) is piece w % chunks of page p = w / chunks, copied from
-// sbase + sidx[p] * psize to dbase + didx[p] * psize (a NULL index array
-// reads as p).  A group of g threads (a power of two, 32 .. blockDim.x)
-// copies one item at a time; a block holds blockDim.x / g groups.  A block
-// takes `per` consecutive items per round (at most 64, a multiple of its
-// groups): their indices are read by `per` threads at once (host memory,
-// over PCIe: one round trip for the round, not one per page) into shared
-// memory, then the groups copy them.  The host sizes `per` so that the grid
-// is about one wave.  `gate` (NULL: none) is the word gw_page_check wrote
-// before this launch on the same stream: unless it is still clear (all
-// ones), every block returns before it copies anything.
-extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned int *didx,
-                                        unsigned long long nitems, unsigned int chunks, unsigned long long sbase,
-                                        unsigned long long dbase, unsigned long long psize,
-                                        unsigned long long chunk, unsigned int g, unsigned int per,
-                                        const unsigned long long *gate)
+// The outcome word of a bounds check of page index arrays in GPU memory
+// (gw_page_check, gw_page_fused).  Entry i's bad value is gbase | (i << 1 |
+// side), side 0 local, 1 remote; the first bad entry wins by atomicMin.
+// gbase is the transfer's generation in the top 31 bits, counted down: the
+// host gives each transfer on the word's stream a lower gbase than the one
+// before, so a value of an earlier transfer is above every value of this
+// one, and the word needs no reset between transfers: this transfer found
+// a bad entry exactly when the word is below gbase + 2^33.  The host resets
+// the word to all ones only when the generations run out.
+#define GW_PAGE_BAD_SPAN (1ull << 33)
+
+// The outcome: the bad entry's (i << 1 | side), or all ones when none.
+static __device__ __forceinline__ unsigned long long page_outcome(const unsigned long long *word,
+                                                                  unsigned long long gbase)
+{
+    unsigned long long v = *(const volatile unsigned long long *)word;
+    return v >= gbase && v - gbase < GW_PAGE_BAD_SPAN ? v - gbase : ~0ull;
+}
+
+// The rounds of the paged form (gw_page_copy, gw_page_fused): see below.
+static __device__ __forceinline__ void page_rounds(const unsigned int *sidx, const unsigned int *didx,
+                                                   unsigned long long nitems, unsigned int chunks,
+                                                   unsigned long long sbase, unsigned long long dbase,
+                                                   unsigned long long psize, unsigned long long chunk, unsigned int g,
+                                                   unsigned int per)
 {
     __shared__ unsigned long long ss[64], sdst[64], sl[64];
-    if (gate && *(const volatile unsigned long long *)gate != ~0ull)
-        return; /* an index is out of range: nothing moves */
     unsigned int ipb = blockDim.x / g, slot = threadIdx.x / g, lane = threadIdx.x % g;
     for (unsigned long long base = (unsigned long long)blockIdx.x * per; base < nitems;
          base += (unsigned long long)gridDim.x * per) {
@@ -126,15 +133,46 @@ extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned
     }
 }
 
+// The paged form.  Work item w (of n pages x `chunks` pieces of at most
+// `chunk` bytes) is piece w % chunks of page p = w / chunks, copied from
+// sbase + sidx[p] * psize to dbase + didx[p] * psize (a NULL index array
+// reads as p).  A group of g threads (a power of two, 32 .. blockDim.x)
+// copies one item at a time; a block holds blockDim.x / g groups.  A block
+// takes `per` consecutive items per round (at most 64, a multiple of its
+// groups): their indices are read by `per` threads at once (host memory,
+// over PCIe: one round trip for the round, not one per page) into shared
+// memory, then the groups copy them.  The host sizes `per` so that the grid
+// is about one wave.  `gate` (NULL: none) is the outcome word gw_page_check
+// wrote before this launch on the same stream, for generation gbase: when
+// it holds a bad entry every block returns before it copies anything.
+// `out` (NULL: none; pinned host memory) gets the outcome from block 0.
+extern "C" __global__ void gw_page_copy(const unsigned int *sidx, const unsigned int *didx,
+                                        unsigned long long nitems, unsigned int chunks, unsigned long long sbase,
+                                        unsigned long long dbase, unsigned long long psize,
+                                        unsigned long long chunk, unsigned int g, unsigned int per,
+                                        const unsigned long long *gate, unsigned long long gbase,
+                                        unsigned long long *out)
+{
+    if (gate) {
+        unsigned long long o = page_outcome(gate, gbase);
+        if (out && blockIdx.x == 0 && threadIdx.x == 0)
+            *(volatile unsigned long long *)out = o;
+        if (o != ~0ull)
+            return; /* an index is out of range: nothing moves */
+    }
+    page_rounds(sidx, didx, nitems, chunks, sbase, dbase, psize, chunk, g, per);
+}
+
 // The bounds check of page index arrays that live in GPU memory (the host
 // never reads them): entry i is bad when lidx[i] is outside [llo, lhi] or
-// ridx[i] outside [rlo, rhi] (a NULL array is not checked: the host did).
-// The first bad entry wins: atomicMin of (i << 1 | side) into *word (side 0
-// local, 1 remote), which the host reset to all ones before the launch.
-// One coalesced read of each array; an atomic only for a bad entry.
-extern "C" __global__ void gw_page_check(const unsigned int *lidx, const unsigned int *ridx, unsigned long long n,
-                                         unsigned int llo, unsigned int lhi, unsigned int rlo, unsigned int rhi,
-                                         unsigned long long *word)
+// ridx[i] outside [rlo, rhi] (a NULL array is not checked: the host did);
+// the bad entries' values go into *word by atomicMin (the outcome word
+// above, generation gbase).  One coalesced read of each array; an atomic
+// only for a bad entry.
+static __device__ __forceinline__ void page_check_range(const unsigned int *lidx, const unsigned int *ridx,
+                                                        unsigned long long n, unsigned int llo, unsigned int lhi,
+                                                        unsigned int rlo, unsigned int rhi, unsigned long long *word,
+                                                        unsigned long long gbase)
 {
     unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
@@ -150,8 +188,53 @@ extern "C" __global__ void gw_page_check(const unsigned int *lidx, const unsigne
                 bad = (i << 1) | 1ull;
         }
         if (bad != ~0ull)
-            atomicMin(word, bad);
+            atomicMin(word, gbase | bad);
     }
+}
+
+extern "C" __global__ void gw_page_check(const unsigned int *lidx, const unsigned int *ridx, unsigned long long n,
+                                         unsigned int llo, unsigned int lhi, unsigned int rlo, unsigned int rhi,
+                                         unsigned long long *word, unsigned long long gbase)
+{
+    page_check_range(lidx, ridx, n, llo, lhi, rlo, rhi, word, gbase);
+}
+
+// The check and the paged form in one launch, for index arrays in GPU
+// memory: every block checks its share of the entries (gw_page_check's
+// rules; lidx/ridx are sidx/didx in the order `get` says), then waits at a
+// grid-wide barrier, then every block reads the outcome word: all copy
+// (gw_page_copy's rounds) or none does.  Block 0 writes the outcome to
+// `out` (pinned host memory).  The barrier is the counter *bar, which only
+// grows: each block adds one, and waits until it reaches `target` (the
+// host's running count of blocks launched on it, this launch's included;
+// compared modulo 2^64).  It needs every block resident at once: the host
+// launches it with cuLaunchCooperativeKernel, the grid no larger than the
+// device holds.
+extern "C" __global__ void gw_page_fused(const unsigned int *sidx, const unsigned int *didx,
+                                         unsigned long long nitems, unsigned int chunks, unsigned long long sbase,
+                                         unsigned long long dbase, unsigned long long psize,
+                                         unsigned long long chunk, unsigned int g, unsigned int per,
+                                         unsigned long long n, unsigned int get, unsigned int llo, unsigned int lhi,
+                                         unsigned int rlo, unsigned int rhi, unsigned long long *word,
+                                         unsigned long long gbase, unsigned long long *bar, unsigned long long target,
+                                         unsigned long long *out)
+{
+    page_check_range(get ? didx : sidx, get ? sidx : didx, n, llo, lhi, rlo, rhi, word, gbase);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1ull);
+        while ((long long)(*(volatile unsigned long long *)bar - target) < 0)
+            ;
+        __threadfence();
+    }
+    __syncthreads();
+    unsigned long long o = page_outcome(word, gbase);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *(volatile unsigned long long *)out = o;
+    if (o != ~0ull)
+        return; /* an index is out of range: nothing moves */
+    page_rounds(sidx, didx, nitems, chunks, sbase, dbase, psize, chunk, g, per);
 }
 
 // The list form.  Item w copies stab[si].len bytes from stab[si].addr +

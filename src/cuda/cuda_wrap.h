@@ -74,6 +74,7 @@ enum {
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
     CUDA_ERROR_LAUNCH_FAILED = 719,
+    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
     CUDA_ERROR_NOT_SUPPORTED = 801
 };
 enum {
@@ -95,10 +96,12 @@ enum {
 };
 enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_ARRAY = 3, CU_MEMORYTYPE_UNIFIED = 4 };
 enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
     CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
     CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41,
     CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50,
+    CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95,
     CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
     CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
     CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 116,
@@ -209,7 +212,12 @@ enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100, CU_FLUSH_GPU_DIRECT_RDMA_
     OPT(cuModuleGetFunction, 2000, (CUfunction * f, CUmodule m, const char *name))                \
     OPT(cuLaunchKernel, 4000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,   \
                                unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params, \
-                               void **extra))
+                               void **extra))                                               \
+    OPT(cuLaunchCooperativeKernel, 9000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz,     \
+                                          unsigned bx, unsigned by, unsigned bz, unsigned shmem,   \
+                                          CUstream s, void **params))                              \
+    OPT(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050, (int *blocks, CUfunction f, int threads, \
+                                                            size_t shmem))
 
 typedef struct gw_cuda {
     int driver_version; /* e.g. 13000 */
@@ -293,23 +301,51 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen);
  * stream (dev's context current). */
 gw_status_t gw_cuda_copy_kernel_launch(int dev, CUstream stream, const gw_copy_desc_t *desc, uint32_t n,
                                        char *why, size_t whylen);
+/* The bounds check of a paged launch whose index arrays are in dev's memory
+ * (the host never reads them).  Entry i is bad when lidx[i] lies outside
+ * [lim[0], lim[1]] or ridx[i] outside [lim[2], lim[3]] (a NULL array is not
+ * checked); the first bad entry's value, gbase | (i << 1 | side) with side 0
+ * local and 1 remote, goes into *word (dev's memory) by atomicMin, and when
+ * there is one the launch copies nothing.  Generations: each check on a
+ * word's stream passes a lower gbase (a multiple of 2^33) than the one
+ * before, so that the word needs no reset between checks (the caller resets
+ * it to all ones once, and again when its generations run out); a check
+ * found a bad entry exactly when the word is below gbase + 2^33. */
+enum {
+    GW_CUDA_PAGE_GATE_FUSED = 0, /* one cooperative launch (gw_page_fused) where the device allows, else SPLIT */
+    GW_CUDA_PAGE_GATE_SPLIT = 1  /* the check kernel, then the page kernel gated by the word */
+};
+typedef struct gw_cuda_page_gate {
+    int form;                    /* GW_CUDA_PAGE_GATE_* */
+    int get;                     /* the local side is the destination (lidx is didx) */
+    const uint32_t *lidx, *ridx; /* the arrays checked: the local side's and the remote side's */
+    uint32_t lim[4];
+    uint64_t *word;              /* the outcome word (dev's memory, 8 bytes) */
+    uint64_t gbase;              /* this check's generation */
+    uint64_t *out;               /* pinned host memory (NULL: none): the outcome, (i << 1 | side) of the bad
+                                  * entry or all ones, written by the GPU (read it after the launch completes) */
+    uint64_t *bar;               /* FUSED: the grid barrier's counter (dev's memory, 8 bytes, only ever grows) */
+    uint64_t *arrived;           /* FUSED: the host's count of blocks launched on bar (modulo 2^64), advanced
+                                  * by a launch that went */
+    int fused;                   /* out: 1 when the launch was the fused one */
+} gw_cuda_page_gate_t;
 /* The paged form: one launch copies n pages of psize bytes, page i from
  * sbase + sidx[i] * psize to dbase + didx[i] * psize (an index array NULL:
  * i; otherwise pinned host memory, or dev's memory, kept until the launch
  * completes).  The caller has checked every page's bounds on both sides,
- * or gates the launch: gate (dev's memory, NULL: none) is the word of a
- * gw_cuda_page_check_launch queued before it on the stream, and the launch
- * copies nothing unless the check left it all ones. */
+ * or gates the launch (gate non-NULL, the arrays in dev's memory): FUSED
+ * checks and copies in one cooperative launch where the device takes one
+ * (a refusal of the driver makes this and later launches on dev SPLIT);
+ * SPLIT queues the check kernel, then the page kernel reading the word. */
 gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
                                      uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize,
-                                     const uint64_t *gate, char *why, size_t whylen);
-/* The bounds check of page index arrays in dev's memory: entry i is bad
- * when lidx[i] lies outside [lim[0], lim[1]] or ridx[i] outside [lim[2],
- * lim[3]] (a NULL array is not checked).  The first bad entry's (i << 1 |
- * side), side 0 local and 1 remote, goes into *word (dev's memory) by
- * atomicMin: the caller resets it to all ones on the stream first. */
+                                     gw_cuda_page_gate_t *gate, char *why, size_t whylen);
+/* 1 when paged launches on dev can take the FUSED form, else 0 with why. */
+int gw_cuda_page_fused_ok(int dev, char *why, size_t whylen);
+/* The check kernel alone (the gate's rules, generation gbase). */
 gw_status_t gw_cuda_page_check_launch(int dev, CUstream stream, const uint32_t *lidx, const uint32_t *ridx,
-                                      uint32_t n, const uint32_t lim[4], uint64_t *word, char *why, size_t whylen);
+                                      uint32_t n, const uint32_t lim[4], uint64_t *word, uint64_t gbase, char *why,
+                                      size_t whylen);
 /* The list form: one launch copies n entries, entry i stab[sidx[i]].len
  * bytes from stab[sidx[i]].addr + sdelta to dtab[didx[i]].addr + ddelta (an
  * index array NULL: i).  Tables and index arrays in pinned host memory kept

@@ -71,6 +71,11 @@ static unsigned long long g_bufid;
 static alloc_t g_a[MAXA];
 static int g_hi; /* slots at and above it were never used: lookups stop there */
 static int g_inited, g_lag = -1, g_ndev = 1;
+/* The multiprocessors of a fake GPU, and the blocks of 256 threads of the
+ * fused page kernel one holds at once: a cooperative launch of more blocks
+ * than FAKE_SMS * FAKE_BLOCKS_PER_SM is refused, as a GPU would. */
+#define FAKE_SMS 2
+#define FAKE_BLOCKS_PER_SM 8
 static long g_serial;
 
 static void init_env(void)
@@ -121,6 +126,34 @@ static int legacy_busy(const char *fn, const void *stream)
 
 static __thread int cur_dev; /* the current context is per thread, as in CUDA */
 
+/* Calls counted per entry point, for tests that bound the driver calls a
+ * transfer makes: fakecuda_calls("cuMemsetD32Async") (the test finds it with
+ * dlsym in the loaded fake), or all of them: fakecuda_calls(NULL). */
+static const char *const g_cnames[] = {
+    "cuPointerGetAttributes", "cuPointerGetAttribute", "cuMemsetD32Async", "cuMemcpyDtoHAsync", "cuMemcpyHtoDAsync",
+    "cuMemcpyAsync", "cuMemcpyPeerAsync", "cuLaunchKernel", "cuLaunchCooperativeKernel", "cuEventRecord",
+    "cuStreamWaitEvent", "cuMemAlloc", "cuMemHostAlloc", "cuEventCreate", "cuStreamCreate", "cuStreamSynchronize",
+    "cuMemcpyDtoH", "cuMemcpyHtoD",
+};
+#define NCNAMES (sizeof(g_cnames) / sizeof(g_cnames[0]))
+static unsigned long g_calls[NCNAMES];
+static void counted(const char *fn)
+{
+    for (size_t i = 0; i < NCNAMES; i++)
+        if (!strcmp(g_cnames[i], fn)) {
+            __atomic_add_fetch(&g_calls[i], 1, __ATOMIC_RELAXED);
+            return;
+        }
+}
+__attribute__((visibility("default"))) unsigned long fakecuda_calls(const char *fn)
+{
+    unsigned long n = 0;
+    for (size_t i = 0; i < NCNAMES; i++)
+        if (!fn || !strcmp(g_cnames[i], fn))
+            n += __atomic_load_n(&g_calls[i], __ATOMIC_RELAXED);
+    return n;
+}
+
 CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
 static CUresult cuInit(unsigned f) { (void)f; init_env(); g_inited = 1; return OK; }
 static CUresult cuDeviceGet(int *d, int o) { if (o < 0 || o >= g_ndev) return EINVAL_; *d = o; return OK; }
@@ -133,6 +166,8 @@ static CUresult cuDeviceGetAttribute(int *v, int attr, int d)
     case 34: *v = 0; break;                 /* PCI device */
     case 50: *v = 0; break;                 /* PCI domain */
     case 41: *v = 1; break;                 /* unified addressing */
+    case 16: *v = FAKE_SMS; break;          /* multiprocessors */
+    case 95: *v = 1; break;                 /* cooperative launch */
     case 102: *v = 0; break;                /* VMM: not modelled */
     case 124: *v = getenv("FAKECUDA_DMABUF") != NULL; break; /* dma-buf export (see below) */
     default: *v = 0; break;                 /* GPUDirect RDMA: no */
@@ -182,6 +217,7 @@ static CUresult cuGetErrorString(CUresult e, const char **s) { *s = e == OK ? "n
 
 static CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
 {
+    counted("cuMemAlloc");
     if (!n)
         return EINVAL_;
     int i;
@@ -243,9 +279,10 @@ static CUresult get_attr(void *data, int attr, CUdeviceptr p)
     default: return a ? OK : EINVAL_;
     }
 }
-static CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) { return get_attr(data, attr, p); }
+static CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) { counted("cuPointerGetAttribute"); return get_attr(data, attr, p); }
 static CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr p)
 {
+    counted("cuPointerGetAttributes");
     /* like the real driver: success, with memory type 0 for pointers it does not know */
     for (unsigned i = 0; i < n; i++)
         if (get_attr(data[i], attrs[i], p) != OK && attrs[i] != 2)
@@ -259,6 +296,7 @@ static CUresult cuPointerSetAttribute(const void *v, int a, CUdeviceptr p) { (vo
 static CUresult cuMemHostAlloc(void **p, size_t n, unsigned f)
 {
     (void)f;
+    counted("cuMemHostAlloc");
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
@@ -325,18 +363,19 @@ static CUresult copy(uintptr_t dst, uintptr_t src, size_t n)
     return OK;
 }
 static CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { LEGACY("cuMemcpy", NULL); return copy(d, s, n); }
-static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { LEGACY("cuMemcpyAsync", st); CTXCHK("cuMemcpyAsync", st, d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
+static CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { counted("cuMemcpyAsync"); LEGACY("cuMemcpyAsync", st); CTXCHK("cuMemcpyAsync", st, d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
 static CUresult cuMemcpyPeer(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n) { (void)dc; (void)sc; LEGACY("cuMemcpyPeer", NULL); return copy(d, s, n); }
-static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { (void)dc; (void)sc; LEGACY("cuMemcpyPeerAsync", st); CTXCHK("cuMemcpyPeerAsync", st, d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
-static CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { LEGACY("cuMemcpyHtoD", NULL); return copy(d, (uintptr_t)s, n); }
-static CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { LEGACY("cuMemcpyDtoH", NULL); return copy((uintptr_t)d, s, n); }
-static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { LEGACY("cuMemcpyHtoDAsync", st); CTXCHK("cuMemcpyHtoDAsync", st, d, (uintptr_t)s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, (uintptr_t)s, n); }
-static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { LEGACY("cuMemcpyDtoHAsync", st); CTXCHK("cuMemcpyDtoHAsync", st, (uintptr_t)d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy((uintptr_t)d, s, n); }
+static CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *st) { counted("cuMemcpyPeerAsync"); (void)dc; (void)sc; LEGACY("cuMemcpyPeerAsync", st); CTXCHK("cuMemcpyPeerAsync", st, d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, s, n); }
+static CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { counted("cuMemcpyHtoD"); LEGACY("cuMemcpyHtoD", NULL); return copy(d, (uintptr_t)s, n); }
+static CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { counted("cuMemcpyDtoH"); LEGACY("cuMemcpyDtoH", NULL); return copy((uintptr_t)d, s, n); }
+static CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, void *st) { counted("cuMemcpyHtoDAsync"); LEGACY("cuMemcpyHtoDAsync", st); CTXCHK("cuMemcpyHtoDAsync", st, d, (uintptr_t)s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy(d, (uintptr_t)s, n); }
+static CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, void *st) { counted("cuMemcpyDtoHAsync"); LEGACY("cuMemcpyDtoHAsync", st); CTXCHK("cuMemcpyDtoHAsync", st, (uintptr_t)d, s, n); __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED); return copy((uintptr_t)d, s, n); }
 static CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) { LEGACY("cuMemsetD8", NULL); uint8_t *d = hv(p, n); if (!d) return EINVAL_; memset(d, v, n); return OK; }
 
 typedef struct fev { int queries; uintptr_t ctx; } fev_t;
 static CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, void *st)
 {
+    counted("cuMemsetD32Async");
     LEGACY("cuMemsetD32Async", st);
     uint32_t *d = (uint32_t *)hv(p, n * 4);
     if (!d || !find((uintptr_t)p)) /* (device memory only, as the driver) */
@@ -349,6 +388,7 @@ static CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, void *st)
 static CUresult cuStreamCreate(void **s, unsigned f)
 {
     (void)f;
+    counted("cuStreamCreate");
     if (held_now() && !cur_own) {
         fprintf(stderr, "fakecuda: cuStreamCreate in the primary context while the application's blocking copy "
                 "holds it (FAKECUDA_HELD): on a GPU this call waits for it\n");
@@ -360,14 +400,15 @@ static CUresult cuStreamCreate(void **s, unsigned f)
     return OK;
 }
 static CUresult cuStreamDestroy(void *s) { free(s); return OK; }
-static CUresult cuStreamSynchronize(void *s) { LEGACY("cuStreamSynchronize", s); return OK; }
+static CUresult cuStreamSynchronize(void *s) { counted("cuStreamSynchronize"); LEGACY("cuStreamSynchronize", s); return OK; }
 static CUresult cuStreamQuery(void *s) { (void)s; return OK; }
-static CUresult cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return OK; }
+static CUresult cuStreamWaitEvent(void *s, void *e, unsigned f) { counted("cuStreamWaitEvent"); (void)s; (void)e; (void)f; return OK; }
 /* FAKECUDA_LAUNCHES also logs event creations ("cuEventCreate 0"): tests
  * bound how many a transport makes for its copies */
 static CUresult cuEventCreate(void **e, unsigned f)
 {
     (void)f;
+    counted("cuEventCreate");
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
@@ -382,6 +423,7 @@ static CUresult cuEventCreate(void **e, unsigned f)
 static CUresult cuEventDestroy(void *e) { free(e); return OK; }
 static CUresult cuEventRecord(void *e, void *s)
 {
+    counted("cuEventRecord");
     if (s && ((fstream_t *)s)->ctx != ((fev_t *)e)->ctx) {
         fprintf(stderr, "fakecuda: cuEventRecord of an event of context 0x%lx on a stream of context 0x%lx\n",
                 (unsigned long)((fev_t *)e)->ctx, (unsigned long)((fstream_t *)s)->ctx);
@@ -560,7 +602,7 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 
 /* The batched copy kernels (src/cuda/copy_kernel.cu): a module whose image
  * names gw_batch_copy (and gw_page_copy, gw_list_copy, gw_table_copy,
- * gw_page_check) loads (unless FAKECUDA_NO_MODULE is
+ * gw_page_check, gw_page_fused) loads (unless FAKECUDA_NO_MODULE is
  * set); a launch does the copies at once, reading the descriptors, or the
  * page index arrays, where the GPU would (host or fake device memory).
  * FAKECUDA_LAUNCHES, when set, names a file that gets one line per launch
@@ -572,6 +614,7 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 #define FN_LIST ((void *)(uintptr_t)0x4c4953)
 #define FN_TABLE ((void *)(uintptr_t)0x544142)
 #define FN_PCHECK ((void *)(uintptr_t)0x50434b)
+#define FN_PFUSED ((void *)(uintptr_t)0x504655)
 /* The CRC32C kernel (src/cuda/crc_kernel.cu), a module of its own: a launch
  * takes the CRC32C of each (address, length) descriptor where the GPU would
  * read it, with a table of this file (not the library's), and writes the
@@ -643,9 +686,19 @@ static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
         *f = FN_TABLE;
     else if (!strcmp(name, "gw_page_check"))
         *f = FN_PCHECK;
+    else if (!strcmp(name, "gw_page_fused"))
+        *f = FN_PFUSED;
     else
         return EINVAL_;
     return OK;
+}
+
+/* The outcome of a bounds word for generation gbase (copy_kernel.cu): the
+ * bad entry's (i << 1 | side) when the word holds a value of this
+ * generation, else all ones. */
+static uint64_t outcome(uint64_t v, uint64_t gbase)
+{
+    return v >= gbase && v - gbase < (1ull << 33) ? v - gbase : UINT64_MAX;
 }
 
 /* gw_page_copy's semantics: item w (of nitems = pages x chunks) copies piece
@@ -654,16 +707,21 @@ static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
  * read as p.  A group of g threads per item, g a power of two from 32 to the
  * block's size, and `per` items per block and round (a multiple of the
  * block's groups, at most 64), as the kernel requires.  params[10], the
- * gate (fake device memory, or NULL): unless it holds all ones, nothing is
- * copied. */
+ * gate (fake device memory, or NULL), for generation params[11]: when it
+ * holds a bad entry of that generation nothing is copied; params[12] (host
+ * memory, or NULL) gets the outcome. */
 static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npages)
 {
     uintptr_t gate = *(const uintptr_t *)params[10];
     if (gate) {
         const uint64_t *gw = (const uint64_t *)hv(gate, 8);
-        if (!gw || !find(gate))
+        uintptr_t out = *(const uintptr_t *)params[12];
+        if (!gw || !find(gate) || (out && find(out)))
             return EINVAL_;
-        if (*gw != UINT64_MAX)
+        uint64_t o = outcome(*gw, *(const unsigned long long *)params[11]);
+        if (out)
+            *(uint64_t *)out = o;
+        if (o != UINT64_MAX)
             nocopy = 1;
     }
     uintptr_t sidx = *(const uintptr_t *)params[0], didx = *(const uintptr_t *)params[1];
@@ -697,13 +755,21 @@ static CUresult page_copy(void **params, unsigned bx, int nocopy, unsigned *npag
  * word (fake device memory) takes the least (i << 1 | side) of the bad
  * ones, side 0 local, 1 remote, as atomicMin would (FAKECUDA_KERNEL_NOCOPY:
  * no scan, the word stays clear). */
+static CUresult check_entries(uintptr_t lidx, uintptr_t ridx, unsigned long long n, unsigned llo, unsigned lhi,
+                              unsigned rlo, unsigned rhi, uintptr_t word, uint64_t gbase, int nocopy);
 static CUresult page_check(void **params, int nocopy, unsigned *n_out)
 {
-    uintptr_t lidx = *(const uintptr_t *)params[0], ridx = *(const uintptr_t *)params[1];
     unsigned long long n = *(const unsigned long long *)params[2];
-    unsigned llo = *(const unsigned *)params[3], lhi = *(const unsigned *)params[4];
-    unsigned rlo = *(const unsigned *)params[5], rhi = *(const unsigned *)params[6];
-    uintptr_t word = *(const uintptr_t *)params[7];
+    CUresult r = check_entries(*(const uintptr_t *)params[0], *(const uintptr_t *)params[1], n,
+                               *(const unsigned *)params[3], *(const unsigned *)params[4], *(const unsigned *)params[5],
+                               *(const unsigned *)params[6], *(const uintptr_t *)params[7],
+                               *(const unsigned long long *)params[8], nocopy);
+    *n_out = (unsigned)n;
+    return r;
+}
+static CUresult check_entries(uintptr_t lidx, uintptr_t ridx, unsigned long long n, unsigned llo, unsigned lhi,
+                              unsigned rlo, unsigned rhi, uintptr_t word, uint64_t gbase, int nocopy)
+{
     const uint32_t *li = lidx ? (const uint32_t *)hv(lidx, (size_t)n * 4) : NULL;
     const uint32_t *ri = ridx ? (const uint32_t *)hv(ridx, (size_t)n * 4) : NULL;
     uint64_t *w = (uint64_t *)hv(word, 8);
@@ -712,14 +778,53 @@ static CUresult page_check(void **params, int nocopy, unsigned *n_out)
     for (unsigned long long i = 0; i < n && !nocopy; i++) { /* (nocopy: the GPU's work is not the host's) */
         uint64_t bad = UINT64_MAX;
         if (li && (li[i] < llo || li[i] > lhi))
-            bad = i << 1;
+            bad = gbase | i << 1;
         else if (ri && (ri[i] < rlo || ri[i] > rhi))
-            bad = (i << 1) | 1;
+            bad = gbase | (i << 1) | 1;
         if (bad < *w)
             *w = bad;
     }
-    *n_out = (unsigned)n;
     return OK;
+}
+
+/* gw_page_fused's semantics: the check of gw_page_check over sidx/didx (the
+ * local side's array is didx when params[11], get, is set) into the word,
+ * then the grid barrier: the counter params[18] (fake device memory) grows
+ * by the launch's blocks and must then equal the target params[19] exactly
+ * (fewer: the GPU's blocks would wait forever; more: they would pass before
+ * the others checked), then the outcome for generation params[17] into
+ * params[20] (host memory), then gw_page_copy's copies unless it names a
+ * bad entry. */
+static CUresult page_fused(void **params, unsigned gx, unsigned bx, int nocopy, unsigned *npages)
+{
+    uintptr_t sidx = *(const uintptr_t *)params[0], didx = *(const uintptr_t *)params[1];
+    unsigned long long n = *(const unsigned long long *)params[10];
+    unsigned get = *(const unsigned *)params[11];
+    uintptr_t word = *(const uintptr_t *)params[16], bar = *(const uintptr_t *)params[18];
+    uint64_t gbase = *(const unsigned long long *)params[17], target = *(const unsigned long long *)params[19];
+    uintptr_t out = *(const uintptr_t *)params[20];
+    uint64_t *bw = (uint64_t *)hv(bar, 8);
+    if (!bw || !find(bar) || !out || find(out) || (gbase & ((1ull << 33) - 1)))
+        return EINVAL_;
+    CUresult r = check_entries(get ? didx : sidx, get ? sidx : didx, n, *(const unsigned *)params[12],
+                               *(const unsigned *)params[13], *(const unsigned *)params[14],
+                               *(const unsigned *)params[15], word, gbase, nocopy);
+    if (r != OK)
+        return r;
+    *bw += gx;
+    if (*bw != target) {
+        fprintf(stderr, "fakecuda: gw_page_fused's barrier counter reached %llu, the target is %llu: on a GPU the "
+                "blocks would %s\n", (unsigned long long)*bw, (unsigned long long)target,
+                *bw < target ? "wait forever" : "pass it before every block checked");
+        return EINVAL_;
+    }
+    uint64_t o = outcome(*(const uint64_t *)hv(word, 8), gbase);
+    *(uint64_t *)out = o;
+    /* the copies: gw_page_copy's parameters (no gate) */
+    uintptr_t nogate = 0;
+    void *cp[13] = {params[0], params[1], params[2], params[3], params[4], params[5], params[6], params[7],
+                    params[8], params[9], &nogate, params[17], &nogate};
+    return page_copy(cp, bx, nocopy || o != UINT64_MAX, npages);
 }
 
 /* gw_list_copy's semantics: entry i copies stab[si].len bytes from
@@ -828,17 +933,22 @@ static CUresult table_copy(void **params, unsigned bx, int nocopy, unsigned *nen
     return OK;
 }
 
-static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                               unsigned bz, unsigned sh, void *st, void **params, void **extra)
+static CUresult launch(void *f, unsigned gx, unsigned bx, void **params, int coop)
 {
     if (held_now() && !cur_own) {
         fprintf(stderr, "fakecuda: cuLaunchKernel in the primary context while the application's blocking copy "
                 "holds it (FAKECUDA_HELD): on a GPU this call waits for it\n");
         return ELEGACY;
     }
-    (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
-    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_TABLE && f != FN_CRC && f != FN_PCHECK) || !params)
+    if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_TABLE && f != FN_CRC && f != FN_PCHECK &&
+         f != FN_PFUSED) || !params)
         return EINVAL_;
+    if ((f == FN_PFUSED) != coop) {
+        fprintf(stderr, "fakecuda: %s launched %s: the fused page kernel's grid barrier needs a cooperative launch "
+                "(and only it takes one here)\n", f == FN_PFUSED ? "gw_page_fused" : "a kernel",
+                coop ? "cooperatively" : "by cuLaunchKernel");
+        return EINVAL_;
+    }
     /* FAKECUDA_KERNEL_NOCOPY: the launch moves nothing, for profiling the
      * host side of a batch without the fake's memcpy in the samples */
     static int nocopy = -1;
@@ -847,6 +957,10 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     unsigned n = 0;
     if (f == FN_CRC || f == FN_PCHECK) {
         CUresult r = f == FN_CRC ? crc_entries(params, &n) : page_check(params, nocopy, &n);
+        if (r != OK)
+            return r;
+    } else if (f == FN_PFUSED) {
+        CUresult r = page_fused(params, gx, bx, nocopy, &n);
         if (r != OK)
             return r;
     } else if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE) {
@@ -870,8 +984,8 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
-        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PCHECK ? "gw_page_check" : f == FN_PAGE ? "gw_page_copy" : f == FN_LIST ? "gw_list_copy" : f == FN_TABLE ? "gw_table_copy" : "gw_batch_copy", n);
-        if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE || f == FN_PCHECK) {
+        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PCHECK ? "gw_page_check" : f == FN_PAGE ? "gw_page_copy" : f == FN_PFUSED ? "gw_page_fused" : f == FN_LIST ? "gw_list_copy" : f == FN_TABLE ? "gw_table_copy" : "gw_batch_copy", n);
+        if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE || f == FN_PCHECK || f == FN_PFUSED) {
             /* where the kernel's index arrays lie: "kidx_dev k" / "kidx_host k",
              * k of the two in (fake) device memory / in host memory */
             unsigned kd = 0, kh = 0;
@@ -888,6 +1002,37 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     return OK;
 }
 
+static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned sh, void *st, void **params, void **extra)
+{
+    (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st; (void)extra;
+    counted("cuLaunchKernel");
+    return launch(f, gx, bx, params, 0);
+}
+/* FAKECUDA_COOP=refuse: every cooperative launch fails with
+ * CUDA_ERROR_NOT_SUPPORTED (a setup that takes none, as under some MPS
+ * configurations); =absent: the driver has no cuLaunchCooperativeKernel. */
+static CUresult cuLaunchCooperativeKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                          unsigned bz, unsigned sh, void *st, void **params)
+{
+    (void)gy; (void)gz; (void)by; (void)bz; (void)sh; (void)st;
+    counted("cuLaunchCooperativeKernel");
+    const char *c = getenv("FAKECUDA_COOP");
+    if (c && !strcmp(c, "refuse"))
+        return ENOTSUP;
+    if (bx != 256 || gx > FAKE_SMS * FAKE_BLOCKS_PER_SM)
+        return 720; /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+    return launch(f, gx, bx, params, 1);
+}
+static CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *nb, void *f, int threads, size_t sh)
+{
+    (void)sh;
+    if (f != FN_PFUSED || threads != 256)
+        return EINVAL_;
+    *nb = FAKE_BLOCKS_PER_SM;
+    return OK;
+}
+
 #define F(n) {#n, (void *)n}
 static const struct { const char *name; void *fn; } g_tab[] = {
     F(cuInit), F(cuDeviceGet), F(cuDeviceGetCount), F(cuDeviceGetName), F(cuDeviceGetAttribute),
@@ -901,7 +1046,8 @@ static const struct { const char *name; void *fn; } g_tab[] = {
     F(cuStreamQuery), F(cuStreamWaitEvent), F(cuEventCreate), F(cuEventDestroy), F(cuEventRecord),
     F(cuEventQuery), F(cuEventSynchronize), F(cuEventElapsedTime), F(cuIpcGetMemHandle),
     F(cuIpcOpenMemHandle), F(cuIpcCloseMemHandle), F(cuMemGetHandleForAddressRange),
-    F(cuModuleLoadData), F(cuModuleGetFunction), F(cuLaunchKernel),
+    F(cuModuleLoadData), F(cuModuleGetFunction), F(cuLaunchKernel), F(cuLaunchCooperativeKernel),
+    F(cuOccupancyMaxActiveBlocksPerMultiprocessor),
     F(cuCtxCreate), F(cuCtxDestroy), F(cuCtxPopCurrent), F(cuMemCreate), F(cuMemRelease), F(cuMemAddressReserve),
     F(cuMemAddressFree), F(cuMemMap), F(cuMemUnmap), F(cuMemSetAccess), F(cuMemGetAllocationGranularity),
     F(cuMemRetainAllocationHandle), F(cuMemExportToShareableHandle), F(cuMemImportFromShareableHandle),
@@ -910,8 +1056,10 @@ static const struct { const char *name; void *fn; } g_tab[] = {
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, unsigned long long flags, int *status)
 {
     (void)ver; (void)flags;
+    const char *coop = getenv("FAKECUDA_COOP");
     for (size_t i = 0; i < sizeof(g_tab) / sizeof(g_tab[0]); i++)
-        if (!strcmp(g_tab[i].name, sym)) {
+        if (!strcmp(g_tab[i].name, sym) &&
+            !(coop && !strcmp(coop, "absent") && !strcmp(sym, "cuLaunchCooperativeKernel"))) {
             *pfn = g_tab[i].fn;
             if (status) *status = 0;
             return OK;

@@ -15,9 +15,26 @@
  * never arrives.  A local host region is refused at posting with
  * GW_ERR_UNSUPPORTED.  Over tcp (KV_DEV_TCP=1): the device put is refused
  * with GW_ERR_UNSUPPORTED naming the transport, and nothing else runs.
+ * Then runs of consecutive transfers (each its own generation of the GPU's
+ * bounds word, which is never reset between them): puts and gets, good
+ * and bad ones interleaved (good, bad, good; bad entries first, in the
+ * middle, last; local and remote), every good get's bytes checked, every
+ * bad one leaving the destination as it was and its counted notification
+ * never arriving; the target counts exactly the good puts' notifications.
+ * GW_TEST_PAGE_GEN_WRAP (a test hook) makes the generations run out every
+ * few transfers, so that the word's reset is exercised among them.
  * The fake driver's device addresses are not mapped for the host (a read
  * there faults), so the test also shows the host never reads the arrays.
+ * Against the fake it also counts the driver calls of one transfer
+ * (fakecuda_calls): with both arrays in one allocation one pointer query,
+ * one launch (cooperative: the check and the copy fused), no reset of the
+ * word and no copy of it back; KV_DEV_FORM names the form expected:
+ * "fused" (default), "split" (GW_TEST_PAGE_CHECK_FORM=split, or a driver
+ * that refuses or lacks cooperative launches: check kernel + gated page
+ * kernel), "reset" (GW_TEST_PAGE_CHECK_FORM=reset: the word reset and
+ * copied back per transfer).
  * tests/gpu runs the same program on a real driver (gpu_kv_dev_index_*). */
+#include <dlfcn.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -29,6 +46,9 @@
 #define POOL 400
 #define PAGE 1040 /* (16-byte aligned, not a power of two) */
 #define BAD (N / 2 + 3)
+#define RUN 9 /* transfers in each run of consecutive ones */
+/* the puts of the run: 1 good, 0 bad */
+static const int put_good[RUN] = {1, 0, 1, 1, 0, 0, 1, 0, 1};
 
 static gwt_chan_t pch, cch;
 static int tcp;
@@ -67,9 +87,14 @@ static int server(void *arg)
     gwt_send_rkey(ep, mem, 100);
     if (!tcp) {
         CHECK_ST(gw_notify_count_wait(ep, 9, 2, 30000), GW_OK);
-        fc_wait_chan(&cch, ctx); /* the bad put has completed (failed) */
-        /* its counted notification never comes */
+        int ngood = 0;
+        for (int k = 0; k < RUN; k++)
+            ngood += put_good[k];
+        CHECK_ST(gw_notify_count_wait(ep, 12, (uint64_t)ngood, 30000), GW_OK);
+        fc_wait_chan(&cch, ctx); /* the bad puts have completed (failed) */
+        /* their counted notifications never come */
         CHECK_ST(gw_notify_count_wait(ep, 10, 1, 500), GW_ERR_TIMEOUT);
+        CHECK_ST(gw_notify_count_wait(ep, 12, 1, 300), GW_ERR_TIMEOUT);
         uint8_t *want = malloc(rsz), *got = malloc(rsz);
         REQUIRE(want && got);
         target_want(want);
@@ -92,12 +117,70 @@ static int server(void *arg)
     return gwt_done("kv_dev_index server");
 }
 
+/* The fake driver's call counter (NULL on a real driver). */
+typedef unsigned long (*calls_fn)(const char *);
+static calls_fn fake_calls(void)
+{
+    const char *lib = getenv("GPUWIRE_CUDA_LIB");
+    void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    return h ? (calls_fn)(uintptr_t)dlsym(h, "fakecuda_calls") : NULL;
+}
+
+/* The driver calls of one transfer, counted around it. */
+static const char *const cnames[] = {"cuPointerGetAttributes", "cuMemsetD32Async", "cuMemcpyDtoHAsync",
+                                     "cuLaunchKernel", "cuLaunchCooperativeKernel", "cuStreamWaitEvent"};
+#define NC (sizeof(cnames) / sizeof(cnames[0]))
+typedef struct {
+    unsigned long c[NC], all;
+} calls_t;
+static void calls_now(calls_fn f, calls_t *c)
+{
+    for (size_t i = 0; f && i < NC; i++)
+        c->c[i] = f(cnames[i]);
+    c->all = f ? f(NULL) : 0;
+}
+
 /* n indices into a new device array. */
 static uint32_t *dev_idx(const gw_cuda_t *cu, const uint32_t *h, uint32_t n)
 {
     uint32_t *d = fc_dev_alloc(cu, n * sizeof(uint32_t));
     REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)d, h, n * sizeof(uint32_t)) == CUDA_SUCCESS);
     return d;
+}
+
+/* Two index arrays in one device allocation (two slices of one tensor):
+ * a at d, b at d + n. */
+static uint32_t *dev_idx2(const gw_cuda_t *cu, const uint32_t *a, const uint32_t *b, uint32_t n)
+{
+    uint32_t *d = fc_dev_alloc(cu, 2 * n * sizeof(uint32_t));
+    REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)d, a, n * sizeof(uint32_t)) == CUDA_SUCCESS);
+    REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)(d + n), b, n * sizeof(uint32_t)) == CUDA_SUCCESS);
+    return d;
+}
+
+/* Where a bad run transfer puts its bad entry: first, middle, last. */
+static uint32_t bad_at(int k)
+{
+    return k % 3 == 0 ? 0 : k % 3 == 1 ? BAD : N - 1;
+}
+
+/* One failed transfer's error names entry e, the side and the GPU check. */
+static void check_bad(gw_context_t *ctx, uint32_t e, const char *side)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "entry %u:", e);
+    const char *m = gw_last_error(ctx);
+    if (!strstr(m, want) || !strstr(m, side) || !strstr(m, "on the GPU"))
+        fprintf(stderr, "bad transfer (entry %u, %s): %s\n", e, side, m);
+    CHECK(strstr(m, want) != NULL && strstr(m, side) != NULL && strstr(m, "on the GPU") != NULL);
+}
+
+static size_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    size_t off = 0;
+    while (off < n && a[off] == b[off])
+        off++;
+    return off;
 }
 
 int main(void)
@@ -162,6 +245,83 @@ int main(void)
     CHECK(strstr(gw_last_error(ctx), want_entry) != NULL);
     CHECK(strstr(gw_last_error(ctx), "remote page") != NULL);
     CHECK(strstr(gw_last_error(ctx), "on the GPU") != NULL);
+    /* a run of puts, good and bad: a good one writes what the target holds
+     * already (pages i -> ri2[i], the last good put's), a bad one pages that
+     * would change it; the arrays are two slices of one allocation */
+    calls_fn calls = fake_calls();
+    const char *form = getenv("KV_DEV_FORM") ? getenv("KV_DEV_FORM") : "fused";
+    int wrap = getenv("GW_TEST_PAGE_GEN_WRAP") != NULL;
+    uint32_t iota[N];
+    for (uint32_t i = 0; i < N; i++)
+        iota[i] = i;
+    uint32_t *dgood = dev_idx2(cu, iota, ri2, N);
+    unsigned long resets = 0;
+    gw_xfer_opts_t orun = o;
+    orun.value = 12;
+    for (int k = 0; k < RUN; k++) {
+        uint32_t *arr = dgood;
+        uint32_t e = bad_at(k);
+        int remote = k % 2; /* (bad runs alternate the side) */
+        if (!put_good[k]) {
+            uint32_t l[N], r[N];
+            fc_pick(l, N, POOL, 30 + k);
+            fc_pick(r, N, POOL, 40 + k);
+            if (remote)
+                r[e] = POOL + (uint32_t)k;
+            else
+                l[e] = POOL + 1000u * (uint32_t)k;
+            arr = dev_idx2(cu, l, r, N);
+        }
+        calls_t c0, c1;
+        calls_now(calls, &c0);
+        REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, arr, rk, rb, arr + N, N, PAGE, &orun, &q));
+        calls_now(calls, &c1);
+        CHECK_ST(gw_request_wait(q, 30000), put_good[k] ? GW_OK : GW_ERR_INVALID);
+        gw_request_free(q);
+        if (!put_good[k])
+            check_bad(ctx, e, remote ? "remote page" : "local page");
+        if (!calls)
+            continue;
+        unsigned long d[NC];
+        for (size_t i = 0; i < NC; i++)
+            d[i] = c1.c[i] - c0.c[i];
+        if (k == 0 || (k == RUN - 1))
+            fprintf(stderr, "put %d: driver calls at posting: %lu (pointer queries %lu, memsets %lu, copies back %lu, "
+                    "launches %lu, cooperative %lu, stream waits %lu)\n", k, c1.all - c0.all, d[0], d[1], d[2], d[3],
+                    d[4], d[5]);
+        CHECK(d[0] == 1); /* both arrays in one allocation: one query */
+        CHECK(d[5] == 0);
+        if (!strcmp(form, "reset")) {
+            CHECK(d[1] == 1 && d[2] == 1 && d[3] == 2 && d[4] == 0);
+            continue;
+        }
+        resets += d[1];
+        CHECK(d[2] == 0 && d[1] <= 1);
+        if (!strcmp(form, "split"))
+            CHECK(d[3] == 2 && d[4] == 0);
+        else if (!strcmp(form, "refuse")) /* (one cooperative try, then the two launches) */
+            CHECK(d[3] == 2);
+        else
+            CHECK(d[3] == 0 && d[4] == 1);
+    }
+    {
+        /* which form the library takes on this GPU (a real one: for the log) */
+        CUdevice cd = 0;
+        char why[200] = "";
+        REQUIRE(cu->cuCtxGetDevice(&cd) == CUDA_SUCCESS);
+        int fused = gw_cuda_page_fused_ok((int)cd, why, sizeof(why));
+        fprintf(stderr, "GPU %d: the check %s%s\n", (int)cd,
+                fused ? "and the copy in one cooperative launch" : "in a launch of its own: ", fused ? "" : why);
+        if (calls && !strcmp(form, "fused"))
+            CHECK(fused);
+        if (calls && !strcmp(form, "refuse"))
+            CHECK(!fused && strstr(why, "cuLaunchCooperativeKernel") != NULL);
+    }
+    if (calls && strcmp(form, "reset")) {
+        /* the word is reset only when its generations run out */
+        fprintf(stderr, "puts: %lu resets of the bounds word in %d transfers\n", resets, RUN);
+        CHECK(wrap ? resets >= 2 : resets == 0);
+    }
     REQUIRE(gwt_chan_send(&pch, "b", 1) == 0);
     fc_wait_chan(&pch, ctx); /* the target checked every byte */
     /* a get from device arrays into dst, every byte checked */
@@ -201,6 +361,36 @@ int main(void)
     while (off < rsz && got[off] == want[off])
         off++;
     CHECK(off == rsz);
+    /* a run of gets, good and bad (bad, good, good, bad, good, ...), each
+     * checked: a good one lands its pages, a bad one leaves dst as it was */
+    for (int k = 0; k < RUN; k++) {
+        int good = !put_good[k];
+        uint32_t l[N], r[N], e = bad_at(k + 1);
+        int remote = k % 2;
+        fc_pick(l, N, POOL, 50 + k);
+        fc_pick(r, N, POOL, 60 + k);
+        if (!good) {
+            if (remote)
+                r[e] = POOL + 7;
+            else
+                l[e] = UINT32_MAX;
+        }
+        uint32_t *arr = dev_idx2(cu, l, r, N);
+        REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_GET, md, dst, arr, rk, rb, arr + N, N, PAGE, &og, &q));
+        CHECK_ST(gw_request_wait(q, 30000), good ? GW_OK : GW_ERR_INVALID);
+        gw_request_free(q);
+        if (good)
+            for (uint32_t i = 0; i < N; i++)
+                memcpy(want + (size_t)l[i] * PAGE, tgt + (size_t)r[i] * PAGE, PAGE);
+        else
+            check_bad(ctx, e, remote ? "remote page" : "local page");
+        REQUIRE(cu->cuMemcpyDtoH(got, (CUdeviceptr)(uintptr_t)dst, rsz) == CUDA_SUCCESS);
+        off = first_diff(got, want, rsz);
+        if (off < rsz)
+            fprintf(stderr, "get %d (%s): first wrong byte at %zu (page %zu)\n", k, good ? "good" : "bad", off,
+                    off / PAGE);
+        CHECK(off == rsz);
+    }
     /* a local host region: refused at posting */
     uint8_t *hb = malloc(rsz);
     gw_mem_t *mh;
@@ -235,10 +425,18 @@ int main(void)
     free(tgt);
     free(want);
     free(got);
-    if (getenv("FAKECUDA_LAUNCHES")) { /* a check kernel before each gated page kernel */
-        unsigned items, np = fc_launches("gw_page_copy", NULL, 0, NULL), nc = fc_launches("gw_page_check", &items, 0, NULL);
-        fprintf(stderr, "launches: gw_page_copy %u, gw_page_check %u (%u entries)\n", np, nc, items);
-        CHECK(np == 5 && nc == 5 && items == 5 * N);
+    if (getenv("FAKECUDA_LAUNCHES")) {
+        /* each transfer that reached the GPU: the fused kernel, or a check
+         * kernel before a gated page kernel */
+        unsigned want_n = 5 + 2 * RUN, items, fitems;
+        unsigned np = fc_launches("gw_page_copy", NULL, 0, NULL), nc = fc_launches("gw_page_check", &items, 0, NULL);
+        unsigned nf = fc_launches("gw_page_fused", &fitems, 0, NULL);
+        fprintf(stderr, "launches: gw_page_fused %u, gw_page_copy %u, gw_page_check %u (%u entries)\n", nf, np, nc,
+                items);
+        if (!strcmp(form, "fused"))
+            CHECK(nf == want_n && fitems == want_n * N && np == 0 && nc == 0);
+        else
+            CHECK(nf == 0 && np == want_n && nc == want_n && items == want_n * N);
         CHECK(fc_launches("gw_batch_copy", NULL, 0, NULL) == 0);
     }
 out:

@@ -854,35 +854,91 @@ static gw_status_t intrab_span_delta(intra_ep_t *e, const gw_batch_t *b, const i
     return GW_OK;
 }
 
-/* Index arrays in GPU memory (b->pdev): the stream's bounds word reset to
- * all ones, then the check kernel over both arrays; *gate is the word the
- * page kernel reads before it copies.  The word goes back to op->ghost
- * (pinned) after the page kernel. */
+/* The check of index arrays in GPU memory, by test hook (GW_TEST_PAGE_CHECK_FORM,
+ * read once per process): "fused" (the default: one cooperative launch where
+ * the device takes one, else "split"), "split" (the check kernel, then the
+ * gated page kernel), "reset" (as split, with the word reset before and
+ * copied back after each transfer: the form to compare against). */
+enum { PCHECK_FUSED, PCHECK_SPLIT, PCHECK_RESET };
+static int pcheck_form(void)
+{
+    static int form = -1;
+    if (form < 0) {
+        const char *h = gw_settings_test_hook("GW_TEST_PAGE_CHECK_FORM");
+        form = h && !strcmp(h, "split") ? PCHECK_SPLIT : h && !strcmp(h, "reset") ? PCHECK_RESET : PCHECK_FUSED;
+    }
+    return form;
+}
+
+/* The generations of a bounds word before it is reset (copy_kernel.cu: 31
+ * bits, counted down from all ones); GW_TEST_PAGE_GEN_WRAP lowers it so that
+ * a test sees the reset. */
+#define PCHECK_GENS 0x7ffffffeu
+static uint32_t pcheck_gens(void)
+{
+    static uint32_t gens;
+    if (!gens) {
+        const char *h = gw_settings_test_hook("GW_TEST_PAGE_GEN_WRAP");
+        unsigned long v = h ? strtoul(h, NULL, 10) : 0;
+        gens = v >= 1 && v <= PCHECK_GENS ? (uint32_t)v : PCHECK_GENS;
+    }
+    return gens;
+}
+
+/* Index arrays in GPU memory (b->pdev): the gate of the page launch.  The
+ * stream's word (and barrier counter) in this GPU's memory, made and reset
+ * to all ones on first use; each transfer takes the next generation, and
+ * the word is reset again only when they run out, so that a transfer costs
+ * no reset; the GPU writes the outcome into op->ghost (pinned), read at
+ * completion (intrab_part_done).  With the "reset" form the word is reset
+ * and copied back per transfer instead. */
 static gw_status_t intrab_pages_check(intra_ep_t *e, const gw_batch_t *b, intrab_op_t *op, int dev, CUstream stream,
-                                      const uint64_t **gate)
+                                      gw_cuda_page_gate_t *gate)
 {
     gw_core_t *c = e->super.iface->core;
     const gw_cuda_t *cu = e->ifc->cu;
+    int form = pcheck_form();
     if (!cu->cuMemsetD32Async)
         return gw_err(c, GW_ERR_UNSUPPORTED, "gw_xfer_pages: index arrays in GPU memory need cuMemsetD32Async, "
                       "which the CUDA driver lacks");
     CUresult cr;
-    if (!e->gword[dev] && (cr = cu->cuMemAlloc(&e->gword[dev], sizeof(uint64_t))) != CUDA_SUCCESS) {
-        e->gword[dev] = 0;
-        return intra_cu_err(c, "cuMemAlloc(the page bounds check's word)", cr);
+    if (!e->gword[dev]) {
+        if ((cr = cu->cuMemAlloc(&e->gword[dev], 2 * sizeof(uint64_t))) != CUDA_SUCCESS) {
+            e->gword[dev] = 0;
+            return intra_cu_err(c, "cuMemAlloc(the page bounds check's word)", cr);
+        }
+        e->ggen[dev] = 0;
     }
     gw_status_t st = intrab_pinned(e, op, sizeof(uint64_t), (void **)&op->ghost);
     if (st != GW_OK)
         return st;
-    *op->ghost = UINT64_MAX; /* (clear until the copy back overwrites it) */
-    if ((cr = cu->cuMemsetD32Async(e->gword[dev], 0xffffffffu, 2, stream)) != CUDA_SUCCESS)
-        return intra_cu_err(c, "cuMemsetD32Async(the page bounds check's word)", cr);
-    char why[200];
-    st = gw_cuda_page_check_launch(dev, stream, b->lpage, b->rpage, b->npages, b->plim,
-                                   (uint64_t *)(uintptr_t)e->gword[dev], why, sizeof(why));
-    if (st != GW_OK)
-        return gw_err(c, st == GW_ERR_UNSUPPORTED ? GW_ERR_CUDA : st, "intra: %s", why);
-    *gate = (const uint64_t *)(uintptr_t)e->gword[dev];
+    *op->ghost = UINT64_MAX; /* (clear until the GPU writes the outcome) */
+    uint32_t gen = e->ggen[dev] + 1;
+    size_t reset = 0; /* 32-bit words to reset: the word, and the barrier counter the first time */
+    if (e->ggen[dev] == 0)
+        reset = 4;
+    else if (gen > pcheck_gens() || form == PCHECK_RESET)
+        reset = 2;
+    if (reset) {
+        if ((cr = cu->cuMemsetD32Async(e->gword[dev], 0xffffffffu, reset, stream)) != CUDA_SUCCESS)
+            return intra_cu_err(c, "cuMemsetD32Async(the page bounds check's word)", cr);
+        if (reset == 4)
+            e->garrived[dev] = UINT64_MAX;
+        gen = 1;
+    }
+    e->ggen[dev] = gen;
+    memset(gate, 0, sizeof(*gate));
+    gate->form = form == PCHECK_FUSED ? GW_CUDA_PAGE_GATE_FUSED : GW_CUDA_PAGE_GATE_SPLIT;
+    gate->get = b->get;
+    gate->lidx = b->lpage;
+    gate->ridx = b->rpage;
+    memcpy(gate->lim, b->plim, sizeof(gate->lim));
+    gate->word = (uint64_t *)(uintptr_t)e->gword[dev];
+    gate->bar = gate->word + 1;
+    gate->arrived = &e->garrived[dev];
+    /* the reset form copies the raw word back: generation 0's values are the outcome itself */
+    gate->gbase = form == PCHECK_RESET ? 0 : (uint64_t)(0x7fffffffu - gen) << 33;
+    gate->out = form == PCHECK_RESET ? NULL : op->ghost;
     return GW_OK;
 }
 
@@ -902,13 +958,17 @@ static gw_status_t intrab_pages(intra_ep_t *e, const gw_batch_t *b, const intrab
      * lie below the allocation: only the pages' addresses need be inside) */
     uint64_t rbase = delta + b->prbase;
     char why[200];
-    const uint64_t *gate = NULL;
-    if (b->pdev && (st = intrab_pages_check(e, b, (intrab_op_t *)op, dev, stream, &gate)) != GW_OK)
-        return st;
+    gw_cuda_page_gate_t gt, *gate = NULL;
+    if (b->pdev) {
+        if ((st = intrab_pages_check(e, b, (intrab_op_t *)op, dev, stream, &gt)) != GW_OK)
+            return st;
+        gate = &gt;
+    }
     st = b->get ? gw_cuda_page_copy_launch(dev, stream, rp, lp, n, rbase, b->plbase, b->psize, gate, why, sizeof(why))
                 : gw_cuda_page_copy_launch(dev, stream, lp, rp, n, b->plbase, rbase, b->psize, gate, why, sizeof(why));
-    if (st == GW_OK && gate) { /* the word back to the host, read at completion (intrab_part_done) */
-        CUresult cr = e->ifc->cu->cuMemcpyDtoHAsync(op->ghost, (CUdeviceptr)(uintptr_t)gate, sizeof(uint64_t), stream);
+    if (st == GW_OK && gate && !gate->out) { /* (the reset form) the word back to the host */
+        CUresult cr = e->ifc->cu->cuMemcpyDtoHAsync(op->ghost, (CUdeviceptr)(uintptr_t)gate->word, sizeof(uint64_t),
+                                                    stream);
         if (cr != CUDA_SUCCESS)
             return intra_cu_err(e->super.iface->core, "cuMemcpyDtoHAsync(the page bounds check's word)", cr);
     }

@@ -203,8 +203,11 @@ typedef struct intra_ep {
     uint32_t next_op;
     CUstream stream[INTRA_MAX_DEV];  /* copy streams in the device's primary context */
     CUstream ostream[INTRA_MAX_DEV]; /* copy streams in gpuwire's own context (GPUWIRE_CUDA_COPY_CONTEXT=own) */
-    CUdeviceptr gword[INTRA_MAX_DEV]; /* per device: the bounds check's word of paged batches with index arrays in
-                                       * GPU memory (8 bytes; one per stream: its batches take turns) */
+    CUdeviceptr gword[INTRA_MAX_DEV]; /* per device: the bounds check's outcome word of paged batches with index
+                                       * arrays in GPU memory, then the fused launch's barrier counter (8 bytes
+                                       * each; one per stream: its batches take turns) */
+    uint32_t ggen[INTRA_MAX_DEV];    /* per device: the word's last generation (0: the word not reset yet) */
+    uint64_t garrived[INTRA_MAX_DEV]; /* per device: blocks launched on the barrier counter (modulo 2^64) */
     int own_ctx;                     /* GPUWIRE_CUDA_COPY_CONTEXT=own when the endpoint was made */
     CUevent evfree[INTRA_EV_KEEP];   /* events whose copies completed, for the next ones */
     int evfree_k[INTRA_EV_KEEP];     /* each one's context (intra_ev_get's key) */
