@@ -194,7 +194,7 @@ static void ini_stop(ini_t *I)
 /* Waits for r while the target reports: returns its status; *detail its text. */
 static gw_status_t wait_req(gw_request_t *r, char *detail, size_t cap)
 {
-    gw_status_t st = gw_request_wait(r, 30000);
+    gw_status_t st = gw_request_wait(r, 60000);
     gw_request_info_t info = {.size = sizeof(info)};
     gw_request_info(r, &info);
     snprintf(detail, cap, "%s", info.error_detail);
@@ -354,8 +354,11 @@ static void case_peer_gone(void)
     gw_status_t st = wait_req(r, d, sizeof(d));
     double dt = it_now() - t0;
     fprintf(stderr, "  initiator after %.2f s: %s: %s\n", dt, gw_status_name(st), d);
+    /* (a bound, not a speed: the process's exit closes the control socket at
+     * once, and a loaded 2-core machine may still take seconds to tell) */
+    fprintf(stderr, "  bound %.0f s\n", 40 * it_time_scale());
     CHECK(GW_IS_ENDPOINT_ERROR(st) || st == GW_ERR_ENDPOINT_FAILED);
-    CHECK(dt < 15 * it_time_scale());
+    CHECK(dt < 40 * it_time_scale());
     CHECK(gwt_wait(I.pid, 30) == 0);
     gw_rkey_destroy(I.rk);
     CHECK_ST(gw_ep_close(I.ep, 2000), GW_OK);

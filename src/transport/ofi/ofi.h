@@ -61,6 +61,7 @@ GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
 #define GW_OFI_NTX 64                                   /* send slots per endpoint */
 #define GW_OFI_MAX_RMA 256                              /* RMA pieces in flight per endpoint */
 #define GW_OFI_INJECT_MAX 256                           /* largest message sent by fi_inject (header included) */
+#define GW_OFI_GRACE_NS 3000000000ull /* a closed endpoint's provider objects live on this long (defer_close) */
 
 typedef struct gw_ofi_iface {
     gw_tl_iface_t super;
@@ -69,6 +70,7 @@ typedef struct gw_ofi_iface {
     struct fid_fabric *fabric;
     struct fid_domain *domain;
     gw_list_t eps;
+    gw_list_t graves;     /* closed endpoints whose fi_close waits (defer_close), by close time */
     uint64_t wflags;      /* flags of every write: FI_COMPLETION | FI_DELIVERY_COMPLETE where offered */
     int delivery;         /* FI_DELIVERY_COMPLETE is offered */
     int mr_local;         /* FI_MR_LOCAL: every local buffer needs a descriptor */
@@ -79,6 +81,8 @@ typedef struct gw_ofi_iface {
     int no_wakeup;        /* a peer's message wakes no fd here (shm: the peer writes shared memory and
                            * signals nothing): the context fd is kept readable while endpoints exist */
     int shm_names;        /* shm: endpoints get gpuwire's own region names (ofi_shm.c) */
+    int defer_close;      /* libfabric 2.x tcp: an endpoint's fi_close waits GW_OFI_GRACE_NS (ofi_ep.c) */
+    int cancel_vague;     /* FI_ECANCELED says nothing of why (libfabric 2.x tcp): a probe decides (ofi_post.c) */
     uint64_t next_key;    /* requested keys, when the provider does not pick them */
     uint64_t max_piece;   /* largest single RMA (the endpoint's max_msg_size, capped) */
     size_t inject;        /* messages up to this size (header included) go by fi_inject: no send
@@ -157,6 +161,14 @@ typedef struct gw_ofi_ep {
     uint64_t last_ping_ns;
     uint64_t fence_want;    /* the deregistration fence this endpoint's peer is to answer, 0 none */
     uint64_t fence_seen;    /* the highest fence number a PONG of the peer echoed */
+    uint64_t probe_seq;     /* cancel_vague: the fence number of the probe asking whether the peer lives, 0 none */
+    uint64_t probe_until;   /* ... and when its answer is given up on */
+    int probe_rma;          /* ... an RMA was among the operations the provider cancelled */
+    unsigned probe_slot;    /* ... the send slot + 1 its PING went from, 0 not sent yet */
+    char probe_what[200];   /* ... the first of them, for the verdict's message */
+    uint64_t grave_ns;      /* defer_close: when it was closed */
+    int used;               /* a message came from the peer, or an RMA or a rendezvous send was posted:
+                             * closed, the endpoint is not deferred (defer_close) */
     /* counters for ep_describe */
     uint64_t n_rma, n_eager, n_inject, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe;
 } gw_ofi_ep_t;
@@ -219,6 +231,13 @@ gw_status_t gw_ofi_am_send(gw_tl_ep_t *ep, unsigned id, const void *data, size_t
 gw_status_t gw_ofi_notify_out(void *arg, gw_request_t *req);
 /* Drops every reference to requests (failure): run from on_fail. */
 void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st);
+/* cancel_vague: the probe's verdict when its PONG is in, or (late) when it
+ * is given up on. */
+void gw_ofi_probe_verdict(gw_ofi_ep_t *ep, int answered);
+/* defer_close: reads (and drops) what the closed endpoints' queues hold and
+ * closes those closed GW_OFI_GRACE_NS ago; with all, closes every one at
+ * once, progressing nothing. */
+void gw_ofi_graves_sweep(gw_ofi_iface_t *oif, int all);
 
 /* shm region names (ofi_shm.c): a name no other process, live or dead,
  * has used (0, or -1 when len is too small), and a once-per-process

@@ -337,7 +337,59 @@ void gw_ofi_ep_destroy(gw_tl_ep_t *e)
     }
     gw_list_del(&ep->link);
     gw_ofi_keep_update(ep->oif);
+    if (ep->oif->defer_close && ep->ep && !ep->used) {
+        /* libfabric 2.x's tcp provider: each RDM endpoint listens for its
+         * peers' connections on a socket of its own, and a connection it
+         * accepted stays in the domain's progress set, pointing at that
+         * listener, until the peer's connection request on it is read; an
+         * fi_close before then frees the listener under it, and a later
+         * fi_cq_read of any queue of the domain (all share its progress)
+         * crashes in the provider.  An endpoint closed before anything came
+         * from its peer (a server closing right after gw_accept, while the
+         * client's first message connects) may be in that state: its
+         * provider objects live on for a grace period (its queue read and
+         * dropped by the poller, gw_ofi_graves_sweep), long enough for a
+         * request the peer sent before learning of the close to be read.
+         * One that carried anything is closed at once: its peer's
+         * connection was read already, and data of operations in flight
+         * (ours, or a rendezvous read of our buffer) must stop moving when
+         * gw_ep_close returns. */
+        ep->super.base = NULL;
+        ep->grave_ns = gw_now_ns();
+        if (ep->cq_io.fd >= 0) { /* its queue's fd, signalled and never reset by fi_trywait, would keep a
+                                  * waiting context spinning: the poller's passes read it */
+            gw_io_del(oep_core(ep), &ep->cq_io);
+            ep->cq_io.fd = -1;
+        }
+        gw_list_push_back(&ep->oif->graves, &ep->link);
+        return;
+    }
     ep_free(ep);
+}
+
+void gw_ofi_graves_sweep(gw_ofi_iface_t *oif, int all)
+{
+    uint64_t now = gw_now_ns();
+    gw_list_t *p, *t;
+    gw_list_for_each_safe(p, t, &oif->graves) {
+        gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
+        struct fi_cq_msg_entry ce[16];
+        for (int round = 0; !all && round < 8; round++) { /* progress, and what arrived for it goes */
+            ssize_t r = fi_cq_read(ep->cq, ce, 16);
+            if (r == -FI_EAVAIL) {
+                struct fi_cq_err_entry ee;
+                memset(&ee, 0, sizeof(ee));
+                if (fi_cq_readerr(ep->cq, &ee, 0) < 0)
+                    break;
+            } else if (r < 16) {
+                break;
+            }
+        }
+        if (all || now - ep->grave_ns >= GW_OFI_GRACE_NS) {
+            gw_list_del(&ep->link);
+            ep_free(ep);
+        }
+    }
 }
 
 gw_status_t gw_ofi_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)

@@ -46,14 +46,19 @@ int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i)
     }
 }
 
-/* A message from send slot s: transmit complete (the slot is free once it
- * left), whatever the provider's default op_flags say. */
+/* A message from send slot s: inject complete (the slot is free once the
+ * provider has taken its bytes), whatever the provider's default op_flags
+ * say.  Not transmit complete: the tcp provider of libfabric 2.x serves
+ * that as delivery complete, an acknowledgement the receiver's provider
+ * sends only from the receiver's progress calls, so a message sent to a
+ * peer that is not progressing (busy, or about to exit) would not complete
+ * until it did; the message has left this process either way. */
 static ssize_t send_slot(gw_ofi_ep_t *ep, unsigned s, size_t len)
 {
     struct iovec iov = {.iov_base = ep->txbuf + (size_t)s * GW_OFI_SLOT, .iov_len = len};
     void *desc = ep->txdesc;
     struct fi_msg m = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = ep->peer, .context = &ep->txctx[s].fc};
-    return fi_sendmsg(ep->ep, &m, FI_COMPLETION | FI_TRANSMIT_COMPLETE);
+    return fi_sendmsg(ep->ep, &m, FI_COMPLETION | FI_INJECT_COMPLETE);
 }
 
 static int tx_get(gw_ofi_ep_t *ep)
@@ -114,6 +119,8 @@ static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h, const void *pay, size
             ep->n_eagain++;
         return rc == -FI_EAGAIN ? 1 : (int)rc;
     }
+    if (h->type == GW_OFI_PING && ep->probe_seq && h->f[0] == ep->probe_seq)
+        ep->probe_slot = (unsigned)s + 1u; /* its completion (or failure) is the probe's */
     return 0;
 }
 
@@ -297,6 +304,7 @@ static int post_piece(gw_ofi_ep_t *ep, gw_request_t *req, int get, void *lbuf, v
     x->len = (uint32_t)n;
     req->pending++;
     ep->n_rma++;
+    ep->used = 1;
     return 0;
 }
 
@@ -422,6 +430,7 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
     if (!ep->oif->virt_addr)
         addr = ofi_rq(req)->mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
     gw_ofi_hdr_t h = {.type = GW_OFI_RTS, .f = {req->value, req->len, ofi_rq(req)->opid, addr, key}};
+    ep->used = 1; /* (the peer may read the buffer) */
     int rc = ctl_now(ep, &h, NULL, 0);
     if (rc < 0) {
         gw_ofi_ep_die(ep, gw_ofi_status_of(rc), "ofi %s: sending the RTS of a %zu-byte message to %s failed: %s",
@@ -717,6 +726,8 @@ static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
     default: /* PONG: its arrival was the point (liveness), and which fence it answers */
         if (h.f[0] > ep->fence_seen)
             ep->fence_seen = h.f[0];
+        if (ep->probe_seq && h.f[0] >= ep->probe_seq)
+            gw_ofi_probe_verdict(ep, 1);
         break;
     }
 }
@@ -755,6 +766,82 @@ static gw_status_t cqe_status(const struct fi_cq_err_entry *ee, int closing)
     return gw_ofi_status_of(ee->err);
 }
 
+/* cancel_vague (libfabric 2.x's tcp provider): the provider cancels every
+ * operation in flight to a peer when their connection goes, and the target's
+ * provider drops the connection when it refuses an RMA's key (no such key,
+ * a range it does not cover, an access it does not grant); the cancelled
+ * operations' completions carry FI_ECANCELED and, as the provider's errno,
+ * whatever errno its thread had last: nothing tells a refused key from a
+ * lost connection.  So the first cancel asks the peer whether it lives: a
+ * PING, from a send slot (the provider opens a new connection for it), with
+ * a fence number the PONG echoes.  An answer means the peer is alive and
+ * its provider dropped the connection on purpose: where an RMA was among the
+ * cancelled operations, a refused key (GW_ERR_INVALID_KEY), as a verbs NIC
+ * reports it; no answer within the bound, or the PING failing too, means
+ * the connection was lost (GW_ERR_CONN_RESET).  The endpoint fails either
+ * way; its requests wait for the verdict. */
+static void probe_cancel(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x)
+{
+    gw_ofi_iface_t *oif = ep->oif;
+    char what[200];
+    switch (x->kind) {
+    case GW_OFI_CTX_RX:
+        snprintf(what, sizeof(what), "a receive from %s", B(ep)->peer);
+        break;
+    case GW_OFI_CTX_TX:
+        if (ep->probe_seq && ep->probe_slot == x->slot + 1u) { /* the probe itself: nobody answers */
+            tx_put(ep, x->slot);
+            ep->probe_slot = 0;
+            gw_ofi_probe_verdict(ep, 0);
+            return;
+        }
+        tx_put(ep, x->slot);
+        snprintf(what, sizeof(what), "a message to %s", B(ep)->peer);
+        break;
+    default: {
+        gw_request_t *req = x->req;
+        int rd = req && (req->op == GW_OP_GET || req->op == GW_OP_RECV);
+        snprintf(what, sizeof(what), "an RMA %s of %u bytes on %s", rd ? "read" : "write", x->len, B(ep)->peer);
+        rma_put(ep, x); /* (its request waits for the verdict: the endpoint's failure ends it) */
+        if (!ep->probe_rma)
+            snprintf(ep->probe_what, sizeof(ep->probe_what), "%s", what);
+        ep->probe_rma = 1;
+        break;
+    }
+    }
+    if (!ep->probe_what[0])
+        snprintf(ep->probe_what, sizeof(ep->probe_what), "%s", what);
+    if (ep->probe_seq || gw_ep_failed(B(ep)))
+        return;
+    ep->probe_seq = ++oif->fence_seq;
+    ep->probe_slot = 0;
+    long ms = oep_core(ep)->peer_timeout_ms;
+    ep->probe_until = gw_now_coarse_ns() + (uint64_t)(ms > 0 && ms < 5000 ? ms : 5000) * 1000000ull;
+    ep->tx_seen = 0; /* the provider's connection went: the PING goes from a slot, and no inject until a
+                      * send completes on the new one */
+    gw_ofi_hdr_t h = {.type = GW_OFI_PING, .f = {ep->probe_seq}};
+    gw_ofi_send_ctl(ep, &h); /* (an error fails the endpoint at once) */
+}
+
+void gw_ofi_probe_verdict(gw_ofi_ep_t *ep, int answered)
+{
+    gw_ofi_iface_t *oif = ep->oif;
+    long ms = oep_core(ep)->peer_timeout_ms;
+    ep->probe_seq = 0;
+    if (answered && ep->probe_rma)
+        gw_ofi_ep_die(ep, GW_ERR_INVALID_KEY, "ofi %s: %s failed: the target refused the access (its provider "
+                      "cancelled it, dropping the connection, and the peer answers on a new one): the key was "
+                      "revoked, does not cover the range or lacks the access, and the target memory was not "
+                      "touched", oif->prov, ep->probe_what);
+    else if (answered)
+        gw_ofi_ep_die(ep, GW_ERR_CONN_RESET, "ofi %s: %s was cancelled: the provider dropped its connection to "
+                      "%s (the peer answers on a new one)", oif->prov, ep->probe_what, B(ep)->peer);
+    else
+        gw_ofi_ep_die(ep, GW_ERR_CONN_RESET, "ofi %s: %s was cancelled: the connection to %s was lost (the peer "
+                      "did not answer on a new one within %ld ms)", oif->prov, ep->probe_what, B(ep)->peer,
+                      ms > 0 && ms < 5000 ? ms : 5000);
+}
+
 static void cq_error(gw_ofi_ep_t *ep)
 {
     gw_ofi_iface_t *oif = ep->oif;
@@ -766,6 +853,10 @@ static void cq_error(gw_ofi_ep_t *ep)
     char pbuf[256];
     const char *ps = fi_cq_strerror(ep->cq, ee.prov_errno, ee.err_data, pbuf, sizeof(pbuf));
     gw_ofi_ctx_t *x = ee.op_context;
+    if (oif->cancel_vague && ee.err == FI_ECANCELED && !ep->closing && x) {
+        probe_cancel(ep, x);
+        return;
+    }
     gw_status_t st = cqe_status(&ee, ep->closing);
     if (!x) {
         gw_ofi_ep_die(ep, st, "ofi %s: a completion error without a context: %s (%s)", oif->prov,
@@ -851,6 +942,7 @@ __attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi
                 b->live_mark = 1;
             switch (x->kind) {
             case GW_OFI_CTX_RX:
+                ep->used = 1;
                 if (!gw_ep_failed(b))
                     rx_message(ep, x->slot, ce[i].len);
                 /* its repost waits for a pass that finds nothing (rx_repost),
@@ -865,6 +957,8 @@ __attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi
             case GW_OFI_CTX_TX: {
                 gw_request_t *req = x->req;
                 ep->tx_seen = 1;
+                if (GW_UNLIKELY(ep->probe_slot == x->slot + 1u))
+                    ep->probe_slot = 0; /* the probe's PING went: its PONG is the answer */
                 tx_put(ep, x->slot);
                 if (req) { /* an eager message went */
                     req->length = req->len;
