@@ -44,6 +44,7 @@ if [ -x "$tool" ]; then
   line=$(GPUWIRE_TRANSPORTS=ofi GPUWIRE_OFI_PROVIDER=tcp "$tool" info 2>&1 | grep -m1 '^ *ofi ' || true)
   echo "run-against.sh: $lib: ${line:-no ofi line from gpuwire info}"
   case "$line" in
+    *"not usable"*) echo "run-against.sh: the ofi transport is not usable with $lib" >&2; exit 2 ;;
     *usable*) ;;
     *) echo "run-against.sh: the ofi transport is not usable with $lib" >&2; exit 2 ;;
   esac
