@@ -749,11 +749,9 @@ static gw_hs_t *hs_new(gw_context_t *ctx, int fd, int is_server, const char *pee
     return hs;
 }
 
-/* Fails server handshakes that ran past their deadline; hands out endpoints
- * whose further connections did not all join in time (or that failed). */
-int gw_hs_timeouts(void *arg)
+/* gw_hs_timeouts once some listener has a handshake or a joining endpoint. */
+__attribute__((noinline)) static int hs_timeouts_due(gw_context_t *ctx)
 {
-    gw_context_t *ctx = arg;
     uint64_t now = 0; /* read only when a handshake is pending: progress stays free of system calls */
     gw_list_t *lp, *p, *t;
     for (lp = ctx->listeners.next; lp != &ctx->listeners; lp = lp->next) {
@@ -777,6 +775,21 @@ int gw_hs_timeouts(void *arg)
                 hs_fail(hs, GW_ERR_TIMEOUT, 1, "handshake not completed within %ld ms (GPUWIRE_CONNECT_TIMEOUT_MS)",
                         ctx->connect_timeout_ms);
         }
+    }
+    return 0;
+}
+
+/* Fails server handshakes that ran past their deadline; hands out endpoints
+ * whose further connections did not all join in time (or that failed).  A
+ * poller: every pass of a listening context runs it, and the common pass,
+ * with nothing pending on any listener, is the lists' tests alone. */
+int gw_hs_timeouts(void *arg)
+{
+    gw_context_t *ctx = arg;
+    for (gw_list_t *lp = ctx->listeners.next; lp != &ctx->listeners; lp = lp->next) {
+        gw_listener_t *l = gw_container_of(lp, gw_listener_t, link);
+        if (!gw_list_empty(&l->pending) || !gw_list_empty(&l->joining))
+            return hs_timeouts_due(ctx);
     }
     return 0;
 }

@@ -361,10 +361,13 @@ int gw_core_dispatch(gw_core_t *c, int timeout_ms)
     c->fds_read = timeout_ms != 0 || c->nhot > 0 || cold_due(c);
     if (c->fds_read)
         return dispatch_fds(c, timeout_ms);
+    if (GW_LIKELY(c->npollers == 1)) /* (one transport: a tail call, no loop) */
+        return c->pollers[0](c->poller_args[0]);
     return gw_core_poll(c);
 }
 
-int gw_core_poll(gw_core_t *c)
+/* (Out of line: gw_core_dispatch's one-poller pass saves no registers for its loop.) */
+__attribute__((noinline)) int gw_core_poll(gw_core_t *c)
 {
     int count = 0;
     for (int i = 0; i < c->npollers; i++)
