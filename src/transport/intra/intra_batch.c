@@ -887,10 +887,11 @@ static uint32_t pcheck_gens(void)
 
 /* Transfers of at most this many entries check them in every block of one
  * plain launch (gw_page_rcheck) instead of behind the fused form's grid
- * barrier: on two H200s the barrier cost ~3 us per transfer, a block's read
- * of 2,048 entries a side ~1 us.  GW_TEST_PAGE_RCHECK_MAX moves it (0: never),
+ * barrier: on two H200s the barrier costs ~3 us per transfer, every block
+ * reading 256 entries a side nothing measurable, 2,048 about as much as
+ * the barrier (bench/device/check_forms.cu).  GW_TEST_PAGE_RCHECK_MAX moves it (0: never),
  * so that tests with few entries reach the fused form too. */
-#define PCHECK_RCHECK_MAX 2048u
+#define PCHECK_RCHECK_MAX 1024u
 static uint32_t pcheck_rcheck_max(void)
 {
     static long max = -1;
