@@ -30,6 +30,7 @@ static struct {
     CUfunction tfn; /* gw_table_copy: the list form over region tables */
     CUfunction cfn; /* gw_page_check: bounds of page index arrays in GPU memory */
     CUfunction ffn; /* gw_page_fused: the check and the paged form in one cooperative launch */
+    CUfunction rfn; /* gw_page_rcheck: the same for few entries, every block checking them all */
     int coop_max;   /* blocks of ffn the device holds at once (0: no cooperative launch, coop_why says why) */
     char why[200];
     char coop_why[160];
@@ -107,6 +108,9 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else if ((r = cu->cuModuleGetFunction(&g_k[dev].ffn, m, "gw_page_fused")) != CUDA_SUCCESS)
             snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_fused) failed: %s",
+                     gw_cuda_strerror(r, eb, sizeof(eb)));
+        else if ((r = cu->cuModuleGetFunction(&g_k[dev].rfn, m, "gw_page_rcheck")) != CUDA_SUCCESS)
+            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_rcheck) failed: %s",
                      gw_cuda_strerror(r, eb, sizeof(eb)));
         else {
             g_k[dev].state = 1;
@@ -252,6 +256,21 @@ gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *s
     unsigned long long nitems = (unsigned long long)n * chunks;
     unsigned int g, pr;
     unsigned blocks = item_grid(nitems, chunk, &g, &pr);
+    if (gate && gate->form == GW_CUDA_PAGE_GATE_FUSED && n <= gate->rcheck_max) {
+        /* few entries: every block checks them all, one plain launch */
+        const uint32_t *s = sidx, *d = didx;
+        unsigned long long sb = sbase, db = dbase, ps = psize, nn = n;
+        unsigned int get = gate->get != 0, llo = gate->lim[0], lhi = gate->lim[1], rlo = gate->lim[2],
+                     rhi = gate->lim[3];
+        uint64_t *out = gate->out;
+        void *params[17] = {&s, &d, &nitems, &chunks, &sb, &db, &ps, &chunk, &g, &pr, &nn, &get, &llo, &lhi, &rlo,
+                            &rhi, &out};
+        st = launch(cu, g_k[dev].rfn, blocks, stream, params, why, whylen, "gw_page_rcheck, %u pages of %llu bytes",
+                    n, (unsigned long long)psize);
+        if (st == GW_OK)
+            gate->fused = 1;
+        return st;
+    }
     if (gate && gate->form == GW_CUDA_PAGE_GATE_FUSED) {
         int most = __atomic_load_n(&g_k[dev].coop_max, __ATOMIC_RELAXED);
         if (most > 0) {

@@ -21,7 +21,8 @@
 // every address itself.  For arrays in GPU memory gw_page_fused checks every
 // entry against each side's valid pages and copies only when all are
 // inside, in one cooperative launch; where that launch is not possible,
-// gw_page_check does the check and gw_page_copy's gate stops the copy.
+// gw_page_check does the check and gw_page_copy's gate stops the copy;
+// for few entries gw_page_rcheck checks them all in every block instead.
 // gw_list_copy is the list form (gw_xfer_batch): the two index arrays
 // (pinned host memory) and the two prepared lists' entry tables (copies in
 // GPU memory, or pinned host memory, kept with the lists); entry i copies
@@ -230,6 +231,53 @@ extern "C" __global__ void gw_page_fused(const unsigned int *sidx, const unsigne
     }
     __syncthreads();
     unsigned long long o = page_outcome(word, gbase);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *(volatile unsigned long long *)out = o;
+    if (o != ~0ull)
+        return; /* an index is out of range: nothing moves */
+    page_rounds(sidx, didx, nitems, chunks, sbase, dbase, psize, chunk, g, per);
+}
+
+// The check and the paged form for few entries (the host launches it for
+// at most a few thousand): every block reads every entry of both arrays
+// itself (lidx/ridx are sidx/didx in the order `get` says, gw_page_check's
+// rules) and so finds the same first bad entry as every other block: all
+// copy or none does, with no barrier, no outcome word and no cooperative
+// launch.  Block 0 writes the outcome ((i << 1 | side) of the first bad
+// entry, or all ones) to `out` (pinned host memory).
+extern "C" __global__ void gw_page_rcheck(const unsigned int *sidx, const unsigned int *didx,
+                                          unsigned long long nitems, unsigned int chunks, unsigned long long sbase,
+                                          unsigned long long dbase, unsigned long long psize,
+                                          unsigned long long chunk, unsigned int g, unsigned int per,
+                                          unsigned long long n, unsigned int get, unsigned int llo, unsigned int lhi,
+                                          unsigned int rlo, unsigned int rhi, unsigned long long *out)
+{
+    __shared__ unsigned long long first;
+    if (threadIdx.x == 0)
+        first = ~0ull;
+    __syncthreads();
+    const unsigned int *l = get ? didx : sidx, *r = get ? sidx : didx;
+    unsigned long long mine = ~0ull;
+    for (unsigned long long i = threadIdx.x; i < n; i += blockDim.x) {
+        if (l) {
+            unsigned int v = l[i];
+            if (v < llo || v > lhi) {
+                mine = i << 1;
+                break;
+            }
+        }
+        if (r) {
+            unsigned int v = r[i];
+            if (v < rlo || v > rhi) {
+                mine = (i << 1) | 1ull;
+                break;
+            }
+        }
+    }
+    if (mine != ~0ull) /* (a thread's first bad entry is its lowest: the block's lowest wins) */
+        atomicMin(&first, mine);
+    __syncthreads();
+    unsigned long long o = first;
     if (blockIdx.x == 0 && threadIdx.x == 0)
         *(volatile unsigned long long *)out = o;
     if (o != ~0ull)

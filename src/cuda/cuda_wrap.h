@@ -327,7 +327,9 @@ typedef struct gw_cuda_page_gate {
     uint64_t *bar;               /* FUSED: the grid barrier's counter (dev's memory, 8 bytes, only ever grows) */
     uint64_t *arrived;           /* FUSED: the host's count of blocks launched on bar (modulo 2^64), advanced
                                   * by a launch that went */
-    int fused;                   /* out: 1 when the launch was the fused one */
+    uint32_t rcheck_max;         /* FUSED: at most this many entries go to gw_page_rcheck instead, one plain
+                                  * launch in which every block checks every entry (0: none) */
+    int fused;                   /* out: 1 when the launch was the fused one (or gw_page_rcheck) */
 } gw_cuda_page_gate_t;
 /* The paged form: one launch copies n pages of psize bytes, page i from
  * sbase + sidx[i] * psize to dbase + didx[i] * psize (an index array NULL:
@@ -335,7 +337,9 @@ typedef struct gw_cuda_page_gate {
  * completes).  The caller has checked every page's bounds on both sides,
  * or gates the launch (gate non-NULL, the arrays in dev's memory): FUSED
  * checks and copies in one cooperative launch where the device takes one
- * (a refusal of the driver makes this and later launches on dev SPLIT);
+ * (a refusal of the driver makes this and later launches on dev SPLIT), or
+ * for at most gate->rcheck_max entries in one plain launch whose every
+ * block checks them all (gw_page_rcheck: no barrier, no word);
  * SPLIT queues the check kernel, then the page kernel reading the word. */
 gw_status_t gw_cuda_page_copy_launch(int dev, CUstream stream, const uint32_t *sidx, const uint32_t *didx,
                                      uint32_t n, uint64_t sbase, uint64_t dbase, uint64_t psize,

@@ -602,7 +602,7 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 
 /* The batched copy kernels (src/cuda/copy_kernel.cu): a module whose image
  * names gw_batch_copy (and gw_page_copy, gw_list_copy, gw_table_copy,
- * gw_page_check, gw_page_fused) loads (unless FAKECUDA_NO_MODULE is
+ * gw_page_check, gw_page_fused, gw_page_rcheck) loads (unless FAKECUDA_NO_MODULE is
  * set); a launch does the copies at once, reading the descriptors, or the
  * page index arrays, where the GPU would (host or fake device memory).
  * FAKECUDA_LAUNCHES, when set, names a file that gets one line per launch
@@ -615,6 +615,7 @@ static CUresult cuMemGetHandleForAddressRange(void *h, CUdeviceptr p, size_t n, 
 #define FN_TABLE ((void *)(uintptr_t)0x544142)
 #define FN_PCHECK ((void *)(uintptr_t)0x50434b)
 #define FN_PFUSED ((void *)(uintptr_t)0x504655)
+#define FN_PRCHECK ((void *)(uintptr_t)0x505243)
 /* The CRC32C kernel (src/cuda/crc_kernel.cu), a module of its own: a launch
  * takes the CRC32C of each (address, length) descriptor where the GPU would
  * read it, with a table of this file (not the library's), and writes the
@@ -688,6 +689,8 @@ static CUresult cuModuleGetFunction(void **f, void *m, const char *name)
         *f = FN_PCHECK;
     else if (!strcmp(name, "gw_page_fused"))
         *f = FN_PFUSED;
+    else if (!strcmp(name, "gw_page_rcheck"))
+        *f = FN_PRCHECK;
     else
         return EINVAL_;
     return OK;
@@ -827,6 +830,37 @@ static CUresult page_fused(void **params, unsigned gx, unsigned bx, int nocopy, 
     return page_copy(cp, bx, nocopy || o != UINT64_MAX, npages);
 }
 
+/* gw_page_rcheck's semantics: every entry checked (gw_page_check's rules,
+ * the local side's array didx when params[11], get, is set), the outcome
+ * ((i << 1 | side) of the first bad entry or all ones) into params[16]
+ * (host memory), then gw_page_copy's copies unless it names a bad entry. */
+static CUresult page_rcheck(void **params, unsigned bx, int nocopy, unsigned *npages)
+{
+    uintptr_t sidx = *(const uintptr_t *)params[0], didx = *(const uintptr_t *)params[1];
+    unsigned long long n = *(const unsigned long long *)params[10];
+    unsigned get = *(const unsigned *)params[11];
+    unsigned llo = *(const unsigned *)params[12], lhi = *(const unsigned *)params[13];
+    unsigned rlo = *(const unsigned *)params[14], rhi = *(const unsigned *)params[15];
+    uintptr_t out = *(const uintptr_t *)params[16], lidx = get ? didx : sidx, ridx = get ? sidx : didx;
+    const uint32_t *li = lidx ? (const uint32_t *)hv(lidx, (size_t)n * 4) : NULL;
+    const uint32_t *ri = ridx ? (const uint32_t *)hv(ridx, (size_t)n * 4) : NULL;
+    if ((lidx && !li) || (ridx && !ri) || !out || find(out))
+        return EINVAL_;
+    uint64_t o = UINT64_MAX;
+    for (unsigned long long i = 0; i < n && o == UINT64_MAX && !nocopy; i++) {
+        if (li && (li[i] < llo || li[i] > lhi))
+            o = i << 1;
+        else if (ri && (ri[i] < rlo || ri[i] > rhi))
+            o = (i << 1) | 1;
+    }
+    *(uint64_t *)out = o;
+    uintptr_t nogate = 0;
+    unsigned long long gb = 0;
+    void *cp[13] = {params[0], params[1], params[2], params[3], params[4], params[5], params[6], params[7],
+                    params[8], params[9], &nogate, &gb, &nogate};
+    return page_copy(cp, bx, nocopy || o != UINT64_MAX, npages);
+}
+
 /* gw_list_copy's semantics: entry i copies stab[si].len bytes from
  * stab[si].addr + sdelta to dtab[di].addr + ddelta, si = sidx[i] and di =
  * didx[i] (NULL arrays read as i); tables of {u64 addr, u64 len}.  The
@@ -941,7 +975,7 @@ static CUresult launch(void *f, unsigned gx, unsigned bx, void **params, int coo
         return ELEGACY;
     }
     if ((f != FN_BATCH && f != FN_PAGE && f != FN_LIST && f != FN_TABLE && f != FN_CRC && f != FN_PCHECK &&
-         f != FN_PFUSED) || !params)
+         f != FN_PFUSED && f != FN_PRCHECK) || !params)
         return EINVAL_;
     if ((f == FN_PFUSED) != coop) {
         fprintf(stderr, "fakecuda: %s launched %s: the fused page kernel's grid barrier needs a cooperative launch "
@@ -961,6 +995,10 @@ static CUresult launch(void *f, unsigned gx, unsigned bx, void **params, int coo
             return r;
     } else if (f == FN_PFUSED) {
         CUresult r = page_fused(params, gx, bx, nocopy, &n);
+        if (r != OK)
+            return r;
+    } else if (f == FN_PRCHECK) {
+        CUresult r = page_rcheck(params, bx, nocopy, &n);
         if (r != OK)
             return r;
     } else if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE) {
@@ -984,8 +1022,8 @@ static CUresult launch(void *f, unsigned gx, unsigned bx, void **params, int coo
     const char *log = getenv("FAKECUDA_LAUNCHES");
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (lf) {
-        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PCHECK ? "gw_page_check" : f == FN_PAGE ? "gw_page_copy" : f == FN_PFUSED ? "gw_page_fused" : f == FN_LIST ? "gw_list_copy" : f == FN_TABLE ? "gw_table_copy" : "gw_batch_copy", n);
-        if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE || f == FN_PCHECK || f == FN_PFUSED) {
+        fprintf(lf, "%s %u\n", f == FN_CRC ? "gw_crc32c_entries" : f == FN_PCHECK ? "gw_page_check" : f == FN_PAGE ? "gw_page_copy" : f == FN_PFUSED ? "gw_page_fused" : f == FN_PRCHECK ? "gw_page_rcheck" : f == FN_LIST ? "gw_list_copy" : f == FN_TABLE ? "gw_table_copy" : "gw_batch_copy", n);
+        if (f == FN_PAGE || f == FN_LIST || f == FN_TABLE || f == FN_PCHECK || f == FN_PFUSED || f == FN_PRCHECK) {
             /* where the kernel's index arrays lie: "kidx_dev k" / "kidx_host k",
              * k of the two in (fake) device memory / in host memory */
             unsigned kd = 0, kh = 0;

@@ -32,7 +32,9 @@
  * "fused" (default), "split" (GW_TEST_PAGE_CHECK_FORM=split, or a driver
  * that refuses or lacks cooperative launches: check kernel + gated page
  * kernel), "reset" (GW_TEST_PAGE_CHECK_FORM=reset: the word reset and
- * copied back per transfer).
+ * copied back per transfer), "rcheck" (few entries: one plain launch of
+ * gw_page_rcheck, every block checking every entry; the other forms run
+ * with GW_TEST_PAGE_RCHECK_MAX=0 so that these 200 entries reach them).
  * tests/gpu runs the same program on a real driver (gpu_kv_dev_index_*). */
 #include <dlfcn.h>
 #include <poll.h>
@@ -299,6 +301,8 @@ int main(void)
         CHECK(d[2] == 0 && d[1] <= 1);
         if (!strcmp(form, "split"))
             CHECK(d[3] == 2 && d[4] == 0);
+        else if (!strcmp(form, "rcheck")) /* (one plain launch: every block checks every entry) */
+            CHECK(d[3] == 1 && d[4] == 0);
         else if (!strcmp(form, "refuse")) /* (one cooperative try, then the two launches) */
             CHECK(d[3] == 2);
         else
@@ -430,10 +434,17 @@ int main(void)
          * kernel before a gated page kernel */
         unsigned want_n = 5 + 2 * RUN, items, fitems;
         unsigned np = fc_launches("gw_page_copy", NULL, 0, NULL), nc = fc_launches("gw_page_check", &items, 0, NULL);
-        unsigned nf = fc_launches("gw_page_fused", &fitems, 0, NULL);
-        fprintf(stderr, "launches: gw_page_fused %u, gw_page_copy %u, gw_page_check %u (%u entries)\n", nf, np, nc,
-                items);
-        if (!strcmp(form, "fused"))
+        unsigned nf = fc_launches("gw_page_fused", &fitems, 0, NULL), rit = 0;
+        unsigned nr = fc_launches("gw_page_rcheck", &rit, 0, NULL);
+        fprintf(stderr, "launches: gw_page_fused %u, gw_page_rcheck %u, gw_page_copy %u, gw_page_check %u (%u entries)\n",
+                nf, nr, np, nc, items);
+        if (!strcmp(form, "rcheck"))
+            CHECK(nr == want_n && rit == want_n * N && nf == 0 && np == 0 && nc == 0);
+        else
+            CHECK(nr == 0);
+        if (!strcmp(form, "rcheck"))
+            ;
+        else if (!strcmp(form, "fused"))
             CHECK(nf == want_n && fitems == want_n * N && np == 0 && nc == 0);
         else
             CHECK(nf == 0 && np == want_n && nc == want_n && items == want_n * N);

@@ -885,6 +885,23 @@ static uint32_t pcheck_gens(void)
     return gens;
 }
 
+/* Transfers of at most this many entries check them in every block of one
+ * plain launch (gw_page_rcheck) instead of behind the fused form's grid
+ * barrier: on two H200s the barrier costs ~3 us per transfer, every block
+ * reading 256 entries a side nothing measurable, 2,048 about as much as
+ * the barrier (bench/device/check_forms.cu).  GW_TEST_PAGE_RCHECK_MAX moves it (0: never),
+ * so that tests with few entries reach the fused form too. */
+#define PCHECK_RCHECK_MAX 1024u
+static uint32_t pcheck_rcheck_max(void)
+{
+    static long max = -1;
+    if (max < 0) {
+        const char *h = gw_settings_test_hook("GW_TEST_PAGE_RCHECK_MAX");
+        max = h ? (long)strtoul(h, NULL, 10) : (long)PCHECK_RCHECK_MAX;
+    }
+    return (uint32_t)max;
+}
+
 /* Index arrays in GPU memory (b->pdev): the gate of the page launch.  The
  * stream's word (and barrier counter) in this GPU's memory, made and reset
  * to all ones on first use; each transfer takes the next generation, and
@@ -929,6 +946,7 @@ static gw_status_t intrab_pages_check(intra_ep_t *e, const gw_batch_t *b, intrab
     e->ggen[dev] = gen;
     memset(gate, 0, sizeof(*gate));
     gate->form = form == PCHECK_FUSED ? GW_CUDA_PAGE_GATE_FUSED : GW_CUDA_PAGE_GATE_SPLIT;
+    gate->rcheck_max = pcheck_rcheck_max();
     gate->get = b->get;
     gate->lidx = b->lpage;
     gate->ridx = b->rpage;
