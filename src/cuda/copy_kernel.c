@@ -91,30 +91,26 @@ gw_status_t gw_cuda_copy_kernel_ready(int dev, char *why, size_t whylen)
         else if ((r = cu->cuModuleLoadData(&m, gw_copy_kernel_ptx)) != CUDA_SUCCESS)
             snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleLoadData(copy kernel PTX) failed: %s",
                      gw_cuda_strerror(r, eb, sizeof(eb)));
-        else if ((r = cu->cuModuleGetFunction(&g_k[dev].fn, m, "gw_batch_copy")) != CUDA_SUCCESS)
-            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_batch_copy) failed: %s",
-                     gw_cuda_strerror(r, eb, sizeof(eb)));
-        else if ((r = cu->cuModuleGetFunction(&g_k[dev].pfn, m, "gw_page_copy")) != CUDA_SUCCESS)
-            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_copy) failed: %s",
-                     gw_cuda_strerror(r, eb, sizeof(eb)));
-        else if ((r = cu->cuModuleGetFunction(&g_k[dev].lfn, m, "gw_list_copy")) != CUDA_SUCCESS)
-            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_list_copy) failed: %s",
-                     gw_cuda_strerror(r, eb, sizeof(eb)));
-        else if ((r = cu->cuModuleGetFunction(&g_k[dev].tfn, m, "gw_table_copy")) != CUDA_SUCCESS)
-            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_table_copy) failed: %s",
-                     gw_cuda_strerror(r, eb, sizeof(eb)));
-        else if ((r = cu->cuModuleGetFunction(&g_k[dev].cfn, m, "gw_page_check")) != CUDA_SUCCESS)
-            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_check) failed: %s",
-                     gw_cuda_strerror(r, eb, sizeof(eb)));
-        else if ((r = cu->cuModuleGetFunction(&g_k[dev].ffn, m, "gw_page_fused")) != CUDA_SUCCESS)
-            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_fused) failed: %s",
-                     gw_cuda_strerror(r, eb, sizeof(eb)));
-        else if ((r = cu->cuModuleGetFunction(&g_k[dev].rfn, m, "gw_page_rcheck")) != CUDA_SUCCESS)
-            snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(gw_page_rcheck) failed: %s",
-                     gw_cuda_strerror(r, eb, sizeof(eb)));
         else {
-            g_k[dev].state = 1;
-            coop_size(cu, dev);
+            /* every kernel of the module, by name */
+            struct {
+                CUfunction *f;
+                const char *name;
+            } fns[] = {{&g_k[dev].fn, "gw_batch_copy"},  {&g_k[dev].pfn, "gw_page_copy"},
+                       {&g_k[dev].lfn, "gw_list_copy"},  {&g_k[dev].tfn, "gw_table_copy"},
+                       {&g_k[dev].cfn, "gw_page_check"}, {&g_k[dev].ffn, "gw_page_fused"},
+                       {&g_k[dev].rfn, "gw_page_rcheck"}};
+            size_t i = 0;
+            for (; i < sizeof(fns) / sizeof(fns[0]); i++)
+                if ((r = cu->cuModuleGetFunction(fns[i].f, m, fns[i].name)) != CUDA_SUCCESS) {
+                    snprintf(g_k[dev].why, sizeof(g_k[dev].why), "cuModuleGetFunction(%s) failed: %s", fns[i].name,
+                             gw_cuda_strerror(r, eb, sizeof(eb)));
+                    break;
+                }
+            if (i == sizeof(fns) / sizeof(fns[0])) {
+                g_k[dev].state = 1;
+                coop_size(cu, dev);
+            }
         }
     }
     int state = g_k[dev].state;
