@@ -440,14 +440,10 @@ int main(void)
                 nf, nr, np, nc, items);
         if (!strcmp(form, "rcheck"))
             CHECK(nr == want_n && rit == want_n * N && nf == 0 && np == 0 && nc == 0);
-        else
-            CHECK(nr == 0);
-        if (!strcmp(form, "rcheck"))
-            ;
         else if (!strcmp(form, "fused"))
-            CHECK(nf == want_n && fitems == want_n * N && np == 0 && nc == 0);
+            CHECK(nr == 0 && nf == want_n && fitems == want_n * N && np == 0 && nc == 0);
         else
-            CHECK(nf == 0 && np == want_n && nc == want_n && items == want_n * N);
+            CHECK(nr == 0 && nf == 0 && np == want_n && nc == want_n && items == want_n * N);
         CHECK(fc_launches("gw_batch_copy", NULL, 0, NULL) == 0);
     }
 out:
