@@ -57,6 +57,13 @@ gw_status_t gw_request_cancel(gw_request_t *req)
         return GW_OK;
     }
     gw_ep_t *ep = req->ep;
+    if (req->op == GW_OP_RECV && ep && ep->tl && ep->base.tl_recv) {
+        /* a receive the transport posted to its provider (ep_base.h
+         * tl_recv): it withdraws it there and completes it, GW_ERR_CANCELED,
+         * or the message that matched it first */
+        ep->ops->cancel(ep->tl, req);
+        return req->status != GW_INPROGRESS ? GW_OK : GW_INPROGRESS;
+    }
     /* (a put or get the protocol layer staged, req->owner set, is its own:
      * the transport never saw it, and its chunks are let finish) */
     int expanded = gw_proto_batch_expanded(req);
@@ -125,6 +132,9 @@ void gw_api_withdraw_freed_slow(gw_request_t *req)
 {
     if (req->op == GW_OP_RECV && withdrawable(req))
         withdraw(req, "freed by gw_request_free() before a message matched");
+    else if (req->op == GW_OP_RECV && req->status == GW_INPROGRESS && req->ep && req->ep->tl &&
+             req->ep->base.tl_recv) /* posted to the transport's provider: withdrawn there */
+        req->ep->ops->cancel(req->ep->tl, req);
 }
 
 /* ---- many requests ----------------------------------------------------------------- */
@@ -208,6 +218,18 @@ gw_status_t gw_probe(gw_ep_t *ep, uint64_t tag, uint64_t mask, gw_probe_info_t *
     if (!ep || !GW_API_SIZE_OK(info))
         return gw_api_bad_struct(ep ? &ep->ctx->core : NULL, "gw_probe", "info", info ? &info->size : NULL);
     gw_progress(ep->ctx);
+    if (ep->base.tl_probe && !ep->base.integ && ep->tl) { /* the provider keeps unexpected messages */
+        size_t len = 0;
+        uint64_t rtag = 0;
+        gw_status_t st = ep->base.tl_probe(ep->tl, tag, mask, &len, &rtag);
+        if (st == GW_OK) {
+            gw_probe_info_t o = {.size = info->size, .length = len, .tag = rtag};
+            memcpy(info, &o, GW_MIN(info->size, sizeof(o)));
+            return GW_OK;
+        }
+        if (st != GW_INPROGRESS)
+            return st;
+    }
     gw_unexp_t *u = gw_ep_peek_unexp(&ep->base, tag, mask);
     if (!u) {
         if (ep->base.error != GW_OK)

@@ -473,6 +473,10 @@ gw_status_t gw_recv(gw_ep_t *ep, void *buf, size_t len, gw_mem_t *lmem, uint64_t
     r->lmem = lmem;
     r->value = tag;
     r->mask = mask;
+    /* a transport whose provider matches tags (ep_base.h tl_recv) takes it
+     * whole, unless the integrity check's messages share the queues */
+    if (ep->base.tl_recv && !ep->base.integ && ep->base.error == GW_OK)
+        return submit(ep, r, req, ep->base.tl_recv, 0);
     return submit(ep, r, req, recv_post, 0);
 }
 

@@ -23,6 +23,8 @@ typedef struct gw_unexp {
     int filling;      /* eager payload still arriving: queued, but no receive takes it yet */
 } gw_unexp_t;
 
+struct gw_tl_ep;
+
 /* Unexpected-message records pooled per endpoint (unexp.c). */
 #define GW_UNEXP_CLASSES 3
 #define GW_UNEXP_CLASS_MAX 4096 /* larger payloads are allocated apart */
@@ -83,6 +85,17 @@ typedef struct gw_ep_base {
      * Returns 0, or -1 when out of memory (as the push would). */
     int (*notify_gate)(void *arg, uint64_t value, int counted);
     void *notify_gate_arg;
+    /* a transport whose provider matches tags itself (ofi's tagged path),
+     * set at ep_connect: gw_recv hands it every receive instead of queueing
+     * it on posted (tl_recv: GW_OK, it holds the receive and completes it
+     * with gw_ep_recv_done; counts it in tl_posted while the provider holds
+     * it), gw_request_cancel asks its cancel() for a receive not yet
+     * matched, and gw_probe asks tl_probe (GW_OK with the oldest matching
+     * message's length and tag, GW_INPROGRESS none).  Not used while the
+     * integrity check runs (its own messages take the base's queues). */
+    gw_status_t (*tl_recv)(struct gw_tl_ep *tl, gw_request_t *req);
+    gw_status_t (*tl_probe)(struct gw_tl_ep *tl, uint64_t tag, uint64_t mask, size_t *len, uint64_t *rtag);
+    uint32_t tl_posted;
     struct gw_integ *integ;   /* the check's state of this endpoint (NULL: no check) */
     uint32_t integ_waiting;   /* operations whose verdict the peer still owes (work that waits on it) */
     /* notifications that failed the check, oldest first: an ordered one
@@ -171,7 +184,7 @@ void gw_ep_unexp_pool_fini(gw_ep_base_t *b);
 static inline int gw_ep_has_work(const gw_ep_base_t *b)
 {
     return !gw_list_empty(&b->outstanding) || !gw_list_empty(&b->flushes) || !gw_list_empty(&b->posted) ||
-           b->integ_waiting;
+           b->integ_waiting || b->tl_posted;
 }
 /* Work is about to be queued on b (an operation, a flush, a posted
  * receive): if it had none, the peer's silence is counted from now (the

@@ -33,6 +33,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,7 +48,10 @@ struct gw_req_ofi {
     struct fid_mr *mr;            /* registration of the local buffer made for this request alone */
     uint64_t opid;                /* rendezvous send: its op-table id; receive: the sender's */
     uint64_t off;                 /* rma_iov: bytes of entry `ent` posted; rendezvous receive: message length */
-    uint64_t raddr;               /* rendezvous receive: the sender's buffer as the provider addresses it */
+    union {
+        uint64_t raddr;           /* rendezvous receive: the sender's buffer as the provider addresses it */
+        struct gw_ofi_ctx *tctx;  /* tagged send or receive: its context while the provider holds it */
+    };
     uint64_t rkey;                /* ... and its key */
     uint32_t ent;                 /* rma_iov: next entry to post */
     uint16_t bounce;              /* tx slot + 1 used as a bounce buffer, 0 none */
@@ -61,6 +65,10 @@ GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
 #define GW_OFI_NTX 64                                   /* send slots per endpoint */
 #define GW_OFI_MAX_RMA 256                              /* RMA pieces in flight per endpoint */
 #define GW_OFI_INJECT_MAX 256                           /* largest message sent by fi_inject (header included) */
+#define GW_OFI_TINJECT_MAX 4096                         /* largest tagged message sent by fi_tinject */
+#define GW_OFI_TEAGER_MAX GW_OFI_SLOT                   /* tagged path: largest message sent whole (else an RTS) */
+#define GW_OFI_TSTAGE GW_OFI_TEAGER_MAX                 /* tagged path: receives shorter than this land in a stage */
+#define GW_OFI_NTSTAGE 64                               /* ... of which an endpoint has this many */
 #define GW_OFI_GRACE_NS 3000000000ull /* a closed endpoint's provider objects live on this long (defer_close) */
 
 typedef struct gw_ofi_iface {
@@ -83,8 +91,13 @@ typedef struct gw_ofi_iface {
     int shm_names;        /* shm: endpoints get gpuwire's own region names (ofi_shm.c) */
     int defer_close;      /* libfabric 2.x tcp: an endpoint's fi_close waits GW_OFI_GRACE_NS (ofi_ep.c) */
     int cancel_vague;     /* FI_ECANCELED says nothing of why (libfabric 2.x tcp): a probe decides (ofi_post.c) */
+    int tagged;           /* application messages may take the provider's tagged operations (FI_TAGGED,
+                           * FI_ORDER_SAS, 64 tag bits, GPUWIRE_OFI_TAGGED=auto); the peer must agree */
+    char tagged_why[160]; /* why not, when not */
     uint64_t next_key;    /* requested keys, when the provider does not pick them */
     uint64_t max_piece;   /* largest single RMA (the endpoint's max_msg_size, capped) */
+    size_t tinject;       /* tagged path: messages up to this size go by fi_tinject (0 none) */
+    uint64_t max_msg;     /* tagged path: the provider's largest message */
     size_t inject;        /* messages up to this size (header included) go by fi_inject: no send
                            * completion to read; 0 none (the provider's inject_size, capped) */
     uint64_t gpu_regs;
@@ -101,7 +114,7 @@ typedef struct gw_ofi_reg {
     uint64_t key;
 } gw_ofi_reg_t;
 
-enum { GW_OFI_CTX_RX = 1, GW_OFI_CTX_TX, GW_OFI_CTX_RMA };
+enum { GW_OFI_CTX_RX = 1, GW_OFI_CTX_TX, GW_OFI_CTX_RMA, GW_OFI_CTX_TSEND, GW_OFI_CTX_TRECV, GW_OFI_CTX_TPEEK };
 
 /* One operation posted to the provider: its context (fi_context2 first,
  * which FI_CONTEXT/FI_CONTEXT2 providers use as their scratch). */
@@ -111,8 +124,9 @@ typedef struct gw_ofi_ctx {
     gw_request_t *req; /* the request it serves (NULL: none, or forgotten at failure) */
     gw_list_t link;    /* RMA: free or in flight */
     uint32_t len;
-    uint16_t slot;     /* receive or send slot index */
+    uint16_t slot;     /* receive or send slot index; TRECV: stage index + 1, 0 none */
     uint8_t kind;      /* GW_OFI_CTX_* */
+    uint8_t canceled;  /* TRECV: fi_cancel asked for it (its FI_ECANCELED is ours) */
 } gw_ofi_ctx_t;
 
 /* A rendezvous message that arrived before its receive: the sender's buffer. */
@@ -158,19 +172,29 @@ typedef struct gw_ofi_ep {
     gw_list_t rts;          /* unexpected rendezvous records (gw_ofi_rts_t) */
     gw_op_table_t sends;    /* rendezvous sends waiting for their FIN */
     gw_ofi_addr_t local, remote;
+    int tagged;             /* both sides agreed: application messages go by fi_tsend/fi_trecv */
+    gw_list_t tctx_free;    /* contexts of tagged sends and receives: free ... */
+    gw_list_t tctx_busy;    /* ... and posted to the provider (receives first matter: failure, cancel) */
+    uint8_t *tstage;        /* GW_OFI_NTSTAGE stages of GW_OFI_TSTAGE bytes (registered where FI_MR_LOCAL) */
+    struct fid_mr *tstage_mr;
+    void *tstage_desc;
+    uint16_t tstage_free[GW_OFI_NTSTAGE];
+    unsigned ntstage_free;
     uint64_t last_ping_ns;
     uint64_t fence_want;    /* the deregistration fence this endpoint's peer is to answer, 0 none */
     uint64_t fence_seen;    /* the highest fence number a PONG of the peer echoed */
     uint64_t probe_seq;     /* cancel_vague: the fence number of the probe asking whether the peer lives, 0 none */
     uint64_t probe_until;   /* ... and when its answer is given up on */
     int probe_rma;          /* ... an RMA was among the operations the provider cancelled */
+    int peek_state;         /* tagged probe (FI_PEEK): 0 waiting, 1 found (peek_len, peek_tag), 2 none, 3 failed */
+    uint64_t peek_len, peek_tag;
     unsigned probe_slot;    /* ... the send slot + 1 its PING went from, 0 not sent yet */
     char probe_what[200];   /* ... the first of them, for the verdict's message */
     uint64_t grave_ns;      /* defer_close: when it was closed */
     int used;               /* a message came from the peer, or an RMA or a rendezvous send was posted:
                              * closed, the endpoint is not deferred (defer_close) */
     /* counters for ep_describe */
-    uint64_t n_rma, n_eager, n_inject, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe;
+    uint64_t n_rma, n_eager, n_inject, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe, n_trecv;
 } gw_ofi_ep_t;
 
 static inline gw_ofi_ep_t *to_oep(gw_tl_ep_t *e) { return (gw_ofi_ep_t *)e; }
@@ -220,6 +244,11 @@ gw_status_t gw_ofi_send_now(gw_tl_ep_t *ep, const void *buf, size_t len, uint64_
 gw_status_t gw_ofi_rma_iov(gw_tl_ep_t *ep, gw_request_t *req);
 gw_status_t gw_ofi_recv_matched(gw_tl_ep_t *ep, gw_request_t *req, gw_unexp_t *msg);
 gw_status_t gw_ofi_cancel(gw_tl_ep_t *ep, gw_request_t *req);
+/* The tagged path's receive (ep_base.h tl_recv): fi_trecv into the
+ * receive's buffer, the provider matching it. */
+gw_status_t gw_ofi_trecv(gw_tl_ep_t *ep, gw_request_t *req);
+/* The tagged path's probe (ep_base.h tl_probe): FI_PEEK. */
+gw_status_t gw_ofi_tprobe(gw_tl_ep_t *ep, uint64_t tag, uint64_t mask, size_t *len, uint64_t *rtag);
 int gw_ofi_ep_progress(gw_ofi_ep_t *ep);
 /* Posts the receive slot i (again). */
 int gw_ofi_post_rx(gw_ofi_ep_t *ep, unsigned i);

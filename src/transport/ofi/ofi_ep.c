@@ -72,6 +72,8 @@ static void ep_free(gw_ofi_ep_t *ep)
         gw_log(GW_LOG_WARN, "fi_close(address vector of %s) failed: %s", oif->prov, gw_ofi_strerror(oif, rc));
     gw_ofi_close_mr(oif, ep->rxmr);
     gw_ofi_close_mr(oif, ep->txmr);
+    gw_ofi_close_mr(oif, ep->tstage_mr);
+    free(ep->tstage);
     free(ep->rxbuf);
     free(ep->txbuf);
     free(ep->rma);
@@ -85,6 +87,12 @@ static void ep_free(gw_ofi_ep_t *ep)
         gw_op_state_put(oep_core(ep), gw_container_of(p, gw_ofi_rts_t, link));
     }
     gw_op_table_fini(&ep->sends);
+    gw_list_t *lists[2] = {&ep->tctx_free, &ep->tctx_busy};
+    for (int k = 0; k < 2; k++)
+        gw_list_for_each_safe(p, t, lists[k]) {
+            gw_list_del(p);
+            free(gw_container_of(p, gw_ofi_ctx_t, link));
+        }
     free(ep);
 }
 
@@ -111,11 +119,13 @@ gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep
     gw_list_init(&ep->ctlq);
     gw_list_init(&ep->rdv_recvs);
     gw_list_init(&ep->rts);
+    gw_list_init(&ep->tctx_free);
+    gw_list_init(&ep->tctx_busy);
     gw_op_table_init(&ep->sends);
 
     struct fi_cq_attr ca;
     memset(&ca, 0, sizeof(ca));
-    ca.format = FI_CQ_FORMAT_MSG;
+    ca.format = FI_CQ_FORMAT_TAGGED; /* (the tagged path's receives need the tag of what matched) */
     ca.wait_obj = oif->wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
     ca.size = 4 * (GW_OFI_NRX + GW_OFI_NTX + GW_OFI_MAX_RMA);
     rc = fi_cq_open(oif->domain, &ca, &ep->cq, NULL);
@@ -196,6 +206,20 @@ gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep
         ep->rxdesc = fi_mr_desc(ep->rxmr);
         ep->txdesc = fi_mr_desc(ep->txmr);
     }
+    if (oif->tagged) { /* the tagged path's stages for short receives */
+        size_t sl = (size_t)GW_OFI_NTSTAGE * GW_OFI_TSTAGE;
+        if (posix_memalign((void **)&ep->tstage, 64, sl) != 0) {
+            st = gw_err(c, GW_ERR_NOMEM, "ofi endpoint: out of memory for %zu bytes of receive stages", sl);
+            goto err;
+        }
+        if (oif->mr_local) {
+            if (!(ep->tstage_mr = gw_ofi_reg_local(oif, ep->tstage, sl, FI_RECV, -1, &st)))
+                goto err;
+            ep->tstage_desc = fi_mr_desc(ep->tstage_mr);
+        }
+        for (unsigned i = 0; i < GW_OFI_NTSTAGE; i++)
+            ep->tstage_free[ep->ntstage_free++] = (uint16_t)(GW_OFI_NTSTAGE - 1 - i);
+    }
     for (unsigned i = 0; i < GW_OFI_NTX; i++) {
         ep->txctx[i] = (gw_ofi_ctx_t){.ep = ep, .kind = GW_OFI_CTX_TX, .slot = (uint16_t)i};
         ep->txfree[ep->ntxfree++] = (uint16_t)(GW_OFI_NTX - 1 - i);
@@ -213,7 +237,7 @@ gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep
     }
     gw_ofi_addr_t *la = &ep->local;
     la->version = GW_OFI_ADDR_VERSION;
-    la->flags = oif->hmem ? GW_OFI_AF_HMEM : 0;
+    la->flags = (oif->hmem ? GW_OFI_AF_HMEM : 0) | (oif->tagged ? GW_OFI_AF_TAGGED : 0);
     snprintf(la->prov, sizeof(la->prov), "%s", oif->prov);
     snprintf(la->domain, sizeof(la->domain), "%s", oif->dom);
     size_t nl = sizeof(la->name);
@@ -289,6 +313,14 @@ gw_status_t gw_ofi_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t *
     b->notify_out = gw_ofi_notify_out; /* notifications go once the data before them is delivered */
     b->notify_arg = ep;
     b->last_rx_ns = gw_now_coarse_ns();
+    /* application messages by the provider's tagged operations when both
+     * sides offer them (an older peer, or one with GPUWIRE_OFI_TAGGED=off,
+     * sets no flag: both then keep gpuwire's header path) */
+    ep->tagged = oif->tagged && (ep->remote.flags & GW_OFI_AF_TAGGED);
+    if (ep->tagged) {
+        b->tl_recv = gw_ofi_trecv;
+        b->tl_probe = gw_ofi_tprobe;
+    }
     gw_log(GW_LOG_DEBUG, "ofi: connected %s/%s -> %s/%s", oif->prov, oif->dom, ep->remote.prov,
            ep->remote.domain);
     /* A first message now, waited for (bounded): a provider that connects on
@@ -334,6 +366,10 @@ void gw_ofi_ep_destroy(gw_tl_ep_t *e)
             b->on_fail = NULL;
         if (b->notify_arg == ep)
             b->notify_out = NULL;
+        if (ep->tagged) {
+            b->tl_recv = NULL;
+            b->tl_probe = NULL;
+        }
     }
     gw_list_del(&ep->link);
     gw_ofi_keep_update(ep->oif);
@@ -373,7 +409,7 @@ void gw_ofi_graves_sweep(gw_ofi_iface_t *oif, int all)
     gw_list_t *p, *t;
     gw_list_for_each_safe(p, t, &oif->graves) {
         gw_ofi_ep_t *ep = gw_container_of(p, gw_ofi_ep_t, link);
-        struct fi_cq_msg_entry ce[16];
+        struct fi_cq_tagged_entry ce[16];
         for (int round = 0; !all && round < 8; round++) { /* progress, and what arrived for it goes */
             ssize_t r = fi_cq_read(ep->cq, ce, 16);
             if (r == -FI_EAVAIL) {
@@ -396,11 +432,13 @@ gw_status_t gw_ofi_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
 {
     gw_ofi_ep_t *ep = to_oep(e);
     gw_ofi_iface_t *oif = ep->oif;
-    snprintf(buf, len, "ofi %s/%s -> %s/%s, %s, %s; %llu RMA pieces, %llu eager (%llu injected) and %llu "
+    /* (short: the api layer appends to it within gw_ep_info_t.path) */
+    const char *tg = ep->tagged && !ep->super.base->integ ? "tagged messages" : "header messages";
+    snprintf(buf, len, "ofi %s/%s -> %s/%s, %s, %s, %s; %llu RMA pieces, %llu eager (%llu injected) and %llu "
              "rendezvous messages, %llu bounced, %llu registered per operation, %llu waits for room",
              oif->prov, oif->dom, ep->remote.prov, ep->remote.domain,
              oif->hmem ? "GPU memory by FI_HMEM" : "host memory only",
-             oif->delivery ? "delivery complete" : "transmit complete", (unsigned long long)ep->n_rma,
+             oif->delivery ? "delivery complete" : "transmit complete", tg, (unsigned long long)ep->n_rma,
              (unsigned long long)ep->n_eager, (unsigned long long)ep->n_inject, (unsigned long long)ep->n_rdv,
              (unsigned long long)ep->n_bounce,
              (unsigned long long)ep->n_onfly, (unsigned long long)ep->n_eagain);

@@ -64,7 +64,14 @@ struct fi_info *gw_ofi_getinfo(const gw_fi_t *fi, const char *prov, const char *
         hints->fabric_attr->prov_name = strdup(prov);
     if (dom && *dom)
         hints->domain_attr->name = strdup(dom);
+    /* tagged messages too where the provider has them (the tagged path,
+     * ofi_post.c), else without */
+    hints->caps |= FI_TAGGED;
     int rc = fi->getinfo(api_version(fi), NULL, NULL, 0, hints, &out);
+    if (rc) {
+        hints->caps &= ~(uint64_t)FI_TAGGED;
+        rc = fi->getinfo(api_version(fi), NULL, NULL, 0, hints, &out);
+    }
     fi->freeinfo(hints);
     if (rc) {
         snprintf(why, whylen, "fi_getinfo(RDM, msg+rma%s%s%s%s%s%s) found nothing: %s", hmem ? "+hmem" : "",
@@ -364,6 +371,42 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     th = gw_settings_test_hook("GW_TEST_OFI_NO_INJECT");
     if (oif->inject < GW_OFI_HDR_LEN || (th && *th == '1'))
         oif->inject = 0;
+    /* the tagged path: the provider's tagged messages in send order, with
+     * all 64 bits of a tag (a format whose top bits are clear reserves
+     * them: a tag of gpuwire's would not fit) */
+    {
+        uint64_t fmt = info->ep_attr->mem_tag_format;
+        const char *tg = gw_settings_str(&core->settings, GW_SET_OFI_TAGGED);
+        if (!strcmp(tg, "off"))
+            snprintf(oif->tagged_why, sizeof(oif->tagged_why), "GPUWIRE_OFI_TAGGED=off");
+        else if (!(info->caps & FI_TAGGED))
+            snprintf(oif->tagged_why, sizeof(oif->tagged_why), "the provider offers no FI_TAGGED");
+        else if (!(info->tx_attr->msg_order & FI_ORDER_SAS) || !(info->rx_attr->msg_order & FI_ORDER_SAS))
+            snprintf(oif->tagged_why, sizeof(oif->tagged_why), "the provider keeps no send-after-send order");
+        else if (info->domain_attr->cq_data_size < 8)
+            snprintf(oif->tagged_why, sizeof(oif->tagged_why), "the provider carries %zu bytes of remote CQ data "
+                     "(the tagged path needs 8)", info->domain_attr->cq_data_size);
+        else if (!strcmp(oif->prov, "tcp"))
+            /* libfabric 2.x's tcp provider alone (1.17 layers it under
+             * ofi_rxm, which keeps unexpected messages): receives posted
+             * out of sending order by tag stalled behind an unexpected
+             * message (it_msg, 200 messages received by tag in reverse) */
+            snprintf(oif->tagged_why, sizeof(oif->tagged_why), "libfabric 2.x's tcp provider holds later messages "
+                     "behind an unexpected one");
+        else if (!strcmp(oif->prov, "shm") && fi->version() < FI_VERSION(2, 0))
+            /* libfabric 1.17's shm: 200 messages received by tag in
+             * reverse of their sending order stalled (it_msg), and a
+             * truncated tagged receive reports no length */
+            snprintf(oif->tagged_why, sizeof(oif->tagged_why), "libfabric 1.x's shm provider stalls on messages "
+                     "received out of sending order (2.x's does not)");
+        else if (fmt && !(fmt >> 60))
+            snprintf(oif->tagged_why, sizeof(oif->tagged_why), "the provider reserves the high tag bits "
+                     "(mem_tag_format 0x%llx)", (unsigned long long)fmt);
+        else
+            oif->tagged = 1;
+        oif->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : (1ull << 30);
+        oif->tinject = oif->inject ? GW_MIN(info->tx_attr->inject_size, (size_t)GW_OFI_TINJECT_MAX) : 0;
+    }
     gw_random_bytes(&oif->next_key, sizeof(oif->next_key));
     oif->next_key = (oif->next_key & 0xffffffffull) << 16;
 
@@ -411,7 +454,7 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         snprintf(why, whylen, "%s", core->errbuf);
         goto err;
     }
-    snprintf(oif->how, sizeof(oif->how), "provider %s (libfabric %u.%u), domain %s%s%s%s; %s; %s%s%s", oif->prov,
+    snprintf(oif->how, sizeof(oif->how), "provider %s (libfabric %u.%u), domain %s%s%s%s; %s; %s%s%s%s", oif->prov,
              FI_MAJOR(fi->version()), FI_MINOR(fi->version()), oif->dom,
              nic[0] && !strncmp(oif->dom, nic, strlen(nic)) ? " (" : "",
              nic[0] && !strncmp(oif->dom, nic, strlen(nic)) ? nic_why : "",
@@ -421,6 +464,7 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
                                         : (try_hmem ? "host memory only (the provider has no FI_HMEM)"
                                                     : "host memory only (no CUDA driver)")),
              delivery ? "writes complete on delivery" : "writes complete on transmit (no FI_DELIVERY_COMPLETE)",
+             oif->tagged ? "; messages by tagged operations where the peer agrees" : "",
              *passed ? "; passed over (served better by gpuwire's own transports) " : "", passed);
     gw_log(GW_LOG_INFO, "ofi: using %s", oif->how);
     *out = &oif->super;
@@ -461,12 +505,15 @@ static void ofi_iface_close(gw_tl_iface_t *iface)
 static gw_status_t ofi_iface_describe(gw_tl_iface_t *iface, char *buf, size_t len)
 {
     gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
-    snprintf(buf, len, "%s; completions %s; largest RMA %llu bytes, inject %zu bytes, mr_mode%s%s%s", oif->how,
+    snprintf(buf, len, "%s; completions %s; largest RMA %llu bytes, inject %zu bytes, mr_mode%s%s%s; application "
+             "messages %s%s%s", oif->how,
              oif->no_wakeup || !oif->wait_fd ? "polled (the context fd stays readable while endpoints exist)"
                                              : "wake the context through the queues' wait fds",
              (unsigned long long)oif->max_piece, oif->info->tx_attr->inject_size,
              oif->mr_local ? " local" : "", oif->virt_addr ? " virt_addr" : " offsets",
-             oif->prov_key ? " prov_key" : " app_key");
+             oif->prov_key ? " prov_key" : " app_key",
+             oif->tagged ? "by tagged operations where the peer agrees" : "with gpuwire's header (tagged path: ",
+             oif->tagged ? "" : oif->tagged_why, oif->tagged ? "" : ")");
     return GW_OK;
 }
 

@@ -13,6 +13,7 @@
  * for now (-FI_EAGAIN) waits on the endpoint's pending list, in posting
  * order, and is posted again from the poller.
  */
+#include "mem/mem_copy.h"
 #include "transport/base/batch.h"
 #include "transport/ofi/ofi.h"
 
@@ -21,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TLF_POSTED = 1u << 0, TLF_PENDING = 1u << 1, TLF_RDV = 1u << 2 };
+enum { TLF_POSTED = 1u << 0, TLF_PENDING = 1u << 1, TLF_RDV = 1u << 2, TLF_TSEND = 1u << 3, TLF_TRECV = 1u << 4 };
 
 static inline gw_ep_base_t *B(gw_ofi_ep_t *ep) { return ep->super.base; }
 static inline uint8_t *rx_at(gw_ofi_ep_t *ep, unsigned i) { return ep->rxbuf + (size_t)i * GW_OFI_SLOT; }
@@ -366,6 +367,225 @@ static int post_list(gw_ofi_ep_t *ep, gw_request_t *req)
     return 0;
 }
 
+/* ---- the tagged path ------------------------------------------------------------- */
+/* Where both sides agreed (ep->tagged, the integrity check off), an
+ * application message is one tagged message of the provider: fi_tinject or
+ * fi_tsendmsg from the caller's buffer with the caller's tag, received by an
+ * fi_trecv posted straight into the receive's buffer with its tag and mask
+ * (ignore = ~mask).  The provider matches, keeps what arrives before its
+ * receive, moves large messages by its own rendezvous and reports a
+ * message longer than the buffer as FI_ETRUNC; its send-after-send order
+ * (asked for at the choice, ofi_iface.c) and its matching in posting order
+ * keep gpuwire's promise per tag.  Each operation has a context of its own
+ * (tctx_*), found again from the completion's op_context. */
+static inline int use_tagged(gw_ofi_ep_t *ep)
+{
+    return ep->tagged && !B(ep)->integ;
+}
+
+static gw_ofi_ctx_t *tctx_get(gw_ofi_ep_t *ep, uint8_t kind, gw_request_t *req)
+{
+    gw_ofi_ctx_t *x;
+    if (!gw_list_empty(&ep->tctx_free)) {
+        gw_list_t *l = ep->tctx_free.next;
+        gw_list_del(l);
+        x = gw_container_of(l, gw_ofi_ctx_t, link);
+    } else if (!(x = calloc(1, sizeof(*x)))) {
+        return NULL;
+    }
+    x->ep = ep;
+    x->kind = kind;
+    x->req = req;
+    x->canceled = 0;
+    gw_list_push_back(&ep->tctx_busy, &x->link);
+    return x;
+}
+
+static void tctx_put(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x)
+{
+    x->req = NULL;
+    gw_list_del(&x->link);
+    gw_list_push_front(&ep->tctx_free, &x->link);
+}
+
+static void local_of(gw_ofi_ep_t *ep, gw_request_t *req, uint8_t **buf, void **desc);
+
+/* The RTS of a tagged message larger than GW_OFI_TEAGER_MAX: a tagged
+ * message with the application's tag naming the (registered) buffer, which
+ * the receiver reads before it answers FIN (the header path's rendezvous,
+ * its RTS matched by the provider).  fi_tinjectdata where it fits, else from
+ * a send slot.  0 sent, 1 no room now, -1 the endpoint failed. */
+static int post_trts(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    if (!(req->tl_flags & TLF_RDV)) {
+        uint64_t id;
+        if (gw_op_table_alloc(&ep->sends, req, &id) != 0 || (id & GW_OFI_TD_RTS)) {
+            if (id & GW_OFI_TD_RTS)
+                gw_op_table_free(&ep->sends, req);
+            gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: no rendezvous id for a %zu-byte message", req->len);
+            return -1;
+        }
+        ofi_rq(req)->opid = id;
+        req->tl_flags |= TLF_RDV;
+    }
+    const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
+    uint64_t key = ofi_rq(req)->mr ? fi_mr_key(ofi_rq(req)->mr) : r ? r->key : 0;
+    uint64_t addr = (uint64_t)(uintptr_t)req->buf;
+    if (!ep->oif->virt_addr)
+        addr = ofi_rq(req)->mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
+    uint8_t m[GW_OFI_TRTS_LEN];
+    gw_put_u64(m, req->len);
+    gw_put_u64(m + 8, addr);
+    gw_put_u64(m + 16, key);
+    uint64_t data = GW_OFI_TD_RTS | ofi_rq(req)->opid;
+    ep->used = 1; /* (the peer may read the buffer) */
+    ssize_t rc;
+    if (ep->oif->tinject >= GW_OFI_TRTS_LEN && ep->tx_seen) {
+        rc = fi_tinjectdata(ep->ep, m, sizeof(m), data, ep->peer, req->value);
+        if (rc == 0) {
+            ep->n_rdv++;
+            return 0;
+        }
+        if (rc != -FI_EAGAIN)
+            goto fail;
+        ep->n_eagain++;
+    }
+    int s = tx_get(ep);
+    if (s < 0)
+        return 1;
+    memcpy(tx_at(ep, (unsigned)s), m, sizeof(m));
+    struct iovec iov = {.iov_base = tx_at(ep, (unsigned)s), .iov_len = sizeof(m)};
+    void *desc = ep->txdesc;
+    struct fi_msg_tagged tm = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = ep->peer, .tag = req->value,
+                               .context = &ep->txctx[s].fc, .data = data};
+    rc = fi_tsendmsg(ep->ep, &tm, FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT_COMPLETE);
+    if (rc == 0) {
+        ep->n_rdv++;
+        return 0;
+    }
+    tx_put(ep, (unsigned)s);
+    if (rc == -FI_EAGAIN) {
+        ep->n_eagain++;
+        return 1;
+    }
+fail:
+    gw_ofi_ep_die(ep, gw_ofi_status_of((int)rc), "ofi %s: sending the RTS of a %zu-byte message (tag 0x%llx) to %s "
+                  "failed: %s", ep->oif->prov, req->len, (unsigned long long)req->value, B(ep)->peer,
+                  gw_ofi_strerror(ep->oif, (int)rc));
+    return -1;
+}
+
+/* A tagged message from the caller's buffer (its length as the CQ data),
+ * or the RTS of a larger one: 0 posted (or injected and complete), 1 no
+ * room now, -1 the endpoint failed. */
+static int post_tsend(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    if (req->len > GW_OFI_TEAGER_MAX)
+        return post_trts(ep, req);
+    int host = !req->lmem || req->lmem->type == GW_MEM_HOST;
+    if (host && req->len <= ep->oif->tinject && ep->tx_seen) {
+        ssize_t rc = fi_tinjectdata(ep->ep, req->buf, req->len, req->len, ep->peer, req->value);
+        if (rc == 0) {
+            ep->n_inject++;
+            ep->n_eager++;
+            req->length = req->len;
+            gw_ep_op_done(B(ep), req, GW_OK);
+            return 0;
+        }
+        if (rc != -FI_EAGAIN) {
+            gw_ofi_ep_die(ep, gw_ofi_status_of((int)rc), "ofi %s: fi_tinjectdata of a %zu-byte message (tag 0x%llx) "
+                          "to %s failed: %s", ep->oif->prov, req->len, (unsigned long long)req->value, B(ep)->peer,
+                          gw_ofi_strerror(ep->oif, (int)rc));
+            return -1;
+        }
+        ep->n_eagain++; /* no room to copy it now: posted as a send, whose completion says when it went */
+    }
+    gw_ofi_ctx_t *x = tctx_get(ep, GW_OFI_CTX_TSEND, req);
+    if (!x) {
+        gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory for a send's context");
+        return -1;
+    }
+    uint8_t *buf;
+    void *desc;
+    local_of(ep, req, &buf, &desc);
+    struct iovec iov = {.iov_base = buf, .iov_len = req->len};
+    struct fi_msg_tagged m = {.msg_iov = &iov, .desc = &desc, .iov_count = req->len ? 1 : 0, .addr = ep->peer,
+                              .tag = req->value, .context = &x->fc, .data = req->len};
+    /* inject complete, as send_slot says why: the buffer is the caller's
+     * again once the provider has taken its bytes */
+    ssize_t rc = fi_tsendmsg(ep->ep, &m, FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT_COMPLETE);
+    if (rc) {
+        tctx_put(ep, x);
+        if (rc == -FI_EAGAIN) {
+            ep->n_eagain++;
+            return 1;
+        }
+        gw_ofi_ep_die(ep, gw_ofi_status_of((int)rc), "ofi %s: fi_tsendmsg of a %zu-byte message (tag 0x%llx) to %s "
+                      "failed: %s", ep->oif->prov, req->len, (unsigned long long)req->value, B(ep)->peer,
+                      gw_ofi_strerror(ep->oif, (int)rc));
+        return -1;
+    }
+    ofi_rq(req)->tctx = x;
+    ep->n_eager++;
+    ep->used = 1;
+    return 0;
+}
+
+/* A receive into the caller's buffer, the provider matching it: 0 posted,
+ * 1 no room now, -1 the endpoint failed. */
+static int post_trecv(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    gw_ofi_ctx_t *x = tctx_get(ep, GW_OFI_CTX_TRECV, req);
+    if (!x) {
+        gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory for a receive's context");
+        return -1;
+    }
+    uint8_t *buf;
+    void *desc;
+    size_t len = req->len;
+    x->slot = 0;
+    if (len < GW_OFI_TSTAGE) {
+        /* into a stage that holds any message sent whole, copied out at the
+         * completion: the provider never truncates (providers disagree on
+         * what a truncated tagged receive reports: libfabric 1.17's shm
+         * gives neither the length nor the CQ data, 2.x's never completes
+         * it), and an RTS always fits */
+        if (!ep->ntstage_free) {
+            tctx_put(ep, x);
+            return 1;
+        }
+        unsigned i = ep->tstage_free[--ep->ntstage_free];
+        x->slot = (uint16_t)(i + 1);
+        buf = ep->tstage + (size_t)i * GW_OFI_TSTAGE;
+        desc = ep->tstage_desc;
+        len = GW_OFI_TSTAGE;
+    } else {
+        local_of(ep, req, &buf, &desc);
+    }
+    ssize_t rc = fi_trecv(ep->ep, buf, len, desc, FI_ADDR_UNSPEC, req->value, ~req->mask, &x->fc);
+    if (rc) {
+        if (x->slot)
+            ep->tstage_free[ep->ntstage_free++] = (uint16_t)(x->slot - 1u);
+        tctx_put(ep, x);
+        if (rc == -FI_EAGAIN) {
+            ep->n_eagain++;
+            return 1;
+        }
+        gw_ofi_ep_die(ep, gw_ofi_status_of((int)rc), "ofi %s: fi_trecv of %zu bytes (tag 0x%llx, mask 0x%llx) from %s "
+                      "failed: %s", ep->oif->prov, req->len, (unsigned long long)req->value,
+                      (unsigned long long)req->mask, B(ep)->peer, gw_ofi_strerror(ep->oif, (int)rc));
+        return -1;
+    }
+    ofi_rq(req)->tctx = x;
+    ep->n_trecv++;
+    return 0;
+}
+
+/* A tagged receive's end: what landed (got bytes, data its CQ data: the
+ * message's length, or an RTS), or its failure (st); NULL request:
+ * forgotten at failure. */
+static void trecv_end(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x, size_t got, uint64_t tag, uint64_t data, gw_status_t st);
+
 /* ---- messages ------------------------------------------------------------------ */
 static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
 {
@@ -453,6 +673,19 @@ static void finish(gw_ofi_ep_t *ep, gw_request_t *req);
 gw_status_t gw_ofi_send_now(gw_tl_ep_t *e, const void *buf, size_t len, uint64_t tag)
 {
     gw_ofi_ep_t *ep = to_oep(e);
+    if (use_tagged(ep)) {
+        if (len > ep->oif->tinject || !ep->tx_seen || !gw_list_empty(&ep->pending) || gw_ep_failed(B(ep)))
+            return GW_ERR_UNSUPPORTED;
+        ssize_t rc = fi_tinjectdata(ep->ep, buf, len, len, ep->peer, tag); /* (data: its length) */
+        if (rc != 0) {
+            if (rc == -FI_EAGAIN)
+                ep->n_eagain++;
+            return GW_ERR_UNSUPPORTED;
+        }
+        ep->n_inject++;
+        ep->n_eager++;
+        return GW_OK;
+    }
     if (GW_OFI_HDR_LEN + len > ep->oif->inject || !ep->tx_seen || !gw_list_empty(&ep->pending) ||
         gw_ep_failed(B(ep)))
         return GW_ERR_UNSUPPORTED;
@@ -478,7 +711,12 @@ static int post_req(gw_ofi_ep_t *ep, gw_request_t *req)
     int r;
     switch (req->op) {
     case GW_OP_SEND:
-        return post_send(ep, req);
+        return (req->tl_flags & TLF_TSEND) ? post_tsend(ep, req) : post_send(ep, req);
+    case GW_OP_RECV:
+        if (req->tl_flags & TLF_TRECV)
+            return post_trecv(ep, req);
+        r = post_rma(ep, req); /* a rendezvous read that waited for room */
+        break;
     case GW_OP_BATCH:
         r = post_list(ep, req);
         break;
@@ -608,6 +846,21 @@ gw_status_t gw_ofi_submit(gw_tl_ep_t *e, gw_request_t *req)
         }
         break;
     case GW_OP_SEND:
+        if (use_tagged(ep)) {
+            int host = !req->lmem || req->lmem->type == GW_MEM_HOST;
+            if (req->len > GW_OFI_TEAGER_MAX) { /* an RTS: the peer reads the buffer by its key */
+                if ((st = local_prep(ep, req, req->len, FI_SEND | FI_REMOTE_READ | FI_READ, 0)) != GW_OK)
+                    return st;
+                if (!ep->oif->virt_addr && !ofi_rq(req)->mr && !req->lmem)
+                    return gw_err(c, GW_ERR_UNSUPPORTED, "ofi %s: a %zu-byte message from unregistered memory",
+                                  ep->oif->prov, req->len);
+            } else if (req->len && (!host || ep->oif->mr_local) &&
+                       (st = local_prep(ep, req, req->len, FI_SEND, 0)) != GW_OK) {
+                return st;
+            }
+            req->tl_flags |= TLF_TSEND;
+            break;
+        }
         if (req->len > GW_OFI_EAGER_MAX || (req->lmem && req->lmem->type != GW_MEM_HOST)) {
             if ((st = local_prep(ep, req, req->len, FI_SEND | FI_REMOTE_READ | FI_READ, 0)) != GW_OK)
                 return st;
@@ -638,6 +891,129 @@ gw_status_t gw_ofi_rma_iov(gw_tl_ep_t *e, gw_request_t *req)
     ofi_rq(req)->off = 0;
     post_or_queue(ep, req);
     return GW_OK;
+}
+
+gw_status_t gw_ofi_trecv(gw_tl_ep_t *e, gw_request_t *req)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    gw_core_t *c = oep_core(ep);
+    if (gw_ep_failed(B(ep)))
+        return gw_err(c, GW_ERR_ENDPOINT_FAILED, "ofi endpoint to %s failed earlier: %s", B(ep)->peer,
+                      B(ep)->error_detail);
+    int host = !req->lmem || req->lmem->type == GW_MEM_HOST;
+    gw_status_t st;
+    if (req->len && (!host || ep->oif->mr_local) && (st = local_prep(ep, req, req->len, FI_RECV, 0)) != GW_OK)
+        return st;
+    gw_ep_work_begins(B(ep));
+    B(ep)->tl_posted++;
+    req->tl_flags |= TLF_TRECV;
+    post_or_queue(ep, req);
+    return GW_OK;
+}
+
+static void rdv_start(gw_ofi_ep_t *ep, gw_request_t *req, uint64_t opid, uint64_t raddr, uint64_t key, uint64_t mlen,
+                      uint64_t tag);
+
+static void trecv_end(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x, size_t got, uint64_t tag, uint64_t data, gw_status_t st)
+{
+    gw_request_t *req = x->req;
+    const uint8_t *stage = x->slot ? ep->tstage + (size_t)(x->slot - 1u) * GW_OFI_TSTAGE : NULL;
+    if (x->slot)
+        ep->tstage_free[ep->ntstage_free++] = (uint16_t)(x->slot - 1u);
+    x->slot = 0;
+    tctx_put(ep, x);
+    if (!req)
+        return;
+    gw_ep_base_t *b = B(ep);
+    ofi_rq(req)->tctx = NULL;
+    req->tl_flags &= (uint16_t)~TLF_TRECV;
+    b->tl_posted--;
+    req_release(ep, req, 1);
+    if (st != GW_OK && st != GW_ERR_TRUNCATED) {
+        gw_ep_recv_done(b, req, 0, tag, st);
+        return;
+    }
+    if (st == GW_OK && (data & GW_OFI_TD_RTS)) { /* an RTS: read the sender's buffer, then FIN */
+        uint8_t m[GW_OFI_TRTS_LEN];
+        gw_status_t cs = GW_OK;
+        if (got != GW_OFI_TRTS_LEN)
+            cs = GW_ERR_PROTOCOL;
+        else if (stage)
+            memcpy(m, stage, sizeof(m));
+        else if (!req->lmem || req->lmem->type == GW_MEM_HOST)
+            memcpy(m, req->buf, sizeof(m));
+        else
+            cs = gw_mem_copy_from(oep_core(ep), req->lmem, m, req->buf, sizeof(m));
+        if (cs != GW_OK) {
+            gw_ep_recv_done(b, req, 0, tag, cs);
+            gw_ofi_ep_die(ep, GW_ERR_PROTOCOL, "ofi %s: from %s: an RTS of %zu bytes (%zu expected)%s", ep->oif->prov,
+                          b->peer, got, (size_t)GW_OFI_TRTS_LEN, cs == GW_ERR_PROTOCOL ? "" : ", unreadable");
+            return;
+        }
+        rdv_start(ep, req, data & ~GW_OFI_TD_RTS, gw_get_u64(m + 8), gw_get_u64(m + 16), gw_get_u64(m), tag);
+        return;
+    }
+    /* the message itself, data its full length (what did not fit the
+     * buffer the provider dropped: FI_ETRUNC, st GW_ERR_TRUNCATED) */
+    if (GW_UNLIKELY(data > req->len))
+        gw_err(oep_core(ep), GW_ERR_TRUNCATED, "gw_recv: a message of %llu bytes (tag 0x%llx) from %s is longer than "
+               "the %zu-byte buffer: its first %zu bytes are there, the rest was dropped", (unsigned long long)data,
+               (unsigned long long)tag, b->peer, req->len, req->len);
+    if (stage)
+        gw_ep_recv_eager(b, req, stage, (size_t)data, tag);
+    else
+        gw_ep_recv_done(b, req, (size_t)data, tag, GW_OK);
+}
+
+/* A tagged send's completion (the provider has taken its bytes). */
+static void tsend_end(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x)
+{
+    gw_request_t *req = x->req;
+    tctx_put(ep, x);
+    if (!req)
+        return;
+    ofi_rq(req)->tctx = NULL;
+    req_release(ep, req, 1);
+    req->length = req->len;
+    gw_ep_op_done(B(ep), req, GW_OK);
+}
+
+static gw_status_t cqe_status(const struct fi_cq_err_entry *ee, int closing);
+
+/* A tagged receive's failed completion: a message longer than the buffer
+ * (FI_ETRUNC: what fit is there, the rest dropped by the provider), our
+ * own cancel (FI_ECANCELED after fi_cancel), or the provider's failure. */
+static void trecv_error(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x, const struct fi_cq_err_entry *ee, const char *ps)
+{
+    gw_ofi_iface_t *oif = ep->oif;
+    gw_core_t *c = oep_core(ep);
+    gw_request_t *req = x->req;
+    if (ee->err == FI_ETRUNC && (ee->flags & FI_REMOTE_CQ_DATA) && !(ee->data & GW_OFI_TD_RTS)) {
+        /* the message's length is its CQ data (providers disagree on len
+         * and olen: tcp 2.x gives neither) */
+        if (req)
+            gw_err(c, GW_ERR_TRUNCATED, "gw_recv: a message of %llu bytes (tag 0x%llx) from %s is longer than the "
+                   "%zu-byte buffer: its first %zu bytes are there, the rest was dropped",
+                   (unsigned long long)ee->data, (unsigned long long)ee->tag, B(ep)->peer, req->len, req->len);
+        trecv_end(ep, x, req ? req->len : 0, ee->tag, ee->data, GW_ERR_TRUNCATED);
+        return;
+    }
+    if (ee->err == FI_ECANCELED && x->canceled) {
+        if (req)
+            gw_err(c, GW_ERR_CANCELED, "gw_recv(len=%zu, tag 0x%llx, mask 0x%llx): canceled by gw_request_cancel() "
+                   "or gw_request_free() before a message matched (withdrawn from the %s provider)", req->len,
+                   (unsigned long long)req->value, (unsigned long long)req->mask, oif->prov);
+        trecv_end(ep, x, 0, req ? req->value : 0, 0, GW_ERR_CANCELED);
+        return;
+    }
+    gw_status_t st = cqe_status(ee, ep->closing);
+    if (req)
+        gw_err(c, st, "ofi %s: a receive of %zu bytes (tag 0x%llx) from %s failed: %s (provider: %s)", oif->prov,
+               req->len, (unsigned long long)req->value, B(ep)->peer, gw_ofi_strerror(oif, ee->err), ps ? ps : "");
+    trecv_end(ep, x, 0, req ? req->value : 0, 0, st);
+    if (!ep->closing)
+        gw_ofi_ep_die(ep, st, "ofi %s: a receive from %s failed: %s (provider: %s)", oif->prov, B(ep)->peer,
+                      gw_ofi_strerror(oif, ee->err), ps ? ps : "");
 }
 
 /* ---- completions --------------------------------------------------------------- */
@@ -788,6 +1164,13 @@ static void probe_cancel(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x)
     case GW_OFI_CTX_RX:
         snprintf(what, sizeof(what), "a receive from %s", B(ep)->peer);
         break;
+    case GW_OFI_CTX_TSEND:
+        tctx_put(ep, x); /* (its request waits for the verdict) */
+        snprintf(what, sizeof(what), "a message to %s", B(ep)->peer);
+        break;
+    case GW_OFI_CTX_TRECV: /* (its request waits for the verdict: forget_all ends it) */
+        snprintf(what, sizeof(what), "a receive from %s", B(ep)->peer);
+        break;
     case GW_OFI_CTX_TX:
         if (ep->probe_seq && ep->probe_slot == x->slot + 1u) { /* the probe itself: nobody answers */
             tx_put(ep, x->slot);
@@ -853,6 +1236,16 @@ static void cq_error(gw_ofi_ep_t *ep)
     char pbuf[256];
     const char *ps = fi_cq_strerror(ep->cq, ee.prov_errno, ee.err_data, pbuf, sizeof(pbuf));
     gw_ofi_ctx_t *x = ee.op_context;
+    if (x && x->kind == GW_OFI_CTX_TPEEK) { /* a probe's answer: no such message (FI_ENOMSG), or its failure */
+        ep->peek_state = ee.err == FI_ENOMSG ? 2 : 3;
+        tctx_put(ep, x);
+        return;
+    }
+    if (x && x->kind == GW_OFI_CTX_TRECV && (ee.err == FI_ETRUNC || x->canceled || !oif->cancel_vague ||
+                                             ee.err != FI_ECANCELED || ep->closing)) {
+        trecv_error(ep, x, &ee, ps);
+        return;
+    }
     if (oif->cancel_vague && ee.err == FI_ECANCELED && !ep->closing && x) {
         probe_cancel(ep, x);
         return;
@@ -874,6 +1267,15 @@ static void cq_error(gw_ofi_ep_t *ep)
         gw_ofi_ep_die(ep, st, "ofi %s: a message to %s failed: %s (provider: %s)", oif->prov, B(ep)->peer,
                       gw_ofi_strerror(oif, ee.err), ps ? ps : "");
         break;
+    case GW_OFI_CTX_TSEND: {
+        gw_request_t *req = x->req;
+        size_t n = req ? req->len : 0;
+        uint64_t tag = req ? req->value : 0;
+        tctx_put(ep, x); /* (its request is outstanding: the endpoint's failure ends it) */
+        gw_ofi_ep_die(ep, st, "ofi %s: a %zu-byte message (tag 0x%llx) to %s failed: %s (provider: %s)", oif->prov,
+                      n, (unsigned long long)tag, B(ep)->peer, gw_ofi_strerror(oif, ee.err), ps ? ps : "");
+        break;
+    }
     default: {
         gw_request_t *req = x->req;
         const char *what = req && (req->op == GW_OP_GET || req->op == GW_OP_RECV) ? "read" : "write";
@@ -913,7 +1315,7 @@ static void rx_repost(gw_ofi_ep_t *ep)
 /* gw_ofi_ep_progress past its first read: the completions in ce (r of them,
  * or the read's error), more reads while the queue had a full batch, the
  * lazy reposts, the control messages and posts that wait. */
-__attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi_cq_msg_entry *ce, ssize_t r)
+__attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi_cq_tagged_entry *ce, ssize_t r)
 {
     int n = 0;
     for (int round = 0; round < 8; round++) {
@@ -938,9 +1340,24 @@ __attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi
         gw_ep_base_t *b = B(ep);
         for (ssize_t i = 0; i < r; i++) {
             gw_ofi_ctx_t *x = ce[i].op_context;
-            if (x->kind != GW_OFI_CTX_TX) /* the peer sent, or acknowledged our RMA (stamped by the judge) */
+            if (x->kind != GW_OFI_CTX_TX && x->kind != GW_OFI_CTX_TSEND) /* the peer sent, or acknowledged our
+                                                                          * RMA (stamped by the judge) */
                 b->live_mark = 1;
             switch (x->kind) {
+            case GW_OFI_CTX_TRECV:
+                ep->used = 1;
+                trecv_end(ep, x, ce[i].len, ce[i].tag, ce[i].data, GW_OK);
+                break;
+            case GW_OFI_CTX_TSEND:
+                ep->tx_seen = 1;
+                tsend_end(ep, x);
+                break;
+            case GW_OFI_CTX_TPEEK:
+                ep->peek_len = ce[i].len;
+                ep->peek_tag = ce[i].tag;
+                ep->peek_state = 1;
+                tctx_put(ep, x);
+                break;
             case GW_OFI_CTX_RX:
                 ep->used = 1;
                 if (!gw_ep_failed(b))
@@ -987,7 +1404,7 @@ __attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi
  * no more than the read. */
 int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
 {
-    struct fi_cq_msg_entry ce[16];
+    struct fi_cq_tagged_entry ce[16];
     ssize_t r = fi_cq_read(ep->cq, ce, 16);
     if (r == -FI_EAGAIN && !ep->nrx_lazy && gw_list_empty(&ep->ctlq) && gw_list_empty(&ep->pending))
         return 0;
@@ -1008,11 +1425,30 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
     }
     for (unsigned i = 0; i < GW_OFI_NTX; i++)
         ep->txctx[i].req = NULL;
+    /* tagged operations: a send's request is outstanding (the base fails
+     * it); a receive's is withdrawn from the provider (so that it writes
+     * no more into the buffer, as far as it still can stop) and failed
+     * here.  Their contexts stay out until the endpoint goes. */
+    for (p = ep->tctx_busy.next; p != &ep->tctx_busy; p = p->next) {
+        gw_ofi_ctx_t *x = gw_container_of(p, gw_ofi_ctx_t, link);
+        gw_request_t *req = x->req;
+        x->req = NULL;
+        if (!req || x->kind != GW_OFI_CTX_TRECV)
+            continue;
+        if (!ep->closing)
+            fi_cancel(&ep->ep->fid, &x->fc);
+        ofi_rq(req)->tctx = NULL;
+        req->tl_flags &= (uint16_t)~TLF_TRECV;
+        req_release(ep, req, 0);
+        gw_ep_recv_done(B(ep), req, 0, req->value, st);
+    }
     gw_list_for_each_safe(p, t, &ep->pending) {
         gw_request_t *req = gw_container_of(p, gw_request_t, tl_link);
         gw_list_del(p);
         req_release(ep, req, 0);
-        if (req->op == GW_OP_RECV) /* a rendezvous receive belongs to nobody else */
+        if (req->op == GW_OP_RECV && (req->tl_flags & TLF_TRECV)) /* a tagged receive not posted yet */
+            gw_ep_recv_done(B(ep), req, 0, req->value, st);
+        else if (req->op == GW_OP_RECV) /* a rendezvous receive belongs to nobody else */
             gw_ep_recv_done(B(ep), req, (size_t)ofi_rq(req)->off, req->rtag, st);
     }
     for (uint32_t i = 0; i < ep->sends.n; i++)
@@ -1029,6 +1465,7 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
         gw_list_del(p);
         gw_op_state_put(oep_core(ep), gw_container_of(p, gw_ofi_ctl_t, link));
     }
+    B(ep)->tl_posted = 0;
 }
 
 /* ---- cancel -------------------------------------------------------------------- */
@@ -1037,9 +1474,71 @@ void gw_ofi_forget_all(gw_ofi_ep_t *ep, gw_status_t st)
  * rendezvous send whose RTS was not sent.  Pieces already posted are the
  * provider's until their completions (libfabric cancels no RMA): the
  * request then ends with the last of them, GW_ERR_CANCELED. */
+/* A tagged receive: one still on the pending list leaves it; one the
+ * provider holds is withdrawn by fi_cancel, whose FI_ECANCELED completion
+ * (or the message's, when one matched first) ends it; the provider reports
+ * it at once (shm, rxm), so the queue is read here until it does (1 s at
+ * most; past that it ends with a later pass). */
+static gw_status_t trecv_cancel(gw_ofi_ep_t *ep, gw_request_t *req)
+{
+    if (req->tl_flags & TLF_PENDING) {
+        gw_list_del(&req->tl_link);
+        req->tl_flags &= (uint16_t)~(TLF_PENDING | TLF_TRECV);
+        B(ep)->tl_posted--;
+        req_release(ep, req, 1);
+        gw_err(oep_core(ep), GW_ERR_CANCELED, "gw_recv(len=%zu, tag 0x%llx): canceled by gw_request_cancel() or "
+               "gw_request_free() before a message matched",
+               req->len, (unsigned long long)req->value);
+        gw_ep_recv_done(B(ep), req, 0, req->value, GW_ERR_CANCELED);
+        return GW_INPROGRESS;
+    }
+    gw_ofi_ctx_t *x = ofi_rq(req)->tctx;
+    if (!x || x->canceled || gw_ep_failed(B(ep)))
+        return GW_INPROGRESS;
+    x->canceled = 1;
+    int rc = (int)fi_cancel(&ep->ep->fid, &x->fc);
+    if (rc != 0) /* (not found: its completion is on its way) */
+        return GW_INPROGRESS;
+    uint64_t until = gw_now_ns() + 1000000000ull;
+    while (req->status == GW_INPROGRESS && !gw_ep_failed(B(ep)) && gw_now_ns() < until)
+        gw_ofi_ep_progress(ep);
+    return GW_INPROGRESS;
+}
+
+gw_status_t gw_ofi_tprobe(gw_tl_ep_t *e, uint64_t tag, uint64_t mask, size_t *len, uint64_t *rtag)
+{
+    gw_ofi_ep_t *ep = to_oep(e);
+    if (gw_ep_failed(B(ep)))
+        return GW_INPROGRESS; /* (the caller reports the failure) */
+    gw_ofi_ctx_t *x = tctx_get(ep, GW_OFI_CTX_TPEEK, NULL);
+    if (!x)
+        return gw_err(oep_core(ep), GW_ERR_NOMEM, "gw_probe: out of memory for the provider's probe");
+    struct fi_msg_tagged m = {.addr = FI_ADDR_UNSPEC, .tag = tag, .ignore = ~mask, .context = &x->fc};
+    ep->peek_state = 0;
+    int rc = (int)fi_trecvmsg(ep->ep, &m, FI_PEEK | FI_COMPLETION);
+    if (rc != 0) {
+        tctx_put(ep, x);
+        return gw_err(oep_core(ep), GW_ERR_UNSUPPORTED, "gw_probe: the %s provider refused FI_PEEK: %s",
+                      ep->oif->prov, gw_ofi_strerror(ep->oif, rc));
+    }
+    uint64_t until = gw_now_ns() + 1000000000ull;
+    while (!ep->peek_state && !gw_ep_failed(B(ep)) && gw_now_ns() < until)
+        gw_ofi_ep_progress(ep);
+    if (ep->peek_state == 1) {
+        *len = (size_t)ep->peek_len;
+        *rtag = ep->peek_tag;
+        return GW_OK;
+    }
+    if (ep->peek_state == 3)
+        return gw_err(oep_core(ep), GW_ERR_SYSTEM, "gw_probe: the %s provider's FI_PEEK failed", ep->oif->prov);
+    return GW_INPROGRESS; /* none (or no answer within the bound: its context comes back with it) */
+}
+
 gw_status_t gw_ofi_cancel(gw_tl_ep_t *e, gw_request_t *req)
 {
     gw_ofi_ep_t *ep = to_oep(e);
+    if (req->op == GW_OP_RECV && (req->tl_flags & TLF_TRECV))
+        return trecv_cancel(ep, req);
     if (gw_ep_failed(B(ep)) || !(req->tl_flags & TLF_PENDING) || (req->tl_flags & TLF_POSTED) ||
         req->op == GW_OP_RECV || (req->op == GW_OP_BATCH && (ofi_rq(req)->ent || ofi_rq(req)->off)))
         /* (a list batch under way finishes: its cursor is past entries the

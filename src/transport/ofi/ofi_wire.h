@@ -8,7 +8,9 @@
  *   u32 magic "GWOF" | u8 version 1 | u8 flags | u16 name length
  *   u8 provider length | u8 domain length | provider | domain | name
  * The name is the endpoint's fi_getname() address, opaque to gpuwire (a
- * sockaddr for tcp, a path for shm, a GID and QPN for efa).
+ * sockaddr for tcp, a path for shm, a GID and QPN for efa).  Flags: bit 0
+ * FI_HMEM registration of GPU memory, bit 1 the tagged message path
+ * (GW_OFI_AF_*); a reader ignores bits it does not know.
  *
  * Remote-key part (20 bytes): u8 version 1 | u8 flags (bit 0: the provider
  * addresses RMA by virtual address; otherwise by offset from base) | u16 0
@@ -32,7 +34,11 @@
 #define GW_OFI_NAME_MAX 256
 #define GW_OFI_PROV_MAX 64
 #define GW_OFI_DOM_MAX 64
-enum { GW_OFI_AF_HMEM = 1u << 0 }; /* the sender registers GPU memory with FI_HMEM */
+enum {
+    GW_OFI_AF_HMEM = 1u << 0,   /* the sender registers GPU memory with FI_HMEM */
+    GW_OFI_AF_TAGGED = 1u << 1, /* application messages may go by the provider's tagged operations
+                                 * (both sides set it: they do; an older peer sets no such bit) */
+};
 
 typedef struct gw_ofi_addr {
     uint8_t version;
@@ -76,6 +82,18 @@ typedef enum gw_ofi_msg_type {
 } gw_ofi_msg_type_t;
 enum { GW_OFI_F_COUNTED = 1u << 0 };
 #define GW_OFI_AM_MAX 256 /* an active message's payload (ep_base.h GW_AM_MAX) */
+
+/* The tagged path (GW_OFI_AF_TAGGED agreed): an application message is one
+ * tagged message of the provider with the application's tag and 64 bits of
+ * remote CQ data:
+ *   data bit 63 clear: the message itself; data is its length;
+ *   data bit 63 set:   an RTS of a larger one (GW_OFI_TRTS_LEN bytes: u64
+ *                      message length | u64 address | u64 key of the
+ *                      sender's buffer, read by the receiver, which answers
+ *                      FIN as on the header path); data's low 63 bits are
+ *                      the sender's op id. */
+#define GW_OFI_TD_RTS (1ull << 63)
+#define GW_OFI_TRTS_LEN 24
 
 typedef struct gw_ofi_hdr {
     uint8_t type;
