@@ -588,9 +588,8 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
             if (li >= local->n || ri >= remote->n) {
                 batch_release(m);
                 gw_proto_integ_set_free(is);
-                return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s index %zu is outside the list (%zu entries)", fn,
-                              i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
-                              li >= local->n ? local->n : remote->n);
+                return gw_batch_index_outside(core, fn, i, li >= local->n ? 0 : 1, li >= local->n ? li : ri,
+                                              li >= local->n ? local->n : remote->n);
             }
             dl_ent_t le, re;
             dl_at(local, li, &le.addr, &le.len, &le.reg);
@@ -1021,14 +1020,10 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
         int bad_r = !page_span_ok(raddr, rp, rp, ps, rkey->addr, rkey->len, &x, &y);
         if (bad_l || bad_r) {
             batch_release(m);
-            if (bad_l)
-                return gw_err(core, GW_ERR_INVALID,
-                              "%s: entry %zu: local page %llu (%zu bytes from %p) is outside the region "
-                              "[%p, +%zu)", fn, i, (unsigned long long)lp, page_size, lbase, lmem->addr, lmem->len);
-            return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
-                          "%s: entry %zu: remote page %llu (%zu bytes from 0x%llx) is outside the region "
-                          "[0x%llx, +%llu) the key covers", fn, i, (unsigned long long)rp, page_size,
-                          (unsigned long long)raddr, (unsigned long long)rkey->addr, (unsigned long long)rkey->len);
+            return gw_batch_page_outside(core, fn, i, !bad_l, bad_l ? lp : rp, page_size,
+                                         bad_l ? (uint64_t)(uintptr_t)lbase : raddr,
+                                         bad_l ? (uint64_t)(uintptr_t)lmem->addr : rkey->addr,
+                                         bad_l ? lmem->len : rkey->len);
         }
     }
     if (ok) {
