@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* it_ofi_tagged.c - application messages over the ofi transport's tagged
  * path (the provider's fi_tsend/fi_trecv matching them: docs/OFI.md), run
- * over ofi's tcp and shm providers.  Each case first checks that the
+ * over ofi's tcp and shm providers with GPUWIRE_OFI_TAGGED=on.  Each case first checks that the
  * endpoint took the tagged path (its description says so) and skips, with
  * the provider's reason, where the provider does not offer it.
  *
@@ -10,7 +10,7 @@
  *                RTS and a read) in turn while this side does not
  *                progress, then sends more after this side posted its
  *                receives: every message arrives whole, in sending order.
- *   truncated    messages longer than the receive: 1,000 bytes into 100, 
+ *   truncated    messages longer than the receive: 1,000 bytes into 100,
  *                20,000 into 16,384 and 100,000 (an RTS) into 8: each
  *                ends GW_ERR_TRUNCATED with the message's full length and
  *                the bytes that fit; the sender's requests end GW_OK.
@@ -70,7 +70,7 @@ static gw_ep_t *setup(int (*peer)(void *), gwt_chan_t *mine, gwt_chan_t *theirs,
     REQUIRE_OK(gw_context_create(NULL, ctx));
     gw_ep_t *ep = gwt_listen_accept(*ctx, mine, l);
     char why[300];
-    if (!want_header && !tagged_path(ep, why, sizeof(why)) && !getenv("IT_ANY_PATH")) {
+    if (!want_header && !tagged_path(ep, why, sizeof(why))) {
         kill(*pid, SIGKILL);
         gwt_wait(*pid, 10);
         SKIP("the endpoint keeps gpuwire's header path: %s", why);

@@ -377,7 +377,7 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
     {
         uint64_t fmt = info->ep_attr->mem_tag_format;
         const char *tg = gw_settings_str(&core->settings, GW_SET_OFI_TAGGED);
-        if (!strcmp(tg, "off"))
+        if (strcmp(tg, "on") != 0)
             snprintf(oif->tagged_why, sizeof(oif->tagged_why), "GPUWIRE_OFI_TAGGED=off");
         else if (!(info->caps & FI_TAGGED))
             snprintf(oif->tagged_why, sizeof(oif->tagged_why), "the provider offers no FI_TAGGED");
