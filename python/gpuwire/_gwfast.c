@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,8 @@ static pl_xfer_fn f_pl_xfer;
 typedef gw_status_t (*bpl_xfer_fn)(gw_ep_t *, int, gw_dlist_t *, gw_dlist_t *, gw_pages_t *, const gw_xfer_opts_t *,
                                    gw_request_t **);
 static bpl_xfer_fn f_bpl_xfer;
+/* the library reads gw_xfer_opts_t.index_type (init: gw_xfer_opts_size) */
+static int f_wide;
 
 /* init(put, get, put_notify, request_wait, request_test, request_free
  *      [, xfer_batch, xfer_pages [, pages_create, pages_destroy,
@@ -66,9 +69,16 @@ static bpl_xfer_fn f_bpl_xfer;
  *      optional ones may be 0) */
 static PyObject *fast_init(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 6 && n != 8 && n != 11 && n != 12) {
-        PyErr_SetString(PyExc_TypeError, "init takes six, eight, eleven or twelve function addresses");
+    if (n != 6 && n != 8 && n != 11 && n != 12 && n != 13) {
+        PyErr_SetString(PyExc_TypeError, "init takes six, eight, eleven, twelve or thirteen function addresses");
         return NULL;
+    }
+    f_wide = 0;
+    if (n == 13) { /* gw_xfer_opts_size (0: absent): the library reads index_type */
+        size_t (*opts_size)(void) = (size_t (*)(void))PyLong_AsVoidPtr(a[12]);
+        if (PyErr_Occurred())
+            return NULL;
+        f_wide = opts_size && opts_size() >= offsetof(gw_xfer_opts_t, index_type) + sizeof(unsigned);
     }
     f_batch = NULL;
     f_pages = NULL;
@@ -86,7 +96,7 @@ static PyObject *fast_init(PyObject *self, PyObject *const *a, Py_ssize_t n)
         f_pl_create = (pl_create_fn)PyLong_AsVoidPtr(a[8]);
         f_pl_destroy = (pl_destroy_fn)PyLong_AsVoidPtr(a[9]);
         f_pl_xfer = (pl_xfer_fn)PyLong_AsVoidPtr(a[10]);
-        if (n == 12)
+        if (n >= 12)
             f_bpl_xfer = (bpl_xfer_fn)PyLong_AsVoidPtr(a[11]);
         if (PyErr_Occurred())
             return NULL;
@@ -185,6 +195,8 @@ typedef struct idx {
     Py_ssize_t n;
     uint32_t *owned;     /* a converted copy, freed by idx_release (or given back to spare[]) */
     int spare_at;        /* >= 0: owned is spare[spare_at], lent for this call */
+    unsigned itype;      /* GW_INDEX_I64 / GW_INDEX_U64 / GW_INDEX_I32: p is the caller's items, given to the
+                          * library as they are (it narrows and checks them in its own copy); 0: uint32 */
     Py_buffer view;
     int has_view;
     PyObject *held;      /* a NumPy array read in place (np_read), held until idx_release */
@@ -352,10 +364,19 @@ static uint32_t narrow64(uint32_t *restrict dst, const uint64_t *restrict u, Py_
 /* n integers of `size` (4 or 8) bytes at p as uint32 indices: in place when
  * 4 bytes wide (a pass for negatives when signed), else a checked copy; a
  * bad item is found by a second, naming pass only after the first saw one */
-static int idx_check(const void *p, Py_ssize_t n, int size, int is_signed, const char *name, idx_t *x)
+static int idx_narrow(const uint64_t *u, Py_ssize_t n, int is_signed, const char *name, idx_t *x);
+
+static int idx_check(const void *p, Py_ssize_t n, int size, int is_signed, const char *name, idx_t *x, int wide_ok)
 {
     x->n = n;
-    if (size == 4) {
+    if (wide_ok && f_wide && (size == 8 || is_signed)) { /* (the library narrows and checks them as it copies them) */
+        x->p = p;
+        x->itype = size == 4 ? GW_INDEX_I32 : is_signed ? GW_INDEX_I64 : GW_INDEX_U64;
+        return 0;
+    }
+    if (size != 4)
+        return idx_narrow(p, n, is_signed, name, x);
+    {
         if (is_signed && any_negative32(p, n)) {
             const int32_t *s = p;
             for (Py_ssize_t i = 0; i < n; i++)
@@ -365,11 +386,16 @@ static int idx_check(const void *p, Py_ssize_t n, int size, int is_signed, const
         x->p = p;
         return 0;
     }
+}
+
+/* n 8-byte items at u narrowed into a buffer of x (x->p), checked */
+static int idx_narrow(const uint64_t *u, Py_ssize_t n, int is_signed, const char *name, idx_t *x)
+{
     if (!idx_buf(n, x)) {
         PyErr_NoMemory();
         return -1;
     }
-    const uint64_t *u = p;
+    x->itype = 0;
     if (narrow64(x->owned, u, n)) {
         for (Py_ssize_t i = 0; i < n; i++) {
             if (is_signed && (int64_t)u[i] < 0)
@@ -501,7 +527,7 @@ static int is_tensor(PyObject *o)
     return yes;
 }
 
-static int idx_get(PyObject *o, const char *name, idx_t *x)
+static int idx_get(PyObject *o, const char *name, idx_t *x, int wide_ok)
 {
     memset(x, 0, sizeof(*x));
     x->spare_at = -1;
@@ -516,7 +542,7 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
             PyErr_Clear();
             return idx_bad(name, "a tensor without a NumPy view");
         }
-        int r = idx_get(arr, name, x);
+        int r = idx_get(arr, name, x, wide_ok);
         Py_DECREF(arr); /* held by x (x->held or x->view) while needed */
         return r;
     }
@@ -526,7 +552,7 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
     int np_size, np_sgn;
     if (np_state == 1 && Py_TYPE(o) == np_type && np_read(o, &np_p, &x->n, &np_size, &np_sgn)) {
         x->held = Py_NewRef(o); /* (its data stays while held: NumPy refuses to resize a shared array) */
-        return idx_check(np_p, x->n, np_size, np_sgn, name, x);
+        return idx_check(np_p, x->n, np_size, np_sgn, name, x, wide_ok);
     }
     if (PyObject_GetBuffer(o, &x->view, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
         char tb[64];
@@ -554,7 +580,7 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
         return idx_bad(name, "not contiguous (stride %zd bytes, item %zd bytes): use a contiguous copy",
                        v->strides[0], v->itemsize);
     x->n = v->shape[0];
-    return idx_check(v->buf, x->n, (int)v->itemsize, k == 'i' || k == 'l' || k == 'q' || k == 'n', name, x);
+    return idx_check(v->buf, x->n, (int)v->itemsize, k == 'i' || k == 'l' || k == 'q' || k == 'n', name, x, wide_ok);
 }
 
 /* The number of entries: both arrays given -> equal lengths; one -> its
@@ -589,18 +615,41 @@ static int idx_count(const idx_t *l, const idx_t *r, const char *ln, const char 
     return 0;
 }
 
+/* An array left to the library (x->itype) made uint32 here: 8-byte items
+ * narrowed, int32 ones checked for negatives */
+static int idx_plain(idx_t *x, const char *name)
+{
+    if (x->itype == GW_INDEX_I32) {
+        x->itype = 0;
+        return idx_check(x->p, x->n, 4, 1, name, x, 0);
+    }
+    if (x->itype)
+        return idx_narrow((const uint64_t *)(const void *)x->p, x->n, x->itype == GW_INDEX_I64, name, x);
+    return 0;
+}
+
 /* Both index arrays and the count of a batch: 0, or -1 with an exception set
- * and nothing held. */
+ * and nothing held.  wide_ok: 8-byte and int32 arrays may stay as they are
+ * where the library takes them (gw_xfer_opts_t.index_type, one type for
+ * both arrays): *type says which (0: uint32); arrays of two types are
+ * made uint32 here. */
 static int idx_both(PyObject *lo, PyObject *ro, PyObject *cnt, const char *ln, const char *rn, idx_t *li, idx_t *ri,
-                    size_t *count)
+                    size_t *count, int wide_ok, unsigned *type)
 {
     memset(ri, 0, sizeof(*ri));
-    if (idx_get(lo, ln, li) != 0 || idx_get(ro, rn, ri) != 0 || idx_count(li, ri, ln, rn, cnt, count) != 0) {
-        idx_release(li);
-        idx_release(ri);
-        return -1;
-    }
+    *type = 0;
+    if (idx_get(lo, ln, li, wide_ok) != 0 || idx_get(ro, rn, ri, wide_ok) != 0 ||
+        idx_count(li, ri, ln, rn, cnt, count) != 0)
+        goto fail;
+    if (li->p && ri->p && li->itype != ri->itype) /* (int64 and uint32, say) */
+        if (idx_plain(li, ln) || idx_plain(ri, rn))
+            goto fail;
+    *type = li->p && li->itype ? li->itype : ri->p ? ri->itype : 0;
     return 0;
+fail:
+    idx_release(li);
+    idx_release(ri);
+    return -1;
 }
 
 static PyObject *post_result(gw_status_t st, gw_request_t *req)
@@ -633,16 +682,23 @@ static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
         return NULL;
     idx_t li, ri;
     size_t count = 0;
-    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count) != 0)
-        return NULL;
-    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value};
+    gw_status_t st = GW_OK;
     gw_request_t *req = NULL;
-    gw_status_t st;
-    Py_BEGIN_ALLOW_THREADS
-    st = f_batch(ep, op, ll, li.p, rl, ri.p, count, notify ? &o : NULL, track ? &req : NULL);
-    Py_END_ALLOW_THREADS
-    idx_release(&li);
-    idx_release(&ri);
+    for (int wide_ok = 1; wide_ok >= 0; wide_ok--) {
+        unsigned type;
+        if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count, wide_ok, &type) != 0)
+            return NULL;
+        gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value, .index_type = type};
+        Py_BEGIN_ALLOW_THREADS
+        st = f_batch(ep, op, ll, li.p, rl, ri.p, count, notify || type ? &o : NULL, track ? &req : NULL);
+        Py_END_ALLOW_THREADS
+        idx_release(&li);
+        idx_release(&ri);
+        if (st == GW_OK || !type)
+            break;
+        /* refused with 8-byte arrays (nothing moved): again narrowed here, so
+         * that a bad item gets this module's message naming it */
+    }
     return post_result(st, req);
 }
 
@@ -676,7 +732,8 @@ static int pages_parse(PyObject *const *a, pages_args_t *g)
     if (PyErr_Occurred())
         return -1;
     g->opts = (gw_xfer_opts_t){.size = sizeof(g->opts), .notify = g->notify, .value = value};
-    return idx_both(a[4], a[7], a[8], "lpages", "rpages", &g->li, &g->ri, &g->count);
+    unsigned type;
+    return idx_both(a[4], a[7], a[8], "lpages", "rpages", &g->li, &g->ri, &g->count, 0, &type);
 }
 
 static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject *nbytes);
@@ -1094,7 +1151,8 @@ static PyObject *bplan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         return NULL;
     idx_t li, ri;
     size_t count = 0;
-    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count) != 0)
+    unsigned type;
+    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count, 0, &type) != 0)
         return NULL;
     uint32_t *lp = idx_copy(&li), *rp = idx_copy(&ri);
     int nomem = (li.p && !lp) || (ri.p && !rp);
@@ -1489,20 +1547,24 @@ static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_
     }
     idx_t li, ri;
     size_t count = 0;
-    if (idx_both(v[3], v[4], v[5], "lpages", "rpages", &li, &ri, &count) != 0) {
+    unsigned type;
+    if (idx_both(v[3], v[4], v[5], "lpages", "rpages", &li, &ri, &count, 1, &type) != 0) {
         PyErr_Clear();  /* the Python method raises it as InvalidArgument */
         return slow_call(op, ep, args, nargs, kwnames);
     }
-    gw_xfer_opts_t o = {.size = sizeof(o), .notify = 2, .value = value};
     int notify = v[9] != Py_None;
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify ? 2 : 0, .value = value, .index_type = type};
     gw_request_t *req = NULL;
     gw_status_t st;
     Py_BEGIN_ALLOW_THREADS
     st = f_pages(eh, op, mh, la + loff, li.p, kh, ra + roff, ri.p, count, page,
-                 notify ? &o : NULL, track ? &req : NULL);
+                 notify || type ? &o : NULL, track ? &req : NULL);
     Py_END_ALLOW_THREADS
     idx_release(&li);
     idx_release(&ri);
+    if (st != GW_OK && type) /* refused with 8-byte arrays (nothing moved): the Python method, which narrows
+                              * them here first, raises what is wrong, naming a bad item in this module's words */
+        return slow_call(op, ep, args, nargs, kwnames);
     return pages_result(st, ep, op, track, req, ctx, count * page, NULL, NULL);
 }
 

@@ -126,6 +126,11 @@ typedef struct gw_batch {
     uint8_t ichk;             /* the caller's host index arrays (lpage/rpage or lidx/ridx) are not checked
                                * yet: the transport checks them against plim while it copies them, with
                                * gw_batch_icheck(), before anything moves or is expanded */
+    uint8_t itype;            /* ichk: the arrays' item type (gw_xfer_opts_t.index_type; 0 uint32): 8-byte
+                               * items (GW_INDEX_I64 / GW_INDEX_U64, cast to uint32_t *) are narrowed into
+                               * gw_batch_icheck's copies, int32 ones (GW_INDEX_I32) refused when negative */
+    uint32_t *iown;           /* narrowed copies gw_batch_icheck made itself (no ldst/rdst given): freed with
+                               * the batch */
     /* the list form, unexpanded (GW_TL_BATCH_LISTS): entry i moves
      * ltab[lidx[i]].len bytes between ltab[lidx[i]].addr and
      * rtab[ridx[i]].addr (a NULL array reads as i); lreg and rreg 0 */
@@ -216,8 +221,8 @@ static inline void gw_batch_expand(gw_batch_t *b)
 
 /* An unexpanded batch with unchecked index arrays (ichk): each array
  * copied to ldst or rdst (NULL: not copied, the arrays stay the caller's,
- * as they are while `submit` runs) while every index is checked against
- * plim.  GW_OK: the batch points at the copies, its span [rlo, rhi) is the
+ * as they are while `submit` runs; 8-byte ones, itype, are then narrowed
+ * into iown) while every index is checked against plim.  GW_OK: the batch points at the copies, its span [rlo, rhi) is the
  * pages' own and ichk is 0.  Otherwise the error (GW_ERR_INVALID, or
  * GW_ERR_OUT_OF_BOUNDS for a remote page) naming the first entry outside;
  * the batch must then fail as refused at posting. */
