@@ -180,6 +180,7 @@ _OPTIONAL = {
                               POINTER(XferOpts), PP]),
     "gw_xfer_pages": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_uint64,
                               c_void_p, c_size_t, c_size_t, POINTER(XferOpts), PP]),
+    "gw_xfer_opts_size": (c_size_t, []),
     "gw_pages_create": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, PP]),
     "gw_pages_destroy": (c_int, [c_void_p]),
     "gw_xfer_batch_prepared": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, POINTER(XferOpts), PP]),
