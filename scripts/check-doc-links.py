@@ -1,35 +1,115 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Checks that every relative link in the repository's Markdown files
-resolves to a file or folder of the working tree.
+"""Checks that every relative link in the project's Markdown documentation
+points at something that exists.
 
-    python3 scripts/check-doc-links.py [ROOT]        # exit 1 when one does not
+    python3 scripts/check-doc-links.py [ROOT]     # exit 1 when one does not
 
-Links inside fenced code blocks, URLs (scheme:) and in-page anchors (#...)
-are skipped; a link's own #anchor is ignored.
+Files checked: README.md, docs/*.md, every *.md under docs/results/,
+python/README.md and the README.md files under bench/ and tests/.
+
+A link [text](target) or ![alt](target), or a reference definition
+"[name]: target", resolves when target (relative to the file that holds
+it) names an existing file or folder. A "#anchor" (alone, or after a .md
+target) must match a heading of that file, named as GitHub names them:
+the heading's text lower-cased, markup and punctuation dropped, spaces
+made hyphens, "-1", "-2" ... after repeats. URLs (scheme:), mail links and
+anything inside fenced code blocks or `inline code` are skipped.
 """
+import glob
 import os
 import re
-import subprocess
 import sys
+
+FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
+INLINE_CODE = re.compile(r"`+[^`\n]*`+")
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFDEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\"[^\"]*\")?\s*$", re.M)
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$", re.M)
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def doc_files(root):
+    pats = ["README.md", "docs/*.md", "docs/results/**/*.md", "python/README.md",
+            "bench/**/README.md", "tests/**/README.md"]
+    out = set()
+    for p in pats:
+        for f in glob.glob(os.path.join(root, p), recursive=True):
+            rel = os.path.relpath(f, root)
+            if rel.split(os.sep)[0] in ("build", ".git"):
+                continue
+            out.add(rel)
+    return sorted(out)
+
+
+def strip_code(text):
+    text = FENCE.sub("", text)
+    return INLINE_CODE.sub("", text)
+
+
+def slug(heading):
+    h = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # links: their text
+    h = re.sub(r"<[^>]+>", "", h)                           # inline HTML
+    h = h.strip().lower()
+    h = "".join(c for c in h if c.isalnum() or c in " -_")
+    return h.replace(" ", "-")
+
+
+_anchor_cache = {}
+
+
+def anchors(path):
+    if path not in _anchor_cache:
+        with open(path, encoding="utf-8") as fh:
+            text = FENCE.sub("", fh.read())
+        seen = {}
+        names = set()
+        for m in HEADING.finditer(text):
+            s = slug(m.group(2))
+            n = seen.get(s, 0)
+            names.add(s if n == 0 else "%s-%d" % (s, n))
+            seen[s] = n + 1
+        _anchor_cache[path] = names
+    return _anchor_cache[path]
+
+
+def check(root, rel):
+    bad = []
+    full = os.path.join(root, rel)
+    with open(full, encoding="utf-8") as fh:
+        text = strip_code(fh.read())
+    targets = [m.group(1) for m in LINK.finditer(text)]
+    targets += [m.group(1) for m in REFDEF.finditer(text)]
+    for t in targets:
+        if SCHEME.match(t):
+            continue
+        path_part, _, anchor = t.partition("#")
+        if path_part:
+            path = os.path.normpath(os.path.join(os.path.dirname(full), path_part))
+        else:
+            path = full
+        if not os.path.exists(path):
+            bad.append("%s: broken link %s (no such file or folder)" % (rel, t))
+            continue
+        if anchor and path.endswith(".md") and os.path.isfile(path):
+            if anchor.lower() not in anchors(path):
+                bad.append("%s: broken link %s (no heading #%s in %s)"
+                           % (rel, t, anchor, os.path.relpath(path, root)))
+    return bad
 
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    files = subprocess.check_output(["git", "ls-files", "*.md"], cwd=root, text=True).split()
-    bad = 0
-    for f in files:
-        with open(os.path.join(root, f)) as fh:
-            text = re.sub(r"```.*?```", "", fh.read(), flags=re.S)
-        for m in re.finditer(r"\]\(([^)\s]+)\)", text):
-            target = m.group(1)
-            if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", target) or target.startswith("#"):
-                continue
-            path = os.path.normpath(os.path.join(root, os.path.dirname(f), target.split("#")[0]))
-            if not os.path.exists(path):
-                print("%s: broken link %s" % (f, target))
-                bad += 1
-    print("%d broken link(s) in %d files" % (bad, len(files)))
+    files = doc_files(root)
+    if not files:
+        print("check-doc-links: no Markdown files under %s" % root)
+        return 2
+    bad = []
+    for rel in files:
+        bad += check(root, rel)
+    for b in bad:
+        print(b)
+    print("%d broken link(s) in %d files" % (len(bad), len(files)))
     return 1 if bad else 0
 
 

@@ -33,7 +33,8 @@
 #        HUGE=1: every buffer gpuwire perf allocates (all rows but intra-alloc)
 #        in transparent huge pages (`gpuwire perf --hugepages`), batch and
 #        contiguous alike: the ratio without the 4 KiB page-walk cost that
-#        scattered entries pay more of on a VM (docs/PERFORMANCE.md, s13)
+#        scattered entries pay more of on a VM (a run of it:
+#        docs/results/vm-2026-11-24-quiet-tcp-loopback/batch_ab-huge.txt)
 set -u
 bld=${1:-build}
 reps=${REPS:-3}

@@ -208,11 +208,9 @@ static gw_status_t narrow_arrays(gw_core_t *core, const char *fn, unsigned type,
             gw_idx_span(side ? *r : *l, a ? n : 0, &lo, &hi);
             if (!a || hi <= INT32_MAX)
                 continue;
-            size_t i = 0;
-            while (i < n && a[i] >= 0)
-                i++;
-            return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s[%zu] = %d is negative (opts->index_type "
-                          "GW_INDEX_I32: items 0 .. 2147483647)", fn, i, side ? rn : ln, i, i < n ? (int)a[i] : 0);
+            char what[64];
+            size_t i = gw_batch_item_find(a, n, type, what, sizeof(what));
+            return gw_batch_item_bad(core, fn, i, side ? rn : ln, what, type);
         }
         return GW_OK;
     }
@@ -226,11 +224,9 @@ static gw_status_t narrow_arrays(gw_core_t *core, const char *fn, unsigned type,
         const uint64_t *w = (const uint64_t *)(const void *)*a;
         if (gw_idx_narrow_span(c + (size_t)side * n, w, n, &lo, &hi)) {
             char what[64];
-            size_t i = gw_idx_wide_bad(w, n, type == GW_INDEX_I64, what, sizeof(what));
+            size_t i = gw_batch_item_find(w, n, type, what, sizeof(what));
             free(c);
-            return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s[%zu] = %s (opts->index_type %s: items 0 .. "
-                          "4294967295)", fn, i, side ? rn : ln, i, what,
-                          type == GW_INDEX_I64 ? "GW_INDEX_I64" : "GW_INDEX_U64");
+            return gw_batch_item_bad(core, fn, i, side ? rn : ln, what, type);
         }
         *a = c + (size_t)side * n;
     }
@@ -672,9 +668,8 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
                 batch_release(m);
                 gw_proto_integ_set_free(is);
                 free(own);
-                return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s index %zu is outside the list (%zu entries)", fn,
-                              i, li >= local->n ? "local" : "remote", li >= local->n ? li : ri,
-                              li >= local->n ? local->n : remote->n);
+                return gw_batch_index_outside(core, fn, i, li >= local->n ? 0 : 1, li >= local->n ? li : ri,
+                                              li >= local->n ? local->n : remote->n);
             }
             dl_ent_t le, re;
             dl_at(local, li, &le.addr, &le.len, &le.reg);
@@ -1119,14 +1114,10 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
         if (bad_l || bad_r) {
             batch_release(m);
             free(own);
-            if (bad_l)
-                return gw_err(core, GW_ERR_INVALID,
-                              "%s: entry %zu: local page %llu (%zu bytes from %p) is outside the region "
-                              "[%p, +%zu)", fn, i, (unsigned long long)lp, page_size, lbase, lmem->addr, lmem->len);
-            return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
-                          "%s: entry %zu: remote page %llu (%zu bytes from 0x%llx) is outside the region "
-                          "[0x%llx, +%llu) the key covers", fn, i, (unsigned long long)rp, page_size,
-                          (unsigned long long)raddr, (unsigned long long)rkey->addr, (unsigned long long)rkey->len);
+            return gw_batch_page_outside(core, fn, i, !bad_l, bad_l ? lp : rp, page_size,
+                                         bad_l ? (uint64_t)(uintptr_t)lbase : raddr,
+                                         bad_l ? (uint64_t)(uintptr_t)lmem->addr : rkey->addr,
+                                         bad_l ? lmem->len : rkey->len);
         }
     }
     if (ok) {

@@ -30,47 +30,63 @@ static gw_status_t icheck_fail(gw_core_t *core, const gw_batch_t *b, const uint3
     if (i == n) /* (the span said otherwise: cannot happen) */
         return gw_err(core, GW_ERR_INVALID, "batch: an index lies outside its side's %s", b->nlist ? "list" : "region");
     if (b->nlist)
-        return gw_err(core, GW_ERR_INVALID, "gw_xfer_batch: entry %zu: %s index %u is outside the list (%llu entries)",
-                      i, remote ? "remote" : "local", v,
-                      (unsigned long long)(remote ? b->plim[3] : b->plim[1]) + 1);
-    if (!remote) {
-        const gw_mem_t *m = b->lmem[0];
-        return gw_err(core, GW_ERR_INVALID,
-                      "gw_xfer_pages: entry %zu: local page %u (%llu bytes from %p) is outside the region [%p, +%zu)",
-                      i, v, (unsigned long long)b->psize, (void *)(uintptr_t)b->plbase, m->addr, m->len);
-    }
-    const gw_rkey_t *k = &b->rkey[0];
-    return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
-                  "gw_xfer_pages: entry %zu: remote page %u (%llu bytes from 0x%llx) is outside the region "
-                  "[0x%llx, +%llu) the key covers",
-                  i, v, (unsigned long long)b->psize, (unsigned long long)b->prbase, (unsigned long long)k->addr,
-                  (unsigned long long)k->len);
+        return gw_batch_index_outside(core, "gw_xfer_batch", i, remote, v, (uint64_t)(remote ? b->plim[3] : b->plim[1]) + 1);
+    if (!remote)
+        return gw_batch_page_outside(core, "gw_xfer_pages", i, 0, v, b->psize, b->plbase,
+                                     (uint64_t)(uintptr_t)b->lmem[0]->addr, b->lmem[0]->len);
+    return gw_batch_page_outside(core, "gw_xfer_pages", i, 1, v, b->psize, b->prbase, b->rkey[0].addr, b->rkey[0].len);
 }
 
-static const char *itype_name(unsigned t)
+gw_status_t gw_batch_index_outside(gw_core_t *core, const char *fn, size_t i, int remote, uint64_t idx, uint64_t n)
 {
-    return t == GW_INDEX_I64 ? "GW_INDEX_I64" : t == GW_INDEX_U64 ? "GW_INDEX_U64" : "GW_INDEX_I32";
+    return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s index %llu is outside the list (%llu entries)", fn, i,
+                  remote ? "remote" : "local", (unsigned long long)idx, (unsigned long long)n);
+}
+
+gw_status_t gw_batch_page_outside(gw_core_t *core, const char *fn, size_t i, int remote, uint64_t page,
+                                  uint64_t psize, uint64_t from, uint64_t base, uint64_t len)
+{
+    if (!remote)
+        return gw_err(core, GW_ERR_INVALID,
+                      "%s: entry %zu: local page %llu (%llu bytes from %p) is outside the region [%p, +%llu)", fn, i,
+                      (unsigned long long)page, (unsigned long long)psize, (void *)(uintptr_t)from,
+                      (void *)(uintptr_t)base, (unsigned long long)len);
+    return gw_err(core, GW_ERR_OUT_OF_BOUNDS,
+                  "%s: entry %zu: remote page %llu (%llu bytes from 0x%llx) is outside the region [0x%llx, +%llu) "
+                  "the key covers",
+                  fn, i, (unsigned long long)page, (unsigned long long)psize, (unsigned long long)from,
+                  (unsigned long long)base, (unsigned long long)len);
+}
+
+gw_status_t gw_batch_item_bad(gw_core_t *core, const char *fn, size_t i, const char *array, const char *what,
+                              unsigned type)
+{
+    const char *tn = type == GW_INDEX_I64 ? "GW_INDEX_I64" : type == GW_INDEX_U64 ? "GW_INDEX_U64" : "GW_INDEX_I32";
+    return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s[%zu] = %s (opts->index_type %s: items 0 .. %s)", fn, i,
+                  array, i, what, tn, type == GW_INDEX_I32 ? "2147483647" : "4294967295");
+}
+
+size_t gw_batch_item_find(const void *p, size_t n, unsigned type, char *what, size_t len)
+{
+    if (type != GW_INDEX_I32)
+        return gw_idx_wide_bad(p, n, type == GW_INDEX_I64, what, len);
+    const int32_t *s = p;
+    size_t i = 0;
+    while (i < n && s[i] >= 0)
+        i++;
+    snprintf(what, len, "%d is negative", i < n ? (int)s[i] : 0);
+    return i;
 }
 
 /* An item outside 0 .. 2^32-1 (itype: 8-byte items) or negative
  * (GW_INDEX_I32): the error naming it */
 static gw_status_t icheck_type_fail(gw_core_t *core, const gw_batch_t *b, const void *p, size_t n, int remote)
 {
-    char what[64] = "";
-    size_t i = 0;
-    if (b->itype == GW_INDEX_I32) {
-        const int32_t *s = p;
-        while (i < n && s[i] >= 0)
-            i++;
-        snprintf(what, sizeof(what), "%d is negative", i < n ? (int)s[i] : 0);
-    } else {
-        i = gw_idx_wide_bad(p, n, b->itype == GW_INDEX_I64, what, sizeof(what));
-    }
+    char what[64];
+    size_t i = gw_batch_item_find(p, n, b->itype, what, sizeof(what));
     int pages = b->npages != 0;
-    return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s[%zu] = %s (opts->index_type %s: items 0 .. %s)",
-                  pages ? "gw_xfer_pages" : "gw_xfer_batch", i,
-                  pages ? (remote ? "rpages" : "lpages") : (remote ? "ridx" : "lidx"), i, what, itype_name(b->itype),
-                  b->itype == GW_INDEX_I32 ? "2147483647" : "4294967295");
+    return gw_batch_item_bad(core, pages ? "gw_xfer_pages" : "gw_xfer_batch", i,
+                             pages ? (remote ? "rpages" : "lpages") : (remote ? "ridx" : "lidx"), what, b->itype);
 }
 
 gw_status_t gw_batch_icheck(gw_core_t *core, gw_batch_t *b, uint32_t *ldst, uint32_t *rdst)

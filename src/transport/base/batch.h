@@ -228,6 +228,26 @@ static inline void gw_batch_expand(gw_batch_t *b)
  * the batch must then fail as refused at posting. */
 gw_status_t gw_batch_icheck(gw_core_t *core, gw_batch_t *b, uint32_t *ldst, uint32_t *rdst);
 
+/* The refusals of an index outside its side, in the words every path uses
+ * (the api layer's checks and gw_batch_icheck): fn the caller's call, i
+ * the entry.  A list index outside a list of n entries (GW_ERR_INVALID); a
+ * page of psize bytes from `from` outside the region [base, +len)
+ * (GW_ERR_INVALID for a local page, GW_ERR_OUT_OF_BOUNDS for a remote one,
+ * whose region is the key's). */
+gw_status_t gw_batch_index_outside(gw_core_t *core, const char *fn, size_t i, int remote, uint64_t idx, uint64_t n);
+gw_status_t gw_batch_page_outside(gw_core_t *core, const char *fn, size_t i, int remote, uint64_t page,
+                                  uint64_t psize, uint64_t from, uint64_t base, uint64_t len);
+
+/* The refusal of an index array's item its type does not allow
+ * (gw_xfer_opts_t.index_type: an 8-byte item outside 0 .. 2^32-1, a
+ * negative int32), in the words every path uses: fn the caller's call, i
+ * the entry, array its name ("lpages"), what the value's text
+ * (GW_ERR_INVALID).  gw_batch_item_find finds the first such item of
+ * p[0 .. n-1] (n: none) and writes its text. */
+gw_status_t gw_batch_item_bad(gw_core_t *core, const char *fn, size_t i, const char *array, const char *what,
+                              unsigned type);
+size_t gw_batch_item_find(const void *p, size_t n, unsigned type, char *what, size_t len);
+
 /* CUDA ordinal of entry e's local region, -1 for host memory. */
 static inline int gw_batch_ldev(const gw_batch_t *b, const gw_batch_ent_t *e)
 {

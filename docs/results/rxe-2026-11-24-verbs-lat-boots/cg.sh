@@ -1,7 +1,7 @@
 #!/bin/bash
 # cg.sh - callgrind of the tracked 8-byte verbs latency loop in the rxe guest.
 # usage (host): RXEVM_RW_DIR=DIR [BENCHES="name=/path/to/gw_verbs_bench ..."] [PT=1] \
-#   tests/rxe/run-in-rxe-vm.sh docs/results/verbs-rxe-2026-11-24-s17/cg.sh
+#   tests/rxe/run-in-rxe-vm.sh docs/results/rxe-2026-11-24-verbs-lat-boots/cg.sh
 # Each bench runs N = 1000 and 3000 rounds (GW_BENCH_LAT=complete, both
 # sides in one process tree); per put and side: perput.py (difference / 2200)
 # per process.  PT=1 also runs ib_write_lat the same way.
