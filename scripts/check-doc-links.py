@@ -5,6 +5,7 @@ points at something that exists.
 
     python3 scripts/check-doc-links.py [ROOT]     # exit 1 when one does not,
                                                   # or on a session tag
+    python3 scripts/check-doc-links.py --selftest # the tag check on known cases
 
 Files checked: README.md, docs/*.md, every *.md under docs/results/,
 python/README.md and the README.md files under bench/ and tests/.
@@ -142,7 +143,49 @@ def check(root, rel):
     return bad
 
 
+SELFTEST_BAD = [
+    ("see results/h100-s12/ for it", "session tag in a path"),
+    ("the log lat-s17-1.txt", "session tag in a path"),
+    ("measured in s12 and s17a", "session tag"),
+    ("as in session 12", "session number"),
+    ("fixed for issue 31", "ticket number"),
+    ("see ticket #4", "ticket number"),
+    ("the case of #31", "bare ticket number"),
+]
+SELFTEST_GOOD = [
+    "upstream: NVIDIA/nccl#1939 and nccl#959",
+    "a link [section 1](#1-tcp) and a heading anchor (#9-ofi)",
+    "flags: -s 8, ib_write_lat -s 8, sm_90, cuda:0, s3cmd, gpus0, x86_s",
+    "a TLS session, a test session starts",
+]
+
+
+def selftest():
+    import tempfile
+    fails = 0
+    for text, what in SELFTEST_BAD:
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "README.md"), "w", encoding="utf-8") as fh:
+                fh.write("# t\n\n%s\n" % text)
+            got = check_history(d, "README.md")
+            if not any(": %s " % what in g for g in got):
+                print("selftest: %r not caught as %s (got %r)" % (text, what, got))
+                fails += 1
+    for text in SELFTEST_GOOD:
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "README.md"), "w", encoding="utf-8") as fh:
+                fh.write("# t\n\n%s\n" % text)
+            got = check_history(d, "README.md")
+            if got:
+                print("selftest: %r flagged: %r" % (text, got))
+                fails += 1
+    print("selftest: %d of %d cases wrong" % (fails, len(SELFTEST_BAD) + len(SELFTEST_GOOD)))
+    return 1 if fails else 0
+
+
 def main():
+    if sys.argv[1:2] == ["--selftest"]:
+        return selftest()
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     files = doc_files(root)
     if not files:
