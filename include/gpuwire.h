@@ -625,9 +625,31 @@ typedef struct gw_xfer_opts {
      * are ready now. */
     void *index_stream;
     /* version 3 ends here */
+    /* The item type of gw_xfer_pages' and gw_xfer_batch's index arrays in
+     * host memory (both arrays: lpages/rpages, lidx/ridx): GW_INDEX_U32 (0):
+     * uint32_t, as the prototypes say; GW_INDEX_I64 / GW_INDEX_U64: int64_t
+     * / uint64_t (cast to const uint32_t *), what NumPy and torch give by
+     * default; GW_INDEX_I32: int32_t, negative items refused.  Every item
+     * must lie in 0 .. 2^32-1: one outside fails the call (GW_ERR_INVALID
+     * naming the array, the position and the value; nothing moves).  Over
+     * intra between GPUs the items are narrowed and checked in the pinned
+     * copy the transport makes anyway, in the same pass (no extra one);
+     * elsewhere the call narrows them into a temporary array first (int32:
+     * checks them where they are).  GW_INDEX_I64 / GW_INDEX_U64 are refused
+     * (GW_ERR_INVALID) with GW_INDEX_DEVICE, any type but GW_INDEX_U32 by
+     * the prepared forms, whose arrays are their own.  gw_xfer_opts_size()
+     * says whether the library reads this field. */
+    unsigned index_type;
+    /* version 4 ends here */
 } gw_xfer_opts_t;
 
 enum { GW_INDEX_HOST = 0, GW_INDEX_DEVICE = 1 };
+enum { GW_INDEX_U32 = 0, GW_INDEX_I64 = 1, GW_INDEX_U64 = 2, GW_INDEX_I32 = 3 };
+
+/* sizeof(gw_xfer_opts_t) as this library was built: a caller compiled
+ * against a newer header (or a binding loading the library at run time)
+ * learns which fields it reads (those that end at or below this size). */
+GW_API size_t gw_xfer_opts_size(void);
 
 /* Moves count entry pairs as one request: op GW_XFER_PUT writes local entry
  * lidx[i] into remote entry ridx[i], GW_XFER_GET reads the other way.  lidx

@@ -3,7 +3,9 @@
 """Checks that every relative link in the project's Markdown documentation
 points at something that exists.
 
-    python3 scripts/check-doc-links.py [ROOT]     # exit 1 when one does not
+    python3 scripts/check-doc-links.py [ROOT]     # exit 1 when one does not,
+                                                  # or on a session tag
+    python3 scripts/check-doc-links.py --selftest # the tag check on known cases
 
 Files checked: README.md, docs/*.md, every *.md under docs/results/,
 python/README.md and the README.md files under bench/ and tests/.
@@ -15,6 +17,14 @@ target) must match a heading of that file, named as GitHub names them:
 the heading's text lower-cased, markup and punctuation dropped, spaces
 made hyphens, "-1", "-2" ... after repeats. URLs (scheme:), mail links and
 anything inside fenced code blocks or `inline code` are skipped.
+
+It also fails on history where users read (README.md, docs/*.md,
+python/README.md; code blocks included): a work-session tag, as a path
+component ("results/x-s12/", "lat-s17-1.txt") or a word ("s12", "s17a"),
+"session 12", and a ticket of ours ("issue 31", "ticket #4", a bare "#31";
+an upstream one written "owner/repo#N" or "repo#N" is a reference and
+passes). The history lives in git log and in the README.md of the
+docs/results/ folder that holds a measurement's logs.
 """
 import glob
 import os
@@ -73,6 +83,41 @@ def anchors(path):
     return _anchor_cache[path]
 
 
+# Session tags and our ticket numbers, in the files users read first.
+HISTORY_FILES = ["README.md", "docs/*.md", "python/README.md"]
+HISTORY = [
+    (re.compile(r"[-_]s[0-9]{1,3}[a-z]*(?=[-_./)\s\]]|$)", re.M),
+     "session tag in a path"),
+    (re.compile(r"(?<![A-Za-z0-9_./-])s[0-9]{1,3}[a-z]?(?![A-Za-z0-9_])"),
+     "session tag"),
+    (re.compile(r"\bsessions?\s*(?:#|no\.?\s*)?[0-9]+", re.I),
+     "session number"),
+    (re.compile(r"\b(?:issue|ticket)s?\s*(?:#|no\.?\s*)?[0-9]+", re.I),
+     "ticket number"),
+    (re.compile(r"(?<![\w/(#-])#[0-9]+(?![\w-])"), "bare ticket number"),
+]
+
+
+def history_files(root):
+    out = set()
+    for p in HISTORY_FILES:
+        for f in glob.glob(os.path.join(root, p)):
+            out.add(os.path.relpath(f, root))
+    return sorted(out)
+
+
+def check_history(root, rel):
+    bad = []
+    with open(os.path.join(root, rel), encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    for n, line in enumerate(lines, 1):
+        for rx, what in HISTORY:
+            for m in rx.finditer(line):
+                bad.append("%s:%d: %s %r (history belongs in git log or the "
+                           "results folder's README.md)" % (rel, n, what, m.group(0).strip()))
+    return bad
+
+
 def check(root, rel):
     bad = []
     full = os.path.join(root, rel)
@@ -98,7 +143,49 @@ def check(root, rel):
     return bad
 
 
+SELFTEST_BAD = [
+    ("see results/h100-s12/ for it", "session tag in a path"),
+    ("the log lat-s17-1.txt", "session tag in a path"),
+    ("measured in s12 and s17a", "session tag"),
+    ("as in session 12", "session number"),
+    ("fixed for issue 31", "ticket number"),
+    ("see ticket #4", "ticket number"),
+    ("the case of #31", "bare ticket number"),
+]
+SELFTEST_GOOD = [
+    "upstream: NVIDIA/nccl#1939 and nccl#959",
+    "a link [section 1](#1-tcp) and a heading anchor (#9-ofi)",
+    "flags: -s 8, ib_write_lat -s 8, sm_90, cuda:0, s3cmd, gpus0, x86_s",
+    "a TLS session, a test session starts",
+]
+
+
+def selftest():
+    import tempfile
+    fails = 0
+    for text, what in SELFTEST_BAD:
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "README.md"), "w", encoding="utf-8") as fh:
+                fh.write("# t\n\n%s\n" % text)
+            got = check_history(d, "README.md")
+            if not any(": %s " % what in g for g in got):
+                print("selftest: %r not caught as %s (got %r)" % (text, what, got))
+                fails += 1
+    for text in SELFTEST_GOOD:
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "README.md"), "w", encoding="utf-8") as fh:
+                fh.write("# t\n\n%s\n" % text)
+            got = check_history(d, "README.md")
+            if got:
+                print("selftest: %r flagged: %r" % (text, got))
+                fails += 1
+    print("selftest: %d of %d cases wrong" % (fails, len(SELFTEST_BAD) + len(SELFTEST_GOOD)))
+    return 1 if fails else 0
+
+
 def main():
+    if sys.argv[1:2] == ["--selftest"]:
+        return selftest()
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     files = doc_files(root)
     if not files:
@@ -107,10 +194,15 @@ def main():
     bad = []
     for rel in files:
         bad += check(root, rel)
-    for b in bad:
+    hist = []
+    hfiles = history_files(root)
+    for rel in hfiles:
+        hist += check_history(root, rel)
+    for b in bad + hist:
         print(b)
-    print("%d broken link(s) in %d files" % (len(bad), len(files)))
-    return 1 if bad else 0
+    print("%d broken link(s) in %d files; %d session or ticket tag(s) in %d files"
+          % (len(bad), len(files), len(hist), len(hfiles)))
+    return 1 if bad or hist else 0
 
 
 if __name__ == "__main__":

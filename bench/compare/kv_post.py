@@ -9,6 +9,10 @@ host's work alone).  Per shape it prints the medians (and bests) in us of
 
   post        ep.put_pages(...) returning its Request
   post+wait   the same through r.wait()
+  post64      the same with the index arrays as NumPy int64 (NumPy's and
+              torch's default integer: what an engine's block ids usually
+              are), narrowed and checked by the package each call, and
+              post64+wait
   plan        plan.post() of ep.prepare_put_pages(...) made once with the
               same arrays (a prepared page list where the library has them)
   plan+wait   the same through r.wait()
@@ -178,8 +182,9 @@ def main():
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.uname().nodename,
              open("/proc/loadavg").read().split(" ", 3)[:3], os.environ.get("FAKECUDA_KERNEL_NOCOPY", "-"),
              args.rounds))
-    print("%-10s %14s %14s %14s %14s %14s %14s %14s %14s %14s" % (
-        "shape", "post", "post+wait", "plan", "plan+wait", "dev", "dev+wait", "c.post", "c.post+wait", "all+wait"))
+    print("%-10s %14s %14s %14s %14s %14s %14s %14s %14s %14s %14s %14s" % (
+        "shape", "post", "post+wait", "post64", "post64+wait", "plan", "plan+wait", "dev", "dev+wait", "c.post",
+        "c.post+wait", "all+wait"))
     rng = np.random.default_rng(1)
     pc = time.perf_counter
     for i, s in enumerate(shapes):
@@ -190,7 +195,8 @@ def main():
         rk, ok = keys[i][0], keys[i][1]
         lidx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
         ridx = rng.choice(2 * n, n, replace=False).astype(np.uint32)
-        t = {"post": [], "wait": [], "ppost": [], "pwait": [], "dpost": [], "dwait": [], "cpost": [], "cwait": [],
+        lidx64, ridx64 = lidx.astype(np.int64), ridx.astype(np.int64)
+        t = {"post": [], "wait": [], "post64": [], "wait64": [], "ppost": [], "pwait": [], "dpost": [], "dwait": [], "cpost": [], "cwait": [],
              "await": []}
         tabs = []
         dpost = None
@@ -204,6 +210,9 @@ def main():
 
             def post():
                 return ep.put_pages(sm, rk, page, lidx, ridx, counted=7)
+
+            def post64():
+                return ep.put_pages(sm, rk, page, lidx64, ridx64, counted=7)
         else:                           # descriptor tables over nreg regions a side (computed)
             per = 2 * n // nreg
             tabs = [ctx.register(Part(src, r * per * page, per * page), access=gpuwire.ACCESS_LOCAL)
@@ -216,6 +225,9 @@ def main():
 
             def post():
                 return ep.put_batch(L, R, lidx, ridx, counted=7)
+
+            def post64():
+                return ep.put_batch(L, R, lidx64, ridx64, counted=7)
         def timed(fn, kpost, kwait):
             def run(keep):
                 t0 = pc()
@@ -235,7 +247,7 @@ def main():
             a1 = pc()
             if keep:
                 t["await"].append(a1 - a0)
-        runs = [timed(post, "post", "wait")]
+        runs = [timed(post, "post", "wait"), timed(post64, "post64", "wait64")]
         if plan is not None:
             runs.append(timed(plan.post, "ppost", "pwait"))
         if dpost is not None:

@@ -18,10 +18,14 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h> /* (the x86-64 baseline: the index checks' vector loops) */
+#endif
 
 #include "gpuwire.h"
 
@@ -56,6 +60,8 @@ static pl_xfer_fn f_pl_xfer;
 typedef gw_status_t (*bpl_xfer_fn)(gw_ep_t *, int, gw_dlist_t *, gw_dlist_t *, gw_pages_t *, const gw_xfer_opts_t *,
                                    gw_request_t **);
 static bpl_xfer_fn f_bpl_xfer;
+/* the library reads gw_xfer_opts_t.index_type (init: gw_xfer_opts_size) */
+static int f_wide;
 
 /* init(put, get, put_notify, request_wait, request_test, request_free
  *      [, xfer_batch, xfer_pages [, pages_create, pages_destroy,
@@ -63,9 +69,16 @@ static bpl_xfer_fn f_bpl_xfer;
  *      optional ones may be 0) */
 static PyObject *fast_init(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 6 && n != 8 && n != 11 && n != 12) {
-        PyErr_SetString(PyExc_TypeError, "init takes six, eight, eleven or twelve function addresses");
+    if (n != 6 && n != 8 && n != 11 && n != 12 && n != 13) {
+        PyErr_SetString(PyExc_TypeError, "init takes six, eight, eleven, twelve or thirteen function addresses");
         return NULL;
+    }
+    f_wide = 0;
+    if (n == 13) { /* gw_xfer_opts_size (0: absent): the library reads index_type */
+        size_t (*opts_size)(void) = (size_t (*)(void))PyLong_AsVoidPtr(a[12]);
+        if (PyErr_Occurred())
+            return NULL;
+        f_wide = opts_size && opts_size() >= offsetof(gw_xfer_opts_t, index_type) + sizeof(unsigned);
     }
     f_batch = NULL;
     f_pages = NULL;
@@ -83,7 +96,7 @@ static PyObject *fast_init(PyObject *self, PyObject *const *a, Py_ssize_t n)
         f_pl_create = (pl_create_fn)PyLong_AsVoidPtr(a[8]);
         f_pl_destroy = (pl_destroy_fn)PyLong_AsVoidPtr(a[9]);
         f_pl_xfer = (pl_xfer_fn)PyLong_AsVoidPtr(a[10]);
-        if (n == 12)
+        if (n >= 12)
             f_bpl_xfer = (bpl_xfer_fn)PyLong_AsVoidPtr(a[11]);
         if (PyErr_Occurred())
             return NULL;
@@ -180,19 +193,64 @@ static PyObject *fast_wait_free(PyObject *self, PyObject *const *a, Py_ssize_t n
 typedef struct idx {
     const uint32_t *p;   /* NULL: the argument was None */
     Py_ssize_t n;
-    uint32_t *owned;     /* a converted copy, freed by idx_release */
+    uint32_t *owned;     /* a converted copy, freed by idx_release (or given back to spare[]) */
+    int spare_at;        /* >= 0: owned is spare[spare_at], lent for this call */
+    unsigned itype;      /* GW_INDEX_I64 / GW_INDEX_U64 / GW_INDEX_I32: p is the caller's items, given to the
+                          * library as they are (it narrows and checks them in its own copy); 0: uint32 */
     Py_buffer view;
     int has_view;
     PyObject *held;      /* a NumPy array read in place (np_read), held until idx_release */
 } idx_t;
+
+/* Buffers for the uint32 copies of 8-byte index arrays, lent to one call at
+ * a time (taken and given back under the GIL; a call that finds both lent,
+ * as when another thread posts while this one is in the library, mallocs
+ * its own).  A fresh malloc of a 64 KiB+ buffer is a page fault per 4 KiB
+ * the first time it is written (and above glibc's mmap threshold every
+ * time); the spares are written every call and stay mapped.  Kept up to
+ * SPARE_MAX bytes each. */
+#define SPARE_MAX ((size_t)16 << 20)
+static struct {
+    uint32_t *p;
+    size_t cap; /* entries */
+    int lent;
+} spare[2];
+
+static uint32_t *idx_buf(Py_ssize_t n, idx_t *x)
+{
+    size_t want = (size_t)(n ? n : 1);
+    for (int i = 0; i < 2; i++) {
+        if (spare[i].lent)
+            continue;
+        if (spare[i].cap < want && want * sizeof(uint32_t) <= SPARE_MAX) {
+            uint32_t *q = malloc(want * sizeof(uint32_t));
+            if (!q)
+                break;
+            free(spare[i].p);
+            spare[i].p = q;
+            spare[i].cap = want;
+        }
+        if (spare[i].cap >= want) {
+            spare[i].lent = 1;
+            x->spare_at = i;
+            return x->owned = spare[i].p;
+        }
+    }
+    x->spare_at = -1;
+    return x->owned = malloc(want * sizeof(uint32_t));
+}
 
 static void idx_release(idx_t *x)
 {
     if (x->has_view)
         PyBuffer_Release(&x->view);
     Py_XDECREF(x->held);
-    free(x->owned);
+    if (x->owned && x->spare_at >= 0)
+        spare[x->spare_at].lent = 0;
+    else
+        free(x->owned);
     memset(x, 0, sizeof(*x));
+    x->spare_at = -1;
 }
 
 /* The name of o's type into buf (the limited API hides tp_name). */
@@ -222,8 +280,7 @@ static int idx_from_seq(PyObject *o, const char *name, idx_t *x)
     Py_ssize_t n = PySequence_Size(o);
     if (n < 0)
         return -1;
-    x->owned = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    if (!x->owned) {
+    if (!idx_buf(n, x)) {
         PyErr_NoMemory();
         return -1;
     }
@@ -251,13 +308,76 @@ static int idx_from_seq(PyObject *o, const char *name, idx_t *x)
     return 0;
 }
 
+/* Whether any of n int32 is negative: the sign bits ORed, 16 items a round
+ * without an exit per item (SSE2, the x86-64 baseline), 0 or 1 */
+static int any_negative32(const int32_t *s, Py_ssize_t n)
+{
+    uint32_t acc = 0;
+    Py_ssize_t i = 0;
+#ifdef __SSE2__
+    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm_or_si128(a0, _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+        a1 = _mm_or_si128(a1, _mm_loadu_si128((const __m128i *)(const void *)(s + i + 4)));
+        a2 = _mm_or_si128(a2, _mm_loadu_si128((const __m128i *)(const void *)(s + i + 8)));
+        a3 = _mm_or_si128(a3, _mm_loadu_si128((const __m128i *)(const void *)(s + i + 12)));
+    }
+    acc = (uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_or_si128(_mm_or_si128(a0, a1), _mm_or_si128(a2, a3))));
+    acc = acc ? 0x80000000u : 0;
+#endif
+    for (; i < n; i++)
+        acc |= (uint32_t)s[i];
+    return acc >> 31;
+}
+
+/* n 8-byte integers at u narrowed into dst; nonzero when any lies outside
+ * 0 .. 2^32-1 (its upper half not zero: a negative int64 too).  One pass
+ * that stores the lower halves and ORs the upper ones, 8 items a round
+ * (SSE2); a loop checking and exiting per item ran at ~1 ns an item. */
+static uint32_t narrow64(uint32_t *restrict dst, const uint64_t *restrict u, Py_ssize_t n)
+{
+    uint32_t hi = 0;
+    Py_ssize_t i = 0;
+#ifdef __SSE2__
+    __m128i h0 = _mm_setzero_si128(), h1 = h0;
+    for (; i + 8 <= n; i += 8) {
+        __m128 v0 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(const void *)(u + i)));
+        __m128 v1 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(const void *)(u + i + 2)));
+        __m128 v2 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(const void *)(u + i + 4)));
+        __m128 v3 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(const void *)(u + i + 6)));
+        /* lower halves (dwords 0 and 2 of each) to dst, upper ones (1, 3) ORed */
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm_castps_si128(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0))));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i + 4),
+                         _mm_castps_si128(_mm_shuffle_ps(v2, v3, _MM_SHUFFLE(2, 0, 2, 0))));
+        h0 = _mm_or_si128(h0, _mm_castps_si128(_mm_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1))));
+        h1 = _mm_or_si128(h1, _mm_castps_si128(_mm_shuffle_ps(v2, v3, _MM_SHUFFLE(3, 1, 3, 1))));
+    }
+    hi = _mm_movemask_epi8(_mm_cmpeq_epi32(_mm_or_si128(h0, h1), _mm_setzero_si128())) != 0xFFFF;
+#endif
+    for (; i < n; i++) {
+        hi |= (uint32_t)(u[i] >> 32);
+        dst[i] = (uint32_t)u[i];
+    }
+    return hi;
+}
+
 /* n integers of `size` (4 or 8) bytes at p as uint32 indices: in place when
- * 4 bytes wide (a pass for negatives when signed), else a checked copy */
-static int idx_check(const void *p, Py_ssize_t n, int size, int is_signed, const char *name, idx_t *x)
+ * 4 bytes wide (a pass for negatives when signed), else a checked copy; a
+ * bad item is found by a second, naming pass only after the first saw one */
+static int idx_narrow(const uint64_t *u, Py_ssize_t n, int is_signed, const char *name, idx_t *x);
+
+static int idx_check(const void *p, Py_ssize_t n, int size, int is_signed, const char *name, idx_t *x, int wide_ok)
 {
     x->n = n;
-    if (size == 4) {
-        if (is_signed) {
+    if (wide_ok && f_wide && (size == 8 || is_signed)) { /* (the library narrows and checks them as it copies them) */
+        x->p = p;
+        x->itype = size == 4 ? GW_INDEX_I32 : is_signed ? GW_INDEX_I64 : GW_INDEX_U64;
+        return 0;
+    }
+    if (size != 4)
+        return idx_narrow(p, n, is_signed, name, x);
+    {
+        if (is_signed && any_negative32(p, n)) {
             const int32_t *s = p;
             for (Py_ssize_t i = 0; i < n; i++)
                 if (s[i] < 0)
@@ -266,18 +386,24 @@ static int idx_check(const void *p, Py_ssize_t n, int size, int is_signed, const
         x->p = p;
         return 0;
     }
-    x->owned = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    if (!x->owned) {
+}
+
+/* n 8-byte items at u narrowed into a buffer of x (x->p), checked */
+static int idx_narrow(const uint64_t *u, Py_ssize_t n, int is_signed, const char *name, idx_t *x)
+{
+    if (!idx_buf(n, x)) {
         PyErr_NoMemory();
         return -1;
     }
-    const uint64_t *u = p;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (is_signed && (int64_t)u[i] < 0)
-            return idx_bad(name, "item %zd is negative (%lld)", i, (long long)(int64_t)u[i]);
-        if (u[i] > UINT32_MAX)
-            return idx_bad(name, "item %zd is %llu: an index is at most 4294967295", i, (unsigned long long)u[i]);
-        x->owned[i] = (uint32_t)u[i];
+    x->itype = 0;
+    if (narrow64(x->owned, u, n)) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (is_signed && (int64_t)u[i] < 0)
+                return idx_bad(name, "item %zd is negative (%lld)", i, (long long)(int64_t)u[i]);
+            if (u[i] > UINT32_MAX)
+                return idx_bad(name, "item %zd is %llu: an index is at most 4294967295", i,
+                               (unsigned long long)u[i]);
+        }
     }
     x->p = x->owned;
     return 0;
@@ -369,13 +495,28 @@ static void np_learn(PyObject *o)
 static PyTypeObject *tensor_type;
 static PyObject *s_numpy;
 
+/* the last types found not to be torch.Tensor before it was seen (held):
+ * the name lookup below (a string made and formatted) cost as much as the
+ * rest of a device-index post for objects such as CuPy arrays */
+#define NOT_TENSOR_N 4
+static PyTypeObject *not_tensor[NOT_TENSOR_N];
+static unsigned not_tensor_next;
+
 static int is_tensor(PyObject *o)
 {
     if (tensor_type)
         return Py_TYPE(o) == tensor_type;
+    for (int i = 0; i < NOT_TENSOR_N; i++)
+        if (not_tensor[i] == Py_TYPE(o))
+            return 0;
     char tb[64];
-    if (strcmp(tname(o, tb, sizeof(tb)), "Tensor") != 0)
+    if (strcmp(tname(o, tb, sizeof(tb)), "Tensor") != 0) {
+        PyTypeObject **at = &not_tensor[not_tensor_next++ % NOT_TENSOR_N];
+        PyTypeObject *old = *at;
+        *at = (PyTypeObject *)Py_NewRef((PyObject *)Py_TYPE(o));
+        Py_XDECREF((PyObject *)old);
         return 0;
+    }
     PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__");
     const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8AndSize(mod, NULL) : NULL;
     int yes = m && strcmp(m, "torch") == 0;
@@ -386,9 +527,10 @@ static int is_tensor(PyObject *o)
     return yes;
 }
 
-static int idx_get(PyObject *o, const char *name, idx_t *x)
+static int idx_get(PyObject *o, const char *name, idx_t *x, int wide_ok)
 {
     memset(x, 0, sizeof(*x));
+    x->spare_at = -1;
     if (o == Py_None)
         return 0;
     if (PyList_Check(o) || PyTuple_Check(o))
@@ -400,7 +542,7 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
             PyErr_Clear();
             return idx_bad(name, "a tensor without a NumPy view");
         }
-        int r = idx_get(arr, name, x);
+        int r = idx_get(arr, name, x, wide_ok);
         Py_DECREF(arr); /* held by x (x->held or x->view) while needed */
         return r;
     }
@@ -410,7 +552,7 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
     int np_size, np_sgn;
     if (np_state == 1 && Py_TYPE(o) == np_type && np_read(o, &np_p, &x->n, &np_size, &np_sgn)) {
         x->held = Py_NewRef(o); /* (its data stays while held: NumPy refuses to resize a shared array) */
-        return idx_check(np_p, x->n, np_size, np_sgn, name, x);
+        return idx_check(np_p, x->n, np_size, np_sgn, name, x, wide_ok);
     }
     if (PyObject_GetBuffer(o, &x->view, PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
         char tb[64];
@@ -438,7 +580,7 @@ static int idx_get(PyObject *o, const char *name, idx_t *x)
         return idx_bad(name, "not contiguous (stride %zd bytes, item %zd bytes): use a contiguous copy",
                        v->strides[0], v->itemsize);
     x->n = v->shape[0];
-    return idx_check(v->buf, x->n, (int)v->itemsize, k == 'i' || k == 'l' || k == 'q' || k == 'n', name, x);
+    return idx_check(v->buf, x->n, (int)v->itemsize, k == 'i' || k == 'l' || k == 'q' || k == 'n', name, x, wide_ok);
 }
 
 /* The number of entries: both arrays given -> equal lengths; one -> its
@@ -473,18 +615,41 @@ static int idx_count(const idx_t *l, const idx_t *r, const char *ln, const char 
     return 0;
 }
 
+/* An array left to the library (x->itype) made uint32 here: 8-byte items
+ * narrowed, int32 ones checked for negatives */
+static int idx_plain(idx_t *x, const char *name)
+{
+    if (x->itype == GW_INDEX_I32) {
+        x->itype = 0;
+        return idx_check(x->p, x->n, 4, 1, name, x, 0);
+    }
+    if (x->itype)
+        return idx_narrow((const uint64_t *)(const void *)x->p, x->n, x->itype == GW_INDEX_I64, name, x);
+    return 0;
+}
+
 /* Both index arrays and the count of a batch: 0, or -1 with an exception set
- * and nothing held. */
+ * and nothing held.  wide_ok: 8-byte and int32 arrays may stay as they are
+ * where the library takes them (gw_xfer_opts_t.index_type, one type for
+ * both arrays): *type says which (0: uint32); arrays of two types are
+ * made uint32 here. */
 static int idx_both(PyObject *lo, PyObject *ro, PyObject *cnt, const char *ln, const char *rn, idx_t *li, idx_t *ri,
-                    size_t *count)
+                    size_t *count, int wide_ok, unsigned *type)
 {
     memset(ri, 0, sizeof(*ri));
-    if (idx_get(lo, ln, li) != 0 || idx_get(ro, rn, ri) != 0 || idx_count(li, ri, ln, rn, cnt, count) != 0) {
-        idx_release(li);
-        idx_release(ri);
-        return -1;
-    }
+    *type = 0;
+    if (idx_get(lo, ln, li, wide_ok) != 0 || idx_get(ro, rn, ri, wide_ok) != 0 ||
+        idx_count(li, ri, ln, rn, cnt, count) != 0)
+        goto fail;
+    if (li->p && ri->p && li->itype != ri->itype) /* (int64 and uint32, say) */
+        if (idx_plain(li, ln) || idx_plain(ri, rn))
+            goto fail;
+    *type = li->p && li->itype ? li->itype : ri->p ? ri->itype : 0;
     return 0;
+fail:
+    idx_release(li);
+    idx_release(ri);
+    return -1;
 }
 
 static PyObject *post_result(gw_status_t st, gw_request_t *req)
@@ -517,16 +682,23 @@ static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
         return NULL;
     idx_t li, ri;
     size_t count = 0;
-    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count) != 0)
-        return NULL;
-    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value};
+    gw_status_t st = GW_OK;
     gw_request_t *req = NULL;
-    gw_status_t st;
-    Py_BEGIN_ALLOW_THREADS
-    st = f_batch(ep, op, ll, li.p, rl, ri.p, count, notify ? &o : NULL, track ? &req : NULL);
-    Py_END_ALLOW_THREADS
-    idx_release(&li);
-    idx_release(&ri);
+    for (int wide_ok = 1; wide_ok >= 0; wide_ok--) {
+        unsigned type;
+        if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count, wide_ok, &type) != 0)
+            return NULL;
+        gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value, .index_type = type};
+        Py_BEGIN_ALLOW_THREADS
+        st = f_batch(ep, op, ll, li.p, rl, ri.p, count, notify || type ? &o : NULL, track ? &req : NULL);
+        Py_END_ALLOW_THREADS
+        idx_release(&li);
+        idx_release(&ri);
+        if (st == GW_OK || !type)
+            break;
+        /* refused with 8-byte arrays (nothing moved): again narrowed here, so
+         * that a bad item gets this module's message naming it */
+    }
     return post_result(st, req);
 }
 
@@ -560,7 +732,8 @@ static int pages_parse(PyObject *const *a, pages_args_t *g)
     if (PyErr_Occurred())
         return -1;
     g->opts = (gw_xfer_opts_t){.size = sizeof(g->opts), .notify = g->notify, .value = value};
-    return idx_both(a[4], a[7], a[8], "lpages", "rpages", &g->li, &g->ri, &g->count);
+    unsigned type;
+    return idx_both(a[4], a[7], a[8], "lpages", "rpages", &g->li, &g->ri, &g->count, 0, &type);
 }
 
 static PyObject *new_request(PyObject *cls, PyObject *ctx, PyObject *h, PyObject *nbytes);
@@ -978,7 +1151,8 @@ static PyObject *bplan_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         return NULL;
     idx_t li, ri;
     size_t count = 0;
-    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count) != 0)
+    unsigned type;
+    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count, 0, &type) != 0)
         return NULL;
     uint32_t *lp = idx_copy(&li), *rp = idx_copy(&ri);
     int nomem = (li.p && !lp) || (ri.p && !rp);
@@ -1130,6 +1304,7 @@ typedef struct dix {
     void *stream; /* NULL: none */
 } dix_t;
 static PyObject *t_int32, *t_uint32, *t_rawstream;
+static PyObject *s_cai, *s_cai_key[5]; /* "__cuda_array_interface__" and its typestr, shape, strides, data, stream */
 static int t_state; /* 0: not looked up; 1: torch's dtypes and raw-stream getter found; -1: not */
 
 static int torch_bits(void)
@@ -1196,18 +1371,19 @@ static int dev_idx(PyObject *o, dix_t *x)
         PyErr_Clear();
         return x->p && x->n >= 0 && x->gpu >= 0 && got ? 1 : -1;
     }
-    PyObject *cai = PyObject_GetAttrString(o, "__cuda_array_interface__");
+    PyObject *cai = PyObject_GetAttr(o, s_cai);
     if (!cai) {
         PyErr_Clear();
         return 0;
     }
     int ret = -1;
-    if (PyDict_Check(cai)) {
-        PyObject *ts = PyDict_GetItemString(cai, "typestr"), *sh = PyDict_GetItemString(cai, "shape");
-        PyObject *sd = PyDict_GetItemString(cai, "strides"), *dt = PyDict_GetItemString(cai, "data");
-        PyObject *st = PyDict_GetItemString(cai, "stream"); /* (borrowed, all) */
-        const char *t = ts && PyUnicode_Check(ts) ? PyUnicode_AsUTF8AndSize(ts, NULL) : NULL;
-        int tok = t && strlen(t) == 3 && strchr("<|=", t[0]) && strchr("iu", t[1]) && t[2] == '4';
+    if (PyDict_Check(cai)) { /* (interned keys: no string made per lookup) */
+        PyObject *ts = PyDict_GetItem(cai, s_cai_key[0]), *sh = PyDict_GetItem(cai, s_cai_key[1]);
+        PyObject *sd = PyDict_GetItem(cai, s_cai_key[2]), *dt = PyDict_GetItem(cai, s_cai_key[3]);
+        PyObject *st = PyDict_GetItem(cai, s_cai_key[4]); /* (borrowed, all) */
+        Py_ssize_t tl = 0;
+        const char *t = ts && PyUnicode_Check(ts) ? PyUnicode_AsUTF8AndSize(ts, &tl) : NULL;
+        int tok = t && tl == 3 && strchr("<|=", t[0]) && strchr("iu", t[1]) && t[2] == '4';
         int shok = sh && PyTuple_Check(sh) && PyTuple_Size(sh) == 1;
         Py_ssize_t n = shok ? PyLong_AsSsize_t(PyTuple_GetItem(sh, 0)) : -1;
         int sdok = !sd || sd == Py_None ||
@@ -1371,20 +1547,24 @@ static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_
     }
     idx_t li, ri;
     size_t count = 0;
-    if (idx_both(v[3], v[4], v[5], "lpages", "rpages", &li, &ri, &count) != 0) {
+    unsigned type;
+    if (idx_both(v[3], v[4], v[5], "lpages", "rpages", &li, &ri, &count, 1, &type) != 0) {
         PyErr_Clear();  /* the Python method raises it as InvalidArgument */
         return slow_call(op, ep, args, nargs, kwnames);
     }
-    gw_xfer_opts_t o = {.size = sizeof(o), .notify = 2, .value = value};
     int notify = v[9] != Py_None;
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify ? 2 : 0, .value = value, .index_type = type};
     gw_request_t *req = NULL;
     gw_status_t st;
     Py_BEGIN_ALLOW_THREADS
     st = f_pages(eh, op, mh, la + loff, li.p, kh, ra + roff, ri.p, count, page,
-                 notify ? &o : NULL, track ? &req : NULL);
+                 notify || type ? &o : NULL, track ? &req : NULL);
     Py_END_ALLOW_THREADS
     idx_release(&li);
     idx_release(&ri);
+    if (st != GW_OK && type) /* refused with 8-byte arrays (nothing moved): the Python method, which narrows
+                              * them here first, raises what is wrong, naming a bad item in this module's words */
+        return slow_call(op, ep, args, nargs, kwnames);
     return pages_result(st, ep, op, track, req, ctx, count * page, NULL, NULL);
 }
 
@@ -1454,6 +1634,13 @@ PyMODINIT_FUNC PyInit__gwfast(void)
     s_addr = PyUnicode_InternFromString("addr");
     s_numpy = PyUnicode_InternFromString("numpy");
     s_lctx = s_ctx;
+    s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
+    static const char *const cai_keys[5] = {"typestr", "shape", "strides", "data", "stream"};
+    for (int i = 0; i < 5; i++)
+        if (!(s_cai_key[i] = PyUnicode_InternFromString(cai_keys[i])))
+            return NULL;
+    if (!s_cai)
+        return NULL;
     for (int i = 0; i < 11; i++)
         if (!(s_kw[i] = PyUnicode_InternFromString(kw_names[i])))
             return NULL;

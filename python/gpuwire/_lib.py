@@ -180,6 +180,7 @@ _OPTIONAL = {
                               POINTER(XferOpts), PP]),
     "gw_xfer_pages": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_uint64,
                               c_void_p, c_size_t, c_size_t, POINTER(XferOpts), PP]),
+    "gw_xfer_opts_size": (c_size_t, []),
     "gw_pages_create": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, PP]),
     "gw_pages_destroy": (c_int, [c_void_p]),
     "gw_xfer_batch_prepared": (c_int, [c_void_p, c_int, c_void_p, c_void_p, c_void_p, POINTER(XferOpts), PP]),
@@ -334,13 +335,18 @@ def _find_fast(why: List[str]) -> Optional[ModuleType]:
             base = (addr("gw_put"), addr("gw_get"), addr("gw_put_notify"), addr("gw_request_wait"),
                     addr("gw_request_test"), addr("gw_request_free"), opt("gw_xfer_batch"), opt("gw_xfer_pages"))
             prep = (opt("gw_pages_create"), opt("gw_pages_destroy"), opt("gw_xfer_pages_prepared"))
-            try:                # with prepared page lists and selections (Endpoint.prepare_put_pages /
-                mod.init(*base, *prep, opt("gw_xfer_batch_prepared"))  # prepare_put_batch post through one)
-            except TypeError:
-                try:            # an accelerator that predates prepared selections
-                    mod.init(*base, *prep)
-                except TypeError:   # ... or prepared page lists
-                    mod.init(*base)
+            # the newest form the accelerator takes: with 8-byte index arrays handed to the
+            # library as they are; with prepared selections (prepare_put_batch); with prepared
+            # page lists (prepare_put_pages); the batched API alone
+            forms = [(*base, *prep, opt("gw_xfer_batch_prepared"), opt("gw_xfer_opts_size")),
+                     (*base, *prep, opt("gw_xfer_batch_prepared")), (*base, *prep), base]
+            for k, args in enumerate(forms):
+                try:
+                    mod.init(*args)
+                    break
+                except TypeError:
+                    if k == len(forms) - 1:
+                        raise
         except TypeError:       # an accelerator built before the batched API
             why.append("%s: built for an older libgpuwire (rebuild it)" % f)
             continue

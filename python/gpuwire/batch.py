@@ -65,7 +65,7 @@ def _device_index(x: Any, name: str) -> Optional[Tuple[int, int, int, Optional[i
     stream or None) of an index array in GPU memory: a CUDA tensor of int32 or
     uint32 (its stream: torch.cuda.current_stream(its device)) or another
     object with __cuda_array_interface__ (its "stream" where it gives one).
-    None for anything else (host memory: read as before)."""
+    None for anything else (host memory: read on the host, as a list or buffer)."""
     t = type(x)
     if x is None or t is list or t is tuple or t.__module__ == "numpy":
         return None                     # (host memory; a NumPy array's failed attribute lookup costs ~1 us)

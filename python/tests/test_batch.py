@@ -181,6 +181,74 @@ def test_bad_page_arrays(pair, path, bad, msg):
     assert e.value.status == -1 and e.value.name == "GW_ERR_INVALID"
 
 
+@pytest.mark.parametrize("dtype, value, msg", [
+    (np.int64, -1, r"is negative \(-1\)"),
+    (np.int64, -(1 << 40), r"is negative \(-1099511627776\)"),
+    (np.int64, 1 << 32, "is 4294967296: an index is at most 4294967295"),
+    (np.int64, (1 << 62) + 5, "is 4611686018427387909: an index is at most"),
+    (np.uint64, 1 << 63, "is 9223372036854775808: an index is at most"),
+    (np.int32, -1, r"is negative \(-1\)"),
+    (np.int32, -(1 << 31), r"is negative \(-2147483648\)"),
+])
+def test_bad_index_in_long_arrays(pair, path, dtype, value, msg):
+    """A bad item anywhere in a long 8-byte or signed array (at the start, in
+    the middle or end of the checks' vector rounds, or in the tail after
+    them) is named by array and position, on either side, and nothing
+    moves; the next good post after it moves its pages."""
+    n = 1003                                     # (not a multiple of the vector rounds: a scalar tail)
+    dst, rk, src, sm = paged_setup(pair, n)
+    rng = np.random.default_rng(11)
+    lp, rp = rng.permutation(n).astype(dtype), rng.permutation(n).astype(dtype)
+    for side, at in [("lpages", 0), ("rpages", 7), ("lpages", 8), ("rpages", 15), ("lpages", 16),
+                     ("rpages", 517), ("lpages", 999), ("rpages", 1000), ("lpages", 1002)]:
+        bad_l, bad_r = lp.copy(), rp.copy()
+        (bad_l if side == "lpages" else bad_r)[at] = value
+        with pytest.raises(gpuwire.InvalidArgument, match=r"%s: item %d %s" % (side, at, msg)):
+            pair.eb.put_pages(sm, rk, PAGE, bad_l, bad_r)
+        assert not dst.any()                     # nothing moved
+    finish = target_counts(pair, {3: 1})
+    assert pair.eb.put_pages(sm, rk, PAGE, lp, rp, counted=3).wait(20) == n * PAGE
+    assert finish() == {3: 0}
+    expect_pages(dst, src, lp.astype(np.int64), rp.astype(np.int64))
+
+
+def test_mixed_index_dtypes(pair, path):
+    """The two arrays of one call may differ in type (int64 and int32,
+    uint32 and uint64, a list and int64): each is read as it is; the
+    narrowed copies of 8-byte arrays serve one call at a time, so calls
+    with different lengths in a row and from two threads at once each move
+    their own pages."""
+    n = 640
+    dst, rk, src, sm = paged_setup(pair, 2 * n)
+    rng = np.random.default_rng(12)
+    lp, rp = rng.permutation(2 * n)[:n], rng.permutation(2 * n)[:n]
+    cuts = [(0, 5), (5, 100), (100, 101), (101, 300), (300, 340)]
+    forms = [(np.int64, np.int32), (np.uint32, np.uint64), (None, np.int64), (np.int32, np.uint64),
+             (np.uint64, np.int64)]
+    finish = target_counts(pair, {4: len(cuts) + 2})
+    for (a, b), (ta, tb) in zip(cuts, forms):
+        la = list(map(int, lp[a:b])) if ta is None else lp[a:b].astype(ta)
+        assert pair.eb.put_pages(sm, rk, PAGE, la, rp[a:b].astype(tb), counted=4).wait(20) == (b - a) * PAGE
+    # two threads posting int64 arrays at once (one may find both kept buffers lent)
+    errs = []
+
+    def post(a, b):
+        try:
+            for _ in range(1):
+                assert pair.eb.put_pages(sm, rk, PAGE, lp[a:b].astype(np.int64), rp[a:b].astype(np.int64),
+                                         counted=4).wait(20) == (b - a) * PAGE
+        except BaseException as e:               # (reported below)
+            errs.append(e)
+    ts = [threading.Thread(target=post, args=c) for c in [(340, 500), (500, 640)]]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    assert not errs, errs
+    assert finish() == {4: 0}
+    expect_pages(dst, src, lp, rp)
+
+
 @needs_torch
 def test_bad_page_arguments(pair, path):
     dst, rk, src, sm = paged_setup(pair, 8)

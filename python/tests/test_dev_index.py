@@ -179,3 +179,66 @@ def test_device_index_errors(env, path):
     with pytest.raises(gpuwire.GwError, match="host memory"):
         ep.put_pages(mh, rk, PAGE, idx(d, picks(8)), idx(d, picks(9)))
     mh.close()
+
+
+def test_host_int64_indices_between_gpus(env, path):
+    """Host index arrays of 8 bytes (NumPy int64 / uint64, what engines
+    usually hold block ids in) or int32 between GPU regions: the
+    accelerator hands them to the library as they are (opts.index_type),
+    which narrows and checks them in the pinned copy it makes; ctypes
+    converts them first.  Paged puts and
+    a table batch move the right pages, an int64 and an int32 array mix,
+    and an item outside 0 .. 2^32-1 is refused naming the array and the
+    position with nothing moved."""
+    np = pytest.importorskip("numpy", reason="python3-numpy not installed")
+    d, ep, ms, rk, tp, sp = env
+    size = POOL * PAGE
+    want = bytearray(d.get(tp, size))
+    src = d.get(sp, size)
+
+    def moved(li, ri):
+        for x, y in zip(li, ri):
+            want[y * PAGE:(y + 1) * PAGE] = src[x * PAGE:(x + 1) * PAGE]
+    for k, (tl, tr) in enumerate([(np.int64, np.int64), (np.uint64, np.uint64), (np.int64, np.int32),
+                                  (np.uint32, np.int64), (np.int32, np.int32), (np.int32, None)]):
+        li, ri = picks(20 + 2 * k), picks(21 + 2 * k)
+        if tr is None:                              # (the remote side None: pages 0..N-1)
+            ri = list(range(N))
+        ep.put_pages(ms, rk, PAGE, np.array(li, dtype=tl), None if tr is None else np.array(ri, dtype=tr),
+                     counted=5).wait(10)
+        moved(li, ri)
+    assert d.get(tp, size) == bytes(want)
+    ri = picks(40)                                  # one array, the other None (pages 0..N-1)
+    ep.put_pages(ms, rk, PAGE, None, np.array(ri, dtype=np.int64)).wait(10)
+    moved(range(N), ri)
+    # a table over the same regions (one region a side, POOL entries of PAGE bytes)
+    L = ep.ctx.dlist_local_table([ms], count=POOL, length=PAGE, per_region=POOL)
+    R = ep.dlist_remote_table([rk], count=POOL, length=PAGE, per_region=POOL)
+    li, ri = picks(41), picks(42)
+    ep.put_batch(L, R, np.array(li, dtype=np.int64), np.array(ri, dtype=np.int64), counted=5).wait(10)
+    moved(li, ri)
+    assert d.get(tp, size) == bytes(want)
+    for at in (0, 17, N - 1):
+        for side in (0, 1):
+            for v, dt, msg in [(-1, np.int64, r"is negative \(-1\)"),
+                               (1 << 32, np.int64, "is 4294967296: an index is at most 4294967295"),
+                               (1 << 63, np.uint64, "is 9223372036854775808: an index is at most"),
+                               (-(1 << 31), np.int32, r"is negative \(-2147483648\)")]:
+                a = [np.array(picks(43), dtype=dt), np.array(picks(44), dtype=dt)]
+                a[side][at] = v
+                name = ("lpages", "rpages")[side]
+                with pytest.raises(gpuwire.InvalidArgument, match=r"%s: item %d %s" % (name, at, msg)):
+                    ep.put_pages(ms, rk, PAGE, a[0], a[1])
+                name = ("lidx", "ridx")[side]
+                with pytest.raises(gpuwire.InvalidArgument, match=r"%s: item %d %s" % (name, at, msg)):
+                    ep.put_batch(L, R, a[0], a[1])
+    # in 0 .. 2^32-1 but past the region: the library's page check names the entry
+    bad = np.array(picks(45), dtype=np.int64)
+    bad[5] = POOL
+    with pytest.raises(gpuwire.GwError, match="entry 5"):
+        ep.put_pages(ms, rk, PAGE, np.array(picks(46), dtype=np.int64), bad)
+    with pytest.raises(gpuwire.GwError, match="entry 5"):
+        ep.put_batch(L, R, np.array(picks(46), dtype=np.int64), bad)
+    assert d.get(tp, size) == bytes(want)           # nothing moved by any refused call
+    R.close()
+    L.close()

@@ -94,6 +94,8 @@ static batch_mem_t *batch_alloc(gw_context_t *ctx, size_t n)
 /* Keeps m for the next batch (the larger of it and the spare there). */
 static void batch_release(batch_mem_t *m)
 {
+    free(m->b.iown); /* (narrowed index copies gw_batch_icheck made) */
+    m->b.iown = NULL;
     batch_mem_t *old = atomic_exchange(&m->ctx->batch_spare, m);
     if (old && old->cap > m->cap) /* keep the larger: put it back, free what it displaces */
         old = atomic_exchange(&m->ctx->batch_spare, old);
@@ -153,12 +155,20 @@ static gw_status_t check_opts(gw_core_t *core, const char *fn, int op, const gw_
     return GW_OK;
 }
 
-/* Where the call's index arrays live (gw_xfer_opts_t version 3):
- * *dev 1 for GW_INDEX_DEVICE, *stream the CUstream they are ready on. */
-static gw_status_t index_opts(gw_core_t *core, const char *fn, const gw_xfer_opts_t *o, int *dev, void **stream)
+size_t gw_xfer_opts_size(void)
+{
+    return sizeof(gw_xfer_opts_t);
+}
+
+/* Where the call's index arrays live (gw_xfer_opts_t version 3): *dev 1
+ * for GW_INDEX_DEVICE, *stream the CUstream they are ready on; their item
+ * type (version 4) in *type, GW_INDEX_U32 where not given. */
+static gw_status_t index_opts(gw_core_t *core, const char *fn, const gw_xfer_opts_t *o, int *dev, void **stream,
+                              unsigned *type)
 {
     *dev = 0;
     *stream = NULL;
+    *type = GW_INDEX_U32;
     if (!o || o->size < offsetof(gw_xfer_opts_t, index_mem) + sizeof(o->index_mem))
         return GW_OK;
     if (o->index_mem != GW_INDEX_HOST && o->index_mem != GW_INDEX_DEVICE)
@@ -166,6 +176,61 @@ static gw_status_t index_opts(gw_core_t *core, const char *fn, const gw_xfer_opt
     *dev = o->index_mem == GW_INDEX_DEVICE;
     if (o->size >= offsetof(gw_xfer_opts_t, index_stream) + sizeof(o->index_stream))
         *stream = o->index_stream;
+    if (o->size >= offsetof(gw_xfer_opts_t, index_type) + sizeof(o->index_type)) {
+        *type = o->index_type;
+        if (*type != GW_INDEX_U32 && *type != GW_INDEX_I64 && *type != GW_INDEX_U64 && *type != GW_INDEX_I32)
+            return gw_err(core, GW_ERR_INVALID, "%s: opts->index_type %u is not GW_INDEX_U32, GW_INDEX_I32, "
+                          "GW_INDEX_I64 or GW_INDEX_U64", fn, *type);
+        if ((*type == GW_INDEX_I64 || *type == GW_INDEX_U64) && *dev)
+            return gw_err(core, GW_ERR_INVALID, "%s: opts->index_type %s with GW_INDEX_DEVICE: arrays in GPU memory "
+                          "are uint32 or int32", fn, *type == GW_INDEX_I64 ? "GW_INDEX_I64" : "GW_INDEX_U64");
+        if (*dev)
+            *type = GW_INDEX_U32; /* (int32 on the GPU: a negative item reads as a page past the region there) */
+    }
+    return GW_OK;
+}
+
+/* Index arrays of another item type than uint32 (opts->index_type) where
+ * the transport will not take them in its copy: 8-byte ones narrowed into
+ * one new array (*own, freed by the caller after posting), *l / *r
+ * pointed at it; int32 ones checked for negatives where they are.  The
+ * error names the first item outside 0 .. 2^32-1 (or negative). */
+static gw_status_t narrow_arrays(gw_core_t *core, const char *fn, unsigned type, const uint32_t **l,
+                                 const uint32_t **r, size_t n, const char *ln, const char *rn, uint32_t **own)
+{
+    *own = NULL;
+    if (!*l && !*r)
+        return GW_OK;
+    if (type == GW_INDEX_I32) {
+        for (int side = 0; side < 2; side++) {
+            const int32_t *a = (const int32_t *)(const void *)(side ? *r : *l);
+            uint32_t lo, hi;
+            gw_idx_span(side ? *r : *l, a ? n : 0, &lo, &hi);
+            if (!a || hi <= INT32_MAX)
+                continue;
+            char what[64];
+            size_t i = gw_batch_item_find(a, n, type, what, sizeof(what));
+            return gw_batch_item_bad(core, fn, i, side ? rn : ln, what, type);
+        }
+        return GW_OK;
+    }
+    uint32_t *c = malloc((n ? n : 1) * 2 * sizeof(uint32_t)), lo, hi;
+    if (!c)
+        return gw_err(core, GW_ERR_NOMEM, "%s: out of memory narrowing %zu indices", fn, n);
+    for (int side = 0; side < 2; side++) {
+        const uint32_t **a = side ? r : l;
+        if (!*a)
+            continue;
+        const uint64_t *w = (const uint64_t *)(const void *)*a;
+        if (gw_idx_narrow_span(c + (size_t)side * n, w, n, &lo, &hi)) {
+            char what[64];
+            size_t i = gw_batch_item_find(w, n, type, what, sizeof(what));
+            free(c);
+            return gw_batch_item_bad(core, fn, i, side ? rn : ln, what, type);
+        }
+        *a = c + (size_t)side * n;
+    }
+    *own = c;
     return GW_OK;
 }
 
@@ -383,7 +448,7 @@ static int sel_pairs_ok(gw_dlist_t *local, gw_dlist_t *remote, const gw_pages_t 
  * ikept).  hostread: the host reads the pairs after this (the integrity
  * check's entries), so they are checked here, not by the transport. */
 static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote, const uint32_t *ridx,
-                     size_t count, gw_batch_t *b, gw_pages_t *sel, int hostread)
+                     size_t count, gw_batch_t *b, gw_pages_t *sel, int hostread, unsigned wide)
 {
     if (!count || !local->lgpu || !remote->rgpu)
         return 0;
@@ -400,6 +465,8 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
     int ichk = !sel && !hostread && (lidx || ridx) && (caps.batch & GW_TL_BATCH_ICHECK) && local->n && remote->n &&
                local->ulen != UINT64_MAX && local->ulen == remote->ulen && local->n <= UINT32_MAX + 1ull &&
                remote->n <= UINT32_MAX + 1ull;
+    if (wide && !ichk)
+        return 0; /* (8-byte arrays: narrowed by the caller, then by entries) */
     if (ichk)
         total = (uint64_t)count * local->ulen;
     int pairs_ok = ichk || (sel ? sel_pairs_ok(local, remote, sel, &total)
@@ -435,6 +502,7 @@ static int list_form(gw_ep_t *ep, gw_dlist_t *local, const uint32_t *lidx, gw_dl
     b->rtab_dev = rd;
     if (ichk) {
         b->ichk = 1;
+        b->itype = (uint8_t)wide;
         b->plim[0] = b->plim[2] = 0;
         b->plim[1] = (uint32_t)(local->n - 1);
         b->plim[3] = (uint32_t)(remote->n - 1);
@@ -526,11 +594,16 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
     gw_core_t *core = &ep->ctx->core;
     int idev;
     void *istream;
-    if ((st = index_opts(core, fn, opts, &idev, &istream)) != GW_OK)
+    unsigned itype;
+    if ((st = index_opts(core, fn, opts, &idev, &istream, &itype)) != GW_OK)
         return st;
     if (idev)
         return gw_err(core, GW_ERR_UNSUPPORTED,
                       "%s: opts->index_mem GW_INDEX_DEVICE: index arrays in GPU memory go with gw_xfer_pages only", fn);
+    if (itype != GW_INDEX_U32 && sel)
+        return gw_err(core, GW_ERR_INVALID, "%s: opts->index_type %u: a prepared selection's arrays are its own "
+                      "uint32 copies (GW_INDEX_U32)", fn, itype);
+    unsigned wide = itype != GW_INDEX_U32 && (lidx || ridx) ? itype : 0;
     if (!local || !remote)
         return gw_err(core, GW_ERR_INVALID, "%s: NULL %s list", fn, local ? "remote" : "local");
     if (local->remote || !remote->remote)
@@ -560,7 +633,7 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
         return gw_err(core, GW_ERR_NOMEM, "%s: out of memory for %zu entries", fn, count);
     }
     gw_batch_t *b = &m->b;
-    if (list_form(ep, local, lidx, remote, ridx, count, b, sel, is != NULL)) {
+    if (list_form(ep, local, lidx, remote, ridx, count, b, sel, is != NULL, wide)) {
         b->lgpu = b->rgpu = 1;
         b->lmem = local->mems;
         b->nlmem = local->nreg;
@@ -571,6 +644,12 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
         m->pages = sel;
         integ_add_pairs(is, local, lidx, remote, ridx, count);
         return post(ep, fn, m, NULL, count, op, notify, value, is, req);
+    }
+    uint32_t *own = NULL; /* 8-byte arrays the transport does not narrow: narrowed here for the entries */
+    if (wide && (st = narrow_arrays(core, fn, wide, &lidx, &ridx, count, "lidx", "ridx", &own)) != GW_OK) {
+        batch_release(m);
+        gw_proto_integ_set_free(is);
+        return st;
     }
     if (kept)
         pair_use(local, b);
@@ -588,6 +667,7 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
             if (li >= local->n || ri >= remote->n) {
                 batch_release(m);
                 gw_proto_integ_set_free(is);
+                free(own);
                 return gw_batch_index_outside(core, fn, i, li >= local->n ? 0 : 1, li >= local->n ? li : ri,
                                               li >= local->n ? local->n : remote->n);
             }
@@ -597,6 +677,7 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
             if (le.len != re.len) {
                 batch_release(m);
                 gw_proto_integ_set_free(is);
+                free(own);
                 return gw_err(core, GW_ERR_INVALID,
                               "%s: entry %zu: local entry %zu is %llu bytes, remote entry %zu %llu", fn, i, li,
                               (unsigned long long)le.len, ri, (unsigned long long)re.len);
@@ -615,7 +696,9 @@ static gw_status_t xfer_batch(gw_ep_t *ep, const char *fn, int op, gw_dlist_t *l
     if (!lidx && !ridx && !kept)
         pair_keep(local, remote, count, b);
     integ_add_pairs(is, local, lidx, remote, ridx, count);
-    return post(ep, fn, m, NULL, count, op, notify, value, is, req);
+    st = post(ep, fn, m, NULL, count, op, notify, value, is, req);
+    free(own); /* (the entries hold the addresses; nothing reads the arrays after posting) */
+    return st;
 }
 
 gw_status_t gw_xfer_batch(gw_ep_t *ep, int op, gw_dlist_t *local, const uint32_t *lidx, gw_dlist_t *remote,
@@ -965,8 +1048,13 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
         return gw_err(core, GW_ERR_INVALID, "%s: %zu pages (at most %u)", fn, count, UINT32_MAX);
     int idev;
     void *istream;
-    if ((st = index_opts(core, fn, opts, &idev, &istream)) != GW_OK)
+    unsigned itype;
+    if ((st = index_opts(core, fn, opts, &idev, &istream, &itype)) != GW_OK)
         return st;
+    if (itype != GW_INDEX_U32 && pl)
+        return gw_err(core, GW_ERR_INVALID, "%s: opts->index_type %u: a prepared page list's arrays are its own "
+                      "uint32 copies (GW_INDEX_U32)", fn, itype);
+    unsigned wide = itype != GW_INDEX_U32 && (lpages || rpages) ? itype : 0;
     if (idev && (lpages || rpages))
         return xfer_pages_dev(ep, fn, op, lmem, lbase, lpages, rkey, raddr, rpages, count, page_size, notify, value,
                               integ, istream, pl, req);
@@ -998,6 +1086,11 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
                page_valid(raddr, ps, rkey->addr, rkey->len, &lim[2], &lim[3]) &&
                (lpages || (lim[0] == 0 && (uint64_t)lim[1] >= count - 1)) &&
                (rpages || (lim[2] == 0 && (uint64_t)lim[3] >= count - 1));
+    uint32_t *own = NULL; /* 8-byte arrays the transport will not narrow in its copy: narrowed here */
+    if (wide && !ichk && (st = narrow_arrays(core, fn, wide, &lpages, &rpages, count, "lpages", "rpages", &own)) != GW_OK) {
+        batch_release(m);
+        return st;
+    }
     if (ichk) { /* (the spans of every valid page: the transport narrows the remote one to the pages') */
         lmin = lpages ? lim[0] : 0;
         lmax = lpages ? lim[1] : (uint32_t)(count - 1);
@@ -1020,6 +1113,7 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
         int bad_r = !page_span_ok(raddr, rp, rp, ps, rkey->addr, rkey->len, &x, &y);
         if (bad_l || bad_r) {
             batch_release(m);
+            free(own);
             return gw_batch_page_outside(core, fn, i, !bad_l, bad_l ? lp : rp, page_size,
                                          bad_l ? (uint64_t)(uintptr_t)lbase : raddr,
                                          bad_l ? (uint64_t)(uintptr_t)lmem->addr : rkey->addr,
@@ -1038,6 +1132,7 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
             pages_form(b, count, lpages, rpages, la, raddr, ps);
             if (ichk) {
                 b->ichk = 1;
+                b->itype = (uint8_t)wide;
                 memcpy(b->plim, lim, sizeof(lim));
             }
             if (pl && pages_pin(pl, lmem->cuda_device, &b->lpage, &b->rpage, &b->lpage_dev, &b->rpage_dev))
@@ -1054,12 +1149,15 @@ static gw_status_t xfer_pages(gw_ep_t *ep, const char *fn, int op, gw_mem_t *lme
     gw_integ_set_t *is = integ_set(ep, op, notify, integ, count, GW_INTEG_KIND_PAGE, &st);
     if (st != GW_OK) {
         batch_release(m);
+        free(own);
         return st;
     }
     for (size_t i = 0; is && i < count; i++)
         gw_proto_integ_set_add(is, (uint32_t)i, (const void *)(uintptr_t)(la + (uint64_t)(lpages ? lpages[i] : i) * ps),
                                lmem, rkey->id, raddr + (uint64_t)(rpages ? rpages[i] : i) * ps, ps);
-    return post(ep, fn, m, lmem, count, op, notify, value, is, req);
+    st = post(ep, fn, m, lmem, count, op, notify, value, is, req);
+    free(own); /* (the transport copied the arrays while it took the batch) */
+    return st;
 }
 
 gw_status_t gw_xfer_pages(gw_ep_t *ep, int op, gw_mem_t *lmem, void *lbase, const uint32_t *lpages, gw_rkey_t *rkey,

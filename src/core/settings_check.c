@@ -3,8 +3,8 @@
  * are allowed (core layer).
  *
  * A transport reads its own settings when it opens; one that is not allowed
- * never opens, so a bad value of its settings used to pass unnoticed until
- * the day it was allowed.  gw_settings_check() runs at gw_context_create()
+ * never opens, so a bad value of its settings would pass unnoticed until
+ * the day it is allowed.  gw_settings_check() runs at gw_context_create()
  * and checks each value's syntax and range here, once for all, by the
  * registry's kind, range and words (settings.def), which the readers parse
  * with too.  TEXT settings (GPUWIRE_TRANSPORTS, addresses, paths) are

@@ -355,13 +355,32 @@ void gw_cuda_ctx_leave(CUcontext saved)
         cu->cuCtxSetCurrent(saved);
 }
 
+/* The bus ids of the first PCI_IDS ordinals, asked for once each: a
+ * device's place on the bus does not change while the process runs, and
+ * the paged transfers look their peer's GPU up by it every post (two
+ * driver calls and a format per ordinal tried). */
+#define PCI_IDS 64
+static char pci_ids[PCI_IDS][16];
+static int pci_have[PCI_IDS]; /* (1 once pci_ids[dev] is written: release/acquire) */
+static pthread_mutex_t pci_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void gw_cuda_pci_bus_id(int dev, char *buf, size_t len)
 {
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    int slot = dev >= 0 && dev < PCI_IDS;
+    if (slot && __atomic_load_n(&pci_have[dev], __ATOMIC_ACQUIRE)) {
+        size_t n = strlen(pci_ids[dev]);
+        n = n < len ? n : len - 1;
+        memcpy(buf, pci_ids[dev], n);
+        buf[n] = '\0';
+        return;
+    }
     const gw_cuda_t *cu = gw_cuda_get(NULL, 0);
     char tmp[32] = "";
     CUdevice d;
-    buf[0] = '\0';
-    if (!cu || len == 0 || cu->cuDeviceGet(&d, dev) != CUDA_SUCCESS)
+    if (!cu || cu->cuDeviceGet(&d, dev) != CUDA_SUCCESS)
         return;
     if (cu->cuDeviceGetPCIBusId(tmp, (int)sizeof(tmp), d) != CUDA_SUCCESS)
         return;
@@ -370,6 +389,14 @@ void gw_cuda_pci_bus_id(int dev, char *buf, size_t len)
         if (tmp[i] >= 'A' && tmp[i] <= 'F')
             tmp[i] = (char)(tmp[i] - 'A' + 'a');
     snprintf(buf, len, "%s", tmp);
+    if (slot && strlen(tmp) < sizeof(pci_ids[0])) {
+        pthread_mutex_lock(&pci_lock);
+        if (!pci_have[dev]) {
+            memcpy(pci_ids[dev], tmp, strlen(tmp) + 1);
+            __atomic_store_n(&pci_have[dev], 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&pci_lock);
+    }
 }
 
 gw_status_t gw_cuda_dmabuf_fd(const void *ptr, size_t len, int *fd, uint64_t *dmabuf_off, char *why,

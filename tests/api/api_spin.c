@@ -6,8 +6,8 @@
  * waiter sleeps (well under half the wall time), with 10 s it polls for the
  * whole wait.  "Half" is of what this process gets on this machine now: a
  * plain busy loop of the same 400 ms, run just before, sets the share (on
- * a quiet machine near 1; a loaded one gives a spinning process less, and
- * the old fixed bound of 0.5 failed there while the spin worked).
+ * a quiet machine near 1; a loaded one gives a spinning process less, so a
+ * fixed bound of 0.5 would fail there while the spin works).
  * Also: a bad value is refused at context creation, naming the setting. */
 #include <time.h>
 

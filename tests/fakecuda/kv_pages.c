@@ -8,7 +8,11 @@
  * choice each round, index arrays rewritten by the caller right after each
  * post, as a serving engine reuses its block-table buffer; in the last
  * burst every other one from a prepared page list, gw_xfer_pages_prepared,
- * one of them destroyed right after its post, while it runs), in bursts of
+ * one of them destroyed right after its post, while it runs; in the first
+ * two bursts one in three from int64 and one from uint64 arrays,
+ * opts.index_type GW_INDEX_I64 / GW_INDEX_U64, narrowed in the pinned copy
+ * the transport makes, and the first of the last from int32 ones), in
+ * bursts of
  * three posted back to back before any is waited for, then a get; the target checks
  * every byte of its region after the puts (each selected page where it
  * belongs, the rest untouched), the initiator every byte it got.  With
@@ -24,7 +28,8 @@
  * post to completion (gw_request_wait); and, as the reference, one
  * contiguous put of one page with a counted notification (a copy engine
  * copy: the fixed cost every transfer pays); and the paged post with the
- * same index arrays in GPU memory (GW_INDEX_DEVICE).  Run it with
+ * same index arrays in GPU memory (GW_INDEX_DEVICE) and as int64 arrays
+ * (GW_INDEX_I64).  Run it with
  * FAKECUDA_KERNEL_NOCOPY=1 so that the fake driver's CPU copies are not
  * counted; nothing is checked then.  Prints medians and bests in us. */
 #include <poll.h>
@@ -112,6 +117,13 @@ static int server(void *arg)
     return gwt_done("kv_pages server");
 }
 
+/* a uint32 index array as int64 items */
+static void widen(int64_t *w, const uint32_t *a, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        w[i] = a[i];
+}
+
 static double now_us(void)
 {
     struct timespec t;
@@ -148,8 +160,11 @@ int main(void)
     REQUIRE_OK(gw_mem_reg(ctx, src, rsz, GW_ACCESS_LOCAL, &ms));
     REQUIRE_OK(gw_mem_reg(ctx, dst, rsz, GW_ACCESS_LOCAL, &md));
     uint32_t *li = malloc(npages * sizeof(*li)), *ri = malloc(npages * sizeof(*ri));
-    REQUIRE(li && ri);
+    int64_t *wl = malloc(npages * sizeof(*wl)), *wr = malloc(npages * sizeof(*wr));
+    REQUIRE(li && ri && wl && wr);
     gw_xfer_opts_t o = {.size = sizeof(o), .notify = GW_NOTIFY_COUNTED, .value = 9};
+    gw_xfer_opts_t ow = o; /* (int64 arrays) */
+    ow.index_type = GW_INDEX_I64;
     gw_request_t *q;
     if (bench) {
         fc_pick(li, npages, pool, 7);
@@ -158,7 +173,10 @@ int main(void)
         double *cpost = calloc(rounds, sizeof(double)), *cdone = calloc(rounds, sizeof(double));
         double *ppost = calloc(rounds, sizeof(double)), *pdone = calloc(rounds, sizeof(double));
         double *dpost = calloc(rounds, sizeof(double)), *ddone = calloc(rounds, sizeof(double));
-        REQUIRE(post && done && cpost && cdone && ppost && pdone && dpost && ddone);
+        double *wpost = calloc(rounds, sizeof(double)), *wdone = calloc(rounds, sizeof(double));
+        REQUIRE(post && done && cpost && cdone && ppost && pdone && dpost && ddone && wpost && wdone);
+        widen(wl, li, npages);
+        widen(wr, ri, npages);
         /* the same arrays in GPU memory, copied there once (a block table kept on the GPU) */
         uint32_t *dli = fc_dev_alloc(cu, npages * sizeof(uint32_t)), *dri = fc_dev_alloc(cu, npages * sizeof(uint32_t));
         REQUIRE(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dli, li, npages * sizeof(uint32_t)) == CUDA_SUCCESS);
@@ -188,6 +206,17 @@ int main(void)
             if (k) {
                 dpost[k - 1] = d1 - d0;
                 ddone[k - 1] = d2 - d0;
+            }
+            double w0 = now_us();
+            REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, (const uint32_t *)(const void *)wl, rk, rb,
+                                     (const uint32_t *)(const void *)wr, npages, page, &ow, &q));
+            double w1 = now_us();
+            CHECK_ST(gw_request_wait(q, 60000), GW_OK);
+            double w2 = now_us();
+            gw_request_free(q);
+            if (k) {
+                wpost[k - 1] = w1 - w0;
+                wdone[k - 1] = w2 - w0;
             }
             double t0 = now_us();
             REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o, &q));
@@ -223,7 +252,11 @@ int main(void)
                "post to completion median %.1f us\n", median(ppost, rounds), median(pdone, rounds));
         printf("kv_pages bench: the same with the index arrays in GPU memory (GW_INDEX_DEVICE, checked on the GPU): "
                "post median %.1f us, post to completion median %.1f us\n", median(dpost, rounds), median(ddone, rounds));
+        printf("kv_pages bench: the same from int64 index arrays (GW_INDEX_I64, narrowed in the pinned copy): post "
+               "median %.1f us, post to completion median %.1f us\n", median(wpost, rounds), median(wdone, rounds));
         CHECK_ST(gw_pages_destroy(pl), GW_OK);
+        free(wpost);
+        free(wdone);
         free(dpost);
         free(ddone);
         free(ppost);
@@ -250,11 +283,24 @@ int main(void)
                     CHECK_ST(gw_pages_destroy(pls[k % BURST]), GW_OK);
                     pls[k % BURST] = NULL;
                 }
+            } else if (k < 2 * BURST && k % 3) { /* int64 (GW_INDEX_I64) or uint64 (GW_INDEX_U64) arrays */
+                widen(wl, li, npages);
+                widen(wr, ri, npages);
+                gw_xfer_opts_t o8 = ow;
+                o8.index_type = k % 3 == 1 ? GW_INDEX_I64 : GW_INDEX_U64;
+                REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, (const uint32_t *)(const void *)wl, rk, rb,
+                                         (const uint32_t *)(const void *)wr, npages, page, &o8, &qs[k % BURST]));
+            } else if (k == 2 * BURST) { /* int32 arrays (GW_INDEX_I32): the same bits, checked for negatives */
+                gw_xfer_opts_t o4 = o;
+                o4.index_type = GW_INDEX_I32;
+                REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o4, &qs[k % BURST]));
             } else {
                 REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o, &qs[k % BURST]));
             }
             memset(li, 0xff, npages * sizeof(*li));
             memset(ri, 0xff, npages * sizeof(*ri));
+            memset(wl, 0xff, npages * sizeof(*wl));
+            memset(wr, 0xff, npages * sizeof(*wr));
             if (k % BURST == BURST - 1 || k + 1 == rounds)
                 for (uint32_t j = k - k % BURST; j <= k; j++) {
                     CHECK_ST(gw_request_wait(qs[j % BURST], 30000), GW_OK);
@@ -273,7 +319,58 @@ int main(void)
         CHECK_ST(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, bad, page, &o, &q), GW_ERR_OUT_OF_BOUNDS);
         CHECK(strstr(gw_last_error(ctx), "gw_xfer_pages_prepared: entry") != NULL);
         CHECK_ST(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, NULL, page, &o, &q), GW_ERR_INVALID);
+        CHECK_ST(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, bad, page, &ow, &q), GW_ERR_INVALID);
+        CHECK(strstr(gw_last_error(ctx), "index_type") != NULL);
         CHECK_ST(gw_pages_destroy(bad), GW_OK);
+        /* 8-byte items outside 0 .. 2^32-1, anywhere (in the narrowing's
+         * vector rounds and after them), on either side: refused naming the
+         * array, the position and the value, nothing moved (the target's
+         * bytes were checked above and are checked by the get below) */
+        uint32_t at[] = {0, 15, 16, 17, npages / 2, npages - 1};
+        for (unsigned j = 0; j < sizeof(at) / sizeof(at[0]); j++)
+            for (int side = 0; side < 2; side++)
+                for (int kind = 0; kind < 4; kind++) {
+                    fc_pick(li, npages, pool, 99);
+                    fc_pick(ri, npages, pool, 98);
+                    widen(wl, li, npages);
+                    widen(wr, ri, npages);
+                    int64_t v = kind == 0 ? -1 : kind == 1 ? (int64_t)1 << 32 : kind == 2 ? INT64_MIN : -7;
+                    (side ? wr : wl)[at[j]] = v;
+                    (side ? ri : li)[at[j]] = (uint32_t)(int32_t)v; /* (kind 3: int32 arrays) */
+                    gw_xfer_opts_t o8 = ow;
+                    o8.index_type = kind == 1 ? GW_INDEX_U64 : kind == 3 ? GW_INDEX_I32 : GW_INDEX_I64;
+                    const void *pl8 = kind == 3 ? (const void *)li : (const void *)wl;
+                    const void *pr8 = kind == 3 ? (const void *)ri : (const void *)wr;
+                    CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, pl8, rk, rb, pr8, npages, page, &o8, &q),
+                             GW_ERR_INVALID);
+                    char want[96];
+                    snprintf(want, sizeof(want), "entry %u: %s[%u] = %lld is negative", at[j],
+                             side ? "rpages" : "lpages", at[j], (long long)v);
+                    if (kind == 1)
+                        snprintf(want, sizeof(want), "entry %u: %s[%u] = 4294967296 is above 4294967295", at[j],
+                                 side ? "rpages" : "lpages", at[j]);
+                    if (!strstr(gw_last_error(ctx), want))
+                        fprintf(stderr, "want \"%s\" in: %s\n", want, gw_last_error(ctx));
+                    CHECK(strstr(gw_last_error(ctx), want) != NULL);
+                }
+        /* in 0 .. 2^32-1 but past the key: the page check's own error */
+        fc_pick(li, npages, pool, 99);
+        widen(wl, li, npages);
+        widen(wr, li, npages);
+        wr[3] = pool;
+        CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, (const uint32_t *)(const void *)wl, rk, rb,
+                               (const uint32_t *)(const void *)wr, npages, page, &ow, &q), GW_ERR_OUT_OF_BOUNDS);
+        CHECK(strstr(gw_last_error(ctx), "entry 3: remote page") != NULL);
+        /* index_type with arrays in GPU memory, and a value that is no type */
+        gw_xfer_opts_t ox = ow;
+        ox.index_mem = GW_INDEX_DEVICE;
+        CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, NULL, npages, page, &ox, &q), GW_ERR_INVALID);
+        CHECK(strstr(gw_last_error(ctx), "GW_INDEX_DEVICE") != NULL);
+        ox = o;
+        ox.index_type = 9;
+        CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, NULL, npages, page, &ox, &q), GW_ERR_INVALID);
+        CHECK(strstr(gw_last_error(ctx), "opts->index_type 9") != NULL);
+        CHECK(gw_xfer_opts_size() == sizeof(gw_xfer_opts_t));
         fc_wait_chan(&pch, ctx); /* the target checked every byte */
         /* a get of other target pages into dst */
         fc_pick(li, npages, pool, 17);
@@ -335,6 +432,8 @@ int main(void)
     gw_rkey_destroy(rone);
     free(li);
     free(ri);
+    free(wl);
+    free(wr);
     CHECK_ST(gw_mem_dereg(ms), GW_OK);
     CHECK_ST(gw_mem_dereg(md), GW_OK);
     CHECK_ST(gw_ep_close(ep, 2000), GW_OK);

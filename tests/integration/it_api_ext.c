@@ -3,7 +3,7 @@
  * GPUWIRE_TRANSPORTS names (ctest runs it over tcp and intra):
  *   1. gw_request_cancel() withdraws a posted receive (GW_ERR_CANCELED, and
  *      the message goes to the next receive); gw_request_free() of a posted
- *      receive withdraws it too (it used to eat a later message); a request
+ *      receive withdraws it too (it must not eat a later message); a request
  *      already complete keeps its status; a put answers GW_OK or
  *      GW_INPROGRESS and then completes
  *   2. gw_probe() gives a queued message's length and tag before receiving

@@ -370,8 +370,7 @@ static void case_long_put(void)
     /* 1500 ms (as case B): a process starved of CPU for longer than the timeout is
      * rightly declared dead (docs/DESIGN.md, Peer liveness), and a loaded
      * 2-core machine showed gaps of 500-660 ms without a byte moving, which
-     * the old liveness rule hid: a side stamped itself alive with its own
-     * PINGs */
+     * a side that counted its own PINGs as signs of life would hide */
     fprintf(stderr, "F. one put of 512 MiB with GPUWIRE_PEER_TIMEOUT_MS=1500 on both sides\n");
     g_target_env = "GPUWIRE_PEER_TIMEOUT_MS=1500";
     gw_context_t *ctx = ctx_timeout("1500");

@@ -270,8 +270,8 @@ int main(void)
     }
     /* a put_notify the target refuses sends no notification, also when it
      * is large enough to go striped over tcp (its notification deferred
-     * behind the pieces: tcp used to send it anyway once older operations
-     * were done); the next put_notify's is the one that arrives */
+     * behind the pieces must be dropped, not sent once older operations
+     * are done); the next put_notify's is the one that arrives */
     f = g_verbs ? NULL : forge(g_keys[R_RW], fl[R_RW], 32, RLEN + (2u << 20), 8);
     if (f) {
         const size_t big = 1u << 20; /* over tcp's striping threshold (512 KiB) */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* names_table.c - an agent's table far past what one handshake message
- * holds (the old limit was 12 KiB, about 150 regions): the agent publishes
+ * holds (12 KiB, about 150 regions): the agent publishes
  * until the 1 MiB limit refuses (GW_ERR_NO_RESOURCE saying so); a peer's
  * handshake brings a stub, the first lookup fetches the whole table in
  * pieces (authenticated when the build has auth), and keys from the start,

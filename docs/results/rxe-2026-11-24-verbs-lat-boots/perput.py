@@ -4,8 +4,9 @@
 For each side (the bench's parent and forked child, matched by pid order
 between the N=1000 and N=3000 runs), (Ir(3000) - Ir(1000)) / ROUNDS per
 function, self and inclusive.  ROUNDS = 2200: the loop makes N + N/10 + 1
-rounds (its warm-up), so the runs differ by 2200 (sessions 15/16 divided
-by 2000: their figures are 1.1x these).  Prints the api entry points'
+rounds (its warm-up), so the runs differ by 2200 (the earlier callgrind
+notes, rxe-2026-11-24-verbs-lat-direct/ and -lat-no-request/, divided by
+2000: their figures are 1.1x these).  Prints the api entry points'
 inclusive sums (gw_put + gw_request_wait + gw_request_free = what a side
 does per put outside its watch) and the self costs above 2 per put."""
 import glob, os, re, subprocess, sys

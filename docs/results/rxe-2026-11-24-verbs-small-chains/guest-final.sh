@@ -1,5 +1,5 @@
 #!/bin/bash
-# in the guest: the verbs rows of session 18 in one boot
+# in the guest: this folder's verbs rows in one boot
 cd /work/main
 echo "== verbs_api (chains per pass)"
 T=build/tests/verbs

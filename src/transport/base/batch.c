@@ -6,6 +6,9 @@
 #include "core/core.h"
 #include "core/idx.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 /* The first entry whose index lies outside its side's valid ones: the
  * error naming it (the api layer's words for the same refusal). */
 static gw_status_t icheck_fail(gw_core_t *core, const gw_batch_t *b, const uint32_t *l, const uint32_t *r, size_t n)
@@ -55,6 +58,37 @@ gw_status_t gw_batch_page_outside(gw_core_t *core, const char *fn, size_t i, int
                   (unsigned long long)base, (unsigned long long)len);
 }
 
+gw_status_t gw_batch_item_bad(gw_core_t *core, const char *fn, size_t i, const char *array, const char *what,
+                              unsigned type)
+{
+    const char *tn = type == GW_INDEX_I64 ? "GW_INDEX_I64" : type == GW_INDEX_U64 ? "GW_INDEX_U64" : "GW_INDEX_I32";
+    return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s[%zu] = %s (opts->index_type %s: items 0 .. %s)", fn, i,
+                  array, i, what, tn, type == GW_INDEX_I32 ? "2147483647" : "4294967295");
+}
+
+size_t gw_batch_item_find(const void *p, size_t n, unsigned type, char *what, size_t len)
+{
+    if (type != GW_INDEX_I32)
+        return gw_idx_wide_bad(p, n, type == GW_INDEX_I64, what, len);
+    const int32_t *s = p;
+    size_t i = 0;
+    while (i < n && s[i] >= 0)
+        i++;
+    snprintf(what, len, "%d is negative", i < n ? (int)s[i] : 0);
+    return i;
+}
+
+/* An item outside 0 .. 2^32-1 (itype: 8-byte items) or negative
+ * (GW_INDEX_I32): the error naming it */
+static gw_status_t icheck_type_fail(gw_core_t *core, const gw_batch_t *b, const void *p, size_t n, int remote)
+{
+    char what[64];
+    size_t i = gw_batch_item_find(p, n, b->itype, what, sizeof(what));
+    int pages = b->npages != 0;
+    return gw_batch_item_bad(core, pages ? "gw_xfer_pages" : "gw_xfer_batch", i,
+                             pages ? (remote ? "rpages" : "lpages") : (remote ? "ridx" : "lidx"), what, b->itype);
+}
+
 gw_status_t gw_batch_icheck(gw_core_t *core, gw_batch_t *b, uint32_t *ldst, uint32_t *rdst)
 {
     if (!b->ichk)
@@ -63,10 +97,37 @@ gw_status_t gw_batch_icheck(gw_core_t *core, gw_batch_t *b, uint32_t *ldst, uint
     size_t n = pages ? b->npages : b->nlist;
     const uint32_t **la = pages ? &b->lpage : &b->lidx, **ra = pages ? &b->rpage : &b->ridx;
     uint32_t llo = 0, lhi = 0, rlo = b->plim[2], rhi = b->plim[3];
-    if (*la)
-        gw_idx_copy_span(ldst, *la, n, &llo, &lhi);
-    if (*ra)
-        gw_idx_copy_span(rdst, *ra, n, &rlo, &rhi);
+    if (b->itype == GW_INDEX_I64 || b->itype == GW_INDEX_U64) { /* narrowed into the copies as the span is taken */
+        if ((*la && !ldst) || (*ra && !rdst)) {
+            uint32_t *own = malloc((n ? n : 1) * 2 * sizeof(uint32_t));
+            if (!own)
+                return gw_err(core, GW_ERR_NOMEM, "%s: out of memory narrowing %zu indices", pages ? "gw_xfer_pages" :
+                              "gw_xfer_batch", n);
+            free(b->iown);
+            b->iown = own;
+            ldst = ldst ? ldst : own;
+            rdst = rdst ? rdst : own + n;
+        }
+        if (*la && gw_idx_narrow_span(ldst, (const uint64_t *)(const void *)*la, n, &llo, &lhi))
+            return icheck_type_fail(core, b, *la, n, 0);
+        if (*ra && gw_idx_narrow_span(rdst, (const uint64_t *)(const void *)*ra, n, &rlo, &rhi))
+            return icheck_type_fail(core, b, *ra, n, 1);
+        if (*la)
+            *la = ldst; /* (read as uint32 from here on, also by icheck_fail) */
+        if (*ra)
+            *ra = rdst;
+    } else {
+        if (*la)
+            gw_idx_copy_span(ldst, *la, n, &llo, &lhi);
+        if (*ra)
+            gw_idx_copy_span(rdst, *ra, n, &rlo, &rhi);
+        /* int32: a negative item has the top bit, the highest index tells */
+        if (b->itype == GW_INDEX_I32 && *la && lhi > INT32_MAX)
+            return icheck_type_fail(core, b, *la, n, 0);
+        if (b->itype == GW_INDEX_I32 && *ra && rhi > INT32_MAX)
+            return icheck_type_fail(core, b, *ra, n, 1);
+    }
+    b->itype = 0;
     if ((*la && (llo < b->plim[0] || lhi > b->plim[1])) || (*ra && (rlo < b->plim[2] || rhi > b->plim[3])))
         return icheck_fail(core, b, *la, *ra, n);
     if (*la && ldst)

@@ -126,6 +126,11 @@ typedef struct gw_batch {
     uint8_t ichk;             /* the caller's host index arrays (lpage/rpage or lidx/ridx) are not checked
                                * yet: the transport checks them against plim while it copies them, with
                                * gw_batch_icheck(), before anything moves or is expanded */
+    uint8_t itype;            /* ichk: the arrays' item type (gw_xfer_opts_t.index_type; 0 uint32): 8-byte
+                               * items (GW_INDEX_I64 / GW_INDEX_U64, cast to uint32_t *) are narrowed into
+                               * gw_batch_icheck's copies, int32 ones (GW_INDEX_I32) refused when negative */
+    uint32_t *iown;           /* narrowed copies gw_batch_icheck made itself (no ldst/rdst given): freed with
+                               * the batch */
     /* the list form, unexpanded (GW_TL_BATCH_LISTS): entry i moves
      * ltab[lidx[i]].len bytes between ltab[lidx[i]].addr and
      * rtab[ridx[i]].addr (a NULL array reads as i); lreg and rreg 0 */
@@ -216,8 +221,8 @@ static inline void gw_batch_expand(gw_batch_t *b)
 
 /* An unexpanded batch with unchecked index arrays (ichk): each array
  * copied to ldst or rdst (NULL: not copied, the arrays stay the caller's,
- * as they are while `submit` runs) while every index is checked against
- * plim.  GW_OK: the batch points at the copies, its span [rlo, rhi) is the
+ * as they are while `submit` runs; 8-byte ones, itype, are then narrowed
+ * into iown) while every index is checked against plim.  GW_OK: the batch points at the copies, its span [rlo, rhi) is the
  * pages' own and ichk is 0.  Otherwise the error (GW_ERR_INVALID, or
  * GW_ERR_OUT_OF_BOUNDS for a remote page) naming the first entry outside;
  * the batch must then fail as refused at posting. */
@@ -232,6 +237,16 @@ gw_status_t gw_batch_icheck(gw_core_t *core, gw_batch_t *b, uint32_t *ldst, uint
 gw_status_t gw_batch_index_outside(gw_core_t *core, const char *fn, size_t i, int remote, uint64_t idx, uint64_t n);
 gw_status_t gw_batch_page_outside(gw_core_t *core, const char *fn, size_t i, int remote, uint64_t page,
                                   uint64_t psize, uint64_t from, uint64_t base, uint64_t len);
+
+/* The refusal of an index array's item its type does not allow
+ * (gw_xfer_opts_t.index_type: an 8-byte item outside 0 .. 2^32-1, a
+ * negative int32), in the words every path uses: fn the caller's call, i
+ * the entry, array its name ("lpages"), what the value's text
+ * (GW_ERR_INVALID).  gw_batch_item_find finds the first such item of
+ * p[0 .. n-1] (n: none) and writes its text. */
+gw_status_t gw_batch_item_bad(gw_core_t *core, const char *fn, size_t i, const char *array, const char *what,
+                              unsigned type);
+size_t gw_batch_item_find(const void *p, size_t n, unsigned type, char *what, size_t len);
 
 /* CUDA ordinal of entry e's local region, -1 for host memory. */
 static inline int gw_batch_ldev(const gw_batch_t *b, const gw_batch_ent_t *e)

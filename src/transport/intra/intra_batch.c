@@ -1198,16 +1198,19 @@ void intrab_issue(intra_ep_t *e, gw_request_t *req)
         st = GW_OK;
     }
     int gpu = 0, dev = -1, own = 0;
-    for (uint32_t k = 0; k < b->nrkey; k++)
-        if (op->used[k] && op->rd[k].gpu && dev < 0) {
-            gpu = 1;
-            dev = intra_dev_by_pci(op->rd[k].s->pci_bus_id);
-        }
     for (uint32_t k = 0; k < b->nlmem; k++)
         if (b->lmem[k]->type == GW_MEM_CUDA) {
             gpu = 1;
             if (b->lmem[k]->cuda_device >= 0)
                 dev = b->lmem[k]->cuda_device; /* the local GPU's stream, as intra_copy_start picks it */
+        }
+    /* else the peer's GPU by its bus id (looked up only then) */
+    for (uint32_t k = 0; k < b->nrkey; k++)
+        if (op->used[k] && op->rd[k].gpu) {
+            gpu = 1;
+            if (dev >= 0)
+                break;
+            dev = intra_dev_by_pci(op->rd[k].s->pci_bus_id);
         }
     if (dev < 0)
         dev = 0;
