@@ -410,6 +410,34 @@ static void tctx_put(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x)
 
 static void local_of(gw_ofi_ep_t *ep, gw_request_t *req, uint8_t **buf, void **desc);
 
+/* A rendezvous send's id in the op table (once per request: a send
+ * waiting for room keeps it) and the buffer as the peer's read addresses
+ * it: its address (or offset) and key.  Ids never carry GW_OFI_TD_RTS,
+ * which marks a tagged RTS in the CQ data.  0, or -1 with the endpoint
+ * failed. */
+static int rdv_prepare(gw_ofi_ep_t *ep, gw_request_t *req, uint64_t *addr, uint64_t *key)
+{
+    if (!(req->tl_flags & TLF_RDV)) {
+        uint64_t id = 0;
+        int full = gw_op_table_alloc(&ep->sends, req, &id) != 0;
+        if (full || (id & GW_OFI_TD_RTS)) {
+            if (!full)
+                gw_op_table_free(&ep->sends, req);
+            gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: no rendezvous id for a %zu-byte message to %s", req->len,
+                          B(ep)->peer);
+            return -1;
+        }
+        ofi_rq(req)->opid = id;
+        req->tl_flags |= TLF_RDV;
+    }
+    const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
+    *key = ofi_rq(req)->mr ? fi_mr_key(ofi_rq(req)->mr) : r ? r->key : 0;
+    *addr = (uint64_t)(uintptr_t)req->buf;
+    if (!ep->oif->virt_addr)
+        *addr = ofi_rq(req)->mr ? 0 : *addr - (uint64_t)(uintptr_t)req->lmem->addr;
+    return 0;
+}
+
 /* The RTS of a tagged message larger than GW_OFI_TEAGER_MAX: a tagged
  * message with the application's tag naming the (registered) buffer, which
  * the receiver reads before it answers FIN (the header path's rendezvous,
@@ -417,22 +445,9 @@ static void local_of(gw_ofi_ep_t *ep, gw_request_t *req, uint8_t **buf, void **d
  * a send slot.  0 sent, 1 no room now, -1 the endpoint failed. */
 static int post_trts(gw_ofi_ep_t *ep, gw_request_t *req)
 {
-    if (!(req->tl_flags & TLF_RDV)) {
-        uint64_t id;
-        if (gw_op_table_alloc(&ep->sends, req, &id) != 0 || (id & GW_OFI_TD_RTS)) {
-            if (id & GW_OFI_TD_RTS)
-                gw_op_table_free(&ep->sends, req);
-            gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: no rendezvous id for a %zu-byte message", req->len);
-            return -1;
-        }
-        ofi_rq(req)->opid = id;
-        req->tl_flags |= TLF_RDV;
-    }
-    const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
-    uint64_t key = ofi_rq(req)->mr ? fi_mr_key(ofi_rq(req)->mr) : r ? r->key : 0;
-    uint64_t addr = (uint64_t)(uintptr_t)req->buf;
-    if (!ep->oif->virt_addr)
-        addr = ofi_rq(req)->mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
+    uint64_t addr, key;
+    if (rdv_prepare(ep, req, &addr, &key) != 0)
+        return -1;
     uint8_t m[GW_OFI_TRTS_LEN];
     gw_put_u64(m, req->len);
     gw_put_u64(m + 8, addr);
@@ -635,20 +650,9 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
         return 0;
     }
     /* rendezvous: the receiver reads the buffer, then answers FIN */
-    if (!(req->tl_flags & TLF_RDV)) {
-        uint64_t id;
-        if (gw_op_table_alloc(&ep->sends, req, &id) != 0) {
-            gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory for a rendezvous id");
-            return -1;
-        }
-        ofi_rq(req)->opid = id;
-        req->tl_flags |= TLF_RDV;
-    }
-    const gw_ofi_reg_t *r = req->lmem ? req->lmem->tl_reg[GW_TL_OFI] : NULL;
-    uint64_t key = ofi_rq(req)->mr ? fi_mr_key(ofi_rq(req)->mr) : r ? r->key : 0;
-    uint64_t addr = (uint64_t)(uintptr_t)req->buf;
-    if (!ep->oif->virt_addr)
-        addr = ofi_rq(req)->mr ? 0 : addr - (uint64_t)(uintptr_t)req->lmem->addr;
+    uint64_t addr, key;
+    if (rdv_prepare(ep, req, &addr, &key) != 0)
+        return -1;
     gw_ofi_hdr_t h = {.type = GW_OFI_RTS, .f = {req->value, req->len, ofi_rq(req)->opid, addr, key}};
     ep->used = 1; /* (the peer may read the buffer) */
     int rc = ctl_now(ep, &h, NULL, 0);
