@@ -27,6 +27,21 @@ static inline idx_v4 v4_max(idx_v4 a, idx_v4 b)
 }
 
 #ifdef IDX_AVX2
+/* The eight lanes of a running minimum m and maximum x folded into *lo / *hi. */
+__attribute__((target("avx2"))) static inline void fold8(__m256i m, __m256i x, uint32_t *lo, uint32_t *hi)
+{
+    uint32_t mm[8], xx[8];
+    _mm256_storeu_si256((__m256i *)(void *)mm, m);
+    _mm256_storeu_si256((__m256i *)(void *)xx, x);
+    uint32_t a = *lo, z = *hi;
+    for (int k = 0; k < 8; k++) {
+        a = mm[k] < a ? mm[k] : a;
+        z = xx[k] > z ? xx[k] : z;
+    }
+    *lo = a;
+    *hi = z;
+}
+
 /* The part of p[0 .. n-1] in whole rounds of 32, folded into *lo / *hi and
  * copied to dst (NULL: not copied); returns the indices it read.  The copy
  * stores the vectors the span loads: one pass over the array, not two. */
@@ -58,16 +73,7 @@ __attribute__((target("avx2"))) static size_t idx_span_avx2(uint32_t *dst, const
     }
     m0 = _mm256_min_epu32(_mm256_min_epu32(m0, m1), _mm256_min_epu32(m2, m3));
     x0 = _mm256_max_epu32(_mm256_max_epu32(x0, x1), _mm256_max_epu32(x2, x3));
-    uint32_t mm[8], xx[8];
-    _mm256_storeu_si256((__m256i *)(void *)mm, m0);
-    _mm256_storeu_si256((__m256i *)(void *)xx, x0);
-    uint32_t a = *lo, z = *hi;
-    for (int k = 0; k < 8; k++) {
-        a = mm[k] < a ? mm[k] : a;
-        z = xx[k] > z ? xx[k] : z;
-    }
-    *lo = a;
-    *hi = z;
+    fold8(m0, x0, lo, hi);
     return i;
 }
 #endif
@@ -162,16 +168,7 @@ __attribute__((target("avx2"))) static size_t narrow_avx2(uint32_t *dst, const u
     m0 = _mm256_min_epu32(m0, m1);
     x0 = _mm256_max_epu32(x0, x1);
     h0 = _mm256_or_si256(h0, h1);
-    uint32_t mm[8], xx[8];
-    _mm256_storeu_si256((__m256i *)(void *)mm, m0);
-    _mm256_storeu_si256((__m256i *)(void *)xx, x0);
-    uint32_t a = *lo, z = *hi;
-    for (int k = 0; k < 8; k++) {
-        a = mm[k] < a ? mm[k] : a;
-        z = xx[k] > z ? xx[k] : z;
-    }
-    *lo = a;
-    *hi = z;
+    fold8(m0, x0, lo, hi);
     *up |= !_mm256_testz_si256(h0, h0);
     return i;
 }

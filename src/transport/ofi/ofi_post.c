@@ -668,6 +668,20 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
 
 static void finish(gw_ofi_ep_t *ep, gw_request_t *req);
 
+/* send_now's outcome of an inject: counted, or (no room, an error) left to
+ * post_send's path, which waits or reports. */
+static inline gw_status_t injected(gw_ofi_ep_t *ep, ssize_t rc)
+{
+    if (GW_UNLIKELY(rc != 0)) {
+        if (rc == -FI_EAGAIN)
+            ep->n_eagain++;
+        return GW_ERR_UNSUPPORTED;
+    }
+    ep->n_inject++;
+    ep->n_eager++;
+    return GW_OK;
+}
+
 /* The send_now op (tl.h): an eager message whose header and payload fit
  * fi_inject, on an endpoint with nothing on its pending list (which would
  * go first), sent before the api layer builds a request: the provider
@@ -680,15 +694,7 @@ gw_status_t gw_ofi_send_now(gw_tl_ep_t *e, const void *buf, size_t len, uint64_t
     if (use_tagged(ep)) {
         if (len > ep->oif->tinject || !ep->tx_seen || !gw_list_empty(&ep->pending) || gw_ep_failed(B(ep)))
             return GW_ERR_UNSUPPORTED;
-        ssize_t rc = fi_tinjectdata(ep->ep, buf, len, len, ep->peer, tag); /* (data: its length) */
-        if (rc != 0) {
-            if (rc == -FI_EAGAIN)
-                ep->n_eagain++;
-            return GW_ERR_UNSUPPORTED;
-        }
-        ep->n_inject++;
-        ep->n_eager++;
-        return GW_OK;
+        return injected(ep, fi_tinjectdata(ep->ep, buf, len, len, ep->peer, tag)); /* (data: its length) */
     }
     if (GW_OFI_HDR_LEN + len > ep->oif->inject || !ep->tx_seen || !gw_list_empty(&ep->pending) ||
         gw_ep_failed(B(ep)))
@@ -698,15 +704,7 @@ gw_status_t gw_ofi_send_now(gw_tl_ep_t *e, const void *buf, size_t len, uint64_t
     gw_ofi_hdr_write(&h, m);
     if (len)
         memcpy(m + GW_OFI_HDR_LEN, buf, len);
-    ssize_t rc = fi_inject(ep->ep, m, GW_OFI_HDR_LEN + len, ep->peer);
-    if (rc != 0) {
-        if (rc == -FI_EAGAIN)
-            ep->n_eagain++;
-        return GW_ERR_UNSUPPORTED;
-    }
-    ep->n_inject++;
-    ep->n_eager++;
-    return GW_OK;
+    return injected(ep, fi_inject(ep->ep, m, GW_OFI_HDR_LEN + len, ep->peer));
 }
 
 /* Posts what req still has to post: 0 all of it, 1 no room now, -1 the endpoint failed. */
