@@ -131,6 +131,20 @@ static double now_us(void)
     return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
 }
 
+/* The rest of a timed transfer posted at t0 and back from its post at t1:
+ * waits for it, frees it and, past the first round (k 0, which imports the
+ * peer's allocations), records its post and completion times. */
+static void lap(uint32_t k, double t0, double t1, gw_request_t *q, double *post, double *done)
+{
+    CHECK_ST(gw_request_wait(q, 60000), GW_OK);
+    double t2 = now_us();
+    gw_request_free(q);
+    if (k) {
+        post[k - 1] = t1 - t0;
+        done[k - 1] = t2 - t0;
+    }
+}
+
 static int cmpd(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -189,35 +203,14 @@ int main(void)
             /* the same pages from the prepared list */
             double p0 = now_us();
             REQUIRE_OK(gw_xfer_pages_prepared(ep, GW_XFER_PUT, ms, src, rk, rb, pl, page, &o, &q));
-            double p1 = now_us();
-            CHECK_ST(gw_request_wait(q, 60000), GW_OK);
-            double p2 = now_us();
-            gw_request_free(q);
-            if (k) {
-                ppost[k - 1] = p1 - p0;
-                pdone[k - 1] = p2 - p0;
-            }
+            lap(k, p0, now_us(), q, ppost, pdone);
             double d0 = now_us();
             REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, dli, rk, rb, dri, npages, page, &od, &q));
-            double d1 = now_us();
-            CHECK_ST(gw_request_wait(q, 60000), GW_OK);
-            double d2 = now_us();
-            gw_request_free(q);
-            if (k) {
-                dpost[k - 1] = d1 - d0;
-                ddone[k - 1] = d2 - d0;
-            }
+            lap(k, d0, now_us(), q, dpost, ddone);
             double w0 = now_us();
             REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, (const uint32_t *)(const void *)wl, rk, rb,
                                      (const uint32_t *)(const void *)wr, npages, page, &ow, &q));
-            double w1 = now_us();
-            CHECK_ST(gw_request_wait(q, 60000), GW_OK);
-            double w2 = now_us();
-            gw_request_free(q);
-            if (k) {
-                wpost[k - 1] = w1 - w0;
-                wdone[k - 1] = w2 - w0;
-            }
+            lap(k, w0, now_us(), q, wpost, wdone);
             double t0 = now_us();
             REQUIRE_OK(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, li, rk, rb, ri, npages, page, &o, &q));
             double t1 = now_us();
