@@ -43,7 +43,12 @@ follows it: compare best figures there).
   GPUWIRE_CUDA_LIB=build/tests/fakecuda/libgwfakecuda.so FAKECUDA_DEVICES=2 \\
   FAKECUDA_KERNEL_NOCOPY=1 GPUWIRE_TRANSPORTS=intra \\
       /usr/bin/python3 bench/compare/kv_post.py [--build build] [--rounds 300]
-      [--shapes 16384x2K,4096x16K,tab160x512x4K]
+      [--shapes 16384x2K,4096x16K,tab160x512x4K] [--forms post,plan]
+
+--forms runs only the named forms (post, post64, plan, dev, c, all), the
+others printed as -, so that a profiler's samples come from one form.
+NumPy's BLAS threads are held to one (OPENBLAS_NUM_THREADS and the like,
+unless set): they spin after any BLAS call and fill a profile.
 
 The same with a real driver (GPUWIRE_CUDA_LIB unset) on a GPU machine
 times the real calls, copies included.  Needs NumPy, not torch: device
@@ -56,6 +61,9 @@ import os
 import statistics
 import sys
 import time
+
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -165,7 +173,13 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--shapes", default="16384x2K,4096x16K")
+    ap.add_argument("--forms", default="post,post64,plan,dev,c,all",
+                    help="forms to run (post, post64, plan, dev, c, all); the others print as -")
     args = ap.parse_args()
+    forms = set(args.forms.split(","))
+    bad = forms - {"post", "post64", "plan", "dev", "c", "all"}
+    if bad:
+        ap.error("--forms: unknown %s (post, post64, plan, dev, c, all)" % ",".join(sorted(bad)))
     shapes = args.shapes.split(",")
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import numpy as np
@@ -247,20 +261,26 @@ def main():
             a1 = pc()
             if keep:
                 t["await"].append(a1 - a0)
-        runs = [timed(post, "post", "wait"), timed(post64, "post64", "wait64")]
-        if plan is not None:
+        runs = []
+        if "post" in forms:
+            runs.append(timed(post, "post", "wait"))
+        if "post64" in forms:
+            runs.append(timed(post64, "post64", "wait64"))
+        if plan is not None and "plan" in forms:
             runs.append(timed(plan.post, "ppost", "pwait"))
-        if dpost is not None:
+        if dpost is not None and "dev" in forms:
             runs.append(timed(dpost, "dpost", "dwait"))
-        runs += [timed(lambda: ep.put_notify(om, ok, 7), "cpost", "cwait"), contiguous]
+        if "c" in forms:
+            runs.append(timed(lambda: ep.put_notify(om, ok, 7), "cpost", "cwait"))
+        if "all" in forms:
+            runs.append(contiguous)
         # every round runs each form once, in an order rotated round by round,
         # so that none is always the one after the longest wait
         for rnd in range(args.rounds + 1):
             for j in range(len(runs)):
                 runs[(rnd + j) % len(runs)](rnd > 0)
         print("%-10s %s" % (s, " ".join("%6.1f (%5.1f)" % (statistics.median(v) * 1e6, min(v) * 1e6)
-                                         if (plan is not None or k not in ("ppost", "pwait")) and
-                                         (dpost is not None or k not in ("dpost", "dwait")) else "%14s" % "-"
+                                         if v else "%14s" % "-"
                                          for k, v in t.items())), flush=True)
         if plan is not None:
             plan.close()

@@ -282,13 +282,6 @@ void gw_core_signal(gw_core_t *c)
     c->ev_armed = 1;
 }
 
-void gw_core_keep_ready(gw_core_t *c, int on)
-{
-    c->keep_ready = on;
-    if (on)
-        gw_core_signal(c);
-}
-
 void gw_core_wake(gw_core_t *c)
 {
     uint64_t one = 1;

@@ -46,9 +46,9 @@ struct gw_core {
     int epfd;       /* the fd gw_context_fd() hands out */
     int evfd;       /* eventfd: "software work pending" */
     int ev_armed;
-    int keep_ready; /* leave the eventfd armed (the context fd readable) across passes: a transport
-                     * whose completions wake no fd keeps callers polling without a write and a read
-                     * of the eventfd per pass (gw_core_keep_ready) */
+    unsigned keep_ready; /* leave the eventfd armed (the context fd readable) across passes: the set of
+                          * holders (GW_KEEP_*) whose completions wake no fd, keeping callers polling
+                          * without a write and a read of the eventfd per pass (gw_core_keep_ready) */
     gw_list_t req_free;
     gw_list_t req_slabs;
     gw_hmap_t regions; /* region id -> gw_mem_t * (for targets of remote access) */
@@ -134,9 +134,20 @@ void gw_core_sleeping(gw_core_t *c, int asleep);
 /* Makes the context fd readable until the next progress call (software
  * events such as completions that need no fd). */
 void gw_core_signal(gw_core_t *c);
-/* on: the context fd stays readable until called with 0 (armed once, not
- * drained by gw_core_dispatch meanwhile). */
-void gw_core_keep_ready(gw_core_t *c, int on);
+/* Holders of gw_core_keep_ready: each transport that needs it has its bit,
+ * so that one letting go does not end another's hold. */
+enum { GW_KEEP_OFI = 1u << 0, GW_KEEP_INTRA = 1u << 1 };
+/* on: the context fd stays readable while any holder keeps it so (armed
+ * once, not drained by gw_core_dispatch meanwhile); who: a GW_KEEP_* bit.
+ * A call that changes nothing costs a test. */
+static inline void gw_core_keep_ready(gw_core_t *c, unsigned who, int on)
+{
+    if (!!(c->keep_ready & who) == !!on)
+        return;
+    c->keep_ready = on ? c->keep_ready | who : c->keep_ready & ~who;
+    if (on)
+        gw_core_signal(c);
+}
 /* The same from another thread (a transport's helper threads): only writes
  * the eventfd, never touches state the progress thread owns. */
 void gw_core_wake(gw_core_t *c);

@@ -64,8 +64,9 @@ static int intra_poll(void *arg)
             }
         }
     }
-    if (busy)
-        gw_core_signal(ifc->super.core); /* CUDA copies have no fd: keep the loop spinning */
+    /* CUDA copies have no fd: the context fd stays readable while any is in
+     * flight, so a waiter keeps polling (held, not written and read each pass) */
+    gw_core_keep_ready(ifc->super.core, GW_KEEP_INTRA, busy);
     return n;
 }
 
@@ -159,6 +160,7 @@ static void intra_iface_close(gw_tl_iface_t *iface)
         return;
     if (ifc->poller_on)
         gw_core_del_poller(iface->core, intra_poll, ifc);
+    gw_core_keep_ready(iface->core, GW_KEEP_INTRA, 0);
     if (ifc->ring_sleeper)
         gw_core_del_sleeper(iface->core, intra_ring_sleep, ifc);
     if (ifc->bounce && ifc->cu)

@@ -150,8 +150,7 @@ void gw_ofi_keep_update(gw_ofi_iface_t *oif)
     /* nothing would wake a sleeper: the context fd stays readable while
      * endpoints exist (armed once, not drained and re-armed every pass) */
     int keep = (oif->no_wakeup || !oif->wait_fd) && !gw_list_empty(&oif->eps);
-    if (keep != oif->super.core->keep_ready)
-        gw_core_keep_ready(oif->super.core, keep);
+    gw_core_keep_ready(oif->super.core, GW_KEEP_OFI, keep);
 }
 
 /* The liveness tick (20 ms): judges every endpoint's peer, pings an idle
@@ -490,8 +489,7 @@ static void ofi_iface_close(gw_tl_iface_t *iface)
     gw_ofi_graves_sweep(oif, 1);
     gw_core_del_sleeper(core, ofi_sleep, oif);
     gw_core_del_poller(core, ofi_poll, oif);
-    if (core->keep_ready)
-        gw_core_keep_ready(core, 0);
+    gw_core_keep_ready(core, GW_KEEP_OFI, 0);
     int rc;
     if ((rc = fi_close(&oif->domain->fid)) != 0)
         gw_log(GW_LOG_WARN, "fi_close(domain %s) failed: %s (regions still registered?)", oif->dom,
