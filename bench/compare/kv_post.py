@@ -100,6 +100,31 @@ class DevBuf:
         self._htod = fn("cuMemcpyHtoD", ctypes.c_ulonglong, P, ctypes.c_size_t)
 
 
+def machine():
+    """What ran it: CPUs and GPU 0's name from the driver (the host name is
+    the same on every lease)."""
+    gpu = "GPU name unknown"
+    try:
+        lib = ctypes.CDLL(os.environ.get("GPUWIRE_CUDA_LIB") or "libcuda.so.1")
+        gpa = lib.cuGetProcAddress_v2
+        gpa.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_ulonglong,
+                        ctypes.c_void_p]
+        f = {}
+        for n in ("cuInit", "cuDeviceGet", "cuDeviceGetName"):
+            p = ctypes.c_void_p()
+            if gpa(n.encode(), ctypes.byref(p), 12000, 0, None) != 0 or not p.value:
+                raise OSError(n)
+            f[n] = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int)(p.value)
+        name, dev = ctypes.create_string_buffer(128), ctypes.c_int()
+        f["cuInit"](None, 0, 0)
+        if f["cuDeviceGet"](ctypes.addressof(dev), 0, 0) == 0 and \
+                f["cuDeviceGetName"](ctypes.addressof(name), 128, dev.value) == 0:
+            gpu = name.value.decode(errors="replace")
+    except (OSError, AttributeError):
+        pass
+    return "%d CPUs, %s" % (os.cpu_count() or 0, gpu)
+
+
 class DevIdx:
     """A uint32 index array copied once into device memory (cuMemcpyHtoD), as
     a block table kept on the GPU: an object with __cuda_array_interface__
@@ -193,7 +218,7 @@ def main():
     ep = ctx.connect(conn.recv())
     keys = [[ep.unpack(k) for k in ks] for ks in conn.recv()]
     print("# kv_post: %s, %s, load %s, nocopy=%s, %d rounds, medians (best) in us"
-          % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.uname().nodename,
+          % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine(),
              open("/proc/loadavg").read().split(" ", 3)[:3], os.environ.get("FAKECUDA_KERNEL_NOCOPY", "-"),
              args.rounds))
     print("%-10s %14s %14s %14s %14s %14s %14s %14s %14s %14s %14s %14s" % (
