@@ -136,19 +136,18 @@ def _index_array(x: Optional[IndexArray], name: str) -> Tuple[Any, int]:
                        % (name, (mv.strides or (0,))[0], mv.itemsize))
         np: Any = sys.modules.get("numpy")
         a: Any = None
-        if np is not None and mv.shape and mv.shape[0]:
+        if np is not None and mv.shape and mv.shape[0] > 24:    # (fewer: the loop below is cheaper)
             try:
                 a = np.asarray(mv)
             except (TypeError, ValueError):     # (formats NumPy does not read: 'n', 'N')
                 pass
         if a is not None:
-            # one vectorised pass for the span, a second for the item only when it is out of range,
-            # then one conversion (a copy: a prepared plan keeps its own)
-            if a.dtype.kind == "i" or a.itemsize == 8:
-                lo, hi = int(a.min()), int(a.max())
-                if lo < 0 or hi > _U32:
-                    i = int(np.flatnonzero((a < 0) | (a > _U32))[0])
-                    _item_bad(name, i, int(a[i]))
+            # vectorised: the lowest (signed) and highest (8-byte) item, a search for the bad item
+            # only when one is out of range, then one conversion (a copy: a prepared plan keeps its own)
+            signed, wide = a.dtype.kind == "i", a.itemsize == 8
+            if (signed and a.min() < 0) or (wide and a.max() > _U32):
+                i = int(np.flatnonzero((a < 0) | (a > _U32) if wide else a < 0)[0])
+                _item_bad(name, i, int(a[i]))
             u = a.astype(np.uint32)
             return (ctypes.c_uint32 * len(u)).from_buffer(u), len(u)
         vals = mv.tolist()
