@@ -13,7 +13,8 @@ posts, each waited before the next:
   pages32    ep.put_pages, NumPy uint32 page arrays, counted notification
   pages64    the same with NumPy int64 arrays
   bad64      a put_batch the package or library refuses: one int64 item
-             above 2^32-1 (the error path: raise and catch)
+             above 2^32-1 (the error path: raise and catch); badpages64
+             the same of put_pages
 
   /usr/bin/python3 bench/compare/py_post.py --build build [--pkg python]
       [--posts 2000] [--sizes 16,256,4096] [--paths accel,ctypes]
@@ -37,7 +38,7 @@ def main():
     ap.add_argument("--posts", type=int, default=2000)
     ap.add_argument("--sizes", default="16,256,4096")
     ap.add_argument("--paths", default="accel,ctypes")
-    ap.add_argument("--forms", default="batch32,batch64,batchlist,pages32,pages64,bad64")
+    ap.add_argument("--forms", default="batch32,batch64,batchlist,pages32,pages64,bad64,badpages64")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
     sys.path.insert(0, os.path.abspath(args.pkg))
@@ -95,13 +96,16 @@ def main():
                 "pages64": lambda: eb.put_pages(sm, rk, page, li64, ri64, counted=7),
             }
 
-            def refused():
-                try:
-                    eb.put_batch(L, R, li64, bad, counted=7)
-                except gpuwire.InvalidArgument:
-                    return None
-                raise AssertionError("bad64 was not refused")
-            calls["bad64"] = refused if n else (lambda: None)     # (n 0: no item to refuse)
+            def refused(fn):
+                def call():
+                    try:
+                        fn()
+                    except gpuwire.InvalidArgument:
+                        return None
+                    raise AssertionError("a bad item was not refused")
+                return call if n else (lambda: None)        # (n 0: no item to refuse)
+            calls["bad64"] = refused(lambda: eb.put_batch(L, R, li64, bad, counted=7))
+            calls["badpages64"] = refused(lambda: eb.put_pages(sm, rk, page, li64, bad, counted=7))
             t = {f: [] for f in forms}
             # every round runs each form once, in an order rotated round by round
             for rnd in range(args.posts + 20):
@@ -115,7 +119,8 @@ def main():
                     if rnd >= 20:
                         t[f].append(t1 - t0)
             print("%-7s %6d %s" % (path, n, " ".join(
-                "%7.2f (%6.2f)" % (statistics.median(v) * 1e6, min(v) * 1e6) if n or f != "bad64" else "%16s" % "-"
+                "%7.2f (%6.2f)" % (statistics.median(v) * 1e6, min(v) * 1e6) if n or not f.startswith("bad")
+                else "%16s" % "-"
                 for f, v in t.items())), flush=True)
     _lib.find_fast(True)
     for x in (L, R):
