@@ -20,7 +20,9 @@ posts, each waited before the next:
       [--posts 2000] [--sizes 16,256,4096] [--paths accel,ctypes]
 
 --pkg names the directory holding the gpuwire package to time (another
-checkout's python/ to compare builds in one run)."""
+checkout's python/ to compare builds in one run).  --index-only times the
+ctypes path's index array conversion alone (batch._index_array: checks and
+uint32 copy) per length and dtype, best of 7 repeats, in us."""
 import argparse
 import os
 import statistics
@@ -40,12 +42,29 @@ def main():
     ap.add_argument("--paths", default="accel,ctypes")
     ap.add_argument("--forms", default="batch32,batch64,batchlist,pages32,pages64,bad64,badpages64")
     ap.add_argument("--label", default="")
+    ap.add_argument("--index-only", action="store_true")
     args = ap.parse_args()
     sys.path.insert(0, os.path.abspath(args.pkg))
     import numpy as np
     import gpuwire
     from gpuwire import _lib
     gpuwire.load_library(os.path.join(os.path.abspath(args.build), "libgpuwire.so.0"))
+    if args.index_only:
+        import timeit
+        from gpuwire.batch import _index_array
+        print("# py_post --index-only %s: %s, load %s, pkg %s; best of 7, us"
+              % (args.label, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                 open("/proc/loadavg").read().split(" ", 3)[:3], os.path.abspath(args.pkg)))
+        print("%6s %9s %9s %9s" % ("n", "uint32", "int32", "int64"))
+        for n in (4, 16, 64, 256, 1024, 4096, 81920):
+            row = []
+            for dt in (np.uint32, np.int32, np.int64):
+                a = np.arange(n, dtype=dt)
+                num = max(1, 20000 // max(n // 16, 1)) if n < 81920 else 20
+                ts = timeit.repeat(lambda: _index_array(a, "lidx"), number=num, repeat=7)
+                row.append(min(ts) / num * 1e6)
+            print("%6d %s" % (n, " ".join("%9.2f" % v for v in row)), flush=True)
+        return
     a = gpuwire.Context(transports="intra", progress_thread=True)
     b = gpuwire.Context(transports="intra", progress_thread=os.environ.get("PYPOST_PT_B", "1") == "1")
     lis = a.listen()
