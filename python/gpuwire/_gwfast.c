@@ -275,6 +275,18 @@ static int idx_bad(const char *name, const char *fmt, ...)
     return -1;
 }
 
+/* An item outside 0 .. 2^32-1 (neg < 0: that negative value, else big), in
+ * the library's words for the same refusal (core/idx.c gw_idx_wide_bad,
+ * after "fn: "): "rpages[517] = 4294967296 is above 4294967295" */
+static int item_bad(const char *name, Py_ssize_t i, long long neg, unsigned long long big)
+{
+    if (neg < 0)
+        PyErr_Format(PyExc_ValueError, "%s[%zd] = %lld is negative", name, i, neg);
+    else
+        PyErr_Format(PyExc_ValueError, "%s[%zd] = %llu is above 4294967295", name, i, big);
+    return -1;
+}
+
 static int idx_from_seq(PyObject *o, const char *name, idx_t *x)
 {
     Py_ssize_t n = PySequence_Size(o);
@@ -289,18 +301,20 @@ static int idx_from_seq(PyObject *o, const char *name, idx_t *x)
         PyObject *it = is_list ? PyList_GetItem(o, i) : PyTuple_GetItem(o, i); /* borrowed */
         if (!it)
             return -1;
-        if (!PyLong_Check(it))
-        {
+        if (!PyLong_Check(it)) {
             char tb[64];
-            return idx_bad(name, "item %zd is a %s, not an int", i, tname(it, tb, sizeof(tb)));
+            PyErr_Format(PyExc_ValueError, "%s[%zd] is a %s, not an int", name, i, tname(it, tb, sizeof(tb)));
+            return -1;
         }
         int over = 0;
         long long v = PyLong_AsLongLongAndOverflow(it, &over);
         if (v == -1 && PyErr_Occurred())
             return -1;
-        if (over || v < 0 || v > (long long)UINT32_MAX)
-            return idx_bad(name, "item %zd is %s: an index is 0 .. 4294967295", i,
-                           over > 0 || v > 0 ? "too large" : "negative");
+        if (over || v < 0 || v > (long long)UINT32_MAX) { /* (the library's words: core/idx.c gw_idx_wide_bad) */
+            PyErr_Format(PyExc_ValueError, over > 0 || v > 0 ? "%s[%zd] = %S is above 4294967295" : "%s[%zd] = %S is negative",
+                         name, i, it);
+            return -1;
+        }
         x->owned[i] = (uint32_t)v;
     }
     x->p = x->owned;
@@ -381,7 +395,7 @@ static int idx_check(const void *p, Py_ssize_t n, int size, int is_signed, const
             const int32_t *s = p;
             for (Py_ssize_t i = 0; i < n; i++)
                 if (s[i] < 0)
-                    return idx_bad(name, "item %zd is negative (%d)", i, (int)s[i]);
+                    return item_bad(name, i, s[i], 0);
         }
         x->p = p;
         return 0;
@@ -399,10 +413,9 @@ static int idx_narrow(const uint64_t *u, Py_ssize_t n, int is_signed, const char
     if (narrow64(x->owned, u, n)) {
         for (Py_ssize_t i = 0; i < n; i++) {
             if (is_signed && (int64_t)u[i] < 0)
-                return idx_bad(name, "item %zd is negative (%lld)", i, (long long)(int64_t)u[i]);
+                return item_bad(name, i, (int64_t)u[i], 0);
             if (u[i] > UINT32_MAX)
-                return idx_bad(name, "item %zd is %llu: an index is at most 4294967295", i,
-                               (unsigned long long)u[i]);
+                return item_bad(name, i, 0, u[i]);
         }
     }
     x->p = x->owned;
@@ -682,24 +695,18 @@ static PyObject *fast_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
         return NULL;
     idx_t li, ri;
     size_t count = 0;
-    gw_status_t st = GW_OK;
+    gw_status_t st;
     gw_request_t *req = NULL;
-    for (int wide_ok = 1; wide_ok >= 0; wide_ok--) {
-        unsigned type;
-        if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count, wide_ok, &type) != 0)
-            return NULL;
-        gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value, .index_type = type};
-        Py_BEGIN_ALLOW_THREADS
-        st = f_batch(ep, op, ll, li.p, rl, ri.p, count, notify || type ? &o : NULL, track ? &req : NULL);
-        Py_END_ALLOW_THREADS
-        idx_release(&li);
-        idx_release(&ri);
-        if (st == GW_OK || !type)
-            break;
-        /* refused with 8-byte arrays (nothing moved): again narrowed here, so
-         * that a bad item gets this module's message naming it */
-    }
-    return post_result(st, req);
+    unsigned type;
+    if (idx_both(a[3], a[5], a[6], "lidx", "ridx", &li, &ri, &count, 1, &type) != 0)
+        return NULL;
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value, .index_type = type};
+    Py_BEGIN_ALLOW_THREADS
+    st = f_batch(ep, op, ll, li.p, rl, ri.p, count, notify || type ? &o : NULL, track ? &req : NULL);
+    Py_END_ALLOW_THREADS
+    idx_release(&li);
+    idx_release(&ri);
+    return post_result(st, req); /* (a bad item of an 8-byte array: the library's message, in this module's words) */
 }
 
 /* The arguments the paged post and the prepared plan share:
@@ -1237,9 +1244,20 @@ typedef struct res {
 #define RES_N 16
 static res_t res_cache[RES_N];
 
+/* What the C put_batch/get_batch keep the same way of an (endpoint, local
+ * list, remote list) triple (a list is held by its context until closed,
+ * and closing it, its endpoint or its context empties this too) */
+typedef struct bres {
+    PyObject *ep, *local, *remote, *ctx; /* borrowed; ep NULL: empty */
+    void *eh, *lh, *rh;
+    Py_ssize_t ln, rn; /* the lists' entries */
+} bres_t;
+static bres_t bres_cache[RES_N];
+
 static PyObject *forget(PyObject *self, PyObject *unused)
 {
     memset(res_cache, 0, sizeof(res_cache));
+    memset(bres_cache, 0, sizeof(bres_cache));
     Py_RETURN_NONE;
 }
 
@@ -1411,7 +1429,7 @@ static int idx_direct(PyObject *o)
 
 /* The Python method with the same arguments (the limited API of 3.11 has no
  * PyObject_Vectorcall: a tuple and a dict, on this path only) */
-static PyObject *slow_call(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+static PyObject *slow_fn(PyObject *fn, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
     PyObject *t = PyTuple_New(nargs + 1), *kw = nkw ? PyDict_New() : NULL, *r = NULL;
@@ -1423,11 +1441,16 @@ static PyObject *slow_call(int op, PyObject *ep, PyObject *const *args, Py_ssize
     for (Py_ssize_t k = 0; k < nkw; k++)
         if (PyDict_SetItem(kw, PyTuple_GetItem(kwnames, k), args[nargs + k]) != 0)
             goto out;
-    r = PyObject_Call(c_slow[op], t, kw);
+    r = PyObject_Call(fn, t, kw);
 out:
     Py_XDECREF(t);
     Py_XDECREF(kw);
     return r;
+}
+
+static PyObject *slow_call(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return slow_fn(c_slow[op], ep, args, nargs, kwnames);
 }
 
 /* The end of a paged call: a refusal raised by the Python method (naming
@@ -1562,9 +1585,6 @@ static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_
     Py_END_ALLOW_THREADS
     idx_release(&li);
     idx_release(&ri);
-    if (st != GW_OK && type) /* refused with 8-byte arrays (nothing moved): the Python method, which narrows
-                              * them here first, raises what is wrong, naming a bad item in this module's words */
-        return slow_call(op, ep, args, nargs, kwnames);
     return pages_result(st, ep, op, track, req, ctx, count * page, NULL, NULL);
 }
 
@@ -1578,14 +1598,191 @@ static PyObject *ep_get_pages(PyObject *ep, PyObject *const *a, Py_ssize_t n, Py
     return ep_pages(1, ep, a, n, kw);
 }
 
-static PyMethodDef ep_defs[2] = {
+/* ---- Endpoint.put_batch / get_batch as C methods --------------------------------- */
+/* The list batch with fresh index arrays (a descriptor list or table a side),
+ * the whole method in C as put_pages: the common case (two open DescLists,
+ * local then remote, index arrays that are None, lists, tuples, buffers or
+ * CPU tensors, an int count, notify or counted) is handled here; any other
+ * argument, any argument the checks here refuse, goes to the Python method
+ * (batch.py _BatchOps.put_batch), which gives the same result or raises
+ * naming the problem.  A post the library refuses raises through the
+ * endpoint's _batch_failed (the library's message, naming the entry or
+ * item at fault).  bind_batch(DescList, put_py, get_py) names the class and
+ * the Python methods. */
+static PyObject *c_dlist_cls, *c_bslow[2];
+static PyObject *s_remote, *s_n, *s_bkw[8];
+/* keyword names in the order of the put form; the get form lacks notify and counted */
+static const char *const bkw_names[8] = {"local", "remote", "lidx", "ridx", "count", "notify", "counted", "track"};
+
+static PyObject *bind_batch(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    memset(bres_cache, 0, sizeof(bres_cache));
+    if (n != 3) {
+        PyErr_SetString(PyExc_TypeError, "bind_batch(DescList, put_batch, get_batch)");
+        return NULL;
+    }
+    PyObject **dst[3] = {&c_dlist_cls, &c_bslow[0], &c_bslow[1]};
+    for (int i = 0; i < 3; i++) {
+        PyObject *old = *dst[i];
+        *dst[i] = Py_NewRef(a[i]);
+        Py_XDECREF(old);
+    }
+    Py_RETURN_NONE;
+}
+
+/* The Python batch method with the same arguments (see slow_call) */
+static PyObject *bslow_call(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return slow_fn(c_bslow[op], ep, args, nargs, kwnames);
+}
+
+/* A list's handle, entries and side: 0, or -1 (nothing set) when it is not
+ * an open DescList */
+static int dlist_read(PyObject *o, void **h, Py_ssize_t *n, int *remote)
+{
+    if (Py_TYPE(o) != (PyTypeObject *)c_dlist_cls || attr_ptr(o, s_h, h) || !*h)
+        return -1;
+    PyObject *r = PyObject_GetAttr(o, s_remote), *v = r ? PyObject_GetAttr(o, s_n) : NULL;
+    int ok = r && (r == Py_True || r == Py_False) && v && PyLong_CheckExact(v);
+    *remote = r == Py_True;
+    *n = ok ? PyLong_AsSsize_t(v) : -1;
+    Py_XDECREF(r);
+    Py_XDECREF(v);
+    if (!ok || *n < 0 || PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *ep_batch(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int nparam = op ? 6 : 8;
+    if (!c_bslow[op] || !c_req_cls || !f_batch) {
+        PyErr_SetString(PyExc_RuntimeError, "_gwfast.bind_batch() was not called");
+        return NULL;
+    }
+    /* the arguments by position of the put form (local .. track) */
+    PyObject *v[8] = {NULL, NULL, Py_None, Py_None, Py_None, Py_None, Py_None, Py_True};
+    if (nargs > nparam)
+        return bslow_call(op, ep, args, nargs, kwnames);
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[op && i == 5 ? 7 : i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k); /* borrowed; interned by the caller's code */
+        int at = -1;
+        for (int j = 0; j < 8 && at < 0; j++)
+            if (name == s_bkw[j])
+                at = j;
+        int given = op ? (at == 7 ? nargs > 5 : at < nargs) : at < nargs; /* also by position */
+        if (at < 0 || (op && (at == 5 || at == 6)) || given)
+            return bslow_call(op, ep, args, nargs, kwnames); /* unknown, repeated: Python says so */
+        v[at] = args[nargs + k];
+    }
+    PyObject *local = v[0], *remote = v[1];
+    if (!local || !remote || (v[5] != Py_None && v[6] != Py_None) || !idx_direct(v[2]) || !idx_direct(v[3]) ||
+        (v[4] != Py_None && !PyLong_CheckExact(v[4])))
+        return bslow_call(op, ep, args, nargs, kwnames);
+    int notify = v[5] != Py_None ? 1 : v[6] != Py_None ? 2 : 0;
+    unsigned long long value = 0;
+    if (notify) {
+        PyObject *nv = v[notify == 1 ? 5 : 6];
+        if (!PyLong_CheckExact(nv))
+            return bslow_call(op, ep, args, nargs, kwnames);
+        value = PyLong_AsUnsignedLongLong(nv);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return bslow_call(op, ep, args, nargs, kwnames);
+        }
+    }
+    int track = PyObject_IsTrue(v[7]);
+    if (track < 0)
+        return NULL;
+    bres_t *c = &bres_cache[((uintptr_t)local >> 4 ^ (uintptr_t)remote >> 6 ^ (uintptr_t)ep >> 8) % RES_N];
+    if (c->ep != ep || c->local != local || c->remote != remote) { /* (a hit: the very objects) */
+        void *eh, *lh, *rh;
+        Py_ssize_t ln, rn;
+        int lrem, rrem;
+        if (!c_dlist_cls || dlist_read(local, &lh, &ln, &lrem) || dlist_read(remote, &rh, &rn, &rrem) || lrem ||
+            !rrem || attr_ptr(ep, s_h, &eh) || !eh)
+            return bslow_call(op, ep, args, nargs, kwnames); /* a wrong or closed list: Python names which */
+        PyObject *ctx = PyObject_GetAttr(ep, s_lctx);
+        if (!ctx)
+            return NULL;
+        Py_DECREF(ctx); /* held by the endpoint */
+        *c = (bres_t){.ep = ep, .local = local, .remote = remote, .ctx = ctx, .eh = eh, .lh = lh, .rh = rh,
+                      .ln = ln, .rn = rn};
+    }
+    PyObject *cnt = v[4];
+    if (v[2] == Py_None && v[3] == Py_None && cnt == Py_None) { /* every entry of both lists */
+        if (c->ln != c->rn)
+            return bslow_call(op, ep, args, nargs, kwnames);
+        cnt = PyLong_FromSsize_t(c->ln);
+        if (!cnt)
+            return NULL;
+    } else {
+        Py_INCREF(cnt);
+    }
+    idx_t li, ri;
+    size_t count = 0;
+    unsigned type;
+    int bad = idx_both(v[2], v[3], cnt, "lidx", "ridx", &li, &ri, &count, 1, &type);
+    Py_DECREF(cnt);
+    if (bad) {
+        PyErr_Clear(); /* the Python method raises it as InvalidArgument */
+        return bslow_call(op, ep, args, nargs, kwnames);
+    }
+    void *eh = c->eh, *lh = c->lh, *rh = c->rh;
+    PyObject *ctx = c->ctx;
+    gw_xfer_opts_t o = {.size = sizeof(o), .notify = notify, .value = value, .index_type = type};
+    gw_request_t *req = NULL;
+    gw_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = f_batch(eh, op, lh, li.p, rh, ri.p, count, notify || type ? &o : NULL, track ? &req : NULL);
+    Py_END_ALLOW_THREADS
+    idx_release(&li);
+    idx_release(&ri);
+    if (st != GW_OK) { /* the library's message, naming the entry or item at fault */
+        PyObject *r = PyObject_CallMethod(ep, "_batch_failed", "ii", (int)st, op);
+        if (r) {
+            Py_DECREF(r);
+            PyErr_Format(PyExc_RuntimeError, "gw_xfer_batch failed with status %d", (int)st);
+        }
+        return NULL;
+    }
+    if (!track)
+        Py_RETURN_NONE;
+    PyObject *h = PyLong_FromVoidPtr(req);
+    PyObject *r = h ? new_request(c_req_cls, ctx, h, Py_None) : NULL;
+    Py_XDECREF(h);
+    if (!r)
+        f_free(req);
+    return r;
+}
+
+static PyObject *ep_put_batch(PyObject *ep, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return ep_batch(0, ep, a, n, kw);
+}
+
+static PyObject *ep_get_batch(PyObject *ep, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return ep_batch(1, ep, a, n, kw);
+}
+
+static PyMethodDef ep_defs[4] = {
     {"put_pages", (PyCFunction)(void (*)(void))ep_put_pages, METH_FASTCALL | METH_KEYWORDS,
      "the paged put (see Endpoint.put_pages in batch.py)"},
     {"get_pages", (PyCFunction)(void (*)(void))ep_get_pages, METH_FASTCALL | METH_KEYWORDS,
-     "the paged get (see Endpoint.get_pages in batch.py)"}};
+     "the paged get (see Endpoint.get_pages in batch.py)"},
+    {"put_batch", (PyCFunction)(void (*)(void))ep_put_batch, METH_FASTCALL | METH_KEYWORDS,
+     "the list batch's put (see Endpoint.put_batch in batch.py)"},
+    {"get_batch", (PyCFunction)(void (*)(void))ep_get_batch, METH_FASTCALL | METH_KEYWORDS,
+     "the list batch's get (see Endpoint.get_batch in batch.py)"}};
 
 /* method(cls, op) -> the C method as a method descriptor of cls (op 0
- * put_pages, 1 get_pages): the class attribute that the interpreter calls
+ * put_pages, 1 get_pages, 2 put_batch, 3 get_batch): the class attribute that the interpreter calls
  * with the instance as self, as it calls the methods of built-in types (no
  * bound method made per call) */
 static PyObject *make_method(PyObject *self, PyObject *const *a, Py_ssize_t n)
@@ -1595,8 +1792,12 @@ static PyObject *make_method(PyObject *self, PyObject *const *a, Py_ssize_t n)
         return NULL;
     }
     long op = PyLong_AsLong(a[1]);
-    if (op < 0 || op > 1)
-        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "op: 0 or 1"), NULL);
+    if (op < 0 || op > 3)
+        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "op: 0 .. 3"), NULL);
+    if (op > 1 && !c_bslow[op - 2]) {
+        PyErr_SetString(PyExc_RuntimeError, "_gwfast.bind_batch() was not called");
+        return NULL;
+    }
     return PyDescr_NewMethod((PyTypeObject *)a[0], &ep_defs[op]);
 }
 
@@ -1611,9 +1812,11 @@ static PyMethodDef methods[] = {
      "gw_xfer_pages with page arrays in GPU memory"},
     {"bind_pages", (PyCFunction)(void (*)(void))bind_pages, METH_FASTCALL,
      "bind_pages(Memory, RemoteKey, Request, put_pages, get_pages): for method()"},
+    {"bind_batch", (PyCFunction)(void (*)(void))bind_batch, METH_FASTCALL,
+     "bind_batch(DescList, put_batch, get_batch): for method()"},
     {"method", (PyCFunction)(void (*)(void))make_method, METH_FASTCALL,
-     "method(cls, op): put_pages (0) or get_pages (1) as a method of cls"},
-    {"forget", forget, METH_NOARGS, "drop what the C put_pages/get_pages keep of endpoints, regions and keys (on any close)"},
+     "method(cls, op): put_pages (0), get_pages (1), put_batch (2) or get_batch (3) as a method of cls"},
+    {"forget", forget, METH_NOARGS, "drop what the C put_pages/get_pages/put_batch/get_batch keep of endpoints, regions, keys and lists (on any close)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gwfast", NULL, -1, methods,
@@ -1644,6 +1847,13 @@ PyMODINIT_FUNC PyInit__gwfast(void)
     for (int i = 0; i < 11; i++)
         if (!(s_kw[i] = PyUnicode_InternFromString(kw_names[i])))
             return NULL;
+    for (int i = 0; i < 8; i++)
+        if (!(s_bkw[i] = PyUnicode_InternFromString(bkw_names[i])))
+            return NULL;
+    s_remote = PyUnicode_InternFromString("remote");
+    s_n = PyUnicode_InternFromString("n");
+    if (!s_remote || !s_n)
+        return NULL;
     if (!s_ctx || !s_h || !s_keep || !s_status || !s_nbytes || !s_tag || !s_detail || !s_empty || !s_zero ||
         !s_inprogress || !s_addr || !s_numpy)
         return NULL;

@@ -112,10 +112,9 @@ def _index_array(x: Optional[IndexArray], name: str) -> Tuple[Any, int]:
         vals = x
         for i, v in enumerate(vals):
             if not isinstance(v, int):
-                raise _bad("%s: item %d is a %s, not an int" % (name, i, type(v).__name__))
+                raise _bad("%s[%d] is a %s, not an int" % (name, i, type(v).__name__))
             if v < 0 or v > _U32:
-                raise _bad("%s: item %d is %s: an index is 0 .. 4294967295"
-                           % (name, i, "negative" if v < 0 else "too large"))
+                _item_bad(name, i, v)
     else:
         try:
             mv = memoryview(x)
@@ -135,13 +134,33 @@ def _index_array(x: Optional[IndexArray], name: str) -> Tuple[Any, int]:
         if not mv.c_contiguous:
             raise _bad("%s: not contiguous (stride %d bytes, item %d bytes): use a contiguous copy"
                        % (name, (mv.strides or (0,))[0], mv.itemsize))
+        np: Any = sys.modules.get("numpy")
+        a: Any = None
+        if np is not None and mv.shape and mv.shape[0] > 24:    # (fewer: the loop below is cheaper)
+            try:
+                a = np.asarray(mv)
+            except (TypeError, ValueError):     # (formats NumPy does not read: 'n', 'N')
+                pass
+        if a is not None:
+            # vectorised: the lowest (signed) and highest (8-byte) item, a search for the bad item
+            # only when one is out of range, then one conversion (a copy: a prepared plan keeps its own)
+            signed, wide = a.dtype.kind == "i", a.itemsize == 8
+            if (signed and a.min() < 0) or (wide and a.max() > _U32):
+                i = int(np.flatnonzero((a < 0) | (a > _U32) if wide else a < 0)[0])
+                _item_bad(name, i, int(a[i]))
+            u = a.astype(np.uint32)
+            return (ctypes.c_uint32 * len(u)).from_buffer(u), len(u)
         vals = mv.tolist()
         for i, v in enumerate(vals):
-            if v < 0:
-                raise _bad("%s: item %d is negative (%d)" % (name, i, v))
-            if v > _U32:
-                raise _bad("%s: item %d is %d: an index is at most 4294967295" % (name, i, v))
+            if v < 0 or v > _U32:
+                _item_bad(name, i, v)
     return (ctypes.c_uint32 * len(vals))(*vals), len(vals)
+
+
+def _item_bad(name: str, i: int, v: int) -> NoReturn:
+    """An index outside 0 .. 2^32-1, in the library's words for the same
+    refusal (gw_xfer_pages: rpages[517] = 4294967296 is above 4294967295)."""
+    raise _bad("%s[%d] = %d is %s" % (name, i, v, "negative" if v < 0 else "above 4294967295"))
 
 
 def _column(x: Any, name: str, wide: bool, keep: List[Any]) -> Tuple[int, int]:
@@ -546,7 +565,12 @@ class _BatchOps:
             return Request(self.ctx, r, None, None)
         if r == 0:
             return None
-        self.ctx._check(r, "%s_batch" % ("put", "get")[op])
+        self._batch_failed(r, op)
+
+    def _batch_failed(self, st: int, op: int = 0) -> NoReturn:
+        """Raises for a refused list batch with the library's message (naming
+        the entry, or the item of an index array, at fault)."""
+        self.ctx._check(st, "%s_batch" % ("put", "get")[op])
 
     def put_batch(self, local: DescList, remote: DescList, lidx: Optional[IndexArray] = None,
                   ridx: Optional[IndexArray] = None, count: Optional[int] = None,
@@ -556,7 +580,9 @@ class _BatchOps:
         one request (lidx/ridx: list, NumPy array or tensor of indices; None:
         0..count-1).  notify=value: an ordered notification after the batch
         (read by wait_notify); counted=id: one counted notification of id
-        (wait_count)."""
+        (wait_count).  With the accelerator built, the common case runs as a C
+        method (endpoint._install_pages); this is the general path and its
+        fallback."""
         return self._batch(0, local, remote, lidx, ridx, count, notify, counted, track)
 
     def get_batch(self, local: DescList, remote: DescList, lidx: Optional[IndexArray] = None,

@@ -328,14 +328,17 @@ class Endpoint(_BatchOps):
 
 
 _PAGES_PY = (_BatchOps.put_pages, _BatchOps.get_pages)
+_BATCH_PY = (_BatchOps.put_batch, _BatchOps.get_batch)
 
 
 def _install_pages(F: Any) -> None:
-    """Endpoint.put_pages / get_pages as the accelerator's C methods (the
-    whole call in C, no bytecode between the caller and
-    gw_xfer_pages; anything out of the common case goes to the Python
-    methods), else the Python methods; on every change of _lib.fast."""
-    if F is not None and F.batch_ok and hasattr(F, "method"):
+    """Endpoint.put_pages / get_pages and put_batch / get_batch as the
+    accelerator's C methods (the whole call in C, no bytecode between the
+    caller and gw_xfer_pages or gw_xfer_batch; anything out of the common
+    case goes to the Python methods), else the Python methods; on every
+    change of _lib.fast."""
+    fast = F is not None and F.batch_ok and hasattr(F, "method")
+    if fast:
         F.bind_pages(Memory, RemoteKey, Request, *_PAGES_PY)
         setattr(Endpoint, "put_pages", F.method(Endpoint, 0))
         setattr(Endpoint, "get_pages", F.method(Endpoint, 1))
@@ -344,6 +347,13 @@ def _install_pages(F: Any) -> None:
         setattr(Endpoint, "put_pages", _PAGES_PY[0])
         setattr(Endpoint, "get_pages", _PAGES_PY[1])
         _Forget.fn = None
+    if fast and hasattr(F, "bind_batch"):
+        F.bind_batch(DescList, *_BATCH_PY)
+        setattr(Endpoint, "put_batch", F.method(Endpoint, 2))
+        setattr(Endpoint, "get_batch", F.method(Endpoint, 3))
+    else:
+        setattr(Endpoint, "put_batch", _BATCH_PY[0])
+        setattr(Endpoint, "get_batch", _BATCH_PY[1])
 
 
 _install_pages(_lib.fast)

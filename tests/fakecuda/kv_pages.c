@@ -337,10 +337,10 @@ int main(void)
                     CHECK_ST(gw_xfer_pages(ep, GW_XFER_PUT, ms, src, pl8, rk, rb, pr8, npages, page, &o8, &q),
                              GW_ERR_INVALID);
                     char want[96];
-                    snprintf(want, sizeof(want), "entry %u: %s[%u] = %lld is negative", at[j],
+                    snprintf(want, sizeof(want), "gw_xfer_pages: %s[%u] = %lld is negative",
                              side ? "rpages" : "lpages", at[j], (long long)v);
                     if (kind == 1)
-                        snprintf(want, sizeof(want), "entry %u: %s[%u] = 4294967296 is above 4294967295", at[j],
+                        snprintf(want, sizeof(want), "gw_xfer_pages: %s[%u] = 4294967296 is above 4294967295",
                                  side ? "rpages" : "lpages", at[j]);
                     if (!strstr(gw_last_error(ctx), want))
                         fprintf(stderr, "want \"%s\" in: %s\n", want, gw_last_error(ctx));

@@ -62,8 +62,8 @@ gw_status_t gw_batch_item_bad(gw_core_t *core, const char *fn, size_t i, const c
                               unsigned type)
 {
     const char *tn = type == GW_INDEX_I64 ? "GW_INDEX_I64" : type == GW_INDEX_U64 ? "GW_INDEX_U64" : "GW_INDEX_I32";
-    return gw_err(core, GW_ERR_INVALID, "%s: entry %zu: %s[%zu] = %s (opts->index_type %s: items 0 .. %s)", fn, i,
-                  array, i, what, tn, type == GW_INDEX_I32 ? "2147483647" : "4294967295");
+    return gw_err(core, GW_ERR_INVALID, "%s: %s[%zu] = %s (opts->index_type %s: items 0 .. %s)", fn, array, i, what,
+                  tn, type == GW_INDEX_I32 ? "2147483647" : "4294967295");
 }
 
 size_t gw_batch_item_find(const void *p, size_t n, unsigned type, char *what, size_t len)

@@ -240,9 +240,10 @@ gw_status_t gw_batch_page_outside(gw_core_t *core, const char *fn, size_t i, int
 
 /* The refusal of an index array's item its type does not allow
  * (gw_xfer_opts_t.index_type: an 8-byte item outside 0 .. 2^32-1, a
- * negative int32), in the words every path uses: fn the caller's call, i
- * the entry, array its name ("lpages"), what the value's text
- * (GW_ERR_INVALID).  gw_batch_item_find finds the first such item of
+ * negative int32), in the words every path uses, the Python package's
+ * too ("gw_xfer_pages: rpages[517] = 4294967296 is above 4294967295 (...)"):
+ * fn the caller's call, i the entry, array its name ("lpages"), what the
+ * value's text (GW_ERR_INVALID).  gw_batch_item_find finds the first such item of
  * p[0 .. n-1] (n: none) and writes its text. */
 gw_status_t gw_batch_item_bad(gw_core_t *core, const char *fn, size_t i, const char *array, const char *what,
                               unsigned type);
