@@ -405,6 +405,7 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         else
             oif->tagged = 1;
         oif->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : (1ull << 30);
+        oif->credits = strcmp(gw_settings_str(&core->settings, GW_SET_OFI_CREDITS), "off") != 0;
         oif->tinject = oif->inject ? GW_MIN(info->tx_attr->inject_size, (size_t)GW_OFI_TINJECT_MAX) : 0;
     }
     gw_random_bytes(&oif->next_key, sizeof(oif->next_key));
