@@ -186,8 +186,11 @@ static gw_ep_t *start(int (*child)(void *), gw_context_t **ctx, gw_listener_t **
     return gwt_listen_accept(*ctx, &g_pc, l);
 }
 
+/* (each side progresses until the other is through: what it still has to
+ * send - a FIN, credits - may wait for credits the other returns) */
 static void finish(gw_context_t *ctx, gw_ep_t *ep, gw_listener_t *l, int pid)
 {
+    gwt_chan_expect(&g_pc, ctx, "fin");
     REQUIRE(gwt_chan_send(&g_pc, "done", 4) == 0);
     CHECK(gwt_wait(pid, 120) == 0);
     gw_ep_close(ep, 5000);
@@ -197,6 +200,7 @@ static void finish(gw_context_t *ctx, gw_ep_t *ep, gw_listener_t *l, int pid)
 
 static int child_end(gw_context_t *ctx, gw_ep_t *ep)
 {
+    REQUIRE(gwt_chan_send(&g_cc, "fin", 3) == 0);
     gwt_chan_expect(&g_cc, ctx, "done");
     gw_ep_close(ep, 5000);
     gw_context_destroy(ctx);
