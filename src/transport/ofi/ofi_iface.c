@@ -507,14 +507,15 @@ static gw_status_t ofi_iface_describe(gw_tl_iface_t *iface, char *buf, size_t le
 {
     gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
     snprintf(buf, len, "%s; completions %s; largest RMA %llu bytes, inject %zu bytes, mr_mode%s%s%s; application "
-             "messages %s%s%s", oif->how,
+             "messages %s%s%s; header messages %s", oif->how,
              oif->no_wakeup || !oif->wait_fd ? "polled (the context fd stays readable while endpoints exist)"
                                              : "wake the context through the queues' wait fds",
              (unsigned long long)oif->max_piece, oif->info->tx_attr->inject_size,
              oif->mr_local ? " local" : "", oif->virt_addr ? " virt_addr" : " offsets",
              oif->prov_key ? " prov_key" : " app_key",
              oif->tagged ? "by tagged operations where the peer agrees" : "with gpuwire's header (tagged path: ",
-             oif->tagged ? "" : oif->tagged_why, oif->tagged ? "" : ")");
+             oif->tagged ? "" : oif->tagged_why, oif->tagged ? "" : ")",
+             oif->credits ? "under credits where the peer agrees" : "without credits (GPUWIRE_OFI_CREDITS=off)");
     return GW_OK;
 }
 
