@@ -28,6 +28,10 @@
  *                without credits would): neither side counts credits (no
  *                credit counters in either path), and streams of 3,000
  *                messages each way still arrive whole and in order.
+ *   lie          this side's first header returns 64 credits, never spent
+ *                (test hook GW_TEST_OFI_CREDIT_LIE): the peer fails the
+ *                endpoint with GW_ERR_PROTOCOL, saying how many came back
+ *                and how many it held.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,8 +470,69 @@ static void case_no_credits(void)
     finish(ctx, ep, l, pid);
 }
 
+/* ---- lie ---- */
+static int child_lied_to(void *arg)
+{
+    (void)arg;
+    /* (the lie may come on the PONG that answers connect's first message,
+     * failing gw_connect, or on the message sent after) */
+    char addr[80], msg[600];
+    REQUIRE(gwt_chan_recv(&g_cc, addr, sizeof(addr), GWT_PEER_WAIT_MS) > 0);
+    gw_context_t *ctx;
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    gw_ep_t *ep = NULL;
+    gw_status_t st = gw_connect(ctx, addr, &ep);
+    if (st != GW_OK) {
+        snprintf(msg, sizeof(msg), "gw_connect: %s: %s", gw_status_name(st), gw_last_error(ctx));
+    } else {
+        uint64_t v = 0;
+        gw_request_t *r = NULL;
+        REQUIRE_OK(gw_recv(ep, &v, sizeof(v), NULL, TAG, ~0ull, &r));
+        st = gw_request_wait(r, 30000);
+        gw_request_free(r);
+        snprintf(msg, sizeof(msg), "gw_recv: %s; endpoint: %s: %s", gw_status_name(st),
+                 gw_status_name(ep->base.error), ep->base.error_detail);
+    }
+    REQUIRE(gwt_chan_send(&g_cc, msg, (uint32_t)strlen(msg) + 1) == 0);
+    gwt_chan_expect(&g_cc, NULL, "done");
+    if (ep)
+        gw_ep_close(ep, 1000);
+    gw_context_destroy(ctx);
+    return gwt_failures ? 1 : 0;
+}
+
+static void case_lie(void)
+{
+    gw_context_t *ctx;
+    gw_listener_t *l;
+    REQUIRE(gwt_chan_pair(&g_pc, &g_cc) == 0);
+    int pid = gwt_spawn(child_lied_to, NULL);
+    REQUIRE(pid > 0);
+    REQUIRE_OK(gw_context_create(NULL, &ctx));
+    setenv("GW_TEST_OFI_CREDIT_LIE", "64", 1); /* this side's first header returns 64 credits: more than spent */
+    gw_ep_t *ep = gwt_listen_accept(ctx, &g_pc, &l);
+    unsetenv("GW_TEST_OFI_CREDIT_LIE");
+    uint64_t v = 77;
+    gw_request_t *s = NULL;
+    REQUIRE_OK(gw_send(ep, &v, sizeof(v), NULL, TAG, &s));
+    gw_request_wait(s, 30000);
+    gw_request_free(s);
+    char msg[600];
+    int n = gwt_chan_recv(&g_pc, msg, sizeof(msg) - 1, 120000); /* (a failed connect may take its bound) */
+    REQUIRE(n > 0);
+    msg[n] = 0;
+    fprintf(stderr, "  the peer: %s\n", msg);
+    CHECK(strstr(msg, "GW_ERR_PROTOCOL") != NULL);
+    CHECK(strstr(msg, "returning 64 credits while") != NULL && strstr(msg, "more than the 56") != NULL);
+    REQUIRE(gwt_chan_send(&g_pc, "done", 4) == 0);
+    CHECK(gwt_wait(pid, 60) == 0);
+    gw_ep_close(ep, 1000);
+    gw_listener_destroy(l);
+    gw_context_destroy(ctx);
+}
+
 static const gwt_case_t cases[] = {GWT_CASE(stream_late), GWT_CASE(one_way), GWT_CASE(both_ways), GWT_CASE(mixed),
-                                   GWT_CASE(no_credits)};
+                                   GWT_CASE(no_credits),  GWT_CASE(lie)};
 int main(int argc, char **argv)
 {
     return GWT_MAIN(argc, argv, cases);

@@ -333,6 +333,13 @@ gw_status_t gw_ofi_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t *
     if (!ep->cr_on) {
         ep->tx_credits = UINT64_MAX / 2; /* (never runs out: no compare but the one every sender makes) */
         ep->cr_owed = 0;
+    } else {
+        /* test hook (not a setting): return this many credits never spent
+         * on the first header sent, as a broken peer would (the peer must
+         * fail the endpoint with GW_ERR_PROTOCOL) */
+        const char *th = gw_settings_test_hook("GW_TEST_OFI_CREDIT_LIE");
+        if (th && atoi(th) > 0 && atoi(th) <= GW_OFI_CREDIT_SLOTS)
+            ep->cr_owed = (unsigned)atoi(th);
     }
     gw_log(GW_LOG_DEBUG, "ofi: connected %s/%s -> %s/%s", oif->prov, oif->dom, ep->remote.prov,
            ep->remote.domain);
