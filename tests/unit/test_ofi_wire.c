@@ -131,6 +131,53 @@ static void hdr_cases(void)
     CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
 }
 
+/* Credits: any header carries up to GW_OFI_CREDIT_SLOTS in the flags' top
+ * 16 bits (beside COUNTED on a NOTIFY); a CREDIT message carries at least
+ * one and nothing else; more than the slots is refused with a reason. */
+static void credit_cases(void)
+{
+    enum { EMAX = 100 };
+    uint8_t m[GW_OFI_HDR_LEN + EMAX];
+    char why[256];
+    gw_ofi_hdr_t g, h = {.type = GW_OFI_EAGER, .flags = 7u << GW_OFI_F_CREDIT_SHIFT, .f = {9, 4}};
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 4, EMAX, why, sizeof(why)), GW_OK);
+    CHECK(g.flags >> GW_OFI_F_CREDIT_SHIFT == 7);
+    uint64_t tag = 0;
+    unsigned cred = 0;
+    CHECK(gw_ofi_hdr_eager(m, GW_OFI_HDR_LEN + 4, EMAX, &tag, &cred) == 1 && tag == 9 && cred == 7);
+    h.flags = (uint32_t)GW_OFI_CREDIT_SLOTS << GW_OFI_F_CREDIT_SHIFT; /* all the slots: the most */
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 4, EMAX, why, sizeof(why)), GW_OK);
+    h.flags = (uint32_t)(GW_OFI_CREDIT_SLOTS + 1) << GW_OFI_F_CREDIT_SHIFT; /* more credits than slots */
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 4, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "returns 65 credits") != NULL && strstr(why, "64 receive slots") != NULL);
+    CHECK(gw_ofi_hdr_eager(m, GW_OFI_HDR_LEN + 4, EMAX, &tag, &cred) == 0);
+    h = (gw_ofi_hdr_t){.type = GW_OFI_NOTIFY, .flags = GW_OFI_F_COUNTED | (3u << GW_OFI_F_CREDIT_SHIFT), .f = {1}};
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_OK);
+    CHECK(g.flags == (GW_OFI_F_COUNTED | (3u << GW_OFI_F_CREDIT_SHIFT)));
+    h.flags = 2u; /* an unknown low flag, credits or not */
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    h = (gw_ofi_hdr_t){.type = GW_OFI_CREDIT, .flags = 16u << GW_OFI_F_CREDIT_SHIFT};
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_OK);
+    CHECK(g.type == GW_OFI_CREDIT && g.flags >> GW_OFI_F_CREDIT_SHIFT == 16);
+    CHECK(!gw_ofi_type_costs(GW_OFI_CREDIT) && !gw_ofi_type_costs(GW_OFI_PONG) && gw_ofi_type_costs(GW_OFI_PING) &&
+          gw_ofi_type_costs(GW_OFI_EAGER) && gw_ofi_type_costs(GW_OFI_AM));
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 1, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL); /* a body */
+    h.flags = 0; /* a CREDIT returning none */
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "returns 0 credits") != NULL);
+    h = (gw_ofi_hdr_t){.type = GW_OFI_CREDIT, .flags = 1u << GW_OFI_F_CREDIT_SHIFT, .f = {0, 0, 5}};
+    gw_ofi_hdr_write(&h, m);
+    CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL);
+    CHECK(strstr(why, "CREDIT message with nonzero fields") != NULL);
+}
+
 /* The receive path's inline eager check agrees with the full parse on
  * every header the parse accepts or refuses, in a reproducible sweep of
  * single-byte changes to well-formed messages of every type. */
@@ -145,7 +192,11 @@ static void eager_inline_cases(void)
         for (int trial = 0; trial < 400; trial++) {
             uint64_t r = gwt_xorshift(&seed);
             size_t body = type == GW_OFI_EAGER || type == GW_OFI_AM ? (size_t)(r % (EMAX + 2)) : 0;
-            gw_ofi_hdr_t h = {.type = (uint8_t)type, .f = {r >> 8, body, 1, 2, 3}};
+            /* (credits in about half: the field's bounds, the CREDIT type's fields) */
+            uint32_t cr = (r & 3) == 0 ? (uint32_t)(r >> 40) % (GW_OFI_CREDIT_SLOTS + 2) : 0;
+            gw_ofi_hdr_t h = {.type = (uint8_t)type, .flags = cr << GW_OFI_F_CREDIT_SHIFT, .f = {r >> 8, body, 1, 2, 3}};
+            if (type == GW_OFI_CREDIT && (r & 4))
+                h.f[0] = h.f[1] = h.f[2] = h.f[3] = h.f[4] = 0;
             gw_ofi_hdr_write(&h, m);
             size_t len = GW_OFI_HDR_LEN + body;
             if (trial % 2) { /* one byte of the header changed, or the length off by one */
@@ -158,10 +209,11 @@ static void eager_inline_cases(void)
             gw_ofi_hdr_t g;
             gw_status_t st = gw_ofi_hdr_parse(&g, m, len, EMAX, why, sizeof(why));
             uint64_t tag = 0;
-            int eager = gw_ofi_hdr_eager(m, len, EMAX, &tag);
+            unsigned cred = 0;
+            int eager = gw_ofi_hdr_eager(m, len, EMAX, &tag, &cred);
             int want = st == GW_OK && g.type == GW_OFI_EAGER;
             CHECK(eager == want);
-            CHECK(!eager || tag == g.f[0]);
+            CHECK(!eager || (tag == g.f[0] && cred == g.flags >> GW_OFI_F_CREDIT_SHIFT));
             agreed += eager == want;
             eager_seen += eager;
         }
@@ -172,6 +224,7 @@ static void eager_inline_cases(void)
 
 int main(void)
 {
+    credit_cases();
     eager_inline_cases();
     addr_cases();
     rkey_cases();

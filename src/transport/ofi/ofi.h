@@ -60,7 +60,8 @@ GW_REQ_TL_SCRATCH(ofi_rq, struct gw_req_ofi)
 
 #define GW_OFI_SLOT 16384                               /* a receive or send slot */
 #define GW_OFI_EAGER_MAX (GW_OFI_SLOT - GW_OFI_HDR_LEN) /* largest message sent in one piece */
-#define GW_OFI_NRX 64                                   /* receive slots posted per endpoint */
+#define GW_OFI_NRX GW_OFI_CREDIT_SLOTS                   /* receive slots posted per endpoint (the credits' pool) */
+#define GW_OFI_CREDIT_BACK (GW_OFI_NRX / 4) /* credits owed that a CREDIT message returns when nothing else goes */
 #define GW_OFI_RX_LAZY 16 /* receive slots whose repost may wait for a pass that found nothing */
 #define GW_OFI_NTX 64                                   /* send slots per endpoint */
 #define GW_OFI_MAX_RMA 256                              /* RMA pieces in flight per endpoint */
@@ -94,6 +95,7 @@ typedef struct gw_ofi_iface {
     int tagged;           /* application messages may take the provider's tagged operations (FI_TAGGED,
                            * FI_ORDER_SAS, 64 tag bits, GPUWIRE_OFI_TAGGED=auto); the peer must agree */
     char tagged_why[160]; /* why not, when not */
+    int credits;          /* header messages under credits where the peer agrees (GPUWIRE_OFI_CREDITS=on) */
     uint64_t next_key;    /* requested keys, when the provider does not pick them */
     uint64_t max_piece;   /* largest single RMA (the endpoint's max_msg_size, capped) */
     size_t tinject;       /* tagged path: messages up to this size go by fi_tinject (0 none) */
@@ -127,6 +129,7 @@ typedef struct gw_ofi_ctx {
     uint16_t slot;     /* receive or send slot index; TRECV: stage index + 1, 0 none */
     uint8_t kind;      /* GW_OFI_CTX_* */
     uint8_t canceled;  /* TRECV: fi_cancel asked for it (its FI_ECANCELED is ours) */
+    uint8_t cost;      /* RX: the message it held cost its sender a credit (owed back once posted again) */
 } gw_ofi_ctx_t;
 
 /* A rendezvous message that arrived before its receive: the sender's buffer. */
@@ -164,6 +167,13 @@ typedef struct gw_ofi_ep {
     unsigned ntxfree;
     uint16_t rx_lazy[GW_OFI_RX_LAZY]; /* receive slots consumed, not posted again yet */
     unsigned nrx_lazy;
+    /* credits (GW_OFI_AF_CREDITS, ofi_wire.h): what this side may still send
+     * (a bound no sender reaches where the peer does not agree), and what it
+     * owes the peer for slots posted again; cr_on: both sides agreed (set
+     * at prepare where this side offers, settled at connect) */
+    uint64_t tx_credits;
+    unsigned cr_owed;
+    int cr_on;
     gw_ofi_ctx_t *rma;      /* GW_OFI_MAX_RMA contexts */
     gw_list_t rma_free, rma_busy;
     gw_list_t pending;      /* requests not fully posted yet, in posting order (tl_link) */
@@ -195,6 +205,8 @@ typedef struct gw_ofi_ep {
                              * closed, the endpoint is not deferred (defer_close) */
     /* counters for ep_describe */
     uint64_t n_rma, n_eager, n_inject, n_rdv, n_bounce, n_onfly, n_eagain, n_cqe, n_trecv;
+    uint64_t n_cstall;      /* messages that waited for a credit */
+    uint64_t n_credit;      /* CREDIT messages sent */
 } gw_ofi_ep_t;
 
 static inline gw_ofi_ep_t *to_oep(gw_tl_ep_t *e) { return (gw_ofi_ep_t *)e; }

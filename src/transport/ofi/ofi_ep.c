@@ -237,7 +237,12 @@ gw_status_t gw_ofi_ep_prepare(gw_tl_iface_t *iface, gw_ep_base_t *base, gw_tl_ep
     }
     gw_ofi_addr_t *la = &ep->local;
     la->version = GW_OFI_ADDR_VERSION;
-    la->flags = (oif->hmem ? GW_OFI_AF_HMEM : 0) | (oif->tagged ? GW_OFI_AF_TAGGED : 0);
+    la->flags = (oif->hmem ? GW_OFI_AF_HMEM : 0) | (oif->tagged ? GW_OFI_AF_TAGGED : 0) |
+                (oif->credits ? GW_OFI_AF_CREDITS : 0);
+    /* credits as if the peer agrees (a message may come before connect
+     * settles it: its slot is owed back then) */
+    ep->cr_on = oif->credits;
+    ep->tx_credits = oif->credits ? GW_OFI_CREDIT_SLOTS - GW_OFI_CREDIT_RESERVE : UINT64_MAX / 2;
     snprintf(la->prov, sizeof(la->prov), "%s", oif->prov);
     snprintf(la->domain, sizeof(la->domain), "%s", oif->dom);
     size_t nl = sizeof(la->name);
@@ -320,6 +325,21 @@ gw_status_t gw_ofi_ep_connect(gw_tl_ep_t *e, gw_tl_peer_t *peer, const uint8_t *
     if (ep->tagged) {
         b->tl_recv = gw_ofi_trecv;
         b->tl_probe = gw_ofi_tprobe;
+    }
+    /* header messages under credits when both sides offer them (an older
+     * peer, or one with GPUWIRE_OFI_CREDITS=off, sets no flag: then no
+     * credit is counted, carried or waited for, either way) */
+    ep->cr_on = oif->credits && (ep->remote.flags & GW_OFI_AF_CREDITS);
+    if (!ep->cr_on) {
+        ep->tx_credits = UINT64_MAX / 2; /* (never runs out: no compare but the one every sender makes) */
+        ep->cr_owed = 0;
+    } else {
+        /* test hook (not a setting): return this many credits never spent
+         * on the first header sent, as a broken peer would (the peer must
+         * fail the endpoint with GW_ERR_PROTOCOL) */
+        const char *th = gw_settings_test_hook("GW_TEST_OFI_CREDIT_LIE");
+        if (th && atoi(th) > 0 && atoi(th) <= GW_OFI_CREDIT_SLOTS)
+            ep->cr_owed = (unsigned)atoi(th);
     }
     gw_log(GW_LOG_DEBUG, "ofi: connected %s/%s -> %s/%s", oif->prov, oif->dom, ep->remote.prov,
            ep->remote.domain);
@@ -434,14 +454,18 @@ gw_status_t gw_ofi_ep_describe(gw_tl_ep_t *e, char *buf, size_t len)
     gw_ofi_iface_t *oif = ep->oif;
     /* (short: the api layer appends to it within gw_ep_info_t.path) */
     const char *tg = ep->tagged && !ep->super.base->integ ? "tagged messages" : "header messages";
-    snprintf(buf, len, "ofi %s/%s -> %s/%s, %s, %s, %s; %llu RMA pieces, %llu eager (%llu injected) and %llu "
-             "rendezvous messages, %llu bounced, %llu registered per operation, %llu waits for room",
+    char cr[64] = "";
+    if (ep->cr_on) /* (flow control at work: messages that waited for a credit, credits sent back alone) */
+        snprintf(cr, sizeof(cr), ", %llu credit waits, %llu CREDITs", (unsigned long long)ep->n_cstall,
+                 (unsigned long long)ep->n_credit);
+    snprintf(buf, len, "ofi %s/%s -> %s/%s, %s, %s, %s; %llu RMA, %llu eager (%llu injected), %llu "
+             "rendezvous, %llu bounced, %llu registered per op, %llu room waits%s",
              oif->prov, oif->dom, ep->remote.prov, ep->remote.domain,
              oif->hmem ? "GPU memory by FI_HMEM" : "host memory only",
              oif->delivery ? "delivery complete" : "transmit complete", tg, (unsigned long long)ep->n_rma,
              (unsigned long long)ep->n_eager, (unsigned long long)ep->n_inject, (unsigned long long)ep->n_rdv,
              (unsigned long long)ep->n_bounce,
-             (unsigned long long)ep->n_onfly, (unsigned long long)ep->n_eagain);
+             (unsigned long long)ep->n_onfly, (unsigned long long)ep->n_eagain, cr);
     return GW_OK;
 }
 

@@ -404,6 +404,7 @@ static gw_status_t ofi_iface_open(gw_core_t *core, gw_tl_iface_t **out, char *wh
         else
             oif->tagged = 1;
         oif->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : (1ull << 30);
+        oif->credits = strcmp(gw_settings_str(&core->settings, GW_SET_OFI_CREDITS), "off") != 0;
         oif->tinject = oif->inject ? GW_MIN(info->tx_attr->inject_size, (size_t)GW_OFI_TINJECT_MAX) : 0;
     }
     gw_random_bytes(&oif->next_key, sizeof(oif->next_key));
@@ -504,14 +505,15 @@ static gw_status_t ofi_iface_describe(gw_tl_iface_t *iface, char *buf, size_t le
 {
     gw_ofi_iface_t *oif = (gw_ofi_iface_t *)iface;
     snprintf(buf, len, "%s; completions %s; largest RMA %llu bytes, inject %zu bytes, mr_mode%s%s%s; application "
-             "messages %s%s%s", oif->how,
+             "messages %s%s%s; header messages %s", oif->how,
              oif->no_wakeup || !oif->wait_fd ? "polled (the context fd stays readable while endpoints exist)"
                                              : "wake the context through the queues' wait fds",
              (unsigned long long)oif->max_piece, oif->info->tx_attr->inject_size,
              oif->mr_local ? " local" : "", oif->virt_addr ? " virt_addr" : " offsets",
              oif->prov_key ? " prov_key" : " app_key",
              oif->tagged ? "by tagged operations where the peer agrees" : "with gpuwire's header (tagged path: ",
-             oif->tagged ? "" : oif->tagged_why, oif->tagged ? "" : ")");
+             oif->tagged ? "" : oif->tagged_why, oif->tagged ? "" : ")",
+             oif->credits ? "under credits where the peer agrees" : "without credits (GPUWIRE_OFI_CREDITS=off)");
     return GW_OK;
 }
 

@@ -12,6 +12,14 @@
  * receiver reads it and answers FIN.  Whatever the provider has no room
  * for now (-FI_EAGAIN) waits on the endpoint's pending list, in posting
  * order, and is posted again from the poller.
+ *
+ * Credits (where both sides agreed, ofi_wire.h): a header message that
+ * costs one goes only while the endpoint holds one (ep->tx_credits; else
+ * it waits on the pending list or the control queue, in order, like one
+ * the provider had no room for); every header sent carries what this side
+ * owes for receive slots it has posted again (ep->cr_owed), and a pass that
+ * ends owing GW_OFI_CREDIT_BACK or more sends them in a CREDIT message, which
+ * costs none and waits for nothing but room, so returns always go.
  */
 #include "mem/mem_copy.h"
 #include "transport/base/batch.h"
@@ -96,21 +104,30 @@ static int inject_msg(gw_ofi_ep_t *ep, const void *msg, size_t n)
 /* ---- control messages ---------------------------------------------------------- */
 /* A header and plen payload bytes (at most GW_OFI_AM_MAX): 0 sent, 1 no
  * room now, < 0 the provider's error */
-static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h, const void *pay, size_t plen)
+static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h0, const void *pay, size_t plen)
 {
+    unsigned cost = (unsigned)gw_ofi_type_costs(h0->type);
+    if (cost && !ep->tx_credits)
+        return 1;
+    gw_ofi_hdr_t h = *h0; /* (with the credits this side owes) */
+    h.flags |= (uint32_t)ep->cr_owed << GW_OFI_F_CREDIT_SHIFT;
     if (GW_OFI_HDR_LEN + plen <= ep->oif->inject && ep->tx_seen) {
         uint8_t m[GW_OFI_HDR_LEN + GW_OFI_AM_MAX];
-        gw_ofi_hdr_write(h, m);
+        gw_ofi_hdr_write(&h, m);
         if (plen)
             memcpy(m + GW_OFI_HDR_LEN, pay, plen);
         int r = inject_msg(ep, m, GW_OFI_HDR_LEN + plen);
+        if (r == 0) {
+            ep->tx_credits -= cost;
+            ep->cr_owed = 0;
+        }
         if (r != 1)
             return r;
     }
     int s = tx_get(ep);
     if (s < 0)
         return 1;
-    gw_ofi_hdr_write(h, tx_at(ep, (unsigned)s));
+    gw_ofi_hdr_write(&h, tx_at(ep, (unsigned)s));
     if (plen)
         memcpy(tx_at(ep, (unsigned)s) + GW_OFI_HDR_LEN, pay, plen);
     ssize_t rc = send_slot(ep, (unsigned)s, GW_OFI_HDR_LEN + plen);
@@ -120,14 +137,16 @@ static int ctl_now(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h, const void *pay, size
             ep->n_eagain++;
         return rc == -FI_EAGAIN ? 1 : (int)rc;
     }
-    if (h->type == GW_OFI_PING && ep->probe_seq && h->f[0] == ep->probe_seq)
+    ep->tx_credits -= cost;
+    ep->cr_owed = 0;
+    if (h.type == GW_OFI_PING && ep->probe_seq && h.f[0] == ep->probe_seq)
         ep->probe_slot = (unsigned)s + 1u; /* its completion (or failure) is the probe's */
     return 0;
 }
 
 static const char *type_name(unsigned t)
 {
-    static const char *const n[] = {"?", "EAGER", "RTS", "FIN", "NOTIFY", "PING", "PONG", "AM"};
+    static const char *const n[] = {"?", "EAGER", "RTS", "FIN", "NOTIFY", "PING", "PONG", "AM", "CREDIT"};
     return t <= GW_OFI_TYPE_MAX ? n[t] : "?";
 }
 
@@ -143,6 +162,8 @@ static gw_status_t send_msg(gw_ofi_ep_t *ep, const gw_ofi_hdr_t *h, const void *
                       type_name(h->type), B(ep)->peer, gw_ofi_strerror(ep->oif, rc));
         return B(ep)->error;
     }
+    if (!ep->tx_credits && gw_ofi_type_costs(h->type))
+        ep->n_cstall++;
     gw_ofi_ctl_t *q = gw_op_state_get(oep_core(ep), sizeof(*q) + plen);
     if (!q) {
         gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory queueing a %s message", type_name(h->type));
@@ -604,10 +625,13 @@ static void trecv_end(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x, size_t got, uint64_t tag
 /* ---- messages ------------------------------------------------------------------ */
 static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
 {
+    if (!ep->tx_credits) /* (an EAGER or an RTS: one credit either way) */
+        return 1;
     int host = !req->lmem || req->lmem->type == GW_MEM_HOST;
+    uint32_t fl = (uint32_t)ep->cr_owed << GW_OFI_F_CREDIT_SHIFT;
     if (host && GW_OFI_HDR_LEN + req->len <= ep->oif->inject && ep->tx_seen) {
         uint8_t m[GW_OFI_INJECT_MAX];
-        gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .f = {req->value, req->len}};
+        gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .flags = fl, .f = {req->value, req->len}};
         gw_ofi_hdr_write(&h, m);
         if (req->len)
             memcpy(m + GW_OFI_HDR_LEN, req->buf, req->len);
@@ -618,6 +642,8 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
             return -1;
         }
         if (r == 0) { /* the provider holds a copy: the send is complete */
+            ep->tx_credits--;
+            ep->cr_owed = 0;
             ep->n_eager++;
             req->length = req->len;
             gw_ep_op_done(B(ep), req, GW_OK);
@@ -630,7 +656,7 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
         if (s < 0)
             return 1;
         uint8_t *p = tx_at(ep, (unsigned)s);
-        gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .f = {req->value, req->len}};
+        gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .flags = fl, .f = {req->value, req->len}};
         gw_ofi_hdr_write(&h, p);
         if (req->len)
             memcpy(p + GW_OFI_HDR_LEN, req->buf, req->len);
@@ -646,6 +672,8 @@ static int post_send(gw_ofi_ep_t *ep, gw_request_t *req)
             return -1;
         }
         ep->txctx[s].req = req;
+        ep->tx_credits--;
+        ep->cr_owed = 0;
         ep->n_eager++;
         return 0;
     }
@@ -697,14 +725,19 @@ gw_status_t gw_ofi_send_now(gw_tl_ep_t *e, const void *buf, size_t len, uint64_t
         return injected(ep, fi_tinjectdata(ep->ep, buf, len, len, ep->peer, tag)); /* (data: its length) */
     }
     if (GW_OFI_HDR_LEN + len > ep->oif->inject || !ep->tx_seen || !gw_list_empty(&ep->pending) ||
-        gw_ep_failed(B(ep)))
+        !ep->tx_credits || gw_ep_failed(B(ep)))
         return GW_ERR_UNSUPPORTED;
     uint8_t m[GW_OFI_INJECT_MAX];
-    gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .f = {tag, len}};
+    gw_ofi_hdr_t h = {.type = GW_OFI_EAGER, .flags = (uint32_t)ep->cr_owed << GW_OFI_F_CREDIT_SHIFT, .f = {tag, len}};
     gw_ofi_hdr_write(&h, m);
     if (len)
         memcpy(m + GW_OFI_HDR_LEN, buf, len);
-    return injected(ep, fi_inject(ep->ep, m, GW_OFI_HDR_LEN + len, ep->peer));
+    gw_status_t st = injected(ep, fi_inject(ep->ep, m, GW_OFI_HDR_LEN + len, ep->peer));
+    if (GW_LIKELY(st == GW_OK)) {
+        ep->tx_credits--;
+        ep->cr_owed = 0;
+    }
+    return st;
 }
 
 /* Posts what req still has to post: 0 all of it, 1 no room now, -1 the endpoint failed. */
@@ -758,6 +791,8 @@ static void post_or_queue(gw_ofi_ep_t *ep, gw_request_t *req)
         return;
     if (gw_ep_failed(B(ep)))
         return;
+    if (!ep->tx_credits && req->op == GW_OP_SEND && !(req->tl_flags & TLF_TSEND))
+        ep->n_cstall++;
     req->tl_flags |= TLF_PENDING;
     gw_list_push_back(&ep->pending, &req->tl_link);
 }
@@ -1019,6 +1054,26 @@ static void trecv_error(gw_ofi_ep_t *ep, gw_ofi_ctx_t *x, const struct fi_cq_err
 }
 
 /* ---- completions --------------------------------------------------------------- */
+/* Credits the peer returned (n > 0) on a message of type t: 0, or -1 with
+ * the endpoint failed (credits not agreed, or more than were spent). */
+__attribute__((noinline)) static int credit_take(gw_ofi_ep_t *ep, unsigned n, unsigned t)
+{
+    if (!ep->cr_on) {
+        gw_ofi_ep_die(ep, GW_ERR_PROTOCOL, "ofi %s: from %s: a %s message returning %u credits, but credits were "
+                      "not agreed in the handshake", ep->oif->prov, B(ep)->peer, type_name(t), n);
+        return -1;
+    }
+    if (ep->tx_credits + n > GW_OFI_CREDIT_SLOTS - GW_OFI_CREDIT_RESERVE) {
+        gw_ofi_ep_die(ep, GW_ERR_PROTOCOL, "ofi %s: from %s: a %s message returning %u credits while %llu are held: "
+                      "more than the %d a sender starts with (more than were spent)", ep->oif->prov, B(ep)->peer,
+                      type_name(t), n, (unsigned long long)ep->tx_credits,
+                      GW_OFI_CREDIT_SLOTS - GW_OFI_CREDIT_RESERVE);
+        return -1;
+    }
+    ep->tx_credits += n;
+    return 0;
+}
+
 static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
 {
     gw_ep_base_t *b = B(ep);
@@ -1026,14 +1081,20 @@ static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
     gw_ofi_hdr_t h;
     char why[200];
     uint64_t tag;
-    if (gw_ofi_hdr_eager(p, len, GW_OFI_EAGER_MAX, &tag)) { /* an eager message (the full parse's verdict) */
+    unsigned cred;
+    if (gw_ofi_hdr_eager(p, len, GW_OFI_EAGER_MAX, &tag, &cred)) { /* an eager message (the full parse's verdict) */
         h.type = GW_OFI_EAGER;
         h.f[0] = tag;
         h.f[1] = len - GW_OFI_HDR_LEN;
     } else if (gw_ofi_hdr_parse(&h, p, len, GW_OFI_EAGER_MAX, why, sizeof(why)) != GW_OK) {
         gw_ofi_ep_die(ep, GW_ERR_PROTOCOL, "ofi %s: from %s: %s", ep->oif->prov, b->peer, why);
         return;
+    } else {
+        cred = h.flags >> GW_OFI_F_CREDIT_SHIFT;
     }
+    ep->rxctx[slot].cost = (uint8_t)gw_ofi_type_costs(h.type); /* (owed back once the slot is posted again) */
+    if (GW_UNLIKELY(cred) && credit_take(ep, cred, h.type) != 0)
+        return;
     gw_request_t *req;
     switch (h.type) {
     case GW_OFI_EAGER:
@@ -1101,6 +1162,8 @@ static void rx_message(gw_ofi_ep_t *ep, unsigned slot, size_t len)
         gw_ofi_send_ctl(ep, &pong);
         break;
     }
+    case GW_OFI_CREDIT: /* (its credits were taken above) */
+        break;
     default: /* PONG: its arrival was the point (liveness), and which fence it answers */
         if (h.f[0] > ep->fence_seen)
             ep->fence_seen = h.f[0];
@@ -1311,7 +1374,25 @@ static void rx_repost(gw_ofi_ep_t *ep)
                           gw_ofi_strerror(ep->oif, rc));
             return;
         }
+        /* posted again: a credit owed back where its message cost one
+         * (bounded by the slots, whatever a peer sends) */
+        if (ep->cr_on && ep->rxctx[slot].cost && ep->cr_owed < GW_OFI_CREDIT_SLOTS)
+            ep->cr_owed++;
+        ep->rxctx[slot].cost = 0;
     }
+}
+
+/* Credits owed back when a pass sent nothing that carried them: a CREDIT
+ * message (no credit needed; no room now: a later pass tries again). */
+static void credit_send(gw_ofi_ep_t *ep)
+{
+    gw_ofi_hdr_t h = {.type = GW_OFI_CREDIT};
+    int rc = ctl_now(ep, &h, NULL, 0);
+    if (rc == 0)
+        ep->n_credit++;
+    else if (rc < 0)
+        gw_ofi_ep_die(ep, gw_ofi_status_of(rc), "ofi %s: sending a CREDIT message to %s failed: %s", ep->oif->prov,
+                      B(ep)->peer, gw_ofi_strerror(ep->oif, rc));
 }
 
 /* gw_ofi_ep_progress past its first read: the completions in ce (r of them,
@@ -1397,6 +1478,8 @@ __attribute__((noinline)) static int ep_progress_more(gw_ofi_ep_t *ep, struct fi
     if (!gw_ep_failed(B(ep))) {
         ctl_drain(ep);
         pending_drain(ep);
+        if (ep->cr_owed >= GW_OFI_CREDIT_BACK && !gw_ep_failed(B(ep)))
+            credit_send(ep);
     }
     return n;
 }
@@ -1408,7 +1491,8 @@ int gw_ofi_ep_progress(gw_ofi_ep_t *ep)
 {
     struct fi_cq_tagged_entry ce[16];
     ssize_t r = fi_cq_read(ep->cq, ce, 16);
-    if (r == -FI_EAGAIN && !ep->nrx_lazy && gw_list_empty(&ep->ctlq) && gw_list_empty(&ep->pending))
+    if (r == -FI_EAGAIN && !ep->nrx_lazy && gw_list_empty(&ep->ctlq) && gw_list_empty(&ep->pending) &&
+        ep->cr_owed < GW_OFI_CREDIT_BACK)
         return 0;
     return ep_progress_more(ep, ce, r);
 }

@@ -111,8 +111,15 @@ gw_status_t gw_ofi_hdr_parse(gw_ofi_hdr_t *h, const uint8_t *buf, size_t len, si
         snprintf(why, whylen, "ofi message of unknown type %u", h->type);
         return GW_ERR_PROTOCOL;
     }
-    if ((h->flags & ~(uint32_t)GW_OFI_F_COUNTED) || ((h->flags & GW_OFI_F_COUNTED) && h->type != GW_OFI_NOTIFY)) {
-        snprintf(why, whylen, "ofi message type %u with unknown flags 0x%x", h->type, h->flags);
+    uint32_t low = h->flags & ((1u << GW_OFI_F_CREDIT_SHIFT) - 1u), cred = h->flags >> GW_OFI_F_CREDIT_SHIFT;
+    if ((low & ~(uint32_t)GW_OFI_F_COUNTED) || ((low & GW_OFI_F_COUNTED) && h->type != GW_OFI_NOTIFY)) {
+        snprintf(why, whylen, "ofi message type %u with unknown flags 0x%x", h->type, low);
+        return GW_ERR_PROTOCOL;
+    }
+    if (cred > GW_OFI_CREDIT_SLOTS || (h->type == GW_OFI_CREDIT && cred == 0)) {
+        snprintf(why, whylen, "ofi message type %u returns %u credits (1..%d for a CREDIT, 0..%d on others: "
+                 "there are %d receive slots)", h->type, cred, GW_OFI_CREDIT_SLOTS, GW_OFI_CREDIT_SLOTS,
+                 GW_OFI_CREDIT_SLOTS);
         return GW_ERR_PROTOCOL;
     }
     size_t body = len - GW_OFI_HDR_LEN;
@@ -127,6 +134,10 @@ gw_status_t gw_ofi_hdr_parse(gw_ofi_hdr_t *h, const uint8_t *buf, size_t len, si
     }
     if (body) {
         snprintf(why, whylen, "ofi message type %u carries %zu bytes after its header", h->type, body);
+        return GW_ERR_PROTOCOL;
+    }
+    if (h->type == GW_OFI_CREDIT && (h->f[0] | h->f[1] | h->f[2] | h->f[3] | h->f[4])) {
+        snprintf(why, whylen, "ofi CREDIT message with nonzero fields");
         return GW_ERR_PROTOCOL;
     }
     if (h->type == GW_OFI_FIN) {

@@ -9,8 +9,9 @@
  *   u8 provider length | u8 domain length | provider | domain | name
  * The name is the endpoint's fi_getname() address, opaque to gpuwire (a
  * sockaddr for tcp, a path for shm, a GID and QPN for efa).  Flags: bit 0
- * FI_HMEM registration of GPU memory, bit 1 the tagged message path
- * (GW_OFI_AF_*); a reader ignores bits it does not know.
+ * FI_HMEM registration of GPU memory, bit 1 the tagged message path, bit 2
+ * credits (flow control of header messages, below) (GW_OFI_AF_*); a reader
+ * ignores bits it does not know.
  *
  * Remote-key part (20 bytes): u8 version 1 | u8 flags (bit 0: the provider
  * addresses RMA by virtual address; otherwise by offset from base) | u16 0
@@ -18,7 +19,21 @@
  *
  * Message header (48 bytes, before an eager payload): u16 magic 0x4f46 |
  * u8 version 1 | u8 type | u32 flags | u64 f[5], whose meaning per type is
- * in the enum below.
+ * in the enum below.  Flags: bit 0 COUNTED (NOTIFY only), bits 1-15 zero,
+ * bits 16-31 credits returned (GW_OFI_F_CREDIT_SHIFT).
+ *
+ * Credits (both blobs carry GW_OFI_AF_CREDITS; else every credit field is
+ * zero and no CREDIT is sent): each side posts GW_OFI_CREDIT_SLOTS receive
+ * slots and a sender starts with GW_OFI_CREDIT_SLOTS - GW_OFI_CREDIT_RESERVE
+ * credits.  EAGER, RTS, FIN, NOTIFY, AM and PING cost one each; PONG and
+ * CREDIT cost none (they land in the reserve).  A receiver returns a credit
+ * for each slot that held a costing message once it has posted that slot
+ * again: in the credit field of any header it sends, or in a CREDIT message
+ * (no body, f[] zero, at least one credit).  A field of more than
+ * GW_OFI_CREDIT_SLOTS, or returns that would lift the sender above its
+ * starting credits, is a protocol error.  The header version stays 1: the
+ * handshake flag gates the field and the type, so a peer that never set
+ * the flag never sees either.
  */
 #ifndef GW_OFI_WIRE_H
 #define GW_OFI_WIRE_H
@@ -38,6 +53,8 @@ enum {
     GW_OFI_AF_HMEM = 1u << 0,   /* the sender registers GPU memory with FI_HMEM */
     GW_OFI_AF_TAGGED = 1u << 1, /* application messages may go by the provider's tagged operations
                                  * (both sides set it: they do; an older peer sets no such bit) */
+    GW_OFI_AF_CREDITS = 1u << 2, /* header messages under credits (both sides set it: they are; an older
+                                  * peer, or one with GPUWIRE_OFI_CREDITS=off, sets no such bit) */
 };
 
 typedef struct gw_ofi_addr {
@@ -78,9 +95,18 @@ typedef enum gw_ofi_msg_type {
     GW_OFI_PONG = 6,   /* f0 the PING's f0 */
     GW_OFI_AM = 7,     /* f0 handler id, f1 payload length (at most GW_AM_MAX); the payload follows:
                         * an active message */
-    GW_OFI_TYPE_MAX = 7
+    GW_OFI_CREDIT = 8, /* f[] 0: credits returned (flags' credit field, at least 1), nothing else */
+    GW_OFI_TYPE_MAX = 8
 } gw_ofi_msg_type_t;
 enum { GW_OFI_F_COUNTED = 1u << 0 };
+#define GW_OFI_F_CREDIT_SHIFT 16 /* flags bits 16-31: credits returned */
+#define GW_OFI_CREDIT_SLOTS 64   /* receive slots each side posts (the credit unit's pool) */
+#define GW_OFI_CREDIT_RESERVE 8  /* slots the sender's credits leave for PONG and CREDIT */
+/* Does a message of this type cost a credit? */
+static inline int gw_ofi_type_costs(unsigned type)
+{
+    return type != GW_OFI_PONG && type != GW_OFI_CREDIT;
+}
 #define GW_OFI_AM_MAX 256 /* an active message's payload (ep_base.h GW_AM_MAX) */
 
 /* The tagged path (GW_OFI_AF_TAGGED agreed): an application message is one
@@ -119,16 +145,20 @@ static inline void gw_ofi_hdr_write(const gw_ofi_hdr_t *h, uint8_t *buf)
 gw_status_t gw_ofi_hdr_parse(gw_ofi_hdr_t *h, const uint8_t *buf, size_t len, size_t eager_max, char *why,
                              size_t whylen);
 /* The receive path's common case, inline: is buf (len bytes) an eager
- * message gw_ofi_hdr_parse would accept (magic, version, no flags, the
- * payload what the header says and at most eager_max)?  1 with its tag in
- * *tag, else 0 (the caller parses it in full: another type, or an error). */
-static inline int gw_ofi_hdr_eager(const uint8_t *buf, size_t len, size_t eager_max, uint64_t *tag)
+ * message gw_ofi_hdr_parse would accept (magic, version, no flags but at
+ * most GW_OFI_CREDIT_SLOTS credits, the payload what the header says and
+ * at most eager_max)?  1 with its tag in *tag and its credits in *cred,
+ * else 0 (the caller parses it in full: another type, or an error). */
+static inline int gw_ofi_hdr_eager(const uint8_t *buf, size_t len, size_t eager_max, uint64_t *tag, unsigned *cred)
 {
     if (len < GW_OFI_HDR_LEN || gw_get_u16(buf) != GW_OFI_HDR_MAGIC || buf[2] != GW_OFI_HDR_VERSION ||
-        buf[3] != GW_OFI_EAGER || gw_get_u32(buf + 4) != 0 || gw_get_u64(buf + 16) != len - GW_OFI_HDR_LEN ||
-        len - GW_OFI_HDR_LEN > eager_max)
+        buf[3] != GW_OFI_EAGER || gw_get_u64(buf + 16) != len - GW_OFI_HDR_LEN || len - GW_OFI_HDR_LEN > eager_max)
+        return 0;
+    uint32_t fl = gw_get_u32(buf + 4);
+    if ((fl & 0xffffu) || fl > ((uint32_t)GW_OFI_CREDIT_SLOTS << GW_OFI_F_CREDIT_SHIFT))
         return 0;
     *tag = gw_get_u64(buf + 8);
+    *cred = fl >> GW_OFI_F_CREDIT_SHIFT;
     return 1;
 }
 
