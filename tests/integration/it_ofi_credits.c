@@ -531,8 +531,42 @@ static void case_lie(void)
     gw_context_destroy(ctx);
 }
 
+/* ---- auto ---- */
+#define NAUTO 500
+
+static int child_auto(void *arg)
+{
+    (void)arg;
+    gw_context_t *ctx;
+    gw_ep_t *ep = gwt_connect_chan(&g_cc, "ofi", &ctx);
+    CHECK(recv_stream(ep, NAUTO, 1, 17000) == 0);
+    return child_end(ctx, ep);
+}
+
+/* GPUWIRE_OFI_CREDITS=auto on both sides: credits over shm, none over tcp
+ * (whose connection paces the sender); the stream arrives whole either way */
+static void case_auto(void)
+{
+    const char *prov = getenv("GPUWIRE_OFI_PROVIDER");
+    int tcp = prov && !strncmp(prov, "tcp", 3);
+    setenv("GPUWIRE_OFI_CREDITS", "auto", 1);
+    gw_context_t *ctx;
+    gw_listener_t *l;
+    int pid;
+    gw_ep_t *ep = start(child_auto, &ctx, &l, &pid);
+    static gw_request_t *reqs[NAUTO];
+    static size_t offs[NAUTO];
+    uint8_t *buf = send_stream(ep, NAUTO, 1, 17000, 3, reqs, offs);
+    wait_all(reqs, NAUTO, 1);
+    long long waits = credit_waits(ep);
+    fprintf(stderr, "  provider %s: credits %s\n", prov ? prov : "(default)", waits == -1 ? "off" : "on");
+    CHECK(tcp ? waits == -1 : waits >= 0);
+    free(buf);
+    finish(ctx, ep, l, pid);
+}
+
 static const gwt_case_t cases[] = {GWT_CASE(stream_late), GWT_CASE(one_way), GWT_CASE(both_ways), GWT_CASE(mixed),
-                                   GWT_CASE(no_credits),  GWT_CASE(lie)};
+                                   GWT_CASE(no_credits),  GWT_CASE(lie),     GWT_CASE(auto)};
 int main(int argc, char **argv)
 {
     return GWT_MAIN(argc, argv, cases);

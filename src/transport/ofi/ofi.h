@@ -95,7 +95,8 @@ typedef struct gw_ofi_iface {
     int tagged;           /* application messages may take the provider's tagged operations (FI_TAGGED,
                            * FI_ORDER_SAS, 64 tag bits, GPUWIRE_OFI_TAGGED=auto); the peer must agree */
     char tagged_why[160]; /* why not, when not */
-    int credits;          /* header messages under credits where the peer agrees (GPUWIRE_OFI_CREDITS=on) */
+    int credits;          /* header messages under credits where the peer agrees (GPUWIRE_OFI_CREDITS) */
+    char credits_why[64]; /* why not, when not */
     uint64_t next_key;    /* requested keys, when the provider does not pick them */
     uint64_t max_piece;   /* largest single RMA (the endpoint's max_msg_size, capped) */
     size_t tinject;       /* tagged path: messages up to this size go by fi_tinject (0 none) */
