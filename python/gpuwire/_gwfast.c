@@ -1224,6 +1224,35 @@ static PyType_Spec bplan_spec = {"gpuwire._gwfast.Batch", sizeof(pages_plan_t), 
  * makes the class attribute. */
 static PyObject *c_mem_cls, *c_rkey_cls, *c_req_cls, *c_slow[2];
 static PyObject *s_addr, *s_lctx, *s_kw[11];
+
+/* The fast paged and batch methods' arguments into v (nall slots, the put
+ * form's order, defaults already there): the get form (op 1) has the put
+ * form's but its two notification parameters (nall - 3 and nall - 2), its
+ * track last; kwtab: the put form's interned keyword names.  0 done; -1
+ * anything the method leaves to its Python form (too many, unknown or
+ * repeated keywords, a notification on a get: Python says so). */
+static int fast_args(int op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject *const *kwtab,
+                     int nall, PyObject **v)
+{
+    int nb = nall - 3; /* the put form's notify, counted, then track */
+    if (nargs > (op ? nall - 2 : nall))
+        return -1;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[op && i == nb ? nall - 1 : i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k); /* borrowed; interned by the caller's code */
+        int at = -1;
+        for (int j = 0; j < nall && at < 0; j++)
+            if (name == kwtab[j])
+                at = j;
+        int given = op ? (at == nall - 1 ? nargs > nb : at < nargs) : at < nargs; /* also by position */
+        if (at < 0 || (op && (at == nb || at == nb + 1)) || given)
+            return -1;
+        v[at] = args[nargs + k];
+    }
+    return 0;
+}
 /* keyword names in the order of the put form; the get form lacks notify and counted */
 static const char *const kw_names[11] = {"local", "rkey", "page_size", "lpages", "rpages", "count",
                                          "local_offset", "offset", "notify", "counted", "track"};
@@ -1487,29 +1516,14 @@ static PyObject *pages_result(gw_status_t st, PyObject *ep, int op, int track, g
 
 static PyObject *ep_pages(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    int nparam = op ? 9 : 11;
     if (!c_slow[op]) {
         PyErr_SetString(PyExc_RuntimeError, "_gwfast.bind_pages() was not called");
         return NULL;
     }
     /* the arguments by position of the put form (local .. track) */
     PyObject *v[11] = {NULL, NULL, NULL, Py_None, Py_None, Py_None, NULL, NULL, Py_None, Py_None, Py_True};
-    if (nargs > nparam)
+    if (fast_args(op, args, nargs, kwnames, s_kw, 11, v) != 0)
         return slow_call(op, ep, args, nargs, kwnames);
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[op && i == 8 ? 10 : i] = args[i];
-    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *name = PyTuple_GetItem(kwnames, k); /* borrowed; interned by the caller's code */
-        int at = -1;
-        for (int j = 0; j < 11 && at < 0; j++)
-            if (name == s_kw[j])
-                at = j;
-        int given = op ? (at == 10 ? nargs > 8 : at < nargs) : at < nargs; /* also by position */
-        if (at < 0 || (op && (at == 8 || at == 9)) || given)
-            return slow_call(op, ep, args, nargs, kwnames); /* unknown, repeated: Python says so */
-        v[at] = args[nargs + k];
-    }
     PyObject *local = v[0], *rkey = v[1];
     /* index arrays in GPU memory (batch.py _pages_dev): both there, or one
      * there and the other None; anything else to the Python method */
@@ -1657,29 +1671,14 @@ static int dlist_read(PyObject *o, void **h, Py_ssize_t *n, int *remote)
 
 static PyObject *ep_batch(int op, PyObject *ep, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    int nparam = op ? 6 : 8;
     if (!c_bslow[op] || !c_req_cls || !f_batch) {
         PyErr_SetString(PyExc_RuntimeError, "_gwfast.bind_batch() was not called");
         return NULL;
     }
     /* the arguments by position of the put form (local .. track) */
     PyObject *v[8] = {NULL, NULL, Py_None, Py_None, Py_None, Py_None, Py_None, Py_True};
-    if (nargs > nparam)
+    if (fast_args(op, args, nargs, kwnames, s_bkw, 8, v) != 0)
         return bslow_call(op, ep, args, nargs, kwnames);
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[op && i == 5 ? 7 : i] = args[i];
-    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *name = PyTuple_GetItem(kwnames, k); /* borrowed; interned by the caller's code */
-        int at = -1;
-        for (int j = 0; j < 8 && at < 0; j++)
-            if (name == s_bkw[j])
-                at = j;
-        int given = op ? (at == 7 ? nargs > 5 : at < nargs) : at < nargs; /* also by position */
-        if (at < 0 || (op && (at == 5 || at == 6)) || given)
-            return bslow_call(op, ep, args, nargs, kwnames); /* unknown, repeated: Python says so */
-        v[at] = args[nargs + k];
-    }
     PyObject *local = v[0], *remote = v[1];
     if (!local || !remote || (v[5] != Py_None && v[6] != Py_None) || !idx_direct(v[2]) || !idx_direct(v[3]) ||
         (v[4] != Py_None && !PyLong_CheckExact(v[4])))
