@@ -455,6 +455,12 @@ static gw_status_t run_bw(cli_t *c, uint64_t size, result_t *res)
         return (gw_status_t)r.status;
     }
     res->cpu_target = r.b ? 100.0 * (double)r.a / (double)r.b : 0.0;
+    if (o->op == PERF_SEND) { /* the server answered once every message arrived: delivered, not sent */
+        secs = (double)(perf_now_ns() - t0) / 1e9;
+        res->elapsed_s = secs;
+        res->bw_GBps = (double)size * (double)per * (double)done / secs / 1e9;
+        res->msg_rate = (double)per * (double)done / secs;
+    }
     if (o->check && o->op == PERF_GET) {
         long long bad = perf_buf_verify(&c->pb, c->max, size, m.seed);
         if (bad >= 0) {
@@ -516,8 +522,8 @@ static void print_header(cli_t *c)
                mi.type != GW_MEM_CUDA && o->huge ? " (2 MiB-aligned, MADV_HUGEPAGE, both sides)" : "", mi.path[0] ? mi.path : "no transport path");
     if (c->info.downgrades[0])
         printf("# not taken: %s\n", c->info.downgrades);
-    printf("# ops/s: %ss completed per second in the bandwidth phase, %d outstanding\n",
-           perf_op_name(o->op), o->window);
+    printf("# ops/s: %ss %s per second in the bandwidth phase, %d outstanding\n", perf_op_name(o->op),
+           o->op == PERF_SEND ? "received by the server" : "completed", o->window);
     if (c->same_gpu)
         printf("# note: both processes use GPU %s.  The GPU runs one process's CUDA context at a\n"
                "# time, and each turn of the other process costs a context switch: on an H100 a small\n"

@@ -169,10 +169,29 @@ static void drain_notes(srv_t *s)
     }
 }
 
+static int check_data_rx(srv_t *s);
+
 static gw_status_t on_end(srv_t *s, const perf_msg_t *m)
 {
-    uint64_t cpu = perf_cpu_ns() - s->cpu0, wall = perf_now_ns() - s->wall0;
     gw_status_t st = GW_OK;
+    if (s->op == PERF_SEND && s->phase == PERF_PHASE_BW) {
+        /* the END of a send stream comes after its messages (one endpoint,
+         * in order), but some may still wait in the unexpected store for a
+         * receive: receive all m->a before answering, so that the client's
+         * clock stops when they have arrived, not when its sends completed
+         * locally (an injected send completes at once) */
+        uint64_t until = perf_now_ns() + 30000000000ull;
+        while (s->data_msgs < m->a && !s->quit && perf_now_ns() < until) {
+            gw_progress(s->ctx);
+            check_data_rx(s);
+        }
+        if (s->data_msgs < m->a) {
+            fprintf(stderr, "gpuwire perf server: %llu of the %llu messages the client sent arrived within 30 s\n",
+                    (unsigned long long)s->data_msgs, (unsigned long long)m->a);
+            st = GW_ERR_TIMEOUT;
+        }
+    }
+    uint64_t cpu = perf_cpu_ns() - s->cpu0, wall = perf_now_ns() - s->wall0;
     drain_notes(s);
     if (s->flags & PERF_F_CHECK) {
         if (s->op != PERF_GET) {
