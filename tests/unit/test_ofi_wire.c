@@ -165,7 +165,8 @@ static void credit_cases(void)
     gw_ofi_hdr_write(&h, m);
     CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN, EMAX, why, sizeof(why)), GW_OK);
     CHECK(g.type == GW_OFI_CREDIT && g.flags >> GW_OFI_F_CREDIT_SHIFT == 16);
-    CHECK(!gw_ofi_type_costs(GW_OFI_CREDIT) && !gw_ofi_type_costs(GW_OFI_PONG) && gw_ofi_type_costs(GW_OFI_PING) &&
+    CHECK(!gw_ofi_type_costs(GW_OFI_CREDIT) && !gw_ofi_type_costs(GW_OFI_PONG) && !gw_ofi_type_costs(GW_OFI_FIN) &&
+          gw_ofi_type_costs(GW_OFI_PING) && gw_ofi_type_costs(GW_OFI_RTS) && gw_ofi_type_costs(GW_OFI_NOTIFY) &&
           gw_ofi_type_costs(GW_OFI_EAGER) && gw_ofi_type_costs(GW_OFI_AM));
     CHECK_ST(gw_ofi_hdr_parse(&g, m, GW_OFI_HDR_LEN + 1, EMAX, why, sizeof(why)), GW_ERR_PROTOCOL); /* a body */
     h.flags = 0; /* a CREDIT returning none */

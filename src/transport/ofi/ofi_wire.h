@@ -25,8 +25,11 @@
  * Credits (both blobs carry GW_OFI_AF_CREDITS; else every credit field is
  * zero and no CREDIT is sent): each side posts GW_OFI_CREDIT_SLOTS receive
  * slots and a sender starts with GW_OFI_CREDIT_SLOTS - GW_OFI_CREDIT_RESERVE
- * credits.  EAGER, RTS, FIN, NOTIFY, AM and PING cost one each; PONG and
- * CREDIT cost none (they land in the reserve).  A receiver returns a credit
+ * credits.  EAGER, RTS, NOTIFY, AM and PING cost one each; PONG, CREDIT
+ * and FIN cost none (PONG and CREDIT land in the reserve; a FIN answers an
+ * RTS that cost its receiver a credit, so those in flight are bounded, and
+ * it must not wait for credits: a receiver whose receive completed may
+ * stop progressing, and its peer's send would then never complete).  A receiver returns a credit
  * for each slot that held a costing message once it has posted that slot
  * again: in the credit field of any header it sends, or in a CREDIT message
  * (no body, f[] zero, at least one credit).  A field of more than
@@ -105,7 +108,7 @@ enum { GW_OFI_F_COUNTED = 1u << 0 };
 /* Does a message of this type cost a credit? */
 static inline int gw_ofi_type_costs(unsigned type)
 {
-    return type != GW_OFI_PONG && type != GW_OFI_CREDIT;
+    return type != GW_OFI_PONG && type != GW_OFI_CREDIT && type != GW_OFI_FIN;
 }
 #define GW_OFI_AM_MAX 256 /* an active message's payload (ep_base.h GW_AM_MAX) */
 
