@@ -395,11 +395,13 @@ GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
  * a request to test/wait/free; pass req == NULL to not track the operation
  * (its errors then surface on the endpoint and in the next gw_flush()).
  * The local buffer must stay valid until the request completes.  An
- * untracked send may still read its buffer after gw_send() returns (a
- * message that could not go out at once waits in the endpoint's queue):
- * keep the buffer unchanged until a send posted after it on the same
- * endpoint completes (sends leave in posting order), or send from a copy.
- * The ofi transport copies a small untracked send that has to wait.  lmem may be
+ * untracked send of a message that goes whole (up to the transport's eager
+ * size: 16 KiB and more) takes a copy before gw_send() returns over tcp,
+ * intra and ofi's header path, so its buffer may be reused at once; a
+ * larger one (and one on ofi's tagged path or over an FI_MR_LOCAL
+ * provider) is read until the peer has it: keep that buffer unchanged
+ * until a send posted after it on the same endpoint completes (sends leave
+ * in posting order).  lmem may be
  * NULL for host memory; it must be given for GPU memory.
  * Completion means: put - the data is in the target's memory; get - the data
  * is in the local buffer; send - the peer has the message; recv - the

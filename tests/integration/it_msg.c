@@ -3,8 +3,9 @@
  * and rendezvous), messages that arrive before their receive, tag masks and
  * oldest-first matching, truncation (status, full length, buffer filled),
  * both directions, many outstanding sends, the context fd waking a poll()
- * when a message arrives, and a put_notify's notification (and a flush)
- * not held behind an earlier send the target has not received. */
+ * when a message arrives, a put_notify's notification (and a flush)
+ * not held behind an earlier send the target has not received, and
+ * untracked sends whose buffer is overwritten as soon as gw_send returns. */
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,29 @@ int main(void)
         CHECK_ST(it_wait_free(sr, 30000), GW_OK);
     }
     gw_rkey_destroy(rk);
+
+    /* 7. untracked small sends from one buffer the caller overwrites as
+     * soon as gw_send returns (it holds no request to wait on): each
+     * message arrives as it was at the call */
+    {
+        enum { NU = 50 };
+        uint8_t tmp[200];
+        for (int i = 0; i < NU; i++) {
+            size_t len = 8 + (size_t)i * 3;
+            gwt_fill(tmp, len, 5000 + (uint64_t)i);
+            IT_OK(ctx, gw_send(ep, tmp, len, NULL, 0x7700 + (uint64_t)i, NULL));
+            memset(tmp, 0xEE, sizeof(tmp));
+        }
+        int bad = 0;
+        for (int i = 0; i < NU; i++) {
+            it_reply_t ur = child_recv(&T, ctx, 8 + (size_t)i * 3, 0x7700 + (uint64_t)i, ~0ull, 5000 + (uint64_t)i);
+            if (ur.a != GW_OK || ur.d != -1)
+                bad++;
+        }
+        if (bad)
+            fprintf(stderr, "untracked sends: %d of %d arrived wrong (the buffer was read after gw_send)\n", bad, NU);
+        CHECK(bad == 0);
+    }
 
     IT_OK(ctx, gw_ep_close(ep, 5000));
     CHECK(it_target_stop(&T, ctx) == 0);
