@@ -397,8 +397,8 @@ GW_API gw_status_t gw_ep_query(const gw_ep_t *ep, gw_ep_info_t *info);
  * The local buffer must stay valid until the request completes.  An
  * untracked send of a message that goes whole (up to the transport's eager
  * size: 16 KiB and more) takes a copy before gw_send() returns over tcp,
- * intra and ofi's header path, so its buffer may be reused at once; a
- * larger one (and one on ofi's tagged path or over an FI_MR_LOCAL
+ * intra, verbs and ofi's header path, so its buffer may be reused at once;
+ * a larger one (and one on ofi's tagged path or over an FI_MR_LOCAL
  * provider) is read until the peer has it: keep that buffer unchanged
  * until a send posted after it on the same endpoint completes (sends leave
  * in posting order).  lmem may be

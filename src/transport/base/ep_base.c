@@ -2,6 +2,8 @@
 /* ep_base.c - shared endpoint state: ordering, flush, notifications, matching. */
 #include "transport/base/ep_base.h"
 
+#include "mem/mem.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -446,5 +448,41 @@ gw_status_t gw_ep_am_check(gw_ep_base_t *b, const char *transport, unsigned id, 
     if (gw_ep_failed(b))
         return gw_err(b->core, b->error, "%s active message to %s: the endpoint failed earlier: %s", transport, b->peer,
                       b->error_detail);
+    return GW_OK;
+}
+
+/* ---- untracked sends' own payloads ---------------------------------------------------- */
+typedef struct own_head {
+    void (*fini)(gw_request_t *); /* the hook own_fini displaced */
+    uint64_t pad;
+} own_head_t;
+
+static void own_fini(gw_request_t *req)
+{
+    own_head_t *h = (own_head_t *)(void *)((uint8_t *)req->buf - sizeof(own_head_t));
+    void (*next)(gw_request_t *) = h->fini;
+    req->buf = NULL;
+    gw_op_state_put(req->core, h);
+    if (next)
+        next(req);
+}
+
+int gw_ep_send_needs_own(const gw_request_t *req, size_t max)
+{
+    return req->op == GW_OP_SEND && req->err_sink && req->len && req->len <= max &&
+           (!req->lmem || req->lmem->type == GW_MEM_HOST);
+}
+
+gw_status_t gw_ep_own_payload(gw_request_t *req)
+{
+    own_head_t *h = gw_op_state_get(req->core, sizeof(*h) + req->len);
+    if (!h)
+        return gw_err(req->core, GW_ERR_NOMEM, "out of memory keeping a copy of a %zu-byte untracked message",
+                      req->len);
+    memcpy(h + 1, req->buf, req->len);
+    h->fini = req->fini;
+    req->fini = own_fini;
+    req->buf = h + 1;
+    req->lmem = NULL;
     return GW_OK;
 }

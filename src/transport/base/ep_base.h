@@ -207,6 +207,18 @@ static inline void gw_ep_op_start(gw_ep_base_t *b, gw_request_t *req)
 /* Completes an outstanding request and any flush it was holding back; a
  * deferred one (below) whose data is in place is held instead. */
 void gw_ep_op_done_slow(gw_ep_base_t *b, gw_request_t *req, gw_status_t status);
+
+/* An untracked send whose message would be read after the call returns
+ * (it waits in a queue, or the device reads it later): its caller holds no
+ * request to learn when the buffer is free again and may reuse it at once,
+ * so the payload is copied into memory of the request's own (freed when it
+ * completes) and req->buf points there; req->lmem becomes NULL (host
+ * memory no registration names).  GW_OK, or GW_ERR_NOMEM (nothing
+ * changed). */
+gw_status_t gw_ep_own_payload(gw_request_t *req);
+/* Is req an untracked send of host memory whose payload gw_ep_own_payload
+ * should copy (at most max bytes, more than none)? */
+int gw_ep_send_needs_own(const gw_request_t *req, size_t max);
 static inline void gw_ep_op_done(gw_ep_base_t *b, gw_request_t *req, gw_status_t status)
 {
     /* the common case: a queued operation succeeded, and no flush and no

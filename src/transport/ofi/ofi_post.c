@@ -784,44 +784,6 @@ static void pending_drain(gw_ofi_ep_t *ep)
     }
 }
 
-/* An untracked send's own copy of its payload (own_copy): the hook that
- * frees it when the send completes, then runs the hook it displaced (kept
- * in the copy's head). */
-typedef struct own_head {
-    void (*fini)(gw_request_t *);
-    uint64_t pad;
-} own_head_t;
-
-static void own_fini(gw_request_t *req)
-{
-    own_head_t *h = (own_head_t *)(void *)((uint8_t *)req->buf - sizeof(own_head_t));
-    void (*next)(gw_request_t *) = h->fini;
-    req->buf = NULL;
-    gw_op_state_put(req->core, h);
-    if (next)
-        next(req);
-}
-
-/* An untracked eager send that must wait (no credit, no room): its caller
- * holds no request to learn when its buffer is free again and may reuse it
- * at once, as it may when the message goes out at posting, so the payload
- * is copied now; 0, or -1 out of memory (the endpoint failed). */
-static int own_copy(gw_ofi_ep_t *ep, gw_request_t *req)
-{
-    own_head_t *h = gw_op_state_get(oep_core(ep), sizeof(*h) + req->len);
-    if (!h) {
-        gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory keeping a %zu-byte message that waits to be sent",
-                      req->len);
-        return -1;
-    }
-    memcpy(h + 1, req->buf, req->len);
-    h->fini = req->fini;
-    req->fini = own_fini;
-    req->buf = h + 1;
-    req->lmem = NULL; /* (host memory of our own, unregistered: no descriptor names it) */
-    return 0;
-}
-
 /* Into the pending list (behind what waits there already), or posted now. */
 static void post_or_queue(gw_ofi_ep_t *ep, gw_request_t *req)
 {
@@ -831,8 +793,8 @@ static void post_or_queue(gw_ofi_ep_t *ep, gw_request_t *req)
         return;
     /* (not where every local buffer needs a registration, FI_MR_LOCAL: a
      * send there may already hold one of the caller's buffer) */
-    if (req->op == GW_OP_SEND && req->err_sink && req->len && req->len <= GW_OFI_EAGER_MAX && !ep->oif->mr_local &&
-        (!req->lmem || req->lmem->type == GW_MEM_HOST) && own_copy(ep, req) != 0) {
+    if (gw_ep_send_needs_own(req, GW_OFI_EAGER_MAX) && !ep->oif->mr_local && gw_ep_own_payload(req) != GW_OK) {
+        gw_ofi_ep_die(ep, GW_ERR_NOMEM, "ofi: out of memory keeping a %zu-byte message that waits to be sent", req->len);
         gw_ep_op_done(B(ep), req, GW_ERR_NOMEM);
         return;
     }

@@ -983,6 +983,17 @@ gw_status_t gw_verbs_submit_flags(gw_verbs_ep_t *ep, gw_request_t *req, uint16_t
      * on an idle endpoint (nothing queued: no request, control message,
      * rendezvous receive or staged work) there is nothing to batch with and
      * nothing it must follow: post it at once, without the queue (latency) */
+    /* an untracked send read after this call (queued, or its payload read by
+     * the device from a registered buffer): from a copy of its own
+     * (ep_base.h); unregistered on an idle endpoint it is copied into a slot
+     * at once, unless blocked */
+    int own = gw_ep_send_needs_own(req, GW_VERBS_EAGER_MAX);
+    if (own && (req->lmem || !vep_idle(ep))) {
+        gw_status_t st = gw_ep_own_payload(req);
+        if (st != GW_OK)
+            return st;
+        own = 0;
+    }
     if (!vep_idle(ep)) {
         gw_list_push_back(&ep->pending, &req->tl_link);
         return GW_OK;
@@ -990,8 +1001,15 @@ gw_status_t gw_verbs_submit_flags(gw_verbs_ep_t *ep, gw_request_t *req, uint16_t
     if (!put_inline_now(ep, req)) {
         batch_t b;
         batch_begin(ep, &b);
-        if (!post_req(ep, &b, req)) /* blocked (no slot, no room): it waits at the queue's head */
-            gw_list_push_back(&ep->pending, &req->tl_link);
+        if (!post_req(ep, &b, req)) { /* blocked (no slot, no room): it waits at the queue's head */
+            if (own && gw_ep_own_payload(req) != GW_OK) {
+                gw_verbs_ep_die(ep, GW_ERR_NOMEM, "verbs: out of memory keeping a %zu-byte message that waits "
+                                 "to be sent", req->len);
+                gw_ep_op_done(ep->super.base, req, GW_ERR_NOMEM);
+            } else {
+                gw_list_push_back(&ep->pending, &req->tl_link);
+            }
+        }
         if (!vep_failed(ep) && ep->stg_live) /* it started staged work: its first chunks go in this batch too */
             gw_verbs_stg_progress(ep, &b);
         if (!vep_failed(ep))
