@@ -458,32 +458,16 @@ gw_status_t tcp_send(gw_tl_ep_t *tep, gw_request_t *req)
     tcp_ep_t *ep = to_ep(tep);
     if (req->len <= ep->tif->eager_max) {
         gw_tcp_hdr_t h = {.type = GW_TCP_EAGER, .len = req->len, .val = req->value};
-        int dev = mem_dev(req->lmem);
-        if (req->err_sink && dev < 0 && req->len) {
-            /* untracked: its caller holds no request to learn when the
-             * buffer is read and may reuse it at once, while a small frame
-             * waits for the next progress call (corked) or behind others:
-             * the frame carries a copy (freed with it) */
-            void *copy = gw_op_state_get(CORE(ep), req->len);
-            if (!copy)
-                return gw_err(CORE(ep), GW_ERR_NOMEM, "tcp: out of memory for a %zu-byte message to %s", req->len,
-                              B(ep)->peer);
-            memcpy(copy, req->buf, req->len);
-            conn_t *c = &ep->conns[0];
-            tx_item_t *t = tcp_tx_frame(c, &h, copy, req->len);
-            if (!t) {
-                gw_op_state_put(CORE(ep), copy);
-                return gw_ep_failed(B(ep)) ? B(ep)->error
-                                           : gw_err(CORE(ep), GW_ERR_CONN_RESET, "tcp: stream 0 to %s is closed",
-                                                    B(ep)->peer);
-            }
-            t->owned = copy;
-            t->req = req;
-            t->gpu_dev = -1;
-            tcp_tx_push(c, t);
-            conn_kick(c, req->len, -1);
-            return GW_OK;
+        /* untracked: its caller holds no request to learn when the buffer
+         * is read and may reuse it at once, while a small frame waits for the
+         * next progress call (corked) or behind others: from a copy of its
+         * own (ep_base.h) */
+        if (gw_ep_send_needs_own(req, ep->tif->eager_max)) {
+            gw_status_t st = gw_ep_own_payload(req);
+            if (st != GW_OK)
+                return st;
         }
+        int dev = mem_dev(req->lmem);
         tcp_send_frame_dev(&ep->conns[0], &h, req->buf, req->len, req, dev);
         return GW_OK;
     }
